@@ -1,0 +1,104 @@
+//! Backends. GPU runtimes implement the small [`Device`] trait; the op set is written once over
+//! it ([`crate::ops::gpu`]). The CPU backend implements [`crate::ops::Ops`] natively.
+
+pub(crate) mod cpu;
+pub(crate) mod cuda;
+pub(crate) mod hip;
+pub(crate) mod opencl;
+
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::kernel::{Dialect, LaunchConfig};
+use crate::ops::Gemm;
+
+/// A device address as an integer: a `CUdeviceptr`, a `cl_mem` handle or a `hipDeviceptr_t`.
+pub type DevicePtr = u64;
+
+/// One raw kernel parameter as the backend passes it to the driver.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RawArg {
+    /// A device buffer (the handle itself; offsets travel as a separate `U64`).
+    Ptr(DevicePtr),
+    /// 32-bit float.
+    F32(f32),
+    /// 32-bit unsigned.
+    U32(u32),
+    /// 32-bit signed.
+    I32(i32),
+    /// 64-bit unsigned.
+    U64(u64),
+}
+
+/// The low-level seam every GPU runtime implements: memory, copies, compilation, launches.
+///
+/// Work is queued in order on one stream/queue per device object. Methods take `&self` and must be
+/// safe to call from several threads (implementations serialize where the driver needs it).
+pub trait Device: Send + Sync + 'static {
+    /// A loaded module (CUDA `CUmodule`, OpenCL program with its kernels, HIP module).
+    type Module: Send + Sync + 'static;
+
+    /// Facts about the device.
+    fn info(&self) -> &DeviceInfo;
+    /// The source dialect this device compiles.
+    fn dialect(&self) -> Dialect;
+    /// Everything besides the source that decides what binary a compile produces: compiler and
+    /// driver versions, target arch. Part of the disk-cache key.
+    fn compiler_identity(&self) -> String;
+
+    /// Allocates `bytes` of device memory (no pooling at this level). Out of memory must be
+    /// reported as [`crate::Error::OutOfMemory`].
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr>;
+    /// Frees memory from [`Device::alloc`].
+    fn free(&self, ptr: DevicePtr);
+    /// Free and total device memory in bytes.
+    fn memory_info(&self) -> Result<(u64, u64)>;
+    /// Copies host bytes to `dst + offset` (bytes).
+    fn write(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()>;
+    /// Waits for queued work, then copies from `src + offset` (bytes) to the host.
+    fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()>;
+    /// Device-to-device copy, queued.
+    fn copy(
+        &self,
+        src: DevicePtr,
+        src_offset: usize,
+        dst: DevicePtr,
+        dst_offset: usize,
+        bytes: usize,
+    ) -> Result<()>;
+
+    /// Compiles source to a binary for this device (CUBIN, OpenCL program binary, HIP code
+    /// object) and loads it. A compile failure is [`crate::Error::Compile`] with the full log.
+    fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)>;
+    /// Loads a binary produced by [`Device::build`] (from the disk cache). An error means the
+    /// entry is unusable; the cache deletes it and rebuilds.
+    fn load(&self, binary: &[u8]) -> Result<Self::Module>;
+    /// Queues a launch of `entry` from `module`.
+    fn launch(
+        &self,
+        module: &Self::Module,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Result<()>;
+    /// Waits for all queued work.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Tile geometry of this dialect's `sgemm` kernel: `(tile_m, tile_n, threads)`. Each block
+    /// computes a `tile_m x tile_n` tile of C with `threads` threads; the grid is
+    /// `(ceil(n / tile_n), ceil(m / tile_m))`.
+    fn sgemm_tile(&self) -> (u32, u32, u32) {
+        (64, 64, 256)
+    }
+
+    /// A vendor-library GEMM (cuBLAS) when the device has one and it is enabled. Each matrix is a
+    /// `(pointer, element offset)` pair. `None` means: use the `sgemm` kernel.
+    fn vendor_gemm(
+        &self,
+        _g: &Gemm,
+        _a: (DevicePtr, usize),
+        _b: (DevicePtr, usize),
+        _c: (DevicePtr, usize),
+    ) -> Option<Result<()>> {
+        None
+    }
+}

@@ -1,0 +1,187 @@
+//! Device memory as the op set sees it: an owned [`Buffer`] and borrowed [`View`]s into it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use crate::backend::DevicePtr;
+use crate::error::{Error, Result};
+
+static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh id for a new context; buffers carry it so ops can reject foreign buffers.
+pub(crate) fn next_context_id() -> u64 {
+    NEXT_CONTEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Returns device memory to whoever handed it out (the context's pool).
+pub(crate) trait ReleaseMemory: Send + Sync {
+    /// Takes back `bytes` bytes at `ptr`; called exactly once per allocation.
+    fn release(&self, ptr: DevicePtr, bytes: usize);
+}
+
+/// A block of device memory that goes back to its pool on drop.
+pub(crate) struct DeviceMemory {
+    pub(crate) ptr: DevicePtr,
+    pub(crate) bytes: usize,
+    pub(crate) owner: Arc<dyn ReleaseMemory>,
+}
+
+impl Drop for DeviceMemory {
+    fn drop(&mut self) {
+        self.owner.release(self.ptr, self.bytes);
+    }
+}
+
+/// Where a buffer's elements live.
+pub(crate) enum Storage {
+    /// CPU backend: host memory behind a lock so views of one buffer can be read and written
+    /// from shared references.
+    Host(RwLock<Vec<f32>>),
+    /// A GPU backend's memory.
+    Device(DeviceMemory),
+}
+
+/// `len` f32 elements of memory owned by one context. Freed (returned to the pool) on drop.
+pub struct Buffer {
+    len: usize,
+    context: u64,
+    storage: Storage,
+}
+
+impl Buffer {
+    pub(crate) fn new(len: usize, context: u64, storage: Storage) -> Self {
+        Buffer {
+            len,
+            context,
+            storage,
+        }
+    }
+
+    /// Number of f32 elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the buffer holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The id of the context that owns this buffer.
+    pub fn context_id(&self) -> u64 {
+        self.context
+    }
+
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.storage
+    }
+
+    /// The whole buffer as a view.
+    pub fn view(&self) -> View<'_> {
+        View {
+            buffer: self,
+            offset: 0,
+            len: self.len,
+        }
+    }
+
+    /// Elements `offset..offset + len` as a view; an error if that range is outside the buffer.
+    pub fn slice(&self, offset: usize, len: usize) -> Result<View<'_>> {
+        self.view().slice(offset, len)
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let place = match self.storage {
+            Storage::Host(_) => "host",
+            Storage::Device(_) => "device",
+        };
+        write!(
+            f,
+            "Buffer({} f32, {place}, context {})",
+            self.len, self.context
+        )
+    }
+}
+
+/// A contiguous range of a [`Buffer`]. Ops read and write through views; a layer's weights are
+/// views into one flat parameter buffer.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    buffer: &'a Buffer,
+    offset: usize,
+    len: usize,
+}
+
+impl<'a> View<'a> {
+    /// The buffer this view points into.
+    pub fn buffer(&self) -> &'a Buffer {
+        self.buffer
+    }
+
+    /// First element, counted from the start of the buffer.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the view covers no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A sub-range of this view (offset relative to the view).
+    pub fn slice(&self, offset: usize, len: usize) -> Result<View<'a>> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(View {
+                buffer: self.buffer,
+                offset: self.offset + offset,
+                len,
+            }),
+            _ => Err(Error::shape(
+                "slice",
+                format!(
+                    "range {offset}..{} outside a view of {} elements",
+                    offset + len,
+                    self.len
+                ),
+            )),
+        }
+    }
+
+    /// True when both views cover exactly the same elements of the same buffer.
+    pub fn same_as(&self, other: &View<'_>) -> bool {
+        std::ptr::eq(self.buffer, other.buffer)
+            && self.offset == other.offset
+            && self.len == other.len
+    }
+
+    /// True when the two views share at least one element.
+    pub fn overlaps(&self, other: &View<'_>) -> bool {
+        std::ptr::eq(self.buffer, other.buffer)
+            && self.offset < other.offset + other.len
+            && other.offset < self.offset + self.len
+            && self.len > 0
+            && other.len > 0
+    }
+}
+
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "View({:?}[{}..{}])",
+            self.buffer,
+            self.offset,
+            self.offset + self.len
+        )
+    }
+}

@@ -1,0 +1,131 @@
+//! [`Context`]: the handle users and layers hold — one device and its op set.
+
+use std::sync::Arc;
+
+use crate::buffer::Buffer;
+use crate::device::{DeviceId, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
+use crate::ops::Ops;
+use crate::tensor::Tensor;
+
+/// Options fixed when a context is created.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ContextOptions {
+    /// Let a vendor BLAS (cuBLAS) use TF32 tensor cores for f32 GEMM, like PyTorch's
+    /// `allow_tf32`. Off by default: results then match f32 arithmetic.
+    pub allow_tf32: bool,
+    /// Route GEMM through the vendor library (cuBLAS) when present; otherwise the built-in
+    /// `sgemm` kernel runs. On by default.
+    pub vendor_blas: bool,
+    /// Verification aid for machines without an AMD GPU: on a CUDA device, build the op set from
+    /// the HIP kernel sources (`kernels-hip/` over `kernels-cu/`) through NVRTC with a small
+    /// HIP-to-CUDA prelude, instead of the CUDA sources. Off by default; ignored elsewhere.
+    #[doc(hidden)]
+    pub hip_sources_via_nvrtc: bool,
+}
+
+impl Default for ContextOptions {
+    fn default() -> Self {
+        ContextOptions {
+            allow_tf32: false,
+            vendor_blas: true,
+            hip_sources_via_nvrtc: false,
+        }
+    }
+}
+
+/// One device and its op set. Cheap to clone; `Send + Sync`.
+///
+/// ```
+/// let ctx = rnn::Context::cpu();
+/// let t = ctx.tensor(&[2, 2], &[1.0, 2.0, 3.0, 4.0]).unwrap();
+/// assert_eq!(t.to_vec().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+/// ```
+#[derive(Clone)]
+pub struct Context {
+    ops: Arc<dyn Ops>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Context({} {})", self.info().id, self.info().name)
+    }
+}
+
+impl Context {
+    pub(crate) fn from_ops(ops: Arc<dyn Ops>) -> Self {
+        Context { ops }
+    }
+
+    /// A context on the CPU backend (always available).
+    pub fn cpu() -> Self {
+        Context {
+            ops: crate::backend::cpu::create_ops(),
+        }
+    }
+
+    /// Facts about the device.
+    pub fn info(&self) -> &DeviceInfo {
+        self.ops.info()
+    }
+
+    /// The device id.
+    pub fn id(&self) -> DeviceId {
+        self.ops.info().id
+    }
+
+    /// The op set, for code that drives the device directly.
+    pub fn ops(&self) -> &dyn Ops {
+        &*self.ops
+    }
+
+    /// A buffer of `len` f32 with unspecified contents.
+    pub fn alloc(&self, len: usize) -> Result<Buffer> {
+        self.ops.alloc(len)
+    }
+
+    /// A tensor with the given shape and contents (`data.len()` must equal the shape's product).
+    pub fn tensor(&self, shape: &[usize], data: &[f32]) -> Result<Tensor> {
+        Tensor::from_slice(self, shape, data)
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(&self, shape: &[usize]) -> Result<Tensor> {
+        Tensor::zeros(self, shape)
+    }
+
+    /// Compiles a user kernel through the kernel cache. The source's dialect must be the one this
+    /// device compiles; the CPU backend compiles nothing.
+    pub fn compile(&self, source: &KernelSource) -> Result<Kernel> {
+        self.ops.compile(source)
+    }
+
+    /// Launches a kernel from [`Context::compile`]; buffers are passed as base pointer plus
+    /// `u64` element offset (see [`KernelArg`]).
+    pub fn launch(
+        &self,
+        kernel: &Kernel,
+        config: LaunchConfig,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        if kernel.context != self.ops.context_id() {
+            return Err(Error::ForeignBuffer(format!(
+                "kernel '{}' was compiled by another context",
+                kernel.entry
+            )));
+        }
+        self.ops.launch(kernel, &config, args)
+    }
+
+    /// Waits for all queued work.
+    pub fn synchronize(&self) -> Result<()> {
+        self.ops.synchronize()
+    }
+
+    /// Compiles the built-in kernels now (through the disk cache) instead of at first use.
+    pub fn warm_up(&self) -> Result<()> {
+        self.ops.warm_up()
+    }
+}

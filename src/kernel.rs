@@ -1,0 +1,130 @@
+//! Kernel sources, user kernels, launch geometry, and the kernel cache shared by every GPU
+//! backend (in memory per context, on disk across processes).
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::buffer::View;
+
+/// The source language a GPU backend compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// CUDA C++ compiled by NVRTC.
+    Cuda,
+    /// OpenCL C compiled by `clBuildProgram`.
+    OpenCl,
+    /// HIP C++ compiled by hiprtc.
+    Hip,
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Dialect::Cuda => "CUDA C++",
+            Dialect::OpenCl => "OpenCL C",
+            Dialect::Hip => "HIP C++",
+        })
+    }
+}
+
+/// A kernel to compile at run time: source text in one dialect, its entry point, and compiler
+/// options.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct KernelSource {
+    /// The dialect of `source`.
+    pub dialect: Dialect,
+    /// Complete translation unit.
+    pub source: String,
+    /// Name of the kernel function to launch (`extern "C"` for CUDA/HIP).
+    pub entry: String,
+    /// Extra compiler options (e.g. `-cl-fast-relaxed-math`, `--use_fast_math`).
+    pub options: Vec<String>,
+}
+
+impl KernelSource {
+    /// A source with no extra options.
+    pub fn new(dialect: Dialect, source: impl Into<String>, entry: impl Into<String>) -> Self {
+        KernelSource {
+            dialect,
+            source: source.into(),
+            entry: entry.into(),
+            options: Vec::new(),
+        }
+    }
+
+    /// Adds a compiler option.
+    pub fn option(mut self, opt: impl Into<String>) -> Self {
+        self.options.push(opt.into());
+        self
+    }
+}
+
+/// Grid and block geometry of a launch (CUDA terms; OpenCL's global size is `grid * block` and
+/// its local size `block`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchConfig {
+    /// Blocks (work-groups) in x, y, z.
+    pub grid: [u32; 3],
+    /// Threads (work-items) per block in x, y, z.
+    pub block: [u32; 3],
+    /// Dynamic shared (local) memory in bytes.
+    pub shared_bytes: u32,
+}
+
+impl LaunchConfig {
+    /// A 1-D launch of `blocks` blocks of `threads` threads.
+    pub fn linear(blocks: u32, threads: u32) -> Self {
+        LaunchConfig {
+            grid: [blocks, 1, 1],
+            block: [threads, 1, 1],
+            shared_bytes: 0,
+        }
+    }
+
+    /// Enough 1-D blocks of `threads` threads to cover `n` items (at least one block).
+    pub fn for_elements(n: usize, threads: u32) -> Self {
+        let blocks = n.div_ceil(threads as usize).max(1);
+        Self::linear(u32::try_from(blocks).unwrap_or(u32::MAX), threads)
+    }
+}
+
+/// One argument of a user kernel launch.
+///
+/// A buffer view is passed as TWO kernel parameters: the buffer's base pointer and then the
+/// view's offset in elements as a 64-bit unsigned integer (`unsigned long long` in CUDA/HIP,
+/// `ulong` in OpenCL). OpenCL cannot offset a `cl_mem`, so every dialect uses this convention,
+/// and the built-in kernels do too.
+#[derive(Debug, Clone, Copy)]
+pub enum KernelArg<'a> {
+    /// A buffer view: base pointer, then `u64` element offset.
+    Buffer(View<'a>),
+    /// `float`.
+    F32(f32),
+    /// `unsigned int` / `uint`.
+    U32(u32),
+    /// `int`.
+    I32(i32),
+    /// `unsigned long long` / `ulong`.
+    U64(u64),
+}
+
+/// A compiled user kernel, bound to the context that compiled it.
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) context: u64,
+    pub(crate) entry: String,
+    pub(crate) module: Arc<dyn std::any::Any + Send + Sync>,
+}
+
+impl Kernel {
+    /// The entry point this kernel launches.
+    pub fn entry(&self) -> &str {
+        &self.entry
+    }
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kernel({} in context {})", self.entry, self.context)
+    }
+}

@@ -1,0 +1,67 @@
+//! Argument checks shared by every `Ops` implementation, so each backend rejects bad shapes with
+//! the same clear errors before touching memory.
+
+use crate::buffer::View;
+use crate::error::{Error, Result};
+use crate::ops::Gemm;
+
+/// Every view must belong to the context `ctx`.
+pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
+    for v in views {
+        if v.buffer().context_id() != ctx {
+            return Err(Error::ForeignBuffer(format!(
+                "{op}: buffer of context {} used with context {ctx}",
+                v.buffer().context_id()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `view.len() == expected`.
+pub(crate) fn len(op: &str, name: &str, view: &View<'_>, expected: usize) -> Result<()> {
+    if view.len() != expected {
+        return Err(Error::shape(
+            op,
+            format!("{name} has {} elements, expected {expected}", view.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// `rows * cols` without overflow.
+pub(crate) fn area(op: &str, rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols)
+        .ok_or_else(|| Error::shape(op, format!("{rows} x {cols} overflows")))
+}
+
+/// An output may not overlap an input unless it is exactly the same view (in place) and the op
+/// allows that.
+pub(crate) fn no_overlap(
+    op: &str,
+    out: &View<'_>,
+    input: &View<'_>,
+    in_place_ok: bool,
+) -> Result<()> {
+    if out.overlaps(input) && !(in_place_ok && out.same_as(input)) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: output {out:?} overlaps input {input:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// Lengths of A, B and C for a GEMM, and that C overlaps neither input.
+pub(crate) fn gemm(g: &Gemm, a: &View<'_>, b: &View<'_>, c: &View<'_>) -> Result<()> {
+    len("gemm", "A", a, area("gemm", g.m, g.k)?)?;
+    len("gemm", "B", b, area("gemm", g.k, g.n)?)?;
+    len("gemm", "C", c, area("gemm", g.m, g.n)?)?;
+    no_overlap("gemm", c, a, false)?;
+    no_overlap("gemm", c, b, false)
+}
+
+/// Kernel dimensions are 32-bit on every GPU dialect.
+pub(crate) fn fits_u32(op: &str, n: usize) -> Result<u32> {
+    u32::try_from(n)
+        .map_err(|_| Error::shape(op, format!("{n} elements exceed the 2^32 kernel limit")))
+}

@@ -1,0 +1,422 @@
+//! The op set: every computation layers, losses and optimizers need, written once per backend
+//! family (natively for the CPU, and once over [`crate::backend::Device`] for CUDA, OpenCL and HIP).
+//!
+//! Conventions shared by every op:
+//! - Matrices are row-major and contiguous; a `rows x cols` matrix is a view of `rows * cols`
+//!   elements.
+//! - Outputs are views too (buffers use interior mutability), so one flat parameter buffer can be
+//!   read by many layers and one flat gradient buffer written by them.
+//! - An output must not overlap an input, except where an op says "may be the same view as":
+//!   then exactly the same view (same buffer, offset and length) is allowed and means in place.
+//! - Every view must belong to this context's device, else [`crate::Error::ForeignBuffer`].
+//! - Ops queue work; they need not wait for it. `download` and `synchronize` wait.
+//! - Index data (class labels, row indices) is stored as f32 holding exact integers; the host
+//!   validates it before upload (integers up to 2^24 are exact in f32).
+
+pub(crate) mod check;
+pub(crate) mod gpu;
+
+use crate::buffer::{Buffer, View};
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
+
+/// An elementwise nonlinearity, fused into bias-add and RNN cell ops.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Activation {
+    /// `y = z`.
+    Identity,
+    /// `y = max(z, 0)`.
+    Relu,
+    /// `y = 1 / (1 + e^-z)`.
+    Sigmoid,
+    /// `y = tanh(z)`.
+    Tanh,
+    /// Exact GELU, `y = z * Phi(z) = 0.5 z (1 + erf(z / sqrt 2))` (PyTorch's default).
+    Gelu,
+    /// `y = z` for `z > 0`, else `slope * z`.
+    LeakyRelu {
+        /// Slope for negative inputs (PyTorch's default is 0.01).
+        slope: f32,
+    },
+}
+
+impl Activation {
+    /// Stable numeric code passed to kernels (`0..=5` in declaration order).
+    pub fn code(self) -> u32 {
+        match self {
+            Activation::Identity => 0,
+            Activation::Relu => 1,
+            Activation::Sigmoid => 2,
+            Activation::Tanh => 3,
+            Activation::Gelu => 4,
+            Activation::LeakyRelu { .. } => 5,
+        }
+    }
+
+    /// The parameter passed alongside [`Activation::code`] (the leaky slope, else 0).
+    pub fn param(self) -> f32 {
+        match self {
+            Activation::LeakyRelu { slope } => slope,
+            _ => 0.0,
+        }
+    }
+
+    /// True when the derivative can be computed from the output alone (so a forward pass may
+    /// drop the pre-activation).
+    pub fn derivative_from_output(self) -> bool {
+        matches!(
+            self,
+            Activation::Identity | Activation::Relu | Activation::Sigmoid | Activation::Tanh
+        )
+    }
+}
+
+/// Shape and scalars of `C = alpha * op(A) * op(B) + beta * C`, all row-major and contiguous.
+///
+/// `op(A)` is `m x k` (A is stored `m x k`, or `k x m` when `trans_a`); `op(B)` is `k x n` (stored
+/// `k x n`, or `n x k` when `trans_b`); C is `m x n`. With `beta == 0` C is not read (so it may
+/// hold NaN).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Gemm {
+    /// Rows of C.
+    pub m: usize,
+    /// Columns of C.
+    pub n: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Use A transposed.
+    pub trans_a: bool,
+    /// Use B transposed.
+    pub trans_b: bool,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of the existing C.
+    pub beta: f32,
+}
+
+impl Gemm {
+    /// `C = A * B` with A `m x k`, B `k x n`.
+    pub fn new(m: usize, n: usize, k: usize) -> Self {
+        Gemm {
+            m,
+            n,
+            k,
+            trans_a: false,
+            trans_b: false,
+            alpha: 1.0,
+            beta: 0.0,
+        }
+    }
+    /// Transpose A.
+    pub fn ta(mut self) -> Self {
+        self.trans_a = true;
+        self
+    }
+    /// Transpose B.
+    pub fn tb(mut self) -> Self {
+        self.trans_b = true;
+        self
+    }
+    /// Set alpha and beta.
+    pub fn scaled(mut self, alpha: f32, beta: f32) -> Self {
+        self.alpha = alpha;
+        self.beta = beta;
+        self
+    }
+}
+
+/// Hyper-parameters of one SGD step over a flat parameter buffer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SgdStep {
+    /// Learning rate.
+    pub lr: f32,
+    /// Momentum factor (0 disables the velocity buffer update).
+    pub momentum: f32,
+    /// L2 penalty added to the gradient (`g + wd * p`).
+    pub weight_decay: f32,
+    /// Nesterov momentum.
+    pub nesterov: bool,
+}
+
+/// Hyper-parameters of one Adam/AdamW step. `step` counts from 1; bias corrections use it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamStep {
+    /// Learning rate.
+    pub lr: f32,
+    /// First-moment decay.
+    pub beta1: f32,
+    /// Second-moment decay.
+    pub beta2: f32,
+    /// Denominator epsilon (added after the square root, as PyTorch does).
+    pub eps: f32,
+    /// Weight decay: L2 on the gradient for Adam, decoupled (`p -= lr * wd * p`) for AdamW.
+    pub weight_decay: f32,
+    /// AdamW (decoupled weight decay) instead of Adam.
+    pub decoupled: bool,
+    /// 1-based step number.
+    pub step: u64,
+}
+
+/// The op set. Implemented natively by the CPU backend and once, generically, for every GPU
+/// backend over [`crate::backend::Device`].
+pub trait Ops: Send + Sync {
+    /// The device these ops run on.
+    fn info(&self) -> &DeviceInfo;
+
+    /// Id of the owning context; buffers carry it.
+    fn context_id(&self) -> u64;
+
+    // ---- memory -------------------------------------------------------------------------
+
+    /// A new buffer of `len` f32. Its contents are unspecified until written.
+    fn alloc(&self, len: usize) -> Result<Buffer>;
+    /// Copies `src` into `dst` (`src.len() == dst.len()`).
+    fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()>;
+    /// Waits for queued work, then copies `src` into `dst` (`src.len() == dst.len()`).
+    fn download(&self, src: View<'_>, dst: &mut [f32]) -> Result<()>;
+    /// Waits for all queued work.
+    fn synchronize(&self) -> Result<()>;
+    /// Compiles the built-in kernels now rather than at first use (a no-op on the CPU).
+    fn warm_up(&self) -> Result<()>;
+
+    // ---- user kernels -------------------------------------------------------------------
+
+    /// Compiles a user kernel (through the kernel cache). The CPU backend returns
+    /// [`crate::Error::Unsupported`].
+    fn compile(&self, source: &KernelSource) -> Result<Kernel>;
+    /// Launches a kernel compiled by [`Ops::compile`] on this context's queue.
+    fn launch(&self, kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg<'_>]) -> Result<()>;
+
+    // ---- elementwise --------------------------------------------------------------------
+
+    /// `x[i] = value`.
+    fn fill(&self, x: View<'_>, value: f32) -> Result<()>;
+    /// `dst[i] = src[i]`.
+    fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()>;
+    /// `x[i] *= alpha`.
+    fn scale(&self, x: View<'_>, alpha: f32) -> Result<()>;
+    /// `y[i] += alpha * x[i]`.
+    fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()>;
+    /// `out[i] = a[i] + b[i]`; `out` may be the same view as `a` or `b`.
+    fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()>;
+    /// `out[i] = a[i] * b[i]`; `out` may be the same view as `a` or `b`.
+    fn mul(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()>;
+
+    // ---- matrix product -----------------------------------------------------------------
+
+    /// `C = alpha * op(A) op(B) + beta * C`; see [`Gemm`].
+    fn gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()>;
+
+    // ---- activations --------------------------------------------------------------------
+
+    /// Fused bias + activation forward over a `rows x cols` matrix: `z[r,c] += bias[c]`, then
+    /// `y = act(z)`. `y` may be the same view as `z` (then `z` is not kept for the backward pass,
+    /// which is fine when [`Activation::derivative_from_output`]).
+    fn bias_act_forward(
+        &self,
+        z: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()>;
+    /// `y = act(x)` elementwise; `y` may be the same view as `x`.
+    fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()>;
+    /// `dz = dy * act'(z)`; `y = act(z)` is passed too since some derivatives are cheaper from it.
+    /// When `act.derivative_from_output()`, `z` is not read and may be the same view as `y`.
+    /// `dz` may be the same view as `dy`.
+    fn act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        act: Activation,
+    ) -> Result<()>;
+
+    // ---- softmax and losses -------------------------------------------------------------
+
+    /// Row-wise softmax of a `rows x cols` matrix; `y` may be the same view as `x`.
+    fn softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()>;
+    /// Row-wise log-softmax; `y` may be the same view as `x`.
+    fn log_softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()>;
+    /// Fused softmax cross-entropy, forward and backward in one pass over `rows x cols` logits.
+    /// `labels[r]` is the class index of row `r`. Writes `row_loss[r] = -log softmax(x_r)[label]`,
+    /// `row_correct[r] = 1` if the row's arg-max equals the label else 0, and
+    /// `dlogits = grad_scale * (softmax(x) - onehot(label))`. A label outside `0..cols` yields a
+    /// NaN loss for that row (the host validates labels before they reach a device).
+    #[allow(clippy::too_many_arguments)]
+    fn softmax_cross_entropy(
+        &self,
+        logits: View<'_>,
+        labels: View<'_>,
+        dlogits: View<'_>,
+        row_loss: View<'_>,
+        row_correct: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()>;
+    /// Mean squared error per row: `row_loss[r] = sum_c (p - t)^2 / cols`, and
+    /// `dpred = grad_scale * 2 (p - t) / cols`.
+    #[allow(clippy::too_many_arguments)]
+    fn mse(
+        &self,
+        pred: View<'_>,
+        target: View<'_>,
+        dpred: View<'_>,
+        row_loss: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()>;
+
+    // ---- reductions ---------------------------------------------------------------------
+
+    /// Column sums of a `rows x cols` matrix: `out[c] = beta * out[c] + sum_r x[r,c]` (bias
+    /// gradients). With `beta == 0`, `out` is not read.
+    fn sum_rows(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()>;
+    /// Row sums: `out[r] = beta * out[r] + sum_c x[r,c]`.
+    fn sum_cols(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()>;
+    /// `out[0] = beta * out[0] + sum_i x[i]` (`out.len() == 1`): metrics accumulate on the device.
+    fn sum_all(&self, x: View<'_>, out: View<'_>, beta: f32) -> Result<()>;
+    /// Gradient-norm clipping without a host round trip: computes `n = ||grads||_2`, writes it
+    /// to `norm_out[0]`, and scales `grads` by `min(1, max_norm / (n + 1e-6))`.
+    fn clip_grad_norm(&self, grads: View<'_>, max_norm: f32, norm_out: View<'_>) -> Result<()>;
+
+    // ---- data movement ------------------------------------------------------------------
+
+    /// `dst[i, :] = src[indices[i], :]` for `i in 0..indices.len()`, rows of `cols` elements.
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()>;
+    /// `out[i, :] = onehot(indices[i])` over `classes` columns.
+    fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()>;
+
+    // ---- recurrent cells ----------------------------------------------------------------
+
+    /// Elman cell forward for one time step over `batch x hidden`:
+    /// `h = act(pre + b_ih + b_hh)` where `pre = x W_ih^T + h_prev W_hh^T` was accumulated by
+    /// GEMMs. `act` is `Tanh` or `Relu`. `h` may be the same view as `pre`. The backward step is
+    /// [`Ops::act_backward`] with `y = h`.
+    #[allow(clippy::too_many_arguments)]
+    fn rnn_cell_forward(
+        &self,
+        pre: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        h: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+    /// LSTM gates forward (PyTorch order i, f, g, o). `gates` is `batch x 4*hidden` holding
+    /// `x W_ih^T + h_prev W_hh^T + b_ih + b_hh`; it is overwritten with the activated gates
+    /// (sigmoid i, f, o; tanh g), which the backward step reads. Writes
+    /// `c = f * c_prev + i * g` and `h = o * tanh(c)`.
+    fn lstm_cell_forward(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        h: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+    /// LSTM gates backward. Inputs: activated `gates`, `c_prev`, `c`, `dh` (gradient reaching
+    /// `h`) and `dc` (gradient reaching `c` from the next step; overwritten with the gradient
+    /// for `c_prev`). Writes `dgates` (`batch x 4*hidden`, gradient w.r.t. the gate
+    /// pre-activations).
+    #[allow(clippy::too_many_arguments)]
+    fn lstm_cell_backward(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        dh: View<'_>,
+        dc: View<'_>,
+        dgates: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+    /// GRU cell forward (PyTorch order r, z, n). `gx = x W_ih^T + b_ih` and
+    /// `gh = h_prev W_hh^T + b_hh`, both `batch x 3*hidden`. Computes
+    /// `r = σ(gx_r + gh_r)`, `z = σ(gx_z + gh_z)`, `n = tanh(gx_n + r * gh_n)`,
+    /// `h = (1 - z) * n + z * h_prev`, and stores `[r, z, n, gh_n]` in `cache`
+    /// (`batch x 4*hidden`) for the backward step.
+    #[allow(clippy::too_many_arguments)]
+    fn gru_cell_forward(
+        &self,
+        gx: View<'_>,
+        gh: View<'_>,
+        h_prev: View<'_>,
+        h: View<'_>,
+        cache: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+    /// GRU cell backward. From `cache`, `h_prev` and `dh`, writes `dgx` and `dgh` (each
+    /// `batch x 3*hidden`: gradients w.r.t. `gx` and `gh`) and `dh_prev` (the direct part,
+    /// `dh * z`; the GEMM through `W_hh` is added by the caller).
+    #[allow(clippy::too_many_arguments)]
+    fn gru_cell_backward(
+        &self,
+        cache: View<'_>,
+        h_prev: View<'_>,
+        dh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        dh_prev: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+
+    // ---- optimizers: one launch over the flat buffers -----------------------------------
+
+    /// SGD with momentum: `g' = g + wd p`; `v = momentum v + g'`; step with `v` (or
+    /// `g' + momentum v` for Nesterov); `p -= lr * step`. With `momentum == 0`, `velocity` is
+    /// not touched.
+    fn sgd_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+    ) -> Result<()>;
+    /// Adam/AdamW with PyTorch's semantics (bias-corrected moments, eps after the square root).
+    fn adam_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        s: AdamStep,
+    ) -> Result<()>;
+}
+
+/// Convenience: a zero-filled buffer.
+pub fn zeros(ops: &dyn Ops, len: usize) -> Result<Buffer> {
+    let b = ops.alloc(len)?;
+    ops.fill(b.view(), 0.0)?;
+    Ok(b)
+}

@@ -1,0 +1,105 @@
+//! [`Tensor`]: a shape and a buffer on one context.
+
+use crate::buffer::{Buffer, View};
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+/// A dense row-major f32 tensor living on a context's device.
+#[derive(Debug)]
+pub struct Tensor {
+    ctx: Context,
+    shape: Vec<usize>,
+    buffer: Buffer,
+}
+
+fn element_count(shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Error::shape("tensor", format!("shape {shape:?} overflows usize")))
+}
+
+impl Tensor {
+    /// Uploads `data` with the given shape.
+    pub fn from_slice(ctx: &Context, shape: &[usize], data: &[f32]) -> Result<Self> {
+        let n = element_count(shape)?;
+        if n != data.len() {
+            return Err(Error::shape(
+                "tensor",
+                format!(
+                    "shape {shape:?} holds {n} elements but {} were given",
+                    data.len()
+                ),
+            ));
+        }
+        let buffer = ctx.alloc(n)?;
+        ctx.ops().upload(buffer.view(), data)?;
+        Ok(Tensor {
+            ctx: ctx.clone(),
+            shape: shape.to_vec(),
+            buffer,
+        })
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(ctx: &Context, shape: &[usize]) -> Result<Self> {
+        let n = element_count(shape)?;
+        let buffer = crate::ops::zeros(ctx.ops(), n)?;
+        Ok(Tensor {
+            ctx: ctx.clone(),
+            shape: shape.to_vec(),
+            buffer,
+        })
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.buffer.is_empty()
+    }
+
+    /// The context the tensor lives on.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The whole tensor as a view, for ops and kernel launches.
+    pub fn view(&self) -> View<'_> {
+        self.buffer.view()
+    }
+
+    /// Copies the contents to the host (waits for queued work).
+    pub fn to_vec(&self) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; self.len()];
+        self.ctx.ops().download(self.view(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Same data, another shape with the same element count.
+    pub fn reshape(self, shape: &[usize]) -> Result<Self> {
+        let n = element_count(shape)?;
+        if n != self.len() {
+            return Err(Error::shape(
+                "reshape",
+                format!(
+                    "{:?} ({} elements) to {shape:?} ({n})",
+                    self.shape,
+                    self.len()
+                ),
+            ));
+        }
+        Ok(Tensor {
+            shape: shape.to_vec(),
+            ..self
+        })
+    }
+}

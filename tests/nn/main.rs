@@ -1,0 +1,4 @@
+//! Layers, losses, optimizers and training: gradient checks, convergence, bad input.
+
+#[path = "../support/mod.rs"]
+mod support;

@@ -1,0 +1,5 @@
+//! The op set on every backend: CPU against plain reference loops, every GPU backend against the
+//! CPU backend (property tests, poisoned outputs, relative-error bounds).
+
+#[path = "../support/mod.rs"]
+mod support;

@@ -1,0 +1,4 @@
+//! Runtimes: discovery, the kernel cache, kernel compilation for every dialect and target.
+
+#[path = "../support/mod.rs"]
+mod support;

@@ -1,0 +1,111 @@
+//! Shared by the integration-test binaries: which backends to test, and the rule that an absent
+//! backend is a SKIP unless `RNN_REQUIRE_BACKENDS` names it, in which case it is a failure.
+#![allow(dead_code)]
+
+use rnn::{BackendKind, Context, ContextOptions, DeviceKind, GpuManager};
+
+/// A backend target of the test suite. `HipOnCuda` is the HIP kernel sources compiled by NVRTC
+/// with the HIP-to-CUDA prelude on a CUDA device (HIP numerics without an AMD GPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Cpu,
+    OpenCl,
+    Cuda,
+    Hip,
+    HipOnCuda,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Cpu => "cpu",
+            Target::OpenCl => "opencl",
+            Target::Cuda => "cuda",
+            Target::Hip => "hip",
+            Target::HipOnCuda => "hip-nvrtc",
+        }
+    }
+}
+
+/// The names in `RNN_REQUIRE_BACKENDS` (comma separated: cpu, opencl, cuda, hip, hip-nvrtc).
+pub fn required() -> Vec<String> {
+    std::env::var("RNN_REQUIRE_BACKENDS")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Whether `target` must be present (the test fails instead of skipping when it is not).
+pub fn is_required(target: Target) -> bool {
+    required().iter().any(|r| r == target.name())
+}
+
+fn manager() -> GpuManager {
+    GpuManager::new().expect("RNN_BACKENDS is valid")
+}
+
+/// One context per device of `target` (every OpenCL device, GPUs and CPUs alike). When there is
+/// none, prints `SKIP <test>: <reason>` and returns an empty list — or panics if the target is
+/// required.
+pub fn contexts(target: Target, test: &str) -> Vec<Context> {
+    if target == Target::Cpu {
+        return vec![Context::cpu()];
+    }
+    let m = manager();
+    let kind = match target {
+        Target::OpenCl => BackendKind::OpenCl,
+        Target::Cuda | Target::HipOnCuda => BackendKind::Cuda,
+        Target::Hip => BackendKind::Hip,
+        Target::Cpu => unreachable!(),
+    };
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for d in m.devices().iter().filter(|d| d.backend == kind) {
+        if kind == BackendKind::OpenCl && d.kind == DeviceKind::Accelerator {
+            continue;
+        }
+        let mut options = ContextOptions::default();
+        options.hip_sources_via_nvrtc = target == Target::HipOnCuda;
+        match m.create_context_with(d.id, options) {
+            Ok(ctx) => out.push(ctx),
+            Err(e) => errors.push(format!("{}: {e}", d.id)),
+        }
+    }
+    if !errors.is_empty() {
+        panic!(
+            "{test}: {} device(s) failed to open a context: {}",
+            target.name(),
+            errors.join("; ")
+        );
+    }
+    if out.is_empty() {
+        let status = m.backend(kind);
+        let reason = if status.available {
+            format!("{} runtime has no devices", target.name())
+        } else {
+            format!("{} unavailable: {}", target.name(), status.detail)
+        };
+        if is_required(target) {
+            panic!("{test}: required backend missing (RNN_REQUIRE_BACKENDS): {reason}");
+        }
+        println!("SKIP {test}: {reason}");
+    }
+    out
+}
+
+/// ‖a − b‖ / ‖b‖ (with a floor on ‖b‖ so an all-small reference does not divide by ~0).
+pub fn rel_err(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    let mut num = 0.0f64;
+    let mut den = 0.0f64;
+    for (x, y) in a.iter().zip(b) {
+        if !x.is_finite() {
+            return f64::INFINITY;
+        }
+        num += (*x as f64 - *y as f64).powi(2);
+        den += (*y as f64).powi(2);
+    }
+    num.sqrt() / den.sqrt().max(1e-12)
+}
