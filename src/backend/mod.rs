@@ -41,6 +41,9 @@ pub trait Device: Send + Sync + 'static {
     fn info(&self) -> &DeviceInfo;
     /// The source dialect this device compiles.
     fn dialect(&self) -> Dialect;
+    /// The complete built-in op-set translation unit this device compiles (docs/kernel-abi.md):
+    /// the sources of its dialect, embedded at build time.
+    fn op_set_source(&self) -> String;
     /// Everything besides the source that decides what binary a compile produces: compiler and
     /// driver versions, target arch. Part of the disk-cache key.
     fn compiler_identity(&self) -> String;
