@@ -3,3 +3,4 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+mod backend_suite;
