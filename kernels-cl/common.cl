@@ -8,8 +8,8 @@
 #define ACT_GELU 4u
 #define ACT_LEAKY 5u
 
-#define M_SQRT1_2_F 0.70710678118654752f
-#define INV_SQRT_2PI_F 0.39894228040143268f
+#define RNN_SQRT1_2 0.70710678118654752f
+#define RNN_INV_SQRT_2PI 0.39894228040143268f
 
 inline float sigmoid_f(float z) {
     return 1.0f / (1.0f + exp(-z));
@@ -20,7 +20,7 @@ inline float act_forward(float z, uint act, float p) {
     case ACT_RELU: return z > 0.0f ? z : 0.0f;
     case ACT_SIGMOID: return sigmoid_f(z);
     case ACT_TANH: return tanh(z);
-    case ACT_GELU: return 0.5f * z * (1.0f + erf(z * M_SQRT1_2_F));
+    case ACT_GELU: return 0.5f * z * (1.0f + erf(z * RNN_SQRT1_2));
     case ACT_LEAKY: return z > 0.0f ? z : p * z;
     default: return z;
     }
@@ -33,8 +33,8 @@ inline float act_derivative(float dy, float z, float y, uint act, float p) {
     case ACT_SIGMOID: return dy * y * (1.0f - y);
     case ACT_TANH: return dy * (1.0f - y * y);
     case ACT_GELU: {
-        float cdf = 0.5f * (1.0f + erf(z * M_SQRT1_2_F));
-        float pdf = INV_SQRT_2PI_F * exp(-0.5f * z * z);
+        float cdf = 0.5f * (1.0f + erf(z * RNN_SQRT1_2));
+        float pdf = RNN_INV_SQRT_2PI * exp(-0.5f * z * z);
         return dy * (cdf + z * pdf);
     }
     case ACT_LEAKY: return z > 0.0f ? dy : p * dy;

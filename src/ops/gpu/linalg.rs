@@ -118,7 +118,11 @@ impl<D: Device> GpuOps<D> {
         check::len(op, "out", &out, 1)?;
         check::no_overlap(op, &out, &x, false)?;
         let (scratch, g) = self.partial_sums(&x, false)?;
-        let args = Args::new().buf(&scratch.view())?.buf(&out)?.u32(g).f32(beta);
+        let args = Args::new()
+            .buf(&scratch.view())?
+            .buf(&out)?
+            .u32(g)
+            .f32(beta);
         self.run("sum_final", LaunchConfig::linear(1, THREADS), args)
     }
 
@@ -132,7 +136,7 @@ impl<D: Device> GpuOps<D> {
         self.mine(op, &[&grads, &norm_out])?;
         check::len(op, "norm_out", &norm_out, 1)?;
         check::no_overlap(op, &norm_out, &grads, false)?;
-        if !(max_norm > 0.0) {
+        if max_norm.is_nan() || max_norm <= 0.0 {
             return Err(Error::InvalidArgument(format!(
                 "{op}: max_norm must be positive, got {max_norm}"
             )));
@@ -188,7 +192,12 @@ impl<D: Device> GpuOps<D> {
         self.run(op, launch::elementwise(n), args)
     }
 
-    pub(super) fn one_hot_impl(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+    pub(super) fn one_hot_impl(
+        &self,
+        indices: View<'_>,
+        out: View<'_>,
+        classes: usize,
+    ) -> Result<()> {
         let op = "one_hot";
         self.mine(op, &[&indices, &out])?;
         let n = check::area(op, indices.len(), classes)?;

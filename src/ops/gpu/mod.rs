@@ -34,21 +34,20 @@ pub(crate) struct GpuOps<D: Device> {
     device: Arc<D>,
     info: DeviceInfo,
     context: u64,
-    #[allow(dead_code)]
-    options: ContextOptions,
     pool: Arc<Pool<D>>,
     /// The built-in op set, compiled on first use (or by `warm_up`).
     op_set: Mutex<Option<Arc<D::Module>>>,
     user: Mutex<HashMap<UserKey, Arc<D::Module>>>,
 }
 
-/// The op set of `device`, for a backend's `create_ops`.
-pub(crate) fn create<D: Device>(device: D, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+/// The op set of `device`, for a backend's `create_ops`. The options that change what runs
+/// (vendor BLAS, TF32, HIP sources through NVRTC) are applied by the backend's [`Device`]
+/// (`vendor_gemm`, `op_set_source`); the generic ops need none of them yet.
+pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<Arc<dyn Ops>> {
     let device = Arc::new(device);
     Ok(Arc::new(GpuOps {
         info: device.info().clone(),
         context: crate::buffer::next_context_id(),
-        options: options.clone(),
         pool: Arc::new(Pool::new(device.clone())),
         device,
         op_set: Mutex::new(None),
@@ -240,11 +239,25 @@ impl<D: Device> Ops for GpuOps<D> {
         self.mse_impl(pred, target, dpred, row_loss, rows, cols, grad_scale)
     }
 
-    fn sum_rows(&self, x: View<'_>, out: View<'_>, rows: usize, cols: usize, beta: f32) -> Result<()> {
+    fn sum_rows(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
         self.sum_rows_impl(x, out, rows, cols, beta)
     }
 
-    fn sum_cols(&self, x: View<'_>, out: View<'_>, rows: usize, cols: usize, beta: f32) -> Result<()> {
+    fn sum_cols(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
         self.sum_cols_impl(x, out, rows, cols, beta)
     }
 
@@ -256,7 +269,13 @@ impl<D: Device> Ops for GpuOps<D> {
         self.clip_grad_norm_impl(grads, max_norm, norm_out)
     }
 
-    fn gather_rows(&self, src: View<'_>, indices: View<'_>, dst: View<'_>, cols: usize) -> Result<()> {
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
         self.gather_rows_impl(src, indices, dst, cols)
     }
 
@@ -330,7 +349,13 @@ impl<D: Device> Ops for GpuOps<D> {
         self.gru_cell_backward_impl(cache, h_prev, dh, dgx, dgh, dh_prev, batch, hidden)
     }
 
-    fn sgd_step(&self, params: View<'_>, grads: View<'_>, velocity: View<'_>, s: SgdStep) -> Result<()> {
+    fn sgd_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+    ) -> Result<()> {
         self.sgd_step_impl(params, grads, velocity, s)
     }
 
