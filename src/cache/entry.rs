@@ -140,10 +140,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "entry path has no parent"))?;
-    let stem = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or("entry");
+    let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
     let (tmp, mut file) = create_temp(dir, stem)?;
     let written = file.write_all(bytes).and_then(|()| file.sync_all());
     drop(file);
@@ -215,7 +212,10 @@ mod tests {
         assert!(!is_entry_name("notes.txt"));
         assert!(!is_entry_name(&format!("{}.rnnk", &hex[1..])));
         assert!(!is_entry_name(&format!("{}.rnnk", hex.to_uppercase())));
-        assert!(is_temp_name(&format!(".{}{TEMP_MARKER}12-0-5", file_name(&hex))));
+        assert!(is_temp_name(&format!(
+            ".{}{TEMP_MARKER}12-0-5",
+            file_name(&hex)
+        )));
         assert!(!is_temp_name(&file_name(&hex)));
     }
 }

@@ -104,6 +104,9 @@ mod tests {
     fn hex_is_64_lowercase_digits() {
         let h = key(&[]).hex();
         assert_eq!(h.len(), 64);
-        assert!(h.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)));
+        assert!(
+            h.bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+        );
     }
 }

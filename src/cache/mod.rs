@@ -47,7 +47,8 @@ static UNWRITABLE: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 /// Records that `dir` cannot be written; true the first time (the caller then warns).
 fn mark_unwritable(dir: &Path) -> bool {
     let mut set = UNWRITABLE.lock().unwrap_or_else(PoisonError::into_inner);
-    set.get_or_insert_with(HashSet::new).insert(dir.to_path_buf())
+    set.get_or_insert_with(HashSet::new)
+        .insert(dir.to_path_buf())
 }
 
 fn is_unwritable(dir: &Path) -> bool {
@@ -117,7 +118,15 @@ impl KernelCache {
         };
         let read = match fs::read_dir(dir) {
             Ok(r) => r,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            // Nothing stored yet, or a path that can never hold entries (under a regular file).
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(Vec::new());
+            }
             Err(e) => return Err(Error::io(dir, e)),
         };
         let mut out = Vec::new();
@@ -248,7 +257,10 @@ impl KernelCache {
     /// Writes the entry; on failure the directory is treated as unwritable from now on.
     fn store(&self, dir: &Path, path: &Path, digest: &[u8; 32], binary: &[u8]) {
         if binary.is_empty() {
-            log::debug!("kernel cache: empty binary for {}, not stored", path.display());
+            log::debug!(
+                "kernel cache: empty binary for {}, not stored",
+                path.display()
+            );
             return;
         }
         if is_unwritable(dir) {
