@@ -36,7 +36,7 @@ impl CacheEnv {
 }
 
 /// Whether `RNN_CACHE` enables the disk cache.
-fn enabled(value: Option<&OsString>) -> Result<bool> {
+pub(crate) fn enabled(value: Option<&OsString>) -> Result<bool> {
     let Some(raw) = value else { return Ok(true) };
     let invalid = || Error::InvalidEnv {
         name: "RNN_CACHE".into(),
@@ -51,20 +51,16 @@ fn enabled(value: Option<&OsString>) -> Result<bool> {
     }
 }
 
-/// The cache directory the variables select, or `None` when the cache is off or no variable
-/// names a place for it.
-pub(crate) fn resolve(env: &CacheEnv) -> Result<Option<PathBuf>> {
-    if !enabled(env.cache.as_ref())? {
-        return Ok(None);
-    }
+/// The cache directory the variables select, or `None` when no variable names a place for it.
+pub(crate) fn directory(env: &CacheEnv) -> Option<PathBuf> {
     let set = |v: &Option<OsString>| v.as_ref().filter(|s| !s.is_empty()).map(PathBuf::from);
-    if let Some(dir) = set(&env.cache_dir) {
-        return Ok(Some(dir));
-    }
-    if let Some(xdg) = set(&env.xdg_cache_home).filter(|p| p.is_absolute()) {
-        return Ok(Some(xdg.join("rnn")));
-    }
-    Ok(set(&env.home).map(|home| home.join(".cache").join("rnn")))
+    set(&env.cache_dir)
+        .or_else(|| {
+            set(&env.xdg_cache_home)
+                .filter(|p| p.is_absolute())
+                .map(|xdg| xdg.join("rnn"))
+        })
+        .or_else(|| set(&env.home).map(|home| home.join(".cache").join("rnn")))
 }
 
 /// Logs an invalid configuration once per process; `from_env` may run for every compile.

@@ -68,13 +68,12 @@ impl KernelCache {
     /// [`KernelCache::from_cache_env`] to get the error instead.
     pub fn from_env() -> Self {
         let env = CacheEnv::current();
-        match Self::from_cache_env(&env) {
-            Ok(cache) => cache,
-            Err(e) => {
-                config::warn_invalid_once(&e);
-                Self::from_cache_env(&CacheEnv { cache: None, ..env })
-                    .expect("without RNN_CACHE the configuration cannot be invalid")
-            }
+        let on = config::enabled(env.cache.as_ref()).unwrap_or_else(|e| {
+            config::warn_invalid_once(&e);
+            true
+        });
+        KernelCache {
+            dir: on.then(|| config::directory(&env)).flatten(),
         }
     }
 
@@ -82,8 +81,9 @@ impl KernelCache {
     /// `on`, `off`, `1`, `0`, `true`, `false` (any case); anything else is
     /// [`Error::InvalidEnv`]. With no usable directory variable the disk cache is off.
     pub fn from_cache_env(env: &CacheEnv) -> Result<Self> {
+        let on = config::enabled(env.cache.as_ref())?;
         Ok(KernelCache {
-            dir: config::resolve(env)?,
+            dir: on.then(|| config::directory(env)).flatten(),
         })
     }
 

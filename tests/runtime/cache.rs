@@ -606,3 +606,41 @@ fn cache_unwritable_warns_once() {
         "expected exactly one warning:\n{stdout}"
     );
 }
+
+/// Set in the children of `cache_from_env_reads_the_process_environment`.
+const ENV_CHILD: &str = "RNN_CACHE_TEST_ENV_CHILD";
+
+/// `from_env` itself, in child processes (changing this process's environment is `unsafe`):
+/// `RNN_CACHE=off` disables, an invalid value keeps the cache on rather than failing.
+#[test]
+fn cache_from_env_reads_the_process_environment() {
+    if std::env::var_os(ENV_CHILD).is_some() {
+        let dir = KernelCache::from_env().dir().map(Path::to_path_buf);
+        println!("dir={dir:?}");
+        return;
+    }
+    let tmp = TempDir::new("env");
+    let child = |cache: &str| {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "cache::cache_from_env_reads_the_process_environment",
+                "--nocapture",
+            ])
+            .env(ENV_CHILD, "1")
+            .env("RNN_CACHE", cache)
+            .env("RNN_CACHE_DIR", tmp.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let on = format!("dir={:?}", Some(tmp.path()));
+    assert!(child("on").contains(&on), "{}", child("on"));
+    assert!(child("off").contains("dir=None"), "{}", child("off"));
+    assert!(
+        child("not-a-switch").contains(&on),
+        "{}",
+        child("not-a-switch")
+    );
+}
