@@ -48,7 +48,10 @@ fn u64_at(b: &[u8], o: usize) -> usize {
 
 /// Names of the defined function symbols of a little-endian ELF64 file (a CUBIN).
 fn elf_functions(elf: &[u8]) -> Vec<String> {
-    assert!(elf.len() > 64 && elf.starts_with(b"\x7fELF"), "not an ELF file");
+    assert!(
+        elf.len() > 64 && elf.starts_with(b"\x7fELF"),
+        "not an ELF file"
+    );
     assert_eq!(elf[4], 2, "not ELF64");
     assert_eq!(elf[5], 1, "not little-endian");
     let shoff = u64_at(elf, 0x28);
@@ -61,8 +64,12 @@ fn elf_functions(elf: &[u8]) -> Vec<String> {
         if u32_at(sh, 4) != 2 {
             continue; // not SHT_SYMTAB
         }
-        let (off, size, link, entsize) =
-            (u64_at(sh, 0x18), u64_at(sh, 0x20), u32_at(sh, 0x28), u64_at(sh, 0x38));
+        let (off, size, link, entsize) = (
+            u64_at(sh, 0x18),
+            u64_at(sh, 0x20),
+            u32_at(sh, 0x28),
+            u64_at(sh, 0x38),
+        );
         let strtab = section(link);
         let str_off = u64_at(strtab, 0x18);
         for s in (off..off + size).step_by(entsize.max(24)) {
@@ -109,7 +116,10 @@ fn cuda_broken_kernel_is_a_compile_error_with_the_log() {
     let broken = "extern \"C\" __global__ void broken(float* x) { x[0] = undeclared_name; }";
     match compile_for_arch(broken, "sm_90") {
         Err(Error::Compile { log, .. }) => {
-            assert!(log.contains("undeclared_name"), "log lacks the culprit: {log}");
+            assert!(
+                log.contains("undeclared_name"),
+                "log lacks the culprit: {log}"
+            );
             assert!(log.contains("error"), "log lacks the error: {log}");
         }
         Err(e) => panic!("expected Error::Compile, got {e}"),
@@ -130,7 +140,11 @@ fn cuda_probe_reports_a_reason_or_real_devices() {
     let m = GpuManager::with_backends(&[BackendKind::Cuda]);
     let status = m.backend(BackendKind::Cuda);
     if status.available {
-        for d in m.devices().iter().filter(|d| d.backend == BackendKind::Cuda) {
+        for d in m
+            .devices()
+            .iter()
+            .filter(|d| d.backend == BackendKind::Cuda)
+        {
             assert!(d.arch.starts_with("sm_"), "{d}");
             assert!(d.memory > 0 && d.compute_units > 0, "{d}");
         }

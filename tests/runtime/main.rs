@@ -1,5 +1,5 @@
 //! Runtimes: discovery, the kernel cache, kernel compilation for every dialect and target.
 
+mod cuda_compile;
 #[path = "../support/mod.rs"]
 mod support;
-mod cuda_compile;

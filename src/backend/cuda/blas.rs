@@ -58,7 +58,10 @@ impl Blas {
             .map_err(|e| error::cublas("cublasSetMathMode", e))?;
         let mut version = 0;
         // SAFETY: live handle, valid out-pointer.
-        if unsafe { sys::cublasGetVersion_v2(h, &mut version) }.result().is_ok() {
+        if unsafe { sys::cublasGetVersion_v2(h, &mut version) }
+            .result()
+            .is_ok()
+        {
             log::info!("cuBLAS {version} loaded, math mode {mode:?}");
         }
         Ok(blas)

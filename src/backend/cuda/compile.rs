@@ -89,7 +89,11 @@ impl NvrtcInfo {
             unsafe { sys::nvrtcGetSupportedArchs(list.as_mut_ptr()) }
                 .result()
                 .map_err(|e| error::nvrtc("nvrtcGetSupportedArchs", e))?;
-            archs = list.into_iter().filter(|&a| a > 0).map(|a| a as u32).collect();
+            archs = list
+                .into_iter()
+                .filter(|&a| a > 0)
+                .map(|a| a as u32)
+                .collect();
             archs.sort_unstable();
         }
         let cubin = has_symbol("nvrtcGetCUBIN") && has_symbol("nvrtcGetCUBINSize");
@@ -205,7 +209,8 @@ pub(crate) fn compile(
         Target::Ptx(_) => {
             // SAFETY: live, successfully compiled program. The text includes its final NUL,
             // which cuModuleLoadData needs.
-            let ptx = unsafe { nvrtc::get_ptx(prog.0) }.map_err(|e| error::nvrtc("nvrtcGetPTX", e))?;
+            let ptx =
+                unsafe { nvrtc::get_ptx(prog.0) }.map_err(|e| error::nvrtc("nvrtcGetPTX", e))?;
             Ok(bytes(ptx))
         }
     }

@@ -45,7 +45,8 @@ impl CudaDevice {
         };
         let driver_version = super::check_runtime()?;
         let nvrtc = NvrtcInfo::query()?;
-        let ctx = CudaContext::new(ordinal).map_err(|e| error::driver("cuDevicePrimaryCtxRetain", e))?;
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| error::driver("cuDevicePrimaryCtxRetain", e))?;
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| error::driver("cuDeviceGetAttribute", e))?;
@@ -68,7 +69,10 @@ impl CudaDevice {
             .new_stream()
             .map_err(|e| error::driver("cuStreamCreate", e))?;
         let blas = if !options.vendor_blas {
-            log::info!("{}: cuBLAS disabled by ContextOptions::vendor_blas; GEMM uses the sgemm kernel", info.id);
+            log::info!(
+                "{}: cuBLAS disabled by ContextOptions::vendor_blas; GEMM uses the sgemm kernel",
+                info.id
+            );
             None
         } else if !Blas::present() {
             log::info!(
@@ -81,7 +85,10 @@ impl CudaDevice {
             match Blas::new(&ctx, &stream, options.allow_tf32) {
                 Ok(b) => Some(b),
                 Err(e) => {
-                    log::warn!("{}: cuBLAS unusable ({e}); GEMM uses the sgemm kernel", info.id);
+                    log::warn!(
+                        "{}: cuBLAS unusable ({e}); GEMM uses the sgemm kernel",
+                        info.id
+                    );
                     None
                 }
             }

@@ -47,7 +47,9 @@ pub(crate) fn nvrtc_message(e: NvrtcError) -> String {
         format!("{:?}", e.0)
     } else {
         // SAFETY: non-null pointers from nvrtcGetErrorString point to static NUL-terminated text.
-        unsafe { CStr::from_ptr(ptr) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(ptr) }
+            .to_string_lossy()
+            .into_owned()
     }
 }
 

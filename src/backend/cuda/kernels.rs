@@ -4,7 +4,10 @@
 /// dialect reuses this list after its vendor header).
 pub(crate) const FILES: [(&str, &str); 6] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
-    ("elementwise.cu", include_str!("../../../kernels-cu/elementwise.cu")),
+    (
+        "elementwise.cu",
+        include_str!("../../../kernels-cu/elementwise.cu"),
+    ),
     ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
     ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
     ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),

@@ -48,8 +48,9 @@ impl CudaDevice {
                 backend: BackendKind::Cuda,
                 call: "cuModuleLoadData".into(),
                 code: 200,
-                message: "CUDA_ERROR_INVALID_IMAGE: binary is neither a CUBIN nor NUL-terminated PTX"
-                    .into(),
+                message:
+                    "CUDA_ERROR_INVALID_IMAGE: binary is neither a CUBIN nor NUL-terminated PTX"
+                        .into(),
             });
         }
         self.bind()?;
@@ -76,10 +77,7 @@ impl CudaDevice {
             .module
             .load_function(entry)
             .map_err(|e| error::driver(&format!("cuModuleGetFunction({entry})"), e))?;
-        module
-            .functions
-            .lock()
-            .insert(entry.to_string(), f.clone());
+        module.functions.lock().insert(entry.to_string(), f.clone());
         Ok(f)
     }
 

@@ -68,8 +68,7 @@ impl CudaDevice {
 
     pub(super) fn mem_info(&self) -> Result<(u64, u64)> {
         self.bind()?;
-        let (free, total) =
-            result::mem_get_info().map_err(|e| error::driver("cuMemGetInfo", e))?;
+        let (free, total) = result::mem_get_info().map_err(|e| error::driver("cuMemGetInfo", e))?;
         Ok((free as u64, total as u64))
     }
 

@@ -95,15 +95,23 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
     let mut skipped = Vec::new();
     for ordinal in 0..count {
         let dev = result::device::get(ordinal).map_err(|e| error::driver("cuDeviceGet", e))?;
-        let name = result::device::get_name(dev).map_err(|e| error::driver("cuDeviceGetName", e))?;
+        let name =
+            result::device::get_name(dev).map_err(|e| error::driver("cuDeviceGetName", e))?;
         // SAFETY: `dev` came from cuDeviceGet after cuInit.
         let memory = unsafe { result::device::total_mem(dev) }
             .map_err(|e| error::driver("cuDeviceTotalMem", e))? as u64;
-        let sms = attribute(dev, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
-        let major =
-            attribute(dev, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-        let minor =
-            attribute(dev, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        let sms = attribute(
+            dev,
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?;
+        let major = attribute(
+            dev,
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        )?;
+        let minor = attribute(
+            dev,
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        )?;
         let cc = (major * 10 + minor) as u32;
         match nvrtc.target_for(cc) {
             None => {
@@ -159,7 +167,8 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
     Err(Error::Unsupported {
         op: "op set".into(),
         backend: BackendKind::Cuda,
-        reason: "the generic GPU op set (ops::gpu, branch opencl) is not merged into this build".into(),
+        reason: "the generic GPU op set (ops::gpu, branch opencl) is not merged into this build"
+            .into(),
     })
 }
 
