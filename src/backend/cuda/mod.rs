@@ -162,14 +162,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
             reason: "this build has no HIP-to-CUDA prelude (backend::hip::kernels::op_set_source_for_nvrtc)".into(),
         });
     }
-    let device = Arc::new(CudaDevice::open(info, options)?);
-    drop(device);
-    Err(Error::Unsupported {
-        op: "op set".into(),
-        backend: BackendKind::Cuda,
-        reason: "the generic GPU op set (ops::gpu, branch opencl) is not merged into this build"
-            .into(),
-    })
+    crate::ops::gpu::create(CudaDevice::open(info, options)?, options)
 }
 
 /// The complete CUDA op-set translation unit (`kernels-cu/`, common header first).
