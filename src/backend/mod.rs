@@ -3,7 +3,8 @@
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;
-pub(crate) mod hip;
+#[doc(hidden)]
+pub mod hip;
 pub(crate) mod opencl;
 
 use crate::device::DeviceInfo;
