@@ -2,3 +2,4 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+mod hip_compile;

@@ -2,9 +2,16 @@
 
 use std::ffi::{CString, c_char};
 
+use parking_lot::Mutex;
+
 use crate::error::{Error, Result};
 
 use super::ffi::{HIPRTC_SUCCESS, Program, RtcApi, RtcResult};
+
+/// hiprtc of ROCm 5.2 crashes (SIGSEGV, seen here) when two programs compile at once in one
+/// process, so every hiprtc call sequence holds this lock. Compiles are rare (the cache keeps
+/// the results), so the serialization costs nothing in steady state.
+static HIPRTC_LOCK: Mutex<()> = Mutex::new(());
 
 /// Destroys the program on every exit path.
 struct ProgramGuard<'a> {
@@ -61,6 +68,7 @@ pub(crate) fn compile(
     let num_opts = i32::try_from(opt_ptrs.len())
         .map_err(|_| Error::InvalidArgument("too many hiprtc options".to_string()))?;
 
+    let _serial = HIPRTC_LOCK.lock();
     let mut prog: Program = std::ptr::null_mut();
     // SAFETY: `src` and `name` are NUL-terminated and outlive the call; no headers are passed
     // (count 0, null arrays), which hiprtc accepts.
