@@ -1,5 +1,5 @@
 //! The HIP op-set translation unit: the vendor header (`kernels-hip/`) over the CUDA kernel
-//! sources (`kernels-cu/`, through [`crate::backend::cuda::kernels::op_set_source`]), so a kernel
+//! sources (`kernels-cu/`, embedded here in the CUDA backend's order, common first), so a kernel
 //! that is the same algorithm on both vendors has one source. Only what must differ on AMD lives
 //! in `kernels-hip/`: the CUDA-to-HIP spellings and the wavefront-width reductions.
 
@@ -10,20 +10,33 @@ const WAVE_REDUCE: &str = include_str!("../../../kernels-hip/wave_reduce.h");
 /// HIP spellings to CUDA, for compiling this translation unit with NVRTC.
 const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_prelude.h");
 
+/// The CUDA op set, `common.cuh` first (it holds the helpers every other file uses).
+const CUDA_SOURCES: [(&str, &str); 6] = [
+    ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
+    ("elementwise.cu", include_str!("../../../kernels-cu/elementwise.cu")),
+    ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
+    ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
+    ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
+    ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
+];
+
 /// Geometry of the `sgemm` kernel in `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the
 /// HIP build compiles that same kernel, so it launches it the same way.
 pub(crate) const SGEMM_TILE: (u32, u32, u32) = (128, 128, 256);
 
 /// The complete HIP op-set translation unit for hiprtc (see docs/kernel-abi.md).
 pub(crate) fn op_set_source() -> String {
-    let cuda = crate::backend::cuda::kernels::op_set_source();
-    let mut s = String::with_capacity(VENDOR_HEADER.len() + WAVE_REDUCE.len() + cuda.len() + 64);
+    let mut s = String::new();
     s.push_str("// ---- kernels-hip/hip_vendor.h\n");
     s.push_str(VENDOR_HEADER);
+    // wave_reduce.h uses nothing from common.cuh, and common.cuh's block reductions need the
+    // wave helpers declared first.
     s.push_str("\n// ---- kernels-hip/wave_reduce.h\n");
     s.push_str(WAVE_REDUCE);
-    s.push_str("\n// ---- kernels-cu/ (the CUDA op set, unchanged)\n");
-    s.push_str(&cuda);
+    for (name, text) in CUDA_SOURCES {
+        s.push_str(&format!("\n// ---- kernels-cu/{name} (unchanged)\n"));
+        s.push_str(text);
+    }
     s
 }
 
