@@ -198,3 +198,59 @@ fn hip_runtime_without_device_is_available_with_zero_devices() {
         }
     }
 }
+
+#[test]
+fn hip_wave_width_is_64_on_cdna_and_32_on_rdna() {
+    let test = "hip_wave_width_is_64_on_cdna_and_32_on_rdna";
+    if !hiprtc_present(test) {
+        return;
+    }
+    // The block reductions index shared memory by WARP_SIZE; it must be the hardware width.
+    for (arch, width) in [("gfx90a", 64), ("gfx1030", 32)] {
+        let src = format!(
+            "{}\nstatic_assert(WARP_SIZE == {width}, \"wave width\");\n",
+            rnn::backend::hip::op_set_source()
+        );
+        if let Err(e) = rnn::backend::hip::compile_for_arch(&src, arch) {
+            panic!("{arch}: WARP_SIZE is not {width}:\n{e}");
+        }
+    }
+}
+
+/// True when NVRTC loads; otherwise SKIP (or panic when `RNN_REQUIRE_BACKENDS` names `nvrtc`).
+fn nvrtc_present(test: &str) -> bool {
+    // SAFETY: only tries to dlopen the NVRTC library and reports whether that worked.
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return true;
+    }
+    if support::required().iter().any(|r| r == "nvrtc") {
+        panic!("{test}: NVRTC required (RNN_REQUIRE_BACKENDS) but not found");
+    }
+    println!("SKIP {test}: NVRTC not found (put its lib directory on LD_LIBRARY_PATH)");
+    false
+}
+
+#[test]
+fn hip_sources_compile_with_nvrtc_behind_the_prelude() {
+    let test = "hip_sources_compile_with_nvrtc_behind_the_prelude";
+    if !nvrtc_present(test) {
+        return;
+    }
+    let opts = cudarc::nvrtc::CompileOptions {
+        arch: Some("sm_90"),
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    let ptx = match cudarc::nvrtc::compile_ptx_with_opts(
+        rnn::backend::hip::op_set_source_for_nvrtc(),
+        opts,
+    ) {
+        Ok(p) => p.to_src(),
+        Err(e) => panic!("NVRTC rejected the HIP sources: {e:?}"),
+    };
+    let missing: Vec<String> = abi_entries()
+        .into_iter()
+        .filter(|e| !ptx.contains(&format!(".entry {e}(")))
+        .collect();
+    assert!(missing.is_empty(), "entry points missing from the PTX: {missing:?}");
+}
