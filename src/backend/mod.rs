@@ -4,7 +4,8 @@
 pub(crate) mod cpu;
 #[doc(hidden)]
 pub mod cuda;
-pub(crate) mod hip;
+#[doc(hidden)]
+pub mod hip;
 pub(crate) mod opencl;
 
 use crate::device::DeviceInfo;

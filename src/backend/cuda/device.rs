@@ -31,6 +31,9 @@ pub(crate) struct CudaDevice {
     pub(super) nvrtc: NvrtcInfo,
     pub(super) driver_version: i32,
     pub(super) async_alloc: bool,
+    /// Build the op set from the HIP sources behind the HIP-to-CUDA prelude
+    /// (`ContextOptions::hip_sources_via_nvrtc`), to check the HIP kernels on an NVIDIA GPU.
+    pub(super) hip_sources: bool,
 }
 
 impl CudaDevice {
@@ -93,6 +96,12 @@ impl CudaDevice {
                 }
             }
         };
+        if options.hip_sources_via_nvrtc {
+            log::info!(
+                "{}: op set built from the HIP sources through NVRTC",
+                info.id
+            );
+        }
         log::info!(
             "{}: {} ({}), NVRTC {}.{}, {target}, cuBLAS {}",
             info.id,
@@ -111,6 +120,7 @@ impl CudaDevice {
             target,
             nvrtc,
             driver_version,
+            hip_sources: options.hip_sources_via_nvrtc,
         })
     }
 
@@ -134,11 +144,19 @@ impl Device for CudaDevice {
     }
 
     fn dialect(&self) -> Dialect {
-        Dialect::Cuda
+        if self.hip_sources {
+            Dialect::Hip
+        } else {
+            Dialect::Cuda
+        }
     }
 
     fn op_set_source(&self) -> String {
-        super::kernels::op_set_source()
+        if self.hip_sources {
+            crate::backend::hip::kernels::op_set_source_for_nvrtc()
+        } else {
+            super::kernels::op_set_source()
+        }
     }
 
     fn compiler_identity(&self) -> String {

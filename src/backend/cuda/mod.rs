@@ -155,13 +155,6 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 
 /// Ops for one CUDA device.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
-    if options.hip_sources_via_nvrtc {
-        return Err(Error::Unsupported {
-            op: "hip_sources_via_nvrtc".into(),
-            backend: BackendKind::Cuda,
-            reason: "this build has no HIP-to-CUDA prelude (backend::hip::kernels::op_set_source_for_nvrtc)".into(),
-        });
-    }
     crate::ops::gpu::create(CudaDevice::open(info, options)?, options)
 }
 

@@ -33,8 +33,13 @@ pub(crate) struct ClDevice {
 
 impl ClDevice {
     /// Opens `device` of `platform`: a context and an in-order queue.
-    pub(crate) fn open(info: DeviceInfo, platform: &Platform, device: ClDeviceHandle) -> Result<Self> {
-        let context = Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
+    pub(crate) fn open(
+        info: DeviceInfo,
+        platform: &Platform,
+        device: ClDeviceHandle,
+    ) -> Result<Self> {
+        let context =
+            Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
         // Properties 0: in-order, no profiling.
         let queue = CommandQueue::create_default(&context, 0)
             .map_err(|e| cl_error("clCreateCommandQueue", e.0))?;

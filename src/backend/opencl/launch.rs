@@ -174,7 +174,9 @@ impl ClDevice {
                 release(event);
                 Ok(())
             }
-            Err(code) if is_out_of_memory(code) && code != opencl3::error_codes::CL_OUT_OF_RESOURCES => {
+            Err(code)
+                if is_out_of_memory(code) && code != opencl3::error_codes::CL_OUT_OF_RESOURCES =>
+            {
                 Err(Error::OutOfMemory {
                     device: self.info.name.clone(),
                     requested: 0,

@@ -4,10 +4,10 @@ use std::ffi::c_void;
 use std::ptr;
 
 use opencl3::command_queue::{
-    enqueue_copy_buffer, enqueue_read_buffer, enqueue_write_buffer, CL_BLOCKING,
+    CL_BLOCKING, enqueue_copy_buffer, enqueue_read_buffer, enqueue_write_buffer,
 };
 use opencl3::event::release_event;
-use opencl3::memory::{create_buffer, release_mem_object, CL_MEM_READ_WRITE};
+use opencl3::memory::{CL_MEM_READ_WRITE, create_buffer, release_mem_object};
 use opencl3::types::{cl_event, cl_int, cl_mem};
 
 use super::device::ClDevice;
@@ -57,9 +57,8 @@ impl ClDevice {
         let size = bytes.max(4);
         // SAFETY: the context is valid for the life of `self`; no host pointer is passed, so
         // the driver owns the storage.
-        let mem = unsafe {
-            create_buffer(self.context.get(), CL_MEM_READ_WRITE, size, ptr::null_mut())
-        };
+        let mem =
+            unsafe { create_buffer(self.context.get(), CL_MEM_READ_WRITE, size, ptr::null_mut()) };
         match mem {
             Ok(mem) => {
                 let handle = mem as usize as DevicePtr;
@@ -83,7 +82,13 @@ impl ClDevice {
         }
     }
 
-    fn check_range(&self, call: &str, handle: DevicePtr, offset: usize, bytes: usize) -> Result<()> {
+    fn check_range(
+        &self,
+        call: &str,
+        handle: DevicePtr,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
         let size = self.live.lock().get(&handle).copied();
         match size {
             Some(size) if offset.checked_add(bytes).is_some_and(|end| end <= size) => Ok(()),

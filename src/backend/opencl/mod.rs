@@ -39,7 +39,9 @@ fn load_failure_reason() -> String {
         Err(e) => e.to_string(),
         Ok(_) => "loaded on a second attempt".to_string(),
     };
-    format!("OpenCL ICD loader {name} could not be loaded ({detail}); OPENCL_DYLIB_PATH overrides the path")
+    format!(
+        "OpenCL ICD loader {name} could not be loaded ({detail}); OPENCL_DYLIB_PATH overrides the path"
+    )
 }
 
 fn platforms() -> Result<Vec<Platform>> {
@@ -63,7 +65,9 @@ fn platforms() -> Result<Vec<Platform>> {
 }
 
 fn describe(id: DeviceId, platform: &Platform, d: &ClDeviceHandle) -> Result<DeviceInfo> {
-    let q = |what: &str, e: opencl3::error_codes::ClError| cl_error(&format!("clGetDeviceInfo({what})"), e.0);
+    let q = |what: &str, e: opencl3::error_codes::ClError| {
+        cl_error(&format!("clGetDeviceInfo({what})"), e.0)
+    };
     let ty = d.dev_type().map_err(|e| q("CL_DEVICE_TYPE", e))?;
     let kind = if ty & CL_DEVICE_TYPE_GPU != 0 {
         DeviceKind::Gpu
@@ -76,11 +80,23 @@ fn describe(id: DeviceId, platform: &Platform, d: &ClDeviceHandle) -> Result<Dev
     Ok(DeviceInfo {
         id,
         backend: BackendKind::OpenCl,
-        name: d.name().map_err(|e| q("CL_DEVICE_NAME", e))?.trim().to_string(),
-        vendor: d.vendor().map_err(|e| q("CL_DEVICE_VENDOR", e))?.trim().to_string(),
+        name: d
+            .name()
+            .map_err(|e| q("CL_DEVICE_NAME", e))?
+            .trim()
+            .to_string(),
+        vendor: d
+            .vendor()
+            .map_err(|e| q("CL_DEVICE_VENDOR", e))?
+            .trim()
+            .to_string(),
         kind,
-        memory: d.global_mem_size().map_err(|e| q("CL_DEVICE_GLOBAL_MEM_SIZE", e))?,
-        compute_units: d.max_compute_units().map_err(|e| q("CL_DEVICE_MAX_COMPUTE_UNITS", e))?,
+        memory: d
+            .global_mem_size()
+            .map_err(|e| q("CL_DEVICE_GLOBAL_MEM_SIZE", e))?,
+        compute_units: d
+            .max_compute_units()
+            .map_err(|e| q("CL_DEVICE_MAX_COMPUTE_UNITS", e))?,
         arch: d
             .opencl_c_version()
             .map_err(|e| q("CL_DEVICE_OPENCL_C_VERSION", e))?
@@ -89,7 +105,9 @@ fn describe(id: DeviceId, platform: &Platform, d: &ClDeviceHandle) -> Result<Dev
         driver: format!(
             "{} {}",
             platform_name.trim(),
-            d.driver_version().map_err(|e| q("CL_DRIVER_VERSION", e))?.trim()
+            d.driver_version()
+                .map_err(|e| q("CL_DRIVER_VERSION", e))?
+                .trim()
         ),
     })
 }

@@ -20,7 +20,8 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let bytes: Vec<u8> = src.iter().flat_map(|x| x.to_ne_bytes()).collect();
-        self.device.write(device_ptr(&dst)?, dst.offset() * 4, &bytes)
+        self.device
+            .write(device_ptr(&dst)?, dst.offset() * 4, &bytes)
     }
 
     pub(super) fn download_impl(&self, src: View<'_>, dst: &mut [f32]) -> Result<()> {
@@ -35,7 +36,8 @@ impl<D: Device> GpuOps<D> {
             return self.device.synchronize();
         }
         let mut bytes = vec![0u8; dst.len() * 4];
-        self.device.read(device_ptr(&src)?, src.offset() * 4, &mut bytes)?;
+        self.device
+            .read(device_ptr(&src)?, src.offset() * 4, &mut bytes)?;
         for (d, chunk) in dst.iter_mut().zip(bytes.chunks_exact(4)) {
             *d = f32::from_ne_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
         }

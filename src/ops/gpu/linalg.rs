@@ -118,7 +118,11 @@ impl<D: Device> GpuOps<D> {
         check::len(op, "out", &out, 1)?;
         check::no_overlap(op, &out, &x, false)?;
         let (scratch, g) = self.partial_sums(&x, false)?;
-        let args = Args::new().buf(&scratch.view())?.buf(&out)?.u32(g).f32(beta);
+        let args = Args::new()
+            .buf(&scratch.view())?
+            .buf(&out)?
+            .u32(g)
+            .f32(beta);
         self.run("sum_final", LaunchConfig::linear(1, THREADS), args)
     }
 
@@ -188,7 +192,12 @@ impl<D: Device> GpuOps<D> {
         self.run(op, launch::elementwise(n), args)
     }
 
-    pub(super) fn one_hot_impl(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+    pub(super) fn one_hot_impl(
+        &self,
+        indices: View<'_>,
+        out: View<'_>,
+        classes: usize,
+    ) -> Result<()> {
         let op = "one_hot";
         self.mine(op, &[&indices, &out])?;
         let n = check::area(op, indices.len(), classes)?;

@@ -240,11 +240,25 @@ impl<D: Device> Ops for GpuOps<D> {
         self.mse_impl(pred, target, dpred, row_loss, rows, cols, grad_scale)
     }
 
-    fn sum_rows(&self, x: View<'_>, out: View<'_>, rows: usize, cols: usize, beta: f32) -> Result<()> {
+    fn sum_rows(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
         self.sum_rows_impl(x, out, rows, cols, beta)
     }
 
-    fn sum_cols(&self, x: View<'_>, out: View<'_>, rows: usize, cols: usize, beta: f32) -> Result<()> {
+    fn sum_cols(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
         self.sum_cols_impl(x, out, rows, cols, beta)
     }
 
@@ -256,7 +270,13 @@ impl<D: Device> Ops for GpuOps<D> {
         self.clip_grad_norm_impl(grads, max_norm, norm_out)
     }
 
-    fn gather_rows(&self, src: View<'_>, indices: View<'_>, dst: View<'_>, cols: usize) -> Result<()> {
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
         self.gather_rows_impl(src, indices, dst, cols)
     }
 
@@ -330,7 +350,13 @@ impl<D: Device> Ops for GpuOps<D> {
         self.gru_cell_backward_impl(cache, h_prev, dh, dgx, dgh, dh_prev, batch, hidden)
     }
 
-    fn sgd_step(&self, params: View<'_>, grads: View<'_>, velocity: View<'_>, s: SgdStep) -> Result<()> {
+    fn sgd_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+    ) -> Result<()> {
         self.sgd_step_impl(params, grads, velocity, s)
     }
 

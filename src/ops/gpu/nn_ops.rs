@@ -235,7 +235,12 @@ impl<D: Device> GpuOps<D> {
             op,
             batch,
             hidden,
-            &[("gates", &gates, 4), ("c_prev", &c_prev, 1), ("c", &c, 1), ("dh", &dh, 1)],
+            &[
+                ("gates", &gates, 4),
+                ("c_prev", &c_prev, 1),
+                ("c", &c, 1),
+                ("dh", &dh, 1),
+            ],
             &[("dc", &dc, 1), ("dgates", &dgates, 4)],
         )?;
         if n == 0 {

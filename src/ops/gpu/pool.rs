@@ -38,12 +38,7 @@ impl<D: Device> Pool<D> {
 
     /// Releases every cached block to the driver.
     pub(crate) fn trim(&self) {
-        let blocks: Vec<DevicePtr> = self
-            .free
-            .lock()
-            .drain()
-            .flat_map(|(_, v)| v)
-            .collect();
+        let blocks: Vec<DevicePtr> = self.free.lock().drain().flat_map(|(_, v)| v).collect();
         for ptr in blocks {
             self.device.free(ptr);
         }
@@ -118,7 +113,19 @@ mod tests {
 
     #[test]
     fn classes_cover_the_request_with_bounded_slack() {
-        for bytes in [0usize, 1, 255, 256, 257, 4096, 4097, 10_000, 1 << 20, (1 << 20) + 1, 123_456_789] {
+        for bytes in [
+            0usize,
+            1,
+            255,
+            256,
+            257,
+            4096,
+            4097,
+            10_000,
+            1 << 20,
+            (1 << 20) + 1,
+            123_456_789,
+        ] {
             let c = size_class(bytes);
             assert!(c >= bytes && c >= 256, "{bytes} -> {c}");
             assert!(c - bytes < 256 || (c - bytes) * 8 <= c, "{bytes} -> {c}");
