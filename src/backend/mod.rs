@@ -2,7 +2,8 @@
 //! it ([`crate::ops::gpu`]). The CPU backend implements [`crate::ops::Ops`] natively.
 
 pub(crate) mod cpu;
-pub(crate) mod cuda;
+#[doc(hidden)]
+pub mod cuda;
 #[doc(hidden)]
 pub mod hip;
 pub(crate) mod opencl;
