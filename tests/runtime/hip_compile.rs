@@ -163,7 +163,10 @@ fn hip_broken_kernel_is_a_compile_error_with_the_log() {
     let src = "extern \"C\" __global__ void broken(float* x) { x[0] = not_declared_anywhere; }";
     match rnn::backend::hip::compile_for_arch(src, "gfx90a") {
         Err(Error::Compile { log, device }) => {
-            assert!(log.contains("not_declared_anywhere"), "log lacks the error:\n{log}");
+            assert!(
+                log.contains("not_declared_anywhere"),
+                "log lacks the error:\n{log}"
+            );
             assert!(device.contains("gfx90a"), "{device}");
         }
         Err(other) => panic!("expected Error::Compile, got {other}"),
@@ -240,5 +243,8 @@ fn hip_sources_compile_with_nvrtc_behind_the_prelude() {
         .into_iter()
         .filter(|e| !symbols.contains(e))
         .collect();
-    assert!(missing.is_empty(), "entry points missing from the CUBIN: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "entry points missing from the CUBIN: {missing:?}"
+    );
 }

@@ -1,6 +1,6 @@
 //! Runtimes: discovery, the kernel cache, kernel compilation for every dialect and target.
 
 mod cuda_compile;
+mod hip_compile;
 #[path = "../support/mod.rs"]
 mod support;
-mod hip_compile;

@@ -52,9 +52,8 @@ pub(crate) fn compile(
     options: &[String],
     device: &str,
 ) -> Result<Vec<u8>> {
-    let src = CString::new(source).map_err(|_| {
-        Error::InvalidArgument("HIP kernel source contains a NUL byte".to_string())
-    })?;
+    let src = CString::new(source)
+        .map_err(|_| Error::InvalidArgument("HIP kernel source contains a NUL byte".to_string()))?;
     let name = CString::new("rnn_kernels.hip").expect("static name has no NUL");
     let opts: Vec<CString> = options
         .iter()

@@ -37,7 +37,7 @@ unsafe impl Sync for HipDevice {}
 impl HipDevice {
     /// Opens device `info` (a `hip:<n>` id from the probe): selects it and creates its stream.
     pub(crate) fn new(info: &DeviceInfo, arch_full: &str) -> Result<Self> {
-        let loaded = ffi::api().map_err(|reason| super::unavailable(reason))?;
+        let loaded = ffi::api().map_err(super::unavailable)?;
         let api = &loaded.hip;
         let rtc = loaded
             .rtc
@@ -52,11 +52,7 @@ impl HipDevice {
                 )));
             }
         };
-        let arch = arch_full
-            .split(':')
-            .next()
-            .unwrap_or(arch_full)
-            .to_string();
+        let arch = arch_full.split(':').next().unwrap_or(arch_full).to_string();
         let (rtc_major, rtc_minor) = rtc.version();
         let (mut runtime, mut driver) = (0, 0);
         // SAFETY: valid out-pointers to one `int` each.
@@ -174,7 +170,10 @@ impl HipModule {
 impl Drop for HipModule {
     fn drop(&mut self) {
         if set_device(self.api, self.ordinal).is_err() {
-            log::warn!("hip:{}: cannot select device to unload a module", self.ordinal);
+            log::warn!(
+                "hip:{}: cannot select device to unload a module",
+                self.ordinal
+            );
         }
         // SAFETY: the module was loaded by hipModuleLoadData and is unloaded once, here; launches
         // that reference it were queued by a context that keeps the module alive in its cache.

@@ -189,7 +189,10 @@ fn open_first(names: &[&str]) -> Result<(Library, String), String> {
             Err(e) => tried.push(format!("{} ({e})", path.display())),
         }
     }
-    Err(format!("no library could be loaded; tried {}", tried.join(", ")))
+    Err(format!(
+        "no library could be loaded; tried {}",
+        tried.join(", ")
+    ))
 }
 
 /// Looks up `name` and copies the function pointer out of the `Symbol`.
@@ -254,8 +257,7 @@ impl HipApi {
     pub(crate) fn error_text(&self, code: HipError) -> (String, String) {
         // SAFETY: both functions accept any value and return a pointer to a static
         // NUL-terminated string (or null, handled by `c_text`).
-        let (name, text) =
-            unsafe { ((self.get_error_name)(code), (self.get_error_string)(code)) };
+        let (name, text) = unsafe { ((self.get_error_name)(code), (self.get_error_string)(code)) };
         (c_text(name), c_text(text))
     }
 
