@@ -12,6 +12,8 @@ const TARGETS: [&str; 3] = ["gfx908", "gfx90a", "gfx1030"];
 
 /// `EM_AMDGPU` in the ELF header's `e_machine`.
 const EM_AMDGPU: u16 = 224;
+/// `EM_CUDA`: a CUBIN.
+const EM_CUDA: u16 = 190;
 
 /// True when hiprtc is usable; otherwise prints SKIP (or panics when `RNN_REQUIRE_BACKENDS`
 /// names `hiprtc`).
@@ -220,43 +222,29 @@ fn hip_wave_width_is_64_on_cdna_and_32_on_rdna() {
     }
 }
 
-/// True when NVRTC loads; otherwise SKIP (or panic when `RNN_REQUIRE_BACKENDS` names `nvrtc`).
-fn nvrtc_present(test: &str) -> bool {
-    // SAFETY: only tries to dlopen the NVRTC library and reports whether that worked.
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return true;
-    }
-    if support::required().iter().any(|r| r == "nvrtc") {
-        panic!("{test}: NVRTC required (RNN_REQUIRE_BACKENDS) but not found");
-    }
-    println!("SKIP {test}: NVRTC not found (put its lib directory on LD_LIBRARY_PATH)");
-    false
-}
-
 #[test]
 fn hip_sources_compile_with_nvrtc_behind_the_prelude() {
     let test = "hip_sources_compile_with_nvrtc_behind_the_prelude";
-    if !nvrtc_present(test) {
-        return;
-    }
-    let opts = cudarc::nvrtc::CompileOptions {
-        arch: Some("sm_90"),
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
+    let source = rnn::backend::hip::op_set_source_for_nvrtc();
+    let cubin = match rnn::backend::cuda::compile_for_arch(&source, "sm_90") {
+        Ok(c) => c,
+        Err(e @ Error::BackendUnavailable { .. }) => {
+            if support::required().iter().any(|r| r == "nvrtc") {
+                panic!("{test}: NVRTC required (RNN_REQUIRE_BACKENDS) but unusable: {e}");
+            }
+            println!("SKIP {test}: {e}");
+            return;
+        }
+        Err(e) => panic!("NVRTC rejected the HIP sources:\n{e}"),
     };
-    let ptx = match cudarc::nvrtc::compile_ptx_with_opts(
-        rnn::backend::hip::op_set_source_for_nvrtc(),
-        opts,
-    ) {
-        Ok(p) => p.to_src(),
-        Err(e) => panic!("NVRTC rejected the HIP sources: {e:?}"),
-    };
+    let (machine, symbols) = elf_symbols(&cubin);
+    assert_eq!(machine, EM_CUDA, "not a CUBIN");
     let missing: Vec<String> = abi_entries()
         .into_iter()
-        .filter(|e| !ptx.contains(&format!(".entry {e}(")))
+        .filter(|e| !symbols.contains(e))
         .collect();
     assert!(
         missing.is_empty(),
-        "entry points missing from the PTX: {missing:?}"
+        "entry points missing from the CUBIN: {missing:?}"
     );
 }

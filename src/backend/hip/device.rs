@@ -37,7 +37,7 @@ unsafe impl Sync for HipDevice {}
 impl HipDevice {
     /// Opens device `info` (a `hip:<n>` id from the probe): selects it and creates its stream.
     pub(crate) fn new(info: &DeviceInfo, arch_full: &str) -> Result<Self> {
-        let loaded = ffi::api().map_err(|reason| super::unavailable(reason))?;
+        let loaded = ffi::api().map_err(super::unavailable)?;
         let api = &loaded.hip;
         let rtc = loaded
             .rtc

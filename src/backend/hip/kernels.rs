@@ -1,5 +1,5 @@
 //! The HIP op-set translation unit: the vendor header (`kernels-hip/`) over the CUDA kernel
-//! sources (`kernels-cu/`, embedded here in the CUDA backend's order, common first), so a kernel
+//! sources (`kernels-cu/`, in the CUDA backend's order, common first), so a kernel
 //! that is the same algorithm on both vendors has one source. Only what must differ on AMD lives
 //! in `kernels-hip/`: the CUDA-to-HIP spellings and the wavefront-width reductions.
 
@@ -9,19 +9,6 @@ const VENDOR_HEADER: &str = include_str!("../../../kernels-hip/hip_vendor.h");
 const WAVE_REDUCE: &str = include_str!("../../../kernels-hip/wave_reduce.h");
 /// HIP spellings to CUDA, for compiling this translation unit with NVRTC.
 const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_prelude.h");
-
-/// The CUDA op set, `common.cuh` first (it holds the helpers every other file uses).
-const CUDA_SOURCES: [(&str, &str); 6] = [
-    ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
-    (
-        "elementwise.cu",
-        include_str!("../../../kernels-cu/elementwise.cu"),
-    ),
-    ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
-    ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
-    ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
-    ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
-];
 
 /// Geometry of the `sgemm` kernel in `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the
 /// HIP build compiles that same kernel, so it launches it the same way.
@@ -36,7 +23,7 @@ pub(crate) fn op_set_source() -> String {
     // wave helpers declared first.
     s.push_str("\n// ---- kernels-hip/wave_reduce.h\n");
     s.push_str(WAVE_REDUCE);
-    for (name, text) in CUDA_SOURCES {
+    for (name, text) in crate::backend::cuda::kernels::FILES {
         s.push_str(&format!("\n// ---- kernels-cu/{name} (unchanged)\n"));
         s.push_str(text);
     }

@@ -183,13 +183,7 @@ fn arch_of(api: &HipApi, ordinal: c_int) -> Result<String> {
 /// Ops for one HIP device.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
     let device = device::HipDevice::new(info, &info.arch)?;
-    // Replaced by the generic GPU op set (`crate::ops::gpu::create`) once branch `opencl` lands.
-    let _ = (device, options);
-    Err(Error::Unsupported {
-        op: "context".into(),
-        backend: BackendKind::Hip,
-        reason: "the generic GPU op set is not merged yet".into(),
-    })
+    crate::ops::gpu::create(device, options)
 }
 
 /// Compiles `source` with hiprtc for `arch` (e.g. `gfx90a`) with the backend's options
