@@ -128,7 +128,7 @@ mod tests {
         ] {
             let c = size_class(bytes);
             assert!(c >= bytes && c >= 256, "{bytes} -> {c}");
-            assert!(c - bytes < 256 || (c - bytes) * 8 <= c, "{bytes} -> {c}");
+            assert!(c - bytes <= 256 || (c - bytes) * 8 <= c, "{bytes} -> {c}");
             assert_eq!(size_class(c), c, "classes are fixed points");
         }
     }
