@@ -35,6 +35,7 @@ mod params;
 mod rng;
 mod rnn;
 mod train;
+mod trainer;
 mod workspace;
 
 pub use builder::NetworkBuilder;
@@ -50,3 +51,4 @@ pub use params::ParamInfo;
 pub use rng::Rng;
 pub use rnn::RnnOutput;
 pub use train::format_epoch;
+pub use trainer::Trainer;
