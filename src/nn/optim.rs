@@ -31,7 +31,7 @@ impl OptimizerState {
     pub fn new(ops: &dyn Ops, optimizer: Optimizer, len: usize) -> Result<Self> {
         optimizer.validate()?;
         let (a, b) = match optimizer {
-            Optimizer::Sgd { momentum, .. } if momentum == 0.0 => (None, None),
+            Optimizer::Sgd { momentum: 0.0, .. } => (None, None),
             Optimizer::Sgd { .. } => (Some(zeros(ops, len)?), None),
             Optimizer::Adam { .. } | Optimizer::AdamW { .. } => {
                 (Some(zeros(ops, len)?), Some(zeros(ops, len)?))

@@ -43,7 +43,7 @@ impl Rng {
     /// Uniform integer in `0..n` (`n > 0`).
     pub fn below(&mut self, n: usize) -> usize {
         // Multiply-shift on the top 32 bits: unbiased enough for n far below 2^32 (shuffles, sampling).
-        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 
     /// Fisher-Yates shuffle.
