@@ -42,6 +42,16 @@ for what in "${@:-all}"; do
       step "benchmarks: rnn on cuda:0, then PyTorch cuda"
       bash $run exec workloads --device cuda:0 2>&1 | tee "$OUT/bench-rnn-cuda.log"
       python3 .gpu-bundle/pytorch_reference.py cuda 2>&1 | tee "$OUT/bench-torch-cuda.log" ;;&
+    bench-opencl|all)
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      step "benchmarks: rnn on NVIDIA OpenCL ($ocl)"
+      [ -n "$ocl" ] && bash $run exec workloads --device "$ocl" 2>&1 | tee "$OUT/bench-rnn-opencl.log"
+      step "real_gpu_neural_network on $ocl"
+      [ -n "$ocl" ] && bash $run exec real_gpu_neural_network --device "$ocl" 2>&1 | tail -n 6 ;;&
+    bench-cpu|all)
+      step "CPU backend vs PyTorch CPU, both pinned to 2 cores (taskset -c 0,1)"
+      taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"
+      taskset -c 0,1 python3 .gpu-bundle/pytorch_reference.py cpu 2 2>&1 | tee "$OUT/bench-torch-cpu.log" ;;&
     *) ;;
   esac
 done
