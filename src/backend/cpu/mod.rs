@@ -9,6 +9,7 @@ mod activation;
 mod cells;
 mod data;
 mod elementwise;
+mod fastmath;
 mod gemm;
 mod optim;
 mod par;

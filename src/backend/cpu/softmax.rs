@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
 use super::activation::rows_of;
+use super::fastmath::exp;
 use super::par::{PAR_MIN, min_rows};
 use crate::buffer::View;
 use crate::error::Result;
@@ -16,12 +17,20 @@ fn row_max(x: &[f32]) -> f32 {
 
 /// `row = exp(row - max)` in place; returns the sum of the exponentials.
 fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
-    let mut sum = 0.0f32;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
+    row.iter_mut().for_each(|v| *v = exp(*v - max));
+    sum(row)
+}
+
+/// A sum with eight independent partial sums, so the loop vectorizes.
+fn sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
     }
-    sum
+    acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
 }
 
 fn softmax_row(row: &mut [f32]) {
@@ -32,8 +41,15 @@ fn softmax_row(row: &mut [f32]) {
 
 fn log_softmax_row(row: &mut [f32]) {
     let max = row_max(row);
-    let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
-    let shift = max + sum.ln();
+    let mut acc = [0.0f32; 8];
+    let mut it = row.chunks_exact(8);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += exp(v - max);
+        }
+    }
+    let tail: f32 = it.remainder().iter().map(|&v| exp(v - max)).sum();
+    let shift = max + (acc.iter().sum::<f32>() + tail).ln();
     row.iter_mut().for_each(|v| *v -= shift);
 }
 
