@@ -72,7 +72,8 @@ fn shape() -> impl Strategy<Value = (usize, usize)> {
     prop_oneof![
         (1usize..8, 1usize..40),
         (1usize..70, 1usize..130),
-        (200usize..400, 100usize..200),
+        // At least 33K elements and 165 columns: past every parallel threshold.
+        (200usize..400, 165usize..200),
     ]
 }
 
@@ -207,7 +208,8 @@ fn gemm_dims() -> impl Strategy<Value = (usize, usize, usize)> {
     prop_oneof![
         (1usize..9, 1usize..9, 1usize..9),
         (1usize..70, 1usize..70, 1usize..70),
-        (90usize..160, 90usize..160, 90usize..160),
+        // Over 2^22 multiply-adds: the multi-threaded path.
+        (170usize..240, 170usize..240, 170usize..240),
     ]
 }
 
