@@ -2,8 +2,10 @@
 //! it ([`crate::ops::gpu`]). The CPU backend implements [`crate::ops::Ops`] natively.
 
 pub(crate) mod cpu;
-pub(crate) mod cuda;
-pub(crate) mod hip;
+#[doc(hidden)]
+pub mod cuda;
+#[doc(hidden)]
+pub mod hip;
 pub(crate) mod opencl;
 
 use crate::device::DeviceInfo;

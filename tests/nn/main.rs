@@ -2,3 +2,9 @@
 
 #[path = "../support/mod.rs"]
 mod support;
+
+mod checkpoint;
+mod errors;
+mod gradcheck;
+mod optim;
+mod train;

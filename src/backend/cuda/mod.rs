@@ -1,27 +1,180 @@
-//! The cuda backend.
-// SKELETON: replaced by the cuda backend implementation.
+//! The CUDA backend: the driver API, NVRTC and cuBLAS through `cudarc`, all loaded at run time.
+//!
+//! Presence of each library is checked before cudarc's loaders run (they panic when a library
+//! is missing), so a machine without CUDA gets "unavailable, with the reason".
+
+mod blas;
+mod compile;
+mod device;
+mod error;
+pub(crate) mod kernels;
+mod launch;
+mod memory;
 
 use std::sync::Arc;
 
+use cudarc::driver::result;
+use cudarc::driver::sys::CUdevice_attribute;
+
+pub(crate) use device::CudaDevice;
+
 use crate::context::ContextOptions;
-use crate::device::{BackendKind, DeviceInfo};
+use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 
-/// Lists the devices of this runtime, or says why it cannot be used.
+/// Checks that the driver library loads and initializes, and that NVRTC is present and not
+/// newer than the driver; returns the driver's CUDA version (e.g. 12080).
+fn check_runtime() -> Result<i32> {
+    // SAFETY: only tries to dlopen the candidate names of libcuda; loads no symbols.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err(error::unavailable(format!(
+            "CUDA driver library not found (tried {})",
+            compile::candidates("cuda")
+        )));
+    }
+    result::init().map_err(|e| {
+        error::unavailable(format!(
+            "cuInit failed: {} (code {})",
+            error::driver_message(&e),
+            e.0 as i64
+        ))
+    })?;
+    let mut version = 0;
+    // SAFETY: valid out-pointer; the driver is loaded and initialized.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }
+        .result()
+        .map_err(|e| error::driver("cuDriverGetVersion", e))?;
+    if !compile::present() {
+        return Err(error::unavailable(format!(
+            "NVRTC not found (tried {}); CUDA kernels cannot be compiled",
+            compile::candidates("nvrtc")
+        )));
+    }
+    let nvrtc = compile::NvrtcInfo::query()?;
+    let driver_major = version / 1000;
+    if nvrtc.version.0 > driver_major {
+        return Err(error::unavailable(format!(
+            "NVRTC {}.{} is newer than the driver (CUDA {}): the driver rejects its CUBINs; \
+             use an NVRTC {driver_major}.x or update the driver",
+            nvrtc.version.0,
+            nvrtc.version.1,
+            version_text(version)
+        )));
+    }
+    Ok(version)
+}
+
+fn version_text(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+fn attribute(dev: cudarc::driver::sys::CUdevice, attr: CUdevice_attribute) -> Result<i32> {
+    // SAFETY: `dev` came from cuDeviceGet after cuInit.
+    unsafe { result::device::get_attribute(dev, attr) }
+        .map_err(|e| error::driver("cuDeviceGetAttribute", e))
+}
+
+/// Lists the CUDA devices NVRTC can build for, or says why CUDA cannot be used.
 pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
-    Err(Error::BackendUnavailable {
-        backend: BackendKind::Cuda,
-        reason: "not built yet".into(),
-    })
+    let version = check_runtime()?;
+    let nvrtc = compile::NvrtcInfo::query()?;
+    let count = result::device::get_count().map_err(|e| {
+        error::unavailable(format!(
+            "cuDeviceGetCount failed: {}",
+            error::driver_message(&e)
+        ))
+    })?;
+    if count <= 0 {
+        return Err(error::unavailable(format!(
+            "no CUDA devices (driver CUDA {})",
+            version_text(version)
+        )));
+    }
+    let mut found = Vec::new();
+    let mut skipped = Vec::new();
+    for ordinal in 0..count {
+        let dev = result::device::get(ordinal).map_err(|e| error::driver("cuDeviceGet", e))?;
+        let name =
+            result::device::get_name(dev).map_err(|e| error::driver("cuDeviceGetName", e))?;
+        // SAFETY: `dev` came from cuDeviceGet after cuInit.
+        let memory = unsafe { result::device::total_mem(dev) }
+            .map_err(|e| error::driver("cuDeviceTotalMem", e))? as u64;
+        let sms = attribute(
+            dev,
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?;
+        let major = attribute(
+            dev,
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+        )?;
+        let minor = attribute(
+            dev,
+            CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+        )?;
+        let cc = (major * 10 + minor) as u32;
+        match nvrtc.target_for(cc) {
+            None => {
+                log::warn!(
+                    "cuda:{ordinal} ({name}, sm_{cc}) skipped: NVRTC {}.{} has no target it runs",
+                    nvrtc.version.0,
+                    nvrtc.version.1
+                );
+                skipped.push(format!("{name} (sm_{cc})"));
+                continue;
+            }
+            Some(t @ compile::Target::Ptx(_)) => log::info!(
+                "cuda:{ordinal} ({name}, sm_{cc}): NVRTC {}.{} has no sm_{cc} CUBIN target; kernels are built as {t}",
+                nvrtc.version.0,
+                nvrtc.version.1
+            ),
+            Some(_) => {}
+        }
+        found.push(DeviceInfo {
+            id: DeviceId::Cuda(ordinal as usize),
+            backend: BackendKind::Cuda,
+            name,
+            vendor: "NVIDIA Corporation".into(),
+            kind: DeviceKind::Gpu,
+            memory,
+            compute_units: sms.max(0) as u32,
+            arch: format!("sm_{cc}"),
+            driver: format!("CUDA {} ({version})", version_text(version)),
+        });
+    }
+    if found.is_empty() {
+        return Err(error::unavailable(format!(
+            "NVRTC {}.{} cannot build for any device here: {}",
+            nvrtc.version.0,
+            nvrtc.version.1,
+            skipped.join(", ")
+        )));
+    }
+    Ok(found)
 }
 
-/// Ops for one device of this runtime.
-pub(crate) fn create_ops(_info: &DeviceInfo, _options: &ContextOptions) -> Result<Arc<dyn Ops>> {
-    Err(Error::BackendUnavailable {
-        backend: BackendKind::Cuda,
-        reason: "not built yet".into(),
-    })
+/// Ops for one CUDA device.
+pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+    crate::ops::gpu::create(CudaDevice::open(info, options)?, options)
 }
 
-pub(crate) mod kernels;
+/// The complete CUDA op-set translation unit (`kernels-cu/`, common header first).
+#[doc(hidden)]
+pub fn op_set_source() -> String {
+    kernels::op_set_source()
+}
+
+/// Compiles `source` with NVRTC to a CUBIN for `arch` (`sm_80`, `sm_90`, ...) with the options
+/// every CUDA build uses. Needs NVRTC, not a GPU. For tests and tools.
+#[doc(hidden)]
+pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
+    let sm = compile::parse_sm(arch)
+        .ok_or_else(|| Error::InvalidArgument(format!("'{arch}' is not an sm_XY architecture")))?;
+    if !compile::present() {
+        return Err(error::unavailable(format!(
+            "NVRTC not found (tried {})",
+            compile::candidates("nvrtc")
+        )));
+    }
+    compile::compile(source, compile::Target::Cubin(sm), &[], arch)
+}

@@ -1,0 +1,128 @@
+//! Lists what `rnn` finds on this machine: every runtime with its status and the reason when it
+//! is unavailable, every device, the device `best_device()` picks, and the kernel disk cache.
+//!
+//! ```text
+//! cargo run --example devices                 # list
+//! cargo run --example devices -- --clear-cache
+//! RUST_LOG=debug cargo run --example devices  # with the probing log
+//! ```
+
+use std::process::ExitCode;
+
+use rnn::GpuManager;
+use rnn::cache::{CacheEnv, KernelCache};
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let mut clear = false;
+    for arg in std::env::args().skip(1) {
+        match arg.as_str() {
+            "--clear-cache" => clear = true,
+            "-h" | "--help" => {
+                println!("usage: devices [--clear-cache]");
+                return ExitCode::SUCCESS;
+            }
+            other => {
+                eprintln!("unknown argument '{other}' (usage: devices [--clear-cache])");
+                return ExitCode::from(2);
+            }
+        }
+    }
+
+    let manager = match GpuManager::new() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut ok = true;
+
+    println!("Runtimes:");
+    for status in manager.backends() {
+        println!("  {status}");
+    }
+
+    println!("\nDevices:");
+    for device in manager.devices() {
+        println!("  {device}");
+    }
+
+    println!();
+    let rnn_device = std::env::var("RNN_DEVICE")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    match (manager.best_device(), &rnn_device) {
+        (Ok(d), Some(_)) => println!("Selected device: {} ({}) [from RNN_DEVICE]", d.id, d.name),
+        (Ok(d), None) => println!(
+            "Selected device: {} ({}) [automatic; set RNN_DEVICE to override]",
+            d.id, d.name
+        ),
+        (Err(e), Some(v)) => {
+            println!("Selected device: none, RNN_DEVICE={v:?} cannot be used: {e}");
+            ok = false;
+        }
+        (Err(e), None) => {
+            println!("Selected device: none: {e}");
+            ok = false;
+        }
+    }
+
+    println!();
+    let cache = match KernelCache::from_cache_env(&CacheEnv::current()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("Kernel cache: {e}");
+            ok = false;
+            KernelCache::from_env()
+        }
+    };
+    match cache.dir() {
+        None => println!(
+            "Kernel cache: disk cache off (RNN_CACHE=off, or none of RNN_CACHE_DIR, \
+             XDG_CACHE_HOME, HOME is set)"
+        ),
+        Some(dir) => match cache.stats() {
+            Ok(s) => println!(
+                "Kernel cache: {} ({} entries, {})",
+                dir.display(),
+                s.entries,
+                human_bytes(s.bytes)
+            ),
+            Err(e) => {
+                println!("Kernel cache: {}: {e}", dir.display());
+                ok = false;
+            }
+        },
+    }
+    if clear {
+        match cache.clear() {
+            Ok(n) => println!("Cleared the kernel cache: {n} entries removed"),
+            Err(e) => {
+                println!("Clearing the kernel cache failed: {e}");
+                ok = false;
+            }
+        }
+    }
+
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

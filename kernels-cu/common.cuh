@@ -1,0 +1,145 @@
+// Shared helpers of the CUDA op set. This file is first in the translation unit.
+//
+// Portability contract with the HIP dialect (kernels-hip/): everything below that depends on the
+// warp width or on NVIDIA-only spellings sits inside `#ifndef RNN_HIP`. The HIP vendor header
+// defines RNN_HIP and provides its own WARP_SIZE, warp_reduce_sum, warp_reduce_max and
+// warp_reduce_argmax (64-wide wavefronts); the block-level helpers further down are written over
+// those and need no change.
+
+typedef unsigned int uint;
+typedef unsigned long long u64;
+
+#ifndef RNN_HIP
+#define WARP_SIZE 32
+
+__device__ __forceinline__ float warp_reduce_sum(float v) {
+    for (int off = WARP_SIZE / 2; off > 0; off >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__device__ __forceinline__ float warp_reduce_max(float v) {
+    for (int off = WARP_SIZE / 2; off > 0; off >>= 1)
+        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// Arg-max over a warp; on equal values the lower index wins (the op contract).
+__device__ __forceinline__ void warp_reduce_argmax(float& v, int& idx) {
+    for (int off = WARP_SIZE / 2; off > 0; off >>= 1) {
+        float ov = __shfl_down_sync(0xffffffffu, v, off);
+        int oi = __shfl_down_sync(0xffffffffu, idx, off);
+        if (ov > v || (ov == v && oi < idx)) {
+            v = ov;
+            idx = oi;
+        }
+    }
+}
+#endif  // RNN_HIP
+
+#define RNN_INF (__int_as_float(0x7f800000))
+#define RNN_NAN (__int_as_float(0x7fffffff))
+
+// Partial results of one block: one slot per warp (at most 1024 / 32 warps).
+#define RNN_MAX_WARPS 32
+
+// Sum over the whole block; every thread gets the result. `sh` holds RNN_MAX_WARPS floats.
+// Must be reached by all threads of the block (it synchronizes).
+__device__ __forceinline__ float block_reduce_sum(float v, float* sh) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wid = threadIdx.x / WARP_SIZE;
+    const int nwarps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    v = warp_reduce_sum(v);
+    __syncthreads();  // `sh` may still be read from the previous reduction
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = (lane < nwarps) ? sh[lane] : 0.0f;
+        v = warp_reduce_sum(v);
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+__device__ __forceinline__ float block_reduce_max(float v, float* sh) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wid = threadIdx.x / WARP_SIZE;
+    const int nwarps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    v = warp_reduce_max(v);
+    __syncthreads();
+    if (lane == 0) sh[wid] = v;
+    __syncthreads();
+    if (wid == 0) {
+        v = (lane < nwarps) ? sh[lane] : -RNN_INF;
+        v = warp_reduce_max(v);
+        if (lane == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+// Block-wide arg-max (lowest index on ties); `shv`/`shi` hold RNN_MAX_WARPS entries each.
+__device__ __forceinline__ int block_reduce_argmax(float v, int idx, float* shv, int* shi) {
+    const int lane = threadIdx.x % WARP_SIZE;
+    const int wid = threadIdx.x / WARP_SIZE;
+    const int nwarps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    warp_reduce_argmax(v, idx);
+    __syncthreads();
+    if (lane == 0) {
+        shv[wid] = v;
+        shi[wid] = idx;
+    }
+    __syncthreads();
+    if (wid == 0) {
+        v = (lane < nwarps) ? shv[lane] : -RNN_INF;
+        idx = (lane < nwarps) ? shi[lane] : 0x7fffffff;
+        warp_reduce_argmax(v, idx);
+        if (lane == 0) shi[0] = idx;
+    }
+    __syncthreads();
+    return shi[0];
+}
+
+// Grid-stride loop over n elements (1-D launches).
+#define RNN_GRID_LOOP(i, n)                                                         \
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (u64)(n);           \
+         i += (u64)gridDim.x * blockDim.x)
+
+// Activation codes (ops::Activation::code).
+#define ACT_IDENTITY 0
+#define ACT_RELU 1
+#define ACT_SIGMOID 2
+#define ACT_TANH 3
+#define ACT_GELU 4
+#define ACT_LEAKY 5
+
+__device__ __forceinline__ float sigmoidf_(float z) { return 1.0f / (1.0f + expf(-z)); }
+
+__device__ __forceinline__ float act_apply(float z, uint act, float p) {
+    switch (act) {
+        case ACT_RELU: return z > 0.0f ? z : 0.0f;
+        case ACT_SIGMOID: return sigmoidf_(z);
+        case ACT_TANH: return tanhf(z);
+        case ACT_GELU: return 0.5f * z * (1.0f + erff(z * 0.70710678118654752f));
+        case ACT_LEAKY: return z > 0.0f ? z : p * z;
+        default: return z;
+    }
+}
+
+// act'(z): identity, relu, sigmoid and tanh from the output y (z may be unset for those);
+// gelu and leaky relu from z.
+__device__ __forceinline__ float act_grad(float z, float y, uint act, float p) {
+    switch (act) {
+        case ACT_RELU: return y > 0.0f ? 1.0f : 0.0f;
+        case ACT_SIGMOID: return y * (1.0f - y);
+        case ACT_TANH: return 1.0f - y * y;
+        case ACT_GELU: {
+            const float cdf = 0.5f * (1.0f + erff(z * 0.70710678118654752f));
+            const float pdf = 0.39894228040143268f * expf(-0.5f * z * z);
+            return cdf + z * pdf;
+        }
+        case ACT_LEAKY: return z > 0.0f ? 1.0f : p;
+        default: return 1.0f;
+    }
+}

@@ -1,0 +1,241 @@
+//! [`CudaDevice`]: one CUDA device with its primary context, one stream, NVRTC and cuBLAS,
+//! behind the [`Device`] seam.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::blas::Blas;
+use super::compile::{self, NvrtcInfo, Target};
+use super::error;
+use super::launch::CudaKernels;
+use crate::backend::{Device, DevicePtr, RawArg};
+use crate::context::ContextOptions;
+use crate::device::{DeviceId, DeviceInfo};
+use crate::error::{Error, Result};
+use crate::kernel::{Dialect, LaunchConfig};
+use crate::ops::Gemm;
+
+/// A CUDA device as the generic GPU op set drives it.
+///
+/// Every method binds the context to the calling thread first, so the device can be used from
+/// any thread; all work is queued on one stream, in order.
+pub(crate) struct CudaDevice {
+    // Field order is drop order: the cuBLAS handle refers to the stream, the stream to the
+    // context.
+    pub(super) blas: Option<Blas>,
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) ctx: Arc<CudaContext>,
+    pub(super) info: DeviceInfo,
+    pub(super) target: Target,
+    pub(super) nvrtc: NvrtcInfo,
+    pub(super) driver_version: i32,
+    pub(super) async_alloc: bool,
+    /// Build the op set from the HIP sources behind the HIP-to-CUDA prelude
+    /// (`ContextOptions::hip_sources_via_nvrtc`), to check the HIP kernels on an NVIDIA GPU.
+    pub(super) hip_sources: bool,
+}
+
+impl CudaDevice {
+    /// Opens the device `info` (from [`super::probe`]): retains its primary context, creates the
+    /// stream, and the cuBLAS handle when `options.vendor_blas` and cuBLAS is present.
+    pub(crate) fn open(info: &DeviceInfo, options: &ContextOptions) -> Result<Self> {
+        let DeviceId::Cuda(ordinal) = info.id else {
+            return Err(Error::InvalidArgument(format!(
+                "{} is not a CUDA device",
+                info.id
+            )));
+        };
+        let driver_version = super::check_runtime()?;
+        let nvrtc = NvrtcInfo::query()?;
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| error::driver("cuDevicePrimaryCtxRetain", e))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| error::driver("cuDeviceGetAttribute", e))?;
+        let cc = (major * 10 + minor) as u32;
+        let target = nvrtc.target_for(cc).ok_or_else(|| {
+            error::unavailable(format!(
+                "NVRTC {}.{} cannot compile for sm_{cc}",
+                nvrtc.version.0, nvrtc.version.1
+            ))
+        })?;
+        if let Target::Ptx(_) = target {
+            log::warn!(
+                "{}: NVRTC {}.{} cannot emit a CUBIN for sm_{cc}; building {target} (JIT by the driver at load)",
+                info.id,
+                nvrtc.version.0,
+                nvrtc.version.1
+            );
+        }
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| error::driver("cuStreamCreate", e))?;
+        let blas = if !options.vendor_blas {
+            log::info!(
+                "{}: cuBLAS disabled by ContextOptions::vendor_blas; GEMM uses the sgemm kernel",
+                info.id
+            );
+            None
+        } else if !Blas::present() {
+            log::info!(
+                "{}: cuBLAS not found (tried {}); GEMM uses the sgemm kernel",
+                info.id,
+                compile::candidates("cublas")
+            );
+            None
+        } else {
+            match Blas::new(&ctx, &stream, options.allow_tf32) {
+                Ok(b) => Some(b),
+                Err(e) => {
+                    log::warn!(
+                        "{}: cuBLAS unusable ({e}); GEMM uses the sgemm kernel",
+                        info.id
+                    );
+                    None
+                }
+            }
+        };
+        if options.hip_sources_via_nvrtc {
+            log::info!(
+                "{}: op set built from the HIP sources through NVRTC",
+                info.id
+            );
+        }
+        log::info!(
+            "{}: {} ({}), NVRTC {}.{}, {target}, cuBLAS {}",
+            info.id,
+            info.name,
+            info.arch,
+            nvrtc.version.0,
+            nvrtc.version.1,
+            if blas.is_some() { "on" } else { "off" }
+        );
+        Ok(CudaDevice {
+            blas,
+            async_alloc: ctx.has_async_alloc(),
+            stream,
+            ctx,
+            info: info.clone(),
+            target,
+            nvrtc,
+            driver_version,
+            hip_sources: options.hip_sources_via_nvrtc,
+        })
+    }
+
+    /// Makes this device's context current on the calling thread.
+    pub(super) fn bind(&self) -> Result<()> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| error::driver("cuCtxSetCurrent", e))
+    }
+
+    fn label(&self) -> String {
+        format!("{} ({}, {})", self.info.id, self.info.name, self.info.arch)
+    }
+}
+
+impl Device for CudaDevice {
+    type Module = CudaKernels;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn dialect(&self) -> Dialect {
+        if self.hip_sources {
+            Dialect::Hip
+        } else {
+            Dialect::Cuda
+        }
+    }
+
+    fn op_set_source(&self) -> String {
+        if self.hip_sources {
+            crate::backend::hip::kernels::op_set_source_for_nvrtc()
+        } else {
+            super::kernels::op_set_source()
+        }
+    }
+
+    fn compiler_identity(&self) -> String {
+        format!(
+            "nvrtc {}.{}; driver {}; {}",
+            self.nvrtc.version.0, self.nvrtc.version.1, self.driver_version, self.target
+        )
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        self.alloc_bytes(bytes)
+    }
+
+    fn free(&self, ptr: DevicePtr) {
+        self.free_ptr(ptr)
+    }
+
+    fn memory_info(&self) -> Result<(u64, u64)> {
+        self.mem_info()
+    }
+
+    fn write(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        self.write_bytes(dst, offset, src)
+    }
+
+    fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.read_bytes(src, offset, dst)
+    }
+
+    fn copy(
+        &self,
+        src: DevicePtr,
+        src_offset: usize,
+        dst: DevicePtr,
+        dst_offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        self.copy_bytes(src, src_offset, dst, dst_offset, bytes)
+    }
+
+    fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)> {
+        let binary = compile::compile(source, self.target, options, &self.label())?;
+        let module = self.load_module(&binary)?;
+        Ok((binary, module))
+    }
+
+    fn load(&self, binary: &[u8]) -> Result<Self::Module> {
+        self.load_module(binary)
+    }
+
+    fn launch(
+        &self,
+        module: &Self::Module,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Result<()> {
+        self.launch_kernel(module, entry, config, args)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.stream
+            .synchronize()
+            .map_err(|e| error::driver("cuStreamSynchronize", e))
+    }
+
+    fn sgemm_tile(&self) -> (u32, u32, u32) {
+        (128, 128, 256)
+    }
+
+    fn vendor_gemm(
+        &self,
+        g: &Gemm,
+        a: (DevicePtr, usize),
+        b: (DevicePtr, usize),
+        c: (DevicePtr, usize),
+    ) -> Option<Result<()>> {
+        let blas = self.blas.as_ref()?;
+        Some(self.bind().and_then(|()| blas.gemm(g, a, b, c)))
+    }
+}

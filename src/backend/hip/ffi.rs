@@ -1,0 +1,383 @@
+//! The HIP runtime and hiprtc, loaded at run time with `libloading`. This file is the only place
+//! that names the C symbols; everything else calls the typed function pointers below.
+//!
+//! The symbol set is deliberately small and limited to functions whose signatures did not change
+//! between ROCm 5.x and 6.x. `hipDeviceProp_t` changed layout in ROCm 6, so it is only read
+//! through an over-sized buffer at a known offset (see [`HipApi::gcn_arch_name`]).
+
+use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use libloading::Library;
+
+/// `hipError_t`.
+pub(crate) type HipError = c_int;
+/// `hiprtcResult`.
+pub(crate) type RtcResult = c_int;
+/// `hipStream_t` (opaque pointer).
+pub(crate) type Stream = *mut c_void;
+/// `hipModule_t` (opaque pointer).
+pub(crate) type Module = *mut c_void;
+/// `hipFunction_t` (opaque pointer).
+pub(crate) type Function = *mut c_void;
+/// `hiprtcProgram` (opaque pointer).
+pub(crate) type Program = *mut c_void;
+
+pub(crate) const HIP_SUCCESS: HipError = 0;
+pub(crate) const HIP_ERROR_OUT_OF_MEMORY: HipError = 2;
+pub(crate) const HIP_ERROR_NO_DEVICE: HipError = 100;
+pub(crate) const HIP_ERROR_INVALID_DEVICE: HipError = 101;
+pub(crate) const HIPRTC_SUCCESS: RtcResult = 0;
+
+/// `hipDeviceAttributeMultiprocessorCount`: the same value in ROCm 5.x and 6.x (the
+/// CUDA-compatible block of `hipDeviceAttribute_t` only renamed unused slots in 6.0).
+pub(crate) const ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
+/// `hipDeviceAttributeWarpSize` (same in 5.x and 6.x).
+pub(crate) const ATTR_WARP_SIZE: c_int = 87;
+
+/// Offset of `gcnArchName[256]` in the pre-6.0 `hipDeviceProp_t` (`hipDeviceProp_tR0000`),
+/// computed from the ROCm 5.x header layout on x86-64.
+const GCN_ARCH_NAME_OFFSET_R0000: usize = 396;
+/// Offset of `gcnArchName[256]` in `hipDeviceProp_tR0600` (ROCm 6.x), x86-64.
+const GCN_ARCH_NAME_OFFSET_R0600: usize = 1160;
+/// Both structs are under 1.5 KiB; the buffer is much larger so a runtime whose struct grew
+/// further cannot write past it.
+const DEVICE_PROP_BUFFER: usize = 16 * 1024;
+
+type FnInit = unsafe extern "C" fn(c_uint) -> HipError;
+type FnGetInt = unsafe extern "C" fn(*mut c_int) -> HipError;
+type FnDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> HipError;
+type FnDeviceGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> HipError;
+type FnDeviceTotalMem = unsafe extern "C" fn(*mut usize, c_int) -> HipError;
+type FnErrorText = unsafe extern "C" fn(HipError) -> *const c_char;
+type FnSetDevice = unsafe extern "C" fn(c_int) -> HipError;
+type FnGetDeviceProperties = unsafe extern "C" fn(*mut c_void, c_int) -> HipError;
+type FnMalloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> HipError;
+type FnFree = unsafe extern "C" fn(*mut c_void) -> HipError;
+type FnMemGetInfo = unsafe extern "C" fn(*mut usize, *mut usize) -> HipError;
+type FnMemcpyHtoDAsync = unsafe extern "C" fn(u64, *const c_void, usize, Stream) -> HipError;
+type FnMemcpyDtoHAsync = unsafe extern "C" fn(*mut c_void, u64, usize, Stream) -> HipError;
+type FnMemcpyDtoDAsync = unsafe extern "C" fn(u64, u64, usize, Stream) -> HipError;
+type FnStreamCreate = unsafe extern "C" fn(*mut Stream) -> HipError;
+type FnStreamOp = unsafe extern "C" fn(Stream) -> HipError;
+type FnModuleLoadData = unsafe extern "C" fn(*mut Module, *const c_void) -> HipError;
+type FnModuleGetFunction = unsafe extern "C" fn(*mut Function, Module, *const c_char) -> HipError;
+type FnModuleLaunchKernel = unsafe extern "C" fn(
+    Function,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    Stream,
+    *mut *mut c_void,
+    *mut *mut c_void,
+) -> HipError;
+type FnModuleUnload = unsafe extern "C" fn(Module) -> HipError;
+
+type FnRtcCreateProgram = unsafe extern "C" fn(
+    *mut Program,
+    *const c_char,
+    *const c_char,
+    c_int,
+    *const *const c_char,
+    *const *const c_char,
+) -> RtcResult;
+type FnRtcCompileProgram = unsafe extern "C" fn(Program, c_int, *const *const c_char) -> RtcResult;
+type FnRtcGetSize = unsafe extern "C" fn(Program, *mut usize) -> RtcResult;
+type FnRtcGetBytes = unsafe extern "C" fn(Program, *mut c_char) -> RtcResult;
+type FnRtcDestroyProgram = unsafe extern "C" fn(*mut Program) -> RtcResult;
+type FnRtcVersion = unsafe extern "C" fn(*mut c_int, *mut c_int) -> RtcResult;
+type FnRtcErrorString = unsafe extern "C" fn(RtcResult) -> *const c_char;
+
+/// The HIP runtime entry points this crate uses. Every pointer stays valid while `_lib` lives,
+/// and the struct lives for the whole process (see [`api`]).
+pub(crate) struct HipApi {
+    pub(crate) init: FnInit,
+    pub(crate) get_device_count: FnGetInt,
+    pub(crate) device_get_name: FnDeviceGetName,
+    pub(crate) device_get_attribute: FnDeviceGetAttribute,
+    pub(crate) device_total_mem: FnDeviceTotalMem,
+    pub(crate) driver_get_version: FnGetInt,
+    pub(crate) runtime_get_version: FnGetInt,
+    pub(crate) get_error_name: FnErrorText,
+    pub(crate) get_error_string: FnErrorText,
+    pub(crate) set_device: FnSetDevice,
+    /// `hipGetDevicePropertiesR0600` (ROCm 6) or `hipGetDeviceProperties` (ROCm 5), with the
+    /// matching `gcnArchName` offset.
+    get_device_properties: Option<(FnGetDeviceProperties, usize)>,
+    pub(crate) malloc: FnMalloc,
+    pub(crate) free: FnFree,
+    pub(crate) mem_get_info: FnMemGetInfo,
+    pub(crate) memcpy_htod_async: FnMemcpyHtoDAsync,
+    pub(crate) memcpy_dtoh_async: FnMemcpyDtoHAsync,
+    pub(crate) memcpy_dtod_async: FnMemcpyDtoDAsync,
+    pub(crate) stream_create: FnStreamCreate,
+    pub(crate) stream_synchronize: FnStreamOp,
+    pub(crate) stream_destroy: FnStreamOp,
+    pub(crate) module_load_data: FnModuleLoadData,
+    pub(crate) module_get_function: FnModuleGetFunction,
+    pub(crate) module_launch_kernel: FnModuleLaunchKernel,
+    pub(crate) module_unload: FnModuleUnload,
+    /// Which file was loaded, for messages.
+    pub(crate) path: String,
+    _lib: Library,
+}
+
+/// The hiprtc entry points: from `libhiprtc` (ROCm >= 5.3) or from `libamdhip64` (ROCm <= 5.2).
+pub(crate) struct RtcApi {
+    pub(crate) create_program: FnRtcCreateProgram,
+    pub(crate) compile_program: FnRtcCompileProgram,
+    pub(crate) get_program_log_size: FnRtcGetSize,
+    pub(crate) get_program_log: FnRtcGetBytes,
+    pub(crate) get_code_size: FnRtcGetSize,
+    pub(crate) get_code: FnRtcGetBytes,
+    pub(crate) destroy_program: FnRtcDestroyProgram,
+    version: FnRtcVersion,
+    pub(crate) get_error_string: FnRtcErrorString,
+    /// Which file the symbols came from, for messages.
+    pub(crate) path: String,
+    // Keeps a separately loaded libhiprtc mapped; `None` when the symbols live in libamdhip64,
+    // which `HipApi` keeps mapped for the whole process.
+    _lib: Option<Library>,
+}
+
+/// Both libraries, loaded once per process.
+pub(crate) struct Loaded {
+    /// The runtime.
+    pub(crate) hip: HipApi,
+    /// hiprtc, or why it could not be loaded.
+    pub(crate) rtc: Result<RtcApi, String>,
+}
+
+const HIP_NAMES: [&str; 3] = ["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"];
+const RTC_NAMES: [&str; 3] = ["libhiprtc.so", "libhiprtc.so.6", "libhiprtc.so.5"];
+
+/// Candidate paths: each name in `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the
+/// bare name for the system loader's search.
+fn candidates(names: &[&str]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for var in ["ROCM_PATH", "HIP_PATH"] {
+        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+            dirs.push(PathBuf::from(v).join("lib"));
+        }
+    }
+    dirs.push(PathBuf::from("/opt/rocm/lib"));
+    let mut out = Vec::new();
+    for dir in &dirs {
+        for name in names {
+            let p = dir.join(name);
+            if p.exists() {
+                out.push(p);
+            }
+        }
+    }
+    out.extend(names.iter().map(PathBuf::from));
+    out
+}
+
+fn open_first(names: &[&str]) -> Result<(Library, String), String> {
+    let mut tried = Vec::new();
+    for path in candidates(names) {
+        // SAFETY: loading a shared library runs its initializers; the HIP runtime and hiprtc are
+        // ordinary C libraries whose initializers only set up internal state.
+        match unsafe { Library::new(&path) } {
+            Ok(lib) => return Ok((lib, path.display().to_string())),
+            Err(e) => tried.push(format!("{} ({e})", path.display())),
+        }
+    }
+    Err(format!(
+        "no library could be loaded; tried {}",
+        tried.join(", ")
+    ))
+}
+
+/// Looks up `name` and copies the function pointer out of the `Symbol`.
+///
+/// # Safety
+/// `T` must be the exact C signature of `name`, and the pointer must not outlive `lib`.
+unsafe fn sym<T: Copy>(lib: &Library, name: &str, file: &str) -> Result<T, String> {
+    let mut cname = name.as_bytes().to_vec();
+    cname.push(0);
+    // SAFETY: forwarded to the caller: `T` is the symbol's true type.
+    unsafe { lib.get::<T>(&cname) }
+        .map(|s| *s)
+        .map_err(|e| format!("{file} lacks {name}: {e}"))
+}
+
+impl HipApi {
+    fn load() -> Result<Self, String> {
+        let (lib, path) = open_first(&HIP_NAMES)?;
+        let p = path.as_str();
+        // SAFETY: every type below is the C prototype of the symbol of the same name in
+        // hip_runtime_api.h (unchanged from ROCm 5.0 to 6.x); the pointers are stored next to
+        // `lib`, which keeps them valid.
+        unsafe {
+            let get_device_properties = match sym(&lib, "hipGetDevicePropertiesR0600", p) {
+                Ok(f) => Some((f, GCN_ARCH_NAME_OFFSET_R0600)),
+                Err(_) => sym(&lib, "hipGetDeviceProperties", p)
+                    .ok()
+                    .map(|f| (f, GCN_ARCH_NAME_OFFSET_R0000)),
+            };
+            Ok(HipApi {
+                init: sym(&lib, "hipInit", p)?,
+                get_device_count: sym(&lib, "hipGetDeviceCount", p)?,
+                device_get_name: sym(&lib, "hipDeviceGetName", p)?,
+                device_get_attribute: sym(&lib, "hipDeviceGetAttribute", p)?,
+                device_total_mem: sym(&lib, "hipDeviceTotalMem", p)?,
+                driver_get_version: sym(&lib, "hipDriverGetVersion", p)?,
+                runtime_get_version: sym(&lib, "hipRuntimeGetVersion", p)?,
+                get_error_name: sym(&lib, "hipGetErrorName", p)?,
+                get_error_string: sym(&lib, "hipGetErrorString", p)?,
+                set_device: sym(&lib, "hipSetDevice", p)?,
+                get_device_properties,
+                malloc: sym(&lib, "hipMalloc", p)?,
+                free: sym(&lib, "hipFree", p)?,
+                mem_get_info: sym(&lib, "hipMemGetInfo", p)?,
+                memcpy_htod_async: sym(&lib, "hipMemcpyHtoDAsync", p)?,
+                memcpy_dtoh_async: sym(&lib, "hipMemcpyDtoHAsync", p)?,
+                memcpy_dtod_async: sym(&lib, "hipMemcpyDtoDAsync", p)?,
+                stream_create: sym(&lib, "hipStreamCreate", p)?,
+                stream_synchronize: sym(&lib, "hipStreamSynchronize", p)?,
+                stream_destroy: sym(&lib, "hipStreamDestroy", p)?,
+                module_load_data: sym(&lib, "hipModuleLoadData", p)?,
+                module_get_function: sym(&lib, "hipModuleGetFunction", p)?,
+                module_launch_kernel: sym(&lib, "hipModuleLaunchKernel", p)?,
+                module_unload: sym(&lib, "hipModuleUnload", p)?,
+                path,
+                _lib: lib,
+            })
+        }
+    }
+
+    /// `hipGetErrorName` and `hipGetErrorString` of `code`.
+    pub(crate) fn error_text(&self, code: HipError) -> (String, String) {
+        // SAFETY: both functions accept any value and return a pointer to a static
+        // NUL-terminated string (or null, handled by `c_text`).
+        let (name, text) = unsafe { ((self.get_error_name)(code), (self.get_error_string)(code)) };
+        (c_text(name), c_text(text))
+    }
+
+    /// The device's `gcnArchName` (e.g. `gfx90a:sramecc+:xnack-`).
+    ///
+    /// `hipDeviceProp_t` is written into a 16 KiB zeroed buffer (far larger than either known
+    /// layout) by the entry point that matches the layout whose offset is used: the R0600 symbol
+    /// with the ROCm 6 offset, else the pre-6 symbol with the ROCm 5 offset. The string found
+    /// there must look like an arch name (`gfx` + printable ASCII, NUL-terminated); if it does not
+    /// (an unknown future layout) the buffer is scanned for the one NUL-delimited string that
+    /// starts with `gfx`. Returns `None` when neither works; callers then fail with a message.
+    pub(crate) fn gcn_arch_name(&self, device: c_int) -> Result<Option<String>, HipError> {
+        let Some((get, offset)) = self.get_device_properties else {
+            return Ok(None);
+        };
+        let mut buf = vec![0u8; DEVICE_PROP_BUFFER];
+        // SAFETY: `buf` is writable for 16 KiB, more than `sizeof(hipDeviceProp_t)` of any ROCm
+        // release (912 bytes in 5.x, 1472 in 6.x), so the runtime cannot write past it.
+        let code = unsafe { get(buf.as_mut_ptr().cast(), device) };
+        if code != HIP_SUCCESS {
+            return Err(code);
+        }
+        if let Some(s) = arch_at(&buf, offset) {
+            return Ok(Some(s));
+        }
+        let found: Vec<String> = (0..buf.len())
+            .filter(|&i| i == 0 || buf[i - 1] == 0)
+            .filter_map(|i| arch_at(&buf, i))
+            .collect();
+        Ok(match found.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        })
+    }
+}
+
+/// A NUL-terminated `gfx...` string of printable ASCII at `offset`, if there is one.
+fn arch_at(buf: &[u8], offset: usize) -> Option<String> {
+    let tail = buf.get(offset..)?;
+    let end = tail.iter().take(256).position(|&b| b == 0)?;
+    let s = &tail[..end];
+    (s.starts_with(b"gfx") && s.len() > 3 && s.iter().all(|b| b.is_ascii_graphic()))
+        .then(|| String::from_utf8_lossy(s).into_owned())
+}
+
+impl RtcApi {
+    /// Symbols from libhiprtc when it loads, else from libamdhip64 (ROCm 5.2 and older ship
+    /// hiprtc inside the runtime).
+    fn load(hip: &HipApi) -> Result<Self, String> {
+        let (lib, path) = match open_first(&RTC_NAMES) {
+            Ok((lib, path)) => (Some(lib), path),
+            Err(_) => (None, hip.path.clone()),
+        };
+        let source: &Library = lib.as_ref().unwrap_or(&hip._lib);
+        let p = path.as_str();
+        // SAFETY: each type is the C prototype from hiprtc.h of the symbol of the same name; the
+        // library that holds them is kept mapped by `_lib` or (for libamdhip64) by the
+        // process-lifetime `HipApi`.
+        unsafe {
+            Ok(RtcApi {
+                create_program: sym(source, "hiprtcCreateProgram", p)?,
+                compile_program: sym(source, "hiprtcCompileProgram", p)?,
+                get_program_log_size: sym(source, "hiprtcGetProgramLogSize", p)?,
+                get_program_log: sym(source, "hiprtcGetProgramLog", p)?,
+                get_code_size: sym(source, "hiprtcGetCodeSize", p)?,
+                get_code: sym(source, "hiprtcGetCode", p)?,
+                destroy_program: sym(source, "hiprtcDestroyProgram", p)?,
+                version: sym(source, "hiprtcVersion", p)?,
+                get_error_string: sym(source, "hiprtcGetErrorString", p)?,
+                path,
+                _lib: lib,
+            })
+        }
+    }
+
+    /// `(major, minor)` from `hiprtcVersion`.
+    pub(crate) fn version(&self) -> (i32, i32) {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: both out-pointers are valid for one `int` each.
+        unsafe { (self.version)(&mut major, &mut minor) };
+        (major, minor)
+    }
+
+    /// `hiprtcGetErrorString` of `code`.
+    pub(crate) fn error_text(&self, code: RtcResult) -> String {
+        // SAFETY: accepts any value; returns a static NUL-terminated string or null.
+        c_text(unsafe { (self.get_error_string)(code) })
+    }
+}
+
+/// Copies a C string the runtime owns; null becomes an empty string.
+fn c_text(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: non-null pointers handed to this function come from the HIP/hiprtc error-text
+    // functions, which return static NUL-terminated strings.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+// SAFETY: the structs hold plain function pointers into libraries that are never unloaded while
+// they live; the HIP runtime and hiprtc are thread-safe (documented by AMD for all API calls).
+unsafe impl Send for HipApi {}
+// SAFETY: as above; no interior mutability on the Rust side.
+unsafe impl Sync for HipApi {}
+// SAFETY: as above.
+unsafe impl Send for RtcApi {}
+// SAFETY: as above.
+unsafe impl Sync for RtcApi {}
+
+/// The libraries, loaded on first use and kept for the life of the process (unloading the HIP
+/// runtime while streams or modules exist is undefined). `Err` says which files were tried.
+pub(crate) fn api() -> Result<&'static Loaded, String> {
+    static LOADED: OnceLock<Result<Loaded, String>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let hip = HipApi::load()?;
+            let rtc = RtcApi::load(&hip);
+            Ok(Loaded { hip, rtc })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}

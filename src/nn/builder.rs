@@ -1,0 +1,163 @@
+//! [`NetworkBuilder`]: describe the layers, then `build` checks the chain of shapes, lays out
+//! the flat parameter buffer and initializes it from the seed.
+
+use std::collections::HashMap;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::ops::Activation;
+
+use super::dense::Dense;
+use super::layer::Layer;
+use super::loss::Loss;
+use super::network::Network;
+use super::params::ParamLayout;
+use super::rnn::{Rnn, RnnOutput};
+
+#[derive(Debug, Clone, Copy)]
+enum Spec {
+    Dense(usize, usize, Activation),
+    Rnn(usize, usize, Activation, RnnOutput),
+}
+
+/// Builds a [`Network`] layer by layer.
+///
+/// ```
+/// use rnn::nn::{Loss, Network};
+/// use rnn::Activation;
+/// let ctx = rnn::Context::cpu();
+/// let net = Network::builder(&ctx)
+///     .dense(784, 128, Activation::Relu)
+///     .dense(128, 10, Activation::Identity)
+///     .build(Loss::SoftmaxCrossEntropy);
+/// # let _ = net;
+/// ```
+#[derive(Debug, Clone)]
+pub struct NetworkBuilder {
+    ctx: Context,
+    seed: u64,
+    steps: Option<usize>,
+    specs: Vec<Spec>,
+}
+
+impl NetworkBuilder {
+    pub(crate) fn new(ctx: &Context) -> Self {
+        NetworkBuilder {
+            ctx: ctx.clone(),
+            seed: 0,
+            steps: None,
+            specs: Vec::new(),
+        }
+    }
+
+    /// Seeds parameter initialization (same seed, same initial parameters on every backend).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Declares sequence input: each sample is `steps` rows of the first layer's input width.
+    /// Required when the network has a recurrent layer.
+    pub fn sequence_length(mut self, steps: usize) -> Self {
+        self.steps = Some(steps);
+        self
+    }
+
+    /// A fully connected layer `inputs -> outputs` followed by `activation` (applied per step
+    /// in a sequence model).
+    pub fn dense(mut self, inputs: usize, outputs: usize, activation: Activation) -> Self {
+        self.specs.push(Spec::Dense(inputs, outputs, activation));
+        self
+    }
+
+    /// An Elman RNN layer (`Tanh` or `Relu`) over the sequence.
+    pub fn rnn(
+        mut self,
+        inputs: usize,
+        hidden: usize,
+        activation: Activation,
+        output: RnnOutput,
+    ) -> Self {
+        self.specs
+            .push(Spec::Rnn(inputs, hidden, activation, output));
+        self
+    }
+
+    /// Checks the layer chain and creates the network with its parameters on the device.
+    pub fn build(self, loss: Loss) -> Result<Network> {
+        let bad = |m: String| Err(Error::InvalidArgument(m));
+        if self.specs.is_empty() {
+            return bad("a network needs at least one layer".into());
+        }
+        let has_rnn = self.specs.iter().any(|s| matches!(s, Spec::Rnn(..)));
+        let in_steps = match self.steps {
+            Some(0) => return bad("sequence_length must be > 0".into()),
+            Some(t) => t,
+            None if has_rnn => {
+                return bad("a network with an RNN layer needs sequence_length(steps)".into());
+            }
+            None => 1,
+        };
+        let mut layout = ParamLayout::default();
+        let mut layers = Vec::new();
+        let mut layer_steps = Vec::new();
+        let mut steps = in_steps;
+        let mut prev_out: Option<usize> = None;
+        for (i, spec) in self.specs.iter().enumerate() {
+            let (inputs, outputs) = match *spec {
+                Spec::Dense(a, b, _) | Spec::Rnn(a, b, _, _) => (a, b),
+            };
+            if inputs == 0 || outputs == 0 {
+                return bad(format!(
+                    "layer {i}: sizes must be > 0, got {inputs} -> {outputs}"
+                ));
+            }
+            if let Some(p) = prev_out
+                && p != inputs
+            {
+                return bad(format!(
+                    "layer {i} takes {inputs} inputs but layer {} gives {p}",
+                    i - 1
+                ));
+            }
+            layer_steps.push(steps);
+            let name = i.to_string();
+            let layer = match *spec {
+                Spec::Dense(a, b, act) => Layer::Dense(Dense::new(&mut layout, &name, a, b, act)),
+                Spec::Rnn(a, b, act, output) => {
+                    if !matches!(act, Activation::Tanh | Activation::Relu) {
+                        return bad(format!("layer {i}: an RNN takes Tanh or Relu, not {act:?}"));
+                    }
+                    if steps != in_steps {
+                        return bad(format!(
+                            "layer {i}: an RNN cannot follow a layer that returned only the last state"
+                        ));
+                    }
+                    if output == RnnOutput::Last {
+                        steps = 1;
+                    }
+                    Layer::Rnn(Rnn::new(&mut layout, &name, a, b, in_steps, act, output))
+                }
+            };
+            layers.push(layer);
+            prev_out = Some(outputs);
+        }
+        let ops = self.ctx.ops();
+        let params = ops.alloc(layout.total)?;
+        ops.upload(params.view(), &layout.initial_values(self.seed))?;
+        let grads = ops.alloc(layout.total)?;
+        ops.fill(grads.view(), 0.0)?;
+        Ok(Network {
+            ctx: self.ctx.clone(),
+            layers,
+            loss,
+            layout,
+            params,
+            grads,
+            in_steps,
+            layer_steps,
+            out_steps: steps,
+            workspaces: HashMap::new(),
+        })
+    }
+}

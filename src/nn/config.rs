@@ -1,0 +1,289 @@
+//! [`TrainingConfig`] and [`Optimizer`]: what `Network::train` does and where it runs.
+
+use crate::context::Context;
+use crate::device::{BackendKind, DeviceId};
+use crate::error::{Error, Result};
+use crate::manager::GpuManager;
+
+/// The optimizer and its hyper-parameters (the learning rate lives in [`TrainingConfig`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Optimizer {
+    /// Stochastic gradient descent, PyTorch semantics.
+    Sgd {
+        /// Momentum factor; 0 disables momentum.
+        momentum: f32,
+        /// L2 penalty added to the gradient.
+        weight_decay: f32,
+        /// Nesterov momentum (needs `momentum > 0`).
+        nesterov: bool,
+    },
+    /// Adam with L2 weight decay added to the gradient.
+    Adam {
+        /// First-moment decay.
+        beta1: f32,
+        /// Second-moment decay.
+        beta2: f32,
+        /// Added after the square root.
+        eps: f32,
+        /// L2 penalty added to the gradient.
+        weight_decay: f32,
+    },
+    /// Adam with decoupled weight decay (`p -= lr * wd * p`).
+    AdamW {
+        /// First-moment decay.
+        beta1: f32,
+        /// Second-moment decay.
+        beta2: f32,
+        /// Added after the square root.
+        eps: f32,
+        /// Decoupled weight decay.
+        weight_decay: f32,
+    },
+}
+
+impl Optimizer {
+    /// Plain SGD (no momentum, no weight decay).
+    pub fn sgd() -> Self {
+        Optimizer::Sgd {
+            momentum: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+
+    /// SGD with momentum.
+    pub fn sgd_momentum(momentum: f32) -> Self {
+        Optimizer::Sgd {
+            momentum,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+
+    /// Adam with PyTorch's defaults (0.9, 0.999, 1e-8, no weight decay).
+    pub fn adam() -> Self {
+        Optimizer::Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.0,
+        }
+    }
+
+    /// AdamW with PyTorch's defaults (0.9, 0.999, 1e-8, weight decay 0.01).
+    pub fn adamw() -> Self {
+        Optimizer::AdamW {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        }
+    }
+
+    /// Checks every hyper-parameter.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::InvalidArgument(what));
+        let finite_nonneg = |name: &str, v: f32| -> Result<()> {
+            if !v.is_finite() || v < 0.0 {
+                return Err(Error::InvalidArgument(format!(
+                    "optimizer {name} must be finite and >= 0, got {v}"
+                )));
+            }
+            Ok(())
+        };
+        match *self {
+            Optimizer::Sgd {
+                momentum,
+                weight_decay,
+                nesterov,
+            } => {
+                finite_nonneg("momentum", momentum)?;
+                finite_nonneg("weight_decay", weight_decay)?;
+                if nesterov && momentum == 0.0 {
+                    return bad("Nesterov momentum needs momentum > 0".into());
+                }
+            }
+            Optimizer::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            }
+            | Optimizer::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            } => {
+                for (name, b) in [("beta1", beta1), ("beta2", beta2)] {
+                    if !(0.0..1.0).contains(&b) {
+                        return bad(format!("Adam {name} must be in [0, 1), got {b}"));
+                    }
+                }
+                if !eps.is_finite() || eps <= 0.0 {
+                    return bad(format!("Adam eps must be finite and > 0, got {eps}"));
+                }
+                finite_nonneg("weight_decay", weight_decay)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How and where [`crate::nn::Network::train`] trains.
+///
+/// Device choice: `use_gpu: false` trains on the CPU backend. `use_gpu: true` takes `device` if
+/// set, else the `RNN_DEVICE` environment variable, else the best GPU
+/// ([`GpuManager::best_gpu`]). When no GPU exists, `prefer_gpu: true` falls back to the CPU
+/// backend with a logged warning and `prefer_gpu: false` is an error. When the chosen device is
+/// not the one the network lives on, `train` moves the parameters there first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TrainingConfig {
+    /// Train on a GPU (see the type docs); `false` means the CPU backend.
+    pub use_gpu: bool,
+    /// With `use_gpu`, fall back to the CPU (logged) when there is no GPU instead of failing.
+    pub prefer_gpu: bool,
+    /// A specific device; overrides `RNN_DEVICE` and the automatic choice.
+    pub device: Option<DeviceId>,
+    /// Passes over the training data (> 0).
+    pub epochs: usize,
+    /// Samples per step (> 0). The last batch of an epoch may be smaller.
+    pub batch_size: usize,
+    /// Step size (finite, > 0).
+    pub learning_rate: f32,
+    /// The update rule.
+    pub optimizer: Optimizer,
+    /// Scale gradients so their global L2 norm is at most this (on the device).
+    pub clip_grad_norm: Option<f32>,
+    /// Seeds shuffling (parameter init is seeded by the network builder).
+    pub seed: u64,
+    /// Reshuffle the training samples every epoch.
+    pub shuffle: bool,
+    /// Fraction of the samples, taken from the end, held out for validation: `[0, 1)`.
+    pub validation_split: f32,
+    /// Log a progress line every this many epochs (0: never). Uses `log::info!`.
+    pub log_every: usize,
+}
+
+impl Default for TrainingConfig {
+    fn default() -> Self {
+        TrainingConfig {
+            use_gpu: true,
+            prefer_gpu: true,
+            device: None,
+            epochs: 10,
+            batch_size: 64,
+            learning_rate: 1e-3,
+            optimizer: Optimizer::adam(),
+            clip_grad_norm: None,
+            seed: 0,
+            shuffle: true,
+            validation_split: 0.0,
+            log_every: 1,
+        }
+    }
+}
+
+/// Parses an `RNN_DEVICE` value into a device id; a bad value is [`Error::InvalidEnv`].
+pub fn parse_device_env(value: &str) -> Result<DeviceId> {
+    value.parse().map_err(|e| match e {
+        Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
+            name: "RNN_DEVICE".into(),
+            value: value.to_string(),
+            reason: format!("{reason}; expected {valid}"),
+        },
+        other => other,
+    })
+}
+
+impl TrainingConfig {
+    /// Checks every field; each problem is a clear [`Error::InvalidArgument`].
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(Error::InvalidArgument(what));
+        if self.epochs == 0 {
+            return bad("epochs must be > 0".into());
+        }
+        if self.batch_size == 0 {
+            return bad("batch_size must be > 0".into());
+        }
+        if !self.learning_rate.is_finite() || self.learning_rate <= 0.0 {
+            return bad(format!(
+                "learning_rate must be finite and > 0, got {}",
+                self.learning_rate
+            ));
+        }
+        if !(0.0..1.0).contains(&self.validation_split) {
+            return bad(format!(
+                "validation_split must be in [0, 1), got {}",
+                self.validation_split
+            ));
+        }
+        if let Some(c) = self.clip_grad_norm
+            && (!c.is_finite() || c <= 0.0)
+        {
+            return bad(format!("clip_grad_norm must be finite and > 0, got {c}"));
+        }
+        if !self.use_gpu && self.device.is_some_and(|d| d != DeviceId::Cpu) {
+            return bad(format!(
+                "use_gpu is false but device {} was requested",
+                self.device.unwrap_or(DeviceId::Cpu)
+            ));
+        }
+        self.optimizer.validate()
+    }
+
+    /// The device id this configuration trains on, given the probed devices and the value of
+    /// `RNN_DEVICE` (passed in so the rule can be checked without touching the environment).
+    pub fn resolve_device(
+        &self,
+        manager: &GpuManager,
+        env_device: Option<&str>,
+    ) -> Result<DeviceId> {
+        if !self.use_gpu {
+            return Ok(DeviceId::Cpu);
+        }
+        if let Some(id) = self.device {
+            return Ok(manager.device(id)?.id);
+        }
+        if let Some(v) = env_device.filter(|v| !v.trim().is_empty()) {
+            let id = parse_device_env(v)?;
+            log::info!("training on {id} from RNN_DEVICE");
+            return Ok(manager.device(id)?.id);
+        }
+        match manager.best_gpu() {
+            Some(d) => Ok(d.id),
+            None if self.prefer_gpu => {
+                let reasons: Vec<String> = manager
+                    .backends()
+                    .iter()
+                    .filter(|s| s.backend != BackendKind::Cpu)
+                    .map(|s| format!("{}: {}", s.backend, s.detail))
+                    .collect();
+                log::warn!(
+                    "no GPU found ({}); training on the CPU backend",
+                    reasons.join("; ")
+                );
+                Ok(DeviceId::Cpu)
+            }
+            None => Err(Error::InvalidArgument(format!(
+                "use_gpu is set, prefer_gpu is false and no GPU was found (devices: {})",
+                manager.valid_ids()
+            ))),
+        }
+    }
+
+    /// A context on the device this configuration selects (probes the runtimes unless the
+    /// answer is already known).
+    pub fn context(&self) -> Result<Context> {
+        if !self.use_gpu {
+            return Ok(Context::cpu());
+        }
+        let manager = GpuManager::new()?;
+        let env = std::env::var("RNN_DEVICE").ok();
+        let id = self.resolve_device(&manager, env.as_deref())?;
+        if id == DeviceId::Cpu {
+            return Ok(Context::cpu());
+        }
+        manager.create_context(id)
+    }
+}

@@ -1,0 +1,383 @@
+//! In-memory data sets: features `[n, d]` plus class labels or real targets, with validation
+//! that names the offending row, and loaders for MNIST (CSV, optionally gzipped, and IDX).
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+use super::rng::Rng;
+
+/// What each sample is trained against.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Targets {
+    /// Class indices: `per_sample` labels per sample (1, or the sequence length when a model
+    /// predicts at every step), each in `0..classes`.
+    Classes {
+        /// `n * per_sample` labels, sample-major.
+        labels: Vec<u32>,
+        /// Number of classes.
+        classes: usize,
+        /// Labels per sample.
+        per_sample: usize,
+    },
+    /// Real-valued targets, `width` per sample.
+    Values {
+        /// `n * width` values, sample-major.
+        values: Vec<f32>,
+        /// Values per sample.
+        width: usize,
+    },
+}
+
+impl Targets {
+    /// Target elements per sample.
+    pub fn width(&self) -> usize {
+        match self {
+            Targets::Classes { per_sample, .. } => *per_sample,
+            Targets::Values { width, .. } => *width,
+        }
+    }
+
+    /// The targets as the f32 stream devices store (labels as exact integers).
+    pub(crate) fn as_f32(&self) -> Vec<f32> {
+        match self {
+            Targets::Classes { labels, .. } => labels.iter().map(|&l| l as f32).collect(),
+            Targets::Values { values, .. } => values.clone(),
+        }
+    }
+
+    fn select(&self, rows: &[usize]) -> Targets {
+        let w = self.width();
+        match self {
+            Targets::Classes {
+                labels,
+                classes,
+                per_sample,
+            } => Targets::Classes {
+                labels: rows
+                    .iter()
+                    .flat_map(|&r| labels[r * w..(r + 1) * w].iter().copied())
+                    .collect(),
+                classes: *classes,
+                per_sample: *per_sample,
+            },
+            Targets::Values { values, width } => Targets::Values {
+                values: rows
+                    .iter()
+                    .flat_map(|&r| values[r * w..(r + 1) * w].iter().copied())
+                    .collect(),
+                width: *width,
+            },
+        }
+    }
+}
+
+/// Samples with `features` values each, and their targets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    features: Vec<f32>,
+    width: usize,
+    targets: Targets,
+}
+
+fn check_finite(values: &[f32], width: usize, what: &str) -> Result<()> {
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(Error::InvalidData(format!(
+            "row {}: {what} column {} is {} (values must be finite)",
+            i / width,
+            i % width,
+            values[i]
+        )));
+    }
+    Ok(())
+}
+
+impl Dataset {
+    /// A validated data set. Rejects: no samples, zero width, a feature count that is not a
+    /// multiple of `width`, targets for a different number of samples, NaN or infinite values,
+    /// labels outside `0..classes`.
+    pub fn new(features: Vec<f32>, width: usize, targets: Targets) -> Result<Self> {
+        if width == 0 {
+            return Err(Error::InvalidData("feature width must be > 0".into()));
+        }
+        if features.is_empty() {
+            return Err(Error::InvalidData("the data set is empty".into()));
+        }
+        if features.len() % width != 0 {
+            return Err(Error::InvalidData(format!(
+                "{} feature values do not form rows of {width}",
+                features.len()
+            )));
+        }
+        let n = features.len() / width;
+        let tw = targets.width();
+        let tlen = match &targets {
+            Targets::Classes { labels, .. } => labels.len(),
+            Targets::Values { values, .. } => values.len(),
+        };
+        if tw == 0 || tlen != n * tw {
+            return Err(Error::InvalidData(format!(
+                "{n} samples need {} target values ({tw} each), got {tlen}",
+                n * tw
+            )));
+        }
+        check_finite(&features, width, "feature")?;
+        match &targets {
+            Targets::Classes {
+                labels, classes, ..
+            } => {
+                if *classes == 0 {
+                    return Err(Error::InvalidData("classes must be > 0".into()));
+                }
+                if let Some(i) = labels.iter().position(|&l| l as usize >= *classes) {
+                    return Err(Error::InvalidData(format!(
+                        "row {}: label {} outside 0..{classes}",
+                        i / tw,
+                        labels[i]
+                    )));
+                }
+            }
+            Targets::Values { values, width } => check_finite(values, *width, "target")?,
+        }
+        Ok(Dataset {
+            features,
+            width,
+            targets,
+        })
+    }
+
+    /// Classification with one label per sample.
+    pub fn classification(
+        features: Vec<f32>,
+        width: usize,
+        labels: Vec<u32>,
+        classes: usize,
+    ) -> Result<Self> {
+        Self::new(
+            features,
+            width,
+            Targets::Classes {
+                labels,
+                classes,
+                per_sample: 1,
+            },
+        )
+    }
+
+    /// Regression with `target_width` values per sample.
+    pub fn regression(
+        features: Vec<f32>,
+        width: usize,
+        targets: Vec<f32>,
+        target_width: usize,
+    ) -> Result<Self> {
+        Self::new(
+            features,
+            width,
+            Targets::Values {
+                values: targets,
+                width: target_width,
+            },
+        )
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.features.len() / self.width
+    }
+
+    /// Never true for a validated data set; present for API symmetry.
+    pub fn is_empty(&self) -> bool {
+        self.features.is_empty()
+    }
+
+    /// Values per sample.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// All features, sample-major.
+    pub fn features(&self) -> &[f32] {
+        &self.features
+    }
+
+    /// The targets.
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+
+    /// The samples at `rows`, in that order.
+    pub fn select(&self, rows: &[usize]) -> Result<Dataset> {
+        if let Some(&r) = rows.iter().find(|&&r| r >= self.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "row {r} outside a data set of {}",
+                self.len()
+            )));
+        }
+        let w = self.width;
+        let features = rows
+            .iter()
+            .flat_map(|&r| self.features[r * w..(r + 1) * w].iter().copied())
+            .collect();
+        Dataset::new(features, w, self.targets.select(rows))
+    }
+
+    /// The first `n` samples and the rest (both non-empty).
+    pub fn split_at(&self, n: usize) -> Result<(Dataset, Dataset)> {
+        if n == 0 || n >= self.len() {
+            return Err(Error::InvalidArgument(format!(
+                "split at {n} leaves an empty part of a data set of {}",
+                self.len()
+            )));
+        }
+        let first: Vec<usize> = (0..n).collect();
+        let rest: Vec<usize> = (n..self.len()).collect();
+        Ok((self.select(&first)?, self.select(&rest)?))
+    }
+
+    /// A seeded random split: `(train, test)` with `test_len` test samples.
+    pub fn train_test_split(&self, test_len: usize, seed: u64) -> Result<(Dataset, Dataset)> {
+        if test_len == 0 || test_len >= self.len() {
+            return Err(Error::InvalidArgument(format!(
+                "test size {test_len} must be in 1..{}",
+                self.len()
+            )));
+        }
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        Rng::new(seed).shuffle(&mut order);
+        let (test, train) = order.split_at(test_len);
+        Ok((self.select(train)?, self.select(test)?))
+    }
+
+    /// MNIST in CSV form: per line 784 pixel values (0–255) then the label; pixels are scaled
+    /// to `[0, 1]`. Gzipped input is detected by its magic bytes. A header line is skipped.
+    pub fn from_mnist_csv(bytes: &[u8]) -> Result<Self> {
+        let text =
+            String::from_utf8(maybe_gunzip(bytes, "MNIST CSV")?).map_err(|e| Error::Format {
+                path: "MNIST CSV".into(),
+                reason: format!("not UTF-8: {e}"),
+            })?;
+        let mut features = Vec::new();
+        let mut labels = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let fields: Vec<&str> = line.split(',').collect();
+            if i == 0 && fields[0].trim().parse::<f32>().is_err() {
+                continue;
+            }
+            if fields.len() != 785 {
+                return Err(Error::InvalidData(format!(
+                    "MNIST CSV line {}: {} values, expected 785 (784 pixels and a label)",
+                    i + 1,
+                    fields.len()
+                )));
+            }
+            for (c, f) in fields.iter().enumerate() {
+                let v: f32 = f.trim().parse().map_err(|_| {
+                    Error::InvalidData(format!(
+                        "MNIST CSV line {}, column {}: '{f}' is not a number",
+                        i + 1,
+                        c + 1
+                    ))
+                })?;
+                if c < 784 {
+                    features.push(v / 255.0);
+                } else if v.fract() != 0.0 || !(0.0..10.0).contains(&v) {
+                    return Err(Error::InvalidData(format!(
+                        "MNIST CSV line {}: label {v} is not a digit 0..9",
+                        i + 1
+                    )));
+                } else {
+                    labels.push(v as u32);
+                }
+            }
+        }
+        Dataset::classification(features, 784, labels, 10)
+    }
+
+    /// Reads an MNIST CSV file (plain or `.gz`).
+    pub fn load_mnist_csv(path: impl AsRef<Path>) -> Result<Self> {
+        let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        Self::from_mnist_csv(&bytes)
+    }
+
+    /// MNIST IDX images (`0x00000803`) and labels (`0x00000801`), each plain or gzipped.
+    pub fn from_mnist_idx(images: &[u8], labels: &[u8]) -> Result<Self> {
+        let images = maybe_gunzip(images, "MNIST IDX images")?;
+        let labels = maybe_gunzip(labels, "MNIST IDX labels")?;
+        let (dims, pixels) = parse_idx(&images, 3, "MNIST IDX images")?;
+        let (ldims, lbytes) = parse_idx(&labels, 1, "MNIST IDX labels")?;
+        if dims[0] != ldims[0] {
+            return Err(Error::InvalidData(format!(
+                "{} images but {} labels",
+                dims[0], ldims[0]
+            )));
+        }
+        let width = dims[1] * dims[2];
+        let features = pixels.iter().map(|&p| p as f32 / 255.0).collect();
+        let labels = lbytes.iter().map(|&l| l as u32).collect();
+        Dataset::classification(features, width, labels, 10)
+    }
+
+    /// Reads MNIST IDX files (e.g. `train-images-idx3-ubyte.gz`, `train-labels-idx1-ubyte.gz`).
+    pub fn load_mnist_idx(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self> {
+        let i = std::fs::read(&images).map_err(|e| Error::io(&images, e))?;
+        let l = std::fs::read(&labels).map_err(|e| Error::io(&labels, e))?;
+        Self::from_mnist_idx(&i, &l)
+    }
+}
+
+fn maybe_gunzip(bytes: &[u8], what: &str) -> Result<Vec<u8>> {
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .map_err(|e| Error::Format {
+                path: what.into(),
+                reason: format!("bad gzip stream: {e}"),
+            })?;
+        Ok(out)
+    } else {
+        Ok(bytes.to_vec())
+    }
+}
+
+/// An unsigned-byte IDX file of `rank` dimensions: its dimensions and payload.
+fn parse_idx<'a>(bytes: &'a [u8], rank: usize, what: &str) -> Result<(Vec<usize>, &'a [u8])> {
+    let bad = |reason: String| Error::Format {
+        path: what.into(),
+        reason,
+    };
+    let header = 4 + 4 * rank;
+    if bytes.len() < header {
+        return Err(bad(format!(
+            "{} bytes is shorter than the header",
+            bytes.len()
+        )));
+    }
+    if bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08 || bytes[3] as usize != rank {
+        return Err(bad(format!(
+            "magic {:02x}{:02x}{:02x}{:02x}, expected 000008{rank:02x} (unsigned bytes, rank {rank})",
+            bytes[0], bytes[1], bytes[2], bytes[3]
+        )));
+    }
+    let dims: Vec<usize> = (0..rank)
+        .map(|i| {
+            let b = &bytes[4 + 4 * i..8 + 4 * i];
+            u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
+        })
+        .collect();
+    let count: usize = dims.iter().product();
+    let payload = &bytes[header..];
+    if payload.len() != count {
+        return Err(bad(format!(
+            "dimensions {dims:?} need {count} bytes, file has {}",
+            payload.len()
+        )));
+    }
+    Ok((dims, payload))
+}

@@ -1,0 +1,133 @@
+//! The layer set as one enum: the network walks a list of layers without boxing, and each layer
+//! kind keeps its own file.
+
+use crate::buffer::{Buffer, View};
+use crate::error::Result;
+use crate::ops::{Activation, Ops};
+
+use super::dense::{Dense, DenseWs};
+use super::rnn::{Rnn, RnnOutput, RnnWs};
+
+/// What every layer needs besides its workspace: the ops and the two flat buffers.
+pub(crate) struct Flat<'a> {
+    pub ops: &'a dyn Ops,
+    pub params: &'a Buffer,
+    pub grads: &'a Buffer,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Layer {
+    Dense(Dense),
+    Rnn(Rnn),
+}
+
+pub(crate) enum LayerWs {
+    Dense(DenseWs),
+    Rnn(RnnWs),
+}
+
+/// A read-only description of one layer, for summaries and tooling.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LayerDesc {
+    /// A dense layer.
+    Dense {
+        /// Input features.
+        inputs: usize,
+        /// Output features.
+        outputs: usize,
+        /// Its activation.
+        activation: Activation,
+    },
+    /// An Elman RNN layer.
+    Rnn {
+        /// Input features per step.
+        inputs: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Sequence length.
+        steps: usize,
+        /// `Tanh` or `Relu`.
+        activation: Activation,
+        /// Full sequence or last state.
+        output: RnnOutput,
+    },
+}
+
+impl Layer {
+    pub fn inputs(&self) -> usize {
+        match self {
+            Layer::Dense(d) => d.inputs,
+            Layer::Rnn(r) => r.inputs,
+        }
+    }
+
+    pub fn outputs(&self) -> usize {
+        match self {
+            Layer::Dense(d) => d.outputs,
+            Layer::Rnn(r) => r.hidden,
+        }
+    }
+
+    pub fn desc(&self) -> LayerDesc {
+        match self {
+            Layer::Dense(d) => LayerDesc::Dense {
+                inputs: d.inputs,
+                outputs: d.outputs,
+                activation: d.act,
+            },
+            Layer::Rnn(r) => LayerDesc::Rnn {
+                inputs: r.inputs,
+                hidden: r.hidden,
+                steps: r.steps,
+                activation: r.act,
+                output: r.output,
+            },
+        }
+    }
+
+    /// `rows` is `batch * steps` at this layer's input.
+    pub fn workspace(&self, ops: &dyn Ops, batch: usize, rows: usize) -> Result<LayerWs> {
+        Ok(match self {
+            Layer::Dense(d) => LayerWs::Dense(d.workspace(ops, rows)?),
+            Layer::Rnn(r) => LayerWs::Rnn(r.workspace(ops, batch)?),
+        })
+    }
+
+    pub fn output<'a>(&self, ws: &'a LayerWs) -> Result<View<'a>> {
+        match (self, ws) {
+            (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.output()),
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
+            _ => unreachable!("workspaces are built from their own layer"),
+        }
+    }
+
+    pub fn grad_output<'a>(&self, ws: &'a LayerWs) -> Result<View<'a>> {
+        match (self, ws) {
+            (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.grad_output()),
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
+            _ => unreachable!("workspaces are built from their own layer"),
+        }
+    }
+
+    pub fn forward(&self, f: &Flat<'_>, ws: &LayerWs, x: View<'_>) -> Result<()> {
+        match (self, ws) {
+            (Layer::Dense(d), LayerWs::Dense(w)) => d.forward(f, w, x),
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward(f, w, x),
+            _ => unreachable!("workspaces are built from their own layer"),
+        }
+    }
+
+    pub fn backward(
+        &self,
+        f: &Flat<'_>,
+        ws: &LayerWs,
+        x: View<'_>,
+        dx: Option<View<'_>>,
+    ) -> Result<()> {
+        match (self, ws) {
+            (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx),
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
+            _ => unreachable!("workspaces are built from their own layer"),
+        }
+    }
+}

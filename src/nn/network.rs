@@ -1,0 +1,326 @@
+//! [`Network`]: a stack of layers over one flat parameter buffer, with forward, predict,
+//! evaluate and gradient computation. Training lives in `train.rs`.
+
+use std::collections::HashMap;
+
+use crate::buffer::Buffer;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::tensor::Tensor;
+
+use super::builder::NetworkBuilder;
+use super::data::{Dataset, Targets};
+use super::history::Evaluation;
+use super::layer::{Layer, LayerDesc};
+use super::loss::Loss;
+use super::params::{ParamInfo, ParamLayout};
+use super::workspace::{DeviceData, Rows, Workspace};
+
+/// Largest batch used by evaluation and prediction.
+const EVAL_BATCH: usize = 1024;
+
+/// A feed-forward or recurrent network on one device.
+///
+/// Parameters live in one device buffer and gradients in another; layers address them by
+/// offset. Methods that run the network take `&mut self` because they reuse per-batch-size
+/// device workspaces that are created on first use.
+pub struct Network {
+    pub(crate) ctx: Context,
+    pub(crate) layers: Vec<Layer>,
+    pub(crate) loss: Loss,
+    pub(crate) layout: ParamLayout,
+    pub(crate) params: Buffer,
+    pub(crate) grads: Buffer,
+    /// Steps per sample at the input (1 without a sequence).
+    pub(crate) in_steps: usize,
+    /// Steps per sample at each layer's input.
+    pub(crate) layer_steps: Vec<usize>,
+    /// Steps per sample at the output.
+    pub(crate) out_steps: usize,
+    pub(crate) workspaces: HashMap<usize, Workspace>,
+}
+
+impl std::fmt::Debug for Network {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Network")
+            .field("device", &self.ctx.id())
+            .field("layers", &self.layers())
+            .field("loss", &self.loss)
+            .field("parameters", &self.layout.total)
+            .finish()
+    }
+}
+
+impl Network {
+    /// Starts describing a network whose parameters will live on `ctx`.
+    pub fn builder(ctx: &Context) -> NetworkBuilder {
+        NetworkBuilder::new(ctx)
+    }
+
+    /// The context the parameters live on.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The layers, in order.
+    pub fn layers(&self) -> Vec<LayerDesc> {
+        self.layers.iter().map(Layer::desc).collect()
+    }
+
+    /// The loss it trains with.
+    pub fn loss(&self) -> Loss {
+        self.loss
+    }
+
+    /// Every parameter tensor with its PyTorch-style name, shape and flat offset.
+    pub fn param_info(&self) -> &[ParamInfo] {
+        &self.layout.tensors
+    }
+
+    /// Total number of parameters.
+    pub fn num_parameters(&self) -> usize {
+        self.layout.total
+    }
+
+    /// Values per input sample (`steps * features` for sequence models).
+    pub fn input_width(&self) -> usize {
+        self.in_steps * self.layers[0].inputs()
+    }
+
+    /// Output features per step.
+    pub fn output_features(&self) -> usize {
+        self.layers[self.layers.len() - 1].outputs()
+    }
+
+    /// Output steps per sample (the sequence length when the model predicts at every step).
+    pub fn output_steps(&self) -> usize {
+        self.out_steps
+    }
+
+    /// All parameters, flat, in [`Network::param_info`] order.
+    pub fn parameters(&self) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; self.layout.total];
+        self.ctx.ops().download(self.params.view(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Replaces all parameters (`values.len() == num_parameters()`).
+    pub fn set_parameters(&mut self, values: &[f32]) -> Result<()> {
+        if values.len() != self.layout.total {
+            return Err(Error::shape(
+                "set_parameters",
+                format!(
+                    "{} values for {} parameters",
+                    values.len(),
+                    self.layout.total
+                ),
+            ));
+        }
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::InvalidArgument(format!(
+                "parameter {i} is {} (must be finite)",
+                values[i]
+            )));
+        }
+        self.ctx.ops().upload(self.params.view(), values)
+    }
+
+    /// The gradients left by the last backward pass, flat.
+    pub fn gradients(&self) -> Result<Vec<f32>> {
+        let mut out = vec![0.0; self.layout.total];
+        self.ctx.ops().download(self.grads.view(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Moves the parameters to another context (workspaces are rebuilt there on demand).
+    pub fn to_context(&mut self, ctx: &Context) -> Result<()> {
+        let values = self.parameters()?;
+        let ops = ctx.ops();
+        let params = ops.alloc(values.len())?;
+        ops.upload(params.view(), &values)?;
+        let grads = ops.alloc(values.len())?;
+        ops.fill(grads.view(), 0.0)?;
+        self.workspaces.clear();
+        self.params = params;
+        self.grads = grads;
+        self.ctx = ctx.clone();
+        Ok(())
+    }
+
+    /// Checks that `data` fits this network: input width, kind of targets, classes, steps.
+    pub fn check_data(&self, data: &Dataset) -> Result<()> {
+        if data.width() != self.input_width() {
+            return Err(Error::InvalidData(format!(
+                "samples have {} values but the network takes {}",
+                data.width(),
+                self.input_width()
+            )));
+        }
+        let c = self.output_features();
+        match (self.loss, data.targets()) {
+            (
+                Loss::SoftmaxCrossEntropy,
+                Targets::Classes {
+                    classes,
+                    per_sample,
+                    ..
+                },
+            ) => {
+                if *classes > c {
+                    return Err(Error::InvalidData(format!(
+                        "data has {classes} classes but the network outputs {c}"
+                    )));
+                }
+                if *per_sample != self.out_steps {
+                    return Err(Error::InvalidData(format!(
+                        "data has {per_sample} label(s) per sample, the network predicts {} step(s)",
+                        self.out_steps
+                    )));
+                }
+            }
+            (Loss::Mse, Targets::Values { width, .. }) => {
+                if *width != self.target_width() {
+                    return Err(Error::InvalidData(format!(
+                        "data has {width} target values per sample, the network outputs {}",
+                        self.target_width()
+                    )));
+                }
+            }
+            (Loss::SoftmaxCrossEntropy, _) => {
+                return Err(Error::InvalidData(
+                    "cross-entropy needs class labels, the data has real targets".into(),
+                ));
+            }
+            (Loss::Mse, _) => {
+                return Err(Error::InvalidData(
+                    "MSE needs real-valued targets, the data has class labels".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the network on `x` (`[n, input_width]`, on this network's context) and returns
+    /// the outputs, `[n, output_features]` or `[n, steps, output_features]`.
+    pub fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        let w = self.input_width();
+        if x.is_empty() || x.len() % w != 0 {
+            return Err(Error::shape(
+                "forward",
+                format!("{} input values are not whole samples of {w}", x.len()),
+            ));
+        }
+        let n = x.len() / w;
+        let cols = self.output_features();
+        let out_w = self.out_steps * cols;
+        let shape: Vec<usize> = if self.out_steps > 1 {
+            vec![n, self.out_steps, cols]
+        } else {
+            vec![n, cols]
+        };
+        let out = self.ctx.zeros(&shape)?;
+        let mut start = 0;
+        while start < n {
+            let b = (n - start).min(EVAL_BATCH);
+            self.ensure_workspace(b)?;
+            let ws = &self.workspaces[&b];
+            self.load_rows(ws, x.view(), None, &Rows::Range(start))?;
+            self.forward_ws(ws)?;
+            let y = self.batch_major_output(ws)?;
+            self.ctx
+                .ops()
+                .copy(y, out.view().slice(start * out_w, b * out_w)?)?;
+            start += b;
+        }
+        Ok(out)
+    }
+
+    /// Outputs for host features (`[n, input_width]`), on the host.
+    pub fn predict(&mut self, features: &[f32]) -> Result<Vec<f32>> {
+        if let Some(i) = features.iter().position(|v| !v.is_finite()) {
+            return Err(Error::InvalidData(format!(
+                "row {}: feature column {} is {} (values must be finite)",
+                i / self.input_width(),
+                i % self.input_width(),
+                features[i]
+            )));
+        }
+        let w = self.input_width();
+        if features.is_empty() || features.len() % w != 0 {
+            return Err(Error::InvalidData(format!(
+                "{} feature values are not whole samples of {w}",
+                features.len()
+            )));
+        }
+        let x = self.ctx.tensor(&[features.len() / w, w], features)?;
+        self.forward(&x)?.to_vec()
+    }
+
+    /// The arg-max class of every output row (every step of every sample for sequence
+    /// outputs).
+    pub fn predict_classes(&mut self, features: &[f32]) -> Result<Vec<usize>> {
+        let out = self.predict(features)?;
+        Ok(out
+            .chunks(self.output_features())
+            .map(|row| {
+                row.iter()
+                    .enumerate()
+                    .fold((0, f32::NEG_INFINITY), |best, (i, &v)| {
+                        if v > best.1 { (i, v) } else { best }
+                    })
+                    .0
+            })
+            .collect())
+    }
+
+    /// Mean loss (and accuracy) over `data`.
+    pub fn evaluate(&mut self, data: &Dataset) -> Result<Evaluation> {
+        self.check_data(data)?;
+        let dd = self.upload(data)?;
+        self.evaluate_device(&dd)
+    }
+
+    /// Evaluation over uploaded data: metrics accumulate on the device and are read once.
+    pub(crate) fn evaluate_device(&mut self, dd: &DeviceData) -> Result<Evaluation> {
+        let ops = self.ctx.ops();
+        let acc = ops.alloc(2)?;
+        ops.fill(acc.view(), 0.0)?;
+        let mut start = 0;
+        while start < dd.n {
+            let b = (dd.n - start).min(EVAL_BATCH);
+            self.ensure_workspace(b)?;
+            let ws = &self.workspaces[&b];
+            self.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
+            self.forward_ws(ws)?;
+            self.loss_ws(ws, Some(acc.view()))?;
+            start += b;
+        }
+        let mut sums = [0.0f32; 2];
+        self.ctx.ops().download(acc.view(), &mut sums)?;
+        let rows = (dd.n * self.out_steps) as f32;
+        Ok(Evaluation {
+            loss: sums[0] / rows,
+            accuracy: self.loss.is_classification().then(|| sums[1] / rows),
+        })
+    }
+
+    /// Forward and backward over all of `data` as one batch, leaving the gradients of the mean
+    /// loss in the gradient buffer ([`Network::gradients`]); returns the mean loss. Meant for
+    /// gradient checks and custom training loops.
+    pub fn compute_gradients(&mut self, data: &Dataset) -> Result<f32> {
+        self.check_data(data)?;
+        let dd = self.upload(data)?;
+        let ops = self.ctx.ops();
+        let acc = ops.alloc(2)?;
+        ops.fill(acc.view(), 0.0)?;
+        self.ensure_workspace(dd.n)?;
+        let ws = &self.workspaces[&dd.n];
+        self.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0))?;
+        self.forward_ws(ws)?;
+        self.loss_ws(ws, Some(acc.view()))?;
+        self.backward_ws(ws)?;
+        let mut sums = [0.0f32; 2];
+        self.ctx.ops().download(acc.view(), &mut sums)?;
+        Ok(sums[0] / (dd.n * self.out_steps) as f32)
+    }
+}

@@ -1,0 +1,200 @@
+//! Elman `Rnn`: `h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh)`, PyTorch names and
+//! layout. Rows are time-major (row `t * batch + b`), so each step is one contiguous slice and
+//! the input projection for all steps is a single GEMM; backpropagation runs through the whole
+//! sequence, and the weight gradients of all steps are again single GEMMs.
+
+use crate::buffer::{Buffer, View};
+use crate::error::Result;
+use crate::ops::{Activation, Gemm, Ops};
+
+use super::layer::Flat;
+use super::params::{ParamLayout, ParamRef};
+
+/// What an RNN layer hands to the next layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RnnOutput {
+    /// Every hidden state: `steps` rows per sample (a head then predicts at every step).
+    Sequence,
+    /// Only the last hidden state: one row per sample.
+    Last,
+}
+
+/// An Elman recurrent layer (one direction, one layer, zero initial state).
+#[derive(Debug, Clone)]
+pub(crate) struct Rnn {
+    pub inputs: usize,
+    pub hidden: usize,
+    pub steps: usize,
+    pub act: Activation,
+    pub output: RnnOutput,
+    w_ih: ParamRef,
+    w_hh: ParamRef,
+    b_ih: ParamRef,
+    b_hh: ParamRef,
+}
+
+/// Per-batch-size buffers of one RNN layer.
+pub(crate) struct RnnWs {
+    batch: usize,
+    /// `(steps + 1) x batch x hidden`: block 0 is the zero initial state, block `t + 1` is
+    /// `h_t`, so blocks `0..steps` are exactly the previous states the `W_hh` gradient needs.
+    hs: Buffer,
+    pre: Buffer,
+    dpre: Buffer,
+    /// Gradient reaching each `h_t`; the next layer writes into it (all of it for `Sequence`,
+    /// the last block for `Last`).
+    dh: Buffer,
+}
+
+impl RnnWs {
+    fn block(&self, hidden: usize) -> usize {
+        self.batch * hidden
+    }
+}
+
+impl Rnn {
+    /// Registers `{name}.weight_ih_l0 [H, I]`, `weight_hh_l0 [H, H]`, `bias_ih_l0`,
+    /// `bias_hh_l0`, all initialized in `±1/sqrt(H)` as PyTorch does.
+    pub fn new(
+        layout: &mut ParamLayout,
+        name: &str,
+        inputs: usize,
+        hidden: usize,
+        steps: usize,
+        act: Activation,
+        output: RnnOutput,
+    ) -> Self {
+        let bound = 1.0 / (hidden as f32).sqrt();
+        let w_ih = layout.add(format!("{name}.weight_ih_l0"), vec![hidden, inputs], bound);
+        let w_hh = layout.add(format!("{name}.weight_hh_l0"), vec![hidden, hidden], bound);
+        let b_ih = layout.add(format!("{name}.bias_ih_l0"), vec![hidden], bound);
+        let b_hh = layout.add(format!("{name}.bias_hh_l0"), vec![hidden], bound);
+        Rnn {
+            inputs,
+            hidden,
+            steps,
+            act,
+            output,
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+        }
+    }
+
+    pub fn workspace(&self, ops: &dyn Ops, batch: usize) -> Result<RnnWs> {
+        let block = batch * self.hidden;
+        let seq = self.steps * block;
+        let hs = ops.alloc(seq + block)?;
+        ops.fill(hs.view(), 0.0)?;
+        Ok(RnnWs {
+            batch,
+            hs,
+            pre: ops.alloc(seq)?,
+            dpre: ops.alloc(seq)?,
+            dh: ops.alloc(seq)?,
+        })
+    }
+
+    pub fn output<'a>(&self, ws: &'a RnnWs) -> Result<View<'a>> {
+        let block = ws.block(self.hidden);
+        match self.output {
+            RnnOutput::Sequence => ws.hs.slice(block, self.steps * block),
+            RnnOutput::Last => ws.hs.slice(self.steps * block, block),
+        }
+    }
+
+    pub fn grad_output<'a>(&self, ws: &'a RnnWs) -> Result<View<'a>> {
+        let block = ws.block(self.hidden);
+        match self.output {
+            RnnOutput::Sequence => Ok(ws.dh.view()),
+            RnnOutput::Last => ws.dh.slice((self.steps - 1) * block, block),
+        }
+    }
+
+    /// `x` is time-major, `steps * batch x inputs`.
+    pub fn forward(&self, f: &Flat<'_>, ws: &RnnWs, x: View<'_>) -> Result<()> {
+        let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
+        let block = ws.block(h);
+        let w_hh = self.w_hh.view(f.params)?;
+        let b_ih = self.b_ih.view(f.params)?;
+        let b_hh = self.b_hh.view(f.params)?;
+        f.ops.gemm(
+            Gemm::new(t_n * b, h, self.inputs).tb(),
+            x,
+            self.w_ih.view(f.params)?,
+            ws.pre.view(),
+        )?;
+        for t in 0..t_n {
+            let pre_t = ws.pre.slice(t * block, block)?;
+            if t > 0 {
+                let h_prev = ws.hs.slice(t * block, block)?;
+                f.ops.gemm(
+                    Gemm::new(b, h, h).tb().scaled(1.0, 1.0),
+                    h_prev,
+                    w_hh,
+                    pre_t,
+                )?;
+            }
+            let h_t = ws.hs.slice((t + 1) * block, block)?;
+            f.ops
+                .rnn_cell_forward(pre_t, b_ih, b_hh, h_t, self.act, b, h)?;
+        }
+        Ok(())
+    }
+
+    /// Backpropagation through time from the gradient the next layer left in `dh`.
+    pub fn backward(
+        &self,
+        f: &Flat<'_>,
+        ws: &RnnWs,
+        x: View<'_>,
+        dx: Option<View<'_>>,
+    ) -> Result<()> {
+        let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
+        let block = ws.block(h);
+        if self.output == RnnOutput::Last && t_n > 1 {
+            // Only the last state feeds the next layer; earlier blocks collect the recurrent
+            // gradient below and must start from zero every step.
+            f.ops.fill(ws.dh.slice(0, (t_n - 1) * block)?, 0.0)?;
+        }
+        let w_hh = self.w_hh.view(f.params)?;
+        for t in (0..t_n).rev() {
+            let dh_t = ws.dh.slice(t * block, block)?;
+            let h_t = ws.hs.slice((t + 1) * block, block)?;
+            let dpre_t = ws.dpre.slice(t * block, block)?;
+            f.ops.act_backward(dh_t, h_t, h_t, dpre_t, self.act)?;
+            if t > 0 {
+                let dh_prev = ws.dh.slice((t - 1) * block, block)?;
+                f.ops
+                    .gemm(Gemm::new(b, h, h).scaled(1.0, 1.0), dpre_t, w_hh, dh_prev)?;
+            }
+        }
+        let rows = t_n * b;
+        let dpre = ws.dpre.view();
+        f.ops.gemm(
+            Gemm::new(h, self.inputs, rows).ta(),
+            dpre,
+            x,
+            self.w_ih.view(f.grads)?,
+        )?;
+        f.ops.gemm(
+            Gemm::new(h, h, rows).ta(),
+            dpre,
+            ws.hs.slice(0, rows * h)?,
+            self.w_hh.view(f.grads)?,
+        )?;
+        let db_ih = self.b_ih.view(f.grads)?;
+        f.ops.sum_rows(dpre, db_ih, rows, h, 0.0)?;
+        f.ops.copy(db_ih, self.b_hh.view(f.grads)?)?;
+        if let Some(dx) = dx {
+            f.ops.gemm(
+                Gemm::new(rows, self.inputs, h),
+                dpre,
+                self.w_ih.view(f.params)?,
+                dx,
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,105 @@
+//! [`Trainer`]: one training step at a time on data uploaded once, for custom loops and
+//! benchmarks. Each step is forward, loss, backward, optional clipping and one optimizer
+//! launch: no allocation and no host read.
+
+use crate::buffer::Buffer;
+use crate::error::{Error, Result};
+
+use super::config::TrainingConfig;
+use super::data::Dataset;
+use super::network::Network;
+use super::optim::OptimizerState;
+use super::workspace::{DeviceData, Rows};
+
+/// Step-by-step training state for one network on its current device.
+pub struct Trainer {
+    context: u64,
+    data: DeviceData,
+    opt: OptimizerState,
+    acc: Buffer,
+    norm: Buffer,
+    batch: usize,
+    lr: f32,
+    clip: Option<f32>,
+    next: usize,
+    since: u64,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Trainer({} samples, batch {}, {:?})",
+            self.data.n, self.batch, self.opt
+        )
+    }
+}
+
+impl Network {
+    /// Uploads `data` and prepares stepwise training with `config`'s batch size, learning
+    /// rate, optimizer and clipping, on the device the network is on now (`config`'s device
+    /// fields are not consulted).
+    pub fn trainer(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<Trainer> {
+        config.validate()?;
+        self.check_data(data)?;
+        let data = self.upload(data)?;
+        let batch = config.batch_size.min(data.n);
+        self.ensure_workspace(batch)?;
+        let ops = self.ctx.ops();
+        let acc = ops.alloc(2)?;
+        ops.fill(acc.view(), 0.0)?;
+        Ok(Trainer {
+            context: ops.context_id(),
+            opt: OptimizerState::new(ops, config.optimizer, self.layout.total)?,
+            norm: ops.alloc(1)?,
+            acc,
+            data,
+            batch,
+            lr: config.learning_rate,
+            clip: config.clip_grad_norm,
+            next: 0,
+            since: 0,
+        })
+    }
+}
+
+impl Trainer {
+    /// One step on the next `batch` samples (in data order, wrapping around; a trailing
+    /// partial batch is skipped so every step has the same shape).
+    pub fn step(&mut self, net: &mut Network) -> Result<()> {
+        let ops = net.ctx.ops();
+        if ops.context_id() != self.context {
+            return Err(Error::ForeignBuffer(
+                "this trainer was created for the network on another context".into(),
+            ));
+        }
+        if self.next + self.batch > self.data.n {
+            self.next = 0;
+        }
+        let ws = &net.workspaces[&self.batch];
+        let rows = Rows::Range(self.next);
+        net.load_rows(ws, self.data.x.view(), Some(self.data.y.view()), &rows)?;
+        net.forward_ws(ws)?;
+        net.loss_ws(ws, Some(self.acc.view()))?;
+        net.backward_ws(ws)?;
+        if let Some(max) = self.clip {
+            ops.clip_grad_norm(net.grads.view(), max, self.norm.view())?;
+        }
+        self.opt
+            .step(ops, net.params.view(), net.grads.view(), self.lr)?;
+        self.next += self.batch;
+        self.since += 1;
+        Ok(())
+    }
+
+    /// Mean loss of the steps since the last call (one device read), then resets the sum.
+    pub fn take_mean_loss(&mut self, net: &Network) -> Result<f32> {
+        let ops = net.ctx.ops();
+        let mut sums = [0.0f32; 2];
+        ops.download(self.acc.view(), &mut sums)?;
+        ops.fill(self.acc.view(), 0.0)?;
+        let steps = self.since.max(1) as f32;
+        self.since = 0;
+        Ok(sums[0] / (steps * (self.batch * net.out_steps) as f32))
+    }
+}

@@ -1,0 +1,261 @@
+//! Per-batch-size device buffers and the pieces of a step (load a batch, forward, loss,
+//! backward) that training, evaluation and prediction share. Nothing here allocates or reads
+//! back once a workspace exists.
+
+use crate::buffer::{Buffer, View};
+use crate::error::Result;
+
+use super::data::Dataset;
+use super::layer::{Flat, LayerWs};
+use super::loss::Loss;
+use super::network::Network;
+
+/// A data set uploaded once: features `[n, width]` and targets `[n, target_width]`.
+pub(crate) struct DeviceData {
+    pub x: Buffer,
+    pub y: Buffer,
+    pub n: usize,
+}
+
+/// Which samples a batch holds.
+pub(crate) enum Rows<'a> {
+    /// Rows of the data named by an index view on the device (a slice of the epoch's
+    /// permutation).
+    Gather(View<'a>),
+    /// The contiguous rows `start..start + batch`.
+    Range(usize),
+}
+
+/// Every buffer one step at one batch size needs.
+pub(crate) struct Workspace {
+    pub batch: usize,
+    xb: Buffer,
+    x_tm: Option<Buffer>,
+    /// Time-major row `t * B + b` comes from batch-major row `b * T + t`.
+    idx_tm: Option<Buffer>,
+    /// The inverse: batch-major row `b * T + t` comes from time-major row `t * B + b`.
+    idx_bm: Option<Buffer>,
+    yb: Buffer,
+    y_tm: Option<Buffer>,
+    pub out_bm: Option<Buffer>,
+    layers: Vec<LayerWs>,
+    row_loss: Buffer,
+    row_correct: Buffer,
+}
+
+impl Network {
+    pub(crate) fn flat(&self) -> Flat<'_> {
+        Flat {
+            ops: self.ctx.ops(),
+            params: &self.params,
+            grads: &self.grads,
+        }
+    }
+
+    /// Target values per sample: one label per output step, or `out_features` values per step.
+    pub(crate) fn target_width(&self) -> usize {
+        match self.loss {
+            Loss::SoftmaxCrossEntropy => self.out_steps,
+            Loss::Mse => self.out_steps * self.output_features(),
+        }
+    }
+
+    pub(crate) fn upload(&self, data: &Dataset) -> Result<DeviceData> {
+        let ops = self.ctx.ops();
+        let x = ops.alloc(data.features().len())?;
+        ops.upload(x.view(), data.features())?;
+        let targets = data.targets().as_f32();
+        let y = ops.alloc(targets.len())?;
+        ops.upload(y.view(), &targets)?;
+        Ok(DeviceData {
+            x,
+            y,
+            n: data.len(),
+        })
+    }
+
+    /// Creates the workspace for `batch` unless it exists. Workspaces of sizes that are no
+    /// longer used are dropped when many accumulate (e.g. predictions of many sizes).
+    pub(crate) fn ensure_workspace(&mut self, batch: usize) -> Result<()> {
+        if self.workspaces.contains_key(&batch) {
+            return Ok(());
+        }
+        if self.workspaces.len() >= 8 {
+            self.workspaces.clear();
+        }
+        let ops = self.ctx.ops();
+        let t = self.in_steps;
+        let (idx_tm, idx_bm, x_tm) = if t > 1 {
+            let mut tm = vec![0.0f32; t * batch];
+            let mut bm = vec![0.0f32; t * batch];
+            for s in 0..t {
+                for b in 0..batch {
+                    tm[s * batch + b] = (b * t + s) as f32;
+                    bm[b * t + s] = (s * batch + b) as f32;
+                }
+            }
+            let a = ops.alloc(tm.len())?;
+            ops.upload(a.view(), &tm)?;
+            let c = ops.alloc(bm.len())?;
+            ops.upload(c.view(), &bm)?;
+            (
+                Some(a),
+                Some(c),
+                Some(ops.alloc(batch * self.input_width())?),
+            )
+        } else {
+            (None, None, None)
+        };
+        let tw = self.target_width();
+        let out_rows = batch * self.out_steps;
+        let (y_tm, out_bm) = if self.out_steps > 1 {
+            (
+                Some(ops.alloc(batch * tw)?),
+                Some(ops.alloc(out_rows * self.output_features())?),
+            )
+        } else {
+            (None, None)
+        };
+        let mut layers = Vec::new();
+        for (layer, &steps) in self.layers.iter().zip(&self.layer_steps) {
+            layers.push(layer.workspace(ops, batch, batch * steps)?);
+        }
+        let ws = Workspace {
+            batch,
+            xb: ops.alloc(batch * self.input_width())?,
+            x_tm,
+            idx_tm,
+            idx_bm,
+            yb: ops.alloc(batch * tw)?,
+            y_tm,
+            out_bm,
+            layers,
+            row_loss: ops.alloc(out_rows)?,
+            row_correct: ops.alloc(out_rows)?,
+        };
+        self.workspaces.insert(batch, ws);
+        Ok(())
+    }
+
+    /// Puts a batch's inputs (and targets, when `data` has them) into the workspace, time-major
+    /// for sequence models.
+    pub(crate) fn load_rows(
+        &self,
+        ws: &Workspace,
+        x: View<'_>,
+        y: Option<View<'_>>,
+        rows: &Rows<'_>,
+    ) -> Result<()> {
+        let ops = self.ctx.ops();
+        let b = ws.batch;
+        let w = self.input_width();
+        let tw = self.target_width();
+        match rows {
+            Rows::Gather(idx) => {
+                ops.gather_rows(x, *idx, ws.xb.view(), w)?;
+                if let Some(y) = y {
+                    ops.gather_rows(y, *idx, ws.yb.view(), tw)?;
+                }
+            }
+            Rows::Range(start) => {
+                ops.copy(x.slice(start * w, b * w)?, ws.xb.view())?;
+                if let Some(y) = y {
+                    ops.copy(y.slice(start * tw, b * tw)?, ws.yb.view())?;
+                }
+            }
+        }
+        if let (Some(idx), Some(x_tm)) = (&ws.idx_tm, &ws.x_tm) {
+            ops.gather_rows(ws.xb.view(), idx.view(), x_tm.view(), w / self.in_steps)?;
+        }
+        if let (Some(idx), Some(y_tm), Some(_)) = (&ws.idx_tm, &ws.y_tm, y) {
+            ops.gather_rows(ws.yb.view(), idx.view(), y_tm.view(), tw / self.out_steps)?;
+        }
+        Ok(())
+    }
+
+    fn layer_input<'a>(&'a self, ws: &'a Workspace, i: usize) -> Result<View<'a>> {
+        if i == 0 {
+            Ok(ws.x_tm.as_ref().unwrap_or(&ws.xb).view())
+        } else {
+            self.layers[i - 1].output(&ws.layers[i - 1])
+        }
+    }
+
+    /// The last layer's output (time-major rows for sequence outputs).
+    pub(crate) fn output_view<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
+        let last = self.layers.len() - 1;
+        self.layers[last].output(&ws.layers[last])
+    }
+
+    /// The output with batch-major rows (sample-major, then step).
+    pub(crate) fn batch_major_output<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
+        let out = self.output_view(ws)?;
+        match (&ws.idx_bm, &ws.out_bm) {
+            (Some(idx), Some(bm)) if self.out_steps > 1 => {
+                self.ctx
+                    .ops()
+                    .gather_rows(out, idx.view(), bm.view(), self.output_features())?;
+                Ok(bm.view())
+            }
+            _ => Ok(out),
+        }
+    }
+
+    pub(crate) fn forward_ws(&self, ws: &Workspace) -> Result<()> {
+        let f = self.flat();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let x = self.layer_input(ws, i)?;
+            layer.forward(&f, &ws.layers[i], x)?;
+        }
+        Ok(())
+    }
+
+    /// Loss and its gradient (into the last layer's output gradient), mean over the batch's
+    /// rows. With `acc` (2 elements), adds the summed loss to `acc[0]` and the number of
+    /// correct rows to `acc[1]`, on the device.
+    pub(crate) fn loss_ws(&self, ws: &Workspace, acc: Option<View<'_>>) -> Result<()> {
+        let ops = self.ctx.ops();
+        let last = self.layers.len() - 1;
+        let out = self.output_view(ws)?;
+        let dout = self.layers[last].grad_output(&ws.layers[last])?;
+        let rows = ws.batch * self.out_steps;
+        let cols = self.output_features();
+        let targets = ws.y_tm.as_ref().unwrap_or(&ws.yb).view();
+        let scale = 1.0 / rows as f32;
+        match self.loss {
+            Loss::SoftmaxCrossEntropy => ops.softmax_cross_entropy(
+                out,
+                targets,
+                dout,
+                ws.row_loss.view(),
+                ws.row_correct.view(),
+                rows,
+                cols,
+                scale,
+            )?,
+            Loss::Mse => ops.mse(out, targets, dout, ws.row_loss.view(), rows, cols, scale)?,
+        }
+        if let Some(acc) = acc {
+            ops.sum_all(ws.row_loss.view(), acc.slice(0, 1)?, 1.0)?;
+            if self.loss.is_classification() {
+                ops.sum_all(ws.row_correct.view(), acc.slice(1, 1)?, 1.0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Backward through every layer; overwrites the whole gradient buffer.
+    pub(crate) fn backward_ws(&self, ws: &Workspace) -> Result<()> {
+        let f = self.flat();
+        for i in (0..self.layers.len()).rev() {
+            let x = self.layer_input(ws, i)?;
+            let dx = if i == 0 {
+                None
+            } else {
+                Some(self.layers[i - 1].grad_output(&ws.layers[i - 1])?)
+            };
+            self.layers[i].backward(&f, &ws.layers[i], x, dx)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,159 @@
+//! Finite-difference gradient checks of every layer kind, both losses and whole networks.
+
+use proptest::prelude::*;
+use rnn::nn::{Dataset, Loss, Network, Rng, RnnOutput, Targets};
+use rnn::{Activation, Context};
+
+use crate::support::rel_err;
+
+/// Central differences of the mean loss for every parameter, compared with the analytic
+/// gradient by relative error. A parameter whose two one-sided differences disagree sits on a
+/// kink (ReLU at 0) within `eps`, where no finite difference is meaningful: it is left out, and
+/// at most half of the parameters may be (one ReLU unit near 0 puts every weight
+/// feeding it on the kink).
+fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
+    let base_loss = net.compute_gradients(data).unwrap() as f64;
+    let analytic = net.gradients().unwrap();
+    let base = net.parameters().unwrap();
+    let (mut a_kept, mut n_kept) = (Vec::new(), Vec::new());
+    let mut p = base.clone();
+    for i in 0..base.len() {
+        p[i] = base[i] + eps;
+        net.set_parameters(&p).unwrap();
+        let plus = net.compute_gradients(data).unwrap() as f64;
+        p[i] = base[i] - eps;
+        net.set_parameters(&p).unwrap();
+        let minus = net.compute_gradients(data).unwrap() as f64;
+        p[i] = base[i];
+        let (fwd, bwd) = (
+            (plus - base_loss) / eps as f64,
+            (base_loss - minus) / eps as f64,
+        );
+        if (fwd - bwd).abs() > 0.05 * fwd.abs().max(bwd.abs()) + 2e-3 {
+            continue;
+        }
+        a_kept.push(analytic[i]);
+        n_kept.push(((plus - minus) / (2.0 * eps as f64)) as f32);
+    }
+    net.set_parameters(&base).unwrap();
+    assert!(
+        n_kept.len() * 2 >= base.len(),
+        "{what}: {} of {} parameters sit on kinks",
+        base.len() - n_kept.len(),
+        base.len()
+    );
+    assert!(
+        n_kept.iter().any(|g| g.abs() > 1e-4),
+        "{what}: numeric gradient is all ~zero: the check would prove nothing"
+    );
+    let e = rel_err(&a_kept, &n_kept);
+    assert!(
+        e < tol,
+        "{what}: gradient rel err {e} (tol {tol})\nanalytic {a_kept:?}\nnumeric {n_kept:?}"
+    );
+}
+
+fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.uniform_range(-1.0, 1.0)).collect()
+}
+
+fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
+    (0..n).map(|_| rng.below(c) as u32).collect()
+}
+
+const ACTS: [Activation; 6] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Sigmoid,
+    Activation::Tanh,
+    Activation::Gelu,
+    Activation::LeakyRelu { slope: 0.1 },
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cpu_dense_every_activation_mse(seed in any::<u64>(), n in 2usize..6, i in 1usize..5, h in 1usize..5, o in 1usize..4) {
+        let ctx = Context::cpu();
+        let mut rng = Rng::new(seed);
+        for act in ACTS {
+            let mut net = Network::builder(&ctx)
+                .seed(seed)
+                .dense(i, h, act)
+                .dense(h, o, Activation::Identity)
+                .build(Loss::Mse)
+                .unwrap();
+            let data = Dataset::regression(random(&mut rng, n * i), i, random(&mut rng, n * o), o).unwrap();
+            check(&mut net, &data, 1e-3, 3e-2, &format!("dense {act:?} mse"));
+        }
+    }
+
+    #[test]
+    fn cpu_dense_cross_entropy(seed in any::<u64>(), n in 2usize..8, i in 1usize..6, c in 2usize..5) {
+        let ctx = Context::cpu();
+        let mut rng = Rng::new(seed);
+        for act in ACTS {
+            let mut net = Network::builder(&ctx)
+                .seed(seed ^ 1)
+                .dense(i, 5, act)
+                .dense(5, c, Activation::Identity)
+                .build(Loss::SoftmaxCrossEntropy)
+                .unwrap();
+            let data = Dataset::classification(random(&mut rng, n * i), i, classes(&mut rng, n, c), c).unwrap();
+            check(&mut net, &data, 1e-3, 3e-2, &format!("dense {act:?} cross-entropy"));
+        }
+    }
+
+    #[test]
+    fn cpu_rnn_sequence_and_last(seed in any::<u64>(), n in 1usize..4, t in 1usize..5, i in 1usize..4, h in 1usize..5) {
+        let ctx = Context::cpu();
+        let mut rng = Rng::new(seed);
+        let c = 3;
+        for act in [Activation::Tanh, Activation::Relu] {
+            // Full sequence, a head at every step, a label per step.
+            let mut net = Network::builder(&ctx)
+                .seed(seed)
+                .sequence_length(t)
+                .rnn(i, h, act, RnnOutput::Sequence)
+                .dense(h, c, Activation::Identity)
+                .build(Loss::SoftmaxCrossEntropy)
+                .unwrap();
+            let targets = Targets::Classes { labels: classes(&mut rng, n * t, c), classes: c, per_sample: t };
+            let data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
+            check(&mut net, &data, 1e-3, 3e-2, &format!("rnn {act:?} sequence"));
+
+            // Last state only, MSE, with a dense layer before the RNN (input gradient of the
+            // RNN flows into it).
+            let mut net = Network::builder(&ctx)
+                .seed(seed ^ 2)
+                .sequence_length(t)
+                .dense(i, 3, Activation::Tanh)
+                .rnn(3, h, act, RnnOutput::Last)
+                .dense(h, 2, Activation::Identity)
+                .build(Loss::Mse)
+                .unwrap();
+            let data = Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2).unwrap();
+            check(&mut net, &data, 1e-3, 3e-2, &format!("rnn {act:?} last"));
+        }
+    }
+}
+
+#[test]
+fn cpu_stacked_rnn_whole_network() {
+    let ctx = Context::cpu();
+    let mut rng = Rng::new(5);
+    let (n, t, i) = (3, 4, 3);
+    let mut net = Network::builder(&ctx)
+        .seed(9)
+        .sequence_length(t)
+        .rnn(i, 4, Activation::Tanh, RnnOutput::Sequence)
+        .rnn(4, 3, Activation::Tanh, RnnOutput::Last)
+        .dense(3, 4, Activation::Gelu)
+        .dense(4, 2, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap();
+    let data =
+        Dataset::classification(random(&mut rng, n * t * i), t * i, vec![0, 1, 1], 2).unwrap();
+    check(&mut net, &data, 1e-3, 3e-2, "stacked rnn");
+}

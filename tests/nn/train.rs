@@ -1,0 +1,169 @@
+//! Training converges on real data, runs are reproducible, and GPU backends follow the CPU.
+
+use rnn::nn::{CharCorpus, Dataset, Loss, Network, Optimizer, RnnOutput, TrainingConfig};
+use rnn::{Activation, Context};
+
+use crate::support::{Target, contexts};
+
+static MNIST: &[u8] = include_bytes!("../../examples/data/mnist_5k.csv.gz");
+static TEXT: &str = include_str!("../../examples/data/asyoulik.txt");
+
+fn config_for(ctx: &Context, epochs: usize, batch: usize, lr: f32) -> TrainingConfig {
+    TrainingConfig {
+        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
+        prefer_gpu: false,
+        device: Some(ctx.id()),
+        epochs,
+        batch_size: batch,
+        learning_rate: lr,
+        optimizer: Optimizer::adam(),
+        seed: 1,
+        ..Default::default()
+    }
+}
+
+fn mlp(ctx: &Context) -> Network {
+    Network::builder(ctx)
+        .seed(3)
+        .dense(784, 128, Activation::Relu)
+        .dense(128, 10, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap()
+}
+
+#[test]
+fn cpu_mlp_reaches_90_percent_on_mnist() {
+    let ctx = Context::cpu();
+    let data = Dataset::from_mnist_csv(MNIST).unwrap();
+    assert_eq!((data.len(), data.width()), (5000, 784));
+    let (train, test) = data.train_test_split(1000, 7).unwrap();
+    let mut net = mlp(&ctx);
+    let mut config = config_for(&ctx, 6, 64, 1e-3);
+    config.validation_split = 0.1;
+    let history = net.train(&train, &config).unwrap();
+    assert_eq!(history.epochs.len(), 6);
+    assert_eq!(history.device, rnn::DeviceId::Cpu);
+    let first = &history.epochs[0];
+    let last = history.last().unwrap();
+    assert!(last.loss < first.loss, "{:?}", history.losses());
+    assert!(last.val_accuracy.is_some() && last.val_loss.is_some());
+    assert!(last.samples_per_sec > 0.0);
+    let eval = net.evaluate(&test).unwrap();
+    let acc = eval.accuracy.unwrap();
+    assert!(acc >= 0.90, "test accuracy {acc}");
+    // predict_classes agrees with evaluate's accuracy.
+    let classes = net.predict_classes(test.features()).unwrap();
+    let rnn::nn::Targets::Classes { labels, .. } = test.targets() else {
+        unreachable!()
+    };
+    let hits = classes
+        .iter()
+        .zip(labels)
+        .filter(|(c, l)| **c == **l as usize)
+        .count();
+    assert!((hits as f32 / test.len() as f32 - acc).abs() < 1e-3);
+}
+
+#[test]
+fn cpu_same_seed_same_result() {
+    let ctx = Context::cpu();
+    let data = Dataset::from_mnist_csv(MNIST).unwrap();
+    let small = data.train_test_split(300, 2).unwrap().1;
+    let run = || {
+        let mut net = mlp(&ctx);
+        let h = net.train(&small, &config_for(&ctx, 2, 50, 1e-3)).unwrap();
+        (h.losses(), net.parameters().unwrap())
+    };
+    assert_eq!(run(), run());
+}
+
+fn char_rnn(ctx: &Context, corpus: &CharCorpus, steps: usize) -> Network {
+    let v = corpus.vocab_size();
+    Network::builder(ctx)
+        .seed(4)
+        .sequence_length(steps)
+        .rnn(v, 48, Activation::Tanh, RnnOutput::Sequence)
+        .dense(48, v, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap()
+}
+
+#[test]
+fn cpu_char_rnn_loss_falls() {
+    let ctx = Context::cpu();
+    let corpus = CharCorpus::new(&TEXT[..20_000]).unwrap();
+    let data = corpus.sequences(16, 16, 400).unwrap();
+    let mut net = char_rnn(&ctx, &corpus, 16);
+    let mut config = config_for(&ctx, 5, 32, 5e-3);
+    config.clip_grad_norm = Some(5.0);
+    let h = net.train(&data, &config).unwrap();
+    let l = h.losses();
+    assert!(l.iter().all(|x| x.is_finite()), "{l:?}");
+    assert!(
+        l[4] < l[0] * 0.9,
+        "loss should fall by more than 10% over 5 epochs: {l:?}"
+    );
+    // A forward pass gives one row of logits per step.
+    let out = net.predict(&data.features()[..data.width()]).unwrap();
+    assert_eq!(out.len(), 16 * corpus.vocab_size());
+}
+
+/// A short training run on every device of `target` follows the CPU run's losses.
+fn follows_cpu(target: Target, test: &str) {
+    let data = Dataset::from_mnist_csv(MNIST).unwrap();
+    let small = data.train_test_split(512, 2).unwrap().1;
+    let corpus = CharCorpus::new(&TEXT[..8_000]).unwrap();
+    let seqs = corpus.sequences(12, 12, 96).unwrap();
+    let cpu = Context::cpu();
+    let ref_mlp = mlp(&cpu)
+        .train(&small, &config_for(&cpu, 3, 64, 1e-3))
+        .unwrap()
+        .losses();
+    let ref_rnn = char_rnn(&cpu, &corpus, 12)
+        .train(&seqs, &config_for(&cpu, 3, 32, 3e-3))
+        .unwrap()
+        .losses();
+    for ctx in contexts(target, test) {
+        let got = mlp(&ctx)
+            .train(&small, &config_for(&ctx, 3, 64, 1e-3))
+            .unwrap();
+        assert_eq!(got.device, ctx.id());
+        let got_rnn = char_rnn(&ctx, &corpus, 12)
+            .train(&seqs, &config_for(&ctx, 3, 32, 3e-3))
+            .unwrap()
+            .losses();
+        for (a, b) in got
+            .losses()
+            .iter()
+            .zip(&ref_mlp)
+            .chain(got_rnn.iter().zip(&ref_rnn))
+        {
+            assert!(
+                (a - b).abs() <= 0.02 * b.abs() + 1e-3,
+                "{}: losses {:?} / {got_rnn:?} vs CPU {ref_mlp:?} / {ref_rnn:?}",
+                ctx.id(),
+                got.losses()
+            );
+        }
+    }
+}
+
+#[test]
+fn opencl_training_follows_cpu() {
+    follows_cpu(Target::OpenCl, "opencl_training_follows_cpu");
+}
+
+#[test]
+fn cuda_training_follows_cpu() {
+    follows_cpu(Target::Cuda, "cuda_training_follows_cpu");
+}
+
+#[test]
+fn hip_training_follows_cpu() {
+    follows_cpu(Target::Hip, "hip_training_follows_cpu");
+}
+
+#[test]
+fn hip_on_cuda_training_follows_cpu() {
+    follows_cpu(Target::HipOnCuda, "hip_on_cuda_training_follows_cpu");
+}

@@ -1,0 +1,155 @@
+//! CUDA without a GPU: the whole op set compiles with NVRTC to CUBINs for sm_80 and sm_90, every
+//! entry point of docs/kernel-abi.md is in each CUBIN's symbol table, and a broken kernel is a
+//! compile error carrying NVRTC's log.
+
+use rnn::backend::cuda::{compile_for_arch, op_set_source};
+use rnn::{BackendKind, Error, GpuManager};
+
+use crate::support;
+
+/// NVRTC is usable here, or the test should SKIP (fail when `RNN_REQUIRE_BACKENDS` names nvrtc).
+fn nvrtc_or_skip(test: &str) -> bool {
+    match compile_for_arch("extern \"C\" __global__ void probe_kernel() {}", "sm_80") {
+        Ok(_) => true,
+        Err(Error::BackendUnavailable { reason, .. }) => {
+            if support::required().iter().any(|r| r == "nvrtc") {
+                panic!("{test}: NVRTC required (RNN_REQUIRE_BACKENDS) but missing: {reason}");
+            }
+            println!("SKIP {test}: {reason}");
+            false
+        }
+        Err(e) => panic!("{test}: NVRTC present but a trivial kernel failed: {e}"),
+    }
+}
+
+/// Entry points listed in the kernel table of docs/kernel-abi.md.
+fn abi_entries() -> Vec<String> {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/kernel-abi.md"))
+        .expect("docs/kernel-abi.md is readable");
+    let entries: Vec<String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect();
+    assert!(entries.len() >= 25, "kernel table not found: {entries:?}");
+    entries
+}
+
+fn u16_at(b: &[u8], o: usize) -> usize {
+    u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize
+}
+fn u32_at(b: &[u8], o: usize) -> usize {
+    u32::from_le_bytes(b[o..o + 4].try_into().unwrap()) as usize
+}
+fn u64_at(b: &[u8], o: usize) -> usize {
+    u64::from_le_bytes(b[o..o + 8].try_into().unwrap()) as usize
+}
+
+/// Names of the defined function symbols of a little-endian ELF64 file (a CUBIN).
+fn elf_functions(elf: &[u8]) -> Vec<String> {
+    assert!(
+        elf.len() > 64 && elf.starts_with(b"\x7fELF"),
+        "not an ELF file"
+    );
+    assert_eq!(elf[4], 2, "not ELF64");
+    assert_eq!(elf[5], 1, "not little-endian");
+    let shoff = u64_at(elf, 0x28);
+    let shentsize = u16_at(elf, 0x3a);
+    let shnum = u16_at(elf, 0x3c);
+    let section = |i: usize| &elf[shoff + i * shentsize..shoff + (i + 1) * shentsize];
+    let mut names = Vec::new();
+    for i in 0..shnum {
+        let sh = section(i);
+        if u32_at(sh, 4) != 2 {
+            continue; // not SHT_SYMTAB
+        }
+        let (off, size, link, entsize) = (
+            u64_at(sh, 0x18),
+            u64_at(sh, 0x20),
+            u32_at(sh, 0x28),
+            u64_at(sh, 0x38),
+        );
+        let strtab = section(link);
+        let str_off = u64_at(strtab, 0x18);
+        for s in (off..off + size).step_by(entsize.max(24)) {
+            let sym = &elf[s..s + 24];
+            let is_func = sym[4] & 0xf == 2;
+            let defined = u16_at(sym, 6) != 0;
+            if !(is_func && defined) {
+                continue;
+            }
+            let start = str_off + u32_at(sym, 0);
+            let end = start + elf[start..].iter().position(|&c| c == 0).unwrap();
+            names.push(String::from_utf8_lossy(&elf[start..end]).into_owned());
+        }
+    }
+    names
+}
+
+#[test]
+fn cuda_op_set_compiles_to_cubin_with_every_abi_entry() {
+    let test = "cuda_op_set_compiles_to_cubin_with_every_abi_entry";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    let source = op_set_source();
+    let entries = abi_entries();
+    for arch in ["sm_80", "sm_90"] {
+        let cubin = compile_for_arch(&source, arch)
+            .unwrap_or_else(|e| panic!("op set does not compile for {arch}: {e}"));
+        let functions = elf_functions(&cubin);
+        let missing: Vec<&String> = entries.iter().filter(|e| !functions.contains(e)).collect();
+        assert!(
+            missing.is_empty(),
+            "{arch}: CUBIN lacks entry points {missing:?}; it has {functions:?}"
+        );
+    }
+}
+
+#[test]
+fn cuda_broken_kernel_is_a_compile_error_with_the_log() {
+    let test = "cuda_broken_kernel_is_a_compile_error_with_the_log";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    let broken = "extern \"C\" __global__ void broken(float* x) { x[0] = undeclared_name; }";
+    match compile_for_arch(broken, "sm_90") {
+        Err(Error::Compile { log, .. }) => {
+            assert!(
+                log.contains("undeclared_name"),
+                "log lacks the culprit: {log}"
+            );
+            assert!(log.contains("error"), "log lacks the error: {log}");
+        }
+        Err(e) => panic!("expected Error::Compile, got {e}"),
+        Ok(_) => panic!("a broken kernel compiled"),
+    }
+}
+
+#[test]
+fn cuda_bad_arch_is_an_error_not_a_panic() {
+    assert!(matches!(
+        compile_for_arch("", "gfx90a"),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn cuda_probe_reports_a_reason_or_real_devices() {
+    let m = GpuManager::with_backends(&[BackendKind::Cuda]);
+    let status = m.backend(BackendKind::Cuda);
+    if status.available {
+        for d in m
+            .devices()
+            .iter()
+            .filter(|d| d.backend == BackendKind::Cuda)
+        {
+            assert!(d.arch.starts_with("sm_"), "{d}");
+            assert!(d.memory > 0 && d.compute_units > 0, "{d}");
+        }
+    } else {
+        assert!(!status.detail.is_empty());
+        println!("cuda unavailable here: {}", status.detail);
+    }
+}
