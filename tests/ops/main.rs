@@ -2,5 +2,6 @@
 //! CPU backend (property tests, poisoned outputs, relative-error bounds).
 
 mod backend_suite;
+mod cpu_reference;
 #[path = "../support/mod.rs"]
 mod support;

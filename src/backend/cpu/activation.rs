@@ -16,10 +16,7 @@ const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 /// 1 / sqrt(2 pi).
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
-#[inline(always)]
-pub(super) fn sigmoid(z: f32) -> f32 {
-    1.0 / (1.0 + (-z).exp())
-}
+pub(super) use super::fastmath::sigmoid;
 
 #[inline(always)]
 pub(super) fn gelu(z: f32) -> f32 {
@@ -29,7 +26,7 @@ pub(super) fn gelu(z: f32) -> f32 {
 #[inline(always)]
 fn gelu_grad(z: f32) -> f32 {
     let cdf = 0.5 * (1.0 + libm::erff(z * FRAC_1_SQRT_2));
-    cdf + z * INV_SQRT_2PI * (-0.5 * z * z).exp()
+    cdf + z * INV_SQRT_2PI * super::fastmath::exp(-0.5 * z * z)
 }
 
 /// Binds `$f` to the forward function of `$act` and evaluates `$body` once per activation.
@@ -49,7 +46,7 @@ macro_rules! with_act {
                 $body
             }
             Activation::Tanh => {
-                let $f = |z: f32| z.tanh();
+                let $f = $crate::backend::cpu::fastmath::tanh;
                 $body
             }
             Activation::Gelu => {

@@ -7,7 +7,8 @@
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
-use super::activation::{sigmoid, with_act};
+use super::activation::with_act;
+use super::fastmath::{sigmoid, tanh};
 use super::par::min_rows;
 use crate::buffer::View;
 use crate::error::Result;
@@ -97,12 +98,12 @@ pub(super) fn lstm_cell_forward(
                 for j in 0..hidden {
                     let i = sigmoid(gi[j]);
                     let f = sigmoid(gf[j]);
-                    let g = gg[j].tanh();
+                    let g = tanh(gg[j]);
                     let o = sigmoid(go[j]);
                     (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
                     let cv = f * cpr[j] + i * g;
                     cr[j] = cv;
-                    hr[j] = o * cv.tanh();
+                    hr[j] = o * tanh(cv);
                 }
             });
     })
@@ -148,7 +149,7 @@ pub(super) fn lstm_cell_backward(
                 let (gg, go) = rest.split_at(hidden);
                 for j in 0..hidden {
                     let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-                    let tc = cr[j].tanh();
+                    let tc = tanh(cr[j]);
                     let dct = dcr[j] + dhr[j] * o * (1.0 - tc * tc);
                     di[j] = dct * g * i * (1.0 - i);
                     df[j] = dct * cpr[j] * f * (1.0 - f);
@@ -200,7 +201,7 @@ pub(super) fn gru_cell_forward(
                         let r = sigmoid(gxr[j] + ghr[j]);
                         let z = sigmoid(gxr[hidden + j] + ghr[hidden + j]);
                         let ghn = ghr[2 * hidden + j];
-                        let nv = (gxr[2 * hidden + j] + r * ghn).tanh();
+                        let nv = tanh(gxr[2 * hidden + j] + r * ghn);
                         hr[j] = (1.0 - z) * nv + z * hpr[j];
                         (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j]) = (r, z, nv, ghn);
                     }

@@ -7,7 +7,7 @@ use crate::ops::{Gemm, check};
 
 /// Products with fewer multiply-adds than this run on one thread: splitting them costs more
 /// than it saves.
-const PAR_FLOPS: usize = 96 * 96 * 96;
+const PAR_FLOPS: usize = 1 << 22;
 
 pub(super) fn gemm(ctx: u64, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
     check::gemm(&g, &a, &b, &c)?;

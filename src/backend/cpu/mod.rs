@@ -9,6 +9,7 @@ mod activation;
 mod cells;
 mod data;
 mod elementwise;
+mod fastmath;
 mod gemm;
 mod optim;
 mod par;
@@ -36,11 +37,19 @@ pub(crate) fn device_info() -> DeviceInfo {
         name: format!("CPU ({threads} threads, Rayon)"),
         vendor: String::new(),
         kind: DeviceKind::Cpu,
-        memory: 0,
+        memory: system_memory().unwrap_or(0),
         compute_units: threads as u32,
         arch: std::env::consts::ARCH.to_string(),
         driver: format!("rnn {}", env!("CARGO_PKG_VERSION")),
     }
+}
+
+/// Total RAM in bytes from `/proc/meminfo` (Linux); `None` elsewhere or when unreadable.
+fn system_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// A new CPU context's ops.

@@ -51,6 +51,30 @@ pub(super) fn sgd_step(
     })
 }
 
+/// The per-step constants of one Adam update.
+struct Adam {
+    b1: f32,
+    b2: f32,
+    eps: f32,
+    l2: f32,
+    decay: f32,
+    step_size: f32,
+    inv_sqrt_bc2: f32,
+}
+
+impl Adam {
+    fn run(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
+        let (b1, b2) = (self.b1, self.b2);
+        for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
+            let g = g + self.l2 * *p;
+            *p *= self.decay;
+            *m = b1 * *m + (1.0 - b1) * g;
+            *v = b2 * *v + (1.0 - b2) * g * g;
+            *p -= self.step_size * *m / (v.sqrt() * self.inv_sqrt_bc2 + self.eps);
+        }
+    }
+}
+
 pub(super) fn adam_step(
     ctx: u64,
     params: View<'_>,
@@ -81,25 +105,24 @@ pub(super) fn adam_step(
         1.0
     };
     let l2 = if s.decoupled { 0.0 } else { s.weight_decay };
-    let (b1, b2) = (s.beta1, s.beta2);
+    let adam = Adam {
+        b1: s.beta1,
+        b2: s.beta2,
+        eps: s.eps,
+        l2,
+        decay,
+        step_size,
+        inv_sqrt_bc2,
+    };
     lock(op, ctx, [grads], [params, m, v], |[g], [p, m, v]| {
-        let body = |(((p, m), v), g): (((&mut [f32], &mut [f32]), &mut [f32]), &[f32])| {
-            for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
-                let g = g + l2 * *p;
-                *p *= decay;
-                *m = b1 * *m + (1.0 - b1) * g;
-                *v = b2 * *v + (1.0 - b2) * g * g;
-                *p -= step_size * *m / (v.sqrt() * inv_sqrt_bc2 + s.eps);
-            }
-        };
         if n < PAR_MIN {
-            body((((p, m), v), g));
+            adam.run(p, m, v, g);
         } else {
             p.par_chunks_mut(CHUNK)
                 .zip(m.par_chunks_mut(CHUNK))
                 .zip(v.par_chunks_mut(CHUNK))
                 .zip(g.par_chunks(CHUNK))
-                .for_each(body);
+                .for_each(|(((p, m), v), g)| adam.run(p, m, v, g));
         }
     })
 }

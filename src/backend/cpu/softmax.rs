@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
 use super::activation::rows_of;
+use super::fastmath::exp;
 use super::par::{PAR_MIN, min_rows};
 use crate::buffer::View;
 use crate::error::Result;
@@ -16,12 +17,20 @@ fn row_max(x: &[f32]) -> f32 {
 
 /// `row = exp(row - max)` in place; returns the sum of the exponentials.
 fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
-    let mut sum = 0.0f32;
-    for v in row.iter_mut() {
-        *v = (*v - max).exp();
-        sum += *v;
+    row.iter_mut().for_each(|v| *v = exp(*v - max));
+    sum(row)
+}
+
+/// A sum with eight independent partial sums, so the loop vectorizes.
+fn sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let mut it = x.chunks_exact(8);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += v;
+        }
     }
-    sum
+    acc.iter().sum::<f32>() + it.remainder().iter().sum::<f32>()
 }
 
 fn softmax_row(row: &mut [f32]) {
@@ -32,8 +41,15 @@ fn softmax_row(row: &mut [f32]) {
 
 fn log_softmax_row(row: &mut [f32]) {
     let max = row_max(row);
-    let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
-    let shift = max + sum.ln();
+    let mut acc = [0.0f32; 8];
+    let mut it = row.chunks_exact(8);
+    for c in &mut it {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += exp(v - max);
+        }
+    }
+    let tail: f32 = it.remainder().iter().map(|&v| exp(v - max)).sum();
+    let shift = max + (acc.iter().sum::<f32>() + tail).ln();
     row.iter_mut().for_each(|v| *v -= shift);
 }
 
@@ -119,41 +135,13 @@ pub(super) fn softmax_cross_entropy(
     let ins = [logits, labels];
     let outs = [dlogits, row_loss, row_correct];
     lock(op, ctx, ins, outs, |[x, labels], [dx, loss, correct]| {
-        let body =
-            |((((xr, dr), &label), l), c): ((((&[f32], &mut [f32]), &f32), &mut f32), &mut f32)| {
-                // Arg-max with the first maximum winning ties, fused with the row max.
-                let mut max = f32::NEG_INFINITY;
-                let mut arg = 0;
-                for (j, &v) in xr.iter().enumerate() {
-                    if v > max {
-                        max = v;
-                        arg = j;
-                    }
-                }
-                dr.copy_from_slice(xr);
-                let sum = exp_shifted(dr, max);
-                let lse = max + sum.ln();
-                let scale = grad_scale / sum;
-                dr.iter_mut().for_each(|v| *v *= scale);
-                match label_index(label, cols) {
-                    Some(t) => {
-                        *l = lse - xr[t];
-                        *c = if arg == t { 1.0 } else { 0.0 };
-                        dr[t] -= grad_scale;
-                    }
-                    None => {
-                        *l = f32::NAN;
-                        *c = 0.0;
-                    }
-                }
-            };
         if n < PAR_MIN {
             x.chunks(cols)
                 .zip(dx.chunks_mut(cols))
                 .zip(labels)
                 .zip(loss.iter_mut())
                 .zip(correct.iter_mut())
-                .for_each(body);
+                .for_each(|((((xr, dr), &t), l), c)| (*l, *c) = xent_row(xr, dr, t, grad_scale));
         } else {
             x.par_chunks(cols)
                 .zip(dx.par_chunks_mut(cols))
@@ -161,7 +149,7 @@ pub(super) fn softmax_cross_entropy(
                 .zip(loss.par_iter_mut())
                 .zip(correct.par_iter_mut())
                 .with_min_len(min_rows(cols))
-                .for_each(body);
+                .for_each(|((((xr, dr), &t), l), c)| (*l, *c) = xent_row(xr, dr, t, grad_scale));
         }
     })
 }
@@ -197,29 +185,56 @@ pub(super) fn mse(
         [pred, target],
         [dpred, row_loss],
         |[p, t], [dp, loss]| {
-            let body = |(((pr, tr), dr), l): (((&[f32], &[f32]), &mut [f32]), &mut f32)| {
-                let mut sq = 0.0f32;
-                for ((d, &p), &t) in dr.iter_mut().zip(pr).zip(tr) {
-                    let e = p - t;
-                    sq += e * e;
-                    *d = g * e;
-                }
-                *l = sq * inv;
-            };
             if n < PAR_MIN {
                 p.chunks(cols)
                     .zip(t.chunks(cols))
                     .zip(dp.chunks_mut(cols))
                     .zip(loss.iter_mut())
-                    .for_each(body);
+                    .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
             } else {
                 p.par_chunks(cols)
                     .zip(t.par_chunks(cols))
                     .zip(dp.par_chunks_mut(cols))
                     .zip(loss.par_iter_mut())
                     .with_min_len(min_rows(cols))
-                    .for_each(body);
+                    .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
             }
         },
     )
+}
+
+/// One row of the fused cross-entropy: writes the gradient, returns (loss, correct).
+fn xent_row(xr: &[f32], dr: &mut [f32], label: f32, grad_scale: f32) -> (f32, f32) {
+    // Arg-max with the first maximum winning ties, fused with the row max.
+    let mut max = f32::NEG_INFINITY;
+    let mut arg = 0;
+    for (j, &v) in xr.iter().enumerate() {
+        if v > max {
+            max = v;
+            arg = j;
+        }
+    }
+    dr.copy_from_slice(xr);
+    let sum = exp_shifted(dr, max);
+    let lse = max + sum.ln();
+    let scale = grad_scale / sum;
+    dr.iter_mut().for_each(|v| *v *= scale);
+    match label_index(label, xr.len()) {
+        Some(t) => {
+            dr[t] -= grad_scale;
+            (lse - xr[t], if arg == t { 1.0 } else { 0.0 })
+        }
+        None => (f32::NAN, 0.0),
+    }
+}
+
+/// One row of MSE: writes the gradient, returns the row's loss.
+fn mse_row(pr: &[f32], tr: &[f32], dr: &mut [f32], g: f32, inv: f32) -> f32 {
+    let mut sq = 0.0f32;
+    for ((d, &p), &t) in dr.iter_mut().zip(pr).zip(tr) {
+        let e = p - t;
+        sq += e * e;
+        *d = g * e;
+    }
+    sq * inv
 }

@@ -1,0 +1,152 @@
+//! The CPU backend against plain reference loops (f64 accumulation) written here: every op,
+//! random shapes (1, odd sizes, and sizes past the parallel thresholds), NaN-poisoned outputs,
+//! in-place variants, and the error paths.
+
+use proptest::prelude::*;
+use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm, SgdStep};
+
+use crate::support::rel_err;
+
+const TOL: f64 = 2e-5;
+
+fn cfg() -> ProptestConfig {
+    ProptestConfig {
+        cases: 24,
+        ..ProptestConfig::default()
+    }
+}
+
+/// Deterministic values from a proptest-drawn seed (fresh every case).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n)
+            .map(|_| lo + (hi - lo) * self.next() as f32)
+            .collect()
+    }
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next() * n as f64) as usize).min(n - 1)
+    }
+}
+
+fn rng(seed: u64) -> Rng {
+    Rng(seed | 1)
+}
+
+fn upload(ctx: &Context, data: &[f32]) -> Buffer {
+    let b = ctx.alloc(data.len()).unwrap();
+    ctx.ops().upload(b.view(), data).unwrap();
+    b
+}
+
+fn poisoned(ctx: &Context, n: usize) -> Buffer {
+    upload(ctx, &vec![f32::NAN; n])
+}
+
+fn read(ctx: &Context, b: &Buffer) -> Vec<f32> {
+    let mut out = vec![0.0; b.len()];
+    ctx.ops().download(b.view(), &mut out).unwrap();
+    out
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f64]) {
+    let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
+    let e = rel_err(got, &want32);
+    assert!(e < TOL, "{what}: relative error {e}");
+}
+
+/// A length: 1, small odd, or past the 32K parallel threshold.
+fn length() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(1usize), 1usize..200, 33_000usize..70_000]
+}
+
+/// A `rows x cols` shape, sometimes past the parallel threshold.
+fn shape() -> impl Strategy<Value = (usize, usize)> {
+    prop_oneof![
+        (1usize..8, 1usize..40),
+        (1usize..70, 1usize..130),
+        // At least 33K elements and 165 columns: past every parallel threshold.
+        (200usize..400, 165usize..200),
+    ]
+}
+
+const ACTS: [Activation; 6] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Sigmoid,
+    Activation::Tanh,
+    Activation::Gelu,
+    Activation::LeakyRelu { slope: 0.07 },
+];
+
+fn erf(x: f64) -> f64 {
+    // Abramowitz-Stegun 7.1.26 is too coarse for a reference; integrate the series instead.
+    let mut sum = 0.0f64;
+    let mut term = x;
+    let mut n = 0.0;
+    while term.abs() > 1e-17 * sum.abs().max(1e-300) || n < 3.0 {
+        sum += term / (2.0 * n + 1.0);
+        n += 1.0;
+        term *= -x * x / n;
+        if n > 200.0 {
+            break;
+        }
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+fn act_ref(act: Activation, z: f64) -> f64 {
+    match act {
+        Activation::Identity => z,
+        Activation::Relu => z.max(0.0),
+        Activation::Sigmoid => 1.0 / (1.0 + (-z).exp()),
+        Activation::Tanh => z.tanh(),
+        Activation::Gelu => 0.5 * z * (1.0 + erf(z / 2f64.sqrt())),
+        Activation::LeakyRelu { slope } => {
+            if z > 0.0 {
+                z
+            } else {
+                slope as f64 * z
+            }
+        }
+    }
+}
+
+/// act'(z) by a central difference of the reference (away from the kinks).
+fn act_grad_ref(act: Activation, z: f64) -> f64 {
+    match act {
+        Activation::Relu => (z > 0.0) as u8 as f64,
+        Activation::LeakyRelu { slope } => {
+            if z > 0.0 {
+                1.0
+            } else {
+                slope as f64
+            }
+        }
+        _ => {
+            let h = 1e-5;
+            (act_ref(act, z + h) - act_ref(act, z - h)) / (2.0 * h)
+        }
+    }
+}
+
+fn sig(z: f64) -> f64 {
+    1.0 / (1.0 + (-z).exp())
+}
+
+fn to64(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
+}
+
+mod activations_losses;
+mod cells;
+mod elementwise_gemm;
+mod optim_errors;
+mod reductions_data;

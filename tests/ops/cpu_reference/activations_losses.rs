@@ -1,0 +1,165 @@
+//! Activations (fused bias, in place, backward), softmax, cross-entropy and MSE.
+
+use super::*;
+
+// ---- activations ------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn cpu_activations((rows, cols) in shape(), which in 0usize..6, seed in any::<u64>()) {
+        let act = ACTS[which];
+        let ctx = Context::cpu();
+        let ops = ctx.ops();
+        let n = rows * cols;
+        let mut r = rng(seed);
+        let z = r.vec(n, -4.0, 4.0);
+        let bias = r.vec(cols, -1.0, 1.0);
+        let dy = r.vec(n, -1.0, 1.0);
+        let zb: Vec<f64> = (0..n).map(|i| z[i] as f64 + bias[i % cols] as f64).collect();
+        let y_want: Vec<f64> = zb.iter().map(|&v| act_ref(act, v)).collect();
+
+        // Fused bias + activation, separate output: z is updated too.
+        let (bz, bb, by) = (upload(&ctx, &z), upload(&ctx, &bias), poisoned(&ctx, n));
+        ops.bias_act_forward(bz.view(), bb.view(), by.view(), act, rows, cols).unwrap();
+        assert_close("bias_act y", &read(&ctx, &by), &y_want);
+        assert_close("bias_act z", &read(&ctx, &bz), &zb);
+        // In place (y is z).
+        let bz2 = upload(&ctx, &z);
+        ops.bias_act_forward(bz2.view(), bb.view(), bz2.view(), act, rows, cols).unwrap();
+        assert_close("bias_act in place", &read(&ctx, &bz2), &y_want);
+
+        // Plain activation, separate and in place.
+        let x_want: Vec<f64> = z.iter().map(|&v| act_ref(act, v as f64)).collect();
+        let (bx, out) = (upload(&ctx, &z), poisoned(&ctx, n));
+        ops.activation(bx.view(), out.view(), act).unwrap();
+        assert_close("activation", &read(&ctx, &out), &x_want);
+        ops.activation(bx.view(), bx.view(), act).unwrap();
+        assert_close("activation in place", &read(&ctx, &bx), &x_want);
+
+        // Backward from (z, y): bz now holds z + bias, by holds y.
+        let dz_want: Vec<f64> = (0..n).map(|i| dy[i] as f64 * act_grad_ref(act, zb[i])).collect();
+        let (bdy, bdz) = (upload(&ctx, &dy), poisoned(&ctx, n));
+        ops.act_backward(bdy.view(), bz.view(), by.view(), bdz.view(), act).unwrap();
+        assert_close("act_backward", &read(&ctx, &bdz), &dz_want);
+        ops.act_backward(bdy.view(), bz.view(), by.view(), bdy.view(), act).unwrap();
+        assert_close("act_backward dz=dy", &read(&ctx, &bdy), &dz_want);
+        if act.derivative_from_output() {
+            let bdy = upload(&ctx, &dy);
+            ops.act_backward(bdy.view(), by.view(), by.view(), bdz.view(), act).unwrap();
+            assert_close("act_backward z=y", &read(&ctx, &bdz), &dz_want);
+        }
+    }
+}
+
+// ---- softmax and losses -----------------------------------------------------------------
+
+fn softmax_ref(x: &[f32], cols: usize, log: bool) -> Vec<f64> {
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(cols) {
+        let max = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v as f64));
+        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+        for &v in row {
+            let l = v as f64 - max - sum.ln();
+            out.push(if log { l } else { l.exp() });
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn cpu_softmax((rows, cols) in shape(), offset in prop_oneof![Just(0.0f32), Just(500.0f32)], seed in any::<u64>()) {
+        let ctx = Context::cpu();
+        let ops = ctx.ops();
+        let mut r = rng(seed);
+        // A large offset would overflow an unshifted exp.
+        let x = r.vec(rows * cols, offset - 5.0, offset + 5.0);
+        for log in [false, true] {
+            let want = softmax_ref(&x, cols, log);
+            let (bx, by) = (upload(&ctx, &x), poisoned(&ctx, x.len()));
+            let run = |a: &Buffer, b: &Buffer| if log {
+                ops.log_softmax(a.view(), b.view(), rows, cols)
+            } else {
+                ops.softmax(a.view(), b.view(), rows, cols)
+            };
+            run(&bx, &by).unwrap();
+            assert_close(&format!("softmax log={log}"), &read(&ctx, &by), &want);
+            run(&bx, &bx).unwrap();
+            assert_close(&format!("softmax in place log={log}"), &read(&ctx, &bx), &want);
+        }
+    }
+
+    #[test]
+    fn cpu_softmax_cross_entropy((rows, cols) in shape(), scale in 0.1f32..2.0, seed in any::<u64>()) {
+        let ctx = Context::cpu();
+        let mut r = rng(seed);
+        let x = r.vec(rows * cols, -4.0, 4.0);
+        let labels: Vec<f32> = (0..rows).map(|_| r.below(cols) as f32).collect();
+        let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
+        let (bd, bloss, bc) = (poisoned(&ctx, x.len()), poisoned(&ctx, rows), poisoned(&ctx, rows));
+        ctx.ops().softmax_cross_entropy(bx.view(), bl.view(), bd.view(), bloss.view(), bc.view(), rows, cols, scale).unwrap();
+        let logp = softmax_ref(&x, cols, true);
+        let mut dwant = Vec::new();
+        let mut lwant = Vec::new();
+        let mut cwant = Vec::new();
+        for rr in 0..rows {
+            let t = labels[rr] as usize;
+            let row = &x[rr * cols..(rr + 1) * cols];
+            let arg = (0..cols).fold(0, |best, j| if row[j] > row[best] { j } else { best });
+            lwant.push(-logp[rr * cols + t]);
+            cwant.push((arg == t) as u8 as f64);
+            for j in 0..cols {
+                let onehot = (j == t) as u8 as f64;
+                dwant.push(scale as f64 * (logp[rr * cols + j].exp() - onehot));
+            }
+        }
+        assert_close("ce dlogits", &read(&ctx, &bd), &dwant);
+        assert_close("ce loss", &read(&ctx, &bloss), &lwant);
+        prop_assert_eq!(read(&ctx, &bc), cwant.iter().map(|&v| v as f32).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn cpu_mse((rows, cols) in shape(), scale in 0.1f32..2.0, seed in any::<u64>()) {
+        let ctx = Context::cpu();
+        let mut r = rng(seed);
+        let p = r.vec(rows * cols, -2.0, 2.0);
+        let t = r.vec(rows * cols, -2.0, 2.0);
+        let (bp, bt, bd, bl) = (upload(&ctx, &p), upload(&ctx, &t), poisoned(&ctx, p.len()), poisoned(&ctx, rows));
+        ctx.ops().mse(bp.view(), bt.view(), bd.view(), bl.view(), rows, cols, scale).unwrap();
+        let e: Vec<f64> = p.iter().zip(&t).map(|(&a, &b)| a as f64 - b as f64).collect();
+        let dwant: Vec<f64> = e.iter().map(|&v| scale as f64 * 2.0 * v / cols as f64).collect();
+        let lwant: Vec<f64> = e.chunks(cols).map(|r| r.iter().map(|v| v * v).sum::<f64>() / cols as f64).collect();
+        assert_close("mse grad", &read(&ctx, &bd), &dwant);
+        assert_close("mse loss", &read(&ctx, &bl), &lwant);
+    }
+}
+
+#[test]
+fn cpu_cross_entropy_ties_and_bad_labels() {
+    let ctx = Context::cpu();
+    // Row 0: tie between classes 1 and 2, label 2 -> not correct (the first maximum wins).
+    // Row 1: tie, label 1 -> correct. Row 2: label out of range -> NaN loss.
+    let x = [0.0, 3.0, 3.0, 1.0, 5.0, 5.0, 1.0, 2.0, 3.0];
+    let labels = [2.0, 1.0, 7.0];
+    let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
+    let (bd, bloss, bc) = (poisoned(&ctx, 9), poisoned(&ctx, 3), poisoned(&ctx, 3));
+    ctx.ops()
+        .softmax_cross_entropy(
+            bx.view(),
+            bl.view(),
+            bd.view(),
+            bloss.view(),
+            bc.view(),
+            3,
+            3,
+            1.0,
+        )
+        .unwrap();
+    assert_eq!(read(&ctx, &bc), vec![0.0, 1.0, 0.0]);
+    let loss = read(&ctx, &bloss);
+    assert!(loss[0].is_finite() && loss[1].is_finite() && loss[2].is_nan());
+}
