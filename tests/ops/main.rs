@@ -1,5 +1,6 @@
 //! The op set on every backend: CPU against plain reference loops, every GPU backend against the
 //! CPU backend (property tests, poisoned outputs, relative-error bounds).
 
+mod backend_suite;
 #[path = "../support/mod.rs"]
 mod support;

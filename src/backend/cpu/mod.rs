@@ -1,10 +1,25 @@
 //! The CPU backend: every op natively, parallel with Rayon, GEMM through the `gemm` crate.
 //! It is the reference every GPU backend is tested against.
-// SKELETON: replaced by the CPU backend implementation.
+//!
+//! Buffers are `Storage::Host` vectors behind a `RwLock`; [`access`] turns an op's views into
+//! slices (one lock per buffer), and each op family lives in its own module.
+
+mod access;
+mod activation;
+mod cells;
+mod data;
+mod elementwise;
+mod gemm;
+mod optim;
+mod par;
+mod reduce;
+mod softmax;
 
 use std::sync::Arc;
 
-use crate::buffer::{Buffer, View};
+use parking_lot::RwLock;
+
+use crate::buffer::{Buffer, Storage, View};
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
@@ -41,13 +56,11 @@ struct CpuOps {
     context: u64,
 }
 
-impl CpuOps {
-    fn not_yet(&self, op: &str) -> Error {
-        Error::Unsupported {
-            op: op.into(),
-            backend: BackendKind::Cpu,
-            reason: "skeleton".into(),
-        }
+fn unsupported(op: &str) -> Error {
+    Error::Unsupported {
+        op: op.into(),
+        backend: BackendKind::Cpu,
+        reason: "the CPU backend runs native ops and compiles no kernels".into(),
     }
 }
 
@@ -60,28 +73,62 @@ impl Ops for CpuOps {
         self.context
     }
 
-    fn alloc(&self, _len: usize) -> Result<Buffer> {
-        Err(self.not_yet("alloc"))
+    fn alloc(&self, len: usize) -> Result<Buffer> {
+        let oom = || Error::OutOfMemory {
+            device: "cpu".into(),
+            requested: len.saturating_mul(std::mem::size_of::<f32>()),
+            free: 0,
+            total: 0,
+        };
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).map_err(|_| oom())?;
+        data.resize(len, 0.0);
+        Ok(Buffer::new(
+            len,
+            self.context,
+            Storage::Host(RwLock::new(data)),
+        ))
     }
 
-    fn upload(&self, _dst: View<'_>, _src: &[f32]) -> Result<()> {
-        Err(self.not_yet("upload"))
+    fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::shape(
+                "upload",
+                format!("{} host elements into a view of {}", src.len(), dst.len()),
+            ));
+        }
+        access::lock("upload", self.context, [], [dst], |[], [d]| {
+            d.copy_from_slice(src)
+        })
     }
 
-    fn download(&self, _src: View<'_>, _dst: &mut [f32]) -> Result<()> {
-        Err(self.not_yet("download"))
+    fn download(&self, src: View<'_>, dst: &mut [f32]) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::shape(
+                "download",
+                format!(
+                    "a view of {} elements into {} host elements",
+                    src.len(),
+                    dst.len()
+                ),
+            ));
+        }
+        access::lock("download", self.context, [src], [], |[s], []| {
+            dst.copy_from_slice(s)
+        })
     }
 
     fn synchronize(&self) -> Result<()> {
-        Err(self.not_yet("synchronize"))
+        // Ops run to completion before returning, so nothing is ever queued.
+        Ok(())
     }
 
     fn warm_up(&self) -> Result<()> {
-        Err(self.not_yet("warm_up"))
+        Ok(())
     }
 
     fn compile(&self, _source: &KernelSource) -> Result<Kernel> {
-        Err(self.not_yet("compile"))
+        Err(unsupported("compile"))
     }
 
     fn launch(
@@ -90,239 +137,266 @@ impl Ops for CpuOps {
         _config: &LaunchConfig,
         _args: &[KernelArg<'_>],
     ) -> Result<()> {
-        Err(self.not_yet("launch"))
+        Err(unsupported("launch"))
     }
 
-    fn fill(&self, _x: View<'_>, _value: f32) -> Result<()> {
-        Err(self.not_yet("fill"))
+    fn fill(&self, x: View<'_>, value: f32) -> Result<()> {
+        elementwise::fill(self.context, x, value)
     }
 
-    fn copy(&self, _src: View<'_>, _dst: View<'_>) -> Result<()> {
-        Err(self.not_yet("copy"))
+    fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        elementwise::copy(self.context, src, dst)
     }
 
-    fn scale(&self, _x: View<'_>, _alpha: f32) -> Result<()> {
-        Err(self.not_yet("scale"))
+    fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
+        elementwise::scale(self.context, x, alpha)
     }
 
-    fn axpy(&self, _alpha: f32, _x: View<'_>, _y: View<'_>) -> Result<()> {
-        Err(self.not_yet("axpy"))
+    fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
+        elementwise::axpy(self.context, alpha, x, y)
     }
 
-    fn add(&self, _a: View<'_>, _b: View<'_>, _out: View<'_>) -> Result<()> {
-        Err(self.not_yet("add"))
+    fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        elementwise::add(self.context, a, b, out)
     }
 
-    fn mul(&self, _a: View<'_>, _b: View<'_>, _out: View<'_>) -> Result<()> {
-        Err(self.not_yet("mul"))
+    fn mul(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        elementwise::mul(self.context, a, b, out)
     }
 
-    fn gemm(&self, _g: Gemm, _a: View<'_>, _b: View<'_>, _c: View<'_>) -> Result<()> {
-        Err(self.not_yet("gemm"))
+    fn gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
+        gemm::gemm(self.context, g, a, b, c)
     }
 
     fn bias_act_forward(
         &self,
-        _z: View<'_>,
-        _bias: View<'_>,
-        _y: View<'_>,
-        _act: Activation,
-        _rows: usize,
-        _cols: usize,
+        z: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
     ) -> Result<()> {
-        Err(self.not_yet("bias_act_forward"))
+        activation::bias_act_forward(self.context, z, bias, y, act, rows, cols)
     }
 
-    fn activation(&self, _x: View<'_>, _y: View<'_>, _act: Activation) -> Result<()> {
-        Err(self.not_yet("activation"))
+    fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
+        activation::activation(self.context, x, y, act)
     }
 
     fn act_backward(
         &self,
-        _dy: View<'_>,
-        _z: View<'_>,
-        _y: View<'_>,
-        _dz: View<'_>,
-        _act: Activation,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        act: Activation,
     ) -> Result<()> {
-        Err(self.not_yet("act_backward"))
+        activation::act_backward(self.context, dy, z, y, dz, act)
     }
 
-    fn softmax(&self, _x: View<'_>, _y: View<'_>, _rows: usize, _cols: usize) -> Result<()> {
-        Err(self.not_yet("softmax"))
+    fn softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+        softmax::softmax(self.context, x, y, rows, cols)
     }
 
-    fn log_softmax(&self, _x: View<'_>, _y: View<'_>, _rows: usize, _cols: usize) -> Result<()> {
-        Err(self.not_yet("log_softmax"))
+    fn log_softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+        softmax::log_softmax(self.context, x, y, rows, cols)
     }
 
     fn softmax_cross_entropy(
         &self,
-        _logits: View<'_>,
-        _labels: View<'_>,
-        _dlogits: View<'_>,
-        _row_loss: View<'_>,
-        _row_correct: View<'_>,
-        _rows: usize,
-        _cols: usize,
-        _grad_scale: f32,
+        logits: View<'_>,
+        labels: View<'_>,
+        dlogits: View<'_>,
+        row_loss: View<'_>,
+        row_correct: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
     ) -> Result<()> {
-        Err(self.not_yet("softmax_cross_entropy"))
+        softmax::softmax_cross_entropy(
+            self.context,
+            logits,
+            labels,
+            dlogits,
+            row_loss,
+            row_correct,
+            rows,
+            cols,
+            grad_scale,
+        )
     }
 
     fn mse(
         &self,
-        _pred: View<'_>,
-        _target: View<'_>,
-        _dpred: View<'_>,
-        _row_loss: View<'_>,
-        _rows: usize,
-        _cols: usize,
-        _grad_scale: f32,
+        pred: View<'_>,
+        target: View<'_>,
+        dpred: View<'_>,
+        row_loss: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
     ) -> Result<()> {
-        Err(self.not_yet("mse"))
+        softmax::mse(
+            self.context,
+            pred,
+            target,
+            dpred,
+            row_loss,
+            rows,
+            cols,
+            grad_scale,
+        )
     }
 
     fn sum_rows(
         &self,
-        _x: View<'_>,
-        _out: View<'_>,
-        _rows: usize,
-        _cols: usize,
-        _beta: f32,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
     ) -> Result<()> {
-        Err(self.not_yet("sum_rows"))
+        reduce::sum_rows(self.context, x, out, rows, cols, beta)
     }
 
     fn sum_cols(
         &self,
-        _x: View<'_>,
-        _out: View<'_>,
-        _rows: usize,
-        _cols: usize,
-        _beta: f32,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
     ) -> Result<()> {
-        Err(self.not_yet("sum_cols"))
+        reduce::sum_cols(self.context, x, out, rows, cols, beta)
     }
 
-    fn sum_all(&self, _x: View<'_>, _out: View<'_>, _beta: f32) -> Result<()> {
-        Err(self.not_yet("sum_all"))
+    fn sum_all(&self, x: View<'_>, out: View<'_>, beta: f32) -> Result<()> {
+        reduce::sum_all(self.context, x, out, beta)
     }
 
-    fn clip_grad_norm(&self, _grads: View<'_>, _max_norm: f32, _norm_out: View<'_>) -> Result<()> {
-        Err(self.not_yet("clip_grad_norm"))
+    fn clip_grad_norm(&self, grads: View<'_>, max_norm: f32, norm_out: View<'_>) -> Result<()> {
+        reduce::clip_grad_norm(self.context, grads, max_norm, norm_out)
     }
 
     fn gather_rows(
         &self,
-        _src: View<'_>,
-        _indices: View<'_>,
-        _dst: View<'_>,
-        _cols: usize,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
     ) -> Result<()> {
-        Err(self.not_yet("gather_rows"))
+        data::gather_rows(self.context, src, indices, dst, cols)
     }
 
-    fn one_hot(&self, _indices: View<'_>, _out: View<'_>, _classes: usize) -> Result<()> {
-        Err(self.not_yet("one_hot"))
+    fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+        data::one_hot(self.context, indices, out, classes)
     }
 
     fn rnn_cell_forward(
         &self,
-        _pre: View<'_>,
-        _b_ih: View<'_>,
-        _b_hh: View<'_>,
-        _h: View<'_>,
-        _act: Activation,
-        _batch: usize,
-        _hidden: usize,
+        pre: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        h: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
     ) -> Result<()> {
-        Err(self.not_yet("rnn_cell_forward"))
+        cells::rnn_cell_forward(self.context, pre, b_ih, b_hh, h, act, batch, hidden)
     }
 
     fn lstm_cell_forward(
         &self,
-        _gates: View<'_>,
-        _c_prev: View<'_>,
-        _c: View<'_>,
-        _h: View<'_>,
-        _batch: usize,
-        _hidden: usize,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        h: View<'_>,
+        batch: usize,
+        hidden: usize,
     ) -> Result<()> {
-        Err(self.not_yet("lstm_cell_forward"))
+        cells::lstm_cell_forward(self.context, gates, c_prev, c, h, batch, hidden)
     }
 
     fn lstm_cell_backward(
         &self,
-        _gates: View<'_>,
-        _c_prev: View<'_>,
-        _c: View<'_>,
-        _dh: View<'_>,
-        _dc: View<'_>,
-        _dgates: View<'_>,
-        _batch: usize,
-        _hidden: usize,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        dh: View<'_>,
+        dc: View<'_>,
+        dgates: View<'_>,
+        batch: usize,
+        hidden: usize,
     ) -> Result<()> {
-        Err(self.not_yet("lstm_cell_backward"))
+        cells::lstm_cell_backward(
+            self.context,
+            gates,
+            c_prev,
+            c,
+            dh,
+            dc,
+            dgates,
+            batch,
+            hidden,
+        )
     }
 
     fn gru_cell_forward(
         &self,
-        _gx: View<'_>,
-        _gh: View<'_>,
-        _h_prev: View<'_>,
-        _h: View<'_>,
-        _cache: View<'_>,
-        _batch: usize,
-        _hidden: usize,
+        gx: View<'_>,
+        gh: View<'_>,
+        h_prev: View<'_>,
+        h: View<'_>,
+        cache: View<'_>,
+        batch: usize,
+        hidden: usize,
     ) -> Result<()> {
-        Err(self.not_yet("gru_cell_forward"))
+        cells::gru_cell_forward(self.context, gx, gh, h_prev, h, cache, batch, hidden)
     }
 
     fn gru_cell_backward(
         &self,
-        _cache: View<'_>,
-        _h_prev: View<'_>,
-        _dh: View<'_>,
-        _dgx: View<'_>,
-        _dgh: View<'_>,
-        _dh_prev: View<'_>,
-        _batch: usize,
-        _hidden: usize,
+        cache: View<'_>,
+        h_prev: View<'_>,
+        dh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        dh_prev: View<'_>,
+        batch: usize,
+        hidden: usize,
     ) -> Result<()> {
-        Err(self.not_yet("gru_cell_backward"))
+        cells::gru_cell_backward(
+            self.context,
+            cache,
+            h_prev,
+            dh,
+            dgx,
+            dgh,
+            dh_prev,
+            batch,
+            hidden,
+        )
     }
 
     fn sgd_step(
         &self,
-        _params: View<'_>,
-        _grads: View<'_>,
-        _velocity: View<'_>,
-        _s: SgdStep,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
     ) -> Result<()> {
-        Err(self.not_yet("sgd_step"))
+        optim::sgd_step(self.context, params, grads, velocity, s)
     }
 
     fn adam_step(
         &self,
-        _params: View<'_>,
-        _grads: View<'_>,
-        _m: View<'_>,
-        _v: View<'_>,
-        _s: AdamStep,
+        params: View<'_>,
+        grads: View<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        s: AdamStep,
     ) -> Result<()> {
-        Err(self.not_yet("adam_step"))
+        optim::adam_step(self.context, params, grads, m, v, s)
     }
 }
-const _: Option<(
-    Activation,
-    AdamStep,
-    Gemm,
-    SgdStep,
-    &Buffer,
-    View<'static>,
-    &Kernel,
-    KernelArg<'static>,
-    &KernelSource,
-    LaunchConfig,
-)> = None;

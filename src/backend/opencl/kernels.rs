@@ -1,7 +1,16 @@
-//! The built-in op-set kernel sources of this dialect, embedded at build time.
-// SKELETON: replaced by the opencl kernel sources.
+//! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
+//! time and concatenated into one translation unit.
+
+const PARTS: [&str; 6] = [
+    include_str!("../../../kernels-cl/common.cl"),
+    include_str!("../../../kernels-cl/elementwise.cl"),
+    include_str!("../../../kernels-cl/gemm.cl"),
+    include_str!("../../../kernels-cl/reduce.cl"),
+    include_str!("../../../kernels-cl/rnn.cl"),
+    include_str!("../../../kernels-cl/optim.cl"),
+];
 
 /// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).
 pub(crate) fn op_set_source() -> String {
-    String::new()
+    PARTS.join("\n")
 }

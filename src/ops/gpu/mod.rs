@@ -1,2 +1,372 @@
-//! The op set written once for every GPU backend, over [`crate::backend::Device`].
-// SKELETON: replaced by the generic GPU ops implementation.
+//! The op set written once for every GPU backend, over [`crate::backend::Device`]: each op
+//! validates its arguments (shared checks in [`crate::ops::check`]) and launches the kernels of
+//! docs/kernel-abi.md, which every dialect defines with the same names and parameters.
+
+mod elementwise;
+mod launch;
+mod linalg;
+mod nn_ops;
+mod pool;
+mod user;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::backend::Device;
+use crate::buffer::{Buffer, View};
+use crate::cache::{CacheKey, KernelCache};
+use crate::context::ContextOptions;
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
+use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep, check};
+
+use launch::Args;
+use pool::Pool;
+
+/// In-memory key of a user kernel: (SHA-256 of the source, options, entry).
+type UserKey = ([u8; 32], Vec<String>, String);
+
+/// The generic GPU op set over one device.
+pub(crate) struct GpuOps<D: Device> {
+    device: Arc<D>,
+    info: DeviceInfo,
+    context: u64,
+    pool: Arc<Pool<D>>,
+    /// The built-in op set, compiled on first use (or by `warm_up`).
+    op_set: Mutex<Option<Arc<D::Module>>>,
+    user: Mutex<HashMap<UserKey, Arc<D::Module>>>,
+}
+
+/// The op set of `device`, for a backend's `create_ops`. The options that change what runs
+/// (vendor BLAS, TF32, HIP sources through NVRTC) are applied by the backend's [`Device`]
+/// (`vendor_gemm`, `op_set_source`); the generic ops need none of them yet.
+pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+    let device = Arc::new(device);
+    Ok(Arc::new(GpuOps {
+        info: device.info().clone(),
+        context: crate::buffer::next_context_id(),
+        pool: Arc::new(Pool::new(device.clone())),
+        device,
+        op_set: Mutex::new(None),
+        user: Mutex::new(HashMap::new()),
+    }))
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Compiles (or loads from the kernel cache) `source`.
+    fn build_module(&self, source: &str, options: &[String]) -> Result<Arc<D::Module>> {
+        let compiler = self.device.compiler_identity();
+        let key = CacheKey {
+            source,
+            options,
+            device: &self.info.name,
+            arch: &self.info.arch,
+            compiler: &compiler,
+        };
+        let module = KernelCache::from_env().get_or_build(
+            &key,
+            || self.device.build(source, options),
+            |binary| self.device.load(binary),
+        )?;
+        Ok(Arc::new(module))
+    }
+
+    /// The built-in op set, compiled on first use. The lock is held while compiling so that
+    /// concurrent first uses compile once.
+    fn op_set(&self) -> Result<Arc<D::Module>> {
+        let mut slot = self.op_set.lock();
+        if let Some(m) = slot.as_ref() {
+            return Ok(m.clone());
+        }
+        log::debug!("{}: compiling the built-in op set", self.info.id);
+        let module = self.build_module(&self.device.op_set_source(), &[])?;
+        *slot = Some(module.clone());
+        Ok(module)
+    }
+
+    /// Launches built-in kernel `entry`.
+    fn run(&self, entry: &str, config: LaunchConfig, args: Args) -> Result<()> {
+        let module = self.op_set()?;
+        self.device.launch(&module, entry, &config, &args.0)
+    }
+
+    /// Rejects views of other contexts.
+    fn mine(&self, op: &str, views: &[&View<'_>]) -> Result<()> {
+        check::same_context(op, self.context, views)
+    }
+
+    fn alloc_buffer(&self, len: usize) -> Result<Buffer> {
+        pool::alloc(&self.pool, len, self.context)
+    }
+}
+
+impl<D: Device> Ops for GpuOps<D> {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn context_id(&self) -> u64 {
+        self.context
+    }
+
+    fn alloc(&self, len: usize) -> Result<Buffer> {
+        self.alloc_buffer(len)
+    }
+
+    fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
+        self.upload_impl(dst, src)
+    }
+
+    fn download(&self, src: View<'_>, dst: &mut [f32]) -> Result<()> {
+        self.download_impl(src, dst)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.device.synchronize()
+    }
+
+    fn warm_up(&self) -> Result<()> {
+        self.op_set().map(|_| ())
+    }
+
+    fn compile(&self, source: &KernelSource) -> Result<Kernel> {
+        self.compile_user(source)
+    }
+
+    fn launch(&self, kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg<'_>]) -> Result<()> {
+        self.launch_user(kernel, config, args)
+    }
+
+    fn fill(&self, x: View<'_>, value: f32) -> Result<()> {
+        self.fill_impl(x, value)
+    }
+
+    fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        self.copy_impl(src, dst)
+    }
+
+    fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
+        self.scale_impl(x, alpha)
+    }
+
+    fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
+        self.axpy_impl(alpha, x, y)
+    }
+
+    fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        self.binary("add", a, b, out)
+    }
+
+    fn mul(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        self.binary("mul", a, b, out)
+    }
+
+    fn gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
+        self.gemm_impl(g, a, b, c)
+    }
+
+    fn bias_act_forward(
+        &self,
+        z: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        self.bias_act_forward_impl(z, bias, y, act, rows, cols)
+    }
+
+    fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
+        self.activation_impl(x, y, act)
+    }
+
+    fn act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        act: Activation,
+    ) -> Result<()> {
+        self.act_backward_impl(dy, z, y, dz, act)
+    }
+
+    fn softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+        self.row_softmax("softmax", x, y, rows, cols)
+    }
+
+    fn log_softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+        self.row_softmax("log_softmax", x, y, rows, cols)
+    }
+
+    fn softmax_cross_entropy(
+        &self,
+        logits: View<'_>,
+        labels: View<'_>,
+        dlogits: View<'_>,
+        row_loss: View<'_>,
+        row_correct: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()> {
+        self.softmax_xent_impl(
+            logits,
+            labels,
+            dlogits,
+            row_loss,
+            row_correct,
+            rows,
+            cols,
+            grad_scale,
+        )
+    }
+
+    fn mse(
+        &self,
+        pred: View<'_>,
+        target: View<'_>,
+        dpred: View<'_>,
+        row_loss: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()> {
+        self.mse_impl(pred, target, dpred, row_loss, rows, cols, grad_scale)
+    }
+
+    fn sum_rows(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
+        self.sum_rows_impl(x, out, rows, cols, beta)
+    }
+
+    fn sum_cols(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
+        self.sum_cols_impl(x, out, rows, cols, beta)
+    }
+
+    fn sum_all(&self, x: View<'_>, out: View<'_>, beta: f32) -> Result<()> {
+        self.sum_all_impl(x, out, beta)
+    }
+
+    fn clip_grad_norm(&self, grads: View<'_>, max_norm: f32, norm_out: View<'_>) -> Result<()> {
+        self.clip_grad_norm_impl(grads, max_norm, norm_out)
+    }
+
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        self.gather_rows_impl(src, indices, dst, cols)
+    }
+
+    fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+        self.one_hot_impl(indices, out, classes)
+    }
+
+    fn rnn_cell_forward(
+        &self,
+        pre: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        h: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.rnn_cell_forward_impl(pre, b_ih, b_hh, h, act, batch, hidden)
+    }
+
+    fn lstm_cell_forward(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        h: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.lstm_cell_forward_impl(gates, c_prev, c, h, batch, hidden)
+    }
+
+    fn lstm_cell_backward(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        dh: View<'_>,
+        dc: View<'_>,
+        dgates: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.lstm_cell_backward_impl(gates, c_prev, c, dh, dc, dgates, batch, hidden)
+    }
+
+    fn gru_cell_forward(
+        &self,
+        gx: View<'_>,
+        gh: View<'_>,
+        h_prev: View<'_>,
+        h: View<'_>,
+        cache: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.gru_cell_forward_impl(gx, gh, h_prev, h, cache, batch, hidden)
+    }
+
+    fn gru_cell_backward(
+        &self,
+        cache: View<'_>,
+        h_prev: View<'_>,
+        dh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        dh_prev: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.gru_cell_backward_impl(cache, h_prev, dh, dgx, dgh, dh_prev, batch, hidden)
+    }
+
+    fn sgd_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+    ) -> Result<()> {
+        self.sgd_step_impl(params, grads, velocity, s)
+    }
+
+    fn adam_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        s: AdamStep,
+    ) -> Result<()> {
+        self.adam_step_impl(params, grads, m, v, s)
+    }
+}

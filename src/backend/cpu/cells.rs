@@ -1,0 +1,268 @@
+//! Recurrent cell steps (Elman, LSTM, GRU), one batch row per task unit. The GEMMs around them
+//! are ordinary `gemm` calls; these fuse everything elementwise in a step.
+//!
+//! Rayon only splits when a task would get at least `min_rows` rows, so small batches run on the
+//! calling thread without a separate sequential path.
+
+use rayon::prelude::*;
+
+use super::access::{Src, lock, lock_inplace};
+use super::activation::{sigmoid, with_act};
+use super::par::min_rows;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::{Activation, check};
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rnn_cell_forward(
+    ctx: u64,
+    pre: View<'_>,
+    b_ih: View<'_>,
+    b_hh: View<'_>,
+    h: View<'_>,
+    act: Activation,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let op = "rnn_cell_forward";
+    let n = check::area(op, batch, hidden)?;
+    check::len(op, "pre", &pre, n)?;
+    check::len(op, "b_ih", &b_ih, hidden)?;
+    check::len(op, "b_hh", &b_hh, hidden)?;
+    check::len(op, "h", &h, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let ins = [pre, b_ih, b_hh];
+    lock_inplace(op, ctx, ins, [h], 0b001, |[pre, bi, bh], [h]| {
+        let (Src::Slice(bi), Src::Slice(bh)) = (bi, bh) else {
+            return;
+        };
+        let min = min_rows(hidden);
+        with_act!(act, f => match pre {
+            Src::Out => h.par_chunks_mut(hidden).with_min_len(min).for_each(|hr| {
+                for ((v, &a), &b) in hr.iter_mut().zip(bi).zip(bh) {
+                    *v = f(*v + a + b);
+                }
+            }),
+            Src::Slice(pre) => h
+                .par_chunks_mut(hidden)
+                .zip(pre.par_chunks(hidden))
+                .with_min_len(min)
+                .for_each(|(hr, pr)| {
+                    for (((v, &p), &a), &b) in hr.iter_mut().zip(pr).zip(bi).zip(bh) {
+                        *v = f(p + a + b);
+                    }
+                }),
+        })
+    })
+}
+
+/// Splits a row of `k * hidden` gate values into its `hidden`-wide gate blocks.
+fn gate_blocks<const K: usize>(row: &mut [f32], hidden: usize) -> [&mut [f32]; K] {
+    let mut rest = row;
+    std::array::from_fn(|_| {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(hidden);
+        rest = tail;
+        head
+    })
+}
+
+pub(super) fn lstm_cell_forward(
+    ctx: u64,
+    gates: View<'_>,
+    c_prev: View<'_>,
+    c: View<'_>,
+    h: View<'_>,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let op = "lstm_cell_forward";
+    let n = check::area(op, batch, hidden)?;
+    check::len(op, "gates", &gates, check::area(op, n, 4)?)?;
+    check::len(op, "c_prev", &c_prev, n)?;
+    check::len(op, "c", &c, n)?;
+    check::len(op, "h", &h, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    lock(op, ctx, [c_prev], [gates, c, h], |[cp], [g, c, h]| {
+        g.par_chunks_mut(4 * hidden)
+            .zip(cp.par_chunks(hidden))
+            .zip(c.par_chunks_mut(hidden))
+            .zip(h.par_chunks_mut(hidden))
+            .with_min_len(min_rows(6 * hidden))
+            .for_each(|(((gr, cpr), cr), hr)| {
+                let [gi, gf, gg, go] = gate_blocks::<4>(gr, hidden);
+                for j in 0..hidden {
+                    let i = sigmoid(gi[j]);
+                    let f = sigmoid(gf[j]);
+                    let g = gg[j].tanh();
+                    let o = sigmoid(go[j]);
+                    (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+                    let cv = f * cpr[j] + i * g;
+                    cr[j] = cv;
+                    hr[j] = o * cv.tanh();
+                }
+            });
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn lstm_cell_backward(
+    ctx: u64,
+    gates: View<'_>,
+    c_prev: View<'_>,
+    c: View<'_>,
+    dh: View<'_>,
+    dc: View<'_>,
+    dgates: View<'_>,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let op = "lstm_cell_backward";
+    let n = check::area(op, batch, hidden)?;
+    let n4 = check::area(op, n, 4)?;
+    check::len(op, "gates", &gates, n4)?;
+    check::len(op, "c_prev", &c_prev, n)?;
+    check::len(op, "c", &c, n)?;
+    check::len(op, "dh", &dh, n)?;
+    check::len(op, "dc", &dc, n)?;
+    check::len(op, "dgates", &dgates, n4)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let ins = [gates, c_prev, c, dh];
+    lock(op, ctx, ins, [dc, dgates], |[g, cp, c, dh], [dc, dg]| {
+        dg.par_chunks_mut(4 * hidden)
+            .zip(dc.par_chunks_mut(hidden))
+            .zip(g.par_chunks(4 * hidden))
+            .zip(cp.par_chunks(hidden))
+            .zip(c.par_chunks(hidden))
+            .zip(dh.par_chunks(hidden))
+            .with_min_len(min_rows(10 * hidden))
+            .for_each(|(((((dgr, dcr), gr), cpr), cr), dhr)| {
+                let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
+                let (gi, rest) = gr.split_at(hidden);
+                let (gf, rest) = rest.split_at(hidden);
+                let (gg, go) = rest.split_at(hidden);
+                for j in 0..hidden {
+                    let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+                    let tc = cr[j].tanh();
+                    let dct = dcr[j] + dhr[j] * o * (1.0 - tc * tc);
+                    di[j] = dct * g * i * (1.0 - i);
+                    df[j] = dct * cpr[j] * f * (1.0 - f);
+                    dgg[j] = dct * i * (1.0 - g * g);
+                    d_o[j] = dhr[j] * tc * o * (1.0 - o);
+                    dcr[j] = dct * f;
+                }
+            });
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gru_cell_forward(
+    ctx: u64,
+    gx: View<'_>,
+    gh: View<'_>,
+    h_prev: View<'_>,
+    h: View<'_>,
+    cache: View<'_>,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let op = "gru_cell_forward";
+    let n = check::area(op, batch, hidden)?;
+    let n3 = check::area(op, n, 3)?;
+    check::len(op, "gx", &gx, n3)?;
+    check::len(op, "gh", &gh, n3)?;
+    check::len(op, "h_prev", &h_prev, n)?;
+    check::len(op, "h", &h, n)?;
+    check::len(op, "cache", &cache, check::area(op, n, 4)?)?;
+    if n == 0 {
+        return Ok(());
+    }
+    lock(
+        op,
+        ctx,
+        [gx, gh, h_prev],
+        [h, cache],
+        |[gx, gh, hp], [h, cache]| {
+            h.par_chunks_mut(hidden)
+                .zip(cache.par_chunks_mut(4 * hidden))
+                .zip(gx.par_chunks(3 * hidden))
+                .zip(gh.par_chunks(3 * hidden))
+                .zip(hp.par_chunks(hidden))
+                .with_min_len(min_rows(12 * hidden))
+                .for_each(|((((hr, cr), gxr), ghr), hpr)| {
+                    let [cr_r, cr_z, cr_n, cr_ghn] = gate_blocks::<4>(cr, hidden);
+                    for j in 0..hidden {
+                        let r = sigmoid(gxr[j] + ghr[j]);
+                        let z = sigmoid(gxr[hidden + j] + ghr[hidden + j]);
+                        let ghn = ghr[2 * hidden + j];
+                        let nv = (gxr[2 * hidden + j] + r * ghn).tanh();
+                        hr[j] = (1.0 - z) * nv + z * hpr[j];
+                        (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j]) = (r, z, nv, ghn);
+                    }
+                });
+        },
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gru_cell_backward(
+    ctx: u64,
+    cache: View<'_>,
+    h_prev: View<'_>,
+    dh: View<'_>,
+    dgx: View<'_>,
+    dgh: View<'_>,
+    dh_prev: View<'_>,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let op = "gru_cell_backward";
+    let n = check::area(op, batch, hidden)?;
+    let n3 = check::area(op, n, 3)?;
+    check::len(op, "cache", &cache, check::area(op, n, 4)?)?;
+    check::len(op, "h_prev", &h_prev, n)?;
+    check::len(op, "dh", &dh, n)?;
+    check::len(op, "dgx", &dgx, n3)?;
+    check::len(op, "dgh", &dgh, n3)?;
+    check::len(op, "dh_prev", &dh_prev, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    let ins = [cache, h_prev, dh];
+    let outs = [dgx, dgh, dh_prev];
+    lock(op, ctx, ins, outs, |[cache, hp, dh], [dgx, dgh, dhp]| {
+        dgx.par_chunks_mut(3 * hidden)
+            .zip(dgh.par_chunks_mut(3 * hidden))
+            .zip(dhp.par_chunks_mut(hidden))
+            .zip(cache.par_chunks(4 * hidden))
+            .zip(hp.par_chunks(hidden))
+            .zip(dh.par_chunks(hidden))
+            .with_min_len(min_rows(14 * hidden))
+            .for_each(|(((((dxr, dhr_g), dhpr), cr), hpr), dhr)| {
+                let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
+                let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
+                for j in 0..hidden {
+                    let r = cr[j];
+                    let z = cr[hidden + j];
+                    let nv = cr[2 * hidden + j];
+                    let ghn = cr[3 * hidden + j];
+                    let d = dhr[j];
+                    let dn = d * (1.0 - z) * (1.0 - nv * nv);
+                    let dz = d * (hpr[j] - nv) * z * (1.0 - z);
+                    let dr = dn * ghn * r * (1.0 - r);
+                    dx_r[j] = dr;
+                    dh_r[j] = dr;
+                    dx_z[j] = dz;
+                    dh_z[j] = dz;
+                    dx_n[j] = dn;
+                    dh_n[j] = dn * r;
+                    dhpr[j] = d * z;
+                }
+            });
+    })
+}

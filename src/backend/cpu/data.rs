@@ -1,0 +1,90 @@
+//! Data movement: gathering rows by index (embedding lookups, batch assembly) and one-hot rows.
+
+use rayon::prelude::*;
+
+use super::access::lock;
+use super::par::{PAR_MIN, min_rows};
+use crate::buffer::View;
+use crate::error::{Error, Result};
+use crate::ops::check;
+
+/// The row an f32 index names, if it is an integer in `0..rows`.
+fn row_index(v: f32, rows: usize) -> Option<usize> {
+    (v >= 0.0 && v < rows as f32 && v.fract() == 0.0).then_some(v as usize)
+}
+
+pub(super) fn gather_rows(
+    ctx: u64,
+    src: View<'_>,
+    indices: View<'_>,
+    dst: View<'_>,
+    cols: usize,
+) -> Result<()> {
+    let op = "gather_rows";
+    let n = check::area(op, indices.len(), cols)?;
+    check::len(op, "dst", &dst, n)?;
+    if cols == 0 {
+        return lock(op, ctx, [src, indices], [dst], |_, _| ());
+    }
+    if src.len() % cols != 0 {
+        return Err(Error::shape(
+            op,
+            format!(
+                "src has {} elements, not a multiple of {cols} columns",
+                src.len()
+            ),
+        ));
+    }
+    let src_rows = src.len() / cols;
+    lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
+        // Validate every index before writing anything, so a bad one leaves `dst` untouched.
+        if let Some((i, &v)) = idx
+            .iter()
+            .enumerate()
+            .find(|&(_, &v)| row_index(v, src_rows).is_none())
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: index {v} at position {i} is not a row of a {src_rows}-row source"
+            )));
+        }
+        let body = |(d, &v): (&mut [f32], &f32)| {
+            let r = v as usize;
+            d.copy_from_slice(&src[r * cols..(r + 1) * cols]);
+        };
+        if n < PAR_MIN {
+            dst.chunks_mut(cols).zip(idx).for_each(body);
+        } else {
+            dst.par_chunks_mut(cols)
+                .zip(idx.par_iter())
+                .with_min_len(min_rows(cols))
+                .for_each(body);
+        }
+        Ok(())
+    })?
+}
+
+pub(super) fn one_hot(ctx: u64, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+    let op = "one_hot";
+    let n = check::area(op, indices.len(), classes)?;
+    check::len(op, "out", &out, n)?;
+    if classes == 0 {
+        return lock(op, ctx, [indices], [out], |_, _| ());
+    }
+    lock(op, ctx, [indices], [out], |[idx], [out]| {
+        // An index outside 0..classes gives an all-zero row, as the GPU kernels' comparison does.
+        let body = |(o, &v): (&mut [f32], &f32)| {
+            o.fill(0.0);
+            if let Some(c) = row_index(v, classes) {
+                o[c] = 1.0;
+            }
+        };
+        if n < PAR_MIN {
+            out.chunks_mut(classes).zip(idx).for_each(body);
+        } else {
+            out.par_chunks_mut(classes)
+                .zip(idx.par_iter())
+                .with_min_len(min_rows(classes))
+                .for_each(body);
+        }
+    })
+}

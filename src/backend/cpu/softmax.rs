@@ -1,0 +1,225 @@
+//! Row-wise softmax and log-softmax, the fused softmax cross-entropy, and MSE.
+//! Every exponential is taken of `x - max(row)`, so no row overflows.
+
+use rayon::prelude::*;
+
+use super::access::{Src, lock, lock_inplace};
+use super::activation::rows_of;
+use super::par::{PAR_MIN, min_rows};
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::check;
+
+fn row_max(x: &[f32]) -> f32 {
+    x.iter().copied().fold(f32::NEG_INFINITY, f32::max)
+}
+
+/// `row = exp(row - max)` in place; returns the sum of the exponentials.
+fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
+    let mut sum = 0.0f32;
+    for v in row.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    sum
+}
+
+fn softmax_row(row: &mut [f32]) {
+    let max = row_max(row);
+    let inv = 1.0 / exp_shifted(row, max);
+    row.iter_mut().for_each(|v| *v *= inv);
+}
+
+fn log_softmax_row(row: &mut [f32]) {
+    let max = row_max(row);
+    let sum: f32 = row.iter().map(|&v| (v - max).exp()).sum();
+    let shift = max + sum.ln();
+    row.iter_mut().for_each(|v| *v -= shift);
+}
+
+/// Runs a row function over `y`, copying each row of `x` into it first unless it runs in place.
+fn row_op(
+    op: &str,
+    ctx: u64,
+    x: View<'_>,
+    y: View<'_>,
+    rows: usize,
+    cols: usize,
+    f: fn(&mut [f32]),
+) -> Result<()> {
+    let n = check::area(op, rows, cols)?;
+    check::len(op, "x", &x, n)?;
+    check::len(op, "y", &y, n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    lock_inplace(op, ctx, [x], [y], 0b1, |[x], [y]| match x {
+        Src::Out => rows_of(y, cols, f),
+        Src::Slice(x) => {
+            let body = |(yr, xr): (&mut [f32], &[f32])| {
+                yr.copy_from_slice(xr);
+                f(yr)
+            };
+            if n < PAR_MIN {
+                y.chunks_mut(cols).zip(x.chunks(cols)).for_each(body);
+            } else {
+                y.par_chunks_mut(cols)
+                    .zip(x.par_chunks(cols))
+                    .with_min_len(min_rows(cols))
+                    .for_each(body);
+            }
+        }
+    })
+}
+
+pub(super) fn softmax(ctx: u64, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+    row_op("softmax", ctx, x, y, rows, cols, softmax_row)
+}
+
+pub(super) fn log_softmax(
+    ctx: u64,
+    x: View<'_>,
+    y: View<'_>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    row_op("log_softmax", ctx, x, y, rows, cols, log_softmax_row)
+}
+
+/// The class index an f32 label names, if it is an integer in `0..cols`.
+fn label_index(label: f32, cols: usize) -> Option<usize> {
+    (label >= 0.0 && label < cols as f32 && label.fract() == 0.0).then_some(label as usize)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn softmax_cross_entropy(
+    ctx: u64,
+    logits: View<'_>,
+    labels: View<'_>,
+    dlogits: View<'_>,
+    row_loss: View<'_>,
+    row_correct: View<'_>,
+    rows: usize,
+    cols: usize,
+    grad_scale: f32,
+) -> Result<()> {
+    let op = "softmax_cross_entropy";
+    let n = check::area(op, rows, cols)?;
+    check::len(op, "logits", &logits, n)?;
+    check::len(op, "labels", &labels, rows)?;
+    check::len(op, "dlogits", &dlogits, n)?;
+    check::len(op, "row_loss", &row_loss, rows)?;
+    check::len(op, "row_correct", &row_correct, rows)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    if cols == 0 {
+        return Err(crate::Error::shape(op, "zero classes"));
+    }
+    let ins = [logits, labels];
+    let outs = [dlogits, row_loss, row_correct];
+    lock(op, ctx, ins, outs, |[x, labels], [dx, loss, correct]| {
+        let body =
+            |((((xr, dr), &label), l), c): ((((&[f32], &mut [f32]), &f32), &mut f32), &mut f32)| {
+                // Arg-max with the first maximum winning ties, fused with the row max.
+                let mut max = f32::NEG_INFINITY;
+                let mut arg = 0;
+                for (j, &v) in xr.iter().enumerate() {
+                    if v > max {
+                        max = v;
+                        arg = j;
+                    }
+                }
+                dr.copy_from_slice(xr);
+                let sum = exp_shifted(dr, max);
+                let lse = max + sum.ln();
+                let scale = grad_scale / sum;
+                dr.iter_mut().for_each(|v| *v *= scale);
+                match label_index(label, cols) {
+                    Some(t) => {
+                        *l = lse - xr[t];
+                        *c = if arg == t { 1.0 } else { 0.0 };
+                        dr[t] -= grad_scale;
+                    }
+                    None => {
+                        *l = f32::NAN;
+                        *c = 0.0;
+                    }
+                }
+            };
+        if n < PAR_MIN {
+            x.chunks(cols)
+                .zip(dx.chunks_mut(cols))
+                .zip(labels)
+                .zip(loss.iter_mut())
+                .zip(correct.iter_mut())
+                .for_each(body);
+        } else {
+            x.par_chunks(cols)
+                .zip(dx.par_chunks_mut(cols))
+                .zip(labels.par_iter())
+                .zip(loss.par_iter_mut())
+                .zip(correct.par_iter_mut())
+                .with_min_len(min_rows(cols))
+                .for_each(body);
+        }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mse(
+    ctx: u64,
+    pred: View<'_>,
+    target: View<'_>,
+    dpred: View<'_>,
+    row_loss: View<'_>,
+    rows: usize,
+    cols: usize,
+    grad_scale: f32,
+) -> Result<()> {
+    let op = "mse";
+    let n = check::area(op, rows, cols)?;
+    check::len(op, "pred", &pred, n)?;
+    check::len(op, "target", &target, n)?;
+    check::len(op, "dpred", &dpred, n)?;
+    check::len(op, "row_loss", &row_loss, rows)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    if cols == 0 {
+        return Err(crate::Error::shape(op, "zero columns"));
+    }
+    let inv = 1.0 / cols as f32;
+    let g = 2.0 * grad_scale * inv;
+    lock(
+        op,
+        ctx,
+        [pred, target],
+        [dpred, row_loss],
+        |[p, t], [dp, loss]| {
+            let body = |(((pr, tr), dr), l): (((&[f32], &[f32]), &mut [f32]), &mut f32)| {
+                let mut sq = 0.0f32;
+                for ((d, &p), &t) in dr.iter_mut().zip(pr).zip(tr) {
+                    let e = p - t;
+                    sq += e * e;
+                    *d = g * e;
+                }
+                *l = sq * inv;
+            };
+            if n < PAR_MIN {
+                p.chunks(cols)
+                    .zip(t.chunks(cols))
+                    .zip(dp.chunks_mut(cols))
+                    .zip(loss.iter_mut())
+                    .for_each(body);
+            } else {
+                p.par_chunks(cols)
+                    .zip(t.par_chunks(cols))
+                    .zip(dp.par_chunks_mut(cols))
+                    .zip(loss.par_iter_mut())
+                    .with_min_len(min_rows(cols))
+                    .for_each(body);
+            }
+        },
+    )
+}

@@ -1,0 +1,153 @@
+//! [`ClDevice`]: one OpenCL device with its context and in-order queue, implementing
+//! [`Device`]. Memory lives in `memory.rs`, compilation and launches in `launch.rs`.
+
+use std::collections::HashMap;
+
+use opencl3::command_queue::CommandQueue;
+use opencl3::context::Context;
+use opencl3::device::Device as ClDeviceHandle;
+use opencl3::platform::Platform;
+use parking_lot::Mutex;
+
+use super::error::cl_error;
+use super::launch::ClModule;
+use crate::backend::{Device, DevicePtr, RawArg};
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::kernel::{Dialect, LaunchConfig};
+
+/// One OpenCL device: its context, one in-order command queue, and the live allocations.
+pub(crate) struct ClDevice {
+    pub(super) info: DeviceInfo,
+    pub(super) device: ClDeviceHandle,
+    pub(super) context: Context,
+    pub(super) queue: CommandQueue,
+    /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`: OpenCL allocates lazily, so larger requests are refused
+    /// up front rather than failing at first use.
+    pub(super) max_alloc: u64,
+    /// Live allocations (handle -> bytes): `free` releases only handles it handed out, and
+    /// `memory_info` derives the free memory OpenCL does not report.
+    pub(super) live: Mutex<HashMap<DevicePtr, usize>>,
+    identity: String,
+}
+
+impl ClDevice {
+    /// Opens `device` of `platform`: a context and an in-order queue.
+    pub(crate) fn open(
+        info: DeviceInfo,
+        platform: &Platform,
+        device: ClDeviceHandle,
+    ) -> Result<Self> {
+        let context =
+            Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
+        // Properties 0: in-order, no profiling.
+        let queue = CommandQueue::create_default(&context, 0)
+            .map_err(|e| cl_error("clCreateCommandQueue", e.0))?;
+        let max_alloc = device
+            .max_mem_alloc_size()
+            .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", e.0))?;
+        let identity = format!(
+            "{} {}; {}; driver {}; {}",
+            platform.name().unwrap_or_default(),
+            platform.version().unwrap_or_default(),
+            info.name,
+            info.driver,
+            info.arch
+        );
+        Ok(ClDevice {
+            info,
+            device,
+            context,
+            queue,
+            max_alloc,
+            live: Mutex::new(HashMap::new()),
+            identity,
+        })
+    }
+}
+
+impl Device for ClDevice {
+    type Module = ClModule;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn dialect(&self) -> Dialect {
+        Dialect::OpenCl
+    }
+
+    fn op_set_source(&self) -> String {
+        super::kernels::op_set_source()
+    }
+
+    fn compiler_identity(&self) -> String {
+        self.identity.clone()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        self.alloc_buffer(bytes)
+    }
+
+    fn free(&self, ptr: DevicePtr) {
+        self.free_buffer(ptr)
+    }
+
+    fn memory_info(&self) -> Result<(u64, u64)> {
+        let used: u64 = self.live.lock().values().map(|&b| b as u64).sum();
+        Ok((self.info.memory.saturating_sub(used), self.info.memory))
+    }
+
+    fn write(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        self.write_buffer(dst, offset, src)
+    }
+
+    fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.read_buffer(src, offset, dst)
+    }
+
+    fn copy(
+        &self,
+        src: DevicePtr,
+        src_offset: usize,
+        dst: DevicePtr,
+        dst_offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        self.copy_buffer(src, src_offset, dst, dst_offset, bytes)
+    }
+
+    fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, ClModule)> {
+        self.build_program(source, options)
+    }
+
+    fn load(&self, binary: &[u8]) -> Result<ClModule> {
+        self.load_program(binary)
+    }
+
+    fn launch(
+        &self,
+        module: &ClModule,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Result<()> {
+        self.launch_kernel(module, entry, config, args)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
+    }
+}
+
+impl Drop for ClDevice {
+    fn drop(&mut self) {
+        // Buffers still alive here were leaked by their owner (the pool frees its blocks
+        // before it lets go of the device); release them with the context.
+        let _ = self.queue.finish();
+        let live: Vec<DevicePtr> = self.live.lock().keys().copied().collect();
+        for ptr in live {
+            self.free_buffer(ptr);
+        }
+    }
+}

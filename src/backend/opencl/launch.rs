@@ -1,0 +1,190 @@
+//! Programs and launches: `clBuildProgram` with the full log on failure, program binaries for
+//! the disk cache, and `clEnqueueNDRangeKernel`.
+
+use std::collections::HashMap;
+use std::ptr;
+
+use opencl3::command_queue::enqueue_nd_range_kernel;
+use opencl3::error_codes::ClError;
+use opencl3::kernel::{Kernel, create_program_kernels};
+use opencl3::program::Program;
+use opencl3::types::cl_mem;
+use parking_lot::Mutex;
+
+use super::device::ClDevice;
+use super::error::{cl_error, is_out_of_memory, status_name};
+use super::memory::{as_mem, release};
+use crate::backend::RawArg;
+use crate::error::{Error, Result};
+use crate::kernel::LaunchConfig;
+
+/// A built program and every kernel in it, created once.
+pub(crate) struct ClModule {
+    _program: Program,
+    /// `clSetKernelArg` mutates the kernel object, so each is used under its own lock from
+    /// setting the arguments until the launch is enqueued.
+    kernels: HashMap<String, Mutex<Kernel>>,
+}
+
+impl ClDevice {
+    fn kernels_of(&self, program: Program) -> Result<ClModule> {
+        let list = create_program_kernels(&program)
+            .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?;
+        let mut kernels = HashMap::with_capacity(list.len());
+        for k in list {
+            let name = k
+                .function_name()
+                .map_err(|e| cl_error("clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)", e.0))?;
+            kernels.insert(name, Mutex::new(k));
+        }
+        Ok(ClModule {
+            _program: program,
+            kernels,
+        })
+    }
+
+    fn compile_error(&self, program: &Program, code: ClError) -> Error {
+        let log = program.get_build_log(self.device.id()).unwrap_or_default();
+        Error::Compile {
+            device: self.info.name.clone(),
+            log: format!(
+                "clBuildProgram: {} ({})\n{}",
+                status_name(code.0),
+                code.0,
+                log.trim_end_matches('\0')
+            ),
+        }
+    }
+
+    pub(super) fn build_program(
+        &self,
+        source: &str,
+        options: &[String],
+    ) -> Result<(Vec<u8>, ClModule)> {
+        let opts = options.join(" ");
+        // opencl3 hands options over as a C string.
+        if opts.contains('\0') || source.contains('\0') {
+            return Err(Error::InvalidArgument(
+                "OpenCL source and options must not contain NUL bytes".into(),
+            ));
+        }
+        let mut program = Program::create_from_source(&self.context, source)
+            .map_err(|e| cl_error("clCreateProgramWithSource", e.0))?;
+        if let Err(code) = program.build(&[self.device.id()], &opts) {
+            return Err(self.compile_error(&program, code));
+        }
+        let binary = program
+            .get_binaries()
+            .map_err(|e| cl_error("clGetProgramInfo(CL_PROGRAM_BINARIES)", e.0))?
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        let module = self.kernels_of(program)?;
+        Ok((binary, module))
+    }
+
+    pub(super) fn load_program(&self, binary: &[u8]) -> Result<ClModule> {
+        if binary.is_empty() {
+            return Err(Error::InvalidArgument("empty OpenCL program binary".into()));
+        }
+        // SAFETY: one device and one binary, as the call requires; the driver validates the
+        // binary and reports a bad one as an error status.
+        let mut program =
+            unsafe { Program::create_from_binary(&self.context, &[self.device.id()], &[binary]) }
+                .map_err(|e| cl_error("clCreateProgramWithBinary", e.0))?;
+        if let Err(code) = program.build(&[self.device.id()], "") {
+            return Err(self.compile_error(&program, code));
+        }
+        self.kernels_of(program)
+    }
+
+    pub(super) fn launch_kernel(
+        &self,
+        module: &ClModule,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Result<()> {
+        let kernel = module.kernels.get(entry).ok_or_else(|| {
+            Error::InvalidArgument(format!("no kernel named '{entry}' in the OpenCL program"))
+        })?;
+        {
+            let live = self.live.lock();
+            for a in args {
+                if let RawArg::Ptr(p) = a {
+                    if !live.contains_key(p) {
+                        return Err(Error::InvalidArgument(format!(
+                            "{entry}: {p:#x} is not a buffer of this OpenCL device"
+                        )));
+                    }
+                }
+            }
+        }
+        let mut global = [0usize; 3];
+        let mut local = [0usize; 3];
+        for d in 0..3 {
+            local[d] = config.block[d].max(1) as usize;
+            global[d] = config.grid[d].max(1) as usize * local[d];
+        }
+        let kernel = kernel.lock();
+        for (i, a) in args.iter().enumerate() {
+            let index = i as u32;
+            // SAFETY: each value has the size and type of the parameter the kernel ABI gives
+            // at this index (a `cl_mem` handle checked live above, or a scalar); the driver
+            // checks the size and reports a mismatch as an error status.
+            let set = unsafe {
+                match *a {
+                    RawArg::Ptr(p) => kernel.set_arg(index, &(as_mem(p) as cl_mem)),
+                    RawArg::F32(v) => kernel.set_arg(index, &v),
+                    RawArg::U32(v) => kernel.set_arg(index, &v),
+                    RawArg::I32(v) => kernel.set_arg(index, &v),
+                    RawArg::U64(v) => kernel.set_arg(index, &v),
+                }
+            };
+            set.map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "{entry}: argument {i} ({a:?}) rejected: {} ({})",
+                    status_name(e.0),
+                    e.0
+                ))
+            })?;
+        }
+        if config.shared_bytes > 0 {
+            // Dynamic local memory is a trailing `__local` parameter in OpenCL.
+            // SAFETY: a local-memory argument carries only a size.
+            unsafe { kernel.set_arg_local_buffer(args.len() as u32, config.shared_bytes as usize) }
+                .map_err(|e| cl_error("clSetKernelArg(__local)", e.0))?;
+        }
+        // SAFETY: the kernel's arguments are all set (above) while its lock is held; the
+        // work sizes are three-element arrays that live through the call.
+        let event = unsafe {
+            enqueue_nd_range_kernel(
+                self.queue.get(),
+                kernel.get(),
+                3,
+                ptr::null(),
+                global.as_ptr(),
+                local.as_ptr(),
+                0,
+                ptr::null(),
+            )
+        };
+        match event {
+            Ok(event) => {
+                release(event);
+                Ok(())
+            }
+            Err(code)
+                if is_out_of_memory(code) && code != opencl3::error_codes::CL_OUT_OF_RESOURCES =>
+            {
+                Err(Error::OutOfMemory {
+                    device: self.info.name.clone(),
+                    requested: 0,
+                    free: 0,
+                    total: self.info.memory as usize,
+                })
+            }
+            Err(code) => Err(cl_error(&format!("clEnqueueNDRangeKernel({entry})"), code)),
+        }
+    }
+}

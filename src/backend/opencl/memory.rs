@@ -1,0 +1,184 @@
+//! Buffers: `cl_mem` handles carried as [`DevicePtr`] integers, and the transfers between them.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use opencl3::command_queue::{
+    CL_BLOCKING, enqueue_copy_buffer, enqueue_read_buffer, enqueue_write_buffer,
+};
+use opencl3::event::release_event;
+use opencl3::memory::{CL_MEM_READ_WRITE, create_buffer, release_mem_object};
+use opencl3::types::{cl_event, cl_int, cl_mem};
+
+use super::device::ClDevice;
+use super::error::{cl_error, is_out_of_memory};
+use crate::backend::DevicePtr;
+use crate::error::{Error, Result};
+
+/// Turns a handle back into the `cl_mem` it was made from.
+pub(super) fn as_mem(ptr: DevicePtr) -> cl_mem {
+    ptr as usize as cl_mem
+}
+
+/// Drops the event every enqueue returns; the command itself is unaffected.
+pub(super) fn release(event: cl_event) {
+    // SAFETY: `event` was just returned by a successful enqueue call and is released exactly
+    // once, here.
+    let _ = unsafe { release_event(event) };
+}
+
+impl ClDevice {
+    fn out_of_memory(&self, requested: usize) -> Error {
+        let total = self.info.memory as usize;
+        let used: usize = self.live.lock().values().sum();
+        Error::OutOfMemory {
+            device: self.info.name.clone(),
+            requested,
+            free: total.saturating_sub(used),
+            total,
+        }
+    }
+
+    /// An error for a failed transfer: allocation statuses are out-of-memory (buffers are
+    /// materialized lazily, at their first use).
+    fn transfer_error(&self, call: &str, code: cl_int, bytes: usize) -> Error {
+        if is_out_of_memory(code) {
+            self.out_of_memory(bytes)
+        } else {
+            cl_error(call, code)
+        }
+    }
+
+    pub(super) fn alloc_buffer(&self, bytes: usize) -> Result<DevicePtr> {
+        if bytes as u64 > self.max_alloc {
+            return Err(self.out_of_memory(bytes));
+        }
+        // clCreateBuffer rejects size 0; an empty buffer still needs a handle.
+        let size = bytes.max(4);
+        // SAFETY: the context is valid for the life of `self`; no host pointer is passed, so
+        // the driver owns the storage.
+        let mem =
+            unsafe { create_buffer(self.context.get(), CL_MEM_READ_WRITE, size, ptr::null_mut()) };
+        match mem {
+            Ok(mem) => {
+                let handle = mem as usize as DevicePtr;
+                self.live.lock().insert(handle, size);
+                Ok(handle)
+            }
+            Err(code) if is_out_of_memory(code) => Err(self.out_of_memory(bytes)),
+            Err(code) => Err(cl_error("clCreateBuffer", code)),
+        }
+    }
+
+    pub(super) fn free_buffer(&self, handle: DevicePtr) {
+        if self.live.lock().remove(&handle).is_none() {
+            log::warn!("opencl: free of unknown buffer handle {handle:#x} ignored");
+            return;
+        }
+        // SAFETY: the handle came from `alloc_buffer` and was still live (just removed from
+        // the table, so it is released once). Queued commands keep their own reference.
+        if let Err(code) = unsafe { release_mem_object(as_mem(handle)) } {
+            log::warn!("opencl: clReleaseMemObject failed: {}", cl_error("", code));
+        }
+    }
+
+    fn check_range(
+        &self,
+        call: &str,
+        handle: DevicePtr,
+        offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        let size = self.live.lock().get(&handle).copied();
+        match size {
+            Some(size) if offset.checked_add(bytes).is_some_and(|end| end <= size) => Ok(()),
+            Some(size) => Err(Error::InvalidArgument(format!(
+                "{call}: range {offset}+{bytes} outside a buffer of {size} bytes"
+            ))),
+            None => Err(Error::InvalidArgument(format!(
+                "{call}: {handle:#x} is not a buffer of this OpenCL device"
+            ))),
+        }
+    }
+
+    pub(super) fn write_buffer(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.check_range("clEnqueueWriteBuffer", dst, offset, src.len())?;
+        // SAFETY: `dst` is a live buffer with `offset + len` in range (checked above); the
+        // write is blocking, so `src` outlives the driver's use of it.
+        let event = unsafe {
+            enqueue_write_buffer(
+                self.queue.get(),
+                as_mem(dst),
+                CL_BLOCKING,
+                offset,
+                src.len(),
+                src.as_ptr() as *const c_void,
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|c| self.transfer_error("clEnqueueWriteBuffer", c, src.len()))?;
+        release(event);
+        Ok(())
+    }
+
+    pub(super) fn read_buffer(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
+        if dst.is_empty() {
+            return self.queue.finish().map_err(|e| cl_error("clFinish", e.0));
+        }
+        self.check_range("clEnqueueReadBuffer", src, offset, dst.len())?;
+        // SAFETY: `src` is a live buffer with the range checked above; the read is blocking
+        // (and the queue in order, so earlier work has finished) and `dst` is exclusively
+        // borrowed for its whole length.
+        let event = unsafe {
+            enqueue_read_buffer(
+                self.queue.get(),
+                as_mem(src),
+                CL_BLOCKING,
+                offset,
+                dst.len(),
+                dst.as_mut_ptr() as *mut c_void,
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|c| self.transfer_error("clEnqueueReadBuffer", c, dst.len()))?;
+        release(event);
+        Ok(())
+    }
+
+    pub(super) fn copy_buffer(
+        &self,
+        src: DevicePtr,
+        src_offset: usize,
+        dst: DevicePtr,
+        dst_offset: usize,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.check_range("clEnqueueCopyBuffer", src, src_offset, bytes)?;
+        self.check_range("clEnqueueCopyBuffer", dst, dst_offset, bytes)?;
+        // SAFETY: both handles are live buffers of this context with the ranges checked
+        // above; the copy is device-side and queued in order.
+        let event = unsafe {
+            enqueue_copy_buffer(
+                self.queue.get(),
+                as_mem(src),
+                as_mem(dst),
+                src_offset,
+                dst_offset,
+                bytes,
+                0,
+                ptr::null(),
+            )
+        }
+        .map_err(|c| self.transfer_error("clEnqueueCopyBuffer", c, bytes))?;
+        release(event);
+        Ok(())
+    }
+}

@@ -1,0 +1,90 @@
+//! Kernel argument packing (views become base pointer + element offset) and the launch
+//! geometries of docs/kernel-abi.md.
+
+use crate::backend::RawArg;
+use crate::buffer::{Storage, View};
+use crate::error::{Error, Result};
+use crate::kernel::LaunchConfig;
+
+/// Threads per block of the elementwise, row and two-pass kernels.
+pub(crate) const THREADS: u32 = 256;
+/// The grid limit every dialect accepts in x.
+const MAX_GRID: usize = 65_535;
+/// Most partials of a two-pass reduction.
+const MAX_PARTIALS: usize = 1024;
+
+/// The kernel arguments of one launch, in ABI order.
+#[derive(Default)]
+pub(crate) struct Args(pub(crate) Vec<RawArg>);
+
+impl Args {
+    pub(crate) fn new() -> Self {
+        Args(Vec::with_capacity(16))
+    }
+
+    /// A buffer view: its base handle, then its offset in elements.
+    pub(crate) fn buf(mut self, v: &View<'_>) -> Result<Self> {
+        self.0.push(RawArg::Ptr(device_ptr(v)?));
+        self.0.push(RawArg::U64(v.offset() as u64));
+        Ok(self)
+    }
+
+    pub(crate) fn u32(mut self, x: u32) -> Self {
+        self.0.push(RawArg::U32(x));
+        self
+    }
+
+    pub(crate) fn f32(mut self, x: f32) -> Self {
+        self.0.push(RawArg::F32(x));
+        self
+    }
+}
+
+/// The device handle behind a view.
+pub(crate) fn device_ptr(v: &View<'_>) -> Result<u64> {
+    match v.buffer().storage() {
+        Storage::Device(mem) => Ok(mem.ptr),
+        Storage::Host(_) => Err(Error::ForeignBuffer(
+            "a host (CPU backend) buffer was passed to a GPU op".into(),
+        )),
+    }
+}
+
+/// `E`: 256 threads, `min(ceil(n / 256), 65535)` blocks (kernels loop grid-stride).
+pub(crate) fn elementwise(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(THREADS as usize).clamp(1, MAX_GRID);
+    LaunchConfig::linear(blocks as u32, THREADS)
+}
+
+/// `R`: one block of 256 threads per row (rows beyond 65535 are strided).
+pub(crate) fn rows(rows: usize) -> LaunchConfig {
+    LaunchConfig::linear(rows.clamp(1, MAX_GRID) as u32, THREADS)
+}
+
+/// `C`: blocks of (32, 8), one per chunk of 32 columns.
+pub(crate) fn column_sums(cols: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid: [cols.div_ceil(32).clamp(1, MAX_GRID) as u32, 1, 1],
+        block: [32, 8, 1],
+        shared_bytes: 0,
+    }
+}
+
+/// `P`: the number of partials (blocks of the first pass) for `n` elements.
+pub(crate) fn partials(n: usize) -> usize {
+    n.div_ceil(THREADS as usize).clamp(1, MAX_PARTIALS)
+}
+
+/// `G`: `(ceil(n / tile_n), ceil(m / tile_m))` blocks of `threads`.
+pub(crate) fn gemm(m: usize, n: usize, tile: (u32, u32, u32)) -> LaunchConfig {
+    let (tm, tn, threads) = tile;
+    LaunchConfig {
+        grid: [
+            n.div_ceil(tn as usize).max(1) as u32,
+            m.div_ceil(tm as usize).max(1) as u32,
+            1,
+        ],
+        block: [threads, 1, 1],
+        shared_bytes: 0,
+    }
+}

@@ -1,0 +1,217 @@
+//! GEMM, reductions (column/row sums, two-pass whole-buffer sums, gradient clipping) and row
+//! gathers.
+
+use super::GpuOps;
+use super::launch::{self, Args, THREADS, device_ptr};
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::{Error, Result};
+use crate::kernel::LaunchConfig;
+use crate::ops::{Gemm, check};
+
+impl<D: Device> GpuOps<D> {
+    pub(super) fn gemm_impl(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
+        self.mine("gemm", &[&a, &b, &c])?;
+        check::gemm(&g, &a, &b, &c)?;
+        for d in [g.m, g.n, g.k] {
+            check::fits_u32("gemm", d)?;
+        }
+        if g.m == 0 || g.n == 0 {
+            return Ok(());
+        }
+        if let Some(done) = self.device.vendor_gemm(
+            &g,
+            (device_ptr(&a)?, a.offset()),
+            (device_ptr(&b)?, b.offset()),
+            (device_ptr(&c)?, c.offset()),
+        ) {
+            return done;
+        }
+        let args = Args::new()
+            .buf(&a)?
+            .buf(&b)?
+            .buf(&c)?
+            .u32(g.m as u32)
+            .u32(g.n as u32)
+            .u32(g.k as u32)
+            .u32(g.trans_a as u32)
+            .u32(g.trans_b as u32)
+            .f32(g.alpha)
+            .f32(g.beta);
+        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile());
+        self.run("sgemm", config, args)
+    }
+
+    pub(super) fn sum_rows_impl(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
+        let op = "sum_rows";
+        self.mine(op, &[&x, &out])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "x", &x, n)?;
+        check::len(op, "out", &out, cols)?;
+        check::no_overlap(op, &out, &x, false)?;
+        check::fits_u32(op, n)?;
+        if cols == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&x)?
+            .buf(&out)?
+            .u32(rows as u32)
+            .u32(cols as u32)
+            .f32(beta);
+        self.run(op, launch::column_sums(cols), args)
+    }
+
+    pub(super) fn sum_cols_impl(
+        &self,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+        cols: usize,
+        beta: f32,
+    ) -> Result<()> {
+        let op = "sum_cols";
+        self.mine(op, &[&x, &out])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "x", &x, n)?;
+        check::len(op, "out", &out, rows)?;
+        check::no_overlap(op, &out, &x, false)?;
+        check::fits_u32(op, n)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&x)?
+            .buf(&out)?
+            .u32(rows as u32)
+            .u32(cols as u32)
+            .f32(beta);
+        self.run(op, launch::rows(rows), args)
+    }
+
+    /// First pass of a whole-buffer reduction into a pooled scratch buffer of partials. The
+    /// scratch goes back to the pool when dropped; the queue is in order, so a later user of
+    /// the block runs after the second pass.
+    fn partial_sums(&self, x: &View<'_>, square: bool) -> Result<(crate::buffer::Buffer, u32)> {
+        let n = check::fits_u32("sum_partial", x.len())?;
+        let g = launch::partials(x.len());
+        let scratch = self.alloc_buffer(g)?;
+        let args = Args::new()
+            .buf(x)?
+            .buf(&scratch.view())?
+            .u32(n)
+            .u32(square as u32);
+        self.run("sum_partial", LaunchConfig::linear(g as u32, THREADS), args)?;
+        Ok((scratch, g as u32))
+    }
+
+    pub(super) fn sum_all_impl(&self, x: View<'_>, out: View<'_>, beta: f32) -> Result<()> {
+        let op = "sum_all";
+        self.mine(op, &[&x, &out])?;
+        check::len(op, "out", &out, 1)?;
+        check::no_overlap(op, &out, &x, false)?;
+        let (scratch, g) = self.partial_sums(&x, false)?;
+        let args = Args::new()
+            .buf(&scratch.view())?
+            .buf(&out)?
+            .u32(g)
+            .f32(beta);
+        self.run("sum_final", LaunchConfig::linear(1, THREADS), args)
+    }
+
+    pub(super) fn clip_grad_norm_impl(
+        &self,
+        grads: View<'_>,
+        max_norm: f32,
+        norm_out: View<'_>,
+    ) -> Result<()> {
+        let op = "clip_grad_norm";
+        self.mine(op, &[&grads, &norm_out])?;
+        check::len(op, "norm_out", &norm_out, 1)?;
+        check::no_overlap(op, &norm_out, &grads, false)?;
+        if max_norm.is_nan() || max_norm <= 0.0 {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: max_norm must be positive, got {max_norm}"
+            )));
+        }
+        let (scratch, g) = self.partial_sums(&grads, true)?;
+        let args = Args::new().buf(&scratch.view())?.buf(&norm_out)?.u32(g);
+        self.run("clip_final", LaunchConfig::linear(1, THREADS), args)?;
+        if grads.is_empty() {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&grads)?
+            .buf(&norm_out)?
+            .u32(grads.len() as u32)
+            .f32(max_norm);
+        self.run("clip_scale", launch::elementwise(grads.len()), args)
+    }
+
+    pub(super) fn gather_rows_impl(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "gather_rows";
+        self.mine(op, &[&src, &indices, &dst])?;
+        let nrows = indices.len();
+        let n = check::area(op, nrows, cols)?;
+        check::len(op, "dst", &dst, n)?;
+        if cols == 0 || src.len() % cols != 0 {
+            if n == 0 {
+                return Ok(());
+            }
+            return Err(Error::shape(
+                op,
+                format!("src of {} elements is not rows of {cols}", src.len()),
+            ));
+        }
+        check::no_overlap(op, &dst, &src, false)?;
+        check::no_overlap(op, &dst, &indices, false)?;
+        check::fits_u32(op, n)?;
+        check::fits_u32(op, src.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&src)?
+            .buf(&indices)?
+            .buf(&dst)?
+            .u32(nrows as u32)
+            .u32(cols as u32);
+        self.run(op, launch::elementwise(n), args)
+    }
+
+    pub(super) fn one_hot_impl(
+        &self,
+        indices: View<'_>,
+        out: View<'_>,
+        classes: usize,
+    ) -> Result<()> {
+        let op = "one_hot";
+        self.mine(op, &[&indices, &out])?;
+        let n = check::area(op, indices.len(), classes)?;
+        check::len(op, "out", &out, n)?;
+        check::no_overlap(op, &out, &indices, false)?;
+        check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&indices)?
+            .buf(&out)?
+            .u32(indices.len() as u32)
+            .u32(classes as u32);
+        self.run(op, launch::elementwise(n), args)
+    }
+}

@@ -1,0 +1,410 @@
+//! Softmax and losses (row kernels), recurrent cell steps, and the optimizer steps.
+
+use super::GpuOps;
+use super::launch::{self, Args};
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::{Error, Result};
+use crate::ops::{Activation, AdamStep, SgdStep, check};
+
+impl<D: Device> GpuOps<D> {
+    /// `softmax` and `log_softmax`: one block per row; `y` may be exactly `x`.
+    pub(super) fn row_softmax(
+        &self,
+        op: &str,
+        x: View<'_>,
+        y: View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        self.mine(op, &[&x, &y])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "x", &x, n)?;
+        check::len(op, "y", &y, n)?;
+        check::no_overlap(op, &y, &x, true)?;
+        check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&x)?
+            .buf(&y)?
+            .u32(rows as u32)
+            .u32(cols as u32);
+        self.run(op, launch::rows(rows), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn softmax_xent_impl(
+        &self,
+        logits: View<'_>,
+        labels: View<'_>,
+        dlogits: View<'_>,
+        row_loss: View<'_>,
+        row_correct: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()> {
+        let op = "softmax_cross_entropy";
+        self.mine(op, &[&logits, &labels, &dlogits, &row_loss, &row_correct])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "logits", &logits, n)?;
+        check::len(op, "labels", &labels, rows)?;
+        check::len(op, "dlogits", &dlogits, n)?;
+        check::len(op, "row_loss", &row_loss, rows)?;
+        check::len(op, "row_correct", &row_correct, rows)?;
+        let outs = [&dlogits, &row_loss, &row_correct];
+        for (i, o) in outs.iter().enumerate() {
+            for input in [&logits, &labels] {
+                check::no_overlap(op, o, input, false)?;
+            }
+            for other in &outs[i + 1..] {
+                check::no_overlap(op, o, other, false)?;
+            }
+        }
+        check::fits_u32(op, n)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&logits)?
+            .buf(&labels)?
+            .buf(&dlogits)?
+            .buf(&row_loss)?
+            .buf(&row_correct)?
+            .u32(rows as u32)
+            .u32(cols as u32)
+            .f32(grad_scale);
+        self.run("softmax_xent", launch::rows(rows), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn mse_impl(
+        &self,
+        pred: View<'_>,
+        target: View<'_>,
+        dpred: View<'_>,
+        row_loss: View<'_>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()> {
+        let op = "mse";
+        self.mine(op, &[&pred, &target, &dpred, &row_loss])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "pred", &pred, n)?;
+        check::len(op, "target", &target, n)?;
+        check::len(op, "dpred", &dpred, n)?;
+        check::len(op, "row_loss", &row_loss, rows)?;
+        for o in [&dpred, &row_loss] {
+            check::no_overlap(op, o, &pred, false)?;
+            check::no_overlap(op, o, &target, false)?;
+        }
+        check::no_overlap(op, &dpred, &row_loss, false)?;
+        check::fits_u32(op, n)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&pred)?
+            .buf(&target)?
+            .buf(&dpred)?
+            .buf(&row_loss)?
+            .u32(rows as u32)
+            .u32(cols as u32)
+            .f32(grad_scale);
+        self.run(op, launch::rows(rows), args)
+    }
+
+    /// Shared checks of the cell ops: every `(view, width)` holds `batch x width*hidden`, and
+    /// outputs overlap no input and no other output.
+    fn cell_checks(
+        &self,
+        op: &str,
+        batch: usize,
+        hidden: usize,
+        inputs: &[(&str, &View<'_>, usize)],
+        outputs: &[(&str, &View<'_>, usize)],
+    ) -> Result<u32> {
+        let all: Vec<&View<'_>> = inputs.iter().chain(outputs).map(|(_, v, _)| *v).collect();
+        self.mine(op, &all)?;
+        let n = check::area(op, batch, hidden)?;
+        for (name, v, width) in inputs.iter().chain(outputs) {
+            check::len(op, name, v, check::area(op, n, *width)?)?;
+        }
+        for (i, (_, o, _)) in outputs.iter().enumerate() {
+            for (_, input, _) in inputs {
+                check::no_overlap(op, o, input, false)?;
+            }
+            for (_, other, _) in &outputs[i + 1..] {
+                check::no_overlap(op, o, other, false)?;
+            }
+        }
+        check::fits_u32(op, check::area(op, n, 4)?)?;
+        Ok(n as u32)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn rnn_cell_forward_impl(
+        &self,
+        pre: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        h: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "rnn_cell_forward";
+        if !matches!(act, Activation::Tanh | Activation::Relu) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: activation must be Tanh or Relu, got {act:?}"
+            )));
+        }
+        self.mine(op, &[&pre, &b_ih, &b_hh, &h])?;
+        let n = check::area(op, batch, hidden)?;
+        check::len(op, "pre", &pre, n)?;
+        check::len(op, "b_ih", &b_ih, hidden)?;
+        check::len(op, "b_hh", &b_hh, hidden)?;
+        check::len(op, "h", &h, n)?;
+        check::no_overlap(op, &h, &pre, true)?;
+        check::no_overlap(op, &h, &b_ih, false)?;
+        check::no_overlap(op, &h, &b_hh, false)?;
+        check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&pre)?
+            .buf(&b_ih)?
+            .buf(&b_hh)?
+            .buf(&h)?
+            .u32(batch as u32)
+            .u32(hidden as u32)
+            .u32(act.code())
+            .f32(act.param());
+        self.run(op, launch::elementwise(n), args)
+    }
+
+    pub(super) fn lstm_cell_forward_impl(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        h: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "lstm_cell_forward";
+        // `gates` is read and rewritten in place: it counts as an output.
+        let n = self.cell_checks(
+            op,
+            batch,
+            hidden,
+            &[("c_prev", &c_prev, 1)],
+            &[("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&gates)?
+            .buf(&c_prev)?
+            .buf(&c)?
+            .buf(&h)?
+            .u32(batch as u32)
+            .u32(hidden as u32);
+        self.run(op, launch::elementwise(n as usize), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn lstm_cell_backward_impl(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        dh: View<'_>,
+        dc: View<'_>,
+        dgates: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "lstm_cell_backward";
+        let n = self.cell_checks(
+            op,
+            batch,
+            hidden,
+            &[
+                ("gates", &gates, 4),
+                ("c_prev", &c_prev, 1),
+                ("c", &c, 1),
+                ("dh", &dh, 1),
+            ],
+            &[("dc", &dc, 1), ("dgates", &dgates, 4)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&gates)?
+            .buf(&c_prev)?
+            .buf(&c)?
+            .buf(&dh)?
+            .buf(&dc)?
+            .buf(&dgates)?
+            .u32(batch as u32)
+            .u32(hidden as u32);
+        self.run(op, launch::elementwise(n as usize), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gru_cell_forward_impl(
+        &self,
+        gx: View<'_>,
+        gh: View<'_>,
+        h_prev: View<'_>,
+        h: View<'_>,
+        cache: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "gru_cell_forward";
+        let n = self.cell_checks(
+            op,
+            batch,
+            hidden,
+            &[("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)],
+            &[("h", &h, 1), ("cache", &cache, 4)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&gx)?
+            .buf(&gh)?
+            .buf(&h_prev)?
+            .buf(&h)?
+            .buf(&cache)?
+            .u32(batch as u32)
+            .u32(hidden as u32);
+        self.run(op, launch::elementwise(n as usize), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gru_cell_backward_impl(
+        &self,
+        cache: View<'_>,
+        h_prev: View<'_>,
+        dh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        dh_prev: View<'_>,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "gru_cell_backward";
+        let n = self.cell_checks(
+            op,
+            batch,
+            hidden,
+            &[("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)],
+            &[("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&cache)?
+            .buf(&h_prev)?
+            .buf(&dh)?
+            .buf(&dgx)?
+            .buf(&dgh)?
+            .buf(&dh_prev)?
+            .u32(batch as u32)
+            .u32(hidden as u32);
+        self.run(op, launch::elementwise(n as usize), args)
+    }
+
+    pub(super) fn sgd_step_impl(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+    ) -> Result<()> {
+        let op = "sgd_step";
+        self.mine(op, &[&params, &grads, &velocity])?;
+        let n = params.len();
+        check::len(op, "grads", &grads, n)?;
+        check::no_overlap(op, &params, &grads, false)?;
+        if s.momentum != 0.0 {
+            check::len(op, "velocity", &velocity, n)?;
+            check::no_overlap(op, &velocity, &params, false)?;
+            check::no_overlap(op, &velocity, &grads, false)?;
+        }
+        let n32 = check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&params)?
+            .buf(&grads)?
+            .buf(&velocity)?
+            .u32(n32)
+            .u32(s.nesterov as u32)
+            .f32(s.lr)
+            .f32(s.momentum)
+            .f32(s.weight_decay);
+        self.run(op, launch::elementwise(n), args)
+    }
+
+    pub(super) fn adam_step_impl(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        s: AdamStep,
+    ) -> Result<()> {
+        let op = "adam_step";
+        if s.step == 0 {
+            return Err(Error::InvalidArgument(format!("{op}: step counts from 1")));
+        }
+        self.mine(op, &[&params, &grads, &m, &v])?;
+        let n = params.len();
+        check::len(op, "grads", &grads, n)?;
+        check::len(op, "m", &m, n)?;
+        check::len(op, "v", &v, n)?;
+        let outs = [&params, &m, &v];
+        for (i, o) in outs.iter().enumerate() {
+            check::no_overlap(op, o, &grads, false)?;
+            for other in &outs[i + 1..] {
+                check::no_overlap(op, o, other, false)?;
+            }
+        }
+        let n32 = check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        // Bias corrections in f64 on the host: 1 - beta^t loses nothing to f32 rounding here.
+        let t = i32::try_from(s.step).unwrap_or(i32::MAX);
+        let bias_c1 = (1.0 - f64::from(s.beta1).powi(t)) as f32;
+        let bias_c2 = (1.0 - f64::from(s.beta2).powi(t)) as f32;
+        let args = Args::new()
+            .buf(&params)?
+            .buf(&grads)?
+            .buf(&m)?
+            .buf(&v)?
+            .u32(n32)
+            .u32(s.decoupled as u32)
+            .f32(s.lr)
+            .f32(s.beta1)
+            .f32(s.beta2)
+            .f32(s.eps)
+            .f32(s.weight_decay)
+            .f32(bias_c1)
+            .f32(bias_c2);
+        self.run(op, launch::elementwise(n), args)
+    }
+}

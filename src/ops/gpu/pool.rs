@@ -1,0 +1,135 @@
+//! The per-context memory pool: size-classed free lists so that a training step, which asks for
+//! the same sizes every time, allocates nothing from the driver after its first run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::backend::{Device, DevicePtr};
+use crate::buffer::{Buffer, DeviceMemory, ReleaseMemory, Storage};
+use crate::error::{Error, Result};
+
+/// Size classes: multiples of 256 bytes up to 4 KiB, then 8 classes per power of two (at most
+/// 12.5% slack) so large buffers of nearby sizes share blocks without doubling memory.
+pub(crate) fn size_class(bytes: usize) -> usize {
+    const SMALL: usize = 4096;
+    if bytes <= SMALL {
+        return bytes.div_ceil(256).max(1) * 256;
+    }
+    let top = usize::BITS - 1 - bytes.leading_zeros();
+    let step = 1usize << (top - 3);
+    bytes.div_ceil(step) * step
+}
+
+/// Cached device blocks by size class; also the owner every pooled [`Buffer`] returns to.
+pub(crate) struct Pool<D: Device> {
+    device: Arc<D>,
+    free: Mutex<HashMap<usize, Vec<DevicePtr>>>,
+}
+
+impl<D: Device> Pool<D> {
+    pub(crate) fn new(device: Arc<D>) -> Self {
+        Pool {
+            device,
+            free: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Releases every cached block to the driver.
+    pub(crate) fn trim(&self) {
+        let blocks: Vec<DevicePtr> = self.free.lock().drain().flat_map(|(_, v)| v).collect();
+        for ptr in blocks {
+            self.device.free(ptr);
+        }
+    }
+
+    /// A block of at least `bytes` bytes: a cached one of the same class, else a new one. On
+    /// out-of-memory the cache is emptied and the driver asked once more.
+    fn take(&self, bytes: usize) -> Result<(DevicePtr, usize)> {
+        let class = size_class(bytes);
+        if let Some(ptr) = self.free.lock().get_mut(&class).and_then(Vec::pop) {
+            return Ok((ptr, class));
+        }
+        match self.device.alloc(class) {
+            Ok(ptr) => Ok((ptr, class)),
+            Err(Error::OutOfMemory { .. }) => {
+                log::debug!("pool: out of memory for {class} bytes; releasing cached blocks");
+                self.trim();
+                match self.device.alloc(class) {
+                    Ok(ptr) => Ok((ptr, class)),
+                    Err(Error::OutOfMemory { device, .. }) => {
+                        let (free, total) = self.device.memory_info().unwrap_or((0, 0));
+                        Err(Error::OutOfMemory {
+                            device,
+                            requested: bytes,
+                            free: free as usize,
+                            total: total as usize,
+                        })
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl<D: Device> ReleaseMemory for Pool<D> {
+    fn release(&self, ptr: DevicePtr, bytes: usize) {
+        // Work already queued may still use the block; the queue is in order, so whatever
+        // reuses it next is ordered after that work.
+        self.free.lock().entry(bytes).or_default().push(ptr);
+    }
+}
+
+impl<D: Device> Drop for Pool<D> {
+    fn drop(&mut self) {
+        self.trim();
+    }
+}
+
+/// A pooled buffer of `len` f32 for context `context`.
+pub(crate) fn alloc<D: Device>(pool: &Arc<Pool<D>>, len: usize, context: u64) -> Result<Buffer> {
+    let bytes = len
+        .checked_mul(4)
+        .ok_or_else(|| Error::InvalidArgument(format!("{len} f32 overflow the address space")))?;
+    let (ptr, class) = pool.take(bytes)?;
+    let owner: Arc<dyn ReleaseMemory> = pool.clone();
+    Ok(Buffer::new(
+        len,
+        context,
+        Storage::Device(DeviceMemory {
+            ptr,
+            bytes: class,
+            owner,
+        }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_class;
+
+    #[test]
+    fn classes_cover_the_request_with_bounded_slack() {
+        for bytes in [
+            0usize,
+            1,
+            255,
+            256,
+            257,
+            4096,
+            4097,
+            10_000,
+            1 << 20,
+            (1 << 20) + 1,
+            123_456_789,
+        ] {
+            let c = size_class(bytes);
+            assert!(c >= bytes && c >= 256, "{bytes} -> {c}");
+            assert!(c - bytes <= 256 || (c - bytes) * 8 <= c, "{bytes} -> {c}");
+            assert_eq!(size_class(c), c, "classes are fixed points");
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! User kernels: compiled through the kernel cache, kept per context by (source hash, options,
+//! entry), launched with views expanded to base pointer + element offset.
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::GpuOps;
+use super::launch::device_ptr;
+use crate::backend::{Device, RawArg};
+use crate::error::{Error, Result};
+use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
+use crate::ops::check;
+
+impl<D: Device> GpuOps<D> {
+    pub(super) fn compile_user(&self, source: &KernelSource) -> Result<Kernel> {
+        let dialect = self.device.dialect();
+        if source.dialect != dialect {
+            return Err(Error::Unsupported {
+                op: format!("compiling a {} kernel", source.dialect),
+                backend: self.info.backend,
+                reason: format!("{} compiles {dialect} sources", self.info.id),
+            });
+        }
+        if source.entry.is_empty() {
+            return Err(Error::InvalidArgument("kernel entry point is empty".into()));
+        }
+        let hash: [u8; 32] = Sha256::digest(source.source.as_bytes()).into();
+        let key = (hash, source.options.clone(), source.entry.clone());
+        let cached = self.user.lock().get(&key).cloned();
+        let module = match cached {
+            Some(m) => m,
+            None => {
+                let m = self.build_module(&source.source, &source.options)?;
+                self.user.lock().entry(key).or_insert(m).clone()
+            }
+        };
+        let module: Arc<dyn std::any::Any + Send + Sync> = module;
+        Ok(Kernel {
+            context: self.context,
+            entry: source.entry.clone(),
+            module,
+        })
+    }
+
+    pub(super) fn launch_user(
+        &self,
+        kernel: &Kernel,
+        config: &LaunchConfig,
+        args: &[KernelArg<'_>],
+    ) -> Result<()> {
+        if kernel.context != self.context {
+            return Err(Error::ForeignBuffer(format!(
+                "kernel '{}' was compiled by context {}, launched on {}",
+                kernel.entry, kernel.context, self.context
+            )));
+        }
+        let module = kernel.module.downcast_ref::<D::Module>().ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "kernel '{}' was not compiled by a {} device",
+                kernel.entry, self.info.backend
+            ))
+        })?;
+        if config.grid.contains(&0) || config.block.contains(&0) {
+            return Err(Error::InvalidArgument(format!(
+                "launch of '{}': grid {:?} and block {:?} must be non-zero",
+                kernel.entry, config.grid, config.block
+            )));
+        }
+        let mut raw = Vec::with_capacity(args.len() * 2);
+        for a in args {
+            match a {
+                KernelArg::Buffer(v) => {
+                    check::same_context("launch", self.context, &[v])?;
+                    raw.push(RawArg::Ptr(device_ptr(v)?));
+                    raw.push(RawArg::U64(v.offset() as u64));
+                }
+                KernelArg::F32(x) => raw.push(RawArg::F32(*x)),
+                KernelArg::U32(x) => raw.push(RawArg::U32(*x)),
+                KernelArg::I32(x) => raw.push(RawArg::I32(*x)),
+                KernelArg::U64(x) => raw.push(RawArg::U64(*x)),
+            }
+        }
+        self.device.launch(module, &kernel.entry, config, &raw)
+    }
+}

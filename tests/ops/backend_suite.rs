@@ -1,0 +1,791 @@
+//! Every op of every GPU target against the CPU backend: property tests with fresh random
+//! shapes and values, outputs poisoned with NaN before the op, relative-error bounds. One suite,
+//! instantiated per target by `backend_suite!`; absent targets SKIP through `support::contexts`.
+
+use std::sync::Mutex;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use rnn::{
+    Activation, AdamStep, BackendKind, Context, Dialect, Error, Gemm, KernelArg, KernelSource,
+    LaunchConfig, Ops, SgdStep, View,
+};
+
+use crate::support::{self, Target, rel_err};
+
+/// Contexts per target, shared by every test of the binary so each device builds its op set
+/// once (PoCL is slow to build programs).
+static CONTEXTS: Mutex<Vec<(Target, Vec<Context>)>> = Mutex::new(Vec::new());
+
+fn contexts(target: Target, test: &str) -> Vec<Context> {
+    let mut cache = CONTEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, c)) = cache.iter().find(|(t, _)| *t == target) {
+        return c.clone();
+    }
+    let found = support::contexts(target, test);
+    if !found.is_empty() {
+        cache.push((target, found.clone()));
+    }
+    found
+}
+
+/// Leading elements before every view, so offsets are exercised.
+const PAD: usize = 3;
+
+/// Deterministic values from a proptest-drawn seed (splitmix64).
+struct Values(u64);
+
+impl Values {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+    fn ints(&mut self, n: usize, below: usize) -> Vec<f32> {
+        (0..n)
+            .map(|_| (self.next() % below as u64) as f32)
+            .collect()
+    }
+}
+
+fn nan(n: usize) -> Vec<f32> {
+    vec![f32::NAN; n]
+}
+
+type OpFn<'f> = dyn Fn(&dyn Ops, &[View<'_>]) -> rnn::Result<()> + 'f;
+
+/// Uploads `bufs` (each behind PAD poisoned elements), runs `f` on views of them, downloads.
+fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec<f32>>> {
+    let ops = ctx.ops();
+    let mut owned = Vec::new();
+    for b in bufs {
+        let buf = ops.alloc(b.len() + PAD)?;
+        let mut data = nan(PAD);
+        data.extend_from_slice(b);
+        ops.upload(buf.view(), &data)?;
+        owned.push(buf);
+    }
+    let views: Vec<View<'_>> = owned
+        .iter()
+        .zip(bufs)
+        .map(|(o, b)| o.slice(PAD, b.len()))
+        .collect::<rnn::Result<_>>()?;
+    f(ops, &views)?;
+    views
+        .iter()
+        .map(|v| {
+            let mut out = vec![0.0; v.len()];
+            ops.download(*v, &mut out)?;
+            Ok(out)
+        })
+        .collect()
+}
+
+/// Runs `f` on the CPU backend and on `gpu` with the same buffers and compares buffers `check`.
+fn compare(
+    gpu: &Context,
+    what: &str,
+    bufs: &[Vec<f32>],
+    check: &[usize],
+    tol: f64,
+    f: &OpFn<'_>,
+) -> Result<(), TestCaseError> {
+    let want = run_on(&Context::cpu(), bufs, f)
+        .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
+    let got = run_on(gpu, bufs, f)
+        .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
+    for &i in check {
+        if want[i].iter().all(|x| *x == 0.0) && !want[i].is_empty() {
+            // An all-zero reference cannot bound a relative error; demand exact zeros.
+            prop_assert!(
+                got[i].iter().all(|x| *x == 0.0),
+                "{what} on {}: buffer {i} should be zero: {:?}",
+                gpu.id(),
+                &got[i]
+            );
+            continue;
+        }
+        let err = rel_err(&got[i], &want[i]);
+        prop_assert!(
+            err <= tol,
+            "{what} on {}: buffer {i} rel err {err:e} > {tol:e}\n got {:?}\nwant {:?}",
+            gpu.id(),
+            &got[i][..got[i].len().min(8)],
+            &want[i][..want[i].len().min(8)]
+        );
+    }
+    Ok(())
+}
+
+/// Runs a property over every device of `target` (or prints SKIP).
+fn prop<S: Strategy>(
+    target: Target,
+    test: &str,
+    cases: u32,
+    strategy: S,
+    body: impl Fn(&Context, S::Value) -> Result<(), TestCaseError>,
+) where
+    S::Value: Clone,
+{
+    let ctxs = contexts(target, test);
+    if ctxs.is_empty() {
+        return;
+    }
+    let config = Config {
+        cases,
+        max_shrink_iters: 32,
+        failure_persistence: None,
+        ..Config::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let result = runner.run(&strategy, |v| {
+        for ctx in &ctxs {
+            body(ctx, v.clone())?;
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{test}: {e}");
+    }
+}
+
+/// A dimension: 1, small odd sizes, sizes around the 64-wide tiles, and a few large ones.
+fn dim() -> impl Strategy<Value = usize> {
+    prop_oneof![Just(1usize), 2..=17usize, 50..=80usize, 120..=300usize]
+}
+
+const ACTIVATIONS: [Activation; 6] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Sigmoid,
+    Activation::Tanh,
+    Activation::Gelu,
+    Activation::LeakyRelu { slope: 0.01 },
+];
+
+pub fn gemm(t: Target) {
+    let s = (
+        dim(),
+        dim(),
+        prop_oneof![Just(0usize), dim()],
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_gemm",
+        24,
+        s,
+        |ctx, (m, n, k, ta, tb, beta0, seed)| {
+            let mut r = Values(seed);
+            let alpha = r.uniform(-2.0, 2.0);
+            let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
+            let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
+            g.trans_a = ta;
+            g.trans_b = tb;
+            // beta = 0: C is poisoned and must not be read.
+            let c = if beta0 {
+                nan(m * n)
+            } else {
+                r.vec(m * n, -1.0, 1.0)
+            };
+            let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
+            let tol = 1e-6 * (k.max(1) as f64).sqrt() + 1e-6;
+            compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
+                o.gemm(g, v[0], v[1], v[2])
+            })
+        },
+    );
+}
+
+pub fn elementwise(t: Target) {
+    let s = (prop_oneof![1..=300usize, 1000..=70_000usize], any::<u64>());
+    prop(t, "gpu_elementwise", 12, s, |ctx, (n, seed)| {
+        let mut r = Values(seed);
+        let (a, b) = (r.vec(n, -3.0, 3.0), r.vec(n, -3.0, 3.0));
+        let alpha = r.uniform(-2.0, 2.0);
+        let tol = 1e-6;
+        compare(ctx, "fill", &[nan(n)], &[0], 0.0, &|o, v| {
+            o.fill(v[0], alpha)
+        })?;
+        compare(ctx, "copy", &[a.clone(), nan(n)], &[1], 0.0, &|o, v| {
+            o.copy(v[0], v[1])
+        })?;
+        compare(
+            ctx,
+            "scale",
+            std::slice::from_ref(&a),
+            &[0],
+            tol,
+            &|o, v| o.scale(v[0], alpha),
+        )?;
+        compare(ctx, "axpy", &[a.clone(), b.clone()], &[1], tol, &|o, v| {
+            o.axpy(alpha, v[0], v[1])
+        })?;
+        let bufs = [a.clone(), b.clone(), nan(n)];
+        compare(ctx, "add", &bufs, &[2], tol, &|o, v| {
+            o.add(v[0], v[1], v[2])
+        })?;
+        compare(ctx, "mul", &bufs, &[2], tol, &|o, v| {
+            o.mul(v[0], v[1], v[2])
+        })?;
+        compare(
+            ctx,
+            "add in place",
+            &[a.clone(), b.clone()],
+            &[0],
+            tol,
+            &|o, v| o.add(v[0], v[1], v[0]),
+        )?;
+        compare(ctx, "mul in place", &[a, b], &[1], tol, &|o, v| {
+            o.mul(v[0], v[1], v[1])
+        })
+    });
+}
+
+pub fn activations(t: Target) {
+    let s = (dim(), 1..=300usize, any::<u64>());
+    prop(t, "gpu_activations", 8, s, |ctx, (rows, cols, seed)| {
+        let mut r = Values(seed);
+        let n = rows * cols;
+        let z = r.vec(n, -4.0, 4.0);
+        let bias = r.vec(cols, -1.0, 1.0);
+        let dy = r.vec(n, -1.0, 1.0);
+        for act in ACTIVATIONS {
+            let tol = 1e-5;
+            let what = format!("bias_act_forward {act:?} {rows}x{cols}");
+            compare(
+                ctx,
+                &what,
+                &[z.clone(), bias.clone(), nan(n)],
+                &[0, 2],
+                tol,
+                &|o, v| o.bias_act_forward(v[0], v[1], v[2], act, rows, cols),
+            )?;
+            compare(
+                ctx,
+                &format!("{what} in place"),
+                &[z.clone(), bias.clone()],
+                &[0],
+                tol,
+                &|o, v| o.bias_act_forward(v[0], v[1], v[0], act, rows, cols),
+            )?;
+            compare(
+                ctx,
+                &format!("activation {act:?}"),
+                &[z.clone(), nan(n)],
+                &[1],
+                tol,
+                &|o, v| o.activation(v[0], v[1], act),
+            )?;
+            // y = act(z) from the CPU backend, so both sides differentiate the same point.
+            let y = run_on(&Context::cpu(), &[z.clone(), nan(n)], &|o, v| {
+                o.activation(v[0], v[1], act)
+            })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?
+            .remove(1);
+            let bufs = [dy.clone(), z.clone(), y, nan(n)];
+            compare(
+                ctx,
+                &format!("act_backward {act:?}"),
+                &bufs,
+                &[3],
+                tol,
+                &|o, v| o.act_backward(v[0], v[1], v[2], v[3], act),
+            )?;
+        }
+        Ok(())
+    });
+}
+
+pub fn softmax_losses(t: Target) {
+    let s = (
+        prop_oneof![Just(1usize), 2..=70usize],
+        prop_oneof![Just(1usize), 2..=40usize, 250..=700usize],
+        any::<u64>(),
+    );
+    prop(t, "gpu_softmax_losses", 10, s, |ctx, (rows, cols, seed)| {
+        let mut r = Values(seed);
+        let n = rows * cols;
+        let x = r.vec(n, -8.0, 8.0);
+        let tol = 1e-5;
+        compare(ctx, "softmax", &[x.clone(), nan(n)], &[1], tol, &|o, v| {
+            o.softmax(v[0], v[1], rows, cols)
+        })?;
+        compare(
+            ctx,
+            "softmax in place",
+            std::slice::from_ref(&x),
+            &[0],
+            tol,
+            &|o, v| o.softmax(v[0], v[0], rows, cols),
+        )?;
+        compare(
+            ctx,
+            "log_softmax",
+            &[x.clone(), nan(n)],
+            &[1],
+            tol,
+            &|o, v| o.log_softmax(v[0], v[1], rows, cols),
+        )?;
+        let labels = r.ints(rows, cols);
+        let scale = r.uniform(0.1, 2.0);
+        let bufs = [x.clone(), labels, nan(n), nan(rows), nan(rows)];
+        compare(
+            ctx,
+            &format!("softmax_cross_entropy {rows}x{cols}"),
+            &bufs,
+            &[2, 3, 4],
+            1e-5,
+            &|o, v| o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], rows, cols, scale),
+        )?;
+        let bufs = [x, r.vec(n, -8.0, 8.0), nan(n), nan(rows)];
+        compare(ctx, "mse", &bufs, &[2, 3], tol, &|o, v| {
+            o.mse(v[0], v[1], v[2], v[3], rows, cols, scale)
+        })
+    });
+}
+
+pub fn reductions(t: Target) {
+    let s = (
+        dim(),
+        prop_oneof![Just(1usize), 2..=100usize, 200..=600usize],
+        prop_oneof![1..=1000usize, 60_000..=300_000usize],
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_reductions",
+        10,
+        s,
+        |ctx, (rows, cols, len, seed)| {
+            let mut r = Values(seed);
+            let n = rows * cols;
+            let x = r.vec(n, -1.0, 1.0);
+            let beta = r.uniform(0.5, 1.5);
+            let tol = 1e-5;
+            compare(
+                ctx,
+                "sum_rows beta=0",
+                &[x.clone(), nan(cols)],
+                &[1],
+                tol,
+                &|o, v| o.sum_rows(v[0], v[1], rows, cols, 0.0),
+            )?;
+            compare(
+                ctx,
+                "sum_rows",
+                &[x.clone(), r.vec(cols, -1.0, 1.0)],
+                &[1],
+                tol,
+                &|o, v| o.sum_rows(v[0], v[1], rows, cols, beta),
+            )?;
+            compare(
+                ctx,
+                "sum_cols beta=0",
+                &[x.clone(), nan(rows)],
+                &[1],
+                tol,
+                &|o, v| o.sum_cols(v[0], v[1], rows, cols, 0.0),
+            )?;
+            compare(
+                ctx,
+                "sum_cols",
+                &[x, r.vec(rows, -1.0, 1.0)],
+                &[1],
+                tol,
+                &|o, v| o.sum_cols(v[0], v[1], rows, cols, beta),
+            )?;
+            let big = r.vec(len, 0.0, 1.0);
+            compare(
+                ctx,
+                "sum_all beta=0",
+                &[big.clone(), nan(1)],
+                &[1],
+                tol,
+                &|o, v| o.sum_all(v[0], v[1], 0.0),
+            )?;
+            compare(
+                ctx,
+                "sum_all",
+                &[big.clone(), vec![3.0]],
+                &[1],
+                tol,
+                &|o, v| o.sum_all(v[0], v[1], beta),
+            )?;
+            let norm: f64 = big.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
+            for max_norm in [(norm * 0.5) as f32, (norm * 2.0) as f32] {
+                compare(
+                    ctx,
+                    &format!("clip_grad_norm {max_norm}"),
+                    &[big.clone(), nan(1)],
+                    &[0, 1],
+                    tol,
+                    &|o, v| o.clip_grad_norm(v[0], max_norm, v[1]),
+                )?;
+            }
+            Ok(())
+        },
+    );
+}
+
+pub fn data(t: Target) {
+    let s = (1..=50usize, 1..=40usize, 1..=300usize, any::<u64>());
+    prop(t, "gpu_data", 10, s, |ctx, (src_rows, nidx, cols, seed)| {
+        let mut r = Values(seed);
+        let src = r.vec(src_rows * cols, -1.0, 1.0);
+        let idx = r.ints(nidx, src_rows);
+        compare(
+            ctx,
+            "gather_rows",
+            &[src, idx.clone(), nan(nidx * cols)],
+            &[2],
+            0.0,
+            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
+        )?;
+        let classes = src_rows;
+        compare(
+            ctx,
+            "one_hot",
+            &[idx, nan(nidx * classes)],
+            &[1],
+            0.0,
+            &|o, v| o.one_hot(v[0], v[1], classes),
+        )
+    });
+}
+
+pub fn cells(t: Target) {
+    let s = (
+        prop_oneof![Just(1usize), 2..=33usize],
+        prop_oneof![Just(1usize), 2..=70usize, 250..=300usize],
+        any::<u64>(),
+    );
+    prop(t, "gpu_cells", 8, s, |ctx, (batch, hidden, seed)| {
+        let mut r = Values(seed);
+        let n = batch * hidden;
+        let tol = 1e-5;
+        for act in [Activation::Tanh, Activation::Relu] {
+            let bufs = [
+                r.vec(n, -3.0, 3.0),
+                r.vec(hidden, -1.0, 1.0),
+                r.vec(hidden, -1.0, 1.0),
+                nan(n),
+            ];
+            compare(
+                ctx,
+                &format!("rnn_cell_forward {act:?}"),
+                &bufs,
+                &[3],
+                tol,
+                &|o, v| o.rnn_cell_forward(v[0], v[1], v[2], v[3], act, batch, hidden),
+            )?;
+        }
+        let gates = r.vec(4 * n, -3.0, 3.0);
+        let c_prev = r.vec(n, -1.0, 1.0);
+        let fwd = [gates, c_prev.clone(), nan(n), nan(n)];
+        compare(ctx, "lstm_cell_forward", &fwd, &[0, 2, 3], tol, &|o, v| {
+            o.lstm_cell_forward(v[0], v[1], v[2], v[3], batch, hidden)
+        })?;
+        let done = run_on(&Context::cpu(), &fwd, &|o, v| {
+            o.lstm_cell_forward(v[0], v[1], v[2], v[3], batch, hidden)
+        })
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let bwd = [
+            done[0].clone(),
+            c_prev,
+            done[2].clone(),
+            r.vec(n, -1.0, 1.0),
+            r.vec(n, -1.0, 1.0),
+            nan(4 * n),
+        ];
+        compare(ctx, "lstm_cell_backward", &bwd, &[4, 5], 1e-4, &|o, v| {
+            o.lstm_cell_backward(v[0], v[1], v[2], v[3], v[4], v[5], batch, hidden)
+        })?;
+        let h_prev = r.vec(n, -1.0, 1.0);
+        let fwd = [
+            r.vec(3 * n, -2.0, 2.0),
+            r.vec(3 * n, -2.0, 2.0),
+            h_prev.clone(),
+            nan(n),
+            nan(4 * n),
+        ];
+        compare(ctx, "gru_cell_forward", &fwd, &[3, 4], tol, &|o, v| {
+            o.gru_cell_forward(v[0], v[1], v[2], v[3], v[4], batch, hidden)
+        })?;
+        let done = run_on(&Context::cpu(), &fwd, &|o, v| {
+            o.gru_cell_forward(v[0], v[1], v[2], v[3], v[4], batch, hidden)
+        })
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let bwd = [
+            done[4].clone(),
+            h_prev,
+            r.vec(n, -1.0, 1.0),
+            nan(3 * n),
+            nan(3 * n),
+            nan(n),
+        ];
+        compare(ctx, "gru_cell_backward", &bwd, &[3, 4, 5], 1e-4, &|o, v| {
+            o.gru_cell_backward(v[0], v[1], v[2], v[3], v[4], v[5], batch, hidden)
+        })
+    });
+}
+
+pub fn optimizers(t: Target) {
+    let s = (
+        prop_oneof![1..=300usize, 5000..=70_000usize],
+        1..=50u64,
+        any::<u64>(),
+    );
+    prop(t, "gpu_optimizers", 8, s, |ctx, (n, step, seed)| {
+        let mut r = Values(seed);
+        let (p, g, m) = (
+            r.vec(n, -1.0, 1.0),
+            r.vec(n, -1.0, 1.0),
+            r.vec(n, -0.1, 0.1),
+        );
+        let v = r.vec(n, 0.0, 0.01);
+        let tol = 1e-5;
+        for (momentum, nesterov) in [(0.0, false), (0.9, false), (0.9, true)] {
+            let s = SgdStep {
+                lr: 0.1,
+                momentum,
+                weight_decay: 0.01,
+                nesterov,
+            };
+            let check: &[usize] = if momentum == 0.0 { &[0] } else { &[0, 2] };
+            compare(
+                ctx,
+                &format!("sgd_step {s:?}"),
+                &[p.clone(), g.clone(), m.clone()],
+                check,
+                tol,
+                &|o, b| o.sgd_step(b[0], b[1], b[2], s),
+            )?;
+        }
+        for decoupled in [false, true] {
+            let s = AdamStep {
+                lr: 1e-3,
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+                decoupled,
+                step,
+            };
+            let bufs = [p.clone(), g.clone(), m.clone(), v.clone()];
+            compare(
+                ctx,
+                &format!("adam_step {s:?}"),
+                &bufs,
+                &[0, 2, 3],
+                tol,
+                &|o, b| o.adam_step(b[0], b[1], b[2], b[3], s),
+            )?;
+        }
+        Ok(())
+    });
+}
+
+/// `y[i] = a * x[i] + 1`, in the device's dialect.
+fn axpb_source(ctx: &Context) -> KernelSource {
+    match ctx.info().backend {
+        BackendKind::OpenCl => KernelSource::new(
+            Dialect::OpenCl,
+            "__kernel void axpb(__global const float* xb, ulong xo, __global float* yb, ulong yo, uint n, float a) {\n\
+               uint i = get_global_id(0); if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
+            "axpb",
+        ),
+        BackendKind::Hip => KernelSource::new(
+            Dialect::Hip,
+            "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void axpb(const float* xb, unsigned long long xo, float* yb, unsigned long long yo, unsigned n, float a) {\n\
+               unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
+            "axpb",
+        ),
+        _ => KernelSource::new(
+            Dialect::Cuda,
+            "extern \"C\" __global__ void axpb(const float* xb, unsigned long long xo, float* yb, unsigned long long yo, unsigned n, float a) {\n\
+               unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
+            "axpb",
+        ),
+    }
+}
+
+pub fn user_kernel(t: Target) {
+    for ctx in contexts(t, "gpu_user_kernel") {
+        let src = axpb_source(&ctx);
+        let k = ctx.compile(&src).expect("user kernel compiles");
+        let n = 1000;
+        let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
+        let xb = ctx.alloc(n + 7).unwrap();
+        let yb = ctx.alloc(n + 5).unwrap();
+        ctx.ops().upload(xb.slice(7, n).unwrap(), &x).unwrap();
+        ctx.ops().upload(yb.view(), &nan(n + 5)).unwrap();
+        let args = [
+            KernelArg::Buffer(xb.slice(7, n).unwrap()),
+            KernelArg::Buffer(yb.slice(5, n).unwrap()),
+            KernelArg::U32(n as u32),
+            KernelArg::F32(3.0),
+        ];
+        ctx.launch(&k, LaunchConfig::for_elements(n, 128), &args)
+            .unwrap();
+        let mut y = vec![0.0; n];
+        ctx.ops().download(yb.slice(5, n).unwrap(), &mut y).unwrap();
+        let want: Vec<f32> = x.iter().map(|v| 3.0 * v + 1.0).collect();
+        assert!(rel_err(&y, &want) < 1e-6, "{}: {:?}", ctx.id(), &y[..4]);
+        // The second compile of the same source comes from the context's map.
+        assert!(ctx.compile(&src).is_ok());
+
+        let other = if src.dialect == Dialect::OpenCl {
+            Dialect::Cuda
+        } else {
+            Dialect::OpenCl
+        };
+        let foreign = KernelSource {
+            dialect: other,
+            ..src.clone()
+        };
+        match ctx.compile(&foreign) {
+            Err(Error::Unsupported { op, reason, .. }) => {
+                let text = format!("{op} {reason}");
+                assert!(
+                    text.contains(&other.to_string()) && text.contains(&src.dialect.to_string()),
+                    "{text}"
+                );
+            }
+            r => panic!("{}: foreign dialect gave {r:?}", ctx.id()),
+        }
+    }
+}
+
+pub fn compile_error(t: Target) {
+    for ctx in contexts(t, "gpu_compile_error") {
+        let mut src = axpb_source(&ctx);
+        src.source = src.source.replace("a * xb", "a * undefined_symbol_q7 * xb");
+        match ctx.compile(&src) {
+            Err(Error::Compile { log, .. }) => {
+                assert!(
+                    log.contains("undefined_symbol_q7"),
+                    "{}: log lacks the symbol:\n{log}",
+                    ctx.id()
+                )
+            }
+            r => panic!("{}: broken source gave {r:?}", ctx.id()),
+        }
+    }
+}
+
+pub fn foreign_and_edge_cases(t: Target) {
+    for ctx in contexts(t, "gpu_foreign_and_edge_cases") {
+        let ops = ctx.ops();
+        let mine = ops.alloc(4).unwrap();
+        let cpu = Context::cpu();
+        let host = cpu.alloc(4).unwrap();
+        assert!(matches!(
+            ops.copy(host.view(), mine.view()),
+            Err(Error::ForeignBuffer(_))
+        ));
+        assert!(matches!(
+            ops.fill(host.view(), 1.0),
+            Err(Error::ForeignBuffer(_))
+        ));
+        assert!(matches!(
+            cpu.ops().fill(mine.view(), 1.0),
+            Err(Error::ForeignBuffer(_))
+        ));
+
+        // Zero-length buffers work end to end.
+        let empty = ops.alloc(0).unwrap();
+        ops.upload(empty.view(), &[]).unwrap();
+        ops.fill(empty.view(), 1.0).unwrap();
+        ops.download(empty.view(), &mut []).unwrap();
+        // A request no device can meet is OutOfMemory, not a crash.
+        match ops.alloc(usize::MAX / 8) {
+            Err(Error::OutOfMemory { requested, .. }) => assert!(requested >= usize::MAX / 8),
+            r => panic!("{}: huge alloc gave {r:?}", ctx.id()),
+        }
+        // Buffers freed and asked for again come back from the pool and still work.
+        for _ in 0..3 {
+            let b = ops.alloc(1000).unwrap();
+            ops.fill(b.view(), 2.0).unwrap();
+            let mut out = vec![0.0; 1000];
+            ops.download(b.view(), &mut out).unwrap();
+            assert!(out.iter().all(|v| *v == 2.0));
+        }
+        // Mismatched shapes are errors, not panics.
+        let a = ops.alloc(6).unwrap();
+        assert!(matches!(
+            ops.gemm(Gemm::new(2, 3, 4), a.view(), a.view(), mine.view()),
+            Err(Error::Shape { .. })
+        ));
+    }
+}
+
+macro_rules! backend_suite {
+    ($name:ident, $target:expr) => {
+        mod $name {
+            use crate::support::Target;
+            const T: Target = $target;
+            #[test]
+            fn gpu_gemm() {
+                super::gemm(T)
+            }
+            #[test]
+            fn gpu_elementwise() {
+                super::elementwise(T)
+            }
+            #[test]
+            fn gpu_activations() {
+                super::activations(T)
+            }
+            #[test]
+            fn gpu_softmax_losses() {
+                super::softmax_losses(T)
+            }
+            #[test]
+            fn gpu_reductions() {
+                super::reductions(T)
+            }
+            #[test]
+            fn gpu_data() {
+                super::data(T)
+            }
+            #[test]
+            fn gpu_cells() {
+                super::cells(T)
+            }
+            #[test]
+            fn gpu_optimizers() {
+                super::optimizers(T)
+            }
+            #[test]
+            fn gpu_user_kernel() {
+                super::user_kernel(T)
+            }
+            #[test]
+            fn gpu_compile_error() {
+                super::compile_error(T)
+            }
+            #[test]
+            fn gpu_foreign_and_edge_cases() {
+                super::foreign_and_edge_cases(T)
+            }
+        }
+    };
+}
+
+backend_suite!(opencl, Target::OpenCl);
+backend_suite!(cuda, Target::Cuda);
+backend_suite!(hip, Target::Hip);
+backend_suite!(hip_on_cuda, Target::HipOnCuda);
