@@ -404,12 +404,18 @@ fn main() -> ExitCode {
     if !compiled_any {
         println!("Kernel cache: not used (the CPU backend compiles nothing).");
     } else if let Some(dir) = cache.dir() {
-        let entries = cache_entries(&cache).map_or("?".into(), |n| n.to_string());
-        println!(
-            "Kernel cache: {} now holds {entries} entries; a second run of this demo loads the \
-             built-in kernels from it instead of compiling them.",
-            dir.display()
-        );
+        match cache_entries(&cache) {
+            Some(n) if n > 0 => println!(
+                "Kernel cache: {} now holds {n} entries; a second run of this demo loads the \
+                 built-in kernels from it instead of compiling them.",
+                dir.display()
+            ),
+            _ => println!(
+                "Kernel cache: {} holds no entries (not writable? see the warnings above); \
+                 every run compiles.",
+                dir.display()
+            ),
+        }
     } else {
         println!("Kernel cache: off (RNN_CACHE=off); every run compiles.");
     }
