@@ -232,7 +232,15 @@ impl KernelCache {
     ) -> Option<M> {
         let bytes = match fs::read(path) {
             Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+            // No entry; or no directory at all (a path under a regular file): a plain miss.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return None;
+            }
             Err(e) => {
                 discard(path, &format!("unreadable ({e})"));
                 return None;

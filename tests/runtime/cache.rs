@@ -602,7 +602,7 @@ fn cache_unwritable_warns_once() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        stdout.contains("warnings: 1"),
+        stdout.lines().any(|l| l == "warnings: 1"),
         "expected exactly one warning:\n{stdout}"
     );
 }
