@@ -1,8 +1,6 @@
 //! [`NetworkBuilder`]: describe the layers, then `build` checks the chain of shapes, lays out
 //! the flat parameter buffer and initializes it from the seed.
 
-use std::collections::HashMap;
-
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ops::Activation;
@@ -13,6 +11,8 @@ use super::loss::Loss;
 use super::network::Network;
 use super::params::ParamLayout;
 use super::rnn::{Rnn, RnnOutput};
+use super::size;
+use super::workspace_cache::Workspaces;
 
 #[derive(Debug, Clone, Copy)]
 enum Spec {
@@ -142,6 +142,15 @@ impl NetworkBuilder {
             layers.push(layer);
             prev_out = Some(outputs);
         }
+        // Every size derived from these (input width, output width, parameter count) must be
+        // representable before anything is allocated.
+        layout.check()?;
+        if let Some(first) = layers.first() {
+            size::mul(in_steps, first.inputs(), "sequence length x input features")?;
+        }
+        for (layer, &steps) in layers.iter().zip(&layer_steps) {
+            size::mul(steps, layer.outputs(), "sequence length x layer outputs")?;
+        }
         let ops = self.ctx.ops();
         let params = ops.alloc(layout.total)?;
         ops.upload(params.view(), &layout.initial_values(self.seed))?;
@@ -157,7 +166,7 @@ impl NetworkBuilder {
             in_steps,
             layer_steps,
             out_steps: steps,
-            workspaces: HashMap::new(),
+            workspaces: Workspaces::default(),
         })
     }
 }

@@ -6,6 +6,7 @@ use crate::ops::{Activation, Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
+use super::size;
 
 /// A fully connected layer.
 #[derive(Debug, Clone)]
@@ -58,7 +59,7 @@ impl Dense {
     }
 
     pub fn workspace(&self, ops: &dyn Ops, rows: usize) -> Result<DenseWs> {
-        let n = rows * self.outputs;
+        let n = size::mul(rows, self.outputs, "dense layer rows x outputs")?;
         let z = if self.act.derivative_from_output() {
             None
         } else {

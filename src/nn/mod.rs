@@ -34,9 +34,11 @@ mod optim;
 mod params;
 mod rng;
 mod rnn;
+mod size;
 mod train;
 mod trainer;
 mod workspace;
+mod workspace_cache;
 
 pub use builder::NetworkBuilder;
 pub use config::{Optimizer, TrainingConfig, parse_device_env};
@@ -50,5 +52,6 @@ pub use optim::OptimizerState;
 pub use params::ParamInfo;
 pub use rng::Rng;
 pub use rnn::RnnOutput;
+pub use size::MAX_INDEXED_ROWS;
 pub use train::format_epoch;
 pub use trainer::Trainer;

@@ -1,8 +1,6 @@
 //! [`Network`]: a stack of layers over one flat parameter buffer, with forward, predict,
 //! evaluate and gradient computation. Training lives in `train.rs`.
 
-use std::collections::HashMap;
-
 use crate::buffer::Buffer;
 use crate::context::Context;
 use crate::error::{Error, Result};
@@ -14,7 +12,8 @@ use super::history::Evaluation;
 use super::layer::{Layer, LayerDesc};
 use super::loss::Loss;
 use super::params::{ParamInfo, ParamLayout};
-use super::workspace::{DeviceData, Rows, Workspace};
+use super::workspace::{DeviceData, Rows};
+use super::workspace_cache::Workspaces;
 
 /// Largest batch used by evaluation and prediction.
 const EVAL_BATCH: usize = 1024;
@@ -37,7 +36,7 @@ pub struct Network {
     pub(crate) layer_steps: Vec<usize>,
     /// Steps per sample at the output.
     pub(crate) out_steps: usize,
-    pub(crate) workspaces: HashMap<usize, Workspace>,
+    pub(crate) workspaces: Workspaces,
 }
 
 impl std::fmt::Debug for Network {
@@ -222,12 +221,11 @@ impl Network {
         let mut start = 0;
         while start < n {
             let b = (n - start).min(EVAL_BATCH);
-            self.ensure_workspace(b)?;
-            let ws = &self.workspaces[&b];
-            self.load_rows(ws, x.view(), None, &Rows::Range(start))?;
-            self.forward_ws(ws)?;
-            let y = self.batch_major_output(ws)?;
-            self.ctx
+            let (net, ws) = self.workspace(b)?;
+            net.load_rows(ws, x.view(), None, &Rows::Range(start))?;
+            net.forward_ws(ws)?;
+            let y = net.batch_major_output(ws)?;
+            net.ctx
                 .ops()
                 .copy(y, out.view().slice(start * out_w, b * out_w)?)?;
             start += b;
@@ -288,11 +286,10 @@ impl Network {
         let mut start = 0;
         while start < dd.n {
             let b = (dd.n - start).min(EVAL_BATCH);
-            self.ensure_workspace(b)?;
-            let ws = &self.workspaces[&b];
-            self.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
-            self.forward_ws(ws)?;
-            self.loss_ws(ws, Some(acc.view()))?;
+            let (net, ws) = self.workspace(b)?;
+            net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
+            net.forward_ws(ws)?;
+            net.loss_ws(ws, Some(acc.view()))?;
             start += b;
         }
         let mut sums = [0.0f32; 2];
@@ -313,12 +310,11 @@ impl Network {
         let ops = self.ctx.ops();
         let acc = ops.alloc(2)?;
         ops.fill(acc.view(), 0.0)?;
-        self.ensure_workspace(dd.n)?;
-        let ws = &self.workspaces[&dd.n];
-        self.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0))?;
-        self.forward_ws(ws)?;
-        self.loss_ws(ws, Some(acc.view()))?;
-        self.backward_ws(ws)?;
+        let (net, ws) = self.workspace(dd.n)?;
+        net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0))?;
+        net.forward_ws(ws)?;
+        net.loss_ws(ws, Some(acc.view()))?;
+        net.backward_ws(ws)?;
         let mut sums = [0.0f32; 2];
         self.ctx.ops().download(acc.view(), &mut sums)?;
         Ok(sums[0] / (dd.n * self.out_steps) as f32)

@@ -3,9 +3,10 @@
 //! are one launch each and a checkpoint is one download.
 
 use crate::buffer::{Buffer, View};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 use super::rng::Rng;
+use super::size;
 
 /// Where one parameter tensor lives in the flat buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,9 +36,10 @@ pub struct ParamInfo {
 }
 
 impl ParamInfo {
-    /// Number of elements.
+    /// Number of elements. (A layout whose sizes overflow is rejected when the network is
+    /// built, so this saturates only on a description that never became a network.)
     pub fn len(&self) -> usize {
-        self.shape.iter().product()
+        size::product(&self.shape).unwrap_or(usize::MAX)
     }
 
     /// True for a tensor with no elements.
@@ -51,22 +53,45 @@ impl ParamInfo {
 pub(crate) struct ParamLayout {
     pub tensors: Vec<ParamInfo>,
     pub total: usize,
+    /// The first tensor whose size (or the running total) overflowed; see [`Self::check`].
+    overflow: Option<String>,
 }
 
 impl ParamLayout {
-    /// Appends a tensor and returns its range.
+    /// Appends a tensor and returns its range. Layers call this while they are described;
+    /// a size that overflows is recorded (the tensor then counts as empty) and reported by
+    /// [`Self::check`], which the builder calls before allocating anything.
     pub fn add(&mut self, name: String, shape: Vec<usize>, init_bound: f32) -> ParamRef {
         let offset = self.total;
+        let len = match size::product(&shape).and_then(|n| offset.checked_add(n).map(|_| n)) {
+            Some(n) => n,
+            None => {
+                if self.overflow.is_none() {
+                    self.overflow = Some(format!(
+                        "parameter {name} of shape {shape:?} after {offset} others overflows \
+                         the address space"
+                    ));
+                }
+                0
+            }
+        };
         let info = ParamInfo {
             name,
             shape,
             offset,
             init_bound,
         };
-        let len = info.len();
         self.total += len;
         self.tensors.push(info);
         ParamRef { offset, len }
+    }
+
+    /// [`Error::InvalidArgument`] when any tensor's size or the total overflowed.
+    pub fn check(&self) -> Result<()> {
+        match &self.overflow {
+            Some(m) => Err(Error::InvalidArgument(m.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Host values for every parameter, drawn in layout order from one seeded stream (so a

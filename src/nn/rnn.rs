@@ -9,6 +9,7 @@ use crate::ops::{Activation, Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
+use super::size;
 
 /// What an RNN layer hands to the next layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,9 +84,9 @@ impl Rnn {
     }
 
     pub fn workspace(&self, ops: &dyn Ops, batch: usize) -> Result<RnnWs> {
-        let block = batch * self.hidden;
-        let seq = self.steps * block;
-        let hs = ops.alloc(seq + block)?;
+        let block = size::mul(batch, self.hidden, "RNN batch x hidden")?;
+        let seq = size::mul(self.steps, block, "RNN steps x batch x hidden")?;
+        let hs = ops.alloc(size::add(seq, block, "RNN state buffer")?)?;
         ops.fill(hs.view(), 0.0)?;
         Ok(RnnWs {
             batch,

@@ -15,6 +15,7 @@ use super::history::{EpochStats, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
 use super::rng::Rng;
+use super::size;
 use super::workspace::Rows;
 
 impl Network {
@@ -68,6 +69,7 @@ impl Network {
         } else {
             (data.clone(), None)
         };
+        size::check_indexed_rows(train.len(), "training samples")?;
         let dd = self.upload(&train)?;
         let vd = val.as_ref().map(|v| self.upload(v)).transpose()?;
         let n = dd.n;
@@ -78,10 +80,12 @@ impl Network {
         let acc = ops.alloc(2)?;
         let norm = ops.alloc(1)?;
         let mut opt = OptimizerState::new(ops, config.optimizer, self.layout.total)?;
-        self.ensure_workspace(batch)?;
-        if n % batch != 0 {
-            self.ensure_workspace(n % batch)?;
-        }
+        // The per-epoch validation creates workspaces of other sizes; the step sizes must
+        // survive it.
+        let _pins = (
+            self.pin_workspace(batch)?,
+            self.pin_workspace(if n % batch == 0 { batch } else { n % batch })?,
+        );
 
         let mut rng = Rng::new(config.seed);
         let mut order: Vec<u32> = (0..n as u32).collect();
@@ -109,31 +113,31 @@ impl Network {
             for (p, &o) in host_perm.iter_mut().zip(&order) {
                 *p = o as f32;
             }
-            let ops = self.ctx.ops();
-            ops.upload(perm.view(), &host_perm)?;
-            ops.fill(acc.view(), 0.0)?;
+            self.ctx.ops().upload(perm.view(), &host_perm)?;
+            self.ctx.ops().fill(acc.view(), 0.0)?;
             let mut start = 0;
             while start < n {
                 let b = batch.min(n - start);
-                let ws = &self.workspaces[&b];
+                let (net, ws) = self.workspace(b)?;
+                let ops = net.ctx.ops();
                 let idx = perm.slice(start, b)?;
-                self.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Gather(idx))?;
-                self.forward_ws(ws)?;
-                self.loss_ws(ws, Some(acc.view()))?;
-                self.backward_ws(ws)?;
+                net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Gather(idx))?;
+                net.forward_ws(ws)?;
+                net.loss_ws(ws, Some(acc.view()))?;
+                net.backward_ws(ws)?;
                 if let Some(max) = config.clip_grad_norm {
-                    ops.clip_grad_norm(self.grads.view(), max, norm.view())?;
+                    ops.clip_grad_norm(net.grads.view(), max, norm.view())?;
                 }
                 opt.step(
                     ops,
-                    self.params.view(),
-                    self.grads.view(),
+                    net.params.view(),
+                    net.grads.view(),
                     config.learning_rate,
                 )?;
                 start += b;
             }
             let mut sums = [0.0f32; 2];
-            ops.download(acc.view(), &mut sums)?;
+            self.ctx.ops().download(acc.view(), &mut sums)?;
             let train_secs = t0.elapsed().as_secs_f64();
             let rows = (n * self.out_steps) as f32;
             let classify = self.loss.is_classification();

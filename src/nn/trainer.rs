@@ -10,6 +10,7 @@ use super::data::Dataset;
 use super::network::Network;
 use super::optim::OptimizerState;
 use super::workspace::{DeviceData, Rows};
+use super::workspace_cache::WorkspacePin;
 
 /// Step-by-step training state for one network on its current device.
 pub struct Trainer {
@@ -23,6 +24,8 @@ pub struct Trainer {
     clip: Option<f32>,
     next: usize,
     since: u64,
+    /// Keeps this batch size's workspace from being evicted by predictions of other sizes.
+    _pin: WorkspacePin,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -44,7 +47,7 @@ impl Network {
         self.check_data(data)?;
         let data = self.upload(data)?;
         let batch = config.batch_size.min(data.n);
-        self.ensure_workspace(batch)?;
+        let pin = self.pin_workspace(batch)?;
         let ops = self.ctx.ops();
         let acc = ops.alloc(2)?;
         ops.fill(acc.view(), 0.0)?;
@@ -59,6 +62,7 @@ impl Network {
             clip: config.clip_grad_norm,
             next: 0,
             since: 0,
+            _pin: pin,
         })
     }
 }
@@ -67,8 +71,7 @@ impl Trainer {
     /// One step on the next `batch` samples (in data order, wrapping around; a trailing
     /// partial batch is skipped so every step has the same shape).
     pub fn step(&mut self, net: &mut Network) -> Result<()> {
-        let ops = net.ctx.ops();
-        if ops.context_id() != self.context {
+        if net.ctx.ops().context_id() != self.context {
             return Err(Error::ForeignBuffer(
                 "this trainer was created for the network on another context".into(),
             ));
@@ -76,7 +79,8 @@ impl Trainer {
         if self.next + self.batch > self.data.n {
             self.next = 0;
         }
-        let ws = &net.workspaces[&self.batch];
+        let (net, ws) = net.workspace(self.batch)?;
+        let ops = net.ctx.ops();
         let rows = Rows::Range(self.next);
         net.load_rows(ws, self.data.x.view(), Some(self.data.y.view()), &rows)?;
         net.forward_ws(ws)?;

@@ -9,6 +9,7 @@ use super::data::Dataset;
 use super::layer::{Flat, LayerWs};
 use super::loss::Loss;
 use super::network::Network;
+use super::size;
 
 /// A data set uploaded once: features `[n, width]` and targets `[n, target_width]`.
 pub(crate) struct DeviceData {
@@ -74,20 +75,21 @@ impl Network {
         })
     }
 
-    /// Creates the workspace for `batch` unless it exists. Workspaces of sizes that are no
-    /// longer used are dropped when many accumulate (e.g. predictions of many sizes).
-    pub(crate) fn ensure_workspace(&mut self, batch: usize) -> Result<()> {
-        if self.workspaces.contains_key(&batch) {
-            return Ok(());
-        }
-        if self.workspaces.len() >= 8 {
-            self.workspaces.clear();
-        }
+    /// Allocates every buffer a step over `batch` samples needs. Sizes are checked before
+    /// anything is allocated; use [`Network::workspace`] to get one.
+    pub(crate) fn build_workspace(&self, batch: usize) -> Result<Workspace> {
         let ops = self.ctx.ops();
         let t = self.in_steps;
+        let seq_rows = size::mul(batch, t, "batch x sequence length")?;
+        let x_len = size::mul(batch, self.input_width(), "batch x input width")?;
+        let tw = self.target_width();
+        let y_len = size::mul(batch, tw, "batch x target width")?;
+        let out_rows = size::mul(batch, self.out_steps, "batch x output steps")?;
+        let out_len = size::mul(out_rows, self.output_features(), "output rows x features")?;
         let (idx_tm, idx_bm, x_tm) = if t > 1 {
-            let mut tm = vec![0.0f32; t * batch];
-            let mut bm = vec![0.0f32; t * batch];
+            size::check_indexed_rows(seq_rows, "batch x sequence length")?;
+            let mut tm = vec![0.0f32; seq_rows];
+            let mut bm = vec![0.0f32; seq_rows];
             for s in 0..t {
                 for b in 0..batch {
                     tm[s * batch + b] = (b * t + s) as f32;
@@ -98,43 +100,34 @@ impl Network {
             ops.upload(a.view(), &tm)?;
             let c = ops.alloc(bm.len())?;
             ops.upload(c.view(), &bm)?;
-            (
-                Some(a),
-                Some(c),
-                Some(ops.alloc(batch * self.input_width())?),
-            )
+            (Some(a), Some(c), Some(ops.alloc(x_len)?))
         } else {
             (None, None, None)
         };
-        let tw = self.target_width();
-        let out_rows = batch * self.out_steps;
         let (y_tm, out_bm) = if self.out_steps > 1 {
-            (
-                Some(ops.alloc(batch * tw)?),
-                Some(ops.alloc(out_rows * self.output_features())?),
-            )
+            (Some(ops.alloc(y_len)?), Some(ops.alloc(out_len)?))
         } else {
             (None, None)
         };
         let mut layers = Vec::new();
         for (layer, &steps) in self.layers.iter().zip(&self.layer_steps) {
-            layers.push(layer.workspace(ops, batch, batch * steps)?);
+            let rows = size::mul(batch, steps, "batch x sequence length")?;
+            layers.push(layer.workspace(ops, batch, rows)?);
         }
         let ws = Workspace {
             batch,
-            xb: ops.alloc(batch * self.input_width())?,
+            xb: ops.alloc(x_len)?,
             x_tm,
             idx_tm,
             idx_bm,
-            yb: ops.alloc(batch * tw)?,
+            yb: ops.alloc(y_len)?,
             y_tm,
             out_bm,
             layers,
             row_loss: ops.alloc(out_rows)?,
             row_correct: ops.alloc(out_rows)?,
         };
-        self.workspaces.insert(batch, ws);
-        Ok(())
+        Ok(ws)
     }
 
     /// Puts a batch's inputs (and targets, when `data` has them) into the workspace, time-major

@@ -7,4 +7,5 @@ mod checkpoint;
 mod errors;
 mod gradcheck;
 mod optim;
+mod robust;
 mod train;
