@@ -23,6 +23,7 @@ pub mod cache;
 mod context;
 mod device;
 mod error;
+mod fsutil;
 pub mod kernel;
 mod manager;
 pub mod nn;

@@ -16,11 +16,6 @@
 //! name; the checksum catches truncation and bit rot that a driver might otherwise accept.
 
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use sha2::{Digest, Sha256};
 
@@ -31,8 +26,9 @@ const HEADER_LEN: usize = 8 + 4 + 4 + 32 + 8 + 32;
 
 /// File extension of a finished entry.
 pub(crate) const EXTENSION: &str = "rnnk";
-/// Marker inside the name of a temp file being written (never an entry).
-const TEMP_MARKER: &str = ".rnnk-tmp-";
+/// Marker inside the name of a temp file being written (never an entry); see
+/// [`crate::fsutil::write_atomic`].
+pub(crate) const TEMP_MARKER: &str = ".rnnk-tmp-";
 
 /// Why an entry could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,48 +123,9 @@ pub(crate) fn is_entry_name(name: &str) -> bool {
         })
 }
 
-/// True for names of this cache's temp files (see [`write_atomic`]).
+/// True for names of this cache's temp files (written with [`TEMP_MARKER`]).
 pub(crate) fn is_temp_name(name: &str) -> bool {
     name.starts_with('.') && name.contains(TEMP_MARKER)
-}
-
-/// Writes `bytes` to `path` so that readers see either no file or the complete file: the data
-/// goes to a uniquely named temp file in the same directory (same file system, so the rename
-/// is atomic), is flushed to disk, then renamed over `path`. Two processes storing the same
-/// entry both succeed; the last rename wins and both files are identical.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "entry path has no parent"))?;
-    let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
-    let (tmp, mut file) = create_temp(dir, stem)?;
-    let written = file.write_all(bytes).and_then(|()| file.sync_all());
-    drop(file);
-    let result = written.and_then(|()| fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
-}
-
-/// A new, exclusively created temp file next to the entry.
-fn create_temp(dir: &Path, stem: &str) -> io::Result<(PathBuf, File)> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    loop {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let name = format!(".{stem}{TEMP_MARKER}{}-{n}-{nanos}", std::process::id());
-        let tmp = dir.join(name);
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            // A leftover from a crashed process that had our pid: try the next counter value.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -274,8 +274,10 @@ impl KernelCache {
         if is_unwritable(dir) {
             return;
         }
-        let written = fs::create_dir_all(dir)
-            .and_then(|()| entry::write_atomic(path, &entry::encode(digest, binary)));
+        let written = fs::create_dir_all(dir).and_then(|()| {
+            let bytes = entry::encode(digest, binary);
+            crate::fsutil::write_atomic(path, &bytes, entry::TEMP_MARKER)
+        });
         match written {
             Ok(()) => log::debug!("kernel cache: stored {}", path.display()),
             Err(e) => {

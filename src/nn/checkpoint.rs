@@ -1,6 +1,6 @@
 //! Checkpoints as safetensors with PyTorch tensor names (`0.weight`, `1.weight_ih_l0`, ...),
-//! written atomically (temp file in the same directory, then rename) and loadable on any
-//! backend.
+//! written atomically (a uniquely named temp file in the same directory, synced, then renamed)
+//! and loadable on any backend.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,6 +10,9 @@ use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use crate::error::{Error, Result};
 
 use super::network::Network;
+
+/// Marker in the names of temp files a checkpoint is written through.
+const TEMP_MARKER: &str = ".ckpt-tmp-";
 
 impl Network {
     /// Saves every parameter to `path` (safetensors, f32, little-endian).
@@ -33,16 +36,7 @@ impl Network {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        let file_name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "checkpoint".into());
-        let tmp = path.with_file_name(format!(".{file_name}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, &encoded).map_err(|e| Error::io(&tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(path, e)
-        })
+        crate::fsutil::write_atomic(path, &encoded, TEMP_MARKER).map_err(|e| Error::io(path, e))
     }
 
     /// Loads parameters saved by [`Network::save`] (or by PyTorch with the same names and

@@ -71,3 +71,37 @@ fn public_types_are_send_and_sync() {
     check::<rnn::nn::Dataset>();
     check::<rnn::Error>();
 }
+
+/// Threads saving the same path used to share one temp file name (the process id only), so
+/// one thread's rename found its temp file already renamed away.
+#[test]
+fn cpu_concurrent_saves_of_one_path_all_succeed() {
+    let ctx = Context::cpu();
+    let net = small_net(&ctx);
+    let dir = std::env::temp_dir().join(format!("rnn-robust-save-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.safetensors");
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| {
+                for _ in 0..25 {
+                    net.save(&path).unwrap();
+                }
+            });
+        }
+    });
+    let mut copy = Network::builder(&ctx)
+        .seed(99)
+        .dense(3, 5, Activation::Tanh)
+        .dense(5, 2, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap();
+    copy.load(&path).unwrap();
+    assert_eq!(copy.parameters().unwrap(), net.parameters().unwrap());
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 1, "temp files left behind: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
