@@ -172,7 +172,7 @@ fn sample(net: &mut Network, corpus: &CharCorpus, steps: usize, len: usize) -> r
         let logits = net.predict(&corpus.one_hot(&text)?)?;
         let last = &logits[(steps - 1) * v..steps * v];
         let next = corpus
-            .char(CharCorpus::sample_index(last, 0.8, &mut rng))
+            .char(CharCorpus::sample_index(last, 0.8, &mut rng)?)
             .unwrap_or(' ');
         out.push(next);
         window.remove(0);

@@ -80,7 +80,7 @@ impl CharCorpus {
                 "steps, stride and max_samples must be > 0".into(),
             ));
         }
-        if self.encoded.len() < steps + 1 {
+        if self.encoded.len() <= steps {
             return Err(Error::InvalidData(format!(
                 "text of {} characters is too short for sequences of {steps}",
                 self.encoded.len()
@@ -111,8 +111,14 @@ impl CharCorpus {
         )
     }
 
-    /// Draws a character index from softmax(`logits` / `temperature`).
-    pub fn sample_index(logits: &[f32], temperature: f32, rng: &mut Rng) -> usize {
+    /// Draws a character index from softmax(`logits` / `temperature`); empty `logits` is an
+    /// [`Error::InvalidArgument`].
+    pub fn sample_index(logits: &[f32], temperature: f32, rng: &mut Rng) -> Result<usize> {
+        if logits.is_empty() {
+            return Err(Error::InvalidArgument(
+                "sample_index needs at least one logit".into(),
+            ));
+        }
         let t = if temperature > 0.0 { temperature } else { 1.0 };
         let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let weights: Vec<f64> = logits
@@ -123,10 +129,10 @@ impl CharCorpus {
         let mut u = rng.uniform() as f64 * total;
         for (i, w) in weights.iter().enumerate() {
             if u < *w {
-                return i;
+                return Ok(i);
             }
             u -= w;
         }
-        weights.len() - 1
+        Ok(weights.len() - 1)
     }
 }

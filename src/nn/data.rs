@@ -7,6 +7,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 use super::rng::Rng;
+use super::size;
 
 /// What each sample is trained against.
 #[derive(Debug, Clone, PartialEq)]
@@ -307,17 +308,28 @@ impl Dataset {
 
     /// MNIST IDX images (`0x00000803`) and labels (`0x00000801`), each plain or gzipped.
     pub fn from_mnist_idx(images: &[u8], labels: &[u8]) -> Result<Self> {
-        let images = maybe_gunzip(images, "MNIST IDX images")?;
-        let labels = maybe_gunzip(labels, "MNIST IDX labels")?;
-        let (dims, pixels) = parse_idx(&images, 3, "MNIST IDX images")?;
-        let (ldims, lbytes) = parse_idx(&labels, 1, "MNIST IDX labels")?;
+        Self::from_idx_named(images, labels, "MNIST IDX images", "MNIST IDX labels")
+    }
+
+    /// [`Dataset::from_mnist_idx`] with the names format errors report (file paths when read
+    /// from disk).
+    fn from_idx_named(images: &[u8], labels: &[u8], iname: &str, lname: &str) -> Result<Self> {
+        let images = maybe_gunzip(images, iname)?;
+        let labels = maybe_gunzip(labels, lname)?;
+        let (dims, pixels) = parse_idx(&images, 3, iname)?;
+        let (ldims, lbytes) = parse_idx(&labels, 1, lname)?;
         if dims[0] != ldims[0] {
             return Err(Error::InvalidData(format!(
                 "{} images but {} labels",
                 dims[0], ldims[0]
             )));
         }
-        let width = dims[1] * dims[2];
+        // With zero images the total is 0 whatever the row and column counts, so their
+        // product is checked on its own.
+        let width = dims[1].checked_mul(dims[2]).ok_or_else(|| Error::Format {
+            path: iname.into(),
+            reason: format!("image size {} x {} overflows", dims[1], dims[2]),
+        })?;
         let features = pixels.iter().map(|&p| p as f32 / 255.0).collect();
         let labels = lbytes.iter().map(|&l| l as u32).collect();
         Dataset::classification(features, width, labels, 10)
@@ -325,9 +337,11 @@ impl Dataset {
 
     /// Reads MNIST IDX files (e.g. `train-images-idx3-ubyte.gz`, `train-labels-idx1-ubyte.gz`).
     pub fn load_mnist_idx(images: impl AsRef<Path>, labels: impl AsRef<Path>) -> Result<Self> {
-        let i = std::fs::read(&images).map_err(|e| Error::io(&images, e))?;
-        let l = std::fs::read(&labels).map_err(|e| Error::io(&labels, e))?;
-        Self::from_mnist_idx(&i, &l)
+        let (images, labels) = (images.as_ref(), labels.as_ref());
+        let i = std::fs::read(images).map_err(|e| Error::io(images, e))?;
+        let l = std::fs::read(labels).map_err(|e| Error::io(labels, e))?;
+        let (iname, lname) = (images.display().to_string(), labels.display().to_string());
+        Self::from_idx_named(&i, &l, &iname, &lname)
     }
 }
 
@@ -371,7 +385,12 @@ fn parse_idx<'a>(bytes: &'a [u8], rank: usize, what: &str) -> Result<(Vec<usize>
             u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize
         })
         .collect();
-    let count: usize = dims.iter().product();
+    let count = size::product(&dims).ok_or_else(|| {
+        bad(format!(
+            "dimensions {dims:?} overflow (file has {} payload bytes)",
+            bytes.len() - header
+        ))
+    })?;
     let payload = &bytes[header..];
     if payload.len() != count {
         return Err(bad(format!(

@@ -1,8 +1,8 @@
 //! Robustness: workspace reuse across sizes, size limits, malformed files, concurrent saves,
 //! and the thread-safety of the public types.
 
-use rnn::nn::{Dataset, Loss, Network, Trainer, TrainingConfig};
-use rnn::{Activation, Context};
+use rnn::nn::{CharCorpus, Dataset, Loss, Network, Rng, RnnOutput, Trainer, TrainingConfig};
+use rnn::{Activation, Context, Error};
 
 fn small_net(ctx: &Context) -> Network {
     Network::builder(ctx)
@@ -104,4 +104,114 @@ fn cpu_concurrent_saves_of_one_path_all_succeed() {
         .collect();
     assert_eq!(left.len(), 1, "temp files left behind: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn idx(magic_rank: u8, dims: &[u32], payload: usize) -> Vec<u8> {
+    let mut v = vec![0, 0, 8, magic_rank];
+    for d in dims {
+        v.extend_from_slice(&d.to_be_bytes());
+    }
+    v.extend(std::iter::repeat_n(0u8, payload));
+    v
+}
+
+#[test]
+fn malformed_idx_headers_are_format_errors() {
+    let labels = idx(1, &[2], 2);
+    let images = idx(3, &[2, 2, 2], 8);
+    Dataset::from_mnist_idx(&images, &labels).unwrap();
+    let cases: Vec<(&str, Vec<u8>, Vec<u8>)> = vec![
+        // The product of the dimensions overflows 64 bits.
+        ("huge dims", idx(3, &[u32::MAX; 3], 8), labels.clone()),
+        (
+            "huge but consistent",
+            idx(3, &[u32::MAX, 2, 2], 8),
+            labels.clone(),
+        ),
+        ("truncated payload", idx(3, &[2, 2, 2], 7), labels.clone()),
+        ("truncated header", images[..9].to_vec(), labels.clone()),
+        ("empty", vec![], labels.clone()),
+        ("wrong rank", idx(2, &[2, 4], 8), labels.clone()),
+        ("labels huge", images.clone(), idx(1, &[u32::MAX], 2)),
+        ("labels truncated", images.clone(), labels[..6].to_vec()),
+    ];
+    for (what, i, l) in cases {
+        match Dataset::from_mnist_idx(&i, &l) {
+            Err(Error::Format { .. }) => {}
+            other => panic!("{what}: expected a format error, got {other:?}"),
+        }
+    }
+    // Zero images of an absurd size: the total is 0, the data set is empty.
+    let err = Dataset::from_mnist_idx(&idx(3, &[0, u32::MAX, u32::MAX], 0), &idx(1, &[0], 0))
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidData(_)), "{err}");
+    let dir = std::env::temp_dir().join(format!("rnn-robust-idx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (ip, lp) = (dir.join("images.idx"), dir.join("labels.idx"));
+    std::fs::write(&ip, idx(3, &[u32::MAX; 3], 8)).unwrap();
+    std::fs::write(&lp, &labels).unwrap();
+    let err = Dataset::load_mnist_idx(&ip, &lp).unwrap_err();
+    assert!(matches!(err, Error::Format { .. }), "{err}");
+    assert!(err.to_string().contains("images.idx"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn sample_index_of_no_logits_is_an_error() {
+    let mut rng = Rng::new(1);
+    let err = CharCorpus::sample_index(&[], 1.0, &mut rng).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    assert_eq!(CharCorpus::sample_index(&[5.0], 1.0, &mut rng).unwrap(), 0);
+    let corpus = CharCorpus::new("abcabc").unwrap();
+    assert!(corpus.sequences(usize::MAX, 1, 1).is_err());
+}
+
+#[test]
+fn absurd_layer_sizes_are_errors_before_allocating() {
+    let ctx = Context::cpu();
+    let half = usize::MAX / 2 + 1;
+    let builds = [
+        (
+            "dense weight",
+            Network::builder(&ctx).dense(half, 2, Activation::Relu),
+        ),
+        (
+            "dense total",
+            Network::builder(&ctx)
+                .dense(1 << 32, 1 << 31, Activation::Relu)
+                .dense(1 << 31, 1 << 32, Activation::Relu)
+                .dense(1 << 32, 1 << 31, Activation::Relu),
+        ),
+        (
+            "rnn recurrent weight",
+            Network::builder(&ctx).sequence_length(2).rnn(
+                1,
+                1 << 33,
+                Activation::Tanh,
+                RnnOutput::Last,
+            ),
+        ),
+        (
+            "input width",
+            Network::builder(&ctx).sequence_length(half).rnn(
+                2,
+                1,
+                Activation::Tanh,
+                RnnOutput::Last,
+            ),
+        ),
+        (
+            "sequence output width",
+            Network::builder(&ctx)
+                .sequence_length(1 << 40)
+                .rnn(1, 1 << 12, Activation::Tanh, RnnOutput::Sequence)
+                .dense(1 << 12, 1 << 30, Activation::Identity),
+        ),
+    ];
+    for (what, b) in builds {
+        match b.build(Loss::Mse) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("overflow"), "{what}: {m}"),
+            other => panic!("{what}: expected InvalidArgument, got {other:?}"),
+        }
+    }
 }
