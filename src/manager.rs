@@ -102,8 +102,14 @@ fn backends_from_env() -> Result<Vec<BackendKind>> {
 
 /// Reads `RNN_DEVICE` (unset or empty: `None`).
 pub(crate) fn device_from_env() -> Result<Option<DeviceId>> {
-    match std::env::var("RNN_DEVICE") {
-        Ok(v) if !v.trim().is_empty() => v.parse().map(Some).map_err(|e| match e {
+    parse_device_env(std::env::var("RNN_DEVICE").ok())
+}
+
+/// Parses a value of `RNN_DEVICE` (absent or blank: `None`); a bad one is
+/// [`Error::InvalidEnv`]. The one place that maps device-id errors for this variable.
+pub(crate) fn parse_device_env(value: Option<String>) -> Result<Option<DeviceId>> {
+    match value {
+        Some(v) if !v.trim().is_empty() => v.parse().map(Some).map_err(|e| match e {
             Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
                 name: "RNN_DEVICE".into(),
                 value: v.clone(),

@@ -3,7 +3,7 @@
 use crate::context::Context;
 use crate::device::{BackendKind, DeviceId};
 use crate::error::{Error, Result};
-use crate::manager::GpuManager;
+use crate::manager::{self, GpuManager};
 
 /// The optimizer and its hyper-parameters (the learning rate lives in [`TrainingConfig`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -184,15 +184,13 @@ impl Default for TrainingConfig {
     }
 }
 
-/// Parses an `RNN_DEVICE` value into a device id; a bad value is [`Error::InvalidEnv`].
+/// Parses an `RNN_DEVICE` value into a device id; a bad or blank value is
+/// [`Error::InvalidEnv`] (the same error [`GpuManager`] gives for the variable).
 pub fn parse_device_env(value: &str) -> Result<DeviceId> {
-    value.parse().map_err(|e| match e {
-        Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
-            name: "RNN_DEVICE".into(),
-            value: value.to_string(),
-            reason: format!("{reason}; expected {valid}"),
-        },
-        other => other,
+    manager::parse_device_env(Some(value.to_string()))?.ok_or_else(|| Error::InvalidEnv {
+        name: "RNN_DEVICE".into(),
+        value: value.to_string(),
+        reason: "the value is blank".into(),
     })
 }
 
@@ -245,8 +243,7 @@ impl TrainingConfig {
         if let Some(id) = self.device {
             return Ok(manager.device(id)?.id);
         }
-        if let Some(v) = env_device.filter(|v| !v.trim().is_empty()) {
-            let id = parse_device_env(v)?;
+        if let Some(id) = manager::parse_device_env(env_device.map(str::to_string))? {
             log::info!("training on {id} from RNN_DEVICE");
             return Ok(manager.device(id)?.id);
         }

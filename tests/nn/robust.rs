@@ -215,3 +215,20 @@ fn absurd_layer_sizes_are_errors_before_allocating() {
         }
     }
 }
+
+#[test]
+fn rnn_device_values_map_to_one_error() {
+    use rnn::nn::parse_device_env;
+    use rnn::{BackendKind, GpuManager};
+    let err = parse_device_env("   ").unwrap_err();
+    assert!(matches!(err, Error::InvalidEnv { .. }), "{err}");
+    let direct = parse_device_env("gpu7").unwrap_err();
+    assert!(matches!(direct, Error::InvalidEnv { .. }), "{direct}");
+    let manager = GpuManager::with_backends(&[BackendKind::Cpu]);
+    let config = TrainingConfig::default();
+    let via_config = config.resolve_device(&manager, Some("gpu7")).unwrap_err();
+    assert_eq!(via_config.to_string(), direct.to_string());
+    // Blank means unset for the variable itself.
+    let fallback = config.resolve_device(&manager, Some(" ")).unwrap();
+    assert_eq!(fallback, rnn::DeviceId::Cpu);
+}
