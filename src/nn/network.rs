@@ -12,6 +12,7 @@ use super::history::Evaluation;
 use super::layer::{Layer, LayerDesc};
 use super::loss::Loss;
 use super::params::{ParamInfo, ParamLayout};
+use super::size::MAX_INDEXED_ROWS;
 use super::workspace::{DeviceData, Rows};
 use super::workspace_cache::Workspaces;
 
@@ -165,6 +166,12 @@ impl Network {
                     ..
                 },
             ) => {
+                if *classes > MAX_INDEXED_ROWS {
+                    return Err(Error::InvalidData(format!(
+                        "{classes} classes; labels are stored as f32 on the device, so at \
+                         most {MAX_INDEXED_ROWS} are supported"
+                    )));
+                }
                 if *classes > c {
                     return Err(Error::InvalidData(format!(
                         "data has {classes} classes but the network outputs {c}"
@@ -199,6 +206,12 @@ impl Network {
         Ok(())
     }
 
+    /// Samples per evaluation batch: [`EVAL_BATCH`], fewer for sequences so long that the
+    /// batch's time-major rows would pass [`MAX_INDEXED_ROWS`].
+    fn eval_batch(&self) -> usize {
+        EVAL_BATCH.min(((MAX_INDEXED_ROWS - 1) / self.in_steps).max(1))
+    }
+
     /// Runs the network on `x` (`[n, input_width]`, on this network's context) and returns
     /// the outputs, `[n, output_features]` or `[n, steps, output_features]`.
     pub fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
@@ -220,7 +233,7 @@ impl Network {
         let out = self.ctx.zeros(&shape)?;
         let mut start = 0;
         while start < n {
-            let b = (n - start).min(EVAL_BATCH);
+            let b = (n - start).min(self.eval_batch());
             let (net, ws) = self.workspace(b)?;
             net.load_rows(ws, x.view(), None, &Rows::Range(start))?;
             net.forward_ws(ws)?;
@@ -285,7 +298,7 @@ impl Network {
         ops.fill(acc.view(), 0.0)?;
         let mut start = 0;
         while start < dd.n {
-            let b = (dd.n - start).min(EVAL_BATCH);
+            let b = (dd.n - start).min(self.eval_batch());
             let (net, ws) = self.workspace(b)?;
             net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
             net.forward_ws(ws)?;

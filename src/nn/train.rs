@@ -50,6 +50,10 @@ impl Network {
     /// Trains on `data` as `config` says and returns per-epoch metrics. The last
     /// `validation_split` of the samples (in data-set order) is held out and evaluated after
     /// every epoch.
+    ///
+    /// Limits: the training samples, and `batch_size * steps` of a sequence model, must stay
+    /// below [`super::MAX_INDEXED_ROWS`] (2^24), because the device gathers rows through f32
+    /// indices; larger values are an [`Error::InvalidArgument`].
     pub fn train(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<TrainingHistory> {
         let started = Instant::now();
         config.validate()?;

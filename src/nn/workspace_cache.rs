@@ -21,7 +21,9 @@ struct Slot {
 
 /// Keeps a workspace alive while held; dropping it lets the size be evicted again.
 #[derive(Debug, Clone)]
-pub(crate) struct WorkspacePin(#[allow(dead_code)] Arc<()>);
+pub(crate) struct WorkspacePin {
+    _alive: Arc<()>,
+}
 
 #[derive(Default)]
 pub(crate) struct Workspaces {
@@ -101,7 +103,7 @@ impl Network {
         self.workspaces.pins.retain(|(_, w)| w.strong_count() > 0);
         self.workspaces.pins.push((batch, Arc::downgrade(&pin)));
         self.workspace(batch)?;
-        Ok(WorkspacePin(pin))
+        Ok(WorkspacePin { _alive: pin })
     }
 }
 
