@@ -11,7 +11,7 @@ use crate::support::rel_err;
 /// kink (ReLU at 0) within `eps`, where no finite difference is meaningful: it is left out, and
 /// at most half of the parameters may be (one ReLU unit near 0 puts every weight
 /// feeding it on the kink).
-fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
+pub(crate) fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
     let base_loss = net.compute_gradients(data).unwrap() as f64;
     let analytic = net.gradients().unwrap();
     let base = net.parameters().unwrap();
@@ -53,11 +53,11 @@ fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
     );
 }
 
-fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
+pub(crate) fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.uniform_range(-1.0, 1.0)).collect()
 }
 
-fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
+pub(crate) fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
     (0..n).map(|_| rng.below(c) as u32).collect()
 }
 
