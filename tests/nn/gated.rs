@@ -337,15 +337,17 @@ fn cpu_gated_training_remembers_the_first_step() {
     let test = remember_first(&mut rng, 128, t, c);
     for cell in [Cell::Lstm, Cell::Gru] {
         let mut net = memory_model(&ctx, cell, t, c);
-        let h = net.train(&train, &config_for(&ctx, 12, 1e-2)).unwrap();
+        let mut config = config_for(&ctx, 16, 1e-2);
+        config.clip_grad_norm = Some(1.0);
+        let h = net.train(&train, &config).unwrap();
         let l = h.losses();
         assert!(l.iter().all(|v| v.is_finite()), "{cell:?}: {l:?}");
         assert!(
-            l[l.len() - 1] < 0.5 * l[0],
-            "{cell:?}: loss should at least halve: {l:?}"
+            l[l.len() - 1] < 0.25 * l[0],
+            "{cell:?}: loss should fall to under a quarter: {l:?}"
         );
         let acc = net.evaluate(&test).unwrap().accuracy.unwrap();
-        assert!(acc > 0.9, "{cell:?}: held-out accuracy {acc} (losses {l:?})");
+        assert!(acc > 0.95, "{cell:?}: held-out accuracy {acc} (losses {l:?})");
     }
 }
 
