@@ -109,6 +109,21 @@ impl NetworkBuilder {
     /// An LSTM layer over the sequence, with PyTorch's parameter names, layout and gate order
     /// (`weight_ih_l0 [4H, I]`, `weight_hh_l0 [4H, H]`, `bias_ih_l0`, `bias_hh_l0`; i, f, g, o)
     /// and a zero initial state.
+    ///
+    /// ```
+    /// use rnn::nn::{Loss, Network, RnnOutput};
+    /// use rnn::Activation;
+    /// let ctx = rnn::Context::cpu();
+    /// // Classify sequences of 20 steps of 8 features from the last hidden state.
+    /// let net = Network::builder(&ctx)
+    ///     .sequence_length(20)
+    ///     .lstm(8, 32, RnnOutput::Last)
+    ///     .dense(32, 4, Activation::Identity)
+    ///     .build(Loss::SoftmaxCrossEntropy)?;
+    /// assert_eq!(net.param_info()[0].name, "0.weight_ih_l0");
+    /// assert_eq!(net.param_info()[0].shape, [128, 8]);
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
     pub fn lstm(mut self, inputs: usize, hidden: usize, output: RnnOutput) -> Self {
         self.specs.push(Spec::Lstm(inputs, hidden, output));
         self
@@ -178,7 +193,9 @@ impl NetworkBuilder {
                     }
                     Layer::Rnn(Rnn::new(l, &name, a, b, in_steps, act, output))
                 }
-                Spec::Lstm(a, b, output) => Layer::Lstm(Lstm::new(l, &name, a, b, in_steps, output)),
+                Spec::Lstm(a, b, output) => {
+                    Layer::Lstm(Lstm::new(l, &name, a, b, in_steps, output))
+                }
                 Spec::Gru(a, b, output) => Layer::Gru(Gru::new(l, &name, a, b, in_steps, output)),
             };
             layers.push(layer);

@@ -176,7 +176,10 @@ fn cpu_forward_matches_pytorch_semantics() {
         let got = net.predict(&x).unwrap();
         let want32: Vec<f32> = want.iter().map(|&v| v as f32).collect();
         let e = rel_err(&got, &want32);
-        assert!(e < 1e-5, "{cell:?}: rel err {e}\ngot {got:?}\nwant {want:?}");
+        assert!(
+            e < 1e-5,
+            "{cell:?}: rel err {e}\ngot {got:?}\nwant {want:?}"
+        );
 
         // `Last` hands on exactly the last state of each sample.
         let mut last = Network::builder(&ctx)
@@ -226,7 +229,10 @@ fn cpu_hand_computed_single_unit() {
         net.set_parameters(&p).unwrap();
         let got = net.predict(&[1.0, -1.0]).unwrap();
         for (a, b) in got.iter().zip(want) {
-            assert!((*a as f64 - b).abs() < 1e-6, "{cell:?}: {got:?} vs {want:?}");
+            assert!(
+                (*a as f64 - b).abs() < 1e-6,
+                "{cell:?}: {got:?} vs {want:?}"
+            );
         }
     }
 }
@@ -389,7 +395,10 @@ fn cpu_gated_training_remembers_the_first_step() {
             "{cell:?}: loss should fall to under a quarter: {l:?}"
         );
         let acc = net.evaluate(&test).unwrap().accuracy.unwrap();
-        assert!(acc > 0.95, "{cell:?}: held-out accuracy {acc} (losses {l:?})");
+        assert!(
+            acc > 0.95,
+            "{cell:?}: held-out accuracy {acc} (losses {l:?})"
+        );
     }
 }
 
@@ -406,9 +415,13 @@ fn follows_cpu(target: Target, test: &str) {
         per_sample: t,
     };
     let seq_data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-    let last_data =
-        Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2)
-            .unwrap();
+    let last_data = Dataset::regression(
+        random(&mut rng, n * t * i),
+        t * i,
+        random(&mut rng, n * 2),
+        2,
+    )
+    .unwrap();
     let model = |ctx: &Context, cell, last: bool| {
         let b = Network::builder(ctx).sequence_length(t);
         if last {
