@@ -19,6 +19,7 @@ use super::layer::Flat;
 use super::params::ParamLayout;
 use super::recurrent::{GateParams, HiddenSeq};
 use super::rnn::RnnOutput;
+use super::size;
 
 /// A GRU layer.
 #[derive(Debug, Clone)]
@@ -66,12 +67,14 @@ impl Gru {
     pub fn workspace(&self, ops: &dyn Ops, batch: usize) -> Result<GruWs> {
         let seq = HiddenSeq::new(ops, batch, self.hidden, self.steps)?;
         let block = seq.block();
+        // `HiddenSeq::new` checked `steps * block`; only the gate buffers are larger.
         let n = self.steps * block;
+        let cache = size::mul(n, 4, "GRU gate cache")?;
         Ok(GruWs {
             seq,
             gx: ops.alloc(3 * n)?,
             gh: ops.alloc(3 * n)?,
-            cache: ops.alloc(4 * n)?,
+            cache: ops.alloc(cache)?,
             dh_direct: ops.alloc(block)?,
         })
     }

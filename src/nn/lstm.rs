@@ -18,6 +18,7 @@ use super::layer::Flat;
 use super::params::ParamLayout;
 use super::recurrent::{GateParams, HiddenSeq};
 use super::rnn::RnnOutput;
+use super::size;
 
 /// An LSTM layer.
 #[derive(Debug, Clone)]
@@ -67,9 +68,10 @@ impl Lstm {
     pub fn workspace(&self, ops: &dyn Ops, batch: usize) -> Result<LstmWs> {
         let seq = HiddenSeq::new(ops, batch, self.hidden, self.steps)?;
         let block = seq.block();
+        // `HiddenSeq::new` checked `(steps + 1) * block`; only the gate buffers are larger.
         let cs = ops.alloc((self.steps + 1) * block)?;
         ops.fill(cs.view(), 0.0)?;
-        let g = self.steps * block * 4;
+        let g = size::mul(self.steps * block, 4, "LSTM gate buffer")?;
         Ok(LstmWs {
             seq,
             cs,

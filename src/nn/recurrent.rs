@@ -7,6 +7,7 @@ use crate::ops::Ops;
 
 use super::params::{ParamLayout, ParamRef};
 use super::rnn::RnnOutput;
+use super::size;
 
 /// `weight_ih_l0 [G*H, I]`, `weight_hh_l0 [G*H, H]`, `bias_ih_l0 [G*H]`, `bias_hh_l0 [G*H]` for
 /// a cell with `G` gates stacked in PyTorch's order.
@@ -29,7 +30,9 @@ impl GateParams {
         gates: usize,
     ) -> Self {
         let bound = 1.0 / (hidden as f32).sqrt();
-        let g = gates * hidden;
+        // Saturating: an absurd size then overflows the layout, which the builder reports
+        // before allocating.
+        let g = gates.saturating_mul(hidden);
         GateParams {
             w_ih: layout.add(format!("{name}.weight_ih_l0"), vec![g, inputs], bound),
             w_hh: layout.add(format!("{name}.weight_hh_l0"), vec![g, hidden], bound),
@@ -55,8 +58,13 @@ pub(crate) struct HiddenSeq {
 
 impl HiddenSeq {
     pub fn new(ops: &dyn Ops, batch: usize, hidden: usize, steps: usize) -> Result<Self> {
-        let block = batch * hidden;
-        let hs = ops.alloc((steps + 1) * block)?;
+        let block = size::mul(batch, hidden, "recurrent batch x hidden")?;
+        let states = size::mul(
+            size::add(steps, 1, "sequence length")?,
+            block,
+            "hidden states",
+        )?;
+        let hs = ops.alloc(states)?;
         // Only block 0 must be zero (nothing writes it), but the rest is rewritten every
         // forward pass, so one fill of the whole buffer is the cheapest way there.
         ops.fill(hs.view(), 0.0)?;

@@ -192,6 +192,18 @@ fn absurd_layer_sizes_are_errors_before_allocating() {
             ),
         ),
         (
+            "lstm gates",
+            Network::builder(&ctx)
+                .sequence_length(2)
+                .lstm(1, usize::MAX / 3, RnnOutput::Last),
+        ),
+        (
+            "gru weight",
+            Network::builder(&ctx)
+                .sequence_length(2)
+                .gru(1 << 31, 1 << 31, RnnOutput::Last),
+        ),
+        (
             "input width",
             Network::builder(&ctx).sequence_length(half).rnn(
                 2,
