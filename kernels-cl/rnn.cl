@@ -1,18 +1,178 @@
-// Recurrent cell steps (gate order as in PyTorch), one work-item per (batch, hidden) element.
+// Recurrent cell steps (gate order as in PyTorch). The LSTM and GRU cells run one work-item per
+// (batch, hidden) element; the Elman steps use geometry S (below).
 
-__kernel void rnn_cell_forward(__global const float* pre_base, ulong pre_off,
-                               __global const float* bi_base, ulong bi_off,
-                               __global const float* bh_base, ulong bh_off,
-                               __global float* h_base, ulong h_off, uint batch, uint hidden,
-                               uint act, float act_param) {
+// ---- fused Elman steps (geometry S) --------------------------------------------------------
+//
+// The same algorithm as kernels-cu/rnn.cu: a group of RS_THREADS work-items computes an
+// RS_BM x RS_BN tile (batch rows x hidden columns) of
+//   forward:  h    = act(pre + h_prev W^T + b_ih + b_hh)
+//   backward: dpre = act'(h) * (dh + dpre_next W)
+// with K staged in RS_BK slices in double-buffered local memory, the next slice prefetched
+// into registers while the current one is consumed. Work-item t owns column t % 32 and rows
+// t / 32 + 4 i; row tiles beyond the number of groups in y are strided.
+
+#define RS_BM 16
+#define RS_BN 32
+#define RS_BK 32
+#define RS_THREADS 128
+#define RS_ROWS 4
+#define RS_LDK (RS_BK + 4)
+#define RS_LDN (RS_BN + 4)
+#define RS_A_STAGE (RS_BM * RS_LDK)
+#define RS_W_STAGE (RS_BN * RS_LDK)
+
+// Four consecutive elements of row `row` from column `col`, zero outside (row_lim, col_lim).
+// vload4 needs only float alignment, so any view offset takes the vector path.
+inline float4 rs_load4(__global const float* base, uint row, uint row_lim, uint col,
+                       uint col_lim, uint ld) {
+    float4 v = (float4)(0.0f);
+    if (row < row_lim) {
+        __global const float* p = base + (ulong)row * ld + col;
+        if (col + 3 < col_lim) {
+            v = vload4(0, p);
+        } else {
+            if (col < col_lim) v.x = p[0];
+            if (col + 1 < col_lim) v.y = p[1];
+            if (col + 2 < col_lim) v.z = p[2];
+        }
+    }
+    return v;
+}
+
+// acc[i] + acc[RS_ROWS + i] = row t / 32 + 4 i, column t % 32 of the tile (bm, bn) of
+// A op(W); W is read transposed when trans_w (the forward step). Ends with a barrier, so the
+// caller may run it again for another tile.
+inline void rs_tile_product(__global const float* A, __global const float* W, uint batch,
+                            uint hidden, uint bm, uint bn, int trans_w, __local float* As,
+                            __local float* Ws, float* acc) {
+    uint t = get_local_id(0);
+    uint tc = t % RS_BN;
+    uint tr = t / RS_BN;
+    uint lr = t / 8;
+    uint lc = (t % 8) * 4;
+    for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
+    uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
+    float4 a_next = rs_load4(A, bm + lr, batch, lc, hidden, hidden);
+    float4 w0_next, w1_next;
+    if (trans_w) {
+        w0_next = rs_load4(W, bn + lr, hidden, lc, hidden, hidden);
+        w1_next = rs_load4(W, bn + lr + 16, hidden, lc, hidden, hidden);
+    } else {
+        w0_next = rs_load4(W, lr, hidden, bn + lc, hidden, hidden);
+        w1_next = rs_load4(W, lr + 16, hidden, bn + lc, hidden, hidden);
+    }
+    for (uint kt = 0; kt < ktiles; kt++) {
+        __local float* as = As + (kt & 1) * RS_A_STAGE;
+        __local float* ws = Ws + (kt & 1) * RS_W_STAGE;
+        uint ldw = trans_w ? RS_LDK : RS_LDN;
+        vstore4(a_next, 0, as + lr * RS_LDK + lc);
+        vstore4(w0_next, 0, ws + lr * ldw + lc);
+        vstore4(w1_next, 0, ws + (lr + 16) * ldw + lc);
+        // The stage written here was last read two slices ago, before the previous barrier.
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kt + 1 < ktiles) {
+            uint kb = (kt + 1) * RS_BK;
+            a_next = rs_load4(A, bm + lr, batch, kb + lc, hidden, hidden);
+            if (trans_w) {
+                w0_next = rs_load4(W, bn + lr, hidden, kb + lc, hidden, hidden);
+                w1_next = rs_load4(W, bn + lr + 16, hidden, kb + lc, hidden, hidden);
+            } else {
+                w0_next = rs_load4(W, kb + lr, hidden, bn + lc, hidden, hidden);
+                w1_next = rs_load4(W, kb + lr + 16, hidden, bn + lc, hidden, hidden);
+            }
+        }
+        for (uint kk = 0; kk < RS_BK; kk += 4) {
+            float4 w;
+            if (trans_w) {
+                w = vload4(0, ws + tc * RS_LDK + kk);
+            } else {
+                w = (float4)(ws[kk * RS_LDN + tc], ws[(kk + 1) * RS_LDN + tc],
+                             ws[(kk + 2) * RS_LDN + tc], ws[(kk + 3) * RS_LDN + tc]);
+            }
+            for (int i = 0; i < RS_ROWS; i++) {
+                float4 a = vload4(0, as + (tr + 4 * i) * RS_LDK + kk);
+                acc[i] = fma(a.x, w.x, acc[i]);
+                acc[RS_ROWS + i] = fma(a.y, w.y, acc[RS_ROWS + i]);
+                acc[i] = fma(a.z, w.z, acc[i]);
+                acc[RS_ROWS + i] = fma(a.w, w.w, acc[RS_ROWS + i]);
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+__kernel __attribute__((reqd_work_group_size(RS_THREADS, 1, 1)))
+void rnn_step_forward(__global const float* pre_base, ulong pre_off,
+                      __global const float* hp_base, ulong hp_off,
+                      __global const float* w_base, ulong w_off,
+                      __global const float* bi_base, ulong bi_off,
+                      __global const float* bh_base, ulong bh_off, __global float* h_base,
+                      ulong h_off, uint batch, uint hidden, uint act, float act_param) {
+    __local float As[2 * RS_A_STAGE];
+    __local float Ws[2 * RS_W_STAGE];
     __global const float* pre = pre_base + pre_off;
+    __global const float* h_prev = hp_base + hp_off;
+    __global const float* W = w_base + w_off;
     __global const float* b_ih = bi_base + bi_off;
     __global const float* b_hh = bh_base + bh_off;
     __global float* h = h_base + h_off;
-    uint n = batch * hidden;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
-        uint j = i % hidden;
-        h[i] = act_forward(pre[i] + b_ih[j] + b_hh[j], act, act_param);
+    uint bn = get_group_id(0) * RS_BN;
+    uint col = bn + get_local_id(0) % RS_BN;
+    uint tr = get_local_id(0) / RS_BN;
+    float bias = col < hidden ? b_ih[col] + b_hh[col] : 0.0f;
+    uint row_tiles = batch / RS_BM + (batch % RS_BM != 0);
+    for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+        uint bm = tile * RS_BM;
+        float acc[2 * RS_ROWS];
+        rs_tile_product(h_prev, W, batch, hidden, bm, bn, 1, As, Ws, acc);
+        if (col >= hidden) continue;
+        for (int i = 0; i < RS_ROWS; i++) {
+            uint row = bm + tr + 4 * i;
+            if (row < batch) {
+                ulong at = (ulong)row * hidden + col;
+                h[at] = act_forward(acc[i] + acc[RS_ROWS + i] + pre[at] + bias, act, act_param);
+            }
+        }
+    }
+}
+
+// has_next == 0 (the last step): dpre_next is not read and the product is zero.
+__kernel __attribute__((reqd_work_group_size(RS_THREADS, 1, 1)))
+void rnn_step_backward(__global const float* dh_base, ulong dh_off,
+                       __global const float* dn_base, ulong dn_off,
+                       __global const float* w_base, ulong w_off,
+                       __global const float* h_base, ulong h_off, __global float* dp_base,
+                       ulong dp_off, uint batch, uint hidden, uint has_next, uint act,
+                       float act_param) {
+    __local float As[2 * RS_A_STAGE];
+    __local float Ws[2 * RS_W_STAGE];
+    __global const float* dh = dh_base + dh_off;
+    __global const float* dnext = dn_base + dn_off;
+    __global const float* W = w_base + w_off;
+    __global const float* h = h_base + h_off;
+    __global float* dpre = dp_base + dp_off;
+    uint bn = get_group_id(0) * RS_BN;
+    uint col = bn + get_local_id(0) % RS_BN;
+    uint tr = get_local_id(0) / RS_BN;
+    uint row_tiles = batch / RS_BM + (batch % RS_BM != 0);
+    for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+        uint bm = tile * RS_BM;
+        float acc[2 * RS_ROWS];
+        if (has_next) {
+            rs_tile_product(dnext, W, batch, hidden, bm, bn, 0, As, Ws, acc);
+        } else {
+            for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
+        }
+        if (col >= hidden) continue;
+        for (int i = 0; i < RS_ROWS; i++) {
+            uint row = bm + tr + 4 * i;
+            if (row < batch) {
+                ulong at = (ulong)row * hidden + col;
+                // act_derivative(dy, z, y): z is unused for relu and tanh.
+                float g = dh[at] + acc[i] + acc[RS_ROWS + i];
+                dpre[at] = act_derivative(g, 0.0f, h[at], act, act_param);
+            }
+        }
     }
 }
 
