@@ -90,18 +90,24 @@ pub(super) fn rnn_step_backward(
     }
     // The product goes straight into `dpre`; the epilogue then reads it back (`with_next`).
     let body = |[dh, h]: [&[f32]; 2], [dp]: [&mut [f32]; 1], with_next: bool| match act {
-        Activation::Relu => epilogue_backward(dp, dh, h, with_next, |y| {
-            if y > 0.0 { 1.0 } else { 0.0 }
-        }),
+        Activation::Relu => {
+            epilogue_backward(dp, dh, h, with_next, |y| if y > 0.0 { 1.0 } else { 0.0 })
+        }
         _ => epilogue_backward(dp, dh, h, with_next, |y| 1.0 - y * y),
     };
     match dpre_next {
         Some(next) => {
             let g = Gemm::new(batch, hidden, hidden);
-            lock(op, ctx, [dh, h, next, w_hh], [dpre], |[dh, h, nx, w], [dp]| {
-                gemm::run(&g, nx, w, dp);
-                body([dh, h], [dp], true)
-            })
+            lock(
+                op,
+                ctx,
+                [dh, h, next, w_hh],
+                [dpre],
+                |[dh, h, nx, w], [dp]| {
+                    gemm::run(&g, nx, w, dp);
+                    body([dh, h], [dp], true)
+                },
+            )
         }
         None => lock(op, ctx, [dh, h], [dpre], |ins, outs| body(ins, outs, false)),
     }

@@ -15,57 +15,71 @@ pub fn rnn_steps(t: Target) {
         prop_oneof![Just(0usize), Just(3usize)],
         any::<u64>(),
     );
-    prop(t, "gpu_rnn_steps", 10, s, |ctx, (batch, hidden, pad, seed)| {
-        let mut r = Values(seed);
-        let n = batch * hidden;
-        let bound = 1.0 / (hidden as f32).sqrt();
-        let w = r.vec(hidden * hidden, -bound, bound);
-        let tol = 1e-5;
-        for act in [Activation::Tanh, Activation::Relu] {
-            let fwd = [
-                r.vec(n, -2.0, 2.0),
-                r.vec(n, -1.0, 1.0),
-                w.clone(),
-                r.vec(hidden, -1.0, 1.0),
-                r.vec(hidden, -1.0, 1.0),
-                nan(n),
-            ];
-            compare_at(
-                ctx,
-                &format!("rnn_step_forward {act:?} pad {pad}"),
-                &fwd,
-                pad,
-                &[5],
-                tol,
-                &|o, v| o.rnn_step_forward(v[0], v[1], v[2], v[3], v[4], v[5], act, batch, hidden),
-            )?;
-            // `h` as the forward would leave it: in (-1, 1) for tanh, >= 0 (some exact 0) for relu.
-            let mut h = r.vec(n, -1.0, 1.0);
-            if act == Activation::Relu {
-                h.iter_mut().for_each(|x| *x = x.max(0.0));
+    prop(
+        t,
+        "gpu_rnn_steps",
+        10,
+        s,
+        |ctx, (batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            let n = batch * hidden;
+            let bound = 1.0 / (hidden as f32).sqrt();
+            let w = r.vec(hidden * hidden, -bound, bound);
+            let tol = 1e-5;
+            for act in [Activation::Tanh, Activation::Relu] {
+                let fwd = [
+                    r.vec(n, -2.0, 2.0),
+                    r.vec(n, -1.0, 1.0),
+                    w.clone(),
+                    r.vec(hidden, -1.0, 1.0),
+                    r.vec(hidden, -1.0, 1.0),
+                    nan(n),
+                ];
+                compare_at(
+                    ctx,
+                    &format!("rnn_step_forward {act:?} pad {pad}"),
+                    &fwd,
+                    pad,
+                    &[5],
+                    tol,
+                    &|o, v| {
+                        o.rnn_step_forward(v[0], v[1], v[2], v[3], v[4], v[5], act, batch, hidden)
+                    },
+                )?;
+                // `h` as the forward would leave it: in (-1, 1) for tanh, >= 0 (some exact 0) for relu.
+                let mut h = r.vec(n, -1.0, 1.0);
+                if act == Activation::Relu {
+                    h.iter_mut().for_each(|x| *x = x.max(0.0));
+                }
+                let bwd = [
+                    r.vec(n, -1.0, 1.0),
+                    r.vec(n, -1.0, 1.0),
+                    w.clone(),
+                    h,
+                    nan(n),
+                ];
+                compare_at(
+                    ctx,
+                    &format!("rnn_step_backward {act:?} pad {pad}"),
+                    &bwd,
+                    pad,
+                    &[4],
+                    tol,
+                    &|o, v| {
+                        o.rnn_step_backward(v[0], Some(v[1]), v[2], v[3], v[4], act, batch, hidden)
+                    },
+                )?;
+                compare_at(
+                    ctx,
+                    &format!("rnn_step_backward {act:?} last step pad {pad}"),
+                    &bwd,
+                    pad,
+                    &[4],
+                    tol,
+                    &|o, v| o.rnn_step_backward(v[0], None, v[2], v[3], v[4], act, batch, hidden),
+                )?;
             }
-            let bwd = [r.vec(n, -1.0, 1.0), r.vec(n, -1.0, 1.0), w.clone(), h, nan(n)];
-            compare_at(
-                ctx,
-                &format!("rnn_step_backward {act:?} pad {pad}"),
-                &bwd,
-                pad,
-                &[4],
-                tol,
-                &|o, v| {
-                    o.rnn_step_backward(v[0], Some(v[1]), v[2], v[3], v[4], act, batch, hidden)
-                },
-            )?;
-            compare_at(
-                ctx,
-                &format!("rnn_step_backward {act:?} last step pad {pad}"),
-                &bwd,
-                pad,
-                &[4],
-                tol,
-                &|o, v| o.rnn_step_backward(v[0], None, v[2], v[3], v[4], act, batch, hidden),
-            )?;
-        }
-        Ok(())
-    });
+            Ok(())
+        },
+    );
 }

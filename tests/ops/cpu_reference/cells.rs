@@ -15,7 +15,16 @@ fn cell_shape() -> impl Strategy<Value = (usize, usize)> {
 
 /// `act(pre + hp W^T + bi + bh)` in f64, W `hd x hd` row-major.
 #[allow(clippy::too_many_arguments)]
-fn rnn_fwd_ref(act: Activation, pre: &[f64], hp: &[f64], w: &[f64], bi: &[f64], bh: &[f64], b: usize, hd: usize) -> Vec<f64> {
+fn rnn_fwd_ref(
+    act: Activation,
+    pre: &[f64],
+    hp: &[f64],
+    w: &[f64],
+    bi: &[f64],
+    bh: &[f64],
+    b: usize,
+    hd: usize,
+) -> Vec<f64> {
     let mut out = vec![0.0; b * hd];
     for r in 0..b {
         for j in 0..hd {
@@ -27,13 +36,27 @@ fn rnn_fwd_ref(act: Activation, pre: &[f64], hp: &[f64], w: &[f64], bi: &[f64], 
 }
 
 /// `act'(h) * (dh + next W)` in f64 (`next` None: `act'(h) * dh`).
-fn rnn_bwd_ref(act: Activation, dh: &[f64], next: Option<&[f64]>, w: &[f64], h: &[f64], b: usize, hd: usize) -> Vec<f64> {
+fn rnn_bwd_ref(
+    act: Activation,
+    dh: &[f64],
+    next: Option<&[f64]>,
+    w: &[f64],
+    h: &[f64],
+    b: usize,
+    hd: usize,
+) -> Vec<f64> {
     let mut out = vec![0.0; b * hd];
     for r in 0..b {
         for j in 0..hd {
-            let z: f64 = next.map_or(0.0, |nx| (0..hd).map(|k| nx[r * hd + k] * w[k * hd + j]).sum());
+            let z: f64 = next.map_or(0.0, |nx| {
+                (0..hd).map(|k| nx[r * hd + k] * w[k * hd + j]).sum()
+            });
             let y = h[r * hd + j];
-            let d = if act == Activation::Relu { (y > 0.0) as u8 as f64 } else { 1.0 - y * y };
+            let d = if act == Activation::Relu {
+                (y > 0.0) as u8 as f64
+            } else {
+                1.0 - y * y
+            };
             out[r * hd + j] = d * (dh[r * hd + j] + z);
         }
     }
@@ -220,15 +243,61 @@ fn cpu_rnn_step_rejects_bad_arguments() {
     let ops = ctx.ops();
     let (b, h) = (3, 5);
     let buf = |n: usize| upload(&ctx, &vec![0.5; n]);
-    let (pre, hp, w, bi, bh, out) = (buf(b * h), buf(b * h), buf(h * h), buf(h), buf(h), buf(b * h));
-    let sig = ops.rnn_step_forward(pre.view(), hp.view(), w.view(), bi.view(), bh.view(), out.view(), Activation::Sigmoid, b, h);
+    let (pre, hp, w, bi, bh, out) = (
+        buf(b * h),
+        buf(b * h),
+        buf(h * h),
+        buf(h),
+        buf(h),
+        buf(b * h),
+    );
+    let sig = ops.rnn_step_forward(
+        pre.view(),
+        hp.view(),
+        w.view(),
+        bi.view(),
+        bh.view(),
+        out.view(),
+        Activation::Sigmoid,
+        b,
+        h,
+    );
     assert!(matches!(sig, Err(Error::InvalidArgument(_))), "{sig:?}");
     let short = buf(h * h - 1);
-    let len = ops.rnn_step_forward(pre.view(), hp.view(), short.view(), bi.view(), bh.view(), out.view(), Activation::Tanh, b, h);
+    let len = ops.rnn_step_forward(
+        pre.view(),
+        hp.view(),
+        short.view(),
+        bi.view(),
+        bh.view(),
+        out.view(),
+        Activation::Tanh,
+        b,
+        h,
+    );
     assert!(matches!(len, Err(Error::Shape { .. })), "{len:?}");
     // h_prev is read by every output row: writing it in place is refused.
-    let alias = ops.rnn_step_forward(pre.view(), hp.view(), w.view(), bi.view(), bh.view(), hp.view(), Activation::Tanh, b, h);
+    let alias = ops.rnn_step_forward(
+        pre.view(),
+        hp.view(),
+        w.view(),
+        bi.view(),
+        bh.view(),
+        hp.view(),
+        Activation::Tanh,
+        b,
+        h,
+    );
     assert!(matches!(alias, Err(Error::InvalidArgument(_))), "{alias:?}");
-    let alias = ops.rnn_step_backward(pre.view(), Some(out.view()), w.view(), hp.view(), out.view(), Activation::Relu, b, h);
+    let alias = ops.rnn_step_backward(
+        pre.view(),
+        Some(out.view()),
+        w.view(),
+        hp.view(),
+        out.view(),
+        Activation::Relu,
+        b,
+        h,
+    );
     assert!(matches!(alias, Err(Error::InvalidArgument(_))), "{alias:?}");
 }
