@@ -13,13 +13,16 @@
 
 #define RS_BM 16
 #define RS_BN 32
-#define RS_BK 32
+#define RS_BK 64
 #define RS_THREADS 128
 #define RS_ROWS 4
 #define RS_LDK (RS_BK + 4)
 #define RS_LDN (RS_BN + 4)
 #define RS_A_STAGE (RS_BM * RS_LDK)
-#define RS_W_STAGE (RS_BN * RS_LDK)
+// One W stage holds either layout: RS_BN x RS_LDK (forward) or RS_BK x RS_LDN (backward).
+#define RS_W_STAGE (RS_BK * RS_LDN > RS_BN * RS_LDK ? RS_BK * RS_LDN : RS_BN * RS_LDK)
+#define RS_A_LOADS (RS_BM * RS_BK / 4 / RS_THREADS)
+#define RS_W_LOADS (RS_BN * RS_BK / 4 / RS_THREADS)
 
 // Four consecutive elements of row `row` from column `col`, zero outside (row_lim, col_lim).
 // vload4 needs only float alignment, so any view offset takes the vector path.
@@ -39,48 +42,64 @@ inline float4 rs_load4(__global const float* base, uint row, uint row_lim, uint 
     return v;
 }
 
+// The K slice from kb into registers; float4 j of work-item t is element t + j * RS_THREADS of
+// the slice in row-major float4 order (A: RS_BM rows of RS_BK; W: RS_BN rows of RS_BK when
+// trans_w, else RS_BK rows of RS_BN).
+inline void rs_fetch(__global const float* A, __global const float* W, uint batch, uint hidden,
+                     uint bm, uint bn, uint kb, int trans_w, float4* a, float4* w) {
+    uint t = get_local_id(0);
+    for (int j = 0; j < RS_A_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden,
+                        hidden);
+    }
+    for (int j = 0; j < RS_W_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        if (trans_w)
+            w[j] = rs_load4(W, bn + e / (RS_BK / 4), hidden, kb + (e % (RS_BK / 4)) * 4, hidden,
+                            hidden);
+        else
+            w[j] = rs_load4(W, kb + e / (RS_BN / 4), hidden, bn + (e % (RS_BN / 4)) * 4, hidden,
+                            hidden);
+    }
+}
+
+inline void rs_stage(__local float* as, __local float* ws, int trans_w, const float4* a,
+                     const float4* w) {
+    uint t = get_local_id(0);
+    for (int j = 0; j < RS_A_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        vstore4(a[j], 0, as + (e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4);
+    }
+    for (int j = 0; j < RS_W_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        if (trans_w)
+            vstore4(w[j], 0, ws + (e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4);
+        else
+            vstore4(w[j], 0, ws + (e / (RS_BN / 4)) * RS_LDN + (e % (RS_BN / 4)) * 4);
+    }
+}
+
 // acc[i] + acc[RS_ROWS + i] = row t / 32 + 4 i, column t % 32 of the tile (bm, bn) of
 // A op(W); W is read transposed when trans_w (the forward step). Ends with a barrier, so the
 // caller may run it again for another tile.
 inline void rs_tile_product(__global const float* A, __global const float* W, uint batch,
                             uint hidden, uint bm, uint bn, int trans_w, __local float* As,
                             __local float* Ws, float* acc) {
-    uint t = get_local_id(0);
-    uint tc = t % RS_BN;
-    uint tr = t / RS_BN;
-    uint lr = t / 8;
-    uint lc = (t % 8) * 4;
+    uint tc = get_local_id(0) % RS_BN;
+    uint tr = get_local_id(0) / RS_BN;
     for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
     uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
-    float4 a_next = rs_load4(A, bm + lr, batch, lc, hidden, hidden);
-    float4 w0_next, w1_next;
-    if (trans_w) {
-        w0_next = rs_load4(W, bn + lr, hidden, lc, hidden, hidden);
-        w1_next = rs_load4(W, bn + lr + 16, hidden, lc, hidden, hidden);
-    } else {
-        w0_next = rs_load4(W, lr, hidden, bn + lc, hidden, hidden);
-        w1_next = rs_load4(W, lr + 16, hidden, bn + lc, hidden, hidden);
-    }
+    float4 a_next[RS_A_LOADS], w_next[RS_W_LOADS];
+    rs_fetch(A, W, batch, hidden, bm, bn, 0, trans_w, a_next, w_next);
     for (uint kt = 0; kt < ktiles; kt++) {
         __local float* as = As + (kt & 1) * RS_A_STAGE;
         __local float* ws = Ws + (kt & 1) * RS_W_STAGE;
-        uint ldw = trans_w ? RS_LDK : RS_LDN;
-        vstore4(a_next, 0, as + lr * RS_LDK + lc);
-        vstore4(w0_next, 0, ws + lr * ldw + lc);
-        vstore4(w1_next, 0, ws + (lr + 16) * ldw + lc);
-        // The stage written here was last read two slices ago, before the previous barrier.
+        // This stage was last read two slices ago, before the previous barrier.
+        rs_stage(as, ws, trans_w, a_next, w_next);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (kt + 1 < ktiles) {
-            uint kb = (kt + 1) * RS_BK;
-            a_next = rs_load4(A, bm + lr, batch, kb + lc, hidden, hidden);
-            if (trans_w) {
-                w0_next = rs_load4(W, bn + lr, hidden, kb + lc, hidden, hidden);
-                w1_next = rs_load4(W, bn + lr + 16, hidden, kb + lc, hidden, hidden);
-            } else {
-                w0_next = rs_load4(W, kb + lr, hidden, bn + lc, hidden, hidden);
-                w1_next = rs_load4(W, kb + lr + 16, hidden, bn + lc, hidden, hidden);
-            }
-        }
+        if (kt + 1 < ktiles)
+            rs_fetch(A, W, batch, hidden, bm, bn, (kt + 1) * RS_BK, trans_w, a_next, w_next);
         for (uint kk = 0; kk < RS_BK; kk += 4) {
             float4 w;
             if (trans_w) {

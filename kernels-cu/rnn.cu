@@ -11,7 +11,8 @@
 // where W = W_hh is hidden x hidden, row-major. Both products are C = A op(W) with A
 // (h_prev or dpre_next) batch x hidden, contiguous along k. K advances in RS_BK slices staged
 // in double-buffered shared memory, the next slice prefetched into registers while the current
-// one is consumed (one barrier per slice). The W slice is reused by all RS_BM rows of the tile.
+// one is consumed (one barrier per slice; 64-wide slices halve the exposed load latencies of
+// 32-wide ones). The W slice is reused by all RS_BM rows of the tile.
 //
 // Thread t owns column tc = t % 32 of the tile and rows tr + 4 i (tr = t / 32, i < 4): a warp
 // shares its rows (A reads are broadcasts) and spans 32 consecutive columns (W reads are
@@ -19,16 +20,20 @@
 
 #define RS_BM 16
 #define RS_BN 32
-#define RS_BK 32
+#define RS_BK 64
 #define RS_THREADS 128
 #define RS_ROWS (RS_BM / (RS_THREADS / RS_BN))
 // Row pitch of the k-contiguous tiles: 16-byte aligned rows, and float4 reads by 8 lanes with
-// rows 36 words apart hit 8 disjoint groups of 4 banks.
+// rows 68 words apart hit 8 disjoint groups of 4 banks.
 #define RS_LDK (RS_BK + 4)
 // Row pitch of the n-contiguous W tile of the backward step (16-byte aligned float4 stores).
 #define RS_LDN (RS_BN + 4)
 #define RS_A_STAGE (RS_BM * RS_LDK)
-#define RS_W_STAGE (RS_BN * RS_LDK)
+// One W stage holds either layout: RS_BN x RS_LDK (forward) or RS_BK x RS_LDN (backward).
+#define RS_W_STAGE (RS_BK * RS_LDN > RS_BN * RS_LDK ? RS_BK * RS_LDN : RS_BN * RS_LDK)
+// float4s per thread to stage one slice of A (RS_BM x RS_BK) and of W (RS_BN x RS_BK).
+#define RS_A_LOADS (RS_BM * RS_BK / 4 / RS_THREADS)
+#define RS_W_LOADS (RS_BN * RS_BK / 4 / RS_THREADS)
 
 // Four consecutive elements of row `row` (of pitch `ld`) from column `col` (a multiple of 4),
 // zero outside (row_lim, col_lim). With `vec` (16-byte aligned base, ld % 4 == 0) whole float4s.
@@ -50,58 +55,81 @@ __device__ __forceinline__ float4 rs_load4(const float* __restrict__ base, uint 
     return v;
 }
 
-// acc[i] (+ acc[RS_ROWS + i], a second chain for latency) = row tr + 4 i of A op(W), column tc,
-// for the tile at (bm, bn). A is `batch x hidden`; W is read as W^T (forward, TRANS_W) or W.
+// The slice of K from kb into registers: float4 j of this thread is element
+// (t + j * RS_THREADS) of the slice in row-major float4 order, so consecutive threads read
+// consecutive addresses. A's slice is RS_BM rows of RS_BK; W's is RS_BN (hidden) rows of RS_BK
+// (forward, TRANS_W) or RS_BK rows of RS_BN (backward).
+template <bool TRANS_W>
+__device__ __forceinline__ void rs_fetch(const float* __restrict__ A, const float* __restrict__ W,
+                                         uint batch, uint hidden, uint bm, uint bn, uint kb,
+                                         bool a_vec, bool w_vec, float4* a, float4* w) {
+    const uint t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < RS_A_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden,
+                        hidden, a_vec);
+    }
+#pragma unroll
+    for (int j = 0; j < RS_W_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        if (TRANS_W) {
+            w[j] = rs_load4(W, bn + e / (RS_BK / 4), hidden, kb + (e % (RS_BK / 4)) * 4, hidden,
+                            hidden, w_vec);
+        } else {
+            w[j] = rs_load4(W, kb + e / (RS_BN / 4), hidden, bn + (e % (RS_BN / 4)) * 4, hidden,
+                            hidden, w_vec);
+        }
+    }
+}
+
+// Stores what rs_fetch loaded into one stage (8 consecutive lanes write 32 consecutive words).
+template <bool TRANS_W>
+__device__ __forceinline__ void rs_stage(float* as, float* ws, const float4* a, const float4* w) {
+    const uint t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < RS_A_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        *reinterpret_cast<float4*>(&as[(e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4]) = a[j];
+    }
+#pragma unroll
+    for (int j = 0; j < RS_W_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        if (TRANS_W) {
+            *reinterpret_cast<float4*>(&ws[(e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4]) =
+                w[j];
+        } else {
+            *reinterpret_cast<float4*>(&ws[(e / (RS_BN / 4)) * RS_LDN + (e % (RS_BN / 4)) * 4]) =
+                w[j];
+        }
+    }
+}
+
+// acc[i] + acc[RS_ROWS + i] (two chains for latency) = row tr + 4 i, column tc of the tile
+// (bm, bn) of A op(W). A is `batch x hidden`; W is read as W^T (forward, TRANS_W) or W.
 template <bool TRANS_W>
 __device__ __forceinline__ void rs_tile_product(const float* __restrict__ A,
                                                 const float* __restrict__ W, uint batch,
                                                 uint hidden, uint bm, uint bn, bool a_vec,
                                                 bool w_vec, float* As, float* Ws,
                                                 float acc[2 * RS_ROWS]) {
-    const uint t = threadIdx.x;
-    const uint tc = t % RS_BN;
-    const uint tr = t / RS_BN;
-    // Staging: 8 threads cover one 32-wide row of a slice with float4s.
-    const uint lr = t / 8;
-    const uint lc = (t % 8) * 4;
+    const uint tc = threadIdx.x % RS_BN;
+    const uint tr = threadIdx.x / RS_BN;
 #pragma unroll
     for (int i = 0; i < 2 * RS_ROWS; ++i) acc[i] = 0.0f;
 
-    const uint ktiles = (hidden + RS_BK - 1) / RS_BK;
-    // W slice rows: forward, hidden columns bn + lr (+16), k along the row; backward, k rows
-    // kb + lr (+16), hidden columns along the row.
-    float4 a_next, w0_next, w1_next;
-    a_next = rs_load4(A, bm + lr, batch, lc, hidden, hidden, a_vec);
-    if (TRANS_W) {
-        w0_next = rs_load4(W, bn + lr, hidden, lc, hidden, hidden, w_vec);
-        w1_next = rs_load4(W, bn + lr + 16, hidden, lc, hidden, hidden, w_vec);
-    } else {
-        w0_next = rs_load4(W, lr, hidden, bn + lc, hidden, hidden, w_vec);
-        w1_next = rs_load4(W, lr + 16, hidden, bn + lc, hidden, hidden, w_vec);
-    }
+    const uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
+    float4 a_next[RS_A_LOADS], w_next[RS_W_LOADS];
+    rs_fetch<TRANS_W>(A, W, batch, hidden, bm, bn, 0, a_vec, w_vec, a_next, w_next);
     for (uint kt = 0; kt < ktiles; ++kt) {
         float* as = As + (kt & 1) * RS_A_STAGE;
         float* ws = Ws + (kt & 1) * RS_W_STAGE;
-        *reinterpret_cast<float4*>(&as[lr * RS_LDK + lc]) = a_next;
-        if (TRANS_W) {
-            *reinterpret_cast<float4*>(&ws[lr * RS_LDK + lc]) = w0_next;
-            *reinterpret_cast<float4*>(&ws[(lr + 16) * RS_LDK + lc]) = w1_next;
-        } else {
-            *reinterpret_cast<float4*>(&ws[lr * RS_LDN + lc]) = w0_next;
-            *reinterpret_cast<float4*>(&ws[(lr + 16) * RS_LDN + lc]) = w1_next;
-        }
-        // The stage written here was last read two slices ago, before the previous barrier.
+        // This stage was last read two slices ago, before the previous barrier.
+        rs_stage<TRANS_W>(as, ws, a_next, w_next);
         __syncthreads();
         if (kt + 1 < ktiles) {
-            const uint kb = (kt + 1) * RS_BK;
-            a_next = rs_load4(A, bm + lr, batch, kb + lc, hidden, hidden, a_vec);
-            if (TRANS_W) {
-                w0_next = rs_load4(W, bn + lr, hidden, kb + lc, hidden, hidden, w_vec);
-                w1_next = rs_load4(W, bn + lr + 16, hidden, kb + lc, hidden, hidden, w_vec);
-            } else {
-                w0_next = rs_load4(W, kb + lr, hidden, bn + lc, hidden, hidden, w_vec);
-                w1_next = rs_load4(W, kb + lr + 16, hidden, bn + lc, hidden, hidden, w_vec);
-            }
+            rs_fetch<TRANS_W>(A, W, batch, hidden, bm, bn, (kt + 1) * RS_BK, a_vec, w_vec,
+                              a_next, w_next);
         }
 #pragma unroll
         for (uint kk = 0; kk < RS_BK; kk += 4) {

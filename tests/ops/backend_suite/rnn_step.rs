@@ -1,5 +1,5 @@
 //! The fused Elman steps on every GPU target against the CPU backend: shapes on and across the
-//! 16 x 32 output tiles and the 32-wide K slices, both activations, with and without
+//! 16 x 32 output tiles and the 64-wide K slices, both activations, with and without
 //! `dpre_next`, views aligned (vector loads) and not (scalar loads), outputs poisoned.
 
 use proptest::prelude::*;
