@@ -1,5 +1,5 @@
 //! Backends. GPU runtimes implement the small [`Device`] trait; the op set is written once over
-//! it ([`crate::ops::gpu`]). The CPU backend implements [`crate::ops::Ops`] natively.
+//! it (`src/ops/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
 
 pub(crate) mod cpu;
 #[doc(hidden)]

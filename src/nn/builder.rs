@@ -8,8 +8,10 @@ use crate::error::{Error, Result};
 use crate::ops::Activation;
 
 use super::dense::Dense;
+use super::gru::Gru;
 use super::layer::Layer;
 use super::loss::Loss;
+use super::lstm::Lstm;
 use super::network::Network;
 use super::params::ParamLayout;
 use super::rnn::{Rnn, RnnOutput};
@@ -18,6 +20,27 @@ use super::rnn::{Rnn, RnnOutput};
 enum Spec {
     Dense(usize, usize, Activation),
     Rnn(usize, usize, Activation, RnnOutput),
+    Lstm(usize, usize, RnnOutput),
+    Gru(usize, usize, RnnOutput),
+}
+
+impl Spec {
+    fn sizes(self) -> (usize, usize) {
+        match self {
+            Spec::Dense(a, b, _)
+            | Spec::Rnn(a, b, _, _)
+            | Spec::Lstm(a, b, _)
+            | Spec::Gru(a, b, _) => (a, b),
+        }
+    }
+
+    /// How a recurrent layer hands on its states; `None` for a dense layer.
+    fn recurrent_output(self) -> Option<RnnOutput> {
+        match self {
+            Spec::Dense(..) => None,
+            Spec::Rnn(.., o) | Spec::Lstm(.., o) | Spec::Gru(.., o) => Some(o),
+        }
+    }
 }
 
 /// Builds a [`Network`] layer by layer.
@@ -83,18 +106,49 @@ impl NetworkBuilder {
         self
     }
 
+    /// An LSTM layer over the sequence, with PyTorch's parameter names, layout and gate order
+    /// (`weight_ih_l0 [4H, I]`, `weight_hh_l0 [4H, H]`, `bias_ih_l0`, `bias_hh_l0`; i, f, g, o)
+    /// and a zero initial state.
+    ///
+    /// ```
+    /// use rnn::nn::{Loss, Network, RnnOutput};
+    /// use rnn::Activation;
+    /// let ctx = rnn::Context::cpu();
+    /// // Classify sequences of 20 steps of 8 features from the last hidden state.
+    /// let net = Network::builder(&ctx)
+    ///     .sequence_length(20)
+    ///     .lstm(8, 32, RnnOutput::Last)
+    ///     .dense(32, 4, Activation::Identity)
+    ///     .build(Loss::SoftmaxCrossEntropy)?;
+    /// assert_eq!(net.param_info()[0].name, "0.weight_ih_l0");
+    /// assert_eq!(net.param_info()[0].shape, [128, 8]);
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
+    pub fn lstm(mut self, inputs: usize, hidden: usize, output: RnnOutput) -> Self {
+        self.specs.push(Spec::Lstm(inputs, hidden, output));
+        self
+    }
+
+    /// A GRU layer over the sequence, with PyTorch's parameter names, layout and gate order
+    /// (`weight_ih_l0 [3H, I]`, `weight_hh_l0 [3H, H]`, `bias_ih_l0`, `bias_hh_l0`; r, z, n,
+    /// with `n = tanh(W_in x + b_in + r * (W_hn h + b_hn))`) and a zero initial state.
+    pub fn gru(mut self, inputs: usize, hidden: usize, output: RnnOutput) -> Self {
+        self.specs.push(Spec::Gru(inputs, hidden, output));
+        self
+    }
+
     /// Checks the layer chain and creates the network with its parameters on the device.
     pub fn build(self, loss: Loss) -> Result<Network> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if self.specs.is_empty() {
             return bad("a network needs at least one layer".into());
         }
-        let has_rnn = self.specs.iter().any(|s| matches!(s, Spec::Rnn(..)));
+        let has_rnn = self.specs.iter().any(|s| s.recurrent_output().is_some());
         let in_steps = match self.steps {
             Some(0) => return bad("sequence_length must be > 0".into()),
             Some(t) => t,
             None if has_rnn => {
-                return bad("a network with an RNN layer needs sequence_length(steps)".into());
+                return bad("a network with a recurrent layer needs sequence_length(steps)".into());
             }
             None => 1,
         };
@@ -104,9 +158,7 @@ impl NetworkBuilder {
         let mut steps = in_steps;
         let mut prev_out: Option<usize> = None;
         for (i, spec) in self.specs.iter().enumerate() {
-            let (inputs, outputs) = match *spec {
-                Spec::Dense(a, b, _) | Spec::Rnn(a, b, _, _) => (a, b),
-            };
+            let (inputs, outputs) = spec.sizes();
             if inputs == 0 || outputs == 0 {
                 return bad(format!(
                     "layer {i}: sizes must be > 0, got {inputs} -> {outputs}"
@@ -121,23 +173,30 @@ impl NetworkBuilder {
                 ));
             }
             layer_steps.push(steps);
+            if let Some(output) = spec.recurrent_output() {
+                if steps != in_steps {
+                    return bad(format!(
+                        "layer {i}: a recurrent layer cannot follow one that returned only the last state"
+                    ));
+                }
+                if output == RnnOutput::Last {
+                    steps = 1;
+                }
+            }
             let name = i.to_string();
+            let l = &mut layout;
             let layer = match *spec {
-                Spec::Dense(a, b, act) => Layer::Dense(Dense::new(&mut layout, &name, a, b, act)),
+                Spec::Dense(a, b, act) => Layer::Dense(Dense::new(l, &name, a, b, act)),
                 Spec::Rnn(a, b, act, output) => {
                     if !matches!(act, Activation::Tanh | Activation::Relu) {
                         return bad(format!("layer {i}: an RNN takes Tanh or Relu, not {act:?}"));
                     }
-                    if steps != in_steps {
-                        return bad(format!(
-                            "layer {i}: an RNN cannot follow a layer that returned only the last state"
-                        ));
-                    }
-                    if output == RnnOutput::Last {
-                        steps = 1;
-                    }
-                    Layer::Rnn(Rnn::new(&mut layout, &name, a, b, in_steps, act, output))
+                    Layer::Rnn(Rnn::new(l, &name, a, b, in_steps, act, output))
                 }
+                Spec::Lstm(a, b, output) => {
+                    Layer::Lstm(Lstm::new(l, &name, a, b, in_steps, output))
+                }
+                Spec::Gru(a, b, output) => Layer::Gru(Gru::new(l, &name, a, b, in_steps, output)),
             };
             layers.push(layer);
             prev_out = Some(outputs);

@@ -6,6 +6,8 @@ use crate::error::Result;
 use crate::ops::{Activation, Ops};
 
 use super::dense::{Dense, DenseWs};
+use super::gru::{Gru, GruWs};
+use super::lstm::{Lstm, LstmWs};
 use super::rnn::{Rnn, RnnOutput, RnnWs};
 
 /// What every layer needs besides its workspace: the ops and the two flat buffers.
@@ -19,11 +21,15 @@ pub(crate) struct Flat<'a> {
 pub(crate) enum Layer {
     Dense(Dense),
     Rnn(Rnn),
+    Lstm(Lstm),
+    Gru(Gru),
 }
 
 pub(crate) enum LayerWs {
     Dense(DenseWs),
     Rnn(RnnWs),
+    Lstm(LstmWs),
+    Gru(GruWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -51,6 +57,28 @@ pub enum LayerDesc {
         /// Full sequence or last state.
         output: RnnOutput,
     },
+    /// An LSTM layer (PyTorch gate order i, f, g, o).
+    Lstm {
+        /// Input features per step.
+        inputs: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Sequence length.
+        steps: usize,
+        /// Full sequence or last state.
+        output: RnnOutput,
+    },
+    /// A GRU layer (PyTorch gate order r, z, n).
+    Gru {
+        /// Input features per step.
+        inputs: usize,
+        /// Hidden size.
+        hidden: usize,
+        /// Sequence length.
+        steps: usize,
+        /// Full sequence or last state.
+        output: RnnOutput,
+    },
 }
 
 impl Layer {
@@ -58,6 +86,8 @@ impl Layer {
         match self {
             Layer::Dense(d) => d.inputs,
             Layer::Rnn(r) => r.inputs,
+            Layer::Lstm(l) => l.inputs,
+            Layer::Gru(g) => g.inputs,
         }
     }
 
@@ -65,6 +95,8 @@ impl Layer {
         match self {
             Layer::Dense(d) => d.outputs,
             Layer::Rnn(r) => r.hidden,
+            Layer::Lstm(l) => l.hidden,
+            Layer::Gru(g) => g.hidden,
         }
     }
 
@@ -82,6 +114,18 @@ impl Layer {
                 activation: r.act,
                 output: r.output,
             },
+            Layer::Lstm(l) => LayerDesc::Lstm {
+                inputs: l.inputs,
+                hidden: l.hidden,
+                steps: l.steps,
+                output: l.output,
+            },
+            Layer::Gru(g) => LayerDesc::Gru {
+                inputs: g.inputs,
+                hidden: g.hidden,
+                steps: g.steps,
+                output: g.output,
+            },
         }
     }
 
@@ -90,6 +134,8 @@ impl Layer {
         Ok(match self {
             Layer::Dense(d) => LayerWs::Dense(d.workspace(ops, rows)?),
             Layer::Rnn(r) => LayerWs::Rnn(r.workspace(ops, batch)?),
+            Layer::Lstm(l) => LayerWs::Lstm(l.workspace(ops, batch)?),
+            Layer::Gru(g) => LayerWs::Gru(g.workspace(ops, batch)?),
         })
     }
 
@@ -97,6 +143,8 @@ impl Layer {
         match (self, ws) {
             (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.output()),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.output(w),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -105,6 +153,8 @@ impl Layer {
         match (self, ws) {
             (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.grad_output()),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.grad_output(w),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -113,6 +163,8 @@ impl Layer {
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.forward(f, w, x),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward(f, w, x),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.forward(f, w, x),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -127,6 +179,8 @@ impl Layer {
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }

@@ -1,5 +1,12 @@
-//! Neural networks on any device: dense and Elman RNN layers, softmax cross-entropy and MSE,
-//! SGD/Adam/AdamW over one flat parameter buffer, training, data sets and checkpoints.
+//! Neural networks on any device: dense, Elman RNN, LSTM and GRU layers, softmax cross-entropy
+//! and MSE, SGD/Adam/AdamW over one flat parameter buffer, training, data sets and checkpoints.
+//!
+//! The recurrent layers ([`NetworkBuilder::rnn`], [`NetworkBuilder::lstm`],
+//! [`NetworkBuilder::gru`]) use PyTorch's parameter names, layouts and gate orders
+//! (`weight_ih_l0`, `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0`; LSTM gates i, f, g, o; GRU gates
+//! r, z, n), so checkpoints exchange weights with `torch.nn.RNN`/`LSTM`/`GRU`. Each runs the
+//! input projection of all steps as one GEMM, backpropagates through the whole sequence, and
+//! hands on either every hidden state or only the last one ([`RnnOutput`]).
 //!
 //! Everything runs through [`crate::Context`] and [`crate::Ops`]; layers never know the
 //! backend.
@@ -26,12 +33,15 @@ mod config;
 mod corpus;
 mod data;
 mod dense;
+mod gru;
 mod history;
 mod layer;
 mod loss;
+mod lstm;
 mod network;
 mod optim;
 mod params;
+mod recurrent;
 mod rng;
 mod rnn;
 mod train;

@@ -53,11 +53,11 @@ fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
     );
 }
 
-fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
+pub(crate) fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.uniform_range(-1.0, 1.0)).collect()
 }
 
-fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
+pub(crate) fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
     (0..n).map(|_| rng.below(c) as u32).collect()
 }
 

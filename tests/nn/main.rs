@@ -5,6 +5,7 @@ mod support;
 
 mod checkpoint;
 mod errors;
+mod gated;
 mod gradcheck;
 mod optim;
 mod train;

@@ -1,0 +1,119 @@
+//! Pieces the gated recurrent layers (`Lstm`, `Gru`) share: their four PyTorch-named parameter
+//! tensors, and the time-major hidden-state sequence with the gradient reaching each state.
+
+use crate::buffer::{Buffer, View};
+use crate::error::Result;
+use crate::ops::Ops;
+
+use super::params::{ParamLayout, ParamRef};
+use super::rnn::RnnOutput;
+
+/// `weight_ih_l0 [G*H, I]`, `weight_hh_l0 [G*H, H]`, `bias_ih_l0 [G*H]`, `bias_hh_l0 [G*H]` for
+/// a cell with `G` gates stacked in PyTorch's order.
+#[derive(Debug, Clone)]
+pub(crate) struct GateParams {
+    pub w_ih: ParamRef,
+    pub w_hh: ParamRef,
+    pub b_ih: ParamRef,
+    pub b_hh: ParamRef,
+}
+
+impl GateParams {
+    /// Registers the four tensors under `{name}.`, all initialized in `±1/sqrt(H)` as PyTorch
+    /// does for every recurrent parameter.
+    pub fn new(
+        layout: &mut ParamLayout,
+        name: &str,
+        inputs: usize,
+        hidden: usize,
+        gates: usize,
+    ) -> Self {
+        let bound = 1.0 / (hidden as f32).sqrt();
+        let g = gates * hidden;
+        GateParams {
+            w_ih: layout.add(format!("{name}.weight_ih_l0"), vec![g, inputs], bound),
+            w_hh: layout.add(format!("{name}.weight_hh_l0"), vec![g, hidden], bound),
+            b_ih: layout.add(format!("{name}.bias_ih_l0"), vec![g], bound),
+            b_hh: layout.add(format!("{name}.bias_hh_l0"), vec![g], bound),
+        }
+    }
+}
+
+/// The hidden states of one batch over the whole sequence, time-major, and their gradients.
+pub(crate) struct HiddenSeq {
+    pub batch: usize,
+    hidden: usize,
+    steps: usize,
+    /// `(steps + 1)` blocks of `batch x hidden`: block 0 is the zero initial state, block
+    /// `t + 1` is `h_t`, so blocks `0..steps` are exactly the previous states that the
+    /// recurrent weight gradient needs, in one contiguous range.
+    hs: Buffer,
+    /// `steps` blocks: the gradient reaching each `h_t`. The next layer writes into it (all of
+    /// it for `Sequence`, the last block for `Last`); backward adds the recurrent part.
+    dh: Buffer,
+}
+
+impl HiddenSeq {
+    pub fn new(ops: &dyn Ops, batch: usize, hidden: usize, steps: usize) -> Result<Self> {
+        let block = batch * hidden;
+        let hs = ops.alloc((steps + 1) * block)?;
+        // Only block 0 must be zero (nothing writes it), but the rest is rewritten every
+        // forward pass, so one fill of the whole buffer is the cheapest way there.
+        ops.fill(hs.view(), 0.0)?;
+        Ok(HiddenSeq {
+            batch,
+            hidden,
+            steps,
+            hs,
+            dh: ops.alloc(steps * block)?,
+        })
+    }
+
+    /// Elements of one step's `batch x hidden` block.
+    pub fn block(&self) -> usize {
+        self.batch * self.hidden
+    }
+
+    /// The state entering step `t` (`h_{t-1}`; zero for `t == 0`).
+    pub fn h_prev(&self, t: usize) -> Result<View<'_>> {
+        self.hs.slice(t * self.block(), self.block())
+    }
+
+    /// The state step `t` produces (`h_t`).
+    pub fn h(&self, t: usize) -> Result<View<'_>> {
+        self.hs.slice((t + 1) * self.block(), self.block())
+    }
+
+    /// Every state entering a step, `steps * batch x hidden`.
+    pub fn prev_states(&self) -> Result<View<'_>> {
+        self.hs.slice(0, self.steps * self.block())
+    }
+
+    /// The gradient reaching `h_t`.
+    pub fn dh(&self, t: usize) -> Result<View<'_>> {
+        self.dh.slice(t * self.block(), self.block())
+    }
+
+    pub fn output(&self, mode: RnnOutput) -> Result<View<'_>> {
+        match mode {
+            RnnOutput::Sequence => self.hs.slice(self.block(), self.steps * self.block()),
+            RnnOutput::Last => self.h(self.steps - 1),
+        }
+    }
+
+    pub fn grad_output(&self, mode: RnnOutput) -> Result<View<'_>> {
+        match mode {
+            RnnOutput::Sequence => Ok(self.dh.view()),
+            RnnOutput::Last => self.dh(self.steps - 1),
+        }
+    }
+
+    /// With `Last`, only the last state feeds the next layer: the earlier blocks collect only
+    /// the recurrent gradient and must start from zero every backward pass.
+    pub fn clear_unfed_grads(&self, ops: &dyn Ops, mode: RnnOutput) -> Result<()> {
+        if mode == RnnOutput::Last && self.steps > 1 {
+            ops.fill(self.dh.slice(0, (self.steps - 1) * self.block())?, 0.0)?;
+        }
+        Ok(())
+    }
+}
