@@ -1,18 +1,197 @@
-// Recurrent cell steps (gate order as in PyTorch), one work-item per (batch, hidden) element.
+// Recurrent cell steps (gate order as in PyTorch). The LSTM and GRU cells run one work-item per
+// (batch, hidden) element; the Elman steps use geometry S (below).
 
-__kernel void rnn_cell_forward(__global const float* pre_base, ulong pre_off,
-                               __global const float* bi_base, ulong bi_off,
-                               __global const float* bh_base, ulong bh_off,
-                               __global float* h_base, ulong h_off, uint batch, uint hidden,
-                               uint act, float act_param) {
+// ---- fused Elman steps (geometry S) --------------------------------------------------------
+//
+// The same algorithm as kernels-cu/rnn.cu: a group of RS_THREADS work-items computes an
+// RS_BM x RS_BN tile (batch rows x hidden columns) of
+//   forward:  h    = act(pre + h_prev W^T + b_ih + b_hh)
+//   backward: dpre = act'(h) * (dh + dpre_next W)
+// with K staged in RS_BK slices in double-buffered local memory, the next slice prefetched
+// into registers while the current one is consumed. Work-item t owns column t % 32 and rows
+// t / 32 + 4 i; row tiles beyond the number of groups in y are strided.
+
+#define RS_BM 16
+#define RS_BN 32
+#define RS_BK 64
+#define RS_THREADS 128
+#define RS_ROWS 4
+#define RS_LDK (RS_BK + 4)
+#define RS_LDN (RS_BN + 4)
+#define RS_A_STAGE (RS_BM * RS_LDK)
+// One W stage holds either layout: RS_BN x RS_LDK (forward) or RS_BK x RS_LDN (backward).
+#define RS_W_STAGE (RS_BK * RS_LDN > RS_BN * RS_LDK ? RS_BK * RS_LDN : RS_BN * RS_LDK)
+#define RS_A_LOADS (RS_BM * RS_BK / 4 / RS_THREADS)
+#define RS_W_LOADS (RS_BN * RS_BK / 4 / RS_THREADS)
+
+// Four consecutive elements of row `row` from column `col`, zero outside (row_lim, col_lim).
+// vload4 needs only float alignment, so any view offset takes the vector path.
+inline float4 rs_load4(__global const float* base, uint row, uint row_lim, uint col,
+                       uint col_lim, uint ld) {
+    float4 v = (float4)(0.0f);
+    if (row < row_lim) {
+        __global const float* p = base + (ulong)row * ld + col;
+        if (col + 3 < col_lim) {
+            v = vload4(0, p);
+        } else {
+            if (col < col_lim) v.x = p[0];
+            if (col + 1 < col_lim) v.y = p[1];
+            if (col + 2 < col_lim) v.z = p[2];
+        }
+    }
+    return v;
+}
+
+// The K slice from kb into registers; float4 j of work-item t is element t + j * RS_THREADS of
+// the slice in row-major float4 order (A: RS_BM rows of RS_BK; W: RS_BN rows of RS_BK when
+// trans_w, else RS_BK rows of RS_BN).
+inline void rs_fetch(__global const float* A, __global const float* W, uint batch, uint hidden,
+                     uint bm, uint bn, uint kb, int trans_w, float4* a, float4* w) {
+    uint t = get_local_id(0);
+    for (int j = 0; j < RS_A_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden,
+                        hidden);
+    }
+    for (int j = 0; j < RS_W_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        if (trans_w)
+            w[j] = rs_load4(W, bn + e / (RS_BK / 4), hidden, kb + (e % (RS_BK / 4)) * 4, hidden,
+                            hidden);
+        else
+            w[j] = rs_load4(W, kb + e / (RS_BN / 4), hidden, bn + (e % (RS_BN / 4)) * 4, hidden,
+                            hidden);
+    }
+}
+
+inline void rs_stage(__local float* as, __local float* ws, int trans_w, const float4* a,
+                     const float4* w) {
+    uint t = get_local_id(0);
+    for (int j = 0; j < RS_A_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        vstore4(a[j], 0, as + (e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4);
+    }
+    for (int j = 0; j < RS_W_LOADS; j++) {
+        uint e = t + j * RS_THREADS;
+        if (trans_w)
+            vstore4(w[j], 0, ws + (e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4);
+        else
+            vstore4(w[j], 0, ws + (e / (RS_BN / 4)) * RS_LDN + (e % (RS_BN / 4)) * 4);
+    }
+}
+
+// acc[i] + acc[RS_ROWS + i] = row t / 32 + 4 i, column t % 32 of the tile (bm, bn) of
+// A op(W); W is read transposed when trans_w (the forward step). Ends with a barrier, so the
+// caller may run it again for another tile.
+inline void rs_tile_product(__global const float* A, __global const float* W, uint batch,
+                            uint hidden, uint bm, uint bn, int trans_w, __local float* As,
+                            __local float* Ws, float* acc) {
+    uint tc = get_local_id(0) % RS_BN;
+    uint tr = get_local_id(0) / RS_BN;
+    for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
+    uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
+    float4 a_next[RS_A_LOADS], w_next[RS_W_LOADS];
+    rs_fetch(A, W, batch, hidden, bm, bn, 0, trans_w, a_next, w_next);
+    for (uint kt = 0; kt < ktiles; kt++) {
+        __local float* as = As + (kt & 1) * RS_A_STAGE;
+        __local float* ws = Ws + (kt & 1) * RS_W_STAGE;
+        // This stage was last read two slices ago, before the previous barrier.
+        rs_stage(as, ws, trans_w, a_next, w_next);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (kt + 1 < ktiles)
+            rs_fetch(A, W, batch, hidden, bm, bn, (kt + 1) * RS_BK, trans_w, a_next, w_next);
+        for (uint kk = 0; kk < RS_BK; kk += 4) {
+            float4 w;
+            if (trans_w) {
+                w = vload4(0, ws + tc * RS_LDK + kk);
+            } else {
+                w = (float4)(ws[kk * RS_LDN + tc], ws[(kk + 1) * RS_LDN + tc],
+                             ws[(kk + 2) * RS_LDN + tc], ws[(kk + 3) * RS_LDN + tc]);
+            }
+            for (int i = 0; i < RS_ROWS; i++) {
+                float4 a = vload4(0, as + (tr + 4 * i) * RS_LDK + kk);
+                acc[i] = fma(a.x, w.x, acc[i]);
+                acc[RS_ROWS + i] = fma(a.y, w.y, acc[RS_ROWS + i]);
+                acc[i] = fma(a.z, w.z, acc[i]);
+                acc[RS_ROWS + i] = fma(a.w, w.w, acc[RS_ROWS + i]);
+            }
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+__kernel __attribute__((reqd_work_group_size(RS_THREADS, 1, 1)))
+void rnn_step_forward(__global const float* pre_base, ulong pre_off,
+                      __global const float* hp_base, ulong hp_off,
+                      __global const float* w_base, ulong w_off,
+                      __global const float* bi_base, ulong bi_off,
+                      __global const float* bh_base, ulong bh_off, __global float* h_base,
+                      ulong h_off, uint batch, uint hidden, uint act, float act_param) {
+    __local float As[2 * RS_A_STAGE];
+    __local float Ws[2 * RS_W_STAGE];
     __global const float* pre = pre_base + pre_off;
+    __global const float* h_prev = hp_base + hp_off;
+    __global const float* W = w_base + w_off;
     __global const float* b_ih = bi_base + bi_off;
     __global const float* b_hh = bh_base + bh_off;
     __global float* h = h_base + h_off;
-    uint n = batch * hidden;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
-        uint j = i % hidden;
-        h[i] = act_forward(pre[i] + b_ih[j] + b_hh[j], act, act_param);
+    uint bn = get_group_id(0) * RS_BN;
+    uint col = bn + get_local_id(0) % RS_BN;
+    uint tr = get_local_id(0) / RS_BN;
+    float bias = col < hidden ? b_ih[col] + b_hh[col] : 0.0f;
+    uint row_tiles = batch / RS_BM + (batch % RS_BM != 0);
+    for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+        uint bm = tile * RS_BM;
+        float acc[2 * RS_ROWS];
+        rs_tile_product(h_prev, W, batch, hidden, bm, bn, 1, As, Ws, acc);
+        if (col >= hidden) continue;
+        for (int i = 0; i < RS_ROWS; i++) {
+            uint row = bm + tr + 4 * i;
+            if (row < batch) {
+                ulong at = (ulong)row * hidden + col;
+                h[at] = act_forward(acc[i] + acc[RS_ROWS + i] + pre[at] + bias, act, act_param);
+            }
+        }
+    }
+}
+
+// has_next == 0 (the last step): dpre_next is not read and the product is zero.
+__kernel __attribute__((reqd_work_group_size(RS_THREADS, 1, 1)))
+void rnn_step_backward(__global const float* dh_base, ulong dh_off,
+                       __global const float* dn_base, ulong dn_off,
+                       __global const float* w_base, ulong w_off,
+                       __global const float* h_base, ulong h_off, __global float* dp_base,
+                       ulong dp_off, uint batch, uint hidden, uint has_next, uint act,
+                       float act_param) {
+    __local float As[2 * RS_A_STAGE];
+    __local float Ws[2 * RS_W_STAGE];
+    __global const float* dh = dh_base + dh_off;
+    __global const float* dnext = dn_base + dn_off;
+    __global const float* W = w_base + w_off;
+    __global const float* h = h_base + h_off;
+    __global float* dpre = dp_base + dp_off;
+    uint bn = get_group_id(0) * RS_BN;
+    uint col = bn + get_local_id(0) % RS_BN;
+    uint tr = get_local_id(0) / RS_BN;
+    uint row_tiles = batch / RS_BM + (batch % RS_BM != 0);
+    for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+        uint bm = tile * RS_BM;
+        float acc[2 * RS_ROWS];
+        if (has_next) {
+            rs_tile_product(dnext, W, batch, hidden, bm, bn, 0, As, Ws, acc);
+        } else {
+            for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
+        }
+        if (col >= hidden) continue;
+        for (int i = 0; i < RS_ROWS; i++) {
+            uint row = bm + tr + 4 * i;
+            if (row < batch) {
+                ulong at = (ulong)row * hidden + col;
+                // act_derivative(dy, z, y): z is unused for relu and tanh.
+                float g = dh[at] + acc[i] + acc[RS_ROWS + i];
+                dpre[at] = act_derivative(g, 0.0f, h[at], act, act_param);
+            }
+        }
     }
 }
 

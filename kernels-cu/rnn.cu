@@ -1,19 +1,239 @@
-// Recurrent cell steps (geometry E over batch*hidden). Gate blocks follow PyTorch: LSTM i, f, g, o;
-// GRU r, z, n. Row b of a gate matrix holds the blocks side by side, each `hidden` wide.
+// Recurrent cell steps. The LSTM and GRU cells use geometry E over batch*hidden; the Elman
+// steps use geometry S (below). Gate blocks follow PyTorch: LSTM i, f, g, o; GRU r, z, n. Row b
+// of a gate matrix holds the blocks side by side, each `hidden` wide.
 
-extern "C" __global__ void rnn_cell_forward(const float* pre_base, u64 pre_off,
-                                            const float* b_ih_base, u64 b_ih_off,
-                                            const float* b_hh_base, u64 b_hh_off,
-                                            float* h_base, u64 h_off, uint batch, uint hidden,
-                                            uint act, float act_param) {
+// ---- fused Elman steps (geometry S) --------------------------------------------------------
+//
+// One launch per time step and direction. A block of RS_THREADS threads computes an
+// RS_BM x RS_BN tile (batch rows x hidden columns) of
+//   forward:  h    = act(pre + h_prev W^T + b_ih + b_hh)
+//   backward: dpre = act'(h) * (dh + dpre_next W)
+// where W = W_hh is hidden x hidden, row-major. Both products are C = A op(W) with A
+// (h_prev or dpre_next) batch x hidden, contiguous along k. K advances in RS_BK slices staged
+// in double-buffered shared memory, the next slice prefetched into registers while the current
+// one is consumed (one barrier per slice; 64-wide slices halve the exposed load latencies of
+// 32-wide ones). The W slice is reused by all RS_BM rows of the tile.
+//
+// Thread t owns column tc = t % 32 of the tile and rows tr + 4 i (tr = t / 32, i < 4): a warp
+// shares its rows (A reads are broadcasts) and spans 32 consecutive columns (W reads are
+// conflict-free, output stores coalesce). Row tiles beyond gridDim.y are strided.
+
+#define RS_BM 16
+#define RS_BN 32
+#define RS_BK 64
+#define RS_THREADS 128
+#define RS_ROWS (RS_BM / (RS_THREADS / RS_BN))
+// Row pitch of the k-contiguous tiles: 16-byte aligned rows, and float4 reads by 8 lanes with
+// rows 68 words apart hit 8 disjoint groups of 4 banks.
+#define RS_LDK (RS_BK + 4)
+// Row pitch of the n-contiguous W tile of the backward step (16-byte aligned float4 stores).
+#define RS_LDN (RS_BN + 4)
+#define RS_A_STAGE (RS_BM * RS_LDK)
+// One W stage holds either layout: RS_BN x RS_LDK (forward) or RS_BK x RS_LDN (backward).
+#define RS_W_STAGE (RS_BK * RS_LDN > RS_BN * RS_LDK ? RS_BK * RS_LDN : RS_BN * RS_LDK)
+// float4s per thread to stage one slice of A (RS_BM x RS_BK) and of W (RS_BN x RS_BK).
+#define RS_A_LOADS (RS_BM * RS_BK / 4 / RS_THREADS)
+#define RS_W_LOADS (RS_BN * RS_BK / 4 / RS_THREADS)
+
+// Four consecutive elements of row `row` (of pitch `ld`) from column `col` (a multiple of 4),
+// zero outside (row_lim, col_lim). With `vec` (16-byte aligned base, ld % 4 == 0) whole float4s.
+__device__ __forceinline__ float4 rs_load4(const float* __restrict__ base, uint row,
+                                           uint row_lim, uint col, uint col_lim, uint ld,
+                                           bool vec) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row < row_lim) {
+        const float* p = base + (u64)row * ld + col;
+        if (vec && col + 3 < col_lim) {
+            v = *reinterpret_cast<const float4*>(p);
+        } else {
+            if (col < col_lim) v.x = p[0];
+            if (col + 1 < col_lim) v.y = p[1];
+            if (col + 2 < col_lim) v.z = p[2];
+            if (col + 3 < col_lim) v.w = p[3];
+        }
+    }
+    return v;
+}
+
+// The slice of K from kb into registers: float4 j of this thread is element
+// (t + j * RS_THREADS) of the slice in row-major float4 order, so consecutive threads read
+// consecutive addresses. A's slice is RS_BM rows of RS_BK; W's is RS_BN (hidden) rows of RS_BK
+// (forward, TRANS_W) or RS_BK rows of RS_BN (backward).
+template <bool TRANS_W>
+__device__ __forceinline__ void rs_fetch(const float* __restrict__ A, const float* __restrict__ W,
+                                         uint batch, uint hidden, uint bm, uint bn, uint kb,
+                                         bool a_vec, bool w_vec, float4* a, float4* w) {
+    const uint t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < RS_A_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden,
+                        hidden, a_vec);
+    }
+#pragma unroll
+    for (int j = 0; j < RS_W_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        if (TRANS_W) {
+            w[j] = rs_load4(W, bn + e / (RS_BK / 4), hidden, kb + (e % (RS_BK / 4)) * 4, hidden,
+                            hidden, w_vec);
+        } else {
+            w[j] = rs_load4(W, kb + e / (RS_BN / 4), hidden, bn + (e % (RS_BN / 4)) * 4, hidden,
+                            hidden, w_vec);
+        }
+    }
+}
+
+// Stores what rs_fetch loaded into one stage (8 consecutive lanes write 32 consecutive words).
+template <bool TRANS_W>
+__device__ __forceinline__ void rs_stage(float* as, float* ws, const float4* a, const float4* w) {
+    const uint t = threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < RS_A_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        *reinterpret_cast<float4*>(&as[(e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4]) = a[j];
+    }
+#pragma unroll
+    for (int j = 0; j < RS_W_LOADS; ++j) {
+        const uint e = t + j * RS_THREADS;
+        if (TRANS_W) {
+            *reinterpret_cast<float4*>(&ws[(e / (RS_BK / 4)) * RS_LDK + (e % (RS_BK / 4)) * 4]) =
+                w[j];
+        } else {
+            *reinterpret_cast<float4*>(&ws[(e / (RS_BN / 4)) * RS_LDN + (e % (RS_BN / 4)) * 4]) =
+                w[j];
+        }
+    }
+}
+
+// acc[i] + acc[RS_ROWS + i] (two chains for latency) = row tr + 4 i, column tc of the tile
+// (bm, bn) of A op(W). A is `batch x hidden`; W is read as W^T (forward, TRANS_W) or W.
+template <bool TRANS_W>
+__device__ __forceinline__ void rs_tile_product(const float* __restrict__ A,
+                                                const float* __restrict__ W, uint batch,
+                                                uint hidden, uint bm, uint bn, bool a_vec,
+                                                bool w_vec, float* As, float* Ws,
+                                                float acc[2 * RS_ROWS]) {
+    const uint tc = threadIdx.x % RS_BN;
+    const uint tr = threadIdx.x / RS_BN;
+#pragma unroll
+    for (int i = 0; i < 2 * RS_ROWS; ++i) acc[i] = 0.0f;
+
+    const uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
+    float4 a_next[RS_A_LOADS], w_next[RS_W_LOADS];
+    rs_fetch<TRANS_W>(A, W, batch, hidden, bm, bn, 0, a_vec, w_vec, a_next, w_next);
+    for (uint kt = 0; kt < ktiles; ++kt) {
+        float* as = As + (kt & 1) * RS_A_STAGE;
+        float* ws = Ws + (kt & 1) * RS_W_STAGE;
+        // This stage was last read two slices ago, before the previous barrier.
+        rs_stage<TRANS_W>(as, ws, a_next, w_next);
+        __syncthreads();
+        if (kt + 1 < ktiles) {
+            rs_fetch<TRANS_W>(A, W, batch, hidden, bm, bn, (kt + 1) * RS_BK, a_vec, w_vec,
+                              a_next, w_next);
+        }
+#pragma unroll
+        for (uint kk = 0; kk < RS_BK; kk += 4) {
+            float4 w;
+            if (TRANS_W) {
+                w = *reinterpret_cast<const float4*>(&ws[tc * RS_LDK + kk]);
+            } else {
+                w = make_float4(ws[kk * RS_LDN + tc], ws[(kk + 1) * RS_LDN + tc],
+                                ws[(kk + 2) * RS_LDN + tc], ws[(kk + 3) * RS_LDN + tc]);
+            }
+#pragma unroll
+            for (int i = 0; i < RS_ROWS; ++i) {
+                const float4 a =
+                    *reinterpret_cast<const float4*>(&as[(tr + 4 * i) * RS_LDK + kk]);
+                acc[i] = fmaf(a.x, w.x, acc[i]);
+                acc[RS_ROWS + i] = fmaf(a.y, w.y, acc[RS_ROWS + i]);
+                acc[i] = fmaf(a.z, w.z, acc[i]);
+                acc[RS_ROWS + i] = fmaf(a.w, w.w, acc[RS_ROWS + i]);
+            }
+        }
+    }
+    // The next row tile (if any) overwrites stage 0, which the last slice may have read.
+    __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(RS_THREADS)
+    rnn_step_forward(const float* pre_base, u64 pre_off, const float* h_prev_base,
+                     u64 h_prev_off, const float* w_hh_base, u64 w_hh_off,
+                     const float* b_ih_base, u64 b_ih_off, const float* b_hh_base, u64 b_hh_off,
+                     float* h_base, u64 h_off, uint batch, uint hidden, uint act,
+                     float act_param) {
+    __shared__ float4 as4[2 * RS_A_STAGE / 4];
+    __shared__ float4 ws4[2 * RS_W_STAGE / 4];
     const float* pre = pre_base + pre_off;
+    const float* h_prev = h_prev_base + h_prev_off;
+    const float* W = w_hh_base + w_hh_off;
     const float* b_ih = b_ih_base + b_ih_off;
     const float* b_hh = b_hh_base + b_hh_off;
     float* h = h_base + h_off;
-    const u64 n = (u64)batch * hidden;
-    RNN_GRID_LOOP(i, n) {
-        const uint j = (uint)(i % hidden);
-        h[i] = act_apply(pre[i] + b_ih[j] + b_hh[j], act, act_param);
+    const bool a_vec = ((u64)h_prev % 16 == 0) && (hidden % 4 == 0);
+    const bool w_vec = ((u64)W % 16 == 0) && (hidden % 4 == 0);
+    const uint bn = blockIdx.x * RS_BN;
+    const uint col = bn + threadIdx.x % RS_BN;
+    const uint tr = threadIdx.x / RS_BN;
+    const float bias = col < hidden ? b_ih[col] + b_hh[col] : 0.0f;
+    const uint row_tiles = batch / RS_BM + (batch % RS_BM != 0);
+    for (uint tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+        const uint bm = tile * RS_BM;
+        float acc[2 * RS_ROWS];
+        rs_tile_product<true>(h_prev, W, batch, hidden, bm, bn, a_vec, w_vec,
+                              reinterpret_cast<float*>(as4), reinterpret_cast<float*>(ws4), acc);
+        if (col >= hidden) continue;
+#pragma unroll
+        for (int i = 0; i < RS_ROWS; ++i) {
+            const uint row = bm + tr + 4 * i;
+            if (row < batch) {
+                const u64 at = (u64)row * hidden + col;
+                h[at] = act_apply(acc[i] + acc[RS_ROWS + i] + pre[at] + bias, act, act_param);
+            }
+        }
+    }
+}
+
+// has_next == 0 (the last step): dpre_next is not read and the product is zero.
+extern "C" __global__ void __launch_bounds__(RS_THREADS)
+    rnn_step_backward(const float* dh_base, u64 dh_off, const float* dpre_next_base,
+                      u64 dpre_next_off, const float* w_hh_base, u64 w_hh_off,
+                      const float* h_base, u64 h_off, float* dpre_base, u64 dpre_off,
+                      uint batch, uint hidden, uint has_next, uint act, float act_param) {
+    __shared__ float4 as4[2 * RS_A_STAGE / 4];
+    __shared__ float4 ws4[2 * RS_W_STAGE / 4];
+    const float* dh = dh_base + dh_off;
+    const float* dnext = dpre_next_base + dpre_next_off;
+    const float* W = w_hh_base + w_hh_off;
+    const float* h = h_base + h_off;
+    float* dpre = dpre_base + dpre_off;
+    const bool a_vec = ((u64)dnext % 16 == 0) && (hidden % 4 == 0);
+    const bool w_vec = ((u64)W % 16 == 0) && (hidden % 4 == 0);
+    const uint bn = blockIdx.x * RS_BN;
+    const uint col = bn + threadIdx.x % RS_BN;
+    const uint tr = threadIdx.x / RS_BN;
+    const uint row_tiles = batch / RS_BM + (batch % RS_BM != 0);
+    for (uint tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
+        const uint bm = tile * RS_BM;
+        float acc[2 * RS_ROWS];
+        if (has_next) {
+            rs_tile_product<false>(dnext, W, batch, hidden, bm, bn, a_vec, w_vec,
+                                   reinterpret_cast<float*>(as4), reinterpret_cast<float*>(ws4),
+                                   acc);
+        } else {
+#pragma unroll
+            for (int i = 0; i < 2 * RS_ROWS; ++i) acc[i] = 0.0f;
+        }
+        if (col >= hidden) continue;
+#pragma unroll
+        for (int i = 0; i < RS_ROWS; ++i) {
+            const uint row = bm + tr + 4 * i;
+            if (row < batch) {
+                const u64 at = (u64)row * hidden + col;
+                const float y = h[at];
+                const float g = dh[at] + acc[i] + acc[RS_ROWS + i];
+                dpre[at] = act_grad(0.0f, y, act, act_param) * g;
+            }
+        }
     }
 }
 

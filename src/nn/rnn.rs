@@ -5,7 +5,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::{Activation, Gemm, Ops};
+use crate::ops::{Activation, Gemm, Ops, zeros};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -42,8 +42,9 @@ pub(crate) struct RnnWs {
     hs: Buffer,
     pre: Buffer,
     dpre: Buffer,
-    /// Gradient reaching each `h_t`; the next layer writes into it (all of it for `Sequence`,
-    /// the last block for `Last`).
+    /// Gradient reaching each `h_t` from the next layer, which writes all of it (`Sequence`)
+    /// or the last block (`Last`). The steps only read it (the recurrent part travels through
+    /// `dpre`), so with `Last` the other blocks stay the zeros they start as.
     dh: Buffer,
 }
 
@@ -93,7 +94,7 @@ impl Rnn {
             hs,
             pre: ops.alloc(seq)?,
             dpre: ops.alloc(seq)?,
-            dh: ops.alloc(seq)?,
+            dh: zeros(ops, seq)?,
         })
     }
 
@@ -126,20 +127,19 @@ impl Rnn {
             self.w_ih.view(f.params)?,
             ws.pre.view(),
         )?;
+        // Block t of `hs` is h_{t-1} (block 0 the zero state), so every step is the same op.
         for t in 0..t_n {
-            let pre_t = ws.pre.slice(t * block, block)?;
-            if t > 0 {
-                let h_prev = ws.hs.slice(t * block, block)?;
-                f.ops.gemm(
-                    Gemm::new(b, h, h).tb().scaled(1.0, 1.0),
-                    h_prev,
-                    w_hh,
-                    pre_t,
-                )?;
-            }
-            let h_t = ws.hs.slice((t + 1) * block, block)?;
-            f.ops
-                .rnn_cell_forward(pre_t, b_ih, b_hh, h_t, self.act, b, h)?;
+            f.ops.rnn_step_forward(
+                ws.pre.slice(t * block, block)?,
+                ws.hs.slice(t * block, block)?,
+                w_hh,
+                b_ih,
+                b_hh,
+                ws.hs.slice((t + 1) * block, block)?,
+                self.act,
+                b,
+                h,
+            )?;
         }
         Ok(())
     }
@@ -154,22 +154,23 @@ impl Rnn {
     ) -> Result<()> {
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
         let block = ws.block(h);
-        if self.output == RnnOutput::Last && t_n > 1 {
-            // Only the last state feeds the next layer; earlier blocks collect the recurrent
-            // gradient below and must start from zero every step.
-            f.ops.fill(ws.dh.slice(0, (t_n - 1) * block)?, 0.0)?;
-        }
         let w_hh = self.w_hh.view(f.params)?;
         for t in (0..t_n).rev() {
-            let dh_t = ws.dh.slice(t * block, block)?;
-            let h_t = ws.hs.slice((t + 1) * block, block)?;
-            let dpre_t = ws.dpre.slice(t * block, block)?;
-            f.ops.act_backward(dh_t, h_t, h_t, dpre_t, self.act)?;
-            if t > 0 {
-                let dh_prev = ws.dh.slice((t - 1) * block, block)?;
-                f.ops
-                    .gemm(Gemm::new(b, h, h).scaled(1.0, 1.0), dpre_t, w_hh, dh_prev)?;
-            }
+            let dpre_next = if t + 1 < t_n {
+                Some(ws.dpre.slice((t + 1) * block, block)?)
+            } else {
+                None
+            };
+            f.ops.rnn_step_backward(
+                ws.dh.slice(t * block, block)?,
+                dpre_next,
+                w_hh,
+                ws.hs.slice((t + 1) * block, block)?,
+                ws.dpre.slice(t * block, block)?,
+                self.act,
+                b,
+                h,
+            )?;
         }
         let rows = t_n * b;
         let dpre = ws.dpre.view();

@@ -3,7 +3,7 @@
 
 use crate::buffer::View;
 use crate::error::{Error, Result};
-use crate::ops::Gemm;
+use crate::ops::{Activation, Gemm};
 
 /// Every view must belong to the context `ctx`.
 pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
@@ -64,4 +64,31 @@ pub(crate) fn gemm(g: &Gemm, a: &View<'_>, b: &View<'_>, c: &View<'_>) -> Result
 pub(crate) fn fits_u32(op: &str, n: usize) -> Result<u32> {
     u32::try_from(n)
         .map_err(|_| Error::shape(op, format!("{n} elements exceed the 2^32 kernel limit")))
+}
+
+/// Arguments of the fused Elman steps: the activation is `Tanh` or `Relu`, `inputs` hold
+/// `(name, view, elements)`, and `out` (`batch x hidden`) overlaps none of them. Returns
+/// `batch * hidden`, which fits the 32-bit kernel dimensions, as does `hidden * hidden`.
+pub(crate) fn rnn_step(
+    op: &str,
+    act: Activation,
+    batch: usize,
+    hidden: usize,
+    inputs: &[(&str, &View<'_>, usize)],
+    out: (&str, &View<'_>),
+) -> Result<usize> {
+    if !matches!(act, Activation::Tanh | Activation::Relu) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: activation must be Tanh or Relu, got {act:?}"
+        )));
+    }
+    let n = area(op, batch, hidden)?;
+    fits_u32(op, n)?;
+    fits_u32(op, area(op, hidden, hidden)?)?;
+    len(op, out.0, out.1, n)?;
+    for (name, v, expected) in inputs {
+        len(op, name, v, *expected)?;
+        no_overlap(op, out.1, v, false)?;
+    }
+    Ok(n)
 }

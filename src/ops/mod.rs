@@ -315,17 +315,36 @@ pub trait Ops: Send + Sync {
 
     // ---- recurrent cells ----------------------------------------------------------------
 
-    /// Elman cell forward for one time step over `batch x hidden`:
-    /// `h = act(pre + b_ih + b_hh)` where `pre = x W_ih^T + h_prev W_hh^T` was accumulated by
-    /// GEMMs. `act` is `Tanh` or `Relu`. `h` may be the same view as `pre`. The backward step is
-    /// [`Ops::act_backward`] with `y = h`.
+    /// Elman forward for one time step over `batch x hidden`, fused into one pass:
+    /// `h = act(pre + h_prev W_hh^T + b_ih + b_hh)`, where `pre = x_t W_ih^T` (from one GEMM
+    /// over all steps) and `w_hh` is `hidden x hidden`, row-major (PyTorch's layout). `act` is
+    /// `Tanh` or `Relu`. `h` overlaps no input (at `t = 0` a zero block serves as `h_prev`).
     #[allow(clippy::too_many_arguments)]
-    fn rnn_cell_forward(
+    fn rnn_step_forward(
         &self,
         pre: View<'_>,
+        h_prev: View<'_>,
+        w_hh: View<'_>,
         b_ih: View<'_>,
         b_hh: View<'_>,
         h: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+    /// Elman backward for one time step over `batch x hidden`, fused into one pass:
+    /// `dpre = act'(h) * (dh + dpre_next W_hh)`, the derivative taken from the output `h`.
+    /// `dh` is the gradient reaching `h` from above; `dpre_next` is the next step's `dpre`
+    /// (`None` at the last step, where the product is zero). `act` is `Tanh` or `Relu`. `dpre`
+    /// overlaps no input.
+    #[allow(clippy::too_many_arguments)]
+    fn rnn_step_backward(
+        &self,
+        dh: View<'_>,
+        dpre_next: Option<View<'_>>,
+        w_hh: View<'_>,
+        h: View<'_>,
+        dpre: View<'_>,
         act: Activation,
         batch: usize,
         hidden: usize,

@@ -13,6 +13,8 @@ use rnn::{
 
 use crate::support::{self, Target, rel_err};
 
+mod rnn_step;
+
 /// Contexts per target, shared by every test of the binary so each device builds its op set
 /// once (PoCL is slow to build programs).
 static CONTEXTS: Mutex<Vec<(Target, Vec<Context>)>> = Mutex::new(Vec::new());
@@ -65,11 +67,21 @@ type OpFn<'f> = dyn Fn(&dyn Ops, &[View<'_>]) -> rnn::Result<()> + 'f;
 
 /// Uploads `bufs` (each behind PAD poisoned elements), runs `f` on views of them, downloads.
 fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec<f32>>> {
+    run_on_at(ctx, bufs, PAD, f)
+}
+
+/// [`run_on`] with `pad` leading elements (0 gives aligned views, which vector loads need).
+fn run_on_at(
+    ctx: &Context,
+    bufs: &[Vec<f32>],
+    pad: usize,
+    f: &OpFn<'_>,
+) -> rnn::Result<Vec<Vec<f32>>> {
     let ops = ctx.ops();
     let mut owned = Vec::new();
     for b in bufs {
-        let buf = ops.alloc(b.len() + PAD)?;
-        let mut data = nan(PAD);
+        let buf = ops.alloc(b.len() + pad)?;
+        let mut data = nan(pad);
         data.extend_from_slice(b);
         ops.upload(buf.view(), &data)?;
         owned.push(buf);
@@ -77,7 +89,7 @@ fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec
     let views: Vec<View<'_>> = owned
         .iter()
         .zip(bufs)
-        .map(|(o, b)| o.slice(PAD, b.len()))
+        .map(|(o, b)| o.slice(pad, b.len()))
         .collect::<rnn::Result<_>>()?;
     f(ops, &views)?;
     views
@@ -99,9 +111,22 @@ fn compare(
     tol: f64,
     f: &OpFn<'_>,
 ) -> Result<(), TestCaseError> {
-    let want = run_on(&Context::cpu(), bufs, f)
+    compare_at(gpu, what, bufs, PAD, check, tol, f)
+}
+
+/// [`compare`] with views behind `pad` elements.
+fn compare_at(
+    gpu: &Context,
+    what: &str,
+    bufs: &[Vec<f32>],
+    pad: usize,
+    check: &[usize],
+    tol: f64,
+    f: &OpFn<'_>,
+) -> Result<(), TestCaseError> {
+    let want = run_on_at(&Context::cpu(), bufs, pad, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
-    let got = run_on(gpu, bufs, f)
+    let got = run_on_at(gpu, bufs, pad, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
     for &i in check {
         if want[i].iter().all(|x| *x == 0.0) && !want[i].is_empty() {
@@ -476,22 +501,6 @@ pub fn cells(t: Target) {
         let mut r = Values(seed);
         let n = batch * hidden;
         let tol = 1e-5;
-        for act in [Activation::Tanh, Activation::Relu] {
-            let bufs = [
-                r.vec(n, -3.0, 3.0),
-                r.vec(hidden, -1.0, 1.0),
-                r.vec(hidden, -1.0, 1.0),
-                nan(n),
-            ];
-            compare(
-                ctx,
-                &format!("rnn_cell_forward {act:?}"),
-                &bufs,
-                &[3],
-                tol,
-                &|o, v| o.rnn_cell_forward(v[0], v[1], v[2], v[3], act, batch, hidden),
-            )?;
-        }
         let gates = r.vec(4 * n, -3.0, 3.0);
         let c_prev = r.vec(n, -1.0, 1.0);
         let fwd = [gates, c_prev.clone(), nan(n), nan(n)];
@@ -764,6 +773,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_cells() {
                 super::cells(T)
+            }
+            #[test]
+            fn gpu_rnn_steps() {
+                super::rnn_step::rnn_steps(T)
             }
             #[test]
             fn gpu_optimizers() {

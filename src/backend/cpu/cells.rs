@@ -1,63 +1,18 @@
-//! Recurrent cell steps (Elman, LSTM, GRU), one batch row per task unit. The GEMMs around them
-//! are ordinary `gemm` calls; these fuse everything elementwise in a step.
+//! LSTM and GRU cell steps, one batch row per task unit. The GEMMs around them are ordinary
+//! `gemm` calls; these fuse everything elementwise in a step. (The Elman steps, GEMM included,
+//! are in `rnn_step`.)
 //!
 //! Rayon only splits when a task would get at least `min_rows` rows, so small batches run on the
 //! calling thread without a separate sequential path.
 
 use rayon::prelude::*;
 
-use super::access::{Src, lock, lock_inplace};
-use super::activation::with_act;
+use super::access::lock;
 use super::fastmath::{sigmoid, tanh};
 use super::par::min_rows;
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{Activation, check};
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn rnn_cell_forward(
-    ctx: u64,
-    pre: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
-    h: View<'_>,
-    act: Activation,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "rnn_cell_forward";
-    let n = check::area(op, batch, hidden)?;
-    check::len(op, "pre", &pre, n)?;
-    check::len(op, "b_ih", &b_ih, hidden)?;
-    check::len(op, "b_hh", &b_hh, hidden)?;
-    check::len(op, "h", &h, n)?;
-    if n == 0 {
-        return Ok(());
-    }
-    let ins = [pre, b_ih, b_hh];
-    lock_inplace(op, ctx, ins, [h], 0b001, |[pre, bi, bh], [h]| {
-        let (Src::Slice(bi), Src::Slice(bh)) = (bi, bh) else {
-            return;
-        };
-        let min = min_rows(hidden);
-        with_act!(act, f => match pre {
-            Src::Out => h.par_chunks_mut(hidden).with_min_len(min).for_each(|hr| {
-                for ((v, &a), &b) in hr.iter_mut().zip(bi).zip(bh) {
-                    *v = f(*v + a + b);
-                }
-            }),
-            Src::Slice(pre) => h
-                .par_chunks_mut(hidden)
-                .zip(pre.par_chunks(hidden))
-                .with_min_len(min)
-                .for_each(|(hr, pr)| {
-                    for (((v, &p), &a), &b) in hr.iter_mut().zip(pr).zip(bi).zip(bh) {
-                        *v = f(p + a + b);
-                    }
-                }),
-        })
-    })
-}
+use crate::ops::check;
 
 /// Splits a row of `k * hidden` gate values into its `hidden`-wide gate blocks.
 fn gate_blocks<const K: usize>(row: &mut [f32], hidden: usize) -> [&mut [f32]; K] {

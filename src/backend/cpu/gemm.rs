@@ -14,7 +14,7 @@ pub(super) fn gemm(ctx: u64, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> 
     lock("gemm", ctx, [a, b], [c], |[a, b], [c]| run(&g, a, b, c))
 }
 
-fn run(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+pub(super) fn run(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
     let (m, n, k) = (g.m, g.n, g.k);
     if m == 0 || n == 0 {
         return;

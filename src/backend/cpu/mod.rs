@@ -14,6 +14,7 @@ mod gemm;
 mod optim;
 mod par;
 mod reduce;
+mod rnn_step;
 mod softmax;
 
 use std::sync::Arc;
@@ -302,9 +303,11 @@ impl Ops for CpuOps {
         data::one_hot(self.context, indices, out, classes)
     }
 
-    fn rnn_cell_forward(
+    fn rnn_step_forward(
         &self,
         pre: View<'_>,
+        h_prev: View<'_>,
+        w_hh: View<'_>,
         b_ih: View<'_>,
         b_hh: View<'_>,
         h: View<'_>,
@@ -312,7 +315,23 @@ impl Ops for CpuOps {
         batch: usize,
         hidden: usize,
     ) -> Result<()> {
-        cells::rnn_cell_forward(self.context, pre, b_ih, b_hh, h, act, batch, hidden)
+        let ctx = self.context;
+        rnn_step::rnn_step_forward(ctx, pre, h_prev, w_hh, b_ih, b_hh, h, act, batch, hidden)
+    }
+
+    fn rnn_step_backward(
+        &self,
+        dh: View<'_>,
+        dpre_next: Option<View<'_>>,
+        w_hh: View<'_>,
+        h: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        rnn_step::rnn_step_backward(ctx, dh, dpre_next, w_hh, h, dpre, act, batch, hidden)
     }
 
     fn lstm_cell_forward(

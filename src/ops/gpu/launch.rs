@@ -88,3 +88,22 @@ pub(crate) fn gemm(m: usize, n: usize, tile: (u32, u32, u32)) -> LaunchConfig {
         shared_bytes: 0,
     }
 }
+
+/// Tile of the fused Elman step kernels (`RS_BM` batch rows x `RS_BN` hidden columns, with
+/// `RS_THREADS` threads in kernels-cu/rnn.cu and kernels-cl/rnn.cl).
+const RNN_STEP_TILE: (usize, usize, u32) = (16, 32, 128);
+
+/// `S`: grid `(ceil(hidden / 32), min(ceil(batch / 16), 65535))` of 128 threads (row tiles
+/// beyond the grid are strided by the kernels).
+pub(crate) fn rnn_step(batch: usize, hidden: usize) -> LaunchConfig {
+    let (bm, bn, threads) = RNN_STEP_TILE;
+    LaunchConfig {
+        grid: [
+            hidden.div_ceil(bn).clamp(1, MAX_GRID) as u32,
+            batch.div_ceil(bm).clamp(1, MAX_GRID) as u32,
+            1,
+        ],
+        block: [threads, 1, 1],
+        shared_bytes: 0,
+    }
+}

@@ -7,6 +7,7 @@ mod launch;
 mod linalg;
 mod nn_ops;
 mod pool;
+mod rnn_step;
 mod user;
 
 use std::collections::HashMap;
@@ -283,9 +284,11 @@ impl<D: Device> Ops for GpuOps<D> {
         self.one_hot_impl(indices, out, classes)
     }
 
-    fn rnn_cell_forward(
+    fn rnn_step_forward(
         &self,
         pre: View<'_>,
+        h_prev: View<'_>,
+        w_hh: View<'_>,
         b_ih: View<'_>,
         b_hh: View<'_>,
         h: View<'_>,
@@ -293,7 +296,21 @@ impl<D: Device> Ops for GpuOps<D> {
         batch: usize,
         hidden: usize,
     ) -> Result<()> {
-        self.rnn_cell_forward_impl(pre, b_ih, b_hh, h, act, batch, hidden)
+        self.rnn_step_forward_impl(pre, h_prev, w_hh, b_ih, b_hh, h, act, batch, hidden)
+    }
+
+    fn rnn_step_backward(
+        &self,
+        dh: View<'_>,
+        dpre_next: Option<View<'_>>,
+        w_hh: View<'_>,
+        h: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.rnn_step_backward_impl(dh, dpre_next, w_hh, h, dpre, act, batch, hidden)
     }
 
     fn lstm_cell_forward(

@@ -1,11 +1,11 @@
-//! Softmax and losses (row kernels), recurrent cell steps, and the optimizer steps.
+//! Softmax and losses (row kernels), the LSTM and GRU cell steps, and the optimizer steps.
 
 use super::GpuOps;
 use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::{Error, Result};
-use crate::ops::{Activation, AdamStep, SgdStep, check};
+use crate::ops::{AdamStep, SgdStep, check};
 
 impl<D: Device> GpuOps<D> {
     /// `softmax` and `log_softmax`: one block per row; `y` may be exactly `x`.
@@ -143,48 +143,6 @@ impl<D: Device> GpuOps<D> {
         }
         check::fits_u32(op, check::area(op, n, 4)?)?;
         Ok(n as u32)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn rnn_cell_forward_impl(
-        &self,
-        pre: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
-        h: View<'_>,
-        act: Activation,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let op = "rnn_cell_forward";
-        if !matches!(act, Activation::Tanh | Activation::Relu) {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: activation must be Tanh or Relu, got {act:?}"
-            )));
-        }
-        self.mine(op, &[&pre, &b_ih, &b_hh, &h])?;
-        let n = check::area(op, batch, hidden)?;
-        check::len(op, "pre", &pre, n)?;
-        check::len(op, "b_ih", &b_ih, hidden)?;
-        check::len(op, "b_hh", &b_hh, hidden)?;
-        check::len(op, "h", &h, n)?;
-        check::no_overlap(op, &h, &pre, true)?;
-        check::no_overlap(op, &h, &b_ih, false)?;
-        check::no_overlap(op, &h, &b_hh, false)?;
-        check::fits_u32(op, n)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .buf(&pre)?
-            .buf(&b_ih)?
-            .buf(&b_hh)?
-            .buf(&h)?
-            .u32(batch as u32)
-            .u32(hidden as u32)
-            .u32(act.code())
-            .f32(act.param());
-        self.run(op, launch::elementwise(n), args)
     }
 
     pub(super) fn lstm_cell_forward_impl(

@@ -13,6 +13,56 @@ fn cell_shape() -> impl Strategy<Value = (usize, usize)> {
     ]
 }
 
+/// `act(pre + hp W^T + bi + bh)` in f64, W `hd x hd` row-major.
+#[allow(clippy::too_many_arguments)]
+fn rnn_fwd_ref(
+    act: Activation,
+    pre: &[f64],
+    hp: &[f64],
+    w: &[f64],
+    bi: &[f64],
+    bh: &[f64],
+    b: usize,
+    hd: usize,
+) -> Vec<f64> {
+    let mut out = vec![0.0; b * hd];
+    for r in 0..b {
+        for j in 0..hd {
+            let z: f64 = (0..hd).map(|k| hp[r * hd + k] * w[j * hd + k]).sum();
+            out[r * hd + j] = act_ref(act, pre[r * hd + j] + bi[j] + bh[j] + z);
+        }
+    }
+    out
+}
+
+/// `act'(h) * (dh + next W)` in f64 (`next` None: `act'(h) * dh`).
+fn rnn_bwd_ref(
+    act: Activation,
+    dh: &[f64],
+    next: Option<&[f64]>,
+    w: &[f64],
+    h: &[f64],
+    b: usize,
+    hd: usize,
+) -> Vec<f64> {
+    let mut out = vec![0.0; b * hd];
+    for r in 0..b {
+        for j in 0..hd {
+            let z: f64 = next.map_or(0.0, |nx| {
+                (0..hd).map(|k| nx[r * hd + k] * w[k * hd + j]).sum()
+            });
+            let y = h[r * hd + j];
+            let d = if act == Activation::Relu {
+                (y > 0.0) as u8 as f64
+            } else {
+                1.0 - y * y
+            };
+            out[r * hd + j] = d * (dh[r * hd + j] + z);
+        }
+    }
+    out
+}
+
 /// LSTM forward in f64 from pre-activation gates: (activated gates, c, h).
 fn lstm_fwd_ref(pre: &[f64], cp: &[f64], b: usize, hd: usize) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (mut g, mut c, mut h) = (vec![0.0; 4 * b * hd], vec![0.0; b * hd], vec![0.0; b * hd]);
@@ -74,19 +124,34 @@ proptest! {
     #![proptest_config(cfg())]
 
     #[test]
-    fn cpu_rnn_cell((batch, hidden) in cell_shape(), relu in any::<bool>(), seed in any::<u64>()) {
+    fn cpu_rnn_step((batch, hidden) in cell_shape(), relu in any::<bool>(), seed in any::<u64>()) {
         let act = if relu { Activation::Relu } else { Activation::Tanh };
         let ctx = Context::cpu();
+        let ops = ctx.ops();
         let mut r = rng(seed);
         let n = batch * hidden;
-        let pre = r.vec(n, -2.0, 2.0);
+        let bound = 1.0 / (hidden as f32).sqrt();
+        let w = r.vec(hidden * hidden, -bound, bound);
+        let (pre, hp) = (r.vec(n, -2.0, 2.0), r.vec(n, -1.0, 1.0));
         let (bi, bh) = (r.vec(hidden, -1.0, 1.0), r.vec(hidden, -1.0, 1.0));
-        let want: Vec<f64> = (0..n).map(|i| act_ref(act, pre[i] as f64 + bi[i % hidden] as f64 + bh[i % hidden] as f64)).collect();
-        let (bp, bbi, bbh, out) = (upload(&ctx, &pre), upload(&ctx, &bi), upload(&ctx, &bh), poisoned(&ctx, n));
-        ctx.ops().rnn_cell_forward(bp.view(), bbi.view(), bbh.view(), out.view(), act, batch, hidden).unwrap();
-        assert_close("rnn cell", &read(&ctx, &out), &want);
-        ctx.ops().rnn_cell_forward(bp.view(), bbi.view(), bbh.view(), bp.view(), act, batch, hidden).unwrap();
-        assert_close("rnn cell in place", &read(&ctx, &bp), &want);
+        let want = rnn_fwd_ref(act, &to64(&pre), &to64(&hp), &to64(&w), &to64(&bi), &to64(&bh), batch, hidden);
+        let bw = upload(&ctx, &w);
+        let (bp, bhp, bbi, bbh, out) = (upload(&ctx, &pre), upload(&ctx, &hp), upload(&ctx, &bi), upload(&ctx, &bh), poisoned(&ctx, n));
+        ops.rnn_step_forward(bp.view(), bhp.view(), bw.view(), bbi.view(), bbh.view(), out.view(), act, batch, hidden).unwrap();
+        assert_close("rnn step forward", &read(&ctx, &out), &want);
+
+        // `h` as the forward leaves it, so act' is taken where the op takes it.
+        let h = read(&ctx, &out);
+        let (dh, next) = (r.vec(n, -1.0, 1.0), r.vec(n, -1.0, 1.0));
+        let (bdh, bnext) = (upload(&ctx, &dh), upload(&ctx, &next));
+        for with_next in [true, false] {
+            let dpre = poisoned(&ctx, n);
+            let nv = with_next.then(|| bnext.view());
+            ops.rnn_step_backward(bdh.view(), nv, bw.view(), out.view(), dpre.view(), act, batch, hidden).unwrap();
+            let nx = with_next.then(|| to64(&next));
+            let want = rnn_bwd_ref(act, &to64(&dh), nx.as_deref(), &to64(&w), &to64(&h), batch, hidden);
+            assert_close(&format!("rnn step backward (next: {with_next})"), &read(&ctx, &dpre), &want);
+        }
     }
 
     #[test]
@@ -170,4 +235,69 @@ proptest! {
         let (e1, e2, e3) = (rel_err(&read(&ctx, &bdgx), &f32s(&wx)), rel_err(&read(&ctx, &bdgh), &f32s(&wh)), rel_err(&read(&ctx, &bdhp), &f32s(&whp)));
         prop_assert!(e1 < tol && e2 < tol && e3 < tol, "gru backward: dgx {e1}, dgh {e2}, dh_prev {e3}");
     }
+}
+
+#[test]
+fn cpu_rnn_step_rejects_bad_arguments() {
+    let ctx = Context::cpu();
+    let ops = ctx.ops();
+    let (b, h) = (3, 5);
+    let buf = |n: usize| upload(&ctx, &vec![0.5; n]);
+    let (pre, hp, w, bi, bh, out) = (
+        buf(b * h),
+        buf(b * h),
+        buf(h * h),
+        buf(h),
+        buf(h),
+        buf(b * h),
+    );
+    let sig = ops.rnn_step_forward(
+        pre.view(),
+        hp.view(),
+        w.view(),
+        bi.view(),
+        bh.view(),
+        out.view(),
+        Activation::Sigmoid,
+        b,
+        h,
+    );
+    assert!(matches!(sig, Err(Error::InvalidArgument(_))), "{sig:?}");
+    let short = buf(h * h - 1);
+    let len = ops.rnn_step_forward(
+        pre.view(),
+        hp.view(),
+        short.view(),
+        bi.view(),
+        bh.view(),
+        out.view(),
+        Activation::Tanh,
+        b,
+        h,
+    );
+    assert!(matches!(len, Err(Error::Shape { .. })), "{len:?}");
+    // h_prev is read by every output row: writing it in place is refused.
+    let alias = ops.rnn_step_forward(
+        pre.view(),
+        hp.view(),
+        w.view(),
+        bi.view(),
+        bh.view(),
+        hp.view(),
+        Activation::Tanh,
+        b,
+        h,
+    );
+    assert!(matches!(alias, Err(Error::InvalidArgument(_))), "{alias:?}");
+    let alias = ops.rnn_step_backward(
+        pre.view(),
+        Some(out.view()),
+        w.view(),
+        hp.view(),
+        out.view(),
+        Activation::Relu,
+        b,
+        h,
+    );
+    assert!(matches!(alias, Err(Error::InvalidArgument(_))), "{alias:?}");
 }
