@@ -130,6 +130,80 @@ fn w4(ctx: &Context, gpu: bool) -> rnn::Result<(f64, f64)> {
     err.map_or(Ok((gbs(relu), gbs(copy))), Err)
 }
 
+/// Where W2's time goes: microseconds per launch of its per-time-step pieces (64 x 256), and of
+/// a one-element fill (the launch overhead floor). Diagnostic; not in the default set.
+fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
+    let (b, h) = (64, 256);
+    let mut rng = Rng::new(5);
+    let t = |n: usize, rng: &mut Rng| ctx.tensor(&[n], &random(rng, n));
+    let (pre, hp, w, bi, bh) = (
+        t(b * h, &mut rng)?,
+        t(b * h, &mut rng)?,
+        t(h * h, &mut rng)?,
+        t(h, &mut rng)?,
+        t(h, &mut rng)?,
+    );
+    let h2 = t(b * h, &mut rng)?;
+    let out = ctx.zeros(&[b * h])?;
+    let one = ctx.zeros(&[1])?;
+    let ops = ctx.ops();
+    let iters = if gpu { 2000 } else { 50 };
+    let mut err = None;
+    let mut keep = |r: rnn::Result<()>| {
+        if let Err(e) = r {
+            err.get_or_insert(e);
+        }
+    };
+    let mut rows = Vec::new();
+    rows.push((
+        "part_fill1_launch",
+        time_us(ctx, 20, iters, || keep(ops.fill(one.view(), 1.0)))?,
+    ));
+    rows.push((
+        "part_rnn_step_forward_64x256",
+        time_us(ctx, 20, iters, || {
+            keep(ops.rnn_step_forward(
+                pre.view(),
+                hp.view(),
+                w.view(),
+                bi.view(),
+                bh.view(),
+                out.view(),
+                Activation::Tanh,
+                b,
+                h,
+            ))
+        })?,
+    ));
+    rows.push((
+        "part_rnn_step_backward_64x256",
+        time_us(ctx, 20, iters, || {
+            keep(ops.rnn_step_backward(
+                pre.view(),
+                Some(hp.view()),
+                w.view(),
+                h2.view(),
+                out.view(),
+                Activation::Tanh,
+                b,
+                h,
+            ))
+        })?,
+    ));
+    rows.push((
+        "part_gemm_64x256x256",
+        time_us(ctx, 20, iters, || {
+            keep(ops.gemm(
+                Gemm::new(b, h, h).tb().scaled(1.0, 1.0),
+                hp.view(),
+                w.view(),
+                out.view(),
+            ))
+        })?,
+    ));
+    err.map_or(Ok(rows), Err)
+}
+
 fn run() -> Result<(), String> {
     let mut device: Option<DeviceId> = None;
     let mut only: Option<Vec<String>> = None;
@@ -156,11 +230,14 @@ fn run() -> Result<(), String> {
     if let Some(o) = &only
         && let Some(bad) = o
             .iter()
-            .find(|w| !["w1", "w2", "w3", "w4"].contains(&w.as_str()))
+            .find(|w| !["w1", "w2", "w3", "w4", "parts"].contains(&w.as_str()))
     {
-        return Err(format!("unknown workload '{bad}' (w1, w2, w3, w4)"));
+        return Err(format!("unknown workload '{bad}' (w1, w2, w3, w4, parts)"));
     }
-    let want = |w: &str| only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
+    let want = |w: &str| match &only {
+        Some(o) => o.iter().any(|x| x == w),
+        None => w != "parts",
+    };
     let manager = GpuManager::new().map_err(|e| e.to_string())?;
     let id = match device {
         Some(d) => d,
@@ -204,6 +281,11 @@ fn run() -> Result<(), String> {
         let (relu, copy) = w4(&ctx, gpu).map_err(e)?;
         println!("w4_relu_64M {relu:.1} GB/s");
         println!("w4_copy_64M {copy:.1} GB/s");
+    }
+    if want("parts") {
+        for (name, us) in parts(&ctx, gpu).map_err(e)? {
+            println!("{name} {us:.2} us");
+        }
     }
     Ok(())
 }
