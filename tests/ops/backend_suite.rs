@@ -2,31 +2,20 @@
 //! shapes and values, outputs poisoned with NaN before the op, relative-error bounds. One suite,
 //! instantiated per target by `backend_suite!`; absent targets SKIP through `support::contexts`.
 
-use std::sync::Mutex;
-
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rnn::{
-    Activation, AdamStep, BackendKind, Context, Dialect, Error, Gemm, KernelArg, KernelSource,
-    LaunchConfig, Ops, SgdStep, View,
+    Activation, AdamStep, Context, Dialect, Error, Gemm, KernelArg, KernelSource, LaunchConfig,
+    Ops, SgdStep, View,
 };
 
 use crate::support::{self, Target, rel_err};
 
-/// Contexts per target, shared by every test of the binary so each device builds its op set
-/// once (PoCL is slow to build programs).
-static CONTEXTS: Mutex<Vec<(Target, Vec<Context>)>> = Mutex::new(Vec::new());
-
+/// Fresh contexts of `target` for one test, dropped when it ends, so every device allocation is
+/// released before the process exits (leak checkers see none). The disk kernel cache makes the
+/// op set cheap to load again in each test.
 fn contexts(target: Target, test: &str) -> Vec<Context> {
-    let mut cache = CONTEXTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, c)) = cache.iter().find(|(t, _)| *t == target) {
-        return c.clone();
-    }
-    let found = support::contexts(target, test);
-    if !found.is_empty() {
-        cache.push((target, found.clone()));
-    }
-    found
+    support::contexts(target, test)
 }
 
 /// Leading elements before every view, so offsets are exercised.
@@ -598,22 +587,23 @@ pub fn optimizers(t: Target) {
     });
 }
 
-/// `y[i] = a * x[i] + 1`, in the device's dialect.
-fn axpb_source(ctx: &Context) -> KernelSource {
-    match ctx.info().backend {
-        BackendKind::OpenCl => KernelSource::new(
+/// `y[i] = a * x[i] + 1`, in the dialect of `target` (HIP for both HIP targets: a CUDA context
+/// that builds its op set from the HIP sources compiles user kernels as HIP too).
+fn axpb_source(target: Target) -> KernelSource {
+    match target {
+        Target::OpenCl => KernelSource::new(
             Dialect::OpenCl,
             "__kernel void axpb(__global const float* xb, ulong xo, __global float* yb, ulong yo, uint n, float a) {\n\
                uint i = get_global_id(0); if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
             "axpb",
         ),
-        BackendKind::Hip => KernelSource::new(
+        Target::Hip | Target::HipOnCuda => KernelSource::new(
             Dialect::Hip,
             "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void axpb(const float* xb, unsigned long long xo, float* yb, unsigned long long yo, unsigned n, float a) {\n\
                unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
             "axpb",
         ),
-        _ => KernelSource::new(
+        Target::Cuda | Target::Cpu => KernelSource::new(
             Dialect::Cuda,
             "extern \"C\" __global__ void axpb(const float* xb, unsigned long long xo, float* yb, unsigned long long yo, unsigned n, float a) {\n\
                unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
@@ -623,8 +613,8 @@ fn axpb_source(ctx: &Context) -> KernelSource {
 }
 
 pub fn user_kernel(t: Target) {
+    let src = axpb_source(t);
     for ctx in contexts(t, "gpu_user_kernel") {
-        let src = axpb_source(&ctx);
         let k = ctx.compile(&src).expect("user kernel compiles");
         let n = 1000;
         let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
@@ -671,7 +661,7 @@ pub fn user_kernel(t: Target) {
 
 pub fn compile_error(t: Target) {
     for ctx in contexts(t, "gpu_compile_error") {
-        let mut src = axpb_source(&ctx);
+        let mut src = axpb_source(t);
         src.source = src.source.replace("a * xb", "a * undefined_symbol_q7 * xb");
         match ctx.compile(&src) {
             Err(Error::Compile { log, .. }) => {
