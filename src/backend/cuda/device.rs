@@ -136,6 +136,24 @@ impl CudaDevice {
     }
 }
 
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        // The pool has queued a cuMemFreeAsync for every block it held (it drops before the
+        // device it points to). Waiting here completes those frees, with this context current,
+        // before cuBLAS, the stream and the context reference go (fields, in that order), so
+        // the memory is back with the driver when the context is released, and a late kernel
+        // error shows in the log instead of vanishing.
+        let done = self.bind().and_then(|()| {
+            self.stream
+                .synchronize()
+                .map_err(|e| error::driver("cuStreamSynchronize", e))
+        });
+        if let Err(e) = done {
+            log::warn!("{}: pending work failed at context drop: {e}", self.info.id);
+        }
+    }
+}
+
 impl Device for CudaDevice {
     type Module = CudaKernels;
 
