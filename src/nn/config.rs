@@ -186,14 +186,7 @@ impl Default for TrainingConfig {
 
 /// Parses an `RNN_DEVICE` value into a device id; a bad value is [`Error::InvalidEnv`].
 pub fn parse_device_env(value: &str) -> Result<DeviceId> {
-    value.parse().map_err(|e| match e {
-        Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
-            name: "RNN_DEVICE".into(),
-            value: value.to_string(),
-            reason: format!("{reason}; expected {valid}"),
-        },
-        other => other,
-    })
+    crate::manager::parse_device_env(value)
 }
 
 impl TrainingConfig {
