@@ -1,5 +1,9 @@
 //! Managers and contexts made from several threads at once (as test harnesses and servers do):
 //! discovery must neither crash nor lose devices while another thread opens or drops a context.
+//!
+//! In this binary, not `tests/runtime`: that one compiles with hiprtc, and ROCm 5.2's hiprtc
+//! (LLVM inside comgr) and PoCL's LLVM abort when both load into one process ("Option ...
+//! registered more than once").
 
 use std::sync::{Arc, Barrier};
 
