@@ -29,8 +29,8 @@ __device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
 
 // The vector loop: float4 index i covers elements 4i..4i+3. Each round loads RNN_VEC_UNROLL
 // float4s (one grid stride apart, so a warp's accesses stay contiguous) before storing any,
-// which keeps that many independent loads in flight. `LOAD(k, v)` fills v[] for float4 k,
-// `STORE(k, v)` writes it back. Returns the number of elements done (a multiple of 4).
+// which keeps that many independent loads in flight. `LOAD(k, v)` fills v for float4 k,
+// `STORE(k, v)` writes the result for it. Covers the first n / 4 * 4 elements.
 #define RNN_VEC_LOOP(n, T, LOAD, STORE)                                                  \
     {                                                                                    \
         const u64 n4_ = (u64)(n) / 4, tid_ = rnn_tid(), st_ = rnn_threads();            \
@@ -177,7 +177,8 @@ __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float*
         v.a.z += bias[c_]; c_ = c_ + 1 == cols ? 0 : c_ + 1;          \
         v.a.w += bias[c_];                                            \
     }
-#define RNN_S(k, v) (z4[k] = v.a, y4[k] = rnn_map4(v.a, [=](float t) { return act_apply(t, K, p); }))
+#define RNN_S(k, v) \
+    (z4[k] = v.a, y4[k] = rnn_map4(v.a, [=](float t) { return act_apply(t, K, p); }))
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
 #undef RNN_S
