@@ -1,28 +1,111 @@
-// Elementwise kernels: 1-D grid-stride loops, any grid is correct.
+// Elementwise kernels. The streaming ones (fill, scale, axpy, add, mul, activation,
+// act_backward, bias_act_forward) run geometry V of docs/kernel-abi.md: when every view offset
+// is a multiple of 4 (cl_mem bases are aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 128
+// bytes) they move float4s, RNN_VEC_UNROLL independent ones in flight per work-item, and finish
+// the n % 4 tail with scalars; otherwise they run the scalar loop. Both loops are grid-stride,
+// so any global size is correct.
+//
+// The vector path dereferences float4 pointers rather than calling vload4: vload4 may only
+// assume the alignment of a float, so compilers (NVIDIA's among them) split it into four scalar
+// loads, while a float4 access is one 16-byte load; the alignment test makes it valid.
+
+#define RNN_VEC_UNROLL 4
+
+typedef struct { float4 a; } rnn_v1;
+typedef struct { float4 a, b; } rnn_v2;
+typedef struct { float4 a, b, c; } rnn_v3;
+
+#define RNN_F4(p) ((__global float4*)(p))
+#define RNN_CF4(p) ((__global const float4*)(p))
+#define RNN_MAP4(v, F) ((float4)(F((v).x), F((v).y), F((v).z), F((v).w)))
+
+// Runs the vector loop when `aligned` (float4 k covers elements 4k..4k+3; each round loads
+// RNN_VEC_UNROLL float4s one global size apart, so neighbouring work-items stay contiguous,
+// before storing any), then SCALAR(i) for the elements the vector loop did not cover.
+#define RNN_STREAM(n, aligned, T, LOAD, STORE, SCALAR)                                 \
+    {                                                                                  \
+        const ulong n_ = (ulong)(n), tid_ = get_global_id(0), st_ = get_global_size(0);\
+        ulong done_ = 0;                                                               \
+        if (aligned) {                                                                 \
+            const ulong n4_ = n_ / 4;                                                  \
+            for (ulong i_ = tid_; i_ < n4_; i_ += RNN_VEC_UNROLL * st_) {               \
+                T v_[RNN_VEC_UNROLL];                                                  \
+                for (uint u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {                         \
+                    const ulong k_ = i_ + u_ * st_;                                    \
+                    if (k_ < n4_) LOAD(k_, v_[u_]);                                    \
+                }                                                                      \
+                for (uint u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {                         \
+                    const ulong k_ = i_ + u_ * st_;                                    \
+                    if (k_ < n4_) STORE(k_, v_[u_]);                                   \
+                }                                                                      \
+            }                                                                          \
+            done_ = n4_ * 4;                                                           \
+        }                                                                              \
+        for (ulong i_ = done_ + tid_; i_ < n_; i_ += st_) SCALAR(i_);                  \
+    }
+
+// Runs BODY with the activation code as the constant K, so each activation gets a loop of its
+// own instead of a switch per element. Unknown codes act as identity (act_forward's default).
+#define RNN_WITH_ACT(act, BODY)                                      \
+    switch (act) {                                                   \
+    case ACT_RELU: { const uint K = ACT_RELU; BODY; } break;         \
+    case ACT_SIGMOID: { const uint K = ACT_SIGMOID; BODY; } break;   \
+    case ACT_TANH: { const uint K = ACT_TANH; BODY; } break;         \
+    case ACT_GELU: { const uint K = ACT_GELU; BODY; } break;         \
+    case ACT_LEAKY: { const uint K = ACT_LEAKY; BODY; } break;       \
+    default: { const uint K = ACT_IDENTITY; BODY; } break;           \
+    }
 
 __kernel void fill(__global float* y_base, ulong y_off, uint n, float value) {
     __global float* y = y_base + y_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) y[i] = value;
+    const float4 v4 = (float4)(value);
+#define L(k, v)
+#define S(k, v) RNN_F4(y)[k] = v4
+#define E(i) y[i] = value
+    RNN_STREAM(n, (y_off & 3) == 0, rnn_v1, L, S, E)
+#undef L
+#undef S
+#undef E
 }
 
 __kernel void scale(__global float* x_base, ulong x_off, uint n, float alpha) {
     __global float* x = x_base + x_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) x[i] *= alpha;
+#define L(k, v) v.a = RNN_F4(x)[k]
+#define S(k, v) RNN_F4(x)[k] = v.a * alpha
+#define E(i) x[i] *= alpha
+    RNN_STREAM(n, (x_off & 3) == 0, rnn_v1, L, S, E)
+#undef L
+#undef S
+#undef E
 }
 
 __kernel void axpy(__global const float* x_base, ulong x_off, __global float* y_base, ulong y_off,
                    uint n, float alpha) {
     __global const float* x = x_base + x_off;
     __global float* y = y_base + y_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) y[i] += alpha * x[i];
+#define L(k, v) (v.a = RNN_CF4(x)[k], v.b = RNN_F4(y)[k])
+#define S(k, v) RNN_F4(y)[k] = v.b + alpha * v.a
+#define E(i) y[i] += alpha * x[i]
+    RNN_STREAM(n, ((x_off | y_off) & 3) == 0, rnn_v2, L, S, E)
+#undef L
+#undef S
+#undef E
 }
 
+// `o` may be the same view as `a` or `b`: each element is read before the same work-item
+// writes it.
 __kernel void add(__global const float* a_base, ulong a_off, __global const float* b_base,
                   ulong b_off, __global float* o_base, ulong o_off, uint n) {
     __global const float* a = a_base + a_off;
     __global const float* b = b_base + b_off;
     __global float* o = o_base + o_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) o[i] = a[i] + b[i];
+#define L(k, v) (v.a = RNN_CF4(a)[k], v.b = RNN_CF4(b)[k])
+#define S(k, v) RNN_F4(o)[k] = v.a + v.b
+#define E(i) o[i] = a[i] + b[i]
+    RNN_STREAM(n, ((a_off | b_off | o_off) & 3) == 0, rnn_v2, L, S, E)
+#undef L
+#undef S
+#undef E
 }
 
 __kernel void mul(__global const float* a_base, ulong a_off, __global const float* b_base,
@@ -30,7 +113,28 @@ __kernel void mul(__global const float* a_base, ulong a_off, __global const floa
     __global const float* a = a_base + a_off;
     __global const float* b = b_base + b_off;
     __global float* o = o_base + o_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) o[i] = a[i] * b[i];
+#define L(k, v) (v.a = RNN_CF4(a)[k], v.b = RNN_CF4(b)[k])
+#define S(k, v) RNN_F4(o)[k] = v.a * v.b
+#define E(i) o[i] = a[i] * b[i]
+    RNN_STREAM(n, ((a_off | b_off | o_off) & 3) == 0, rnn_v2, L, S, E)
+#undef L
+#undef S
+#undef E
+}
+
+// The bias is small and stays in cache; the four columns of a float4 may wrap past a row end.
+// rows * cols fits a uint (checked by the host).
+inline float4 rnn_bias4(__global const float* bias, ulong k, uint cols) {
+    uint c = (uint)(4 * k) % cols;
+    float4 r;
+    r.x = bias[c];
+    c = c + 1 == cols ? 0 : c + 1;
+    r.y = bias[c];
+    c = c + 1 == cols ? 0 : c + 1;
+    r.z = bias[c];
+    c = c + 1 == cols ? 0 : c + 1;
+    r.w = bias[c];
+    return r;
 }
 
 __kernel void bias_act_forward(__global float* z_base, ulong z_off, __global const float* b_base,
@@ -39,20 +143,36 @@ __kernel void bias_act_forward(__global float* z_base, ulong z_off, __global con
     __global float* z = z_base + z_off;
     __global const float* bias = b_base + b_off;
     __global float* y = y_base + y_off;
-    uint n = rows * cols;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
-        float v = z[i] + bias[i % cols];
-        z[i] = v;
-        y[i] = act_forward(v, act, act_param);
+    const uint n = rows * cols;
+#define F(t) act_forward(t, K, act_param)
+#define L(k, v) v.a = RNN_F4(z)[k] + rnn_bias4(bias, k, cols)
+#define S(k, v) (RNN_F4(z)[k] = v.a, RNN_F4(y)[k] = RNN_MAP4(v.a, F))
+#define E(i)                                   \
+    {                                          \
+        const float t_ = z[i] + bias[i % cols]; \
+        z[i] = t_;                             \
+        y[i] = F(t_);                          \
     }
+    RNN_WITH_ACT(act, RNN_STREAM(n, ((z_off | y_off) & 3) == 0, rnn_v1, L, S, E))
+#undef F
+#undef L
+#undef S
+#undef E
 }
 
 __kernel void activation(__global const float* x_base, ulong x_off, __global float* y_base,
                          ulong y_off, uint n, uint act, float act_param) {
     __global const float* x = x_base + x_off;
     __global float* y = y_base + y_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0))
-        y[i] = act_forward(x[i], act, act_param);
+#define F(t) act_forward(t, K, act_param)
+#define L(k, v) v.a = RNN_CF4(x)[k]
+#define S(k, v) RNN_F4(y)[k] = RNN_MAP4(v.a, F)
+#define E(i) y[i] = F(x[i])
+    RNN_WITH_ACT(act, RNN_STREAM(n, ((x_off | y_off) & 3) == 0, rnn_v1, L, S, E))
+#undef F
+#undef L
+#undef S
+#undef E
 }
 
 __kernel void act_backward(__global const float* dy_base, ulong dy_off,
@@ -64,10 +184,29 @@ __kernel void act_backward(__global const float* dy_base, ulong dy_off,
     __global const float* y = y_base + y_off;
     __global float* dz = dz_base + dz_off;
     // z is only read by the activations whose derivative needs it (the host may pass y as z).
-    int need_z = act == ACT_GELU || act == ACT_LEAKY;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
-        float zi = need_z ? z[i] : 0.0f;
-        dz[i] = act_derivative(dy[i], zi, y[i], act, act_param);
+    if (act == ACT_GELU || act == ACT_LEAKY) {
+#define D(g, zi, yi) act_derivative(g, zi, yi, K, act_param)
+#define L(k, v) (v.a = RNN_CF4(dy)[k], v.b = RNN_CF4(z)[k], v.c = RNN_CF4(y)[k])
+#define S(k, v)                                                                          \
+    RNN_F4(dz)[k] = (float4)(D(v.a.x, v.b.x, v.c.x), D(v.a.y, v.b.y, v.c.y),             \
+                             D(v.a.z, v.b.z, v.c.z), D(v.a.w, v.b.w, v.c.w))
+#define E(i) dz[i] = D(dy[i], z[i], y[i])
+        RNN_WITH_ACT(act,
+                     RNN_STREAM(n, ((dy_off | z_off | y_off | dz_off) & 3) == 0, rnn_v3, L, S, E))
+#undef L
+#undef S
+#undef E
+    } else {
+#define L(k, v) (v.a = RNN_CF4(dy)[k], v.b = RNN_CF4(y)[k])
+#define S(k, v)                                                                          \
+    RNN_F4(dz)[k] = (float4)(D(v.a.x, 0.0f, v.b.x), D(v.a.y, 0.0f, v.b.y),               \
+                             D(v.a.z, 0.0f, v.b.z), D(v.a.w, 0.0f, v.b.w))
+#define E(i) dz[i] = D(dy[i], 0.0f, y[i])
+        RNN_WITH_ACT(act, RNN_STREAM(n, ((dy_off | y_off | dz_off) & 3) == 0, rnn_v2, L, S, E))
+#undef L
+#undef S
+#undef E
+#undef D
     }
 }
 

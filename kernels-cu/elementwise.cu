@@ -1,38 +1,194 @@
-// Elementwise kernels (geometry E: 1-D grid-stride).
+// Elementwise kernels. The streaming ones (fill, scale, axpy, add, mul, activation,
+// act_backward, bias_act_forward) run geometry V of docs/kernel-abi.md: when every pointer they
+// touch is 16-byte aligned (the view offsets are multiples of 4 on the allocator's aligned
+// bases) they move float4s, RNN_VEC_UNROLL independent ones in flight per thread, and finish the
+// n % 4 tail with scalars; otherwise they run the scalar loop. Both loops are grid-stride, so
+// any grid is correct.
+
+#define RNN_VEC_UNROLL 4
+
+__device__ __forceinline__ bool rnn_aligned16(const void* p) {
+    return ((u64)p & 15ull) == 0ull;
+}
+
+__device__ __forceinline__ u64 rnn_tid() { return (u64)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ u64 rnn_threads() { return (u64)gridDim.x * blockDim.x; }
+
+template <typename F>
+__device__ __forceinline__ float4 rnn_map4(float4 a, F f) {
+    return make_float4(f(a.x), f(a.y), f(a.z), f(a.w));
+}
+template <typename F>
+__device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, F f) {
+    return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
+}
+template <typename F>
+__device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
+    return make_float4(f(a.x, b.x, c.x), f(a.y, b.y, c.y), f(a.z, b.z, c.z), f(a.w, b.w, c.w));
+}
+
+// The vector loop: float4 index i covers elements 4i..4i+3. Each round loads RNN_VEC_UNROLL
+// float4s (one grid stride apart, so a warp's accesses stay contiguous) before storing any,
+// which keeps that many independent loads in flight. `LOAD(k, v)` fills v for float4 k,
+// `STORE(k, v)` writes the result for it. Covers the first n / 4 * 4 elements.
+#define RNN_VEC_LOOP(n, T, LOAD, STORE)                                                  \
+    {                                                                                    \
+        const u64 n4_ = (u64)(n) / 4, tid_ = rnn_tid(), st_ = rnn_threads();            \
+        for (u64 i_ = tid_; i_ < n4_; i_ += RNN_VEC_UNROLL * st_) {                      \
+            T v_[RNN_VEC_UNROLL];                                                        \
+            _Pragma("unroll") for (int u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {              \
+                const u64 k_ = i_ + u_ * st_;                                            \
+                if (k_ < n4_) LOAD(k_, v_[u_]);                                          \
+            }                                                                            \
+            _Pragma("unroll") for (int u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {              \
+                const u64 k_ = i_ + u_ * st_;                                            \
+                if (k_ < n4_) STORE(k_, v_[u_]);                                         \
+            }                                                                            \
+        }                                                                                \
+    }
+
+// y[i] = f(x[i]); y may be x.
+template <typename F>
+__device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f) {
+    u64 done = 0;
+    if (rnn_aligned16(x) && rnn_aligned16(y)) {
+        const float4* x4 = (const float4*)x;
+        float4* y4 = (float4*)y;
+        struct V { float4 a; };
+#define RNN_L(k, v) v.a = x4[k]
+#define RNN_S(k, v) y4[k] = rnn_map4(v.a, f)
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = f(x[i]);
+}
+
+// out[i] = f(a[i], b[i]); out may be a or b.
+template <typename F>
+__device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
+                                            F f) {
+    u64 done = 0;
+    if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(out)) {
+        const float4* a4 = (const float4*)a;
+        const float4* b4 = (const float4*)b;
+        float4* o4 = (float4*)out;
+        struct V { float4 a, b; };
+#define RNN_L(k, v) (v.a = a4[k], v.b = b4[k])
+#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, f)
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i]);
+}
+
+// out[i] = f(a[i], b[i], c[i]); out may be a, b or c.
+template <typename F>
+__device__ __forceinline__ void rnn_stream3(const float* a, const float* b, const float* c,
+                                            float* out, u64 n, F f) {
+    u64 done = 0;
+    if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(c) && rnn_aligned16(out)) {
+        const float4* a4 = (const float4*)a;
+        const float4* b4 = (const float4*)b;
+        const float4* c4 = (const float4*)c;
+        float4* o4 = (float4*)out;
+        struct V { float4 a, b, c; };
+#define RNN_L(k, v) (v.a = a4[k], v.b = b4[k], v.c = c4[k])
+#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, v.c, f)
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i], c[i]);
+}
+
+// Runs BODY with the activation code as the compile-time constant K, so each activation gets a
+// loop of its own instead of a switch per element. Unknown codes act as identity (act_apply's
+// default).
+#define RNN_WITH_ACT(act, BODY)                                        \
+    switch (act) {                                                     \
+        case ACT_RELU: { constexpr uint K = ACT_RELU; BODY; } break;       \
+        case ACT_SIGMOID: { constexpr uint K = ACT_SIGMOID; BODY; } break; \
+        case ACT_TANH: { constexpr uint K = ACT_TANH; BODY; } break;       \
+        case ACT_GELU: { constexpr uint K = ACT_GELU; BODY; } break;       \
+        case ACT_LEAKY: { constexpr uint K = ACT_LEAKY; BODY; } break;     \
+        default: { constexpr uint K = ACT_IDENTITY; BODY; } break;         \
+    }
 
 extern "C" __global__ void fill(float* y_base, u64 y_off, uint n, float value) {
     float* y = y_base + y_off;
-    RNN_GRID_LOOP(i, n) y[i] = value;
+    u64 done = 0;
+    if (rnn_aligned16(y)) {
+        float4* y4 = (float4*)y;
+        const float4 v4 = make_float4(value, value, value, value);
+        for (u64 i = rnn_tid(); i < n / 4; i += rnn_threads()) y4[i] = v4;
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = value;
 }
 
 extern "C" __global__ void scale(float* x_base, u64 x_off, uint n, float alpha) {
     float* x = x_base + x_off;
-    RNN_GRID_LOOP(i, n) x[i] *= alpha;
+    rnn_stream1(x, x, n, [=](float v) { return v * alpha; });
 }
 
 extern "C" __global__ void axpy(const float* x_base, u64 x_off, float* y_base, u64 y_off, uint n,
                                 float alpha) {
     const float* x = x_base + x_off;
     float* y = y_base + y_off;
-    RNN_GRID_LOOP(i, n) y[i] += alpha * x[i];
+    rnn_stream2(x, y, y, n, [=](float xv, float yv) { return yv + alpha * xv; });
 }
 
 // `out` may be the same view as `a` or `b`: each element is read before it is written by the
 // same thread, so no __restrict__ here.
 extern "C" __global__ void add(const float* a_base, u64 a_off, const float* b_base, u64 b_off,
                                float* out_base, u64 out_off, uint n) {
-    const float* a = a_base + a_off;
-    const float* b = b_base + b_off;
-    float* out = out_base + out_off;
-    RNN_GRID_LOOP(i, n) out[i] = a[i] + b[i];
+    rnn_stream2(a_base + a_off, b_base + b_off, out_base + out_off, n,
+                [](float av, float bv) { return av + bv; });
 }
 
 extern "C" __global__ void mul(const float* a_base, u64 a_off, const float* b_base, u64 b_off,
                                float* out_base, u64 out_off, uint n) {
-    const float* a = a_base + a_off;
-    const float* b = b_base + b_off;
-    float* out = out_base + out_off;
-    RNN_GRID_LOOP(i, n) out[i] = a[i] * b[i];
+    rnn_stream2(a_base + a_off, b_base + b_off, out_base + out_off, n,
+                [](float av, float bv) { return av * bv; });
+}
+
+// z += bias (broadcast over rows), y = act(z). The host has checked that rows * cols fits a
+// uint, so the column index is tracked in 32 bits.
+template <uint K>
+__device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float* y, uint n,
+                                             uint cols, float p) {
+    u64 done = 0;
+    if (rnn_aligned16(z) && rnn_aligned16(y)) {
+        float4* z4 = (float4*)z;
+        float4* y4 = (float4*)y;
+        struct V { float4 a; };
+        // The bias is small and stays in cache; its four columns may wrap past the row end.
+#define RNN_L(k, v)                                                   \
+    {                                                                 \
+        uint c_ = (uint)(4 * (k)) % cols;                             \
+        v.a = z4[k];                                                  \
+        v.a.x += bias[c_]; c_ = c_ + 1 == cols ? 0 : c_ + 1;          \
+        v.a.y += bias[c_]; c_ = c_ + 1 == cols ? 0 : c_ + 1;          \
+        v.a.z += bias[c_]; c_ = c_ + 1 == cols ? 0 : c_ + 1;          \
+        v.a.w += bias[c_];                                            \
+    }
+#define RNN_S(k, v) \
+    (z4[k] = v.a, y4[k] = rnn_map4(v.a, [=](float t) { return act_apply(t, K, p); }))
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) {
+        const float v = z[i] + bias[i % cols];
+        z[i] = v;
+        y[i] = act_apply(v, K, p);
+    }
 }
 
 extern "C" __global__ void bias_act_forward(float* z_base, u64 z_off, const float* bias_base,
@@ -41,19 +197,15 @@ extern "C" __global__ void bias_act_forward(float* z_base, u64 z_off, const floa
     float* z = z_base + z_off;
     const float* bias = bias_base + bias_off;
     float* y = y_base + y_off;
-    const u64 n = (u64)rows * cols;
-    RNN_GRID_LOOP(i, n) {
-        const float v = z[i] + bias[i % cols];
-        z[i] = v;
-        y[i] = act_apply(v, act, act_param);
-    }
+    const uint n = rows * cols;
+    RNN_WITH_ACT(act, rnn_bias_act<K>(z, bias, y, n, cols, act_param))
 }
 
 extern "C" __global__ void activation(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                       uint n, uint act, float act_param) {
     const float* x = x_base + x_off;
     float* y = y_base + y_off;
-    RNN_GRID_LOOP(i, n) y[i] = act_apply(x[i], act, act_param);
+    RNN_WITH_ACT(act, rnn_stream1(x, y, n, [=](float v) { return act_apply(v, K, act_param); }))
 }
 
 extern "C" __global__ void act_backward(const float* dy_base, u64 dy_off, const float* z_base,
@@ -66,10 +218,14 @@ extern "C" __global__ void act_backward(const float* dy_base, u64 dy_off, const 
     float* dz = dz_base + dz_off;
     // z is only read for the activations whose derivative needs it (the op contract lets
     // callers pass y in its place otherwise).
-    const bool needs_z = act == ACT_GELU || act == ACT_LEAKY;
-    RNN_GRID_LOOP(i, n) {
-        const float zi = needs_z ? z[i] : 0.0f;
-        dz[i] = dy[i] * act_grad(zi, y[i], act, act_param);
+    if (act == ACT_GELU || act == ACT_LEAKY) {
+        RNN_WITH_ACT(act, rnn_stream3(dy, z, y, dz, n, [=](float g, float zi, float yi) {
+            return g * act_grad(zi, yi, K, act_param);
+        }))
+    } else {
+        RNN_WITH_ACT(act, rnn_stream2(dy, y, dz, n, [=](float g, float yi) {
+            return g * act_grad(0.0f, yi, K, act_param);
+        }))
     }
 }
 

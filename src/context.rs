@@ -21,7 +21,9 @@ pub struct ContextOptions {
     pub vendor_blas: bool,
     /// Verification aid for machines without an AMD GPU: on a CUDA device, build the op set from
     /// the HIP kernel sources (`kernels-hip/` over `kernels-cu/`) through NVRTC with a small
-    /// HIP-to-CUDA prelude, instead of the CUDA sources. Off by default; ignored elsewhere.
+    /// HIP-to-CUDA prelude, instead of the CUDA sources. User kernels on such a context are HIP
+    /// sources too ([`crate::Dialect::Hip`]), compiled the same way, with the prelude as the
+    /// header `<hip/hip_runtime.h>`. Off by default; ignored elsewhere.
     #[doc(hidden)]
     pub hip_sources_via_nvrtc: bool,
 }

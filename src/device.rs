@@ -129,7 +129,8 @@ impl FromStr for DeviceId {
             ["opencl", _] => Err(bad(
                 "OpenCL ids name a platform and a device: opencl:<p>:<d>".into(),
             )),
-            _ => Err(bad(format!("expected {GRAMMAR}"))),
+            // The grammar itself travels in `valid`; saying it here too would repeat it.
+            _ => Err(bad(format!("'{}' is not a device id", s.trim()))),
         }
     }
 }

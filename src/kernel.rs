@@ -67,7 +67,14 @@ pub struct LaunchConfig {
     pub grid: [u32; 3],
     /// Threads (work-items) per block in x, y, z.
     pub block: [u32; 3],
-    /// Dynamic shared (local) memory in bytes.
+    /// Dynamic shared (local) memory in bytes; 0 for none.
+    ///
+    /// CUDA and HIP: the launch's dynamic shared memory, which the kernel declares as
+    /// `extern __shared__ float name[];`. OpenCL has no such launch parameter: when this is
+    /// non-zero, the backend passes one extra `__local` argument of this many bytes AFTER all
+    /// of the launch's arguments (after the `u64` offset of a trailing buffer view), so an
+    /// OpenCL kernel that uses it declares a final parameter such as `__local float* scratch`;
+    /// one that does not must be launched with 0 here.
     pub shared_bytes: u32,
 }
 

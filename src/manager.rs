@@ -100,23 +100,24 @@ fn backends_from_env() -> Result<Vec<BackendKind>> {
     Ok(chosen)
 }
 
-/// Reads `RNN_DEVICE` (unset or empty: `None`).
-pub(crate) fn device_from_env() -> Result<Option<DeviceId>> {
-    parse_device_env(std::env::var("RNN_DEVICE").ok())
+/// Parses an `RNN_DEVICE` value. A value outside the grammar is [`Error::InvalidEnv`] that
+/// states the problem and the grammar once; whether the device exists is checked later, by
+/// [`GpuManager::device`], which lists the ids of this machine.
+pub(crate) fn parse_device_env(value: &str) -> Result<DeviceId> {
+    value.parse().map_err(|e| match e {
+        Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
+            name: "RNN_DEVICE".into(),
+            value: value.to_string(),
+            reason: format!("{reason}; expected {valid}"),
+        },
+        other => other,
+    })
 }
 
-/// Parses a value of `RNN_DEVICE` (absent or blank: `None`); a bad one is
-/// [`Error::InvalidEnv`]. The one place that maps device-id errors for this variable.
-pub(crate) fn parse_device_env(value: Option<String>) -> Result<Option<DeviceId>> {
-    match value {
-        Some(v) if !v.trim().is_empty() => v.parse().map(Some).map_err(|e| match e {
-            Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
-                name: "RNN_DEVICE".into(),
-                value: v.clone(),
-                reason: format!("{reason}; expected {valid}"),
-            },
-            other => other,
-        }),
+/// Reads `RNN_DEVICE` (unset or empty: `None`).
+pub(crate) fn device_from_env() -> Result<Option<DeviceId>> {
+    match std::env::var("RNN_DEVICE") {
+        Ok(v) if !v.trim().is_empty() => parse_device_env(&v).map(Some),
         _ => Ok(None),
     }
 }
@@ -254,7 +255,18 @@ impl GpuManager {
     /// best GPU, else the CPU backend. The choice is logged.
     pub fn best_device(&self) -> Result<&DeviceInfo> {
         if let Some(id) = device_from_env()? {
-            let d = self.device(id)?;
+            let d = self.device(id).map_err(|e| match e {
+                Error::UnknownDevice {
+                    given,
+                    reason,
+                    valid,
+                } => Error::UnknownDevice {
+                    reason: format!("{reason} (set by RNN_DEVICE)"),
+                    given,
+                    valid,
+                },
+                other => other,
+            })?;
             log::info!("using {} ({}) from RNN_DEVICE", d.id, d.name);
             return Ok(d);
         }
@@ -311,6 +323,18 @@ mod tests {
         assert!(m.best_gpu().is_none());
         assert!(!m.backend(BackendKind::Cuda).available);
         assert!(m.backend(BackendKind::Cuda).detail.contains("RNN_BACKENDS"));
+    }
+
+    #[test]
+    fn bad_rnn_device_states_the_grammar_once() {
+        for bad in ["gpu7", "cuda", "opencl:1", "cuda:x"] {
+            let err = parse_device_env(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidEnv { .. }), "{bad}: {err}");
+            let text = err.to_string();
+            assert!(text.contains("RNN_DEVICE") && text.contains(bad), "{text}");
+            assert_eq!(text.matches("hip:<n>").count(), 1, "{text}");
+        }
+        assert_eq!(parse_device_env(" hip:2 ").unwrap(), DeviceId::Hip(2));
     }
 
     #[test]

@@ -187,11 +187,7 @@ impl Default for TrainingConfig {
 /// Parses an `RNN_DEVICE` value into a device id; a bad or blank value is
 /// [`Error::InvalidEnv`] (the same error [`GpuManager`] gives for the variable).
 pub fn parse_device_env(value: &str) -> Result<DeviceId> {
-    manager::parse_device_env(Some(value.to_string()))?.ok_or_else(|| Error::InvalidEnv {
-        name: "RNN_DEVICE".into(),
-        value: value.to_string(),
-        reason: "the value is blank".into(),
-    })
+    crate::manager::parse_device_env(value)
 }
 
 impl TrainingConfig {
@@ -243,7 +239,8 @@ impl TrainingConfig {
         if let Some(id) = self.device {
             return Ok(manager.device(id)?.id);
         }
-        if let Some(id) = manager::parse_device_env(env_device.map(str::to_string))? {
+        if let Some(value) = env_device.filter(|v| !v.trim().is_empty()) {
+            let id = manager::parse_device_env(value)?;
             log::info!("training on {id} from RNN_DEVICE");
             return Ok(manager.device(id)?.id);
         }

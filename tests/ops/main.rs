@@ -2,6 +2,7 @@
 //! CPU backend (property tests, poisoned outputs, relative-error bounds).
 
 mod backend_suite;
+mod concurrency;
 mod cpu_reference;
 #[path = "../support/mod.rs"]
 mod support;

@@ -247,4 +247,101 @@ fn hip_sources_compile_with_nvrtc_behind_the_prelude() {
         missing.is_empty(),
         "entry points missing from the CUBIN: {missing:?}"
     );
+    // A context in hip_sources_via_nvrtc mode also pre-includes the prelude as
+    // <hip/hip_runtime.h>; its include guard keeps the inlined copy from clashing.
+    if let Err(e) = rnn::backend::cuda::compile_hip_for_arch(&source, "sm_90") {
+        panic!("the op set does not compile the way a HIP-on-CUDA context builds it:\n{e}");
+    }
+}
+
+/// A user's HIP kernel as a HIP programmer writes it: the runtime header, the two-argument
+/// wavefront shuffle and a wave vote, which NVRTC only accepts through the prelude.
+const USER_HIP_KERNEL: &str = r#"#include <hip/hip_runtime.h>
+extern "C" __global__ void user_wave_sum(const float* x, unsigned long long xo, float* out,
+                                         unsigned long long oo, unsigned n) {
+    extern __shared__ float scratch[];
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? x[xo + i] : 0.0f;
+    const unsigned long long active = __ballot(i < n);
+    v = active != 0ull ? v : 0.0f;
+    for (int d = warpSize / 2; d > 0; d >>= 1) v += __shfl_xor(v, d);
+    scratch[threadIdx.x] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) out[oo + blockIdx.x] = scratch[0];
+}
+"#;
+
+/// NVRTC of a CUDA context in `hip_sources_via_nvrtc` mode, or SKIP (fail when
+/// `RNN_REQUIRE_BACKENDS` names nvrtc).
+fn nvrtc_hip(test: &str, source: &str) -> Option<rnn::Result<Vec<u8>>> {
+    match rnn::backend::cuda::compile_hip_for_arch(source, "sm_90") {
+        Err(e @ Error::BackendUnavailable { .. }) => {
+            if support::required().iter().any(|r| r == "nvrtc") {
+                panic!("{test}: NVRTC required (RNN_REQUIRE_BACKENDS) but unusable: {e}");
+            }
+            println!("SKIP {test}: {e}");
+            None
+        }
+        r => Some(r),
+    }
+}
+
+#[test]
+fn hip_user_kernel_compiles_with_nvrtc_through_the_runtime_header() {
+    let test = "hip_user_kernel_compiles_with_nvrtc_through_the_runtime_header";
+    let Some(r) = nvrtc_hip(test, USER_HIP_KERNEL) else {
+        return;
+    };
+    let cubin = r.unwrap_or_else(|e| panic!("NVRTC rejected a HIP user kernel:\n{e}"));
+    let (machine, symbols) = elf_symbols(&cubin);
+    assert_eq!(machine, EM_CUDA, "not a CUBIN");
+    assert!(
+        symbols.iter().any(|s| s == "user_wave_sum"),
+        "entry point missing: {symbols:?}"
+    );
+    // hiprtc pre-includes the runtime, so HIP sources often leave the include out: that
+    // compiles too.
+    let bare = USER_HIP_KERNEL.replace("#include <hip/hip_runtime.h>\n", "");
+    let r = nvrtc_hip(test, &bare).expect("NVRTC was present a moment ago");
+    assert!(r.is_ok(), "HIP source without the include: {r:?}");
+    // Without the prelude header, plain NVRTC cannot even find the include.
+    assert!(matches!(
+        rnn::backend::cuda::compile_for_arch(USER_HIP_KERNEL, "sm_90"),
+        Err(Error::Compile { .. })
+    ));
+}
+
+#[test]
+fn hip_user_kernel_error_under_nvrtc_is_a_compile_error_with_the_log() {
+    let test = "hip_user_kernel_error_under_nvrtc_is_a_compile_error_with_the_log";
+    let broken = USER_HIP_KERNEL.replace("float v =", "float v = not_declared_q9 +");
+    let Some(r) = nvrtc_hip(test, &broken) else {
+        return;
+    };
+    match r {
+        Err(Error::Compile { log, .. }) => {
+            assert!(
+                log.contains("not_declared_q9"),
+                "log lacks the error:\n{log}"
+            )
+        }
+        Err(e) => panic!("expected Error::Compile, got {e}"),
+        Ok(_) => panic!("a broken HIP kernel compiled"),
+    }
+}
+
+#[test]
+fn hip_user_kernel_compiles_with_hiprtc() {
+    let test = "hip_user_kernel_compiles_with_hiprtc";
+    if !hiprtc_present(test) {
+        return;
+    }
+    let binary = rnn::backend::hip::compile_for_arch(USER_HIP_KERNEL, "gfx90a")
+        .unwrap_or_else(|e| panic!("hiprtc rejected the HIP user kernel:\n{e}"));
+    let (machine, symbols) = elf_symbols(amdgpu_elf(&binary));
+    assert_eq!(machine, EM_AMDGPU);
+    assert!(
+        symbols.iter().any(|s| s == "user_wave_sum"),
+        "entry point missing: {symbols:?}"
+    );
 }

@@ -143,31 +143,115 @@ fn bytes(v: Vec<c_char>) -> Vec<u8> {
     v.into_iter().map(|c| c as u8).collect()
 }
 
+/// An in-memory header NVRTC resolves `#include <name>` to, instead of searching the disk.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Header<'a> {
+    /// The name as the source spells it in `#include <...>`.
+    pub name: &'a str,
+    /// The header's text.
+    pub text: &'a str,
+}
+
+/// What NVRTC sees besides the source: in-memory headers, and those of them to include before
+/// the source's first line (`--pre-include`), as hiprtc does with the HIP runtime header.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Environment<'a> {
+    pub headers: &'a [Header<'a>],
+    pub pre_include: &'a [&'a str],
+}
+
+/// The HIP-to-CUDA prelude as the in-memory `hip/hip_runtime.h`.
+const HIP_HEADERS: [Header<'static>; 1] = [Header {
+    name: crate::backend::hip::kernels::NVRTC_RUNTIME_HEADER,
+    text: crate::backend::hip::kernels::NVRTC_PRELUDE,
+}];
+const HIP_PRE_INCLUDE: [&str; 1] = [crate::backend::hip::kernels::NVRTC_RUNTIME_HEADER];
+
+/// How NVRTC compiles a HIP source: the prelude is the in-memory `hip/hip_runtime.h`, so a HIP
+/// source that includes it compiles unchanged, and it is pre-included, as hiprtc pre-includes
+/// the HIP runtime, so one that does not include it compiles too. The prelude has an include
+/// guard, so the op set (which inlines it) sees it once.
+pub(crate) fn hip_environment() -> Environment<'static> {
+    Environment {
+        headers: &HIP_HEADERS,
+        pre_include: &HIP_PRE_INCLUDE,
+    }
+}
+
+/// A short fingerprint of [`hip_environment`] for cache keys.
+pub(crate) fn hip_environment_identity() -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(crate::backend::hip::kernels::NVRTC_PRELUDE.as_bytes());
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("hip prelude {hex}")
+}
+
+fn c_string(text: &str, what: &str) -> Result<CString> {
+    CString::new(text).map_err(|_| Error::InvalidArgument(format!("{what} contains a NUL byte")))
+}
+
 /// Compiles `source` for `target`. The result is a CUBIN, or NUL-terminated PTX text. A compile
 /// failure is [`Error::Compile`] carrying NVRTC's complete log. Requires [`present`].
 pub(crate) fn compile(
     source: &str,
     target: Target,
     extra: &[String],
+    env: Environment<'_>,
     device: &str,
 ) -> Result<Vec<u8>> {
-    let src = CString::new(source)
-        .map_err(|_| Error::InvalidArgument("kernel source contains a NUL byte".into()))?;
+    let src = c_string(source, "kernel source")?;
     let mut options = vec![
         target.arch_option(),
         "-default-device".to_string(),
         "--std=c++17".to_string(),
     ];
+    options.extend(env.pre_include.iter().map(|h| format!("--pre-include={h}")));
     options.extend(extra.iter().cloned());
     if let Some(bad) = options.iter().find(|o| o.contains('\0')) {
         return Err(Error::InvalidArgument(format!(
             "compiler option {bad:?} contains a NUL byte"
         )));
     }
-    let prog = Program(
-        nvrtc::create_program(&src, Some(c"rnn_kernels.cu"))
-            .map_err(|e| error::nvrtc("nvrtcCreateProgram", e))?,
-    );
+    let names = env
+        .headers
+        .iter()
+        .map(|h| c_string(h.name, "header name"))
+        .collect::<Result<Vec<_>>>()?;
+    let texts = env
+        .headers
+        .iter()
+        .map(|h| c_string(h.text, "header text"))
+        .collect::<Result<Vec<_>>>()?;
+    let name_ptrs: Vec<*const c_char> = names.iter().map(|c| c.as_ptr()).collect();
+    let text_ptrs: Vec<*const c_char> = texts.iter().map(|c| c.as_ptr()).collect();
+    let count = i32::try_from(env.headers.len())
+        .map_err(|_| Error::InvalidArgument("too many in-memory headers".into()))?;
+    let mut raw = std::mem::MaybeUninit::uninit();
+    // SAFETY: every pointer is a NUL-terminated string owned by `src`, `names` or `texts`, which
+    // outlive the call (NVRTC copies them); both arrays hold exactly `count` entries, and null
+    // arrays are never passed with a non-zero count.
+    unsafe {
+        sys::nvrtcCreateProgram(
+            raw.as_mut_ptr(),
+            src.as_ptr(),
+            c"rnn_kernels.cu".as_ptr(),
+            count,
+            if count == 0 {
+                std::ptr::null()
+            } else {
+                text_ptrs.as_ptr()
+            },
+            if count == 0 {
+                std::ptr::null()
+            } else {
+                name_ptrs.as_ptr()
+            },
+        )
+    }
+    .result()
+    .map_err(|e| error::nvrtc("nvrtcCreateProgram", e))?;
+    // SAFETY: nvrtcCreateProgram succeeded, so it wrote the program handle.
+    let prog = Program(unsafe { raw.assume_init() });
     // SAFETY: `prog` is a live program; the options were checked for interior NULs above, so
     // cudarc's CString conversion cannot fail.
     let compiled = unsafe { nvrtc::compile_program(prog.0, &options) };

@@ -136,6 +136,24 @@ impl CudaDevice {
     }
 }
 
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        // The pool has queued a cuMemFreeAsync for every block it held (it drops before the
+        // device it points to). Waiting here completes those frees, with this context current,
+        // before cuBLAS, the stream and the context reference go (fields, in that order), so
+        // the memory is back with the driver when the context is released, and a late kernel
+        // error shows in the log instead of vanishing.
+        let done = self.bind().and_then(|()| {
+            self.stream
+                .synchronize()
+                .map_err(|e| error::driver("cuStreamSynchronize", e))
+        });
+        if let Err(e) = done {
+            log::warn!("{}: pending work failed at context drop: {e}", self.info.id);
+        }
+    }
+}
+
 impl Device for CudaDevice {
     type Module = CudaKernels;
 
@@ -160,10 +178,18 @@ impl Device for CudaDevice {
     }
 
     fn compiler_identity(&self) -> String {
-        format!(
+        let base = format!(
             "nvrtc {}.{}; driver {}; {}",
             self.nvrtc.version.0, self.nvrtc.version.1, self.driver_version, self.target
-        )
+        );
+        if self.hip_sources {
+            // The prelude is part of every HIP build here (pre-included), so a user source of
+            // the same text must not share a cache entry with its CUDA build, and a changed
+            // prelude must rebuild.
+            format!("{base}; {}", compile::hip_environment_identity())
+        } else {
+            base
+        }
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
@@ -198,7 +224,12 @@ impl Device for CudaDevice {
     }
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)> {
-        let binary = compile::compile(source, self.target, options, &self.label())?;
+        let env = if self.hip_sources {
+            compile::hip_environment()
+        } else {
+            compile::Environment::default()
+        };
+        let binary = compile::compile(source, self.target, options, env, &self.label())?;
         let module = self.load_module(&binary)?;
         Ok((binary, module))
     }

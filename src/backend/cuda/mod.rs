@@ -176,5 +176,34 @@ pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
             compile::candidates("nvrtc")
         )));
     }
-    compile::compile(source, compile::Target::Cubin(sm), &[], arch)
+    compile::compile(
+        source,
+        compile::Target::Cubin(sm),
+        &[],
+        compile::Environment::default(),
+        arch,
+    )
+}
+
+/// Compiles a HIP C++ `source` with NVRTC to a CUBIN for `arch` the way a CUDA context with
+/// `ContextOptions::hip_sources_via_nvrtc` compiles a user's HIP kernel: the HIP-to-CUDA prelude
+/// is the in-memory `hip/hip_runtime.h` and is pre-included. Needs NVRTC, not a GPU. For tests
+/// and tools.
+#[doc(hidden)]
+pub fn compile_hip_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
+    let sm = compile::parse_sm(arch)
+        .ok_or_else(|| Error::InvalidArgument(format!("'{arch}' is not an sm_XY architecture")))?;
+    if !compile::present() {
+        return Err(error::unavailable(format!(
+            "NVRTC not found (tried {})",
+            compile::candidates("nvrtc")
+        )));
+    }
+    compile::compile(
+        source,
+        compile::Target::Cubin(sm),
+        &[],
+        compile::hip_environment(),
+        arch,
+    )
 }

@@ -67,18 +67,26 @@ pub(crate) fn compile(
     let num_opts = i32::try_from(opt_ptrs.len())
         .map_err(|_| Error::InvalidArgument("too many hiprtc options".to_string()))?;
 
+    // hiprtc pre-includes the HIP runtime but (ROCm 5.x) cannot find <hip/hip_runtime.h> on
+    // disk, so sources written for hipcc, which include it, would not compile; an empty
+    // in-memory header of that name makes them compile unchanged.
+    let header_name = c"hip/hip_runtime.h";
+    let header_text = c"// pre-included by hiprtc\n";
+    let header_names = [header_name.as_ptr()];
+    let header_texts = [header_text.as_ptr()];
+
     let _serial = HIPRTC_LOCK.lock();
     let mut prog: Program = std::ptr::null_mut();
-    // SAFETY: `src` and `name` are NUL-terminated and outlive the call; no headers are passed
-    // (count 0, null arrays), which hiprtc accepts.
+    // SAFETY: `src`, `name` and the header strings are NUL-terminated and outlive the call;
+    // both header arrays hold exactly one entry.
     let code = unsafe {
         (rtc.create_program)(
             &mut prog,
             src.as_ptr(),
             name.as_ptr(),
-            0,
-            std::ptr::null(),
-            std::ptr::null(),
+            1,
+            header_texts.as_ptr(),
+            header_names.as_ptr(),
         )
     };
     if code != HIPRTC_SUCCESS {

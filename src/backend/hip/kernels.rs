@@ -7,8 +7,12 @@
 const VENDOR_HEADER: &str = include_str!("../../../kernels-hip/hip_vendor.h");
 /// `warp_reduce_sum`/`max`/`argmax` over a wavefront of `WARP_SIZE` lanes.
 const WAVE_REDUCE: &str = include_str!("../../../kernels-hip/wave_reduce.h");
-/// HIP spellings to CUDA, for compiling this translation unit with NVRTC.
-const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_prelude.h");
+/// HIP spellings to CUDA, for compiling HIP sources with NVRTC: inlined at the top of the op set,
+/// and the in-memory `hip/hip_runtime.h` of a user's HIP kernel.
+pub(crate) const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_prelude.h");
+/// The include name a HIP source uses for the runtime header (hiprtc pre-includes it); NVRTC is
+/// given the prelude under this name.
+pub(crate) const NVRTC_RUNTIME_HEADER: &str = "hip/hip_runtime.h";
 
 /// Geometry of the `sgemm` kernel in `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the
 /// HIP build compiles that same kernel, so it launches it the same way.

@@ -139,8 +139,15 @@ fn enumerate() -> Result<Vec<(DeviceId, Platform, ClDeviceHandle)>> {
     Ok(out)
 }
 
+/// Serializes device discovery and context creation. PoCL (seen with libpocl.so.2.10) crashes
+/// in clGetDeviceInfo, or lists no devices, while another thread of the process creates a
+/// context; managers and contexts are made from several threads (the test harness does), so
+/// those calls take turns here. Both are rare and short next to the work a context does.
+static DISCOVERY: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// Lists the devices of this runtime, or says why it cannot be used.
 pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
+    let _turn = DISCOVERY.lock();
     let mut infos = Vec::new();
     for (id, platform, d) in enumerate()? {
         match describe(id, &platform, &d) {
@@ -153,6 +160,7 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 
 /// Ops for one device of this runtime.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+    let _turn = DISCOVERY.lock();
     let (_, platform, handle) = enumerate()?
         .into_iter()
         .find(|(id, _, _)| *id == info.id)

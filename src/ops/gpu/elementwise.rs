@@ -8,6 +8,11 @@ use crate::error::{Error, Result};
 use crate::ops::{Activation, check};
 
 impl<D: Device> GpuOps<D> {
+    /// Geometry `V` of the streaming kernels for this device.
+    fn streaming(&self, n: usize) -> crate::kernel::LaunchConfig {
+        launch::streaming(n, self.info.compute_units)
+    }
+
     pub(super) fn upload_impl(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
         self.mine("upload", &[&dst])?;
         if src.len() != dst.len() {
@@ -51,7 +56,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let args = Args::new().buf(&x)?.u32(n).f32(value);
-        self.run("fill", launch::elementwise(x.len()), args)
+        self.run("fill", self.streaming(x.len()), args)
     }
 
     pub(super) fn copy_impl(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
@@ -77,7 +82,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let args = Args::new().buf(&x)?.u32(n).f32(alpha);
-        self.run("scale", launch::elementwise(x.len()), args)
+        self.run("scale", self.streaming(x.len()), args)
     }
 
     pub(super) fn axpy_impl(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
@@ -89,7 +94,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let args = Args::new().buf(&x)?.buf(&y)?.u32(n).f32(alpha);
-        self.run("axpy", launch::elementwise(x.len()), args)
+        self.run("axpy", self.streaming(x.len()), args)
     }
 
     /// `add` and `mul`: same arguments, `out` may be exactly `a` or `b`.
@@ -104,7 +109,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let args = Args::new().buf(&a)?.buf(&b)?.buf(&out)?.u32(n);
-        self.run(op, launch::elementwise(a.len()), args)
+        self.run(op, self.streaming(a.len()), args)
     }
 
     pub(super) fn bias_act_forward_impl(
@@ -137,7 +142,7 @@ impl<D: Device> GpuOps<D> {
             .u32(cols as u32)
             .u32(act.code())
             .f32(act.param());
-        self.run(op, launch::elementwise(n), args)
+        self.run(op, self.streaming(n), args)
     }
 
     pub(super) fn activation_impl(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
@@ -155,7 +160,7 @@ impl<D: Device> GpuOps<D> {
             .u32(n)
             .u32(act.code())
             .f32(act.param());
-        self.run(op, launch::elementwise(x.len()), args)
+        self.run(op, self.streaming(x.len()), args)
     }
 
     pub(super) fn act_backward_impl(
@@ -189,6 +194,6 @@ impl<D: Device> GpuOps<D> {
             .u32(n32)
             .u32(act.code())
             .f32(act.param());
-        self.run(op, launch::elementwise(n), args)
+        self.run(op, self.streaming(n), args)
     }
 }

@@ -56,6 +56,25 @@ pub(crate) fn elementwise(n: usize) -> LaunchConfig {
     LaunchConfig::linear(blocks as u32, THREADS)
 }
 
+/// Elements one thread of a `V` launch covers when the grid is not capped: four float4 loads in
+/// flight, as the vector loops of the streaming kernels issue them.
+const STREAM_ITEMS: usize = 16;
+/// At most this many `V` blocks per compute unit: enough waves that the last, partial one is a
+/// small share of the time (a grid of exactly one wave would leave most units idle for a whole
+/// wave whenever fewer blocks fit per unit than planned), while bounding the grid for huge `n`.
+const STREAM_BLOCKS_PER_CU: usize = 128;
+
+/// `V`: 256 threads, `ceil(n / (256 * 16))` blocks, at most 128 per compute unit (kernels loop
+/// grid-stride over float4s, so any grid is correct). No 65535 cap: every dialect accepts
+/// larger 1-D grids, and a capped grid would stretch big arrays into many serial rounds.
+pub(crate) fn streaming(n: usize, compute_units: u32) -> LaunchConfig {
+    let cap = (compute_units.max(1) as usize).saturating_mul(STREAM_BLOCKS_PER_CU);
+    let blocks = n
+        .div_ceil(THREADS as usize * STREAM_ITEMS)
+        .clamp(1, cap.clamp(1, u32::MAX as usize));
+    LaunchConfig::linear(blocks as u32, THREADS)
+}
+
 /// `R`: one block of 256 threads per row (rows beyond 65535 are strided).
 pub(crate) fn rows(rows: usize) -> LaunchConfig {
     LaunchConfig::linear(rows.clamp(1, MAX_GRID) as u32, THREADS)
