@@ -13,6 +13,7 @@ use rnn::{
 
 use crate::support::{self, Target, rel_err};
 
+mod rnn_seq;
 mod rnn_step;
 
 /// Contexts per target, shared by every test of the binary so each device builds its op set
@@ -777,6 +778,14 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_rnn_steps() {
                 super::rnn_step::rnn_steps(T)
+            }
+            #[test]
+            fn gpu_rnn_sequence() {
+                super::rnn_seq::rnn_sequence(T)
+            }
+            #[test]
+            fn gpu_rnn_sequence_fallback() {
+                super::rnn_seq::rnn_sequence_fallback(T)
             }
             #[test]
             fn gpu_optimizers() {

@@ -348,9 +348,7 @@ impl Ops for CpuOps {
         hidden: usize,
     ) -> Result<()> {
         let ctx = self.context;
-        rnn_seq::rnn_sequence_forward(
-            ctx, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden,
-        )
+        rnn_seq::rnn_sequence_forward(ctx, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)
     }
 
     fn rnn_sequence_backward(

@@ -11,10 +11,7 @@ pub(crate) const FILES: [(&str, &str); 7] = [
     ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
     ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
     ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
-    (
-        "rnn_seq.cu",
-        include_str!("../../../kernels-cu/rnn_seq.cu"),
-    ),
+    ("rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")),
     ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
 ];
 

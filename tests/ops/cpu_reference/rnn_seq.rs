@@ -117,7 +117,13 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
     let ops = ctx.ops();
     let (t, b, h) = (3, 2, 5);
     let buf = |n: usize| upload(&ctx, &vec![0.5; n]);
-    let (pre, hs, w, bi, bh) = (buf(t * b * h), buf((t + 1) * b * h), buf(h * h), buf(h), buf(h));
+    let (pre, hs, w, bi, bh) = (
+        buf(t * b * h),
+        buf((t + 1) * b * h),
+        buf(h * h),
+        buf(h),
+        buf(h),
+    );
     let fwd = |pre: &Buffer, hs: &Buffer, act: Activation, steps: usize| {
         ops.rnn_sequence_forward(
             pre.view(),
