@@ -95,6 +95,35 @@ pub trait Device: Send + Sync + 'static {
         (64, 64, 256)
     }
 
+    /// How many blocks of `threads` threads, each with `shared_bytes` of dynamic shared memory,
+    /// can be resident on the device at once running `entry` of `module`: the largest grid a
+    /// [`Device::launch_cooperative`] of that kernel accepts (0 when one block does not fit, e.g.
+    /// too much shared memory). `None` when the device has no cooperative launch; the caller
+    /// then takes a route that needs no grid-wide barrier.
+    fn cooperative_blocks(
+        &self,
+        _module: &Self::Module,
+        _entry: &str,
+        _threads: u32,
+        _shared_bytes: u32,
+    ) -> Option<Result<u32>> {
+        None
+    }
+
+    /// Queues a cooperative launch: every block of the grid is resident at once, so the kernel
+    /// may synchronize the whole grid. The grid must not exceed [`Device::cooperative_blocks`]
+    /// for the same block size and shared memory. `None` when the device has no cooperative
+    /// launch.
+    fn launch_cooperative(
+        &self,
+        _module: &Self::Module,
+        _entry: &str,
+        _config: &LaunchConfig,
+        _args: &[RawArg],
+    ) -> Option<Result<()>> {
+        None
+    }
+
     /// A vendor-library GEMM (cuBLAS) when the device has one and it is enabled. Each matrix is a
     /// `(pointer, element offset)` pair. `None` means: use the `sgemm` kernel.
     fn vendor_gemm(

@@ -117,7 +117,6 @@ impl Rnn {
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &RnnWs, x: View<'_>) -> Result<()> {
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
-        let block = ws.block(h);
         let w_hh = self.w_hh.view(f.params)?;
         let b_ih = self.b_ih.view(f.params)?;
         let b_hh = self.b_hh.view(f.params)?;
@@ -127,21 +126,18 @@ impl Rnn {
             self.w_ih.view(f.params)?,
             ws.pre.view(),
         )?;
-        // Block t of `hs` is h_{t-1} (block 0 the zero state), so every step is the same op.
-        for t in 0..t_n {
-            f.ops.rnn_step_forward(
-                ws.pre.slice(t * block, block)?,
-                ws.hs.slice(t * block, block)?,
-                w_hh,
-                b_ih,
-                b_hh,
-                ws.hs.slice((t + 1) * block, block)?,
-                self.act,
-                b,
-                h,
-            )?;
-        }
-        Ok(())
+        // Block 0 of `hs` is the zero initial state; the op writes blocks 1..=steps.
+        f.ops.rnn_sequence_forward(
+            ws.pre.view(),
+            ws.hs.view(),
+            w_hh,
+            b_ih,
+            b_hh,
+            self.act,
+            t_n,
+            b,
+            h,
+        )
     }
 
     /// Backpropagation through time from the gradient the next layer left in `dh`.
@@ -153,25 +149,17 @@ impl Rnn {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
-        let block = ws.block(h);
         let w_hh = self.w_hh.view(f.params)?;
-        for t in (0..t_n).rev() {
-            let dpre_next = if t + 1 < t_n {
-                Some(ws.dpre.slice((t + 1) * block, block)?)
-            } else {
-                None
-            };
-            f.ops.rnn_step_backward(
-                ws.dh.slice(t * block, block)?,
-                dpre_next,
-                w_hh,
-                ws.hs.slice((t + 1) * block, block)?,
-                ws.dpre.slice(t * block, block)?,
-                self.act,
-                b,
-                h,
-            )?;
-        }
+        f.ops.rnn_sequence_backward(
+            ws.dh.view(),
+            ws.hs.view(),
+            w_hh,
+            ws.dpre.view(),
+            self.act,
+            t_n,
+            b,
+            h,
+        )?;
         let rows = t_n * b;
         let dpre = ws.dpre.view();
         f.ops.gemm(

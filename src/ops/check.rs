@@ -92,3 +92,96 @@ pub(crate) fn rnn_step(
     }
     Ok(n)
 }
+
+/// Arguments of the whole-sequence Elman ops: the activation is `Tanh` or `Relu`, `inputs`
+/// hold `(name, view, elements)`, `out` (`(name, view, elements)`) overlaps none of them, and
+/// one step's `batch * hidden`, `hidden * hidden` and `steps` fit the 32-bit kernel dimensions.
+/// Returns `batch * hidden`.
+fn rnn_sequence(
+    op: &str,
+    act: Activation,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+    inputs: &[(&str, &View<'_>, usize)],
+    out: (&str, &View<'_>, usize),
+) -> Result<usize> {
+    if !matches!(act, Activation::Tanh | Activation::Relu) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: activation must be Tanh or Relu, got {act:?}"
+        )));
+    }
+    let n = area(op, batch, hidden)?;
+    fits_u32(op, n)?;
+    fits_u32(op, area(op, hidden, hidden)?)?;
+    fits_u32(op, steps)?;
+    area(op, steps.saturating_add(1), n)?;
+    len(op, out.0, out.1, out.2)?;
+    for (name, v, expected) in inputs {
+        len(op, name, v, *expected)?;
+        no_overlap(op, out.1, v, false)?;
+    }
+    Ok(n)
+}
+
+/// Arguments of `Ops::rnn_sequence_forward`; returns one step's `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rnn_sequence_forward(
+    pre: View<'_>,
+    hs: View<'_>,
+    w_hh: View<'_>,
+    b_ih: View<'_>,
+    b_hh: View<'_>,
+    act: Activation,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<usize> {
+    let n = batch.saturating_mul(hidden);
+    let inputs = [
+        ("pre", &pre, steps.saturating_mul(n)),
+        ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
+        ("b_ih", &b_ih, hidden),
+        ("b_hh", &b_hh, hidden),
+    ];
+    let out = ("hs", &hs, steps.saturating_add(1).saturating_mul(n));
+    rnn_sequence(
+        "rnn_sequence_forward",
+        act,
+        steps,
+        batch,
+        hidden,
+        &inputs,
+        out,
+    )
+}
+
+/// Arguments of `Ops::rnn_sequence_backward`; returns one step's `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn rnn_sequence_backward(
+    dh: View<'_>,
+    hs: View<'_>,
+    w_hh: View<'_>,
+    dpre: View<'_>,
+    act: Activation,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<usize> {
+    let n = batch.saturating_mul(hidden);
+    let inputs = [
+        ("dh", &dh, steps.saturating_mul(n)),
+        ("hs", &hs, steps.saturating_add(1).saturating_mul(n)),
+        ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
+    ];
+    let out = ("dpre", &dpre, steps.saturating_mul(n));
+    rnn_sequence(
+        "rnn_sequence_backward",
+        act,
+        steps,
+        batch,
+        hidden,
+        &inputs,
+        out,
+    )
+}

@@ -349,6 +349,44 @@ pub trait Ops: Send + Sync {
         batch: usize,
         hidden: usize,
     ) -> Result<()>;
+    /// Elman forward over a whole sequence: for `t in 0..steps`,
+    /// `hs[t+1] = act(pre[t] + hs[t] W_hh^T + b_ih + b_hh)`, each block `batch x hidden`.
+    /// `pre` is `steps * batch x hidden` (`x W_ih^T` for all steps, from one GEMM); `hs` is
+    /// `(steps + 1) * batch x hidden`, its block 0 the initial state (read) and blocks
+    /// `1..=steps` written. `act` is `Tanh` or `Relu`; `hs` overlaps no other argument. The same
+    /// result as [`Ops::rnn_step_forward`] step by step; a GPU backend with a cooperative launch
+    /// (CUDA) runs all steps in one kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn rnn_sequence_forward(
+        &self,
+        pre: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        act: Activation,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
+    /// Elman backward through a whole sequence: for `t` from `steps - 1` down to 0,
+    /// `dpre[t] = act'(hs[t+1]) * (dh[t] + dpre[t+1] W_hh)`, without the product at
+    /// `t = steps - 1`. `dh` (`steps * batch x hidden`) is the gradient reaching each `h_t` from
+    /// above; `hs` is the forward's `(steps + 1) * batch x hidden` state buffer; `dpre`
+    /// (`steps * batch x hidden`) is written and overlaps no input. `act` is `Tanh` or `Relu`.
+    /// The same result as [`Ops::rnn_step_backward`] step by step.
+    #[allow(clippy::too_many_arguments)]
+    fn rnn_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()>;
     /// LSTM gates forward (PyTorch order i, f, g, o). `gates` is `batch x 4*hidden` holding
     /// `x W_ih^T + h_prev W_hh^T + b_ih + b_hh`; it is overwritten with the activated gates
     /// (sigmoid i, f, o; tanh g), which the backward step reads. Writes

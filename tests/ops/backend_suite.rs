@@ -11,6 +11,7 @@ use rnn::{
 
 use crate::support::{self, Target, rel_err};
 
+mod rnn_seq;
 mod rnn_step;
 
 /// Fresh contexts of `target` for one test, dropped when it ends, so every device allocation is
@@ -823,6 +824,14 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_rnn_steps() {
                 super::rnn_step::rnn_steps(T)
+            }
+            #[test]
+            fn gpu_rnn_sequence() {
+                super::rnn_seq::rnn_sequence(T)
+            }
+            #[test]
+            fn gpu_rnn_sequence_fallback() {
+                super::rnn_seq::rnn_sequence_fallback(T)
             }
             #[test]
             fn gpu_optimizers() {

@@ -150,3 +150,4 @@ mod cells;
 mod elementwise_gemm;
 mod optim_errors;
 mod reductions_data;
+mod rnn_seq;

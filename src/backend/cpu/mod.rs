@@ -14,6 +14,7 @@ mod gemm;
 mod optim;
 mod par;
 mod reduce;
+mod rnn_seq;
 mod rnn_step;
 mod softmax;
 
@@ -332,6 +333,37 @@ impl Ops for CpuOps {
     ) -> Result<()> {
         let ctx = self.context;
         rnn_step::rnn_step_backward(ctx, dh, dpre_next, w_hh, h, dpre, act, batch, hidden)
+    }
+
+    fn rnn_sequence_forward(
+        &self,
+        pre: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        act: Activation,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        rnn_seq::rnn_sequence_forward(ctx, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)
+    }
+
+    fn rnn_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        rnn_seq::rnn_sequence_backward(ctx, dh, hs, w_hh, dpre, act, steps, batch, hidden)
     }
 
     fn lstm_cell_forward(

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaStream};
 
 use super::blas::Blas;
@@ -34,6 +35,12 @@ pub(crate) struct CudaDevice {
     /// Build the op set from the HIP sources behind the HIP-to-CUDA prelude
     /// (`ContextOptions::hip_sources_via_nvrtc`), to check the HIP kernels on an NVIDIA GPU.
     pub(super) hip_sources: bool,
+    /// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`: grid-synchronizing kernels may be launched.
+    pub(super) cooperative: bool,
+    /// Streaming multiprocessors (the co-residency limit is per SM).
+    pub(super) sms: u32,
+    /// Most dynamic shared memory one block may opt in to, in bytes.
+    pub(super) shared_optin: u32,
 }
 
 impl CudaDevice {
@@ -68,6 +75,15 @@ impl CudaDevice {
                 nvrtc.version.1
             );
         }
+        let attr = |a: CUdevice_attribute| {
+            ctx.attribute(a)
+                .map_err(|e| error::driver("cuDeviceGetAttribute", e))
+        };
+        let cooperative = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0;
+        let sms = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as u32;
+        let shared_optin =
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0)
+                as u32;
         let stream = ctx
             .new_stream()
             .map_err(|e| error::driver("cuStreamCreate", e))?;
@@ -121,6 +137,9 @@ impl CudaDevice {
             nvrtc,
             driver_version,
             hip_sources: options.hip_sources_via_nvrtc,
+            cooperative,
+            sms,
+            shared_optin,
         })
     }
 
@@ -246,6 +265,28 @@ impl Device for CudaDevice {
         args: &[RawArg],
     ) -> Result<()> {
         self.launch_kernel(module, entry, config, args)
+    }
+
+    fn cooperative_blocks(
+        &self,
+        module: &Self::Module,
+        entry: &str,
+        threads: u32,
+        shared_bytes: u32,
+    ) -> Option<Result<u32>> {
+        self.cooperative
+            .then(|| self.co_resident_blocks(module, entry, threads, shared_bytes))
+    }
+
+    fn launch_cooperative(
+        &self,
+        module: &Self::Module,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Option<Result<()>> {
+        self.cooperative
+            .then(|| self.launch_kernel_cooperative(module, entry, config, args))
     }
 
     fn synchronize(&self) -> Result<()> {

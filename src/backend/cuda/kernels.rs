@@ -2,7 +2,7 @@
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 6] = [
+pub(crate) const FILES: [(&str, &str); 7] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -11,6 +11,7 @@ pub(crate) const FILES: [(&str, &str); 6] = [
     ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
     ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
     ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
+    ("rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")),
     ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
 ];
 

@@ -26,7 +26,7 @@ const ELF_MAGIC: &[u8] = b"\x7fELF";
 /// The value of one parameter in the 8 bytes `cuLaunchKernel` reads it from: the driver copies
 /// as many bytes as the kernel's parameter has, starting at the slot's address, so each value
 /// sits at the start of its slot in native byte order.
-fn slot(arg: &RawArg) -> u64 {
+pub(super) fn slot(arg: &RawArg) -> u64 {
     let mut b = [0u8; 8];
     match *arg {
         RawArg::Ptr(p) | RawArg::U64(p) => b = p.to_ne_bytes(),
@@ -64,7 +64,7 @@ impl CudaDevice {
         })
     }
 
-    fn function(&self, module: &CudaKernels, entry: &str) -> Result<CudaFunction> {
+    pub(super) fn function(&self, module: &CudaKernels, entry: &str) -> Result<CudaFunction> {
         if let Some(f) = module.functions.lock().get(entry) {
             return Ok(f.clone());
         }

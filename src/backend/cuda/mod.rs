@@ -5,6 +5,7 @@
 
 mod blas;
 mod compile;
+mod cooperative;
 mod device;
 mod error;
 pub(crate) mod kernels;

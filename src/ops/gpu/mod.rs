@@ -7,6 +7,7 @@ mod launch;
 mod linalg;
 mod nn_ops;
 mod pool;
+mod rnn_seq;
 mod rnn_step;
 mod user;
 
@@ -39,6 +40,9 @@ pub(crate) struct GpuOps<D: Device> {
     /// The built-in op set, compiled on first use (or by `warm_up`).
     op_set: Mutex<Option<Arc<D::Module>>>,
     user: Mutex<HashMap<UserKey, Arc<D::Module>>>,
+    /// The grid-barrier counter of the persistent sequence kernels (`rnn_seq`), allocated and
+    /// zeroed on first use.
+    seq_barrier: Mutex<Option<Buffer>>,
 }
 
 /// The op set of `device`, for a backend's `create_ops`. The options that change what runs
@@ -53,6 +57,7 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         device,
         op_set: Mutex::new(None),
         user: Mutex::new(HashMap::new()),
+        seq_barrier: Mutex::new(None),
     }))
 }
 
@@ -311,6 +316,35 @@ impl<D: Device> Ops for GpuOps<D> {
         hidden: usize,
     ) -> Result<()> {
         self.rnn_step_backward_impl(dh, dpre_next, w_hh, h, dpre, act, batch, hidden)
+    }
+
+    fn rnn_sequence_forward(
+        &self,
+        pre: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        act: Activation,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.rnn_sequence_forward_impl(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)
+    }
+
+    fn rnn_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.rnn_sequence_backward_impl(dh, hs, w_hh, dpre, act, steps, batch, hidden)
     }
 
     fn lstm_cell_forward(

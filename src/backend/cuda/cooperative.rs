@@ -1,0 +1,105 @@
+//! Cooperative launches (`cuLaunchCooperativeKernel`): every block of the grid resident at once,
+//! so persistent kernels may synchronize the whole grid. The grid limit comes from the occupancy
+//! calculator times the SM count.
+
+use std::ffi::c_void;
+
+use cudarc::driver::result;
+use cudarc::driver::sys::CUfunction_attribute;
+
+use super::device::CudaDevice;
+use super::error;
+use super::launch::{CudaKernels, slot};
+use crate::backend::RawArg;
+use crate::error::{Error, Result};
+use crate::kernel::LaunchConfig;
+
+/// Dynamic shared memory every block may use without opting in.
+const DEFAULT_SHARED: u32 = 48 * 1024;
+
+impl CudaDevice {
+    /// Co-resident blocks of `entry` with `threads` threads and `shared_bytes` of dynamic
+    /// shared memory (raising the function's dynamic limit first when it needs more than the
+    /// default); 0 when one block does not fit.
+    pub(super) fn co_resident_blocks(
+        &self,
+        module: &CudaKernels,
+        entry: &str,
+        threads: u32,
+        shared_bytes: u32,
+    ) -> Result<u32> {
+        if shared_bytes > self.shared_optin {
+            return Ok(0);
+        }
+        self.bind()?;
+        let f = self.function(module, entry)?;
+        if shared_bytes > DEFAULT_SHARED {
+            // SAFETY: `f` is a function of a module loaded in this (current) context and kept
+            // alive by `module`; the value is within the device's opt-in limit checked above.
+            unsafe {
+                result::function::set_function_attribute(
+                    f.cu_function(),
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    shared_bytes as i32,
+                )
+            }
+            .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))?;
+        }
+        // SAFETY: as above; the occupancy calculator only reads the function's attributes.
+        let per_sm = unsafe {
+            result::occupancy::max_active_block_per_multiprocessor(
+                f.cu_function(),
+                threads as i32,
+                shared_bytes as usize,
+            )
+        }
+        .map_err(|e| {
+            error::driver(
+                &format!("cuOccupancyMaxActiveBlocksPerMultiprocessor({entry})"),
+                e,
+            )
+        })?;
+        Ok((per_sm.max(0) as u32).saturating_mul(self.sms))
+    }
+
+    pub(super) fn launch_kernel_cooperative(
+        &self,
+        module: &CudaKernels,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Result<()> {
+        if config.grid.contains(&0) || config.block.contains(&0) {
+            return Err(Error::InvalidArgument(format!(
+                "cooperative launch of '{entry}' with an empty grid {:?} or block {:?}",
+                config.grid, config.block
+            )));
+        }
+        self.bind()?;
+        let f = self.function(module, entry)?;
+        let mut slots: Vec<u64> = args.iter().map(slot).collect();
+        let mut params: Vec<*mut c_void> = slots
+            .iter_mut()
+            .map(|s| (s as *mut u64).cast::<c_void>())
+            .collect();
+        let [gx, gy, gz] = config.grid;
+        let [bx, by, bz] = config.block;
+        // SAFETY: as for `cuLaunchKernel` (launch.rs): `f` belongs to a module loaded in this
+        // context and kept alive by `module`; `params` holds one pointer per kernel parameter,
+        // each to an 8-byte slot that outlives the call; device pointers come from this
+        // context's allocations. The driver itself rejects a grid larger than can be resident
+        // (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) rather than starting a kernel whose grid
+        // barrier would never complete.
+        unsafe {
+            result::launch_cooperative_kernel(
+                f.cu_function(),
+                (gx, gy, gz),
+                (bx, by, bz),
+                config.shared_bytes,
+                self.stream.cu_stream(),
+                &mut params,
+            )
+        }
+        .map_err(|e| error::driver(&format!("cuLaunchCooperativeKernel({entry})"), e))
+    }
+}

@@ -1,0 +1,91 @@
+//! The whole-sequence Elman ops on every GPU target against the CPU backend: odd and tile-sized
+//! shapes, 1 to 20 steps, both activations, a random initial state, outputs poisoned, views
+//! aligned and not. On CUDA this runs the persistent cooperative kernels; on OpenCL and HIP the
+//! step-kernel loop. `gpu_rnn_sequence_fallback` takes a hidden size whose W slice exceeds any
+//! shared memory a block can have, so CUDA loops the step kernels too.
+
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use rnn::{Activation, Context};
+
+use super::{Values, compare_at, nan, prop, run_on_at};
+use crate::support::Target;
+
+/// Forward then backward of one random sequence on `ctx` against the CPU backend.
+fn check_sequence(
+    ctx: &Context,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+    pad: usize,
+    act: Activation,
+    r: &mut Values,
+) -> Result<(), TestCaseError> {
+    let n = batch * hidden;
+    let bound = 1.0 / (hidden as f32).sqrt();
+    let w = r.vec(hidden * hidden, -bound, bound);
+    let mut hs = r.vec(n, -1.0, 1.0);
+    hs.extend(nan(steps * n));
+    let fwd = [
+        r.vec(steps * n, -2.0, 2.0),
+        hs,
+        w.clone(),
+        r.vec(hidden, -1.0, 1.0),
+        r.vec(hidden, -1.0, 1.0),
+    ];
+    let tol = 1e-4;
+    let what = format!("rnn_sequence_forward {act:?} {steps}x{batch}x{hidden} pad {pad}");
+    compare_at(ctx, &what, &fwd, pad, &[1], tol, &|o, v| {
+        o.rnn_sequence_forward(v[0], v[1], v[2], v[3], v[4], act, steps, batch, hidden)
+    })?;
+    // The states as the CPU forward leaves them, so both sides differentiate the same point.
+    let hs = run_on_at(&Context::cpu(), &fwd, pad, &|o, v| {
+        o.rnn_sequence_forward(v[0], v[1], v[2], v[3], v[4], act, steps, batch, hidden)
+    })
+    .map_err(|e| TestCaseError::fail(e.to_string()))?
+    .remove(1);
+    let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
+    let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
+    compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {
+        o.rnn_sequence_backward(v[0], v[1], v[2], v[3], act, steps, batch, hidden)
+    })
+}
+
+pub fn rnn_sequence(t: Target) {
+    let s = (
+        1..=20usize,
+        prop_oneof![Just(1usize), 2..=19usize, 60..=70usize],
+        prop_oneof![Just(1usize), 2..=40usize, 250..=260usize],
+        prop_oneof![Just(0usize), Just(3usize)],
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_rnn_sequence",
+        10,
+        s,
+        |ctx, (steps, batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            for act in [Activation::Tanh, Activation::Relu] {
+                check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+            }
+            Ok(())
+        },
+    );
+}
+
+pub fn rnn_sequence_fallback(t: Target) {
+    // 24 floats of shared memory per hidden unit: 2600 units need 249,600 bytes, more than any
+    // current GPU lets one block opt in to (227 KB on H100).
+    let s = (1..=3usize, 1..=3usize, 2600..=2610usize, any::<u64>());
+    prop(
+        t,
+        "gpu_rnn_sequence_fallback",
+        2,
+        s,
+        |ctx, (steps, batch, hidden, seed)| {
+            let mut r = Values(seed);
+            check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
+        },
+    );
+}
