@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::{Activation, Context};
 
-use super::{Values, compare_at, nan, prop, run_on_at};
+use super::{Values, compare_at, nan, prop, run_padded};
 use crate::support::Target;
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
@@ -39,7 +39,7 @@ fn check_sequence(
         o.rnn_sequence_forward(v[0], v[1], v[2], v[3], v[4], act, steps, batch, hidden)
     })?;
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
-    let hs = run_on_at(&Context::cpu(), &fwd, pad, &|o, v| {
+    let hs = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &|o, v| {
         o.rnn_sequence_forward(v[0], v[1], v[2], v[3], v[4], act, steps, batch, hidden)
     })
     .map_err(|e| TestCaseError::fail(e.to_string()))?
