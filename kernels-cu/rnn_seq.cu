@@ -94,15 +94,17 @@ __device__ __forceinline__ void rq_stage_rows(const float* a, uint batch, uint h
     for (uint e = n + threadIdx.x; e < RQ_ROWS * hidden; e += RQ_THREADS) as[e] = 0.0f;
 }
 
-// One butterfly stage over the first 2 H values: keeps H, each summed with the partner's.
+// One butterfly stage over the first 2 H values with the partner lane across lane bit 2 H:
+// keeps H values, each summed with the partner's. Stages H = 8, 4, 2, 1 use lane bits 4..1, so
+// value i of lane l ends as entry (l >> 1) & 15 summed over lanes differing in bits 1..4.
 template <int H>
 __device__ __forceinline__ void rq_fold(float* v, uint lane) {
-    const bool upper = (lane & H) != 0;
+    const bool upper = (lane & (2 * H)) != 0;
 #pragma unroll
     for (int i = 0; i < H; ++i) {
         const float send = upper ? v[i] : v[i + H];
         const float keep = upper ? v[i + H] : v[i];
-        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, H, 32);
+        v[i] = keep + __shfl_xor_sync(0xffffffffu, send, 2 * H, 32);
     }
 }
 
