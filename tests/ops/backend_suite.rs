@@ -11,6 +11,7 @@ use rnn::{
 
 use crate::support::{self, Target, rel_err};
 
+mod indices;
 mod rnn_step;
 
 /// Fresh contexts of `target` for one test, dropped when it ends, so every device allocation is
@@ -20,8 +21,28 @@ fn contexts(target: Target, test: &str) -> Vec<Context> {
     support::contexts(target, test)
 }
 
-/// Leading elements before every view, so offsets are exercised (3: never 16-byte aligned).
-const PAD: usize = 3;
+/// Leading elements before a view, one of these per case ([`pick_pad`]): 0 and 4 keep views
+/// 16-byte aligned (the float4 fast paths), 3 never is (the scalar paths).
+const PADS: [usize; 3] = [0, 3, 4];
+/// Guard elements after every view; together with the leading pad they must be unchanged after
+/// an op, which catches writes past either end of a view.
+const GUARD: usize = 5;
+/// The guard value: a NaN whose payload no kernel produces, so a stray write of a computed NaN
+/// still shows.
+const GUARD_BITS: u32 = 0x7fc0_beef;
+
+/// The pad of a [`compare`] case, drawn from [`PADS`] by a hash of its inputs (so a failing
+/// case reproduces with the same pad).
+fn pick_pad(bufs: &[Vec<f32>]) -> usize {
+    let mut h = bufs.len() as u64;
+    for b in bufs {
+        h = h.wrapping_mul(0x100_0000_01b3) ^ b.len() as u64;
+        if let Some(x) = b.first() {
+            h ^= u64::from(x.to_bits()) << 17;
+        }
+    }
+    PADS[(Values(h).next() % PADS.len() as u64) as usize]
+}
 
 /// Deterministic values from a proptest-drawn seed (splitmix64).
 struct Values(u64);
@@ -65,12 +86,13 @@ fn nan(n: usize) -> Vec<f32> {
 
 type OpFn<'f> = dyn Fn(&dyn Ops, &[View<'_>]) -> rnn::Result<()> + 'f;
 
-/// Uploads `bufs` (each behind PAD poisoned elements), runs `f` on views of them, downloads.
+/// Uploads `bufs` (each behind a pad of guard elements), runs `f` on views of them, downloads.
 fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec<f32>>> {
-    run_padded(ctx, bufs, &vec![PAD; bufs.len()], f)
+    run_padded(ctx, bufs, &vec![pick_pad(bufs); bufs.len()], f)
 }
 
-/// [`run_on`] with buffer `i` behind `pads[i]` poisoned elements.
+/// [`run_on`] with buffer `i` behind `pads[i]` guard elements (and [`GUARD`] after it). Panics
+/// when an op changed a guard element: it wrote outside its views.
 fn run_padded(
     ctx: &Context,
     bufs: &[Vec<f32>],
@@ -80,10 +102,12 @@ fn run_padded(
     assert!(pads.len() >= bufs.len(), "a pad per buffer");
     let ops = ctx.ops();
     let mut owned = Vec::new();
+    let guard = f32::from_bits(GUARD_BITS);
     for (b, &pad) in bufs.iter().zip(pads) {
-        let buf = ops.alloc(b.len() + pad)?;
-        let mut data = nan(pad);
+        let buf = ops.alloc(pad + b.len() + GUARD)?;
+        let mut data = vec![guard; pad];
         data.extend_from_slice(b);
+        data.extend_from_slice(&[guard; GUARD]);
         ops.upload(buf.view(), &data)?;
         owned.push(buf);
     }
@@ -94,14 +118,26 @@ fn run_padded(
         .map(|((o, b), &pad)| o.slice(pad, b.len()))
         .collect::<rnn::Result<_>>()?;
     f(ops, &views)?;
-    views
-        .iter()
-        .map(|v| {
-            let mut out = vec![0.0; v.len()];
-            ops.download(*v, &mut out)?;
-            Ok(out)
-        })
-        .collect()
+    let mut outs = Vec::with_capacity(views.len());
+    for (i, ((buf, b), &pad)) in owned.iter().zip(bufs).zip(pads).enumerate() {
+        let mut all = vec![0.0; buf.len()];
+        ops.download(buf.view(), &mut all)?;
+        let (head, rest) = all.split_at(pad);
+        let (body, tail) = rest.split_at(b.len());
+        for (where_, guards) in [("before", head), ("after", tail)] {
+            if let Some(j) = guards.iter().position(|g| g.to_bits() != GUARD_BITS) {
+                panic!(
+                    "{}: buffer {i} (pad {pad}, {} elements): guard {j} {where_} the view was \
+                     overwritten with {}",
+                    ctx.id(),
+                    b.len(),
+                    guards[j]
+                );
+            }
+        }
+        outs.push(body.to_vec());
+    }
+    Ok(outs)
 }
 
 /// Runs `f` on the CPU backend and on `gpu` with the same buffers and compares buffers `check`.
@@ -113,7 +149,15 @@ fn compare(
     tol: f64,
     f: &OpFn<'_>,
 ) -> Result<(), TestCaseError> {
-    compare_padded(gpu, what, bufs, &vec![PAD; bufs.len()], check, tol, f)
+    compare_padded(
+        gpu,
+        what,
+        bufs,
+        &vec![pick_pad(bufs); bufs.len()],
+        check,
+        tol,
+        f,
+    )
 }
 
 /// [`compare`] with every buffer behind `pad` elements on the GPU.
@@ -177,7 +221,19 @@ fn prop<S: Strategy>(
 ) where
     S::Value: Clone,
 {
-    let ctxs = contexts(target, test);
+    prop_on(contexts(target, test), test, cases, strategy, body)
+}
+
+/// Runs a property over `ctxs` (nothing when empty: `support::contexts` printed the SKIP).
+fn prop_on<S: Strategy>(
+    ctxs: Vec<Context>,
+    test: &str,
+    cases: u32,
+    strategy: S,
+    body: impl Fn(&Context, S::Value) -> Result<(), TestCaseError>,
+) where
+    S::Value: Clone,
+{
     if ctxs.is_empty() {
         return;
     }
@@ -214,6 +270,18 @@ const ACTIVATIONS: [Activation; 6] = [
 ];
 
 pub fn gemm(t: Target) {
+    gemm_on(contexts(t, "gpu_gemm"), "gpu_gemm", 24);
+}
+
+/// GEMM with `vendor_blas` off, so a CUDA context runs the built-in `sgemm` kernel even where
+/// cuBLAS exists (otherwise it would never be checked there).
+pub fn gemm_own_kernel(t: Target) {
+    let test = "gpu_gemm_own_kernel";
+    let ctxs = support::contexts_with(t, test, |o| o.vendor_blas = false);
+    gemm_on(ctxs, test, 12);
+}
+
+fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
     let s = (
         dim(),
         dim(),
@@ -223,10 +291,10 @@ pub fn gemm(t: Target) {
         any::<bool>(),
         any::<u64>(),
     );
-    prop(
-        t,
-        "gpu_gemm",
-        24,
+    prop_on(
+        ctxs,
+        test,
+        cases,
         s,
         |ctx, (m, n, k, ta, tb, beta0, seed)| {
             let mut r = Values(seed);
@@ -788,10 +856,11 @@ pub fn foreign_and_edge_cases(t: Target) {
 }
 
 macro_rules! backend_suite {
-    ($name:ident, $target:expr) => {
+    ($name:ident, $target:expr $(, $extra:item)*) => {
         mod $name {
             use crate::support::Target;
             const T: Target = $target;
+            $($extra)*
             #[test]
             fn gpu_gemm() {
                 super::gemm(T)
@@ -815,6 +884,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_data() {
                 super::data(T)
+            }
+            #[test]
+            fn gpu_invalid_indices() {
+                super::indices::invalid_indices(T)
             }
             #[test]
             fn gpu_cells() {
@@ -845,6 +918,13 @@ macro_rules! backend_suite {
 }
 
 backend_suite!(opencl, Target::OpenCl);
-backend_suite!(cuda, Target::Cuda);
+backend_suite!(
+    cuda,
+    Target::Cuda,
+    #[test]
+    fn gpu_gemm_own_kernel() {
+        super::gemm_own_kernel(T)
+    }
+);
 backend_suite!(hip, Target::Hip);
 backend_suite!(hip_on_cuda, Target::HipOnCuda);

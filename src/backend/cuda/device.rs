@@ -77,6 +77,14 @@ impl CudaDevice {
                 info.id
             );
             None
+        } else if options.hip_sources_via_nvrtc {
+            // These contexts exist to run the HIP sources; GEMM through cuBLAS would leave the
+            // HIP `sgemm` kernel untested.
+            log::info!(
+                "{}: cuBLAS not used with hip_sources_via_nvrtc; GEMM uses the HIP sgemm kernel",
+                info.id
+            );
+            None
         } else if !Blas::present() {
             log::info!(
                 "{}: cuBLAS not found (tried {}); GEMM uses the sgemm kernel",
