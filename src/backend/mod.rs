@@ -1,12 +1,15 @@
 //! Backends. GPU runtimes implement the small [`Device`] trait; the op set is written once over
 //! it (`src/ops/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
 
+mod args;
 pub(crate) mod cpu;
 #[doc(hidden)]
 pub mod cuda;
 #[doc(hidden)]
 pub mod hip;
 pub(crate) mod opencl;
+
+pub(crate) use args::{Fnv, FunctionCache, with_param_slots};
 
 use crate::device::DeviceInfo;
 use crate::error::Result;

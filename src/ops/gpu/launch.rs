@@ -13,29 +13,72 @@ const MAX_GRID: usize = 65_535;
 /// Most partials of a two-pass reduction.
 const MAX_PARTIALS: usize = 1024;
 
-/// The kernel arguments of one launch, in ABI order.
-#[derive(Default)]
-pub(crate) struct Args(pub(crate) Vec<RawArg>);
+/// Arguments a launch keeps on the stack (every built-in kernel has fewer).
+const INLINE_ARGS: usize = 32;
+
+/// The kernel arguments of one launch, in ABI order. Built on the stack: a training step makes
+/// many small launches, so packing them must not allocate (only lists longer than
+/// `INLINE_ARGS`, from user kernels, spill to the heap).
+pub(crate) struct Args {
+    inline: [RawArg; INLINE_ARGS],
+    len: usize,
+    spill: Vec<RawArg>,
+}
 
 impl Args {
     pub(crate) fn new() -> Self {
-        Args(Vec::with_capacity(16))
+        Args {
+            inline: [RawArg::U32(0); INLINE_ARGS],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, a: RawArg) {
+        if self.len < INLINE_ARGS && self.spill.is_empty() {
+            self.inline[self.len] = a;
+            self.len += 1;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.inline[..self.len]);
+            }
+            self.spill.push(a);
+        }
+    }
+
+    /// The arguments, in order.
+    pub(crate) fn as_slice(&self) -> &[RawArg] {
+        if self.spill.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
     }
 
     /// A buffer view: its base handle, then its offset in elements.
     pub(crate) fn buf(mut self, v: &View<'_>) -> Result<Self> {
-        self.0.push(RawArg::Ptr(device_ptr(v)?));
-        self.0.push(RawArg::U64(v.offset() as u64));
+        self.push(RawArg::Ptr(device_ptr(v)?));
+        self.push(RawArg::U64(v.offset() as u64));
         Ok(self)
     }
 
     pub(crate) fn u32(mut self, x: u32) -> Self {
-        self.0.push(RawArg::U32(x));
+        self.push(RawArg::U32(x));
         self
     }
 
     pub(crate) fn f32(mut self, x: f32) -> Self {
-        self.0.push(RawArg::F32(x));
+        self.push(RawArg::F32(x));
+        self
+    }
+
+    pub(crate) fn i32(mut self, x: i32) -> Self {
+        self.push(RawArg::I32(x));
+        self
+    }
+
+    pub(crate) fn u64(mut self, x: u64) -> Self {
+        self.push(RawArg::U64(x));
         self
     }
 }
