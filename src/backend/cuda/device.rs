@@ -61,6 +61,9 @@ impl CudaDevice {
             ))
         })?;
         if let Target::Ptx(_) = target {
+            if let Some(reason) = super::ptx_unloadable(nvrtc.version, driver_version) {
+                return Err(error::unavailable(format!("{}: {reason}", info.id)));
+            }
             log::warn!(
                 "{}: NVRTC {}.{} cannot emit a CUBIN for sm_{cc}; building {target} (JIT by the driver at load)",
                 info.id,

@@ -38,7 +38,7 @@ impl<D: Device> GpuOps<D> {
             .u32(g.trans_b as u32)
             .f32(g.alpha)
             .f32(g.beta);
-        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile());
+        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile())?;
         self.run("sgemm", config, args)
     }
 
