@@ -838,6 +838,7 @@ pub fn foreign_and_edge_cases(t: Target) {
             Err(Error::OutOfMemory { requested, .. }) => assert!(requested >= usize::MAX / 8),
             r => panic!("{}: huge alloc gave {r:?}", ctx.id()),
         }
+        huge_requests_are_errors(&ctx);
         // Buffers freed and asked for again come back from the pool and still work.
         for _ in 0..3 {
             let b = ops.alloc(1000).unwrap();
@@ -853,6 +854,42 @@ pub fn foreign_and_edge_cases(t: Target) {
             Err(Error::Shape { .. })
         ));
     }
+}
+
+/// Sizes near the top of the address space: errors, never a panic or a tiny allocation
+/// behind a huge buffer (rounding a request up to its pool class must not wrap).
+fn huge_requests_are_errors(ctx: &Context) {
+    let ops = ctx.ops();
+    for len in [
+        usize::MAX,
+        usize::MAX / 4,
+        usize::MAX / 4 - 1,
+        (1usize << 61) + 1,
+    ] {
+        match ops.alloc(len) {
+            Err(Error::OutOfMemory { .. } | Error::InvalidArgument(_)) => {}
+            Ok(b) => panic!("{}: alloc({len}) gave a buffer of {}", ctx.id(), b.len()),
+            Err(e) => panic!("{}: alloc({len}) gave {e}", ctx.id()),
+        }
+    }
+    let b = ops.alloc(8).unwrap();
+    for (offset, len) in [
+        (usize::MAX, 2),
+        (1, usize::MAX),
+        (usize::MAX, usize::MAX),
+        (9, 0),
+    ] {
+        match b.slice(offset, len) {
+            Err(Error::Shape { .. }) => {}
+            r => panic!("{}: slice({offset}, {len}) gave {r:?}", ctx.id()),
+        }
+        assert!(b.view().slice(offset, len).is_err());
+    }
+}
+
+#[test]
+fn cpu_huge_alloc_and_slice_are_errors() {
+    huge_requests_are_errors(&Context::cpu());
 }
 
 macro_rules! backend_suite {

@@ -113,7 +113,12 @@ impl ClDevice {
 
     pub(super) fn load_program(&self, binary: &[u8]) -> Result<ClModule> {
         if binary.is_empty() {
-            return Err(Error::InvalidArgument("empty OpenCL program binary".into()));
+            return Err(Error::Backend {
+                backend: crate::device::BackendKind::OpenCl,
+                call: "clCreateProgramWithBinary".into(),
+                code: i64::from(opencl3::error_codes::CL_INVALID_BINARY),
+                message: "CL_INVALID_BINARY: empty program binary".into(),
+            });
         }
         let _serial = PROGRAM_LOCK.lock();
         // SAFETY: one device and one binary, as the call requires; the driver validates the
