@@ -149,6 +149,8 @@ mod tests {
         assert_eq!(size_class(usize::MAX - 4), None);
         let top = 1usize << (usize::BITS - 1);
         assert_eq!(size_class(top), Some(top));
-        assert_eq!(size_class(top + 1), None);
+        assert_eq!(size_class(top + 1), Some(top + (top >> 3)));
+        // Past the last class below 2^64 the rounding would wrap.
+        assert_eq!(size_class(top + 7 * (top >> 3) + 1), None);
     }
 }
