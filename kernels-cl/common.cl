@@ -42,6 +42,18 @@ inline float act_derivative(float dy, float z, float y, uint act, float p) {
     }
 }
 
+// The index rule of docs/kernel-abi.md, the same as the CPU backend's: an index value `v`
+// (labels, row indices) names entry `(ulong)v` iff it is an integer in 0..n. Negative,
+// fractional, too large and NaN values are invalid; the test runs before any conversion, since
+// converting an out-of-range float to an integer is undefined.
+inline bool rnn_valid_index(float v, uint n) {
+    return v >= 0.0f && v < (float)n && v == floor(v);
+}
+
+// Grid-stride loops use 64-bit counters so that `i += get_global_size(0)` cannot wrap for n
+// near 2^32 (which would loop forever).
+#define RNN_GRID_LOOP(i, n) for (ulong i = get_global_id(0); i < (ulong)(n); i += get_global_size(0))
+
 #define RED_THREADS 256
 
 // Tree sum over the 256 work-items of a group; every work-item gets the result. The trailing

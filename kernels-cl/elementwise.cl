@@ -214,31 +214,36 @@ __kernel void clip_scale(__global float* x_base, ulong x_off, __global const flo
                          ulong nrm_off, uint n, float max_norm) {
     __global float* x = x_base + x_off;
     float f = fmin(1.0f, max_norm / (nrm_base[nrm_off] + 1e-6f));
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) x[i] *= f;
+    RNN_GRID_LOOP(i, n) x[i] *= f;
 }
 
+// A row whose index is invalid (rnn_valid_index over src_rows) becomes NaN: a kernel cannot
+// return an error, and it must never read outside `src`.
 __kernel void gather_rows(__global const float* s_base, ulong s_off, __global const float* i_base,
                           ulong i_off, __global float* d_base, ulong d_off, uint nrows,
-                          uint cols) {
+                          uint cols, uint src_rows) {
     __global const float* src = s_base + s_off;
     __global const float* idx = i_base + i_off;
     __global float* dst = d_base + d_off;
-    uint n = nrows * cols;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
-        uint r = i / cols;
-        uint c = i - r * cols;
-        dst[i] = src[(ulong)(uint)idx[r] * cols + c];
+    ulong n = (ulong)nrows * cols;
+    RNN_GRID_LOOP(i, n) {
+        ulong r = i / cols;
+        ulong c = i - r * cols;
+        float v = idx[r];
+        dst[i] = rnn_valid_index(v, src_rows) ? src[(ulong)v * cols + c] : NAN;
     }
 }
 
+// An invalid index (rnn_valid_index) gives an all-zero row, as on the CPU.
 __kernel void one_hot(__global const float* i_base, ulong i_off, __global float* o_base,
                       ulong o_off, uint n, uint classes) {
     __global const float* idx = i_base + i_off;
     __global float* out = o_base + o_off;
-    uint total = n * classes;
-    for (uint i = get_global_id(0); i < total; i += get_global_size(0)) {
-        uint r = i / classes;
-        uint c = i - r * classes;
-        out[i] = idx[r] == (float)c ? 1.0f : 0.0f;
+    ulong total = (ulong)n * classes;
+    RNN_GRID_LOOP(i, total) {
+        ulong r = i / classes;
+        ulong c = i - r * classes;
+        float v = idx[r];
+        out[i] = (rnn_valid_index(v, classes) && (ulong)v == c) ? 1.0f : 0.0f;
     }
 }

@@ -27,14 +27,16 @@ void sgemm(__global const float* a_base, ulong a_off, __global const float* b_ba
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
 
-    for (uint p0 = 0; p0 < k; p0 += TK) {
+    // 64-bit so that `p0 += TK` cannot wrap for k near 2^32.
+    for (ulong p0 = 0; p0 < k; p0 += TK) {
         // Each work-item stages 4 elements of each tile; the index order follows the storage
         // order so neighbouring work-items read neighbouring addresses.
         for (uint q = 0; q < 4; q++) {
             uint e = lid + 256 * q;
             uint i, p;
             if (trans_a) { i = e % TM; p = e / TM; } else { p = e % TK; i = e / TK; }
-            uint gi = row0 + i, gp = p0 + p;
+            uint gi = row0 + i;
+            ulong gp = p0 + p;
             float v = 0.0f;
             if (gi < m && gp < k)
                 v = trans_a ? A[(ulong)gp * m + gi] : A[(ulong)gi * k + gp];

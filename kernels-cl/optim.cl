@@ -6,7 +6,7 @@ __kernel void sgd_step(__global float* p_base, ulong p_off, __global const float
     __global float* p = p_base + p_off;
     __global const float* g = g_base + g_off;
     __global float* v = v_base + v_off;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
+    RNN_GRID_LOOP(i, n) {
         float gi = g[i] + weight_decay * p[i];
         float step = gi;
         if (momentum != 0.0f) {
@@ -28,7 +28,7 @@ __kernel void adam_step(__global float* p_base, ulong p_off, __global const floa
     __global float* v = v_base + v_off;
     float step_size = lr / bias_c1;
     float sqrt_c2 = sqrt(bias_c2);
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
+    RNN_GRID_LOOP(i, n) {
         float pi = p[i];
         float gi = g[i];
         if (decoupled) pi *= 1.0f - lr * weight_decay;

@@ -1,21 +1,26 @@
 // Row-wise kernels (one group of 256 per row, rows strided by the number of groups), column
 // sums, and the two-pass whole-buffer reductions. All trees in local memory, no atomics.
 
+// Row and column counters are 64-bit so that `+= stride` cannot wrap for sizes near 2^32.
+#define RNN_ROW_LOOP(row, rows) \
+    for (ulong row = get_group_id(0); row < (ulong)(rows); row += get_num_groups(0))
+#define RNN_COL_LOOP(c, cols) for (ulong c = lid; c < (ulong)(cols); c += RED_THREADS)
+
 __kernel void softmax(__global const float* x_base, ulong x_off, __global float* y_base,
                       ulong y_off, uint rows, uint cols) {
     __local float sh[RED_THREADS];
     uint lid = get_local_id(0);
-    for (uint row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+    RNN_ROW_LOOP(row, rows) {
         __global const float* x = x_base + x_off + (ulong)row * cols;
         __global float* y = y_base + y_off + (ulong)row * cols;
         float mx = -INFINITY;
-        for (uint c = lid; c < cols; c += RED_THREADS) mx = fmax(mx, x[c]);
+        RNN_COL_LOOP(c, cols) mx = fmax(mx, x[c]);
         mx = group_max(sh, mx);
         float s = 0.0f;
-        for (uint c = lid; c < cols; c += RED_THREADS) s += exp(x[c] - mx);
+        RNN_COL_LOOP(c, cols) s += exp(x[c] - mx);
         s = group_sum(sh, s);
         float inv = 1.0f / s;
-        for (uint c = lid; c < cols; c += RED_THREADS) y[c] = exp(x[c] - mx) * inv;
+        RNN_COL_LOOP(c, cols) y[c] = exp(x[c] - mx) * inv;
     }
 }
 
@@ -23,17 +28,17 @@ __kernel void log_softmax(__global const float* x_base, ulong x_off, __global fl
                           ulong y_off, uint rows, uint cols) {
     __local float sh[RED_THREADS];
     uint lid = get_local_id(0);
-    for (uint row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+    RNN_ROW_LOOP(row, rows) {
         __global const float* x = x_base + x_off + (ulong)row * cols;
         __global float* y = y_base + y_off + (ulong)row * cols;
         float mx = -INFINITY;
-        for (uint c = lid; c < cols; c += RED_THREADS) mx = fmax(mx, x[c]);
+        RNN_COL_LOOP(c, cols) mx = fmax(mx, x[c]);
         mx = group_max(sh, mx);
         float s = 0.0f;
-        for (uint c = lid; c < cols; c += RED_THREADS) s += exp(x[c] - mx);
+        RNN_COL_LOOP(c, cols) s += exp(x[c] - mx);
         s = group_sum(sh, s);
         float lse = mx + log(s);
-        for (uint c = lid; c < cols; c += RED_THREADS) y[c] = x[c] - lse;
+        RNN_COL_LOOP(c, cols) y[c] = x[c] - lse;
     }
 }
 
@@ -45,16 +50,16 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
     __local float sh[RED_THREADS];
     __local uint shi[RED_THREADS];
     uint lid = get_local_id(0);
-    for (uint row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+    RNN_ROW_LOOP(row, rows) {
         __global const float* x = x_base + x_off + (ulong)row * cols;
         __global float* d = d_base + d_off + (ulong)row * cols;
         float lf = l_base[l_off + row];
-        int label = (lf >= 0.0f && lf < (float)cols) ? (int)lf : -1;
+        int label = rnn_valid_index(lf, cols) ? (int)lf : -1;
 
         // Arg-max with the lowest index winning ties (each work-item scans increasing c).
         float mx = -INFINITY;
         uint mi = 0xffffffffu;
-        for (uint c = lid; c < cols; c += RED_THREADS) {
+        RNN_COL_LOOP(c, cols) {
             float v = x[c];
             if (v > mx || mi == 0xffffffffu) { mx = v; mi = c; }
         }
@@ -78,10 +83,10 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
         barrier(CLK_LOCAL_MEM_FENCE);
 
         float s = 0.0f;
-        for (uint c = lid; c < cols; c += RED_THREADS) s += exp(x[c] - mx);
+        RNN_COL_LOOP(c, cols) s += exp(x[c] - mx);
         s = group_sum(sh, s);
         float inv = 1.0f / s;
-        for (uint c = lid; c < cols; c += RED_THREADS) {
+        RNN_COL_LOOP(c, cols) {
             float p = exp(x[c] - mx) * inv;
             d[c] = grad_scale * (p - ((int)c == label ? 1.0f : 0.0f));
         }
@@ -98,13 +103,13 @@ __kernel void mse(__global const float* p_base, ulong p_off, __global const floa
     __local float sh[RED_THREADS];
     uint lid = get_local_id(0);
     float inv_cols = 1.0f / (float)cols;
-    for (uint row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+    RNN_ROW_LOOP(row, rows) {
         ulong base = (ulong)row * cols;
         __global const float* p = p_base + p_off + base;
         __global const float* t = t_base + t_off + base;
         __global float* d = d_base + d_off + base;
         float s = 0.0f;
-        for (uint c = lid; c < cols; c += RED_THREADS) {
+        RNN_COL_LOOP(c, cols) {
             float diff = p[c] - t[c];
             s += diff * diff;
             d[c] = grad_scale * 2.0f * diff * inv_cols;
@@ -122,11 +127,11 @@ __kernel void sum_rows(__global const float* x_base, ulong x_off, __global float
     __global float* out = o_base + o_off;
     uint lx = get_local_id(0);
     uint ly = get_local_id(1);
-    for (uint chunk = get_group_id(0); chunk * 32 < cols; chunk += get_num_groups(0)) {
-        uint c = chunk * 32 + lx;
+    for (ulong chunk = get_group_id(0); chunk * 32 < cols; chunk += get_num_groups(0)) {
+        ulong c = chunk * 32 + lx;
         float s = 0.0f;
         if (c < cols)
-            for (uint r = ly; r < rows; r += 8) s += x[(ulong)r * cols + c];
+            for (ulong r = ly; r < rows; r += 8) s += x[r * cols + c];
         sh[ly][lx] = s;
         barrier(CLK_LOCAL_MEM_FENCE);
         if (ly == 0 && c < cols) {
@@ -143,10 +148,10 @@ __kernel void sum_cols(__global const float* x_base, ulong x_off, __global float
     __local float sh[RED_THREADS];
     uint lid = get_local_id(0);
     __global float* out = o_base + o_off;
-    for (uint row = get_group_id(0); row < rows; row += get_num_groups(0)) {
+    RNN_ROW_LOOP(row, rows) {
         __global const float* x = x_base + x_off + (ulong)row * cols;
         float s = 0.0f;
-        for (uint c = lid; c < cols; c += RED_THREADS) s += x[c];
+        RNN_COL_LOOP(c, cols) s += x[c];
         s = group_sum(sh, s);
         if (lid == 0) out[row] = beta != 0.0f ? beta * out[row] + s : s;
     }
@@ -157,7 +162,7 @@ __kernel void sum_partial(__global const float* x_base, ulong x_off, __global fl
     __local float sh[RED_THREADS];
     __global const float* x = x_base + x_off;
     float s = 0.0f;
-    for (uint i = get_global_id(0); i < n; i += get_global_size(0)) {
+    RNN_GRID_LOOP(i, n) {
         float v = x[i];
         s += square ? v * v : v;
     }
@@ -170,7 +175,7 @@ __kernel void sum_final(__global const float* p_base, ulong p_off, __global floa
     __local float sh[RED_THREADS];
     __global const float* partial = p_base + p_off;
     float s = 0.0f;
-    for (uint j = get_local_id(0); j < g; j += RED_THREADS) s += partial[j];
+    for (ulong j = get_local_id(0); j < g; j += RED_THREADS) s += partial[j];
     s = group_sum(sh, s);
     if (get_local_id(0) == 0) {
         __global float* out = o_base + o_off;
@@ -183,7 +188,7 @@ __kernel void clip_final(__global const float* p_base, ulong p_off, __global flo
     __local float sh[RED_THREADS];
     __global const float* partial = p_base + p_off;
     float s = 0.0f;
-    for (uint j = get_local_id(0); j < g; j += RED_THREADS) s += partial[j];
+    for (ulong j = get_local_id(0); j < g; j += RED_THREADS) s += partial[j];
     s = group_sum(sh, s);
     if (get_local_id(0) == 0) n_base[n_off] = sqrt(s);
 }

@@ -204,7 +204,7 @@ __kernel void lstm_cell_forward(__global float* g_base, ulong g_off,
     __global float* c = c_base + c_off;
     __global float* h = h_base + h_off;
     uint n = batch * hidden;
-    for (uint e = get_global_id(0); e < n; e += get_global_size(0)) {
+    RNN_GRID_LOOP(e, n) {
         uint b = e / hidden;
         uint j = e - b * hidden;
         ulong base = (ulong)b * 4 * hidden + j;
@@ -235,7 +235,7 @@ __kernel void lstm_cell_backward(__global const float* g_base, ulong g_off,
     __global float* dc = dc_base + dc_off;
     __global float* dgates = dg_base + dg_off;
     uint n = batch * hidden;
-    for (uint e = get_global_id(0); e < n; e += get_global_size(0)) {
+    RNN_GRID_LOOP(e, n) {
         uint b = e / hidden;
         uint j = e - b * hidden;
         ulong base = (ulong)b * 4 * hidden + j;
@@ -265,7 +265,7 @@ __kernel void gru_cell_forward(__global const float* gx_base, ulong gx_off,
     __global float* h = h_base + h_off;
     __global float* cache = k_base + k_off;
     uint n = batch * hidden;
-    for (uint e = get_global_id(0); e < n; e += get_global_size(0)) {
+    RNN_GRID_LOOP(e, n) {
         uint b = e / hidden;
         uint j = e - b * hidden;
         ulong g3 = (ulong)b * 3 * hidden + j;
@@ -295,7 +295,7 @@ __kernel void gru_cell_backward(__global const float* k_base, ulong k_off,
     __global float* dgh = dgh_base + dgh_off;
     __global float* dh_prev = dhp_base + dhp_off;
     uint n = batch * hidden;
-    for (uint e = get_global_id(0); e < n; e += get_global_size(0)) {
+    RNN_GRID_LOOP(e, n) {
         uint b = e / hidden;
         uint j = e - b * hidden;
         ulong g3 = (ulong)b * 3 * hidden + j;

@@ -101,10 +101,19 @@ __device__ __forceinline__ int block_reduce_argmax(float v, int idx, float* shv,
     return shi[0];
 }
 
-// Grid-stride loop over n elements (1-D launches).
+// Grid-stride loop over n elements (1-D launches). The counter is 64-bit so that `i + stride`
+// cannot wrap for n near 2^32.
 #define RNN_GRID_LOOP(i, n)                                                         \
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (u64)(n);           \
          i += (u64)gridDim.x * blockDim.x)
+
+// The index rule of docs/kernel-abi.md, the same as the CPU backend's: an index value `v`
+// (labels, row indices) names entry `(u64)v` iff it is an integer in 0..n. Negative, fractional,
+// too large and NaN values are invalid; the test runs before any conversion, since converting an
+// out-of-range float to an integer is undefined.
+__device__ __forceinline__ bool rnn_valid_index(float v, uint n) {
+    return v >= 0.0f && v < (float)n && v == floorf(v);
+}
 
 // Activation codes (ops::Activation::code).
 #define ACT_IDENTITY 0

@@ -237,9 +237,11 @@ extern "C" __global__ void clip_scale(float* x_base, u64 x_off, const float* nor
     RNN_GRID_LOOP(i, n) x[i] *= s;
 }
 
+// A row whose index is invalid (rnn_valid_index over src_rows) becomes NaN: a kernel cannot
+// return an error, and it must never read outside `src`.
 extern "C" __global__ void gather_rows(const float* src_base, u64 src_off, const float* idx_base,
                                        u64 idx_off, float* dst_base, u64 dst_off, uint nrows,
-                                       uint cols) {
+                                       uint cols, uint src_rows) {
     const float* src = src_base + src_off;
     const float* idx = idx_base + idx_off;
     float* dst = dst_base + dst_off;
@@ -247,8 +249,8 @@ extern "C" __global__ void gather_rows(const float* src_base, u64 src_off, const
     RNN_GRID_LOOP(i, n) {
         const u64 r = i / cols;
         const u64 c = i - r * cols;
-        const u64 s = (u64)(int)idx[r];
-        dst[i] = src[s * cols + c];
+        const float v = idx[r];
+        dst[i] = rnn_valid_index(v, src_rows) ? src[(u64)v * cols + c] : RNN_NAN;
     }
 }
 
@@ -259,7 +261,9 @@ extern "C" __global__ void one_hot(const float* idx_base, u64 idx_off, float* ou
     const u64 total = (u64)n * classes;
     RNN_GRID_LOOP(i, total) {
         const u64 r = i / classes;
-        const int c = (int)(i - r * classes);
-        out[i] = (c == (int)idx[r]) ? 1.0f : 0.0f;
+        const u64 c = i - r * classes;
+        const float v = idx[r];
+        // An invalid index (rnn_valid_index) gives an all-zero row, as on the CPU.
+        out[i] = (rnn_valid_index(v, classes) && (u64)v == c) ? 1.0f : 0.0f;
     }
 }

@@ -130,7 +130,7 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
 
-    const uint ktiles = (k + SG_BK - 1) / SG_BK;
+    const uint ktiles = (uint)(((u64)k + SG_BK - 1) / SG_BK);  // k + SG_BK - 1 may wrap a uint
     const uint stage = SG_BK * SG_LD;
     if (ktiles > 0) {
         sg_store_a<TA>(As, sg_load_a<TA>(A, m, k, bm, 0, a_vec));

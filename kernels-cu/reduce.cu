@@ -1,7 +1,10 @@
 // Row kernels (geometry R: one block per row, grid-stride over rows), column sums (C) and the
 // two-pass reductions (P).
 
-#define RNN_ROW_LOOP(row, rows) for (uint row = blockIdx.x; row < (rows); row += gridDim.x)
+// Row and column counters are 64-bit so that `+= stride` cannot wrap for sizes near 2^32.
+#define RNN_ROW_LOOP(row, rows) \
+    for (u64 row = blockIdx.x; row < (u64)(rows); row += gridDim.x)
+#define RNN_COL_LOOP(c, cols) for (u64 c = threadIdx.x; c < (u64)(cols); c += blockDim.x)
 
 extern "C" __global__ void softmax(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                    uint rows, uint cols) {
@@ -10,13 +13,13 @@ extern "C" __global__ void softmax(const float* x_base, u64 x_off, float* y_base
         const float* x = x_base + x_off + (u64)row * cols;
         float* y = y_base + y_off + (u64)row * cols;
         float mx = -RNN_INF;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) mx = fmaxf(mx, x[c]);
+        RNN_COL_LOOP(c, cols) mx = fmaxf(mx, x[c]);
         mx = block_reduce_max(mx, sh);
         float s = 0.0f;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) s += expf(x[c] - mx);
+        RNN_COL_LOOP(c, cols) s += expf(x[c] - mx);
         s = block_reduce_sum(s, sh);
         const float inv = 1.0f / s;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) y[c] = expf(x[c] - mx) * inv;
+        RNN_COL_LOOP(c, cols) y[c] = expf(x[c] - mx) * inv;
     }
 }
 
@@ -27,18 +30,18 @@ extern "C" __global__ void log_softmax(const float* x_base, u64 x_off, float* y_
         const float* x = x_base + x_off + (u64)row * cols;
         float* y = y_base + y_off + (u64)row * cols;
         float mx = -RNN_INF;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) mx = fmaxf(mx, x[c]);
+        RNN_COL_LOOP(c, cols) mx = fmaxf(mx, x[c]);
         mx = block_reduce_max(mx, sh);
         float s = 0.0f;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) s += expf(x[c] - mx);
+        RNN_COL_LOOP(c, cols) s += expf(x[c] - mx);
         s = block_reduce_sum(s, sh);
         const float lse = mx + logf(s);
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) y[c] = x[c] - lse;
+        RNN_COL_LOOP(c, cols) y[c] = x[c] - lse;
     }
 }
 
-// Loss, correctness and gradient in one pass; every read of a logit precedes the write of the
-// same element by the same thread, and the label's logit is read before the final loop.
+// Loss, correctness and gradient in one pass. dlogits never overlaps logits (the host rejects
+// that), so no barrier is needed between reading the label's logit and writing gradients.
 extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off,
                                         const float* labels_base, u64 labels_off,
                                         float* dlogits_base, u64 dlogits_off,
@@ -54,11 +57,11 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
         const float* x = logits_base + logits_off + (u64)row * cols;
         float* dx = dlogits_base + dlogits_off + (u64)row * cols;
         const float lf = labels[row];
-        const int label = (int)lf;
-        const bool valid = lf >= 0.0f && label >= 0 && (uint)label < cols;
+        const bool valid = rnn_valid_index(lf, cols);
+        const int label = valid ? (int)lf : -1;
         float mx = -RNN_INF;
         int arg = 0x7fffffff;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) {
+        RNN_COL_LOOP(c, cols) {
             const float v = x[c];
             if (v > mx || (v == mx && (int)c < arg)) {
                 mx = v;
@@ -68,13 +71,11 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
         arg = block_reduce_argmax(mx, arg, sh, shi);
         mx = block_reduce_max(mx, sh);
         float s = 0.0f;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) s += expf(x[c] - mx);
+        RNN_COL_LOOP(c, cols) s += expf(x[c] - mx);
         s = block_reduce_sum(s, sh);
         const float x_label = valid ? x[label] : 0.0f;
-        // Every thread has read x[label] before any thread overwrites it (dlogits may alias).
-        __syncthreads();
         const float inv = 1.0f / s;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) {
+        RNN_COL_LOOP(c, cols) {
             const float p = expf(x[c] - mx) * inv;
             const float t = ((int)c == label) ? 1.0f : 0.0f;
             dx[c] = grad_scale * (p - t);
@@ -98,7 +99,7 @@ extern "C" __global__ void mse(const float* pred_base, u64 pred_off, const float
         const float* t = target_base + target_off + (u64)row * cols;
         float* dp = dpred_base + dpred_off + (u64)row * cols;
         float s = 0.0f;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) {
+        RNN_COL_LOOP(c, cols) {
             const float d = p[c] - t[c];
             s += d * d;
             dp[c] = grad_scale * 2.0f * d * inv_cols;
@@ -114,11 +115,11 @@ extern "C" __global__ void sum_rows(const float* x_base, u64 x_off, float* out_b
     __shared__ float part[8][33];
     const float* x = x_base + x_off;
     float* out = out_base + out_off;
-    for (uint c0 = blockIdx.x * 32; c0 < cols; c0 += gridDim.x * 32) {
-        const uint col = c0 + threadIdx.x;
+    for (u64 c0 = (u64)blockIdx.x * 32; c0 < cols; c0 += (u64)gridDim.x * 32) {
+        const u64 col = c0 + threadIdx.x;
         float s = 0.0f;
         if (col < cols)
-            for (uint r = threadIdx.y; r < rows; r += blockDim.y) s += x[(u64)r * cols + col];
+            for (u64 r = threadIdx.y; r < rows; r += blockDim.y) s += x[r * cols + col];
         part[threadIdx.y][threadIdx.x] = s;
         __syncthreads();
         if (threadIdx.y == 0 && col < cols) {
@@ -137,7 +138,7 @@ extern "C" __global__ void sum_cols(const float* x_base, u64 x_off, float* out_b
     RNN_ROW_LOOP(row, rows) {
         const float* x = x_base + x_off + (u64)row * cols;
         float s = 0.0f;
-        for (uint c = threadIdx.x; c < cols; c += blockDim.x) s += x[c];
+        RNN_COL_LOOP(c, cols) s += x[c];
         s = block_reduce_sum(s, sh);
         if (threadIdx.x == 0) out[row] = (beta == 0.0f) ? s : beta * out[row] + s;
     }
@@ -161,7 +162,7 @@ extern "C" __global__ void sum_final(const float* partial_base, u64 partial_off,
     __shared__ float sh[RNN_MAX_WARPS];
     const float* partial = partial_base + partial_off;
     float s = 0.0f;
-    for (uint j = threadIdx.x; j < g; j += blockDim.x) s += partial[j];
+    RNN_COL_LOOP(j, g) s += partial[j];
     s = block_reduce_sum(s, sh);
     if (threadIdx.x == 0) {
         float* out = out_base + out_off;
@@ -174,7 +175,7 @@ extern "C" __global__ void clip_final(const float* partial_base, u64 partial_off
     __shared__ float sh[RNN_MAX_WARPS];
     const float* partial = partial_base + partial_off;
     float s = 0.0f;
-    for (uint j = threadIdx.x; j < g; j += blockDim.x) s += partial[j];
+    RNN_COL_LOOP(j, g) s += partial[j];
     s = block_reduce_sum(s, sh);
     if (threadIdx.x == 0) norm_base[norm_off] = sqrtf(s);
 }

@@ -146,11 +146,11 @@ impl<'a> View<'a> {
                 offset: self.offset + offset,
                 len,
             }),
+            // The parts, not `offset + len`: that sum may overflow.
             _ => Err(Error::shape(
                 "slice",
                 format!(
-                    "range {offset}..{} outside a view of {} elements",
-                    offset + len,
+                    "{len} elements at offset {offset} are outside a view of {} elements",
                     self.len
                 ),
             )),

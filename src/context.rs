@@ -23,7 +23,8 @@ pub struct ContextOptions {
     /// the HIP kernel sources (`kernels-hip/` over `kernels-cu/`) through NVRTC with a small
     /// HIP-to-CUDA prelude, instead of the CUDA sources. User kernels on such a context are HIP
     /// sources too ([`crate::Dialect::Hip`]), compiled the same way, with the prelude as the
-    /// header `<hip/hip_runtime.h>`. Off by default; ignored elsewhere.
+    /// header `<hip/hip_runtime.h>`. Such a context never uses cuBLAS, so GEMM runs the HIP
+    /// `sgemm` kernel. Off by default; ignored elsewhere.
     #[doc(hidden)]
     pub hip_sources_via_nvrtc: bool,
 }

@@ -88,8 +88,11 @@ impl LaunchConfig {
         }
     }
 
-    /// Enough 1-D blocks of `threads` threads to cover `n` items (at least one block).
+    /// Enough 1-D blocks of `threads` threads to cover `n` items (at least one block). A
+    /// `threads` of 0 is taken as 1 (a block has at least one thread), and a block count beyond
+    /// `u32::MAX` is capped there, so this never panics; a kernel must still bound its indices.
     pub fn for_elements(n: usize, threads: u32) -> Self {
+        let threads = threads.max(1);
         let blocks = n.div_ceil(threads as usize).max(1);
         Self::linear(u32::try_from(blocks).unwrap_or(u32::MAX), threads)
     }

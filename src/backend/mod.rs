@@ -1,12 +1,17 @@
 //! Backends. GPU runtimes implement the small [`Device`] trait; the op set is written once over
 //! it (`src/ops/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
 
+mod args;
 pub(crate) mod cpu;
 #[doc(hidden)]
 pub mod cuda;
 #[doc(hidden)]
 pub mod hip;
 pub(crate) mod opencl;
+mod rejection;
+
+pub(crate) use args::{Fnv, FunctionCache, with_param_slots};
+pub(crate) use rejection::is_binary_rejection;
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
@@ -74,8 +79,10 @@ pub trait Device: Send + Sync + 'static {
     /// Compiles source to a binary for this device (CUBIN, OpenCL program binary, HIP code
     /// object) and loads it. A compile failure is [`crate::Error::Compile`] with the full log.
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)>;
-    /// Loads a binary produced by [`Device::build`] (from the disk cache). An error means the
-    /// entry is unusable; the cache deletes it and rebuilds.
+    /// Loads a binary produced by [`Device::build`] (from the disk cache). On an error the
+    /// cache rebuilds; it deletes the entry only when the error rejects the binary itself
+    /// (`crate::backend::is_binary_rejection`: the driver's invalid-image statuses, or
+    /// [`crate::Error::Compile`]), not after a transient failure such as out of memory.
     fn load(&self, binary: &[u8]) -> Result<Self::Module>;
     /// Queues a launch of `entry` from `module`.
     fn launch(

@@ -2,8 +2,11 @@
 //! that decides the binary (see DESIGN.md, "Kernels and the cache").
 //!
 //! The cache never makes a compile fail: a missing, unreadable, corrupt or driver-rejected entry
-//! is deleted (with a warning) and the kernel rebuilt; a directory that cannot be written makes
-//! the cache read-only for the rest of the process, with one warning.
+//! is deleted (with a warning) and the kernel rebuilt; an entry that failed to load for a
+//! transient reason (out of memory, a context error) is kept and the kernel rebuilt. A
+//! directory that cannot be written (permissions, read-only file system, not a directory) makes
+//! the cache read-only for the rest of the process, with one warning; other write failures
+//! (a full disk) only skip that entry, with one warning per process.
 
 mod config;
 mod entry;
@@ -13,6 +16,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -49,6 +53,20 @@ fn mark_unwritable(dir: &Path) -> bool {
     let mut set = UNWRITABLE.lock().unwrap_or_else(PoisonError::into_inner);
     set.get_or_insert_with(HashSet::new)
         .insert(dir.to_path_buf())
+}
+
+/// Whether a transient write failure was already warned about in this process.
+static WRITE_FAILURE_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// True for failures that will not go away while the process runs: the directory cannot be
+/// written at all. Anything else (no space left, an interrupted write) may succeed next time.
+fn is_permanent_write_failure(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::PermissionDenied
+            | io::ErrorKind::ReadOnlyFilesystem
+            | io::ErrorKind::NotADirectory
+    )
 }
 
 fn is_unwritable(dir: &Path) -> bool {
@@ -200,7 +218,10 @@ impl KernelCache {
     ///
     /// `build` compiles and returns the binary with the loaded module; its error (a compile
     /// error) is returned as is. `load` turns a stored binary back into a module; when it fails
-    /// the entry is deleted and `build` runs. Disk problems are logged, never returned.
+    /// `build` runs, and the entry is deleted first if the error rejects the binary itself (a
+    /// driver's invalid-image status, [`Error::Compile`] or [`Error::InvalidData`]) rather than
+    /// a transient failure such as [`Error::OutOfMemory`]. Disk problems are logged, never
+    /// returned.
     pub fn get_or_build<M>(
         &self,
         key: &CacheKey<'_>,
@@ -255,8 +276,16 @@ impl KernelCache {
         };
         match load(payload) {
             Ok(module) => Some(module),
-            Err(e) => {
+            Err(e) if crate::backend::is_binary_rejection(&e) => {
                 discard(path, &format!("rejected by the driver: {e}"));
+                None
+            }
+            Err(e) => {
+                // Out of memory, a lost context...: the entry is fine, only this load failed.
+                log::warn!(
+                    "kernel cache entry {} could not be loaded ({e}); keeping it and recompiling",
+                    path.display()
+                );
                 None
             }
         }
@@ -274,19 +303,39 @@ impl KernelCache {
         if is_unwritable(dir) {
             return;
         }
-        let written = fs::create_dir_all(dir).and_then(|()| {
+        let made = fs::create_dir_all(dir).map_err(|e| {
+            // A regular file where the directory should be: create_dir_all reports it as
+            // AlreadyExists (or NotADirectory for a file further up).
+            if e.kind() == io::ErrorKind::AlreadyExists && !dir.is_dir() {
+                io::Error::new(io::ErrorKind::NotADirectory, e)
+            } else {
+                e
+            }
+        });
+        let written = made.and_then(|()| {
             let bytes = entry::encode(digest, binary);
             crate::fsutil::write_atomic(path, &bytes, entry::TEMP_MARKER)
         });
         match written {
             Ok(()) => log::debug!("kernel cache: stored {}", path.display()),
-            Err(e) => {
+            Err(e) if is_permanent_write_failure(&e) => {
                 if mark_unwritable(dir) {
                     log::warn!(
                         "kernel cache directory {} is not writable ({e}); compiled kernels are \
                          kept in memory only for the rest of this process",
                         dir.display()
                     );
+                }
+            }
+            Err(e) => {
+                if !WRITE_FAILURE_WARNED.swap(true, Ordering::Relaxed) {
+                    log::warn!(
+                        "kernel cache: could not store {} ({e}); will try again for later \
+                         kernels",
+                        path.display()
+                    );
+                } else {
+                    log::debug!("kernel cache: could not store {} ({e})", path.display());
                 }
             }
         }
@@ -302,6 +351,31 @@ fn discard(path: &Path, why: &str) {
     if let Err(e) = fs::remove_file(path) {
         if e.kind() != io::ErrorKind::NotFound {
             log::warn!("could not delete {}: {e}", path.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_permanent_write_failure;
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn only_an_unwritable_directory_disables_the_cache() {
+        for kind in [
+            ErrorKind::PermissionDenied,
+            ErrorKind::ReadOnlyFilesystem,
+            ErrorKind::NotADirectory,
+        ] {
+            assert!(is_permanent_write_failure(&Error::from(kind)), "{kind:?}");
+        }
+        for kind in [
+            ErrorKind::StorageFull,
+            ErrorKind::QuotaExceeded,
+            ErrorKind::Interrupted,
+            ErrorKind::Other,
+        ] {
+            assert!(!is_permanent_write_failure(&Error::from(kind)), "{kind:?}");
         }
     }
 }

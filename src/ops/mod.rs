@@ -10,8 +10,10 @@
 //!   then exactly the same view (same buffer, offset and length) is allowed and means in place.
 //! - Every view must belong to this context's device, else [`crate::Error::ForeignBuffer`].
 //! - Ops queue work; they need not wait for it. `download` and `synchronize` wait.
-//! - Index data (class labels, row indices) is stored as f32 holding exact integers; the host
-//!   validates it before upload (integers up to 2^24 are exact in f32).
+//! - Index data (class labels, row indices) is stored as f32 holding exact integers (integers
+//!   up to 2^24 are exact in f32). Every backend applies one rule: `v` is a valid index into `n`
+//!   entries iff `v >= 0 && v < n && v == v.floor()` (NaN, negative, fractional and too-large
+//!   values are invalid). Each op says what an invalid index does; none reads out of bounds.
 
 pub(crate) mod check;
 pub(crate) mod gpu;
@@ -245,8 +247,9 @@ pub trait Ops: Send + Sync {
     /// Fused softmax cross-entropy, forward and backward in one pass over `rows x cols` logits.
     /// `labels[r]` is the class index of row `r`. Writes `row_loss[r] = -log softmax(x_r)[label]`,
     /// `row_correct[r] = 1` if the row's arg-max equals the label else 0, and
-    /// `dlogits = grad_scale * (softmax(x) - onehot(label))`. A label outside `0..cols` yields a
-    /// NaN loss for that row (the host validates labels before they reach a device).
+    /// `dlogits = grad_scale * (softmax(x) - onehot(label))`. An invalid label (not an integer in
+    /// `0..cols`, see the index rule above) yields, for that row, a NaN loss, `row_correct = 0`
+    /// and `dlogits = grad_scale * softmax(x)`; it is not an error.
     #[allow(clippy::too_many_arguments)]
     fn softmax_cross_entropy(
         &self,
@@ -303,6 +306,13 @@ pub trait Ops: Send + Sync {
     // ---- data movement ------------------------------------------------------------------
 
     /// `dst[i, :] = src[indices[i], :]` for `i in 0..indices.len()`, rows of `cols` elements.
+    ///
+    /// An invalid index (not an integer in `0..src.len() / cols`, see the index rule above)
+    /// never reads outside `src`, but what happens differs by backend, because a GPU kernel
+    /// cannot return an error and validating on the host would cost a device round trip:
+    /// - CPU: [`crate::Error::InvalidArgument`], returned before anything is written.
+    /// - GPU backends: `Ok(())`, and that row of `dst` is filled with NaN (the other rows are
+    ///   gathered normally), so the NaN shows up in whatever is computed from it.
     fn gather_rows(
         &self,
         src: View<'_>,
@@ -310,7 +320,8 @@ pub trait Ops: Send + Sync {
         dst: View<'_>,
         cols: usize,
     ) -> Result<()>;
-    /// `out[i, :] = onehot(indices[i])` over `classes` columns.
+    /// `out[i, :] = onehot(indices[i])` over `classes` columns. An invalid index (not an integer
+    /// in `0..classes`) gives an all-zero row on every backend.
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()>;
 
     // ---- recurrent cells ----------------------------------------------------------------

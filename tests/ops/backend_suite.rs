@@ -4,13 +4,12 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rnn::{
-    Activation, AdamStep, Context, Dialect, Error, Gemm, KernelArg, KernelSource, LaunchConfig,
-    Ops, SgdStep, View,
-};
+use rnn::{Activation, AdamStep, Context, Gemm, Ops, SgdStep, View};
 
 use crate::support::{self, Target, rel_err};
 
+mod edges;
+mod indices;
 mod rnn_seq;
 mod rnn_step;
 
@@ -21,8 +20,28 @@ fn contexts(target: Target, test: &str) -> Vec<Context> {
     support::contexts(target, test)
 }
 
-/// Leading elements before every view, so offsets are exercised (3: never 16-byte aligned).
-const PAD: usize = 3;
+/// Leading elements before a view, one of these per case ([`pick_pad`]): 0 and 4 keep views
+/// 16-byte aligned (the float4 fast paths), 3 never is (the scalar paths).
+const PADS: [usize; 3] = [0, 3, 4];
+/// Guard elements after every view; together with the leading pad they must be unchanged after
+/// an op, which catches writes past either end of a view.
+const GUARD: usize = 5;
+/// The guard value: a NaN whose payload no kernel produces, so a stray write of a computed NaN
+/// still shows.
+const GUARD_BITS: u32 = 0x7fc0_beef;
+
+/// The pad of a [`compare`] case, drawn from [`PADS`] by a hash of its inputs (so a failing
+/// case reproduces with the same pad).
+fn pick_pad(bufs: &[Vec<f32>]) -> usize {
+    let mut h = bufs.len() as u64;
+    for b in bufs {
+        h = h.wrapping_mul(0x100_0000_01b3) ^ b.len() as u64;
+        if let Some(x) = b.first() {
+            h ^= u64::from(x.to_bits()) << 17;
+        }
+    }
+    PADS[(Values(h).next() % PADS.len() as u64) as usize]
+}
 
 /// Deterministic values from a proptest-drawn seed (splitmix64).
 struct Values(u64);
@@ -66,12 +85,13 @@ fn nan(n: usize) -> Vec<f32> {
 
 type OpFn<'f> = dyn Fn(&dyn Ops, &[View<'_>]) -> rnn::Result<()> + 'f;
 
-/// Uploads `bufs` (each behind PAD poisoned elements), runs `f` on views of them, downloads.
+/// Uploads `bufs` (each behind a pad of guard elements), runs `f` on views of them, downloads.
 fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec<f32>>> {
-    run_padded(ctx, bufs, &vec![PAD; bufs.len()], f)
+    run_padded(ctx, bufs, &vec![pick_pad(bufs); bufs.len()], f)
 }
 
-/// [`run_on`] with buffer `i` behind `pads[i]` poisoned elements.
+/// [`run_on`] with buffer `i` behind `pads[i]` guard elements (and [`GUARD`] after it). Panics
+/// when an op changed a guard element: it wrote outside its views.
 fn run_padded(
     ctx: &Context,
     bufs: &[Vec<f32>],
@@ -81,10 +101,12 @@ fn run_padded(
     assert!(pads.len() >= bufs.len(), "a pad per buffer");
     let ops = ctx.ops();
     let mut owned = Vec::new();
+    let guard = f32::from_bits(GUARD_BITS);
     for (b, &pad) in bufs.iter().zip(pads) {
-        let buf = ops.alloc(b.len() + pad)?;
-        let mut data = nan(pad);
+        let buf = ops.alloc(pad + b.len() + GUARD)?;
+        let mut data = vec![guard; pad];
         data.extend_from_slice(b);
+        data.extend_from_slice(&[guard; GUARD]);
         ops.upload(buf.view(), &data)?;
         owned.push(buf);
     }
@@ -95,14 +117,26 @@ fn run_padded(
         .map(|((o, b), &pad)| o.slice(pad, b.len()))
         .collect::<rnn::Result<_>>()?;
     f(ops, &views)?;
-    views
-        .iter()
-        .map(|v| {
-            let mut out = vec![0.0; v.len()];
-            ops.download(*v, &mut out)?;
-            Ok(out)
-        })
-        .collect()
+    let mut outs = Vec::with_capacity(views.len());
+    for (i, ((buf, b), &pad)) in owned.iter().zip(bufs).zip(pads).enumerate() {
+        let mut all = vec![0.0; buf.len()];
+        ops.download(buf.view(), &mut all)?;
+        let (head, rest) = all.split_at(pad);
+        let (body, tail) = rest.split_at(b.len());
+        for (where_, guards) in [("before", head), ("after", tail)] {
+            if let Some(j) = guards.iter().position(|g| g.to_bits() != GUARD_BITS) {
+                panic!(
+                    "{}: buffer {i} (pad {pad}, {} elements): guard {j} {where_} the view was \
+                     overwritten with {}",
+                    ctx.id(),
+                    b.len(),
+                    guards[j]
+                );
+            }
+        }
+        outs.push(body.to_vec());
+    }
+    Ok(outs)
 }
 
 /// Runs `f` on the CPU backend and on `gpu` with the same buffers and compares buffers `check`.
@@ -114,7 +148,15 @@ fn compare(
     tol: f64,
     f: &OpFn<'_>,
 ) -> Result<(), TestCaseError> {
-    compare_padded(gpu, what, bufs, &vec![PAD; bufs.len()], check, tol, f)
+    compare_padded(
+        gpu,
+        what,
+        bufs,
+        &vec![pick_pad(bufs); bufs.len()],
+        check,
+        tol,
+        f,
+    )
 }
 
 /// [`compare`] with every buffer behind `pad` elements on the GPU.
@@ -178,7 +220,19 @@ fn prop<S: Strategy>(
 ) where
     S::Value: Clone,
 {
-    let ctxs = contexts(target, test);
+    prop_on(contexts(target, test), test, cases, strategy, body)
+}
+
+/// Runs a property over `ctxs` (nothing when empty: `support::contexts` printed the SKIP).
+fn prop_on<S: Strategy>(
+    ctxs: Vec<Context>,
+    test: &str,
+    cases: u32,
+    strategy: S,
+    body: impl Fn(&Context, S::Value) -> Result<(), TestCaseError>,
+) where
+    S::Value: Clone,
+{
     if ctxs.is_empty() {
         return;
     }
@@ -215,6 +269,18 @@ const ACTIVATIONS: [Activation; 6] = [
 ];
 
 pub fn gemm(t: Target) {
+    gemm_on(contexts(t, "gpu_gemm"), "gpu_gemm", 24);
+}
+
+/// GEMM with `vendor_blas` off, so a CUDA context runs the built-in `sgemm` kernel even where
+/// cuBLAS exists (otherwise it would never be checked there).
+pub fn gemm_own_kernel(t: Target) {
+    let test = "gpu_gemm_own_kernel";
+    let ctxs = support::contexts_with(t, test, |o| o.vendor_blas = false);
+    gemm_on(ctxs, test, 12);
+}
+
+fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
     let s = (
         dim(),
         dim(),
@@ -224,10 +290,10 @@ pub fn gemm(t: Target) {
         any::<bool>(),
         any::<u64>(),
     );
-    prop(
-        t,
-        "gpu_gemm",
-        24,
+    prop_on(
+        ctxs,
+        test,
+        cases,
         s,
         |ctx, (m, n, k, ta, tb, beta0, seed)| {
             let mut r = Values(seed);
@@ -653,146 +719,12 @@ pub fn optimizers(t: Target) {
     });
 }
 
-/// `y[i] = a * x[i] + 1`, in the dialect of `target` (HIP for both HIP targets: a CUDA context
-/// that builds its op set from the HIP sources compiles user kernels as HIP too).
-fn axpb_source(target: Target) -> KernelSource {
-    match target {
-        Target::OpenCl => KernelSource::new(
-            Dialect::OpenCl,
-            "__kernel void axpb(__global const float* xb, ulong xo, __global float* yb, ulong yo, uint n, float a) {\n\
-               uint i = get_global_id(0); if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
-            "axpb",
-        ),
-        Target::Hip | Target::HipOnCuda => KernelSource::new(
-            Dialect::Hip,
-            "#include <hip/hip_runtime.h>\nextern \"C\" __global__ void axpb(const float* xb, unsigned long long xo, float* yb, unsigned long long yo, unsigned n, float a) {\n\
-               unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
-            "axpb",
-        ),
-        Target::Cuda | Target::Cpu => KernelSource::new(
-            Dialect::Cuda,
-            "extern \"C\" __global__ void axpb(const float* xb, unsigned long long xo, float* yb, unsigned long long yo, unsigned n, float a) {\n\
-               unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) yb[yo + i] = a * xb[xo + i] + 1.0f; }",
-            "axpb",
-        ),
-    }
-}
-
-pub fn user_kernel(t: Target) {
-    let src = axpb_source(t);
-    for ctx in contexts(t, "gpu_user_kernel") {
-        let k = ctx.compile(&src).expect("user kernel compiles");
-        let n = 1000;
-        let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 100.0).collect();
-        let xb = ctx.alloc(n + 7).unwrap();
-        let yb = ctx.alloc(n + 5).unwrap();
-        ctx.ops().upload(xb.slice(7, n).unwrap(), &x).unwrap();
-        ctx.ops().upload(yb.view(), &nan(n + 5)).unwrap();
-        let args = [
-            KernelArg::Buffer(xb.slice(7, n).unwrap()),
-            KernelArg::Buffer(yb.slice(5, n).unwrap()),
-            KernelArg::U32(n as u32),
-            KernelArg::F32(3.0),
-        ];
-        ctx.launch(&k, LaunchConfig::for_elements(n, 128), &args)
-            .unwrap();
-        let mut y = vec![0.0; n];
-        ctx.ops().download(yb.slice(5, n).unwrap(), &mut y).unwrap();
-        let want: Vec<f32> = x.iter().map(|v| 3.0 * v + 1.0).collect();
-        assert!(rel_err(&y, &want) < 1e-6, "{}: {:?}", ctx.id(), &y[..4]);
-        // The second compile of the same source comes from the context's map.
-        assert!(ctx.compile(&src).is_ok());
-
-        let other = if src.dialect == Dialect::OpenCl {
-            Dialect::Cuda
-        } else {
-            Dialect::OpenCl
-        };
-        let foreign = KernelSource {
-            dialect: other,
-            ..src.clone()
-        };
-        match ctx.compile(&foreign) {
-            Err(Error::Unsupported { op, reason, .. }) => {
-                let text = format!("{op} {reason}");
-                assert!(
-                    text.contains(&other.to_string()) && text.contains(&src.dialect.to_string()),
-                    "{text}"
-                );
-            }
-            r => panic!("{}: foreign dialect gave {r:?}", ctx.id()),
-        }
-    }
-}
-
-pub fn compile_error(t: Target) {
-    for ctx in contexts(t, "gpu_compile_error") {
-        let mut src = axpb_source(t);
-        src.source = src.source.replace("a * xb", "a * undefined_symbol_q7 * xb");
-        match ctx.compile(&src) {
-            Err(Error::Compile { log, .. }) => {
-                assert!(
-                    log.contains("undefined_symbol_q7"),
-                    "{}: log lacks the symbol:\n{log}",
-                    ctx.id()
-                )
-            }
-            r => panic!("{}: broken source gave {r:?}", ctx.id()),
-        }
-    }
-}
-
-pub fn foreign_and_edge_cases(t: Target) {
-    for ctx in contexts(t, "gpu_foreign_and_edge_cases") {
-        let ops = ctx.ops();
-        let mine = ops.alloc(4).unwrap();
-        let cpu = Context::cpu();
-        let host = cpu.alloc(4).unwrap();
-        assert!(matches!(
-            ops.copy(host.view(), mine.view()),
-            Err(Error::ForeignBuffer(_))
-        ));
-        assert!(matches!(
-            ops.fill(host.view(), 1.0),
-            Err(Error::ForeignBuffer(_))
-        ));
-        assert!(matches!(
-            cpu.ops().fill(mine.view(), 1.0),
-            Err(Error::ForeignBuffer(_))
-        ));
-
-        // Zero-length buffers work end to end.
-        let empty = ops.alloc(0).unwrap();
-        ops.upload(empty.view(), &[]).unwrap();
-        ops.fill(empty.view(), 1.0).unwrap();
-        ops.download(empty.view(), &mut []).unwrap();
-        // A request no device can meet is OutOfMemory, not a crash.
-        match ops.alloc(usize::MAX / 8) {
-            Err(Error::OutOfMemory { requested, .. }) => assert!(requested >= usize::MAX / 8),
-            r => panic!("{}: huge alloc gave {r:?}", ctx.id()),
-        }
-        // Buffers freed and asked for again come back from the pool and still work.
-        for _ in 0..3 {
-            let b = ops.alloc(1000).unwrap();
-            ops.fill(b.view(), 2.0).unwrap();
-            let mut out = vec![0.0; 1000];
-            ops.download(b.view(), &mut out).unwrap();
-            assert!(out.iter().all(|v| *v == 2.0));
-        }
-        // Mismatched shapes are errors, not panics.
-        let a = ops.alloc(6).unwrap();
-        assert!(matches!(
-            ops.gemm(Gemm::new(2, 3, 4), a.view(), a.view(), mine.view()),
-            Err(Error::Shape { .. })
-        ));
-    }
-}
-
 macro_rules! backend_suite {
-    ($name:ident, $target:expr) => {
+    ($name:ident, $target:expr $(, $extra:item)*) => {
         mod $name {
             use crate::support::Target;
             const T: Target = $target;
+            $($extra)*
             #[test]
             fn gpu_gemm() {
                 super::gemm(T)
@@ -818,6 +750,10 @@ macro_rules! backend_suite {
                 super::data(T)
             }
             #[test]
+            fn gpu_invalid_indices() {
+                super::indices::invalid_indices(T)
+            }
+            #[test]
             fn gpu_cells() {
                 super::cells(T)
             }
@@ -839,21 +775,28 @@ macro_rules! backend_suite {
             }
             #[test]
             fn gpu_user_kernel() {
-                super::user_kernel(T)
+                super::edges::user_kernel(T)
             }
             #[test]
             fn gpu_compile_error() {
-                super::compile_error(T)
+                super::edges::compile_error(T)
             }
             #[test]
             fn gpu_foreign_and_edge_cases() {
-                super::foreign_and_edge_cases(T)
+                super::edges::foreign_and_edge_cases(T)
             }
         }
     };
 }
 
 backend_suite!(opencl, Target::OpenCl);
-backend_suite!(cuda, Target::Cuda);
+backend_suite!(
+    cuda,
+    Target::Cuda,
+    #[test]
+    fn gpu_gemm_own_kernel() {
+        super::gemm_own_kernel(T)
+    }
+);
 backend_suite!(hip, Target::Hip);
 backend_suite!(hip_on_cuda, Target::HipOnCuda);

@@ -304,6 +304,63 @@ fn cache_rejected_binary_is_deleted_and_rebuilt() {
 }
 
 #[test]
+fn cache_entry_survives_a_transient_load_failure() {
+    let tmp = TempDir::new("transient");
+    let cache = KernelCache::at(tmp.path());
+    let k = key("kernel");
+    run(&cache, &k, "OLD", true);
+    let path = cache.entry_path(&k).unwrap();
+    let transient = |i: usize| match i {
+        0 => Error::OutOfMemory {
+            device: "gpu".into(),
+            requested: 1 << 20,
+            free: 0,
+            total: 1 << 30,
+        },
+        // CUDA_ERROR_INVALID_CONTEXT: the context, not the binary, is the problem.
+        _ => Error::Backend {
+            backend: rnn::BackendKind::Cuda,
+            call: "cuModuleLoadData".into(),
+            code: 201,
+            message: "CUDA_ERROR_INVALID_CONTEXT".into(),
+        },
+    };
+    for i in 0..2 {
+        let err = cache
+            .get_or_build(
+                &k,
+                || -> rnn::Result<(Vec<u8>, ())> { Err(Error::InvalidArgument("no".into())) },
+                |_| Err(transient(i)),
+            )
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(
+            path.exists(),
+            "a transient {} must not delete the entry",
+            transient(i)
+        );
+    }
+    let r = run(&cache, &k, "X", true);
+    assert_eq!((r.builds, r.loads), (0, 1));
+    assert_eq!(r.module.unwrap(), "loaded:OLD");
+
+    // A driver's invalid-image status does delete it.
+    let _ = cache.get_or_build(
+        &k,
+        || -> rnn::Result<(Vec<u8>, ())> { Err(Error::InvalidArgument("no".into())) },
+        |_| {
+            Err(Error::Backend {
+                backend: rnn::BackendKind::Cuda,
+                call: "cuModuleLoadData".into(),
+                code: 200,
+                message: "CUDA_ERROR_INVALID_IMAGE".into(),
+            })
+        },
+    );
+    assert!(!path.exists());
+}
+
+#[test]
 fn cache_unwritable_dir_degrades_to_memory_only() {
     let tmp = TempDir::new("unwritable");
     let file = tmp.path().join("a-regular-file");

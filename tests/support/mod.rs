@@ -50,6 +50,16 @@ fn manager() -> GpuManager {
 /// none, prints `SKIP <test>: <reason>` and returns an empty list — or panics if the target is
 /// required.
 pub fn contexts(target: Target, test: &str) -> Vec<Context> {
+    contexts_with(target, test, |_| {})
+}
+
+/// [`contexts`] with `tweak` applied to each context's options (after the target's own, e.g.
+/// `vendor_blas = false` to run the built-in `sgemm` kernel where cuBLAS exists).
+pub fn contexts_with(
+    target: Target,
+    test: &str,
+    tweak: impl Fn(&mut ContextOptions),
+) -> Vec<Context> {
     if target == Target::Cpu {
         return vec![Context::cpu()];
     }
@@ -68,6 +78,7 @@ pub fn contexts(target: Target, test: &str) -> Vec<Context> {
         }
         let mut options = ContextOptions::default();
         options.hip_sources_via_nvrtc = target == Target::HipOnCuda;
+        tweak(&mut options);
         match m.create_context_with(d.id, options) {
             Ok(ctx) => out.push(ctx),
             Err(e) => errors.push(format!("{}: {e}", d.id)),

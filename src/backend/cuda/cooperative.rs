@@ -2,15 +2,13 @@
 //! so persistent kernels may synchronize the whole grid. The grid limit comes from the occupancy
 //! calculator times the SM count.
 
-use std::ffi::c_void;
-
 use cudarc::driver::result;
 use cudarc::driver::sys::CUfunction_attribute;
 
 use super::device::CudaDevice;
 use super::error;
-use super::launch::{CudaKernels, slot};
-use crate::backend::RawArg;
+use super::launch::CudaKernels;
+use crate::backend::{RawArg, with_param_slots};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 
@@ -38,7 +36,7 @@ impl CudaDevice {
             // alive by `module`; the value is within the device's opt-in limit checked above.
             unsafe {
                 result::function::set_function_attribute(
-                    f.cu_function(),
+                    f,
                     CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                     shared_bytes as i32,
                 )
@@ -48,7 +46,7 @@ impl CudaDevice {
         // SAFETY: as above; the occupancy calculator only reads the function's attributes.
         let per_sm = unsafe {
             result::occupancy::max_active_block_per_multiprocessor(
-                f.cu_function(),
+                f,
                 threads as i32,
                 shared_bytes as usize,
             )
@@ -77,11 +75,6 @@ impl CudaDevice {
         }
         self.bind()?;
         let f = self.function(module, entry)?;
-        let mut slots: Vec<u64> = args.iter().map(slot).collect();
-        let mut params: Vec<*mut c_void> = slots
-            .iter_mut()
-            .map(|s| (s as *mut u64).cast::<c_void>())
-            .collect();
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
         // SAFETY: as for `cuLaunchKernel` (launch.rs): `f` belongs to a module loaded in this
@@ -90,16 +83,16 @@ impl CudaDevice {
         // context's allocations. The driver itself rejects a grid larger than can be resident
         // (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) rather than starting a kernel whose grid
         // barrier would never complete.
-        unsafe {
+        with_param_slots(args, |params| unsafe {
             result::launch_cooperative_kernel(
-                f.cu_function(),
+                f,
                 (gx, gy, gz),
                 (bx, by, bz),
                 config.shared_bytes,
                 self.stream.cu_stream(),
-                &mut params,
+                params,
             )
-        }
+        })
         .map_err(|e| error::driver(&format!("cuLaunchCooperativeKernel({entry})"), e))
     }
 }

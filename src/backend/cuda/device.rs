@@ -68,6 +68,9 @@ impl CudaDevice {
             ))
         })?;
         if let Target::Ptx(_) = target {
+            if let Some(reason) = super::ptx_unloadable(nvrtc.version, driver_version) {
+                return Err(error::unavailable(format!("{}: {reason}", info.id)));
+            }
             log::warn!(
                 "{}: NVRTC {}.{} cannot emit a CUBIN for sm_{cc}; building {target} (JIT by the driver at load)",
                 info.id,
@@ -90,6 +93,14 @@ impl CudaDevice {
         let blas = if !options.vendor_blas {
             log::info!(
                 "{}: cuBLAS disabled by ContextOptions::vendor_blas; GEMM uses the sgemm kernel",
+                info.id
+            );
+            None
+        } else if options.hip_sources_via_nvrtc {
+            // These contexts exist to run the HIP sources; GEMM through cuBLAS would leave the
+            // HIP `sgemm` kernel untested.
+            log::info!(
+                "{}: cuBLAS not used with hip_sources_via_nvrtc; GEMM uses the HIP sgemm kernel",
                 info.id
             );
             None

@@ -70,6 +70,26 @@ fn version_text(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
+/// Why the driver (CUDA version `driver`, e.g. 12040) cannot load PTX from NVRTC `nvrtc`
+/// (`(major, minor)`), if it cannot. [`check_runtime`] compares major versions only, which is
+/// right for CUBINs (minor-version compatibility), but PTX carries an ISA version tied to the
+/// NVRTC release, and a driver JIT-compiles only ISA versions up to its own CUDA version: PTX
+/// from a newer minor release is rejected at load (CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+fn ptx_unloadable(nvrtc: (i32, i32), driver: i32) -> Option<String> {
+    let ours = (driver / 1000, (driver % 1000) / 10);
+    (nvrtc > ours).then(|| {
+        format!(
+            "NVRTC {}.{} emits PTX newer than the driver (CUDA {}) can load; use an NVRTC of \
+             at most {}.{} or update the driver",
+            nvrtc.0,
+            nvrtc.1,
+            version_text(driver),
+            ours.0,
+            ours.1
+        )
+    })
+}
+
 fn attribute(dev: cudarc::driver::sys::CUdevice, attr: CUdevice_attribute) -> Result<i32> {
     // SAFETY: `dev` came from cuDeviceGet after cuInit.
     unsafe { result::device::get_attribute(dev, attr) }
@@ -122,6 +142,14 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
                     nvrtc.version.1
                 );
                 skipped.push(format!("{name} (sm_{cc})"));
+                continue;
+            }
+            Some(compile::Target::Ptx(_)) if ptx_unloadable(nvrtc.version, version).is_some() => {
+                let reason = ptx_unloadable(nvrtc.version, version).unwrap_or_default();
+                log::warn!(
+                    "cuda:{ordinal} ({name}, sm_{cc}) skipped: no CUBIN target, and {reason}"
+                );
+                skipped.push(format!("{name} (sm_{cc}: {reason})"));
                 continue;
             }
             Some(t @ compile::Target::Ptx(_)) => log::info!(
@@ -207,4 +235,19 @@ pub fn compile_hip_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
         compile::hip_environment(),
         arch,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ptx_unloadable;
+
+    #[test]
+    fn ptx_needs_an_nvrtc_no_newer_than_the_driver_in_major_and_minor() {
+        assert!(ptx_unloadable((12, 4), 12040).is_none());
+        assert!(ptx_unloadable((12, 2), 12040).is_none());
+        assert!(ptx_unloadable((11, 8), 12000).is_none());
+        let why = ptx_unloadable((12, 9), 12040).expect("newer minor is rejected");
+        assert!(why.contains("12.9") && why.contains("12.4"), "{why}");
+        assert!(ptx_unloadable((13, 0), 12090).is_some());
+    }
 }

@@ -1,11 +1,8 @@
 //! [`HipDevice`]: the [`Device`] seam over the HIP runtime, one stream per context.
 
-use std::collections::HashMap;
 use std::ffi::{CString, c_int, c_void};
 
-use parking_lot::Mutex;
-
-use crate::backend::{Device, DevicePtr, RawArg};
+use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, with_param_slots};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
@@ -137,7 +134,7 @@ pub(crate) struct HipModule {
     module: ffi::Module,
     /// hipModuleLoadData is not documented to copy the image; keeping it costs a few KB.
     _image: Vec<u8>,
-    functions: Mutex<HashMap<String, usize>>,
+    functions: FunctionCache<usize>,
 }
 
 // SAFETY: a `hipModule_t` and its `hipFunction_t`s may be used from any host thread; the
@@ -148,22 +145,22 @@ unsafe impl Sync for HipModule {}
 
 impl HipModule {
     fn function(&self, entry: &str) -> Result<Function> {
-        let mut map = self.functions.lock();
-        if let Some(&f) = map.get(entry) {
-            return Ok(f as Function);
-        }
-        let name = CString::new(entry)
-            .map_err(|_| Error::InvalidArgument(format!("kernel name {entry:?} has a NUL")))?;
-        let mut f: Function = std::ptr::null_mut();
-        // SAFETY: `f` is a valid out-pointer, `self.module` is live, `name` is NUL-terminated.
-        let code = unsafe { (self.api.module_get_function)(&mut f, self.module, name.as_ptr()) };
-        check(
-            self.api,
-            code,
-            &format!("hipModuleGetFunction(\"{entry}\")"),
-        )?;
-        map.insert(entry.to_string(), f as usize);
-        Ok(f)
+        let f = self.functions.get_or_load(entry, || {
+            let name = CString::new(entry)
+                .map_err(|_| Error::InvalidArgument(format!("kernel name {entry:?} has a NUL")))?;
+            let mut f: Function = std::ptr::null_mut();
+            // SAFETY: `f` is a valid out-pointer, `self.module` is live, `name` is
+            // NUL-terminated.
+            let code =
+                unsafe { (self.api.module_get_function)(&mut f, self.module, name.as_ptr()) };
+            check(
+                self.api,
+                code,
+                &format!("hipModuleGetFunction(\"{entry}\")"),
+            )?;
+            Ok(f as usize)
+        })?;
+        Ok(f as Function)
     }
 }
 
@@ -314,7 +311,7 @@ impl Device for HipDevice {
             ordinal: self.ordinal,
             module,
             _image: image,
-            functions: Mutex::new(HashMap::new()),
+            functions: FunctionCache::new(),
         })
     }
 
@@ -326,45 +323,28 @@ impl Device for HipDevice {
         args: &[RawArg],
     ) -> Result<()> {
         let f = module.function(entry)?;
-        // One 8-byte, 8-aligned slot per parameter; 4-byte parameters occupy the first bytes
-        // of their slot, which is where the runtime reads them.
-        let mut slots: Vec<u64> = args
-            .iter()
-            .map(|a| {
-                let mut b = [0u8; 8];
-                match *a {
-                    RawArg::Ptr(p) | RawArg::U64(p) => b = p.to_ne_bytes(),
-                    RawArg::F32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-                    RawArg::U32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-                    RawArg::I32(v) => b[..4].copy_from_slice(&v.to_ne_bytes()),
-                }
-                u64::from_ne_bytes(b)
-            })
-            .collect();
-        let mut params: Vec<*mut c_void> = slots
-            .iter_mut()
-            .map(|s| (s as *mut u64).cast::<c_void>())
-            .collect();
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
-        // SAFETY: `f` belongs to a live module of this device; `params` holds one pointer per
-        // kernel parameter, each to a slot alive for the call (the runtime copies the values
-        // when it enqueues); `extra` is null; the stream is live.
-        let code = unsafe {
-            (self.api.module_launch_kernel)(
-                f,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                config.shared_bytes,
-                self.stream,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        };
+        let code = with_param_slots(args, |params| {
+            // SAFETY: `f` belongs to a live module of this device; `params` holds one pointer per
+            // kernel parameter, each to an 8-byte slot alive for the call (the runtime copies the
+            // values when it enqueues); `extra` is null; the stream is live.
+            unsafe {
+                (self.api.module_launch_kernel)(
+                    f,
+                    gx,
+                    gy,
+                    gz,
+                    bx,
+                    by,
+                    bz,
+                    config.shared_bytes,
+                    self.stream,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            }
+        });
         if code != ffi::HIP_SUCCESS {
             return Err(backend_error(
                 self.api,

@@ -60,6 +60,9 @@ pub(crate) fn unavailable(reason: impl Into<String>) -> Error {
 /// runtime cannot be used.
 pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
     let loaded = ffi::api().map_err(|r| unavailable(format!("HIP runtime not found: {r}")))?;
+    // A bad override is the user's error for the whole backend (the status reason), not a
+    // warning per device.
+    arch_override()?;
     let api = &loaded.hip;
     // SAFETY: hipInit takes a flags value (0 is the only defined one) and may be called repeatedly.
     let code = unsafe { (api.init)(0) };
@@ -156,18 +159,52 @@ fn device_info(api: &HipApi, ordinal: c_int) -> Result<DeviceInfo> {
     })
 }
 
+/// `RNN_HIP_ARCH` when set: an AMDGPU target (`gfx90a`, `gfx942:sramecc+:xnack-`), else
+/// [`Error::InvalidEnv`].
+fn arch_override() -> Result<Option<String>> {
+    match std::env::var("RNN_HIP_ARCH") {
+        Ok(v) => parse_arch(&v).map(Some),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(Error::InvalidEnv {
+            name: "RNN_HIP_ARCH".into(),
+            value: v.to_string_lossy().into_owned(),
+            reason: "not valid UTF-8".into(),
+        }),
+    }
+}
+
+/// Checks an AMDGPU target: `gfx` and hex digits, then optional `:feature+` / `:feature-`.
+fn parse_arch(value: &str) -> Result<String> {
+    let v = value.trim();
+    let mut parts = v.split(':');
+    let base_ok = parts
+        .next()
+        .and_then(|b| b.strip_prefix("gfx"))
+        .is_some_and(|d| {
+            !d.is_empty()
+                && d.bytes()
+                    .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+        });
+    let features_ok = parts.all(|f| {
+        f.len() > 1
+            && (f.ends_with('+') || f.ends_with('-'))
+            && f[..f.len() - 1].bytes().all(|c| c.is_ascii_lowercase())
+    });
+    if base_ok && features_ok {
+        Ok(v.to_string())
+    } else {
+        Err(Error::InvalidEnv {
+            name: "RNN_HIP_ARCH".into(),
+            value: value.to_string(),
+            reason: "expected an AMDGPU target such as gfx90a or gfx90a:sramecc+:xnack-".into(),
+        })
+    }
+}
+
 /// The full `gcnArchName` (`gfx90a:sramecc+:xnack-`), or `RNN_HIP_ARCH` when set.
 fn arch_of(api: &HipApi, ordinal: c_int) -> Result<String> {
-    if let Ok(v) = std::env::var("RNN_HIP_ARCH") {
-        let v = v.trim();
-        if !v.starts_with("gfx") {
-            return Err(Error::InvalidEnv {
-                name: "RNN_HIP_ARCH".into(),
-                value: v.to_string(),
-                reason: "expected an AMDGPU target such as gfx90a".into(),
-            });
-        }
-        return Ok(v.to_string());
+    if let Some(v) = arch_override()? {
+        return Ok(v);
     }
     match api.gcn_arch_name(ordinal) {
         Ok(Some(a)) => Ok(a),
@@ -219,4 +256,31 @@ pub fn op_set_source() -> String {
 #[doc(hidden)]
 pub fn op_set_source_for_nvrtc() -> String {
     kernels::op_set_source_for_nvrtc()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_arch;
+    use crate::error::Error;
+
+    #[test]
+    fn arch_overrides_are_amdgpu_targets() {
+        for ok in ["gfx90a", " gfx1030 ", "gfx942:sramecc+:xnack-", "gfx908"] {
+            assert_eq!(parse_arch(ok).unwrap(), ok.trim());
+        }
+        for bad in [
+            "",
+            "gfx",
+            "sm_90",
+            "gfx90a:",
+            "gfx90a:xnack",
+            "gfxzz",
+            "gfx90a;rm -rf",
+        ] {
+            match parse_arch(bad) {
+                Err(Error::InvalidEnv { name, .. }) => assert_eq!(name, "RNN_HIP_ARCH"),
+                r => panic!("{bad:?} gave {r:?}"),
+            }
+        }
+    }
 }

@@ -20,8 +20,9 @@ use crate::kernel::{Dialect, LaunchConfig};
 pub(crate) struct ClDevice {
     pub(super) info: DeviceInfo,
     pub(super) device: ClDeviceHandle,
-    pub(super) context: Context,
+    // Field order is drop order: the queue is released before the context it belongs to.
     pub(super) queue: CommandQueue,
+    pub(super) context: Context,
     /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`: OpenCL allocates lazily, so larger requests are refused
     /// up front rather than failing at first use.
     pub(super) max_alloc: u64,
@@ -57,8 +58,8 @@ impl ClDevice {
         Ok(ClDevice {
             info,
             device,
-            context,
             queue,
+            context,
             max_alloc,
             live: Mutex::new(HashMap::new()),
             identity,

@@ -2,6 +2,7 @@
 //! the disk cache, and `clEnqueueNDRangeKernel`.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::ptr;
 
 use opencl3::command_queue::enqueue_nd_range_kernel;
@@ -12,25 +13,51 @@ use opencl3::types::cl_mem;
 use parking_lot::Mutex;
 
 use super::device::ClDevice;
-use super::error::{cl_error, is_out_of_memory, status_name};
+use super::error::{cl_error, status_name};
 use super::memory::{as_mem, release};
-use crate::backend::RawArg;
+use crate::backend::{Fnv, RawArg};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 
+/// Serializes every creation and release of programs and kernels in the process.
+///
+/// Audit (PoCL 5 aborts in `pocl_release_dlhandle_cache` with `ref_count > 0` when test
+/// threads each create, use and drop their own context): this backend never calls
+/// `clRelease*` on programs or kernels by hand (the opencl3 wrappers release once, in `Drop`),
+/// and never clones them by handle. What it did get wrong was order: `ClModule` released its
+/// program before the kernels created from it, and `GpuOps` could release a context's device
+/// (queue and context) before that context's modules. Both are legal by the OpenCL spec
+/// (objects retain what they depend on) but are exactly the paths that leave PoCL's cache of
+/// loaded kernel libraries to sort out reference counts, which it is known to do racily under
+/// concurrent program release. So, besides fixing the order (kernels, then program; modules,
+/// then device), program build/load/release and kernel creation/release run under this lock.
+/// They are rare (once per context and op set), so the lock costs nothing measurable; launches
+/// do not take it.
+static PROGRAM_LOCK: Mutex<()> = Mutex::new(());
+
 /// A built program and every kernel in it, created once.
 pub(crate) struct ClModule {
-    _program: Program,
     /// `clSetKernelArg` mutates the kernel object, so each is used under its own lock from
     /// setting the arguments until the launch is enqueued.
-    kernels: HashMap<String, Mutex<Kernel>>,
+    kernels: HashMap<String, Mutex<Kernel>, BuildHasherDefault<Fnv>>,
+    /// `None` only while dropping: released after the kernels, under [`PROGRAM_LOCK`].
+    program: Option<Program>,
+}
+
+impl Drop for ClModule {
+    fn drop(&mut self) {
+        let _serial = PROGRAM_LOCK.lock();
+        self.kernels.clear();
+        self.program.take();
+    }
 }
 
 impl ClDevice {
+    /// Creates the kernels of `program`. Called with [`PROGRAM_LOCK`] held.
     fn kernels_of(&self, program: Program) -> Result<ClModule> {
         let list = create_program_kernels(&program)
             .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?;
-        let mut kernels = HashMap::with_capacity(list.len());
+        let mut kernels = HashMap::with_capacity_and_hasher(list.len(), Default::default());
         for k in list {
             let name = k
                 .function_name()
@@ -38,8 +65,8 @@ impl ClDevice {
             kernels.insert(name, Mutex::new(k));
         }
         Ok(ClModule {
-            _program: program,
             kernels,
+            program: Some(program),
         })
     }
 
@@ -68,6 +95,7 @@ impl ClDevice {
                 "OpenCL source and options must not contain NUL bytes".into(),
             ));
         }
+        let _serial = PROGRAM_LOCK.lock();
         let mut program = Program::create_from_source(&self.context, source)
             .map_err(|e| cl_error("clCreateProgramWithSource", e.0))?;
         if let Err(code) = program.build(&[self.device.id()], &opts) {
@@ -85,8 +113,14 @@ impl ClDevice {
 
     pub(super) fn load_program(&self, binary: &[u8]) -> Result<ClModule> {
         if binary.is_empty() {
-            return Err(Error::InvalidArgument("empty OpenCL program binary".into()));
+            return Err(Error::Backend {
+                backend: crate::device::BackendKind::OpenCl,
+                call: "clCreateProgramWithBinary".into(),
+                code: i64::from(opencl3::error_codes::CL_INVALID_BINARY),
+                message: "CL_INVALID_BINARY: empty program binary".into(),
+            });
         }
+        let _serial = PROGRAM_LOCK.lock();
         // SAFETY: one device and one binary, as the call requires; the driver validates the
         // binary and reports a bad one as an error status.
         let mut program =
@@ -174,17 +208,16 @@ impl ClDevice {
                 release(event);
                 Ok(())
             }
-            Err(code)
-                if is_out_of_memory(code) && code != opencl3::error_codes::CL_OUT_OF_RESOURCES =>
-            {
-                Err(Error::OutOfMemory {
-                    device: self.info.name.clone(),
-                    requested: 0,
-                    free: 0,
-                    total: self.info.memory as usize,
-                })
+            Err(code) => {
+                let buffers: Vec<_> = args
+                    .iter()
+                    .filter_map(|a| match a {
+                        RawArg::Ptr(p) => Some(*p),
+                        _ => None,
+                    })
+                    .collect();
+                Err(self.enqueue_error(&format!("clEnqueueNDRangeKernel({entry})"), code, &buffers))
             }
-            Err(code) => Err(cl_error(&format!("clEnqueueNDRangeKernel({entry})"), code)),
         }
     }
 }

@@ -11,7 +11,7 @@ use opencl3::memory::{CL_MEM_READ_WRITE, create_buffer, release_mem_object};
 use opencl3::types::{cl_event, cl_int, cl_mem};
 
 use super::device::ClDevice;
-use super::error::{cl_error, is_out_of_memory};
+use super::error::{cl_error, is_allocation_failure, is_buffer_creation_oom};
 use crate::backend::DevicePtr;
 use crate::error::{Error, Result};
 
@@ -39,11 +39,16 @@ impl ClDevice {
         }
     }
 
-    /// An error for a failed transfer: allocation statuses are out-of-memory (buffers are
-    /// materialized lazily, at their first use).
-    fn transfer_error(&self, call: &str, code: cl_int, bytes: usize) -> Error {
-        if is_out_of_memory(code) {
-            self.out_of_memory(bytes)
+    /// An error for a failed transfer or launch touching `buffers`: an allocation failure is
+    /// out of memory (buffers are materialized lazily, at their first use, so the request is
+    /// their size); every other status, `CL_OUT_OF_RESOURCES` included, is a backend error
+    /// with its code.
+    pub(super) fn enqueue_error(&self, call: &str, code: cl_int, buffers: &[DevicePtr]) -> Error {
+        if is_allocation_failure(code) {
+            let live = self.live.lock();
+            let requested = buffers.iter().filter_map(|b| live.get(b)).sum();
+            drop(live);
+            self.out_of_memory(requested)
         } else {
             cl_error(call, code)
         }
@@ -65,7 +70,7 @@ impl ClDevice {
                 self.live.lock().insert(handle, size);
                 Ok(handle)
             }
-            Err(code) if is_out_of_memory(code) => Err(self.out_of_memory(bytes)),
+            Err(code) if is_buffer_creation_oom(code) => Err(self.out_of_memory(bytes)),
             Err(code) => Err(cl_error("clCreateBuffer", code)),
         }
     }
@@ -120,7 +125,7 @@ impl ClDevice {
                 ptr::null(),
             )
         }
-        .map_err(|c| self.transfer_error("clEnqueueWriteBuffer", c, src.len()))?;
+        .map_err(|c| self.enqueue_error("clEnqueueWriteBuffer", c, &[dst]))?;
         release(event);
         Ok(())
     }
@@ -145,7 +150,7 @@ impl ClDevice {
                 ptr::null(),
             )
         }
-        .map_err(|c| self.transfer_error("clEnqueueReadBuffer", c, dst.len()))?;
+        .map_err(|c| self.enqueue_error("clEnqueueReadBuffer", c, &[src]))?;
         release(event);
         Ok(())
     }
@@ -177,7 +182,7 @@ impl ClDevice {
                 ptr::null(),
             )
         }
-        .map_err(|c| self.transfer_error("clEnqueueCopyBuffer", c, bytes))?;
+        .map_err(|c| self.enqueue_error("clEnqueueCopyBuffer", c, &[src, dst]))?;
         release(event);
         Ok(())
     }

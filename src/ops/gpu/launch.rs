@@ -13,29 +13,72 @@ const MAX_GRID: usize = 65_535;
 /// Most partials of a two-pass reduction.
 const MAX_PARTIALS: usize = 1024;
 
-/// The kernel arguments of one launch, in ABI order.
-#[derive(Default)]
-pub(crate) struct Args(pub(crate) Vec<RawArg>);
+/// Arguments a launch keeps on the stack (every built-in kernel has fewer).
+const INLINE_ARGS: usize = 32;
+
+/// The kernel arguments of one launch, in ABI order. Built on the stack: a training step makes
+/// many small launches, so packing them must not allocate (only lists longer than
+/// `INLINE_ARGS`, from user kernels, spill to the heap).
+pub(crate) struct Args {
+    inline: [RawArg; INLINE_ARGS],
+    len: usize,
+    spill: Vec<RawArg>,
+}
 
 impl Args {
     pub(crate) fn new() -> Self {
-        Args(Vec::with_capacity(16))
+        Args {
+            inline: [RawArg::U32(0); INLINE_ARGS],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, a: RawArg) {
+        if self.len < INLINE_ARGS && self.spill.is_empty() {
+            self.inline[self.len] = a;
+            self.len += 1;
+        } else {
+            if self.spill.is_empty() {
+                self.spill.extend_from_slice(&self.inline[..self.len]);
+            }
+            self.spill.push(a);
+        }
+    }
+
+    /// The arguments, in order.
+    pub(crate) fn as_slice(&self) -> &[RawArg] {
+        if self.spill.is_empty() {
+            &self.inline[..self.len]
+        } else {
+            &self.spill
+        }
     }
 
     /// A buffer view: its base handle, then its offset in elements.
     pub(crate) fn buf(mut self, v: &View<'_>) -> Result<Self> {
-        self.0.push(RawArg::Ptr(device_ptr(v)?));
-        self.0.push(RawArg::U64(v.offset() as u64));
+        self.push(RawArg::Ptr(device_ptr(v)?));
+        self.push(RawArg::U64(v.offset() as u64));
         Ok(self)
     }
 
     pub(crate) fn u32(mut self, x: u32) -> Self {
-        self.0.push(RawArg::U32(x));
+        self.push(RawArg::U32(x));
         self
     }
 
     pub(crate) fn f32(mut self, x: f32) -> Self {
-        self.0.push(RawArg::F32(x));
+        self.push(RawArg::F32(x));
+        self
+    }
+
+    pub(crate) fn i32(mut self, x: i32) -> Self {
+        self.push(RawArg::I32(x));
+        self
+    }
+
+    pub(crate) fn u64(mut self, x: u64) -> Self {
+        self.push(RawArg::U64(x));
         self
     }
 }
@@ -75,7 +118,8 @@ pub(crate) fn streaming(n: usize, compute_units: u32) -> LaunchConfig {
     LaunchConfig::linear(blocks as u32, THREADS)
 }
 
-/// `R`: one block of 256 threads per row (rows beyond 65535 are strided).
+/// `R`: one block of 256 threads per row; the grid is capped at 65535 and the kernels stride
+/// over the rows beyond it, so no row count exceeds a grid limit.
 pub(crate) fn rows(rows: usize) -> LaunchConfig {
     LaunchConfig::linear(rows.clamp(1, MAX_GRID) as u32, THREADS)
 }
@@ -94,18 +138,32 @@ pub(crate) fn partials(n: usize) -> usize {
     n.div_ceil(THREADS as usize).clamp(1, MAX_PARTIALS)
 }
 
-/// `G`: `(ceil(n / tile_n), ceil(m / tile_m))` blocks of `threads`.
-pub(crate) fn gemm(m: usize, n: usize, tile: (u32, u32, u32)) -> LaunchConfig {
+/// Most blocks in y (and z) any dialect's driver accepts.
+const MAX_GRID_Y: usize = 65_535;
+/// Most blocks in x a CUDA/HIP driver accepts (2^31 - 1).
+const MAX_GRID_X: usize = i32::MAX as usize;
+
+/// `G`: `(ceil(n / tile_n), ceil(m / tile_m))` blocks of `threads`. The `sgemm` kernels map
+/// one block to one tile and do not stride, so a grid beyond the driver's limits is a
+/// [`Error::Shape`] here rather than a launch failure.
+pub(crate) fn gemm(m: usize, n: usize, tile: (u32, u32, u32)) -> Result<LaunchConfig> {
     let (tm, tn, threads) = tile;
-    LaunchConfig {
-        grid: [
-            n.div_ceil(tn as usize).max(1) as u32,
-            m.div_ceil(tm as usize).max(1) as u32,
-            1,
-        ],
+    let gx = n.div_ceil(tn.max(1) as usize).max(1);
+    let gy = m.div_ceil(tm.max(1) as usize).max(1);
+    if gy > MAX_GRID_Y || gx > MAX_GRID_X {
+        return Err(Error::shape(
+            "gemm",
+            format!(
+                "{m} x {n} output needs a grid of {gx} x {gy} tiles of {tm} x {tn}; \
+                 at most {MAX_GRID_X} x {MAX_GRID_Y} can be launched"
+            ),
+        ));
+    }
+    Ok(LaunchConfig {
+        grid: [gx as u32, gy as u32, 1],
         block: [threads, 1, 1],
         shared_bytes: 0,
-    }
+    })
 }
 
 /// Tile of the fused Elman step kernels (`RS_BM` batch rows x `RS_BN` hidden columns, with
@@ -124,5 +182,49 @@ pub(crate) fn rnn_step(batch: usize, hidden: usize) -> LaunchConfig {
         ],
         block: [threads, 1, 1],
         shared_bytes: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_grids_beyond_the_limits_are_shape_errors() {
+        let tile = (64, 64, 256);
+        let ok = gemm(64 * 65_535, 1, tile).unwrap();
+        assert_eq!(ok.grid, [1, 65_535, 1]);
+        assert!(matches!(
+            gemm(64 * 65_535 + 1, 1, tile),
+            Err(Error::Shape { .. })
+        ));
+        assert!(matches!(
+            gemm(1, usize::MAX, tile),
+            Err(Error::Shape { .. })
+        ));
+        assert_eq!(gemm(0, 0, tile).unwrap().grid, [1, 1, 1]);
+    }
+
+    #[test]
+    fn strided_geometries_stay_within_the_limits() {
+        for n in [0usize, 1, 65_535, 65_536, u32::MAX as usize] {
+            assert!(rows(n).grid[0] as usize <= MAX_GRID_Y);
+            assert!(column_sums(n).grid[0] as usize <= MAX_GRID_Y);
+            assert!(elementwise(n).grid[0] as usize <= MAX_GRID_Y);
+            let s = rnn_step(n, n);
+            assert!(s.grid[0] as usize <= MAX_GRID_Y && s.grid[1] as usize <= MAX_GRID_Y);
+        }
+    }
+
+    #[test]
+    fn args_spill_past_the_inline_capacity_in_order() {
+        let mut a = Args::new();
+        for i in 0..(INLINE_ARGS as u32 + 5) {
+            a = a.u32(i);
+        }
+        let got: Vec<RawArg> = a.as_slice().to_vec();
+        let want: Vec<RawArg> = (0..(INLINE_ARGS as u32 + 5)).map(RawArg::U32).collect();
+        assert_eq!(got, want);
+        assert_eq!(Args::new().f32(1.0).i32(-1).u64(9).as_slice().len(), 3);
     }
 }

@@ -38,7 +38,7 @@ impl<D: Device> GpuOps<D> {
             .u32(g.trans_b as u32)
             .f32(g.alpha)
             .f32(g.beta);
-        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile());
+        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile())?;
         self.run("sgemm", config, args)
     }
 
@@ -183,12 +183,16 @@ impl<D: Device> GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
+        // The kernel checks every index against `src_rows` (a NaN row for an invalid one), so
+        // no index can make it read outside `src`.
+        let src_rows = src.len() / cols;
         let args = Args::new()
             .buf(&src)?
             .buf(&indices)?
             .buf(&dst)?
             .u32(nrows as u32)
-            .u32(cols as u32);
+            .u32(cols as u32)
+            .u32(src_rows as u32);
         self.run(op, launch::elementwise(n), args)
     }
 

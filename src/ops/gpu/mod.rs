@@ -32,17 +32,31 @@ use pool::Pool;
 type UserKey = ([u8; 32], Vec<String>, String);
 
 /// The generic GPU op set over one device.
+///
+/// Field order is drop order, and it matters: the modules go first (after [`Drop::drop`] has
+/// waited for the queued kernels that use them), then the pool (which frees its cached blocks
+/// through the device), then the device itself.
 pub(crate) struct GpuOps<D: Device> {
-    device: Arc<D>,
-    info: DeviceInfo,
-    context: u64,
-    pool: Arc<Pool<D>>,
     /// The built-in op set, compiled on first use (or by `warm_up`).
     op_set: Mutex<Option<Arc<D::Module>>>,
     user: Mutex<HashMap<UserKey, Arc<D::Module>>>,
     /// The grid-barrier counter of the persistent sequence kernels (`rnn_seq`), allocated and
     /// zeroed on first use.
     seq_barrier: Mutex<Option<Buffer>>,
+    pool: Arc<Pool<D>>,
+    device: Arc<D>,
+    info: DeviceInfo,
+    context: u64,
+}
+
+impl<D: Device> Drop for GpuOps<D> {
+    fn drop(&mut self) {
+        // Kernels may still be queued; unloading their module under them is undefined (HIP)
+        // or an error. A failure here belongs to work nobody waits for any more: log it.
+        if let Err(e) = self.device.synchronize() {
+            log::warn!("{}: queued work failed at context drop: {e}", self.info.id);
+        }
+    }
 }
 
 /// The op set of `device`, for a backend's `create_ops`. The options that change what runs
@@ -96,7 +110,7 @@ impl<D: Device> GpuOps<D> {
     /// Launches built-in kernel `entry`.
     fn run(&self, entry: &str, config: LaunchConfig, args: Args) -> Result<()> {
         let module = self.op_set()?;
-        self.device.launch(&module, entry, &config, &args.0)
+        self.device.launch(&module, entry, &config, args.as_slice())
     }
 
     /// Rejects views of other contexts.

@@ -11,15 +11,16 @@ use crate::buffer::{Buffer, DeviceMemory, ReleaseMemory, Storage};
 use crate::error::{Error, Result};
 
 /// Size classes: multiples of 256 bytes up to 4 KiB, then 8 classes per power of two (at most
-/// 12.5% slack) so large buffers of nearby sizes share blocks without doubling memory.
-pub(crate) fn size_class(bytes: usize) -> usize {
+/// 12.5% slack) so large buffers of nearby sizes share blocks without doubling memory. `None`
+/// when the class does not fit in `usize` (no device can hold it).
+pub(crate) fn size_class(bytes: usize) -> Option<usize> {
     const SMALL: usize = 4096;
     if bytes <= SMALL {
-        return bytes.div_ceil(256).max(1) * 256;
+        return Some(bytes.div_ceil(256).max(1) * 256);
     }
     let top = usize::BITS - 1 - bytes.leading_zeros();
     let step = 1usize << (top - 3);
-    bytes.div_ceil(step) * step
+    bytes.div_ceil(step).checked_mul(step)
 }
 
 /// Cached device blocks by size class; also the owner every pooled [`Buffer`] returns to.
@@ -47,7 +48,16 @@ impl<D: Device> Pool<D> {
     /// A block of at least `bytes` bytes: a cached one of the same class, else a new one. On
     /// out-of-memory the cache is emptied and the driver asked once more.
     fn take(&self, bytes: usize) -> Result<(DevicePtr, usize)> {
-        let class = size_class(bytes);
+        let Some(class) = size_class(bytes) else {
+            // Rounding up would wrap to a small size behind a huge buffer; no device has this.
+            let (free, total) = self.device.memory_info().unwrap_or((0, 0));
+            return Err(Error::OutOfMemory {
+                device: self.device.info().id.to_string(),
+                requested: bytes,
+                free: free as usize,
+                total: total as usize,
+            });
+        };
         if let Some(ptr) = self.free.lock().get_mut(&class).and_then(Vec::pop) {
             return Ok((ptr, class));
         }
@@ -126,10 +136,21 @@ mod tests {
             (1 << 20) + 1,
             123_456_789,
         ] {
-            let c = size_class(bytes);
+            let c = size_class(bytes).unwrap();
             assert!(c >= bytes && c >= 256, "{bytes} -> {c}");
             assert!(c - bytes <= 256 || (c - bytes) * 8 <= c, "{bytes} -> {c}");
-            assert_eq!(size_class(c), c, "classes are fixed points");
+            assert_eq!(size_class(c), Some(c), "classes are fixed points");
         }
+    }
+
+    #[test]
+    fn classes_that_would_wrap_are_none() {
+        assert_eq!(size_class(usize::MAX), None);
+        assert_eq!(size_class(usize::MAX - 4), None);
+        let top = 1usize << (usize::BITS - 1);
+        assert_eq!(size_class(top), Some(top));
+        assert_eq!(size_class(top + 1), Some(top + (top >> 3)));
+        // Past the last class below 2^64 the rounding would wrap.
+        assert_eq!(size_class(top + 7 * (top >> 3) + 1), None);
     }
 }

@@ -87,7 +87,7 @@ impl<D: Device> GpuOps<D> {
         let args = args(&barrier.view())?;
         match self
             .device
-            .launch_cooperative(&module, entry, &config, &args.0)
+            .launch_cooperative(&module, entry, &config, args.as_slice())
         {
             None => Ok(false),
             Some(r) => r.map(|()| true),

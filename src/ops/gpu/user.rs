@@ -6,8 +6,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use super::GpuOps;
-use super::launch::device_ptr;
-use crate::backend::{Device, RawArg};
+use super::launch::Args;
+use crate::backend::Device;
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
 use crate::ops::check;
@@ -67,20 +67,20 @@ impl<D: Device> GpuOps<D> {
                 kernel.entry, config.grid, config.block
             )));
         }
-        let mut raw = Vec::with_capacity(args.len() * 2);
+        let mut raw = Args::new();
         for a in args {
-            match a {
+            raw = match *a {
                 KernelArg::Buffer(v) => {
-                    check::same_context("launch", self.context, &[v])?;
-                    raw.push(RawArg::Ptr(device_ptr(v)?));
-                    raw.push(RawArg::U64(v.offset() as u64));
+                    check::same_context("launch", self.context, &[&v])?;
+                    raw.buf(&v)?
                 }
-                KernelArg::F32(x) => raw.push(RawArg::F32(*x)),
-                KernelArg::U32(x) => raw.push(RawArg::U32(*x)),
-                KernelArg::I32(x) => raw.push(RawArg::I32(*x)),
-                KernelArg::U64(x) => raw.push(RawArg::U64(*x)),
-            }
+                KernelArg::F32(x) => raw.f32(x),
+                KernelArg::U32(x) => raw.u32(x),
+                KernelArg::I32(x) => raw.i32(x),
+                KernelArg::U64(x) => raw.u64(x),
+            };
         }
-        self.device.launch(module, &kernel.entry, config, &raw)
+        self.device
+            .launch(module, &kernel.entry, config, raw.as_slice())
     }
 }
