@@ -309,12 +309,54 @@ fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
                 r.vec(m * n, -1.0, 1.0)
             };
             let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
-            let tol = 1e-6 * (k.max(1) as f64).sqrt() + 1e-6;
+            // f32 rounding scales with the magnitude of the terms, not of the (possibly
+            // cancelling) result: bound the error relative to |alpha| |A| |B| + |beta| |C|.
+            let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
             compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
                 o.gemm(g, v[0], v[1], v[2])
             })
         },
     );
+}
+
+/// ‖|α||op(A)||op(B)| + |β||C|‖ / ‖αop(A)op(B) + βC‖ (at least 1), in f64: how much
+/// cancellation inflates the relative error of a correct f32 GEMM.
+fn gemm_condition(g: &Gemm, bufs: &[Vec<f32>; 3]) -> f64 {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a = |i: usize, p: usize| {
+        f64::from(if g.trans_a {
+            bufs[0][p * m + i]
+        } else {
+            bufs[0][i * k + p]
+        })
+    };
+    let b = |p: usize, j: usize| {
+        f64::from(if g.trans_b {
+            bufs[1][j * k + p]
+        } else {
+            bufs[1][p * n + j]
+        })
+    };
+    let (mut abs, mut exact) = (0.0f64, 0.0f64);
+    for i in 0..m {
+        for j in 0..n {
+            let c = if g.beta == 0.0 {
+                0.0
+            } else {
+                f64::from(bufs[2][i * n + j])
+            };
+            let (mut s, mut sa) = (0.0, 0.0);
+            for p in 0..k {
+                s += a(i, p) * b(p, j);
+                sa += (a(i, p) * b(p, j)).abs();
+            }
+            let beta = f64::from(g.beta);
+            let alpha = f64::from(g.alpha);
+            exact += (alpha * s + beta * c).powi(2);
+            abs += (alpha.abs() * sa + beta.abs() * c.abs()).powi(2);
+        }
+    }
+    (abs.sqrt() / exact.sqrt().max(1e-30)).max(1.0)
 }
 
 pub fn elementwise(t: Target) {
