@@ -29,6 +29,9 @@ pub(crate) struct ClDevice {
     /// Live allocations (handle -> bytes): `free` releases only handles it handed out, and
     /// `memory_info` derives the free memory OpenCL does not report.
     pub(super) live: Mutex<HashMap<DevicePtr, usize>>,
+    /// PoCL: kernels of all PoCL contexts in the process run one at a time (see
+    /// `launch.rs`, `POCL_KERNELS`).
+    pub(super) serialize_kernels: bool,
     identity: String,
 }
 
@@ -62,6 +65,7 @@ impl ClDevice {
             context,
             max_alloc,
             live: Mutex::new(HashMap::new()),
+            serialize_kernels: identity.contains("Portable Computing Language"),
             identity,
         })
     }

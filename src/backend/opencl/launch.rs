@@ -35,6 +35,13 @@ use crate::kernel::LaunchConfig;
 /// do not take it.
 static PROGRAM_LOCK: Mutex<()> = Mutex::new(());
 
+/// PoCL 5.0 aborts (`pocl_release_dlhandle_cache: Assertion 'found->ref_count > 0'`) when
+/// kernels of several PoCL contexts complete concurrently in its worker threads: seen on the GPU
+/// machine whenever test threads used their own PoCL contexts at once, never single-threaded.
+/// So on PoCL each launch holds this lock until its kernel has finished (`clFinish`). PoCL is a
+/// CPU device, where the lost overlap costs little; other platforms are not affected.
+static POCL_KERNELS: Mutex<()> = Mutex::new(());
+
 /// A built program and every kernel in it, created once.
 pub(crate) struct ClModule {
     /// `clSetKernelArg` mutates the kernel object, so each is used under its own lock from
@@ -189,6 +196,7 @@ impl ClDevice {
             unsafe { kernel.set_arg_local_buffer(args.len() as u32, config.shared_bytes as usize) }
                 .map_err(|e| cl_error("clSetKernelArg(__local)", e.0))?;
         }
+        let _pocl = self.serialize_kernels.then(|| POCL_KERNELS.lock());
         // SAFETY: the kernel's arguments are all set (above) while its lock is held; the
         // work sizes are three-element arrays that live through the call.
         let event = unsafe {
@@ -206,6 +214,9 @@ impl ClDevice {
         match event {
             Ok(event) => {
                 release(event);
+                if self.serialize_kernels {
+                    self.queue.finish().map_err(|e| cl_error("clFinish", e.0))?;
+                }
                 Ok(())
             }
             Err(code) => {
