@@ -15,6 +15,7 @@ mod optim;
 mod par;
 mod reduce;
 mod rnn_step;
+mod simd;
 mod softmax;
 
 use std::sync::Arc;
