@@ -29,22 +29,25 @@ const MIN_BLOCK_COLS: usize = 64;
 /// Fewest rows of C one block takes when the split is by rows.
 const MIN_BLOCK_ROWS: usize = 16;
 
+/// `epi(row, first_col, segment)`: finishes a row segment of C once its product is done.
+pub(super) type Epilogue<'a> = dyn Fn(usize, usize, &mut [f32]) + Sync + 'a;
+
 pub(super) fn gemm(ctx: u64, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
     check::gemm(&g, &a, &b, &c)?;
     lock("gemm", ctx, [a, b], [c], |[a, b], [c]| {
-        run(&g, a, b, c, |_, _, _| {})
+        run(&g, a, b, c, None)
     })
 }
 
-/// `C = alpha op(A) op(B) + beta C`, then `epi(row, first_col, segment)` over every row segment
-/// of C, each right after the product of its block. `a`, `b`, `c` must have the lengths
+/// `C = alpha op(A) op(B) + beta C`, then `epi(row, first_col, segment)` (when given) over
+/// every row segment of C, each right after the product of its block. `a`, `b`, `c` must have the lengths
 /// `check::gemm` demands (every caller checks them first).
 pub(super) fn run(
     g: &Gemm,
     a: &[f32],
     b: &[f32],
     c: &mut [f32],
-    epi: impl Fn(usize, usize, &mut [f32]) + Sync,
+    epi: Option<&Epilogue<'_>>,
 ) {
     let (m, n, k) = (g.m, g.n, g.k);
     if m == 0 || n == 0 {
@@ -61,17 +64,30 @@ pub(super) fn run(
         } else {
             c.iter_mut().for_each(|v| *v *= g.beta);
         }
-        c.chunks_mut(n).enumerate().for_each(|(i, r)| epi(i, 0, r));
+        if let Some(epi) = epi {
+            c.chunks_mut(n).enumerate().for_each(|(i, r)| epi(i, 0, r));
+        }
         return;
     }
     let macs = m.saturating_mul(n).saturating_mul(k);
     let threads = rayon::current_num_threads();
     if macs >= CRATE_PAR_MACS {
-        product(g, a, b, &Dst::new(c, n), 0..m, 0..n, gemm::Parallelism::Rayon(threads));
-        c.par_chunks_mut(n)
-            .enumerate()
-            .with_min_len((super::par::PAR_MIN / n).max(1))
-            .for_each(|(i, r)| epi(i, 0, r));
+        let dst = Dst::new(c, n);
+        let whole = || product(g, a, b, &dst, 0..m, 0..n, gemm::Parallelism::Rayon(threads));
+        if rayon::current_thread_index().is_some() {
+            whole();
+        } else {
+            // The crate forks once per packed panel and depth block (dozens of times for a long
+            // k); run from a pool thread, each fork is a cheap in-pool join instead of a
+            // hand-off that puts the calling thread to sleep and wakes it again.
+            rayon::scope(|_| whole());
+        }
+        if let Some(epi) = epi {
+            c.par_chunks_mut(n)
+                .enumerate()
+                .with_min_len((super::par::PAR_MIN / n).max(1))
+                .for_each(|(i, r)| epi(i, 0, r));
+        }
         return;
     }
     let by_cols = (n / MIN_BLOCK_COLS).min(threads);
@@ -89,8 +105,10 @@ pub(super) fn run(
             (share(m, parts, p), 0..n)
         };
         product(g, a, b, &dst, rows.clone(), cols.clone(), gemm::Parallelism::None);
-        for i in rows {
-            dst.row(i, cols.clone(), |seg| epi(i, cols.start, seg));
+        if let Some(epi) = epi {
+            for i in rows {
+                dst.row(i, cols.clone(), |seg| epi(i, cols.start, seg));
+            }
         }
     };
     if parts == 1 {

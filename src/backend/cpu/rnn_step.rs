@@ -42,12 +42,12 @@ pub(super) fn rnn_step_forward(
     lock(op, ctx, ins, [h], |[pre, hp, w, bi, bh], [h]| {
         // Two vectorized passes over each (cache-resident) segment keep the reference order of
         // the sum, ((v + pre) + b_ih) + b_hh.
-        with_act!(act, f => gemm::run(&g, hp, w, h, |i, j0, seg| {
+        with_act!(act, f => gemm::run(&g, hp, w, h, Some(&|i, j0, seg: &mut [f32]| {
             let e = j0 + seg.len();
             let (pr, bi, bh) = (&pre[i * hidden + j0..i * hidden + e], &bi[j0..e], &bh[j0..e]);
             simd::zip2(seg, pr, bi, |v, p, a| v + p + a);
             simd::zip1(seg, bh, |v, b| f(v + b));
-        }))
+        })))
     })
 }
 
@@ -106,11 +106,11 @@ fn backward(
             let g = Gemm::new(batch, hidden, hidden);
             let ins = [dh, h, next, w_hh];
             lock(op, ctx, ins, [dpre], |[dh, h, nx, w], [dp]| {
-                gemm::run(&g, nx, w, dp, |i, j0, seg| {
+                gemm::run(&g, nx, w, dp, Some(&|i, j0, seg: &mut [f32]| {
                     let s = i * hidden + j0;
                     let (d, y) = (&dh[s..s + seg.len()], &h[s..s + seg.len()]);
                     simd::zip2(seg, d, y, |v, d, y| grad(y) * (v + d));
-                })
+                }))
             })
         }
         None => lock(op, ctx, [dh, h], [dpre], |[dh, h], [dp]| {

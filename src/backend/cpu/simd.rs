@@ -14,6 +14,47 @@ use pulp::{Arch, Simd, WithSimd};
 /// The detected instruction set, looked up once.
 static ARCH: LazyLock<Arch> = LazyLock::new(Arch::new);
 
+/// A loop to compile for the widest vector instructions: implement `run` as
+/// `#[inline(always)]` so that it is compiled inside the dispatching entry point.
+pub(super) trait Lanes {
+    /// The loop.
+    fn run(self);
+}
+
+struct Go<K>(K);
+
+impl<K: Lanes> WithSimd for Go<K> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        self.0.run()
+    }
+}
+
+/// Runs `k` vectorized.
+pub(super) fn vectorized(k: impl Lanes) {
+    ARCH.dispatch(Go(k))
+}
+
+/// `y[i] = f(y[i])`.
+struct Map<'a, F> {
+    y: &'a mut [f32],
+    f: F,
+}
+
+impl<F: Fn(f32) -> f32> WithSimd for Map<'_, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        let f = self.f;
+        for y in self.y.iter_mut() {
+            *y = f(*y);
+        }
+    }
+}
+
 /// `y[i] = f(y[i], a[i])`.
 struct Zip1<'a, F> {
     y: &'a mut [f32],
@@ -53,6 +94,11 @@ impl<F: Fn(f32, f32, f32) -> f32> WithSimd for Zip2<'_, F> {
     }
 }
 
+/// `y[i] = f(y[i])`, vectorized.
+pub(super) fn map(y: &mut [f32], f: impl Fn(f32) -> f32) {
+    ARCH.dispatch(Map { y, f })
+}
+
 /// `y[i] = f(y[i], a[i])` over the common length, vectorized.
 pub(super) fn zip1(y: &mut [f32], a: &[f32], f: impl Fn(f32, f32) -> f32) {
     ARCH.dispatch(Zip1 { y, a, f })
@@ -85,5 +131,7 @@ mod tests {
         let mut z = a.clone();
         zip1(&mut z, &b, |z, b| z - b);
         assert!(z.iter().zip(&a).zip(&b).all(|((&z, &a), &b)| z == a - b));
+        map(&mut z, |z| z * 2.0);
+        assert!(z.iter().zip(&a).zip(&b).all(|((&z, &a), &b)| z == (a - b) * 2.0));
     }
 }
