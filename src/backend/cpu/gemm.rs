@@ -11,6 +11,7 @@
 
 use std::marker::PhantomData;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
@@ -26,6 +27,8 @@ const SPLIT_MIN_MACS: usize = 1 << 21;
 /// Fewest columns of C one block takes: the crate's widest f32 microkernel covers 64 of them
 /// (C is row-major, so the crate works on the transposed problem, where they are its rows).
 const MIN_BLOCK_COLS: usize = 64;
+/// Column blocks per thread at most (more balance late wake-ups, fewer cost less per call).
+const BLOCKS_PER_THREAD: usize = 2;
 /// Fewest rows of C one block takes when the split is by rows.
 const MIN_BLOCK_ROWS: usize = 16;
 
@@ -90,16 +93,22 @@ pub(super) fn run(
         }
         return;
     }
-    let by_cols = (n / MIN_BLOCK_COLS).min(threads);
-    let by_rows = (m / MIN_BLOCK_ROWS).min(threads);
-    let parts = if macs < SPLIT_MIN_MACS {
+    // Column blocks share nothing (each packs only its own panel of op(B)), so there are a few
+    // per thread, taken dynamically: a worker that wakes late leaves its share to the others.
+    // Row blocks would each pack all of op(B), so there is one per thread.
+    let col_blocks = (n / MIN_BLOCK_COLS).min(BLOCKS_PER_THREAD * threads);
+    let row_blocks = (m / MIN_BLOCK_ROWS).min(threads);
+    let by_cols = col_blocks >= row_blocks.min(threads);
+    let parts = if macs < SPLIT_MIN_MACS || threads == 1 {
         1
+    } else if by_cols {
+        col_blocks.max(1)
     } else {
-        by_cols.max(by_rows).max(1)
+        row_blocks.max(1)
     };
     let dst = Dst::new(c, n);
     let block = |p: usize| {
-        let (rows, cols) = if by_cols >= by_rows {
+        let (rows, cols) = if by_cols {
             (0..m, share(n, parts, p))
         } else {
             (share(m, parts, p), 0..n)
@@ -113,16 +122,26 @@ pub(super) fn run(
     };
     if parts == 1 {
         block(0);
-    } else {
-        // The calling thread computes block 0 instead of sleeping while the pool works.
-        rayon::in_place_scope(|s| {
-            for p in 1..parts {
-                let block = &block;
-                s.spawn(move |_| block(p));
-            }
-            block(0);
-        });
+        return;
     }
+    let next = AtomicUsize::new(0);
+    let take = || {
+        loop {
+            let p = next.fetch_add(1, Ordering::Relaxed);
+            if p >= parts {
+                break;
+            }
+            block(p);
+        }
+    };
+    // The calling thread takes blocks too instead of sleeping while the pool works.
+    rayon::in_place_scope(|s| {
+        for _ in 1..threads.min(parts) {
+            let take = &take;
+            s.spawn(move |_| take());
+        }
+        take();
+    });
 }
 
 /// Part `p` of `parts` nearly equal consecutive parts of `0..len`.
