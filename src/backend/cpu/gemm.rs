@@ -45,13 +45,7 @@ pub(super) fn gemm(ctx: u64, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> 
 /// `C = alpha op(A) op(B) + beta C`, then `epi(row, first_col, segment)` (when given) over
 /// every row segment of C, each right after the product of its block. `a`, `b`, `c` must have the lengths
 /// `check::gemm` demands (every caller checks them first).
-pub(super) fn run(
-    g: &Gemm,
-    a: &[f32],
-    b: &[f32],
-    c: &mut [f32],
-    epi: Option<&Epilogue<'_>>,
-) {
+pub(super) fn run(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32], epi: Option<&Epilogue<'_>>) {
     let (m, n, k) = (g.m, g.n, g.k);
     if m == 0 || n == 0 {
         return;
@@ -113,7 +107,15 @@ pub(super) fn run(
         } else {
             (share(m, parts, p), 0..n)
         };
-        product(g, a, b, &dst, rows.clone(), cols.clone(), gemm::Parallelism::None);
+        product(
+            g,
+            a,
+            b,
+            &dst,
+            rows.clone(),
+            cols.clone(),
+            gemm::Parallelism::None,
+        );
         if let Some(epi) = epi {
             for i in rows {
                 dst.row(i, cols.clone(), |seg| epi(i, cols.start, seg));

@@ -81,7 +81,9 @@ pub(super) fn rnn_step_backward(
         Activation::Relu => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
             if y > 0.0 { 1.0 } else { 0.0 }
         }),
-        _ => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| 1.0 - y * y),
+        _ => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
+            1.0 - y * y
+        }),
     }
 }
 
@@ -106,11 +108,17 @@ fn backward(
             let g = Gemm::new(batch, hidden, hidden);
             let ins = [dh, h, next, w_hh];
             lock(op, ctx, ins, [dpre], |[dh, h, nx, w], [dp]| {
-                gemm::run(&g, nx, w, dp, Some(&|i, j0, seg: &mut [f32]| {
-                    let s = i * hidden + j0;
-                    let (d, y) = (&dh[s..s + seg.len()], &h[s..s + seg.len()]);
-                    simd::zip2(seg, d, y, |v, d, y| grad(y) * (v + d));
-                }))
+                gemm::run(
+                    &g,
+                    nx,
+                    w,
+                    dp,
+                    Some(&|i, j0, seg: &mut [f32]| {
+                        let s = i * hidden + j0;
+                        let (d, y) = (&dh[s..s + seg.len()], &h[s..s + seg.len()]);
+                        simd::zip2(seg, d, y, |v, d, y| grad(y) * (v + d));
+                    }),
+                )
             })
         }
         None => lock(op, ctx, [dh, h], [dpre], |[dh, h], [dp]| {

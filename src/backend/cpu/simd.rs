@@ -124,7 +124,9 @@ mod tests {
             .zip(&b)
             .map(|((&y, &a), &b)| super::super::fastmath::tanh(y + a * b))
             .collect();
-        zip2(&mut y, &a, &b, |y, a, b| super::super::fastmath::tanh(y + a * b));
+        zip2(&mut y, &a, &b, |y, a, b| {
+            super::super::fastmath::tanh(y + a * b)
+        });
         for (g, w) in y.iter().zip(&want) {
             assert!((g - w).abs() <= 1e-6 * w.abs().max(1.0), "{g} vs {w}");
         }
@@ -132,6 +134,11 @@ mod tests {
         zip1(&mut z, &b, |z, b| z - b);
         assert!(z.iter().zip(&a).zip(&b).all(|((&z, &a), &b)| z == a - b));
         map(&mut z, |z| z * 2.0);
-        assert!(z.iter().zip(&a).zip(&b).all(|((&z, &a), &b)| z == (a - b) * 2.0));
+        assert!(
+            z.iter()
+                .zip(&a)
+                .zip(&b)
+                .all(|((&z, &a), &b)| z == (a - b) * 2.0)
+        );
     }
 }
