@@ -5,9 +5,10 @@
 //! Threading by size. Large products use the crate's own Rayon threading (it shares packed panels
 //! between threads). Mid-sized ones (an RNN step, 64 x 256 x 256) lose most of their time there:
 //! the crate packs op(B) on one thread before it splits, and the calling thread sleeps while
-//! workers run. They are instead cut into one block of columns (or rows) per thread, each an
-//! independent single-threaded product (so each packs only its own panel), with the calling
-//! thread computing one block itself. Small products stay on the calling thread.
+//! workers run. They are instead cut into blocks of columns (a few per thread, taken dynamically)
+//! or rows (one per thread), each an independent single-threaded product (a column block packs
+//! only its own panel), with the calling thread taking blocks too. Small products stay on the
+//! calling thread.
 
 use std::marker::PhantomData;
 use std::ops::Range;
@@ -43,8 +44,8 @@ pub(super) fn gemm(ctx: u64, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> 
 }
 
 /// `C = alpha op(A) op(B) + beta C`, then `epi(row, first_col, segment)` (when given) over
-/// every row segment of C, each right after the product of its block. `a`, `b`, `c` must have the lengths
-/// `check::gemm` demands (every caller checks them first).
+/// every row segment of C, each right after the product of its block. `a`, `b`, `c` must have
+/// the lengths `check::gemm` demands (every caller checks them first).
 pub(super) fn run(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32], epi: Option<&Epilogue<'_>>) {
     let (m, n, k) = (g.m, g.n, g.k);
     if m == 0 || n == 0 {
