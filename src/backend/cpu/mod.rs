@@ -16,6 +16,7 @@ mod par;
 mod reduce;
 mod rnn_seq;
 mod rnn_step;
+mod simd;
 mod softmax;
 
 use std::sync::Arc;

@@ -64,6 +64,17 @@ struct Adam {
 
 impl Adam {
     fn run(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
+        super::simd::vectorized(AdamLanes {
+            adam: self,
+            p,
+            m,
+            v,
+            g,
+        })
+    }
+
+    #[inline(always)]
+    fn lanes(&self, p: &mut [f32], m: &mut [f32], v: &mut [f32], g: &[f32]) {
         let (b1, b2) = (self.b1, self.b2);
         for (((p, m), v), &g) in p.iter_mut().zip(m.iter_mut()).zip(v.iter_mut()).zip(g) {
             let g = g + self.l2 * *p;
@@ -72,6 +83,23 @@ impl Adam {
             *v = b2 * *v + (1.0 - b2) * g * g;
             *p -= self.step_size * *m / (v.sqrt() * self.inv_sqrt_bc2 + self.eps);
         }
+    }
+}
+
+/// One chunk of the Adam update, compiled for the widest vector instructions (the square root
+/// and division per element make it compute-bound at SSE width).
+struct AdamLanes<'a> {
+    adam: &'a Adam,
+    p: &'a mut [f32],
+    m: &'a mut [f32],
+    v: &'a mut [f32],
+    g: &'a [f32],
+}
+
+impl super::simd::Lanes for AdamLanes<'_> {
+    #[inline(always)]
+    fn run(self) {
+        self.adam.lanes(self.p, self.m, self.v, self.g)
     }
 }
 

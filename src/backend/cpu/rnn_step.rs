@@ -1,30 +1,16 @@
 //! The fused Elman time steps: the recurrent product through the packed GEMM straight into the
-//! output, then one pass of bias + activation (forward) or activation derivative (backward)
-//! over it, all under one lock of the views.
-
-use rayon::prelude::*;
+//! output, each block of it then finished by the bias + activation (forward) or activation
+//! derivative (backward) epilogue on the thread that computed it, all under one lock of the
+//! views.
 
 use super::access::lock;
 use super::activation::with_act;
 use super::gemm;
-use super::par::{PAR_MIN, chunks, min_rows};
+use super::par::chunks;
+use super::simd;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::{Activation, Gemm, check};
-
-/// `f(out_row, in_row)` over matching rows of `hidden` elements, in parallel when large.
-fn rows2(out: &mut [f32], input: &[f32], hidden: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
-    if out.len() < PAR_MIN {
-        out.chunks_mut(hidden)
-            .zip(input.chunks(hidden))
-            .for_each(|(o, i)| f(o, i));
-    } else {
-        out.par_chunks_mut(hidden)
-            .zip(input.par_chunks(hidden))
-            .with_min_len(min_rows(hidden))
-            .for_each(|(o, i)| f(o, i));
-    }
-}
 
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rnn_step_forward(
@@ -54,12 +40,14 @@ pub(super) fn rnn_step_forward(
     let g = Gemm::new(batch, hidden, hidden).tb();
     let ins = [pre, h_prev, w_hh, b_ih, b_hh];
     lock(op, ctx, ins, [h], |[pre, hp, w, bi, bh], [h]| {
-        gemm::run(&g, hp, w, h);
-        with_act!(act, f => rows2(h, pre, hidden, |hr, pr| {
-            for (((v, &p), &a), &b) in hr.iter_mut().zip(pr).zip(bi).zip(bh) {
-                *v = f(*v + p + a + b);
-            }
-        }))
+        // Two vectorized passes over each (cache-resident) segment keep the reference order of
+        // the sum, ((v + pre) + b_ih) + b_hh.
+        with_act!(act, f => gemm::run(&g, hp, w, h, Some(&|i, j0, seg: &mut [f32]| {
+            let e = j0 + seg.len();
+            let (pr, bi, bh) = (&pre[i * hidden + j0..i * hidden + e], &bi[j0..e], &bh[j0..e]);
+            simd::zip2(seg, pr, bi, |v, p, a| v + p + a);
+            simd::zip1(seg, bh, |v, b| f(v + b));
+        })))
     })
 }
 
@@ -88,47 +76,56 @@ pub(super) fn rnn_step_backward(
     if check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))? == 0 {
         return Ok(());
     }
-    // The product goes straight into `dpre`; the epilogue then reads it back (`with_next`).
-    let body = |[dh, h]: [&[f32]; 2], [dp]: [&mut [f32]; 1], with_next: bool| match act {
-        Activation::Relu => {
-            epilogue_backward(dp, dh, h, with_next, |y| if y > 0.0 { 1.0 } else { 0.0 })
-        }
-        _ => epilogue_backward(dp, dh, h, with_next, |y| 1.0 - y * y),
-    };
-    match dpre_next {
-        Some(next) => {
-            let g = Gemm::new(batch, hidden, hidden);
-            lock(
-                op,
-                ctx,
-                [dh, h, next, w_hh],
-                [dpre],
-                |[dh, h, nx, w], [dp]| {
-                    gemm::run(&g, nx, w, dp);
-                    body([dh, h], [dp], true)
-                },
-            )
-        }
-        None => lock(op, ctx, [dh, h], [dpre], |ins, outs| body(ins, outs, false)),
+    // act' from the output: the step ops take tanh or relu only (`check::rnn_step`).
+    match act {
+        Activation::Relu => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
+            if y > 0.0 { 1.0 } else { 0.0 }
+        }),
+        _ => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
+            1.0 - y * y
+        }),
     }
 }
 
-/// `dp = act'(h) * (dp + dh)` (`with_next`) or `act'(h) * dh`, `grad` giving act' from the
-/// output.
-fn epilogue_backward(
-    dp: &mut [f32],
-    dh: &[f32],
-    h: &[f32],
-    with_next: bool,
-    grad: impl Fn(f32) -> f32 + Sync + Send,
-) {
-    chunks(dp, |s, o| {
-        let e = s + o.len();
-        let it = o.iter_mut().zip(&dh[s..e]).zip(&h[s..e]);
-        if with_next {
-            it.for_each(|((v, &d), &y)| *v = grad(y) * (*v + d));
-        } else {
-            it.for_each(|((v, &d), &y)| *v = grad(y) * d);
+/// `dpre = act'(h) * (dh + dpre_next W_hh)` (no product without `dpre_next`), the product
+/// going straight into `dpre` and each block's epilogue reading it back; `grad` gives act'
+/// from the output.
+#[allow(clippy::too_many_arguments)]
+fn backward(
+    ctx: u64,
+    dh: View<'_>,
+    dpre_next: Option<View<'_>>,
+    w_hh: View<'_>,
+    h: View<'_>,
+    dpre: View<'_>,
+    batch: usize,
+    hidden: usize,
+    grad: impl Fn(f32) -> f32 + Sync + Send + Copy,
+) -> Result<()> {
+    let op = "rnn_step_backward";
+    match dpre_next {
+        Some(next) => {
+            let g = Gemm::new(batch, hidden, hidden);
+            let ins = [dh, h, next, w_hh];
+            lock(op, ctx, ins, [dpre], |[dh, h, nx, w], [dp]| {
+                gemm::run(
+                    &g,
+                    nx,
+                    w,
+                    dp,
+                    Some(&|i, j0, seg: &mut [f32]| {
+                        let s = i * hidden + j0;
+                        let (d, y) = (&dh[s..s + seg.len()], &h[s..s + seg.len()]);
+                        simd::zip2(seg, d, y, |v, d, y| grad(y) * (v + d));
+                    }),
+                )
+            })
         }
-    });
+        None => lock(op, ctx, [dh, h], [dpre], |[dh, h], [dp]| {
+            chunks(dp, |s, o| {
+                let e = s + o.len();
+                simd::zip2(o, &dh[s..e], &h[s..e], |_, d, y| grad(y) * d);
+            })
+        }),
+    }
 }

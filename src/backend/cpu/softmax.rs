@@ -17,7 +17,7 @@ fn row_max(x: &[f32]) -> f32 {
 
 /// `row = exp(row - max)` in place; returns the sum of the exponentials.
 fn exp_shifted(row: &mut [f32], max: f32) -> f32 {
-    row.iter_mut().for_each(|v| *v = exp(*v - max));
+    super::simd::map(row, |v| exp(v - max));
     sum(row)
 }
 

@@ -10,6 +10,9 @@ fn cell_shape() -> impl Strategy<Value = (usize, usize)> {
         (1usize..4, 1usize..9),
         (1usize..40, 1usize..70),
         (64usize..100, 100usize..160),
+        // Past 2^21 multiply-adds: the recurrent product split into per-thread blocks, each
+        // finished by its own epilogue.
+        (48usize..80, 200usize..270),
     ]
 }
 

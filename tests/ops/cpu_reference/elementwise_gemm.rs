@@ -69,8 +69,12 @@ fn gemm_dims() -> impl Strategy<Value = (usize, usize, usize)> {
     prop_oneof![
         (1usize..9, 1usize..9, 1usize..9),
         (1usize..70, 1usize..70, 1usize..70),
-        // Over 2^22 multiply-adds: the multi-threaded path.
+        // Mid-sized, wide C: one block of columns per thread.
         (170usize..240, 170usize..240, 170usize..240),
+        // Mid-sized, narrow C: one block of rows per thread.
+        (300usize..520, 9usize..100, 100usize..200),
+        // Over 2^24 multiply-adds: the gemm crate's own threading.
+        (250usize..300, 250usize..300, 260usize..300),
     ]
 }
 
