@@ -60,6 +60,34 @@ pub(crate) fn gemm(g: &Gemm, a: &View<'_>, b: &View<'_>, c: &View<'_>) -> Result
     no_overlap("gemm", c, b, false)
 }
 
+/// A `(name, view, width)` argument of a recurrent cell op: the view holds
+/// `batch x width*hidden` elements.
+pub(crate) type CellArg<'a, 'b> = (&'a str, &'a View<'b>, usize);
+
+/// Shared checks of the LSTM/GRU cell ops: lengths (`batch x width*hidden` each), and no output
+/// overlapping an input or another output. Returns `batch * hidden`.
+pub(crate) fn cell(
+    op: &str,
+    batch: usize,
+    hidden: usize,
+    inputs: &[CellArg<'_, '_>],
+    outputs: &[CellArg<'_, '_>],
+) -> Result<usize> {
+    let n = area(op, batch, hidden)?;
+    for (name, v, width) in inputs.iter().chain(outputs) {
+        len(op, name, v, area(op, n, *width)?)?;
+    }
+    for (i, (_, o, _)) in outputs.iter().enumerate() {
+        for (_, input, _) in inputs {
+            no_overlap(op, o, input, false)?;
+        }
+        for (_, other, _) in &outputs[i + 1..] {
+            no_overlap(op, o, other, false)?;
+        }
+    }
+    Ok(n)
+}
+
 /// Kernel dimensions are 32-bit on every GPU dialect.
 pub(crate) fn fits_u32(op: &str, n: usize) -> Result<u32> {
     u32::try_from(n)

@@ -34,11 +34,14 @@ pub(super) fn lstm_cell_forward(
     hidden: usize,
 ) -> Result<()> {
     let op = "lstm_cell_forward";
-    let n = check::area(op, batch, hidden)?;
-    check::len(op, "gates", &gates, check::area(op, n, 4)?)?;
-    check::len(op, "c_prev", &c_prev, n)?;
-    check::len(op, "c", &c, n)?;
-    check::len(op, "h", &h, n)?;
+    // `gates` is read and rewritten in place: it counts as an output.
+    let n = check::cell(
+        op,
+        batch,
+        hidden,
+        &[("c_prev", &c_prev, 1)],
+        &[("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)],
+    )?;
     if n == 0 {
         return Ok(());
     }
@@ -77,14 +80,18 @@ pub(super) fn lstm_cell_backward(
     hidden: usize,
 ) -> Result<()> {
     let op = "lstm_cell_backward";
-    let n = check::area(op, batch, hidden)?;
-    let n4 = check::area(op, n, 4)?;
-    check::len(op, "gates", &gates, n4)?;
-    check::len(op, "c_prev", &c_prev, n)?;
-    check::len(op, "c", &c, n)?;
-    check::len(op, "dh", &dh, n)?;
-    check::len(op, "dc", &dc, n)?;
-    check::len(op, "dgates", &dgates, n4)?;
+    let n = check::cell(
+        op,
+        batch,
+        hidden,
+        &[
+            ("gates", &gates, 4),
+            ("c_prev", &c_prev, 1),
+            ("c", &c, 1),
+            ("dh", &dh, 1),
+        ],
+        &[("dc", &dc, 1), ("dgates", &dgates, 4)],
+    )?;
     if n == 0 {
         return Ok(());
     }
@@ -128,13 +135,13 @@ pub(super) fn gru_cell_forward(
     hidden: usize,
 ) -> Result<()> {
     let op = "gru_cell_forward";
-    let n = check::area(op, batch, hidden)?;
-    let n3 = check::area(op, n, 3)?;
-    check::len(op, "gx", &gx, n3)?;
-    check::len(op, "gh", &gh, n3)?;
-    check::len(op, "h_prev", &h_prev, n)?;
-    check::len(op, "h", &h, n)?;
-    check::len(op, "cache", &cache, check::area(op, n, 4)?)?;
+    let n = check::cell(
+        op,
+        batch,
+        hidden,
+        &[("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)],
+        &[("h", &h, 1), ("cache", &cache, 4)],
+    )?;
     if n == 0 {
         return Ok(());
     }
@@ -178,14 +185,13 @@ pub(super) fn gru_cell_backward(
     hidden: usize,
 ) -> Result<()> {
     let op = "gru_cell_backward";
-    let n = check::area(op, batch, hidden)?;
-    let n3 = check::area(op, n, 3)?;
-    check::len(op, "cache", &cache, check::area(op, n, 4)?)?;
-    check::len(op, "h_prev", &h_prev, n)?;
-    check::len(op, "dh", &dh, n)?;
-    check::len(op, "dgx", &dgx, n3)?;
-    check::len(op, "dgh", &dgh, n3)?;
-    check::len(op, "dh_prev", &dh_prev, n)?;
+    let n = check::cell(
+        op,
+        batch,
+        hidden,
+        &[("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)],
+        &[("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)],
+    )?;
     if n == 0 {
         return Ok(());
     }

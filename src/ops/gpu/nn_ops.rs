@@ -117,30 +117,18 @@ impl<D: Device> GpuOps<D> {
         self.run(op, launch::rows(rows), args)
     }
 
-    /// Shared checks of the cell ops: every `(view, width)` holds `batch x width*hidden`, and
-    /// outputs overlap no input and no other output.
+    /// [`check::cell`] plus context ownership and the 32-bit kernel limit.
     fn cell_checks(
         &self,
         op: &str,
         batch: usize,
         hidden: usize,
-        inputs: &[(&str, &View<'_>, usize)],
-        outputs: &[(&str, &View<'_>, usize)],
+        inputs: &[check::CellArg<'_, '_>],
+        outputs: &[check::CellArg<'_, '_>],
     ) -> Result<u32> {
         let all: Vec<&View<'_>> = inputs.iter().chain(outputs).map(|(_, v, _)| *v).collect();
         self.mine(op, &all)?;
-        let n = check::area(op, batch, hidden)?;
-        for (name, v, width) in inputs.iter().chain(outputs) {
-            check::len(op, name, v, check::area(op, n, *width)?)?;
-        }
-        for (i, (_, o, _)) in outputs.iter().enumerate() {
-            for (_, input, _) in inputs {
-                check::no_overlap(op, o, input, false)?;
-            }
-            for (_, other, _) in &outputs[i + 1..] {
-                check::no_overlap(op, o, other, false)?;
-            }
-        }
+        let n = check::cell(op, batch, hidden, inputs, outputs)?;
         check::fits_u32(op, check::area(op, n, 4)?)?;
         Ok(n as u32)
     }
