@@ -17,6 +17,7 @@
 
 pub(crate) mod check;
 pub(crate) mod gpu;
+pub(crate) mod rnn_seq;
 
 use crate::buffer::{Buffer, View};
 use crate::device::DeviceInfo;

@@ -14,7 +14,6 @@ mod gemm;
 mod optim;
 mod par;
 mod reduce;
-mod rnn_seq;
 mod rnn_step;
 mod simd;
 mod softmax;
@@ -27,7 +26,7 @@ use crate::buffer::{Buffer, Storage, View};
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
-use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep};
+use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep, check, rnn_seq};
 
 /// The CPU backend's device description.
 pub(crate) fn device_info() -> DeviceInfo {
@@ -348,8 +347,12 @@ impl Ops for CpuOps {
         batch: usize,
         hidden: usize,
     ) -> Result<()> {
-        let ctx = self.context;
-        rnn_seq::rnn_sequence_forward(ctx, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)
+        let op = "rnn_sequence_forward";
+        check::same_context(op, self.context, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
+        if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)? == 0 {
+            return Ok(());
+        }
+        rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)
     }
 
     fn rnn_sequence_backward(
@@ -363,8 +366,12 @@ impl Ops for CpuOps {
         batch: usize,
         hidden: usize,
     ) -> Result<()> {
-        let ctx = self.context;
-        rnn_seq::rnn_sequence_backward(ctx, dh, hs, w_hh, dpre, act, steps, batch, hidden)
+        let op = "rnn_sequence_backward";
+        check::same_context(op, self.context, &[&dh, &hs, &w_hh, &dpre])?;
+        if check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, steps, batch, hidden)? == 0 {
+            return Ok(());
+        }
+        rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, steps, batch, hidden)
     }
 
     fn lstm_cell_forward(

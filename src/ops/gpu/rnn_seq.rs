@@ -129,20 +129,9 @@ impl<D: Device> GpuOps<D> {
         if launched {
             return Ok(());
         }
-        for t in 0..steps {
-            self.rnn_step_forward_impl(
-                pre.slice(t * n, n)?,
-                hs.slice(t * n, n)?,
-                w_hh,
-                b_ih,
-                b_hh,
-                hs.slice((t + 1) * n, n)?,
-                act,
-                batch,
-                hidden,
-            )?;
-        }
-        Ok(())
+        crate::ops::rnn_seq::forward_by_steps(
+            self, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -178,24 +167,7 @@ impl<D: Device> GpuOps<D> {
         if launched {
             return Ok(());
         }
-        for t in (0..steps).rev() {
-            let next = if t + 1 < steps {
-                Some(dpre.slice((t + 1) * n, n)?)
-            } else {
-                None
-            };
-            self.rnn_step_backward_impl(
-                dh.slice(t * n, n)?,
-                next,
-                w_hh,
-                hs.slice((t + 1) * n, n)?,
-                dpre.slice(t * n, n)?,
-                act,
-                batch,
-                hidden,
-            )?;
-        }
-        Ok(())
+        crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, steps, batch, hidden)
     }
 }
 

@@ -1,14 +1,15 @@
-//! The whole-sequence Elman ops: the fused steps of [`super::rnn_step`], one per time step, on
-//! views of the sequence buffers.
+//! Whole-sequence Elman ops as a loop over the fused step ops, one launch per time step: the
+//! CPU backend's implementation, and the GPU fallback where no cooperative launch is available.
+//! Callers have checked the arguments (`check::rnn_sequence_*`); `n` is `batch * hidden`.
 
-use super::rnn_step;
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{Activation, check};
+use crate::ops::{Activation, Ops};
 
+/// `hs[t + 1] = act(pre[t] + hs[t] W_hh^T + b_ih + b_hh)` for `t = 0 .. steps`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn rnn_sequence_forward(
-    ctx: u64,
+pub(crate) fn forward_by_steps(
+    ops: &(impl Ops + ?Sized),
     pre: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
@@ -19,15 +20,9 @@ pub(super) fn rnn_sequence_forward(
     batch: usize,
     hidden: usize,
 ) -> Result<()> {
-    let op = "rnn_sequence_forward";
-    check::same_context(op, ctx, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-    let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)?;
-    if n == 0 {
-        return Ok(());
-    }
+    let n = batch * hidden;
     for t in 0..steps {
-        rnn_step::rnn_step_forward(
-            ctx,
+        ops.rnn_step_forward(
             pre.slice(t * n, n)?,
             hs.slice(t * n, n)?,
             w_hh,
@@ -42,9 +37,10 @@ pub(super) fn rnn_sequence_forward(
     Ok(())
 }
 
+/// `dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W_hh)` for `t = steps - 1 .. 0`.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn rnn_sequence_backward(
-    ctx: u64,
+pub(crate) fn backward_by_steps(
+    ops: &(impl Ops + ?Sized),
     dh: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
@@ -54,20 +50,14 @@ pub(super) fn rnn_sequence_backward(
     batch: usize,
     hidden: usize,
 ) -> Result<()> {
-    let op = "rnn_sequence_backward";
-    check::same_context(op, ctx, &[&dh, &hs, &w_hh, &dpre])?;
-    let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, steps, batch, hidden)?;
-    if n == 0 {
-        return Ok(());
-    }
+    let n = batch * hidden;
     for t in (0..steps).rev() {
         let next = if t + 1 < steps {
             Some(dpre.slice((t + 1) * n, n)?)
         } else {
             None
         };
-        rnn_step::rnn_step_backward(
-            ctx,
+        ops.rnn_step_backward(
             dh.slice(t * n, n)?,
             next,
             w_hh,
