@@ -36,6 +36,12 @@ fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
         n_kept.push(((plus - minus) / (2.0 * eps as f64)) as f32);
     }
     net.set_parameters(&base).unwrap();
+    // A single unit within `eps` of its kink takes every weight feeding it along (a network of
+    // one hidden unit: more than half of them); the kink band shrinks with `eps`, so look once
+    // more, closer, before calling the case uninformative.
+    if n_kept.len() * 2 < base.len() && eps > 2e-4 {
+        return check(net, data, eps / 10.0, tol, what);
+    }
     assert!(
         n_kept.len() * 2 >= base.len(),
         "{what}: {} of {} parameters sit on kinks",
