@@ -17,7 +17,7 @@ use crate::ops::{Activation, Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
-use super::recurrent::{GateParams, HiddenSeq};
+use super::recurrent::{GateGrads, GateParams, HiddenSeq};
 use super::rnn::RnnOutput;
 use super::size;
 
@@ -167,32 +167,13 @@ impl Gru {
                 f.ops.axpy(1.0, ws.dh_direct.view(), dh_prev)?;
             }
         }
-        let rows = t_n * b;
-        let (dgx, dgh) = (ws.gx.view(), ws.gh.view());
-        f.ops.gemm(
-            Gemm::new(3 * h, self.inputs, rows).ta(),
-            dgx,
-            x,
-            self.p.w_ih.view(f.grads)?,
-        )?;
-        f.ops.gemm(
-            Gemm::new(3 * h, h, rows).ta(),
-            dgh,
-            ws.seq.prev_states()?,
-            self.p.w_hh.view(f.grads)?,
-        )?;
-        f.ops
-            .sum_rows(dgx, self.p.b_ih.view(f.grads)?, rows, 3 * h, 0.0)?;
-        f.ops
-            .sum_rows(dgh, self.p.b_hh.view(f.grads)?, rows, 3 * h, 0.0)?;
-        if let Some(dx) = dx {
-            f.ops.gemm(
-                Gemm::new(rows, self.inputs, 3 * h),
-                dgx,
-                self.p.w_ih.view(f.params)?,
-                dx,
-            )?;
-        }
+        let d = GateGrads {
+            input_side: ws.gx.view(),
+            hidden_side: ws.gh.view(),
+        };
+        let prev = ws.seq.prev_states()?;
+        self.p
+            .backward_weights(f, &d, x, prev, dx, t_n * b, self.inputs, h, 3)?;
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ use crate::ops::{Activation, Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
-use super::recurrent::{GateParams, HiddenSeq};
+use super::recurrent::{GateGrads, GateParams, HiddenSeq};
 use super::rnn::RnnOutput;
 use super::size;
 
@@ -175,32 +175,15 @@ impl Lstm {
                 )?;
             }
         }
-        let rows = t_n * b;
         let dgates = ws.dgates.view();
-        f.ops.gemm(
-            Gemm::new(4 * h, self.inputs, rows).ta(),
-            dgates,
-            x,
-            self.p.w_ih.view(f.grads)?,
-        )?;
-        f.ops.gemm(
-            Gemm::new(4 * h, h, rows).ta(),
-            dgates,
-            ws.seq.prev_states()?,
-            self.p.w_hh.view(f.grads)?,
-        )?;
         // Both biases enter the same sum, so they get the same gradient.
-        let db_ih = self.p.b_ih.view(f.grads)?;
-        f.ops.sum_rows(dgates, db_ih, rows, 4 * h, 0.0)?;
-        f.ops.copy(db_ih, self.p.b_hh.view(f.grads)?)?;
-        if let Some(dx) = dx {
-            f.ops.gemm(
-                Gemm::new(rows, self.inputs, 4 * h),
-                dgates,
-                self.p.w_ih.view(f.params)?,
-                dx,
-            )?;
-        }
+        let d = GateGrads {
+            input_side: dgates,
+            hidden_side: dgates,
+        };
+        let prev = ws.seq.prev_states()?;
+        self.p
+            .backward_weights(f, &d, x, prev, dx, t_n * b, self.inputs, h, 4)?;
         Ok(())
     }
 }

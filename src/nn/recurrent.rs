@@ -3,8 +3,9 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::Ops;
+use crate::ops::{Gemm, Ops};
 
+use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
 use super::rnn::RnnOutput;
 use super::size;
@@ -39,6 +40,63 @@ impl GateParams {
             b_ih: layout.add(format!("{name}.bias_ih_l0"), vec![g], bound),
             b_hh: layout.add(format!("{name}.bias_hh_l0"), vec![g], bound),
         }
+    }
+}
+
+/// Gradients w.r.t. the gate pre-activations over all `rows = steps * batch` rows, each
+/// `rows x gates*hidden`: the part that came through `x W_ih^T + b_ih`, and the part that came
+/// through `h W_hh^T + b_hh` (the same view for the LSTM, where both enter one sum).
+pub(crate) struct GateGrads<'a> {
+    pub input_side: View<'a>,
+    pub hidden_side: View<'a>,
+}
+
+impl GateParams {
+    /// The weight and bias gradients from all time steps at once (one GEMM each, written over
+    /// the old values), and, when asked, the gradient w.r.t. the input sequence `dx`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn backward_weights(
+        &self,
+        f: &Flat<'_>,
+        d: &GateGrads<'_>,
+        x: View<'_>,
+        prev_states: View<'_>,
+        dx: Option<View<'_>>,
+        rows: usize,
+        inputs: usize,
+        hidden: usize,
+        gates: usize,
+    ) -> Result<()> {
+        let g = gates * hidden;
+        f.ops.gemm(
+            Gemm::new(g, inputs, rows).ta(),
+            d.input_side,
+            x,
+            self.w_ih.view(f.grads)?,
+        )?;
+        f.ops.gemm(
+            Gemm::new(g, hidden, rows).ta(),
+            d.hidden_side,
+            prev_states,
+            self.w_hh.view(f.grads)?,
+        )?;
+        let db_ih = self.b_ih.view(f.grads)?;
+        f.ops.sum_rows(d.input_side, db_ih, rows, g, 0.0)?;
+        if d.hidden_side.same_as(&d.input_side) {
+            f.ops.copy(db_ih, self.b_hh.view(f.grads)?)?;
+        } else {
+            f.ops
+                .sum_rows(d.hidden_side, self.b_hh.view(f.grads)?, rows, g, 0.0)?;
+        }
+        if let Some(dx) = dx {
+            f.ops.gemm(
+                Gemm::new(rows, inputs, g),
+                d.input_side,
+                self.w_ih.view(f.params)?,
+                dx,
+            )?;
+        }
+        Ok(())
     }
 }
 
