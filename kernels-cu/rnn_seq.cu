@@ -10,7 +10,7 @@
 // W[:, j]. Its row tiles are by, by + gridDim.y, ... Every step it stages the RQ_ROWS rows of the
 // previous state it needs (h_t forward, dpre_{t+1} backward, written by other blocks in the step
 // before) from L2 into shared memory, computes its outputs with the fused epilogue, writes them,
-// and meets every other block at the barrier.
+// and meets the other blocks of its row (same blockIdx.y) at that row's barrier.
 //
 // Dynamic shared memory: (RQ_UNITS + RQ_ROWS) * hidden floats (W slice, then the state rows).
 //
@@ -24,18 +24,41 @@
 #define RQ_UNITS 16
 #define RQ_THREADS 256
 
-// Grid-wide barrier on a 32-bit counter that is never reset. Every arrival adds 1 except block
-// (0, 0), which adds 0x80000000 - (nblocks - 1): one complete barrier adds exactly 2^31, so bit
-// 31 flips once the last block has arrived and the low 31 bits return to what they were. They
-// start at 0 (the host zeroes the counter once, when it allocates it), so no partial sum can
-// flip bit 31 early. A block waits until bit 31 differs from the value its own arrival saw; it
-// cannot flip back before this block arrives at the next barrier.
+// Barrier of the blocks that share blockIdx.y. Block (bx, by) only reads state rows of its own
+// row tiles (by, by + gridDim.y, ...), and only the gridDim.x blocks of row by write those, so a
+// step needs no grid-wide barrier: each row of blocks meets on its own counter (RQ_GROUP_STRIDE
+// words apart, so the rows do not share a cache line) and runs ahead of the others. Fewer
+// arrivals per counter also means less serialization of the atomics in L2.
+//
+// Each counter is 32 bits and never reset. Every arrival adds 1 except block x == 0, which adds
+// 0x80000000 - (gridDim.x - 1): one complete barrier adds exactly 2^31, so bit 31 flips once the
+// last block of the row has arrived and the low 31 bits return to what they were. They start at
+// 0 (the host zeroes the counters once, when it allocates them), so no partial sum can flip bit
+// 31 early. A block waits until bit 31 differs from the value its own arrival saw; it cannot
+// flip back before this block arrives at the next barrier.
 //
 // Memory order (the pattern of CUDA's cooperative-groups grid sync): __syncthreads makes the
 // block's writes of this step happen-before thread 0's __threadfence, which is cumulative, so
 // they are visible device-wide before its arrival is; after seeing the flip, thread 0's second
 // fence orders every later load of the block (released by the final __syncthreads) after the
 // other blocks' arrivals, and with them their writes.
+#define RQ_GROUP_STRIDE 32
+__device__ __forceinline__ void rq_row_barrier(uint* counters) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        uint* counter = counters + (u64)blockIdx.y * RQ_GROUP_STRIDE;
+        const uint add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1u) : 1u;
+        __threadfence();
+        const uint old = atomicAdd(counter, add);
+        while (((old ^ *(volatile uint*)counter) & 0x80000000u) == 0u) {
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+// Barrier of the whole grid on counter 0 with the same arrival scheme, for persistent kernels
+// whose blocks read state written by blocks of other rows.
 __device__ __forceinline__ void rq_grid_barrier(uint* counter) {
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -167,7 +190,7 @@ extern "C" __global__ void __launch_bounds__(RQ_THREADS)
             if (store) h[at] = act_apply(acc + p + bias, act, act_param);
             __syncthreads();
         }
-        if (t + 1 < steps) rq_grid_barrier(barrier);
+        if (t + 1 < steps) rq_row_barrier(barrier);
     }
 }
 
@@ -217,6 +240,174 @@ extern "C" __global__ void __launch_bounds__(RQ_THREADS)
             }
             if (store) out[at] = act_grad(0.0f, y, act, act_param) * (d + acc);
         }
-        if (s + 1 < steps) rq_grid_barrier(barrier);
+        if (s + 1 < steps) rq_row_barrier(barrier);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster variant (geometry K, docs/kernel-abi.md): on devices with thread-block clusters
+// (sm_90+), one cluster of gridDim.x blocks owns one tile of RQ_ROWS batch rows for the whole
+// sequence, block x of it owning `units` hidden units (a multiple of RQ_UNITS). The state rows
+// never leave the cluster: each block keeps a full copy of its tile's previous state in shared
+// memory (double buffered by step parity) and stores every output it computes into the copy of
+// every block of the cluster (distributed shared memory), then the cluster meets at its hardware
+// barrier. No grid-wide barrier, no L2 round trip for the state, no co-residency requirement
+// beyond the cluster: clusters are independent and need no cooperative launch.
+//
+// Buffer reuse: at step t a block writes the peers' buffer (t + 1) & 1 while they may still read
+// buffer t & 1; it can only reach step t + 1 (and write buffer t & 1 again) after every peer has
+// arrived at the barrier that ends step t, which each does after its last read of buffer t & 1.
+// The last step writes no peer, so a block may exit while the others finish.
+#if !defined(RNN_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define RNN_HAS_CLUSTERS 1
+
+// barrier.cluster with release/acquire semantics: the remote shared-memory stores of this step
+// are visible to every block of the cluster after the wait.
+__device__ __forceinline__ void rc_cluster_barrier() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\t"
+                 "barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Stores v at the address of `local` (this block's shared memory) in block `rank` of the cluster.
+__device__ __forceinline__ void rc_store_peer(float* local, uint rank, float v) {
+    uint addr;
+    asm volatile("{\n\t.reg .u64 a;\n\tcvta.to.shared.u64 a, %1;\n\tcvt.u32.u64 %0, a;\n\t}"
+                 : "=r"(addr) : "l"(local));
+    uint remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(remote), "f"(v) : "memory");
+}
+#endif
+
+#define RC_MAX_PARTS 4
+
+// Loads this block's `units` wide slice of W (units j0 ..) as rows (forward, W[j, :]) or columns
+// (backward, W[:, j]), k-contiguous; units past `hidden` are zero.
+template <bool ROWS>
+__device__ __forceinline__ void rc_load_w(const float* __restrict__ W, uint hidden, uint j0,
+                                          uint units, float* ws) {
+    const u64 n = (u64)units * hidden;
+    for (u64 e = threadIdx.x; e < n; e += RQ_THREADS) {
+        const uint u = ROWS ? (uint)(e / hidden) : (uint)(e % units);
+        const uint k = ROWS ? (uint)(e % hidden) : (uint)(e / units);
+        const float w = j0 + u < hidden
+                            ? (ROWS ? W[(u64)(j0 + u) * hidden + k] : W[(u64)k * hidden + j0 + u])
+                            : 0.0f;
+        ws[(u64)u * hidden + k] = w;
+    }
+}
+
+// hs[t + 1] = act(pre[t] + hs[t] W^T + b_ih + b_hh), as rnn_seq_forward. Dynamic shared memory:
+// (units + 2 RQ_ROWS) * hidden floats.
+extern "C" __global__ void __launch_bounds__(RQ_THREADS)
+    rnn_seq_cluster_forward(const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off,
+                            const float* w_hh_base, u64 w_hh_off, const float* b_ih_base,
+                            u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, uint steps,
+                            uint batch, uint hidden, uint units, uint act, float act_param) {
+#ifdef RNN_HAS_CLUSTERS
+    extern __shared__ float rq_smem[];
+    float* ws = rq_smem;
+    float* state = rq_smem + (u64)units * hidden;
+    const float* pre = pre_base + pre_off;
+    float* hs = hs_base + hs_off;
+    const uint j0 = blockIdx.x * units;
+    const uint parts = units / RQ_UNITS;
+    const uint r0 = blockIdx.y * RQ_ROWS;
+    rc_load_w<true>(w_hh_base + w_hh_off, hidden, j0, units, ws);
+    rq_stage_rows(hs, batch, hidden, r0, state);
+
+    const uint lane = threadIdx.x % 32;
+    const uint g = threadIdx.x / 32;
+    const uint row_in_tile = 2 * (g % 4) + ((lane >> 4) & 1);
+    const uint row = r0 + row_in_tile;
+    const uint unit = 8 * (g / 4) + ((lane >> 1) & 7);
+    const bool writer = (lane & 1) == 0;
+    float bias[RC_MAX_PARTS];
+#pragma unroll
+    for (uint q = 0; q < RC_MAX_PARTS; ++q) {
+        const uint col = j0 + q * RQ_UNITS + unit;
+        bias[q] = q < parts && writer && col < hidden
+                      ? b_ih_base[b_ih_off + col] + b_hh_base[b_hh_off + col]
+                      : 0.0f;
+    }
+    const u64 block = (u64)batch * hidden;
+    // Every block of the cluster has started and staged its state before any peer stores.
+    rc_cluster_barrier();
+    for (uint t = 0; t < steps; ++t) {
+        const float* cur = state + (t & 1) * RQ_ROWS * hidden;
+        float* nxt = state + ((t + 1) & 1) * RQ_ROWS * hidden;
+#pragma unroll
+        for (uint q = 0; q < RC_MAX_PARTS; ++q) {
+            if (q < parts) {
+                const uint col = j0 + q * RQ_UNITS + unit;
+                const bool store = writer && row < batch && col < hidden;
+                const u64 at = (u64)row * hidden + col;
+                const float p = store ? pre[t * block + at] : 0.0f;
+                const float acc = rq_tile_dot(cur, ws + (u64)q * RQ_UNITS * hidden, hidden);
+                const float v = act_apply(acc + p + bias[q], act, act_param);
+                if (store) hs[(t + 1) * block + at] = v;
+                if (t + 1 < steps && writer && col < hidden) {
+                    for (uint r = 0; r < gridDim.x; ++r)
+                        rc_store_peer(nxt + row_in_tile * hidden + col, r, v);
+                }
+            }
+        }
+        if (t + 1 < steps) rc_cluster_barrier();
+    }
+#endif
+}
+
+// dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W), as rnn_seq_backward.
+extern "C" __global__ void __launch_bounds__(RQ_THREADS)
+    rnn_seq_cluster_backward(const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,
+                             const float* w_hh_base, u64 w_hh_off, float* dpre_base,
+                             u64 dpre_off, uint steps, uint batch, uint hidden, uint units,
+                             uint act, float act_param) {
+#ifdef RNN_HAS_CLUSTERS
+    extern __shared__ float rq_smem[];
+    float* ws = rq_smem;
+    float* state = rq_smem + (u64)units * hidden;
+    const float* dh = dh_base + dh_off;
+    const float* hs = hs_base + hs_off;
+    float* dpre = dpre_base + dpre_off;
+    const uint j0 = blockIdx.x * units;
+    const uint parts = units / RQ_UNITS;
+    const uint r0 = blockIdx.y * RQ_ROWS;
+    rc_load_w<false>(w_hh_base + w_hh_off, hidden, j0, units, ws);
+
+    const uint lane = threadIdx.x % 32;
+    const uint g = threadIdx.x / 32;
+    const uint row_in_tile = 2 * (g % 4) + ((lane >> 4) & 1);
+    const uint row = r0 + row_in_tile;
+    const uint unit = 8 * (g / 4) + ((lane >> 1) & 7);
+    const bool writer = (lane & 1) == 0;
+    const u64 block = (u64)batch * hidden;
+    // The W slices are loaded (rq_tile_dot reads them after this) and every block has started.
+    rc_cluster_barrier();
+    for (uint s = 0; s < steps; ++s) {
+        const uint t = steps - 1 - s;
+        const float* cur = state + (s & 1) * RQ_ROWS * hidden;
+        float* nxt = state + ((s + 1) & 1) * RQ_ROWS * hidden;
+#pragma unroll
+        for (uint q = 0; q < RC_MAX_PARTS; ++q) {
+            if (q < parts) {
+                const uint col = j0 + q * RQ_UNITS + unit;
+                const bool store = writer && row < batch && col < hidden;
+                const u64 at = (u64)row * hidden + col;
+                const float y = store ? hs[(t + 1) * block + at] : 0.0f;
+                const float d = store ? dh[t * block + at] : 0.0f;
+                // Uniform over the grid, so every lane reaches the shuffles.
+                const float acc =
+                    s > 0 ? rq_tile_dot(cur, ws + (u64)q * RQ_UNITS * hidden, hidden) : 0.0f;
+                const float v = act_grad(0.0f, y, act, act_param) * (d + acc);
+                if (store) dpre[t * block + at] = v;
+                if (s + 1 < steps && writer && col < hidden) {
+                    for (uint r = 0; r < gridDim.x; ++r)
+                        rc_store_peer(nxt + row_in_tile * hidden + col, r, v);
+                }
+            }
+        }
+        if (s + 1 < steps) rc_cluster_barrier();
+    }
+#endif
 }

@@ -35,8 +35,10 @@ def load(path):
         except ValueError:
             continue
         unit = row.get("Metric Unit", "")
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
-                 "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9}.get(unit, 1.0)
+        # Times in microseconds, sizes in bytes; ncu's unit names vary between versions.
+        scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3,
+                 "ms": 1e3, "second": 1e6, "s": 1e6, "byte": 1.0, "Kbyte": 1e3, "KB": 1e3,
+                 "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9, "GB": 1e9}.get(unit, 1.0)
         kernels[kid][row["Metric Name"]] = val * scale
     return names, kernels
 

@@ -838,6 +838,10 @@ macro_rules! backend_suite {
                 super::rnn_seq::rnn_sequence(T)
             }
             #[test]
+            fn gpu_rnn_sequence_cooperative() {
+                super::rnn_seq::rnn_sequence_cooperative(T)
+            }
+            #[test]
             fn gpu_rnn_sequence_fallback() {
                 super::rnn_seq::rnn_sequence_fallback(T)
             }

@@ -1,8 +1,13 @@
-//! The whole-sequence Elman ops. Where the device has a cooperative launch and the grid fits
-//! the co-residency limit, ONE launch of the persistent `rnn_seq_forward` / `rnn_seq_backward`
-//! kernels (geometry `Q`, kernels-cu/rnn_seq.cu) runs every time step, the blocks meeting at a
-//! grid-wide barrier between steps; everywhere else (OpenCL, HIP, shapes that do not fit) the
-//! fused step kernels run once per step.
+//! The whole-sequence Elman ops, each ONE launch where the device allows it, by the first route
+//! that fits:
+//! 1. thread-block clusters (sm_90+, hidden <= 512): `rnn_seq_cluster_*` (geometry `K`), one
+//!    cluster per tile of 8 batch rows exchanging the state through distributed shared memory
+//!    and meeting at the cluster's hardware barrier;
+//! 2. a cooperative launch whose grid fits the co-residency limit: `rnn_seq_forward` /
+//!    `rnn_seq_backward` (geometry `Q`), each row of blocks meeting at its own barrier in global
+//!    memory between steps;
+//! 3. everywhere else (OpenCL, HIP, shapes that do not fit) the fused step kernels, once per
+//!    step.
 
 use super::GpuOps;
 use super::launch::Args;
@@ -18,8 +23,29 @@ const RQ_ROWS: usize = 8;
 const RQ_UNITS: usize = 16;
 /// Threads per block (`RQ_THREADS`).
 const RQ_THREADS: u32 = 256;
+/// Words between two block rows' barrier counters (`RQ_GROUP_STRIDE`): one 128-byte line each.
+const RQ_GROUP_STRIDE: usize = 32;
+/// Block rows of a cooperative launch: bounds the barrier buffer (`RQ_GROUP_STRIDE` words per
+/// row). Co-residency limits grids far below it on today's devices (132 SMs x a few blocks).
+const MAX_BARRIER_ROWS: usize = 4096;
 /// The grid limit every dialect accepts in y.
 const MAX_GRID_Y: usize = 65_535;
+
+/// Blocks of a cluster the cluster kernels may use: the portable maximum.
+const MAX_CLUSTER: usize = 8;
+/// Hidden units one block of a cluster kernel may own (`RC_MAX_PARTS * RQ_UNITS`).
+const MAX_CLUSTER_UNITS: usize = 4 * RQ_UNITS;
+
+/// Units per block and blocks per cluster of the cluster kernels (geometry K): the fewest units
+/// (a multiple of RQ_UNITS) that cover `hidden` with at most MAX_CLUSTER blocks. `None` when
+/// `hidden` needs more.
+fn cluster_shape(hidden: usize) -> Option<(usize, usize)> {
+    if hidden == 0 {
+        return None;
+    }
+    let units = hidden.div_ceil(MAX_CLUSTER).div_ceil(RQ_UNITS) * RQ_UNITS;
+    (units <= MAX_CLUSTER_UNITS).then(|| (units, hidden.div_ceil(units)))
+}
 
 /// The grid of a persistent launch: every unit slice in x, as many row tiles in y as fit the
 /// co-residency limit `limit` (blocks stride over the rest). `None` when the unit slices alone
@@ -29,11 +55,68 @@ fn persistent_grid(batch: usize, hidden: usize, limit: usize) -> Option<[u32; 3]
     if gx == 0 || gx > limit {
         return None;
     }
-    let gy = batch.div_ceil(RQ_ROWS).min(limit / gx).clamp(1, MAX_GRID_Y);
+    let gy = batch
+        .div_ceil(RQ_ROWS)
+        .min(limit / gx)
+        .clamp(1, MAX_BARRIER_ROWS);
     Some([gx as u32, gy as u32, 1])
 }
 
 impl<D: Device> GpuOps<D> {
+    /// One clustered launch of `entry` (geometry K): a cluster per tile of RQ_ROWS batch rows,
+    /// its blocks splitting the hidden units; `args(units)` gives the arguments. `Ok(false)`
+    /// when the device has no clusters or the shape does not fit them.
+    fn rnn_seq_clustered(
+        &self,
+        entry: &str,
+        batch: usize,
+        hidden: usize,
+        args: impl FnOnce(u32) -> Result<Args>,
+    ) -> Result<bool> {
+        let Some((units, cluster)) = cluster_shape(hidden) else {
+            return Ok(false);
+        };
+        let tiles = batch.div_ceil(RQ_ROWS);
+        let shared = (units + 2 * RQ_ROWS)
+            .checked_mul(hidden)
+            .and_then(|f| f.checked_mul(4))
+            .and_then(|b| u32::try_from(b).ok());
+        let (Some(shared), Ok(tiles)) = (shared, u32::try_from(tiles)) else {
+            return Ok(false);
+        };
+        if tiles == 0 || tiles as usize > MAX_GRID_Y {
+            return Ok(false);
+        }
+        let config = LaunchConfig {
+            grid: [cluster as u32, tiles, 1],
+            block: [RQ_THREADS, 1, 1],
+            shared_bytes: shared,
+        };
+        let module = self.op_set()?;
+        let args = args(units as u32)?;
+        match self.device.launch_clustered(
+            &module,
+            entry,
+            &config,
+            [cluster as u32, 1, 1],
+            args.as_slice(),
+        ) {
+            None => Ok(false),
+            Some(Ok(())) => {
+                self.count_recorded();
+                Ok(true)
+            }
+            Some(Err(e)) => {
+                // A cluster shape the device cannot place is refused before anything runs.
+                log::debug!(
+                    "{}: {entry} as clusters refused ({e}); trying other routes",
+                    self.info.id
+                );
+                Ok(false)
+            }
+        }
+    }
+
     /// One cooperative launch of the persistent kernel `entry`, with `args(barrier)` its
     /// arguments. `Ok(false)` when the device or the shape does not allow it (the caller loops
     /// the step kernels instead).
@@ -73,13 +156,15 @@ impl<D: Device> GpuOps<D> {
             block: [RQ_THREADS, 1, 1],
             shared_bytes: shared,
         };
-        // The counter is zeroed once; each completed barrier leaves its low bits at zero again
-        // (kernels-cu/rnn_seq.cu), and launches on this context's one queue never overlap.
+        // One counter per block row, zeroed once; each completed barrier leaves its low bits at
+        // zero again (kernels-cu/rnn_seq.cu), and launches on this context's one queue never
+        // overlap. Allocated for the largest grid once, at the first (eager) step, since a
+        // step being recorded as a graph may not allocate.
         let mut slot = self.seq_barrier.lock();
         let barrier = match &*slot {
             Some(b) => b,
             None => {
-                let b = self.alloc_buffer(1)?;
+                let b = self.alloc_buffer(MAX_BARRIER_ROWS * RQ_GROUP_STRIDE)?;
                 self.fill_impl(b.view(), 0.0)?;
                 slot.insert(b)
             }
@@ -111,6 +196,24 @@ impl<D: Device> GpuOps<D> {
         self.mine("rnn_sequence_forward", &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
         let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)?;
         if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let clustered =
+            self.rnn_seq_clustered("rnn_seq_cluster_forward", batch, hidden, |units| {
+                Ok(Args::new()
+                    .buf(&pre)?
+                    .buf(&hs)?
+                    .buf(&w_hh)?
+                    .buf(&b_ih)?
+                    .buf(&b_hh)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32)
+                    .u32(units)
+                    .u32(act.code())
+                    .f32(act.param()))
+            })?;
+        if clustered {
             return Ok(());
         }
         let launched = self.rnn_seq_cooperative("rnn_seq_forward", batch, hidden, |barrier| {
@@ -152,6 +255,23 @@ impl<D: Device> GpuOps<D> {
         if n == 0 || steps == 0 {
             return Ok(());
         }
+        let clustered =
+            self.rnn_seq_clustered("rnn_seq_cluster_backward", batch, hidden, |units| {
+                Ok(Args::new()
+                    .buf(&dh)?
+                    .buf(&hs)?
+                    .buf(&w_hh)?
+                    .buf(&dpre)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32)
+                    .u32(units)
+                    .u32(act.code())
+                    .f32(act.param()))
+            })?;
+        if clustered {
+            return Ok(());
+        }
         let launched = self.rnn_seq_cooperative("rnn_seq_backward", batch, hidden, |barrier| {
             Ok(Args::new()
                 .buf(&dh)?
@@ -174,7 +294,17 @@ impl<D: Device> GpuOps<D> {
 
 #[cfg(test)]
 mod tests {
-    use super::persistent_grid;
+    use super::{cluster_shape, persistent_grid};
+
+    #[test]
+    fn cluster_shape_covers_hidden_with_at_most_eight_blocks() {
+        assert_eq!(cluster_shape(256), Some((32, 8)));
+        assert_eq!(cluster_shape(100), Some((16, 7)));
+        assert_eq!(cluster_shape(1), Some((16, 1)));
+        assert_eq!(cluster_shape(512), Some((64, 8)));
+        assert_eq!(cluster_shape(513), None);
+        assert_eq!(cluster_shape(0), None);
+    }
 
     #[test]
     fn grid_covers_units_and_respects_the_limit() {

@@ -1,8 +1,11 @@
 //! The whole-sequence Elman ops on every GPU target against the CPU backend: odd and tile-sized
 //! shapes, 1 to 20 steps, both activations, a random initial state, outputs poisoned, views
-//! aligned and not. On CUDA this runs the persistent cooperative kernels; on OpenCL and HIP the
-//! step-kernel loop. `gpu_rnn_sequence_fallback` takes a hidden size whose W slice exceeds any
-//! shared memory a block can have, so CUDA loops the step kernels too.
+//! aligned and not. On CUDA devices with thread-block clusters (sm_90+) this runs the cluster
+//! kernels, on older CUDA devices the persistent cooperative kernels, on OpenCL and HIP the
+//! step-kernel loop. `gpu_rnn_sequence_cooperative` takes hidden sizes beyond what the cluster
+//! kernels cover (512), so CUDA runs the cooperative kernels; `gpu_rnn_sequence_fallback` a
+//! hidden size whose W slice exceeds any shared memory a block can have, so CUDA loops the step
+//! kernels too.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -70,6 +73,25 @@ pub fn rnn_sequence(t: Target) {
                 check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
             }
             Ok(())
+        },
+    );
+}
+
+pub fn rnn_sequence_cooperative(t: Target) {
+    let s = (
+        1..=6usize,
+        prop_oneof![Just(1usize), 9..=19usize],
+        513..=530usize,
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_rnn_sequence_cooperative",
+        3,
+        s,
+        |ctx, (steps, batch, hidden, seed)| {
+            let mut r = Values(seed);
+            check_sequence(ctx, steps, batch, hidden, 3, Activation::Tanh, &mut r)
         },
     );
 }
