@@ -1,6 +1,7 @@
 // Whole-sequence LSTM and GRU, forward and backward, in ONE launch each (geometry Q,
-// docs/kernel-abi.md): the persistent scheme of rnn_seq.cu, whose rq_grid_barrier and
-// rq_load_shared_state this file uses (it comes after rnn_seq.cu in the translation unit). Only
+// docs/kernel-abi.md): the persistent scheme of rnn_seq.cu, whose rq_grid_barrier this file
+// uses (it comes after rnn_seq.cu in the translation unit), with common.cuh's
+// rnn_load_coherent for what other blocks wrote during the launch. Only
 // correct when every block of the grid is resident at once (a cooperative launch sized by the
 // occupancy calculator); elsewhere the step kernels of gated_step.cu run once per step.
 //
@@ -51,7 +52,7 @@ __device__ __forceinline__ void gq_stage_rows(const float* a, uint batch, uint w
     const uint rows = min((uint)GQ_ROWS, batch - r0);
     const uint n = rows * width;
     const float* src = a + (u64)r0 * width;
-    for (uint e = threadIdx.x; e < n; e += NT) as[e] = rq_load_shared_state(src + e);
+    for (uint e = threadIdx.x; e < n; e += NT) as[e] = rnn_load_coherent(src + e);
     for (uint e = n + threadIdx.x; e < GQ_ROWS * width; e += NT) as[e] = 0.0f;
 }
 
