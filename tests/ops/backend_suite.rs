@@ -10,6 +10,7 @@ use crate::support::{self, Target, rel_err};
 
 mod cells;
 mod edges;
+mod gated_graph;
 mod gated_seq;
 mod graphs;
 mod indices;
@@ -790,6 +791,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_gated_sequence_fallback() {
                 super::gated_seq::gated_sequence_fallback(T)
+            }
+            #[test]
+            fn gpu_gated_sequence_graph() {
+                super::gated_graph::gated_sequence_graph(T)
             }
             #[test]
             fn gpu_optimizers() {
