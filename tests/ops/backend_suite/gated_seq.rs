@@ -129,14 +129,15 @@ pub fn gated_sequence_fallback(t: Target) {
     // needs 224 bytes per unit).
     let s = (
         1..=3usize,
-        1..=3usize,
+        // One row tile of the step kernels, or two with a ragged second.
+        prop_oneof![1..=3usize, 17..=20usize],
         prop_oneof![700..=710usize, 1040..=1050usize],
         any::<u64>(),
     );
     prop(
         t,
         "gpu_gated_sequence_fallback",
-        2,
+        3,
         s,
         |ctx, (steps, batch, hidden, seed)| {
             let mut r = Values(seed);
