@@ -106,8 +106,24 @@ impl<D: Device> GpuOps<D> {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        // Pooled scratch: work queued after this op (in order on the one queue) may reuse it.
-        let carry = self.alloc_buffer(n)?;
+        self.with_carry(n, |carry| {
+            self.lstm_backward_with(dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn lstm_backward_with(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        carry: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
         let entry = "lstm_seq_backward";
         let launched =
             self.cooperative(entry, tile(4, hidden, false), batch, hidden, |barrier| {
@@ -117,7 +133,7 @@ impl<D: Device> GpuOps<D> {
                     .buf(&cs)?
                     .buf(&w_hh)?
                     .buf(&dgates)?
-                    .buf(&carry.view())?
+                    .buf(&carry)?
                     .buf(barrier)?
                     .u32(steps as u32)
                     .u32(batch as u32)
@@ -127,16 +143,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         gated_seq::lstm_backward_by_steps(
-            self,
-            dh,
-            gates,
-            cs,
-            w_hh,
-            dgates,
-            carry.view(),
-            steps,
-            batch,
-            hidden,
+            self, dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden,
         )
     }
 
@@ -199,7 +206,25 @@ impl<D: Device> GpuOps<D> {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        let carry = self.alloc_buffer(n)?;
+        self.with_carry(n, |carry| {
+            self.gru_backward_with(dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gru_backward_with(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        carry: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
         let entry = "gru_seq_backward";
         let launched =
             self.cooperative(entry, tile(3, hidden, false), batch, hidden, |barrier| {
@@ -210,7 +235,7 @@ impl<D: Device> GpuOps<D> {
                     .buf(&w_hh)?
                     .buf(&dgx)?
                     .buf(&dgh)?
-                    .buf(&carry.view())?
+                    .buf(&carry)?
                     .buf(barrier)?
                     .u32(steps as u32)
                     .u32(batch as u32)
@@ -220,18 +245,29 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         gated_seq::gru_backward_by_steps(
-            self,
-            dh,
-            hs,
-            cache,
-            w_hh,
-            dgx,
-            dgh,
-            carry.view(),
-            steps,
-            batch,
-            hidden,
+            self, dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden,
         )
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
+    /// recorded training step may hold several gated layers of one size, and while recording,
+    /// the pool keeps each released temporary for the graph, so the second layer would need a
+    /// fresh allocation, which recording refuses. One buffer serves every call instead (each
+    /// op's launches finish with it before the next op's start, on the context's one queue; the
+    /// lock keeps two threads from interleaving their ops' launches). It grows only outside
+    /// graph recording in practice (a step is recorded after it ran once op by op), and a
+    /// replaced buffer is kept, since a recorded graph may still use it.
+    fn with_carry(&self, n: usize, f: impl FnOnce(View<'_>) -> Result<()>) -> Result<()> {
+        let mut carries = self.seq_carry.lock();
+        let current = carries.last().map_or(0, |b| b.len());
+        if current < n {
+            carries.push(self.alloc_buffer(n.max(current.saturating_mul(2)))?);
+        }
+        // Not empty: it held a buffer of at least n > 0 elements, or got one.
+        let carry = carries[carries.len() - 1].slice(0, n)?;
+        f(carry)
     }
 }
 

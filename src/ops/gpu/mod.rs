@@ -48,6 +48,9 @@ pub(crate) struct GpuOps<D: Device> {
     /// The grid-barrier counter of the persistent sequence kernels (`persistent`), allocated and
     /// zeroed on first use.
     seq_barrier: Mutex<Option<Buffer>>,
+    /// The per-(row, unit) carry of the gated sequence backward ops (`gated_seq`), grow-only:
+    /// the last is current, earlier ones stay alive for graphs that recorded them.
+    seq_carry: Mutex<Vec<Buffer>>,
     /// Partials and tickets of the one-launch grid reductions, allocated on first use.
     scratch: Mutex<Option<scratch::Scratch>>,
     /// Launches queued since the current graph recording began (`None`: not recording).
@@ -81,6 +84,7 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         op_set: Mutex::new(None),
         user: Mutex::new(HashMap::new()),
         seq_barrier: Mutex::new(None),
+        seq_carry: Mutex::new(Vec::new()),
         scratch: Mutex::new(None),
         recording: Mutex::new(None),
     }))
