@@ -43,15 +43,14 @@ inline float4 rs_load4(__global const float* base, uint row, uint row_lim, uint 
 }
 
 // The K slice from kb into registers; float4 j of work-item t is element t + j * RS_THREADS of
-// the slice in row-major float4 order (A: RS_BM rows of RS_BK; W: RS_BN rows of RS_BK when
-// trans_w, else RS_BK rows of RS_BN).
+// the slice in row-major float4 order (A: RS_BM rows, `lda` apart, of RS_BK; W: RS_BN rows of
+// RS_BK when trans_w, else RS_BK rows of RS_BN). K is `hidden`.
 inline void rs_fetch(__global const float* A, __global const float* W, uint batch, uint hidden,
-                     uint bm, uint bn, uint kb, int trans_w, float4* a, float4* w) {
+                     uint lda, uint bm, uint bn, uint kb, int trans_w, float4* a, float4* w) {
     uint t = get_local_id(0);
     for (int j = 0; j < RS_A_LOADS; j++) {
         uint e = t + j * RS_THREADS;
-        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden,
-                        hidden);
+        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden, lda);
     }
     for (int j = 0; j < RS_W_LOADS; j++) {
         uint e = t + j * RS_THREADS;
@@ -81,17 +80,18 @@ inline void rs_stage(__local float* as, __local float* ws, int trans_w, const fl
 }
 
 // acc[i] + acc[RS_ROWS + i] = row t / 32 + 4 i, column t % 32 of the tile (bm, bn) of
-// A op(W); W is read transposed when trans_w (the forward step). Ends with a barrier, so the
-// caller may run it again for another tile.
+// A op(W); A is `batch x hidden` with rows `lda` apart, W is `hidden x hidden`, read transposed
+// when trans_w (the forward step). Ends with a barrier, so the caller may run it again for
+// another tile (or another gate).
 inline void rs_tile_product(__global const float* A, __global const float* W, uint batch,
-                            uint hidden, uint bm, uint bn, int trans_w, __local float* As,
-                            __local float* Ws, float* acc) {
+                            uint hidden, uint lda, uint bm, uint bn, int trans_w,
+                            __local float* As, __local float* Ws, float* acc) {
     uint tc = get_local_id(0) % RS_BN;
     uint tr = get_local_id(0) / RS_BN;
     for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
     uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
     float4 a_next[RS_A_LOADS], w_next[RS_W_LOADS];
-    rs_fetch(A, W, batch, hidden, bm, bn, 0, trans_w, a_next, w_next);
+    rs_fetch(A, W, batch, hidden, lda, bm, bn, 0, trans_w, a_next, w_next);
     for (uint kt = 0; kt < ktiles; kt++) {
         __local float* as = As + (kt & 1) * RS_A_STAGE;
         __local float* ws = Ws + (kt & 1) * RS_W_STAGE;
@@ -99,7 +99,8 @@ inline void rs_tile_product(__global const float* A, __global const float* W, ui
         rs_stage(as, ws, trans_w, a_next, w_next);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (kt + 1 < ktiles)
-            rs_fetch(A, W, batch, hidden, bm, bn, (kt + 1) * RS_BK, trans_w, a_next, w_next);
+            rs_fetch(A, W, batch, hidden, lda, bm, bn, (kt + 1) * RS_BK, trans_w, a_next,
+                     w_next);
         for (uint kk = 0; kk < RS_BK; kk += 4) {
             float4 w;
             if (trans_w) {
@@ -143,7 +144,7 @@ void rnn_step_forward(__global const float* pre_base, ulong pre_off,
     for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
         uint bm = tile * RS_BM;
         float acc[2 * RS_ROWS];
-        rs_tile_product(h_prev, W, batch, hidden, bm, bn, 1, As, Ws, acc);
+        rs_tile_product(h_prev, W, batch, hidden, hidden, bm, bn, 1, As, Ws, acc);
         if (col >= hidden) continue;
         for (int i = 0; i < RS_ROWS; i++) {
             uint row = bm + tr + 4 * i;
@@ -178,7 +179,7 @@ void rnn_step_backward(__global const float* dh_base, ulong dh_off,
         uint bm = tile * RS_BM;
         float acc[2 * RS_ROWS];
         if (has_next) {
-            rs_tile_product(dnext, W, batch, hidden, bm, bn, 0, As, Ws, acc);
+            rs_tile_product(dnext, W, batch, hidden, hidden, bm, bn, 0, As, Ws, acc);
         } else {
             for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
         }

@@ -57,18 +57,18 @@ __device__ __forceinline__ float4 rs_load4(const float* __restrict__ base, uint 
 
 // The slice of K from kb into registers: float4 j of this thread is element
 // (t + j * RS_THREADS) of the slice in row-major float4 order, so consecutive threads read
-// consecutive addresses. A's slice is RS_BM rows of RS_BK; W's is RS_BN (hidden) rows of RS_BK
-// (forward, TRANS_W) or RS_BK rows of RS_BN (backward).
+// consecutive addresses. A's slice is RS_BM rows (of pitch lda) of RS_BK; W's is RS_BN (hidden)
+// rows of RS_BK (forward, TRANS_W) or RS_BK rows of RS_BN (backward). K is `hidden`.
 template <bool TRANS_W>
 __device__ __forceinline__ void rs_fetch(const float* __restrict__ A, const float* __restrict__ W,
-                                         uint batch, uint hidden, uint bm, uint bn, uint kb,
-                                         bool a_vec, bool w_vec, float4* a, float4* w) {
+                                         uint batch, uint hidden, uint lda, uint bm, uint bn,
+                                         uint kb, bool a_vec, bool w_vec, float4* a, float4* w) {
     const uint t = threadIdx.x;
 #pragma unroll
     for (int j = 0; j < RS_A_LOADS; ++j) {
         const uint e = t + j * RS_THREADS;
-        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden,
-                        hidden, a_vec);
+        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden, lda,
+                        a_vec);
     }
 #pragma unroll
     for (int j = 0; j < RS_W_LOADS; ++j) {
@@ -106,12 +106,14 @@ __device__ __forceinline__ void rs_stage(float* as, float* ws, const float4* a, 
 }
 
 // acc[i] + acc[RS_ROWS + i] (two chains for latency) = row tr + 4 i, column tc of the tile
-// (bm, bn) of A op(W). A is `batch x hidden`; W is read as W^T (forward, TRANS_W) or W.
+// (bm, bn) of A op(W). A is `batch x hidden` with rows `lda` apart (the gated steps read one
+// gate block of a wider gradient); W is `hidden x hidden`, read as W^T (forward, TRANS_W) or W.
+// With `a_vec`, A and lda must be 16-byte aligned; with `w_vec`, W and hidden.
 template <bool TRANS_W>
 __device__ __forceinline__ void rs_tile_product(const float* __restrict__ A,
                                                 const float* __restrict__ W, uint batch,
-                                                uint hidden, uint bm, uint bn, bool a_vec,
-                                                bool w_vec, float* As, float* Ws,
+                                                uint hidden, uint lda, uint bm, uint bn,
+                                                bool a_vec, bool w_vec, float* As, float* Ws,
                                                 float acc[2 * RS_ROWS]) {
     const uint tc = threadIdx.x % RS_BN;
     const uint tr = threadIdx.x / RS_BN;
@@ -120,7 +122,7 @@ __device__ __forceinline__ void rs_tile_product(const float* __restrict__ A,
 
     const uint ktiles = hidden / RS_BK + (hidden % RS_BK != 0);
     float4 a_next[RS_A_LOADS], w_next[RS_W_LOADS];
-    rs_fetch<TRANS_W>(A, W, batch, hidden, bm, bn, 0, a_vec, w_vec, a_next, w_next);
+    rs_fetch<TRANS_W>(A, W, batch, hidden, lda, bm, bn, 0, a_vec, w_vec, a_next, w_next);
     for (uint kt = 0; kt < ktiles; ++kt) {
         float* as = As + (kt & 1) * RS_A_STAGE;
         float* ws = Ws + (kt & 1) * RS_W_STAGE;
@@ -128,7 +130,7 @@ __device__ __forceinline__ void rs_tile_product(const float* __restrict__ A,
         rs_stage<TRANS_W>(as, ws, a_next, w_next);
         __syncthreads();
         if (kt + 1 < ktiles) {
-            rs_fetch<TRANS_W>(A, W, batch, hidden, bm, bn, (kt + 1) * RS_BK, a_vec, w_vec,
+            rs_fetch<TRANS_W>(A, W, batch, hidden, lda, bm, bn, (kt + 1) * RS_BK, a_vec, w_vec,
                               a_next, w_next);
         }
 #pragma unroll
@@ -179,7 +181,7 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
     for (uint tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
         const uint bm = tile * RS_BM;
         float acc[2 * RS_ROWS];
-        rs_tile_product<true>(h_prev, W, batch, hidden, bm, bn, a_vec, w_vec,
+        rs_tile_product<true>(h_prev, W, batch, hidden, hidden, bm, bn, a_vec, w_vec,
                               reinterpret_cast<float*>(as4), reinterpret_cast<float*>(ws4), acc);
         if (col >= hidden) continue;
 #pragma unroll
@@ -216,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
         const uint bm = tile * RS_BM;
         float acc[2 * RS_ROWS];
         if (has_next) {
-            rs_tile_product<false>(dnext, W, batch, hidden, bm, bn, a_vec, w_vec,
+            rs_tile_product<false>(dnext, W, batch, hidden, hidden, bm, bn, a_vec, w_vec,
                                    reinterpret_cast<float*>(as4), reinterpret_cast<float*>(ws4),
                                    acc);
         } else {

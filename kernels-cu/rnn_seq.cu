@@ -57,23 +57,6 @@ __device__ __forceinline__ void rq_row_barrier(uint* counters) {
     __syncthreads();
 }
 
-// Barrier of the whole grid on counter 0 with the same arrival scheme, for persistent kernels
-// whose blocks read state written by blocks of other rows.
-__device__ __forceinline__ void rq_grid_barrier(uint* counter) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const uint nblocks = gridDim.x * gridDim.y;
-        const bool first = blockIdx.x == 0 && blockIdx.y == 0;
-        const uint add = first ? 0x80000000u - (nblocks - 1u) : 1u;
-        __threadfence();
-        const uint old = atomicAdd(counter, add);
-        while (((old ^ *(volatile uint*)counter) & 0x80000000u) == 0u) {
-        }
-        __threadfence();
-    }
-    __syncthreads();
-}
-
 // Loads this block's slice of W (units j0 .. j0 + RQ_UNITS) into `ws` as RQ_UNITS k-contiguous
 // rows of `hidden`: W[j, :] (forward, ROWS) or W[:, j] (backward). Units past `hidden` are zero.
 template <bool ROWS>

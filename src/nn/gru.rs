@@ -8,12 +8,13 @@
 //! ```
 //!
 //! The two projections stay apart because `r` multiplies only the recurrent part of `n`. Rows
-//! are time-major: the input projection of all steps is one GEMM, each step one recurrent GEMM
-//! and one fused cell launch, and the weight gradients of all steps are single GEMMs.
+//! are time-major: the input projection of all steps is one GEMM, the recurrence (biases,
+//! recurrent product and cell of every step) one whole-sequence op each way, and the weight
+//! gradients of all steps are single GEMMs.
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::{Activation, Gemm, Ops};
+use crate::ops::{Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
@@ -34,16 +35,13 @@ pub(crate) struct Gru {
 /// Per-batch-size buffers of one GRU layer.
 pub(crate) struct GruWs {
     seq: HiddenSeq,
-    /// `steps * batch x 3H`: `gx` in the forward pass. The cell's backward step reads only
+    /// `steps * batch x 3H`: `x W_ih^T` in the forward pass. The backward op reads only
     /// `cache`, so the backward pass reuses this buffer for the gradient w.r.t. `gx`.
     gx: Buffer,
-    /// `steps * batch x 3H`: `gh` of every step in the forward pass, its gradient in the
-    /// backward pass (same reasoning as `gx`).
-    gh: Buffer,
-    /// `steps * batch x 4H`: `[r, z, n, gh_n]` of every step, written by the forward cell.
+    /// `steps * batch x 3H`: the gradient w.r.t. `gh = h W_hh^T + b_hh` of every step.
+    dgh: Buffer,
+    /// `steps * batch x 4H`: `[r, z, n, gh_n]` of every step, written by the forward op.
     cache: Buffer,
-    /// The direct part of the gradient reaching `h_{t-1}` (`dh_t * z`), one step at a time.
-    dh_direct: Buffer,
 }
 
 impl Gru {
@@ -73,9 +71,8 @@ impl Gru {
         Ok(GruWs {
             seq,
             gx: ops.alloc(3 * n)?,
-            gh: ops.alloc(3 * n)?,
+            dgh: ops.alloc(3 * n)?,
             cache: ops.alloc(cache)?,
-            dh_direct: ops.alloc(block)?,
         })
     }
 
@@ -90,45 +87,25 @@ impl Gru {
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &GruWs, x: View<'_>) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        let block = ws.seq.block();
-        let rows = t_n * b;
-        let (gx, gh) = (ws.gx.view(), ws.gh.view());
+        let gx = ws.gx.view();
         f.ops.gemm(
-            Gemm::new(rows, 3 * h, self.inputs).tb(),
+            Gemm::new(t_n * b, 3 * h, self.inputs).tb(),
             x,
             self.p.w_ih.view(f.params)?,
             gx,
         )?;
-        let id = Activation::Identity;
-        f.ops
-            .bias_act_forward(gx, self.p.b_ih.view(f.params)?, gx, id, rows, 3 * h)?;
-        // Every step's gh starts as b_hh (a broadcast: zero plus bias); each step's GEMM then
-        // accumulates onto it, and the first step (h_0 = 0) needs no GEMM at all.
-        f.ops.fill(gh, 0.0)?;
-        f.ops
-            .bias_act_forward(gh, self.p.b_hh.view(f.params)?, gh, id, rows, 3 * h)?;
-        let w_hh = self.p.w_hh.view(f.params)?;
-        for t in 0..t_n {
-            let gh_t = ws.gh.slice(t * 3 * block, 3 * block)?;
-            if t > 0 {
-                f.ops.gemm(
-                    Gemm::new(b, 3 * h, h).tb().scaled(1.0, 1.0),
-                    ws.seq.h_prev(t)?,
-                    w_hh,
-                    gh_t,
-                )?;
-            }
-            f.ops.gru_cell_forward(
-                ws.gx.slice(t * 3 * block, 3 * block)?,
-                gh_t,
-                ws.seq.h_prev(t)?,
-                ws.seq.h(t)?,
-                ws.cache.slice(t * 4 * block, 4 * block)?,
-                b,
-                h,
-            )?;
-        }
-        Ok(())
+        // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
+        f.ops.gru_sequence_forward(
+            gx,
+            ws.seq.states(),
+            self.p.w_hh.view(f.params)?,
+            self.p.b_ih.view(f.params)?,
+            self.p.b_hh.view(f.params)?,
+            ws.cache.view(),
+            t_n,
+            b,
+            h,
+        )
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
@@ -141,35 +118,20 @@ impl Gru {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        let block = ws.seq.block();
-        ws.seq.clear_unfed_grads(f.ops, self.output)?;
-        let w_hh = self.p.w_hh.view(f.params)?;
-        for t in (0..t_n).rev() {
-            let dgh_t = ws.gh.slice(t * 3 * block, 3 * block)?;
-            f.ops.gru_cell_backward(
-                ws.cache.slice(t * 4 * block, 4 * block)?,
-                ws.seq.h_prev(t)?,
-                ws.seq.dh(t)?,
-                ws.gx.slice(t * 3 * block, 3 * block)?,
-                dgh_t,
-                ws.dh_direct.view(),
-                b,
-                h,
-            )?;
-            if t > 0 {
-                let dh_prev = ws.seq.dh(t - 1)?;
-                f.ops.gemm(
-                    Gemm::new(b, h, 3 * h).scaled(1.0, 1.0),
-                    dgh_t,
-                    w_hh,
-                    dh_prev,
-                )?;
-                f.ops.axpy(1.0, ws.dh_direct.view(), dh_prev)?;
-            }
-        }
+        f.ops.gru_sequence_backward(
+            ws.seq.grads(),
+            ws.seq.states(),
+            ws.cache.view(),
+            self.p.w_hh.view(f.params)?,
+            ws.gx.view(),
+            ws.dgh.view(),
+            t_n,
+            b,
+            h,
+        )?;
         let d = GateGrads {
             input_side: ws.gx.view(),
-            hidden_side: ws.gh.view(),
+            hidden_side: ws.dgh.view(),
         };
         let prev = ws.seq.prev_states()?;
         self.p

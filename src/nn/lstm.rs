@@ -6,13 +6,14 @@
 //! c_t = f * c_{t-1} + i * g,    h_t = o * tanh(c_t)
 //! ```
 //!
-//! Rows are time-major, so the input projection (and both biases) for all steps is one GEMM and
-//! one bias pass; each step is one recurrent GEMM and one fused cell launch, and the weight
+//! Rows are time-major, so the input projection for all steps is one GEMM; the recurrence (the
+//! biases, the recurrent product and the cell of every step) is one whole-sequence op each way
+//! (one persistent kernel on CUDA, one fused kernel per step elsewhere), and the weight
 //! gradients of all steps are single GEMMs over the stored gate gradients.
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::{Activation, Gemm, Ops};
+use crate::ops::{Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
@@ -35,16 +36,12 @@ pub(crate) struct LstmWs {
     seq: HiddenSeq,
     /// `(steps + 1)` blocks of `batch x hidden`; block 0 is the zero initial cell state.
     cs: Buffer,
-    /// `steps * batch x 4H`: pre-activations, then (after each cell step) the activated gates
-    /// that the backward step reads.
+    /// `steps * batch x 4H`: `x W_ih^T`, then (after the forward op) the activated gates that
+    /// the backward op reads.
     gates: Buffer,
     /// Gradient w.r.t. the gate pre-activations of every step, so the weight and bias
     /// gradients of all steps are single GEMMs / reductions.
     dgates: Buffer,
-    /// The gradient reaching `c_t`, carried backwards one step at a time.
-    dc: Buffer,
-    /// `b_ih + b_hh`, so the biases cost one pass over the gates instead of two.
-    bias: Buffer,
 }
 
 impl Lstm {
@@ -77,8 +74,6 @@ impl Lstm {
             cs,
             gates: ops.alloc(g)?,
             dgates: ops.alloc(g)?,
-            dc: ops.alloc(block)?,
-            bias: ops.alloc(4 * self.hidden)?,
         })
     }
 
@@ -93,50 +88,25 @@ impl Lstm {
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &LstmWs, x: View<'_>) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        let block = ws.seq.block();
-        let rows = t_n * b;
         let gates = ws.gates.view();
         f.ops.gemm(
-            Gemm::new(rows, 4 * h, self.inputs).tb(),
+            Gemm::new(t_n * b, 4 * h, self.inputs).tb(),
             x,
             self.p.w_ih.view(f.params)?,
             gates,
         )?;
-        f.ops.add(
+        // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
+        f.ops.lstm_sequence_forward(
+            gates,
+            ws.seq.states(),
+            ws.cs.view(),
+            self.p.w_hh.view(f.params)?,
             self.p.b_ih.view(f.params)?,
             self.p.b_hh.view(f.params)?,
-            ws.bias.view(),
-        )?;
-        f.ops.bias_act_forward(
-            gates,
-            ws.bias.view(),
-            gates,
-            Activation::Identity,
-            rows,
-            4 * h,
-        )?;
-        let w_hh = self.p.w_hh.view(f.params)?;
-        for t in 0..t_n {
-            let gates_t = ws.gates.slice(t * 4 * block, 4 * block)?;
-            // h_0 is zero: the first step has no recurrent term.
-            if t > 0 {
-                f.ops.gemm(
-                    Gemm::new(b, 4 * h, h).tb().scaled(1.0, 1.0),
-                    ws.seq.h_prev(t)?,
-                    w_hh,
-                    gates_t,
-                )?;
-            }
-            f.ops.lstm_cell_forward(
-                gates_t,
-                ws.cs.slice(t * block, block)?,
-                ws.cs.slice((t + 1) * block, block)?,
-                ws.seq.h(t)?,
-                b,
-                h,
-            )?;
-        }
-        Ok(())
+            t_n,
+            b,
+            h,
+        )
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
@@ -149,32 +119,16 @@ impl Lstm {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        let block = ws.seq.block();
-        ws.seq.clear_unfed_grads(f.ops, self.output)?;
-        // Nothing flows into the last cell state from beyond the sequence.
-        f.ops.fill(ws.dc.view(), 0.0)?;
-        let w_hh = self.p.w_hh.view(f.params)?;
-        for t in (0..t_n).rev() {
-            let dgates_t = ws.dgates.slice(t * 4 * block, 4 * block)?;
-            f.ops.lstm_cell_backward(
-                ws.gates.slice(t * 4 * block, 4 * block)?,
-                ws.cs.slice(t * block, block)?,
-                ws.cs.slice((t + 1) * block, block)?,
-                ws.seq.dh(t)?,
-                ws.dc.view(),
-                dgates_t,
-                b,
-                h,
-            )?;
-            if t > 0 {
-                f.ops.gemm(
-                    Gemm::new(b, h, 4 * h).scaled(1.0, 1.0),
-                    dgates_t,
-                    w_hh,
-                    ws.seq.dh(t - 1)?,
-                )?;
-            }
-        }
+        f.ops.lstm_sequence_backward(
+            ws.seq.grads(),
+            ws.gates.view(),
+            ws.cs.view(),
+            self.p.w_hh.view(f.params)?,
+            ws.dgates.view(),
+            t_n,
+            b,
+            h,
+        )?;
         let dgates = ws.dgates.view();
         // Both biases enter the same sum, so they get the same gradient.
         let d = GateGrads {

@@ -3,7 +3,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::{Gemm, Ops};
+use crate::ops::{Gemm, Ops, zeros};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -109,8 +109,10 @@ pub(crate) struct HiddenSeq {
     /// `t + 1` is `h_t`, so blocks `0..steps` are exactly the previous states that the
     /// recurrent weight gradient needs, in one contiguous range.
     hs: Buffer,
-    /// `steps` blocks: the gradient reaching each `h_t`. The next layer writes into it (all of
-    /// it for `Sequence`, the last block for `Last`); backward adds the recurrent part.
+    /// `steps` blocks: the gradient reaching each `h_t` from the next layer, which writes all
+    /// of it (`Sequence`) or the last block (`Last`). The sequence ops only read it (the
+    /// recurrent part travels inside them), so with `Last` the other blocks stay the zeros they
+    /// start as.
     dh: Buffer,
 }
 
@@ -131,7 +133,7 @@ impl HiddenSeq {
             hidden,
             steps,
             hs,
-            dh: ops.alloc(steps * block)?,
+            dh: zeros(ops, steps * block)?,
         })
     }
 
@@ -140,14 +142,9 @@ impl HiddenSeq {
         self.batch * self.hidden
     }
 
-    /// The state entering step `t` (`h_{t-1}`; zero for `t == 0`).
-    pub fn h_prev(&self, t: usize) -> Result<View<'_>> {
-        self.hs.slice(t * self.block(), self.block())
-    }
-
-    /// The state step `t` produces (`h_t`).
-    pub fn h(&self, t: usize) -> Result<View<'_>> {
-        self.hs.slice((t + 1) * self.block(), self.block())
+    /// All `steps + 1` state blocks, the initial one first.
+    pub fn states(&self) -> View<'_> {
+        self.hs.view()
     }
 
     /// Every state entering a step, `steps * batch x hidden`.
@@ -155,31 +152,22 @@ impl HiddenSeq {
         self.hs.slice(0, self.steps * self.block())
     }
 
-    /// The gradient reaching `h_t`.
-    pub fn dh(&self, t: usize) -> Result<View<'_>> {
-        self.dh.slice(t * self.block(), self.block())
+    /// The gradients reaching every `h_t` from above, `steps * batch x hidden`.
+    pub fn grads(&self) -> View<'_> {
+        self.dh.view()
     }
 
     pub fn output(&self, mode: RnnOutput) -> Result<View<'_>> {
         match mode {
             RnnOutput::Sequence => self.hs.slice(self.block(), self.steps * self.block()),
-            RnnOutput::Last => self.h(self.steps - 1),
+            RnnOutput::Last => self.hs.slice(self.steps * self.block(), self.block()),
         }
     }
 
     pub fn grad_output(&self, mode: RnnOutput) -> Result<View<'_>> {
         match mode {
             RnnOutput::Sequence => Ok(self.dh.view()),
-            RnnOutput::Last => self.dh(self.steps - 1),
+            RnnOutput::Last => self.dh.slice((self.steps - 1) * self.block(), self.block()),
         }
-    }
-
-    /// With `Last`, only the last state feeds the next layer: the earlier blocks collect only
-    /// the recurrent gradient and must start from zero every backward pass.
-    pub fn clear_unfed_grads(&self, ops: &dyn Ops, mode: RnnOutput) -> Result<()> {
-        if mode == RnnOutput::Last && self.steps > 1 {
-            ops.fill(self.dh.slice(0, (self.steps - 1) * self.block())?, 0.0)?;
-        }
-        Ok(())
     }
 }

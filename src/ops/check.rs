@@ -214,6 +214,185 @@ pub(crate) fn rnn_sequence_backward(
     )
 }
 
+/// A `(name, view, blocks, width)` argument of a gated sequence op: `blocks` time blocks of
+/// `batch x width*hidden` elements each.
+pub(crate) type SeqArg<'a, 'b> = (&'a str, &'a View<'b>, usize, usize);
+
+/// Shared checks of the LSTM/GRU sequence ops (`gates` gates): the lengths of the parameters
+/// (`(name, view, elements)`) and of the sequence arguments, no output overlapping an input, a
+/// parameter or another output, and one step's gate matrix (`batch x 4*hidden` at most: the
+/// LSTM's gates, the GRU's cache), `W_hh` and `steps` within the 32-bit kernel dimensions.
+/// Returns `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+fn gated_sequence(
+    op: &str,
+    gates: usize,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+    params: &[(&str, &View<'_>, usize)],
+    inputs: &[SeqArg<'_, '_>],
+    outputs: &[SeqArg<'_, '_>],
+) -> Result<usize> {
+    let n = area(op, batch, hidden)?;
+    fits_u32(op, area(op, n, 4)?)?;
+    fits_u32(op, area(op, area(op, gates, hidden)?, hidden)?)?;
+    fits_u32(op, steps)?;
+    for (name, v, expected) in params {
+        len(op, name, v, *expected)?;
+    }
+    for (name, v, blocks, width) in inputs.iter().chain(outputs) {
+        len(op, name, v, area(op, area(op, *blocks, n)?, *width)?)?;
+    }
+    for (i, (_, o, _, _)) in outputs.iter().enumerate() {
+        for (_, input, _, _) in inputs {
+            no_overlap(op, o, input, false)?;
+        }
+        for (_, p, _) in params {
+            no_overlap(op, o, p, false)?;
+        }
+        for (_, other, _, _) in &outputs[i + 1..] {
+            no_overlap(op, o, other, false)?;
+        }
+    }
+    Ok(n)
+}
+
+/// `(W_hh, b_ih, b_hh)` of a cell with `gates` gates, for [`gated_sequence`]. The products
+/// saturate: `gated_sequence` rejects shapes that overflow before comparing lengths.
+fn gate_params<'a, 'b>(
+    gates: usize,
+    hidden: usize,
+    w_hh: &'a View<'b>,
+    b_ih: &'a View<'b>,
+    b_hh: &'a View<'b>,
+) -> [(&'static str, &'a View<'b>, usize); 3] {
+    let g = gates.saturating_mul(hidden);
+    [
+        ("w_hh", w_hh, g.saturating_mul(hidden)),
+        ("b_ih", b_ih, g),
+        ("b_hh", b_hh, g),
+    ]
+}
+
+/// Arguments of `Ops::lstm_sequence_forward`; returns one step's `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lstm_sequence_forward(
+    gates: View<'_>,
+    hs: View<'_>,
+    cs: View<'_>,
+    w_hh: View<'_>,
+    b_ih: View<'_>,
+    b_hh: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<usize> {
+    let all = steps.saturating_add(1);
+    gated_sequence(
+        "lstm_sequence_forward",
+        4,
+        steps,
+        batch,
+        hidden,
+        &gate_params(4, hidden, &w_hh, &b_ih, &b_hh),
+        &[],
+        // `gates` is read and rewritten in place: it counts as an output.
+        &[
+            ("gates", &gates, steps, 4),
+            ("hs", &hs, all, 1),
+            ("cs", &cs, all, 1),
+        ],
+    )
+}
+
+/// Arguments of `Ops::lstm_sequence_backward`; returns one step's `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lstm_sequence_backward(
+    dh: View<'_>,
+    gates: View<'_>,
+    cs: View<'_>,
+    w_hh: View<'_>,
+    dgates: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<usize> {
+    let w = 4usize.saturating_mul(hidden).saturating_mul(hidden);
+    gated_sequence(
+        "lstm_sequence_backward",
+        4,
+        steps,
+        batch,
+        hidden,
+        &[("w_hh", &w_hh, w)],
+        &[
+            ("dh", &dh, steps, 1),
+            ("gates", &gates, steps, 4),
+            ("cs", &cs, steps.saturating_add(1), 1),
+        ],
+        &[("dgates", &dgates, steps, 4)],
+    )
+}
+
+/// Arguments of `Ops::gru_sequence_forward`; returns one step's `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_sequence_forward(
+    gx: View<'_>,
+    hs: View<'_>,
+    w_hh: View<'_>,
+    b_ih: View<'_>,
+    b_hh: View<'_>,
+    cache: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<usize> {
+    gated_sequence(
+        "gru_sequence_forward",
+        3,
+        steps,
+        batch,
+        hidden,
+        &gate_params(3, hidden, &w_hh, &b_ih, &b_hh),
+        &[("gx", &gx, steps, 3)],
+        &[
+            ("hs", &hs, steps.saturating_add(1), 1),
+            ("cache", &cache, steps, 4),
+        ],
+    )
+}
+
+/// Arguments of `Ops::gru_sequence_backward`; returns one step's `batch * hidden`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_sequence_backward(
+    dh: View<'_>,
+    hs: View<'_>,
+    cache: View<'_>,
+    w_hh: View<'_>,
+    dgx: View<'_>,
+    dgh: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<usize> {
+    let w = 3usize.saturating_mul(hidden).saturating_mul(hidden);
+    gated_sequence(
+        "gru_sequence_backward",
+        3,
+        steps,
+        batch,
+        hidden,
+        &[("w_hh", &w_hh, w)],
+        &[
+            ("dh", &dh, steps, 1),
+            ("hs", &hs, steps.saturating_add(1), 1),
+            ("cache", &cache, steps, 4),
+        ],
+        &[("dgx", &dgx, steps, 3), ("dgh", &dgh, steps, 3)],
+    )
+}
+
 /// The optional loss totals: at least `min_len` elements, overlapping none of `others`.
 pub(crate) fn totals(
     op: &str,

@@ -8,7 +8,10 @@ use rnn::{Activation, AdamStep, Context, Gemm, Ops, SgdStep, View};
 
 use crate::support::{self, Target, rel_err};
 
+mod cells;
 mod edges;
+mod gated_graph;
+mod gated_seq;
 mod graphs;
 mod indices;
 mod rnn_seq;
@@ -675,66 +678,6 @@ pub fn data(t: Target) {
     });
 }
 
-pub fn cells(t: Target) {
-    let s = (
-        prop_oneof![Just(1usize), 2..=33usize],
-        prop_oneof![Just(1usize), 2..=70usize, 250..=300usize],
-        any::<u64>(),
-    );
-    prop(t, "gpu_cells", 8, s, |ctx, (batch, hidden, seed)| {
-        let mut r = Values(seed);
-        let n = batch * hidden;
-        let tol = 1e-5;
-        let gates = r.vec(4 * n, -3.0, 3.0);
-        let c_prev = r.vec(n, -1.0, 1.0);
-        let fwd = [gates, c_prev.clone(), nan(n), nan(n)];
-        compare(ctx, "lstm_cell_forward", &fwd, &[0, 2, 3], tol, &|o, v| {
-            o.lstm_cell_forward(v[0], v[1], v[2], v[3], batch, hidden)
-        })?;
-        let done = run_on(&Context::cpu(), &fwd, &|o, v| {
-            o.lstm_cell_forward(v[0], v[1], v[2], v[3], batch, hidden)
-        })
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let bwd = [
-            done[0].clone(),
-            c_prev,
-            done[2].clone(),
-            r.vec(n, -1.0, 1.0),
-            r.vec(n, -1.0, 1.0),
-            nan(4 * n),
-        ];
-        compare(ctx, "lstm_cell_backward", &bwd, &[4, 5], 1e-4, &|o, v| {
-            o.lstm_cell_backward(v[0], v[1], v[2], v[3], v[4], v[5], batch, hidden)
-        })?;
-        let h_prev = r.vec(n, -1.0, 1.0);
-        let fwd = [
-            r.vec(3 * n, -2.0, 2.0),
-            r.vec(3 * n, -2.0, 2.0),
-            h_prev.clone(),
-            nan(n),
-            nan(4 * n),
-        ];
-        compare(ctx, "gru_cell_forward", &fwd, &[3, 4], tol, &|o, v| {
-            o.gru_cell_forward(v[0], v[1], v[2], v[3], v[4], batch, hidden)
-        })?;
-        let done = run_on(&Context::cpu(), &fwd, &|o, v| {
-            o.gru_cell_forward(v[0], v[1], v[2], v[3], v[4], batch, hidden)
-        })
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let bwd = [
-            done[4].clone(),
-            h_prev,
-            r.vec(n, -1.0, 1.0),
-            nan(3 * n),
-            nan(3 * n),
-            nan(n),
-        ];
-        compare(ctx, "gru_cell_backward", &bwd, &[3, 4, 5], 1e-4, &|o, v| {
-            o.gru_cell_backward(v[0], v[1], v[2], v[3], v[4], v[5], batch, hidden)
-        })
-    });
-}
-
 pub fn optimizers(t: Target) {
     let s = (
         prop_oneof![1..=300usize, 5000..=70_000usize],
@@ -827,7 +770,7 @@ macro_rules! backend_suite {
             }
             #[test]
             fn gpu_cells() {
-                super::cells(T)
+                super::cells::cells(T)
             }
             #[test]
             fn gpu_rnn_steps() {
@@ -844,6 +787,18 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_rnn_sequence_fallback() {
                 super::rnn_seq::rnn_sequence_fallback(T)
+            }
+            #[test]
+            fn gpu_gated_sequence() {
+                super::gated_seq::gated_sequence(T)
+            }
+            #[test]
+            fn gpu_gated_sequence_fallback() {
+                super::gated_seq::gated_sequence_fallback(T)
+            }
+            #[test]
+            fn gpu_gated_sequence_graph() {
+                super::gated_graph::gated_sequence_graph(T)
             }
             #[test]
             fn gpu_optimizers() {

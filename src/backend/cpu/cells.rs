@@ -1,6 +1,7 @@
 //! LSTM and GRU cell steps, one batch row per task unit. The GEMMs around them are ordinary
-//! `gemm` calls; these fuse everything elementwise in a step. (The Elman steps, GEMM included,
-//! are in `rnn_step`.)
+//! `gemm` calls; these fuse everything elementwise in a step. The row passes are shared with the
+//! fused sequence steps (`gated_step`), which add the biases and the recurrent product. (The
+//! Elman steps, GEMM included, are in `rnn_step`.)
 //!
 //! Rayon only splits when a task would get at least `min_rows` rows, so small batches run on the
 //! calling thread without a separate sequential path.
@@ -46,25 +47,44 @@ pub(super) fn lstm_cell_forward(
         return Ok(());
     }
     lock(op, ctx, [c_prev], [gates, c, h], |[cp], [g, c, h]| {
-        g.par_chunks_mut(4 * hidden)
-            .zip(cp.par_chunks(hidden))
-            .zip(c.par_chunks_mut(hidden))
-            .zip(h.par_chunks_mut(hidden))
-            .with_min_len(min_rows(6 * hidden))
-            .for_each(|(((gr, cpr), cr), hr)| {
-                let [gi, gf, gg, go] = gate_blocks::<4>(gr, hidden);
-                for j in 0..hidden {
-                    let i = sigmoid(gi[j]);
-                    let f = sigmoid(gf[j]);
-                    let g = tanh(gg[j]);
-                    let o = sigmoid(go[j]);
-                    (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
-                    let cv = f * cpr[j] + i * g;
-                    cr[j] = cv;
-                    hr[j] = o * tanh(cv);
-                }
-            });
+        lstm_forward_rows(g, None, cp, c, h, hidden)
     })
+}
+
+/// The LSTM forward over `rows x 4*hidden` gates: the pre-activations in `g` (plus
+/// `b_ih + b_hh` per gate column, when given) are overwritten with the activated gates;
+/// `c = f * c_prev + i * g`, `h = o * tanh(c)`.
+pub(super) fn lstm_forward_rows(
+    g: &mut [f32],
+    bias: Option<(&[f32], &[f32])>,
+    cp: &[f32],
+    c: &mut [f32],
+    h: &mut [f32],
+    hidden: usize,
+) {
+    g.par_chunks_mut(4 * hidden)
+        .zip(cp.par_chunks(hidden))
+        .zip(c.par_chunks_mut(hidden))
+        .zip(h.par_chunks_mut(hidden))
+        .with_min_len(min_rows(6 * hidden))
+        .for_each(|(((gr, cpr), cr), hr)| {
+            if let Some((bi, bh)) = bias {
+                for ((v, a), b) in gr.iter_mut().zip(bi).zip(bh) {
+                    *v += a + b;
+                }
+            }
+            let [gi, gf, gg, go] = gate_blocks::<4>(gr, hidden);
+            for j in 0..hidden {
+                let i = sigmoid(gi[j]);
+                let f = sigmoid(gf[j]);
+                let g = tanh(gg[j]);
+                let o = sigmoid(go[j]);
+                (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+                let cv = f * cpr[j] + i * g;
+                cr[j] = cv;
+                hr[j] = o * tanh(cv);
+            }
+        });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -97,30 +117,45 @@ pub(super) fn lstm_cell_backward(
     }
     let ins = [gates, c_prev, c, dh];
     lock(op, ctx, ins, [dc, dgates], |[g, cp, c, dh], [dc, dg]| {
-        dg.par_chunks_mut(4 * hidden)
-            .zip(dc.par_chunks_mut(hidden))
-            .zip(g.par_chunks(4 * hidden))
-            .zip(cp.par_chunks(hidden))
-            .zip(c.par_chunks(hidden))
-            .zip(dh.par_chunks(hidden))
-            .with_min_len(min_rows(10 * hidden))
-            .for_each(|(((((dgr, dcr), gr), cpr), cr), dhr)| {
-                let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
-                let (gi, rest) = gr.split_at(hidden);
-                let (gf, rest) = rest.split_at(hidden);
-                let (gg, go) = rest.split_at(hidden);
-                for j in 0..hidden {
-                    let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-                    let tc = tanh(cr[j]);
-                    let dct = dcr[j] + dhr[j] * o * (1.0 - tc * tc);
-                    di[j] = dct * g * i * (1.0 - i);
-                    df[j] = dct * cpr[j] * f * (1.0 - f);
-                    dgg[j] = dct * i * (1.0 - g * g);
-                    d_o[j] = dhr[j] * tc * o * (1.0 - o);
-                    dcr[j] = dct * f;
-                }
-            });
+        lstm_backward_rows(g, cp, c, dh, dc, dg, hidden)
     })
+}
+
+/// The LSTM backward over `rows x 4*hidden` activated gates `g`: from `dh` (reaching `h`) and
+/// `dc` (reaching `c` from the next step; overwritten with the gradient for `c_prev`), writes
+/// `dg`, the gradient w.r.t. the gate pre-activations.
+pub(super) fn lstm_backward_rows(
+    g: &[f32],
+    cp: &[f32],
+    c: &[f32],
+    dh: &[f32],
+    dc: &mut [f32],
+    dg: &mut [f32],
+    hidden: usize,
+) {
+    dg.par_chunks_mut(4 * hidden)
+        .zip(dc.par_chunks_mut(hidden))
+        .zip(g.par_chunks(4 * hidden))
+        .zip(cp.par_chunks(hidden))
+        .zip(c.par_chunks(hidden))
+        .zip(dh.par_chunks(hidden))
+        .with_min_len(min_rows(10 * hidden))
+        .for_each(|(((((dgr, dcr), gr), cpr), cr), dhr)| {
+            let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
+            let (gi, rest) = gr.split_at(hidden);
+            let (gf, rest) = rest.split_at(hidden);
+            let (gg, go) = rest.split_at(hidden);
+            for j in 0..hidden {
+                let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+                let tc = tanh(cr[j]);
+                let dct = dcr[j] + dhr[j] * o * (1.0 - tc * tc);
+                di[j] = dct * g * i * (1.0 - i);
+                df[j] = dct * cpr[j] * f * (1.0 - f);
+                dgg[j] = dct * i * (1.0 - g * g);
+                d_o[j] = dhr[j] * tc * o * (1.0 - o);
+                dcr[j] = dct * f;
+            }
+        });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -150,26 +185,39 @@ pub(super) fn gru_cell_forward(
         ctx,
         [gx, gh, h_prev],
         [h, cache],
-        |[gx, gh, hp], [h, cache]| {
-            h.par_chunks_mut(hidden)
-                .zip(cache.par_chunks_mut(4 * hidden))
-                .zip(gx.par_chunks(3 * hidden))
-                .zip(gh.par_chunks(3 * hidden))
-                .zip(hp.par_chunks(hidden))
-                .with_min_len(min_rows(12 * hidden))
-                .for_each(|((((hr, cr), gxr), ghr), hpr)| {
-                    let [cr_r, cr_z, cr_n, cr_ghn] = gate_blocks::<4>(cr, hidden);
-                    for j in 0..hidden {
-                        let r = sigmoid(gxr[j] + ghr[j]);
-                        let z = sigmoid(gxr[hidden + j] + ghr[hidden + j]);
-                        let ghn = ghr[2 * hidden + j];
-                        let nv = tanh(gxr[2 * hidden + j] + r * ghn);
-                        hr[j] = (1.0 - z) * nv + z * hpr[j];
-                        (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j]) = (r, z, nv, ghn);
-                    }
-                });
-        },
+        |[gx, gh, hp], [h, cache]| gru_forward_rows(gx, None, gh, hp, h, cache, hidden),
     )
+}
+
+/// The GRU forward over `rows` rows: `gx` (plus `b_ih` when given) and `gh` are
+/// `rows x 3*hidden`; writes `h` and `cache = [r, z, n, gh_n]` (`rows x 4*hidden`).
+pub(super) fn gru_forward_rows(
+    gx: &[f32],
+    b_ih: Option<&[f32]>,
+    gh: &[f32],
+    hp: &[f32],
+    h: &mut [f32],
+    cache: &mut [f32],
+    hidden: usize,
+) {
+    h.par_chunks_mut(hidden)
+        .zip(cache.par_chunks_mut(4 * hidden))
+        .zip(gx.par_chunks(3 * hidden))
+        .zip(gh.par_chunks(3 * hidden))
+        .zip(hp.par_chunks(hidden))
+        .with_min_len(min_rows(12 * hidden))
+        .for_each(|((((hr, cr), gxr), ghr), hpr)| {
+            let [cr_r, cr_z, cr_n, cr_ghn] = gate_blocks::<4>(cr, hidden);
+            let x = |k: usize| b_ih.map_or(gxr[k], |b| gxr[k] + b[k]);
+            for j in 0..hidden {
+                let r = sigmoid(x(j) + ghr[j]);
+                let z = sigmoid(x(hidden + j) + ghr[hidden + j]);
+                let ghn = ghr[2 * hidden + j];
+                let nv = tanh(x(2 * hidden + j) + r * ghn);
+                hr[j] = (1.0 - z) * nv + z * hpr[j];
+                (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j]) = (r, z, nv, ghn);
+            }
+        });
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -198,33 +246,48 @@ pub(super) fn gru_cell_backward(
     let ins = [cache, h_prev, dh];
     let outs = [dgx, dgh, dh_prev];
     lock(op, ctx, ins, outs, |[cache, hp, dh], [dgx, dgh, dhp]| {
-        dgx.par_chunks_mut(3 * hidden)
-            .zip(dgh.par_chunks_mut(3 * hidden))
-            .zip(dhp.par_chunks_mut(hidden))
-            .zip(cache.par_chunks(4 * hidden))
-            .zip(hp.par_chunks(hidden))
-            .zip(dh.par_chunks(hidden))
-            .with_min_len(min_rows(14 * hidden))
-            .for_each(|(((((dxr, dhr_g), dhpr), cr), hpr), dhr)| {
-                let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
-                let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
-                for j in 0..hidden {
-                    let r = cr[j];
-                    let z = cr[hidden + j];
-                    let nv = cr[2 * hidden + j];
-                    let ghn = cr[3 * hidden + j];
-                    let d = dhr[j];
-                    let dn = d * (1.0 - z) * (1.0 - nv * nv);
-                    let dz = d * (hpr[j] - nv) * z * (1.0 - z);
-                    let dr = dn * ghn * r * (1.0 - r);
-                    dx_r[j] = dr;
-                    dh_r[j] = dr;
-                    dx_z[j] = dz;
-                    dh_z[j] = dz;
-                    dx_n[j] = dn;
-                    dh_n[j] = dn * r;
-                    dhpr[j] = d * z;
-                }
-            });
+        gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden)
     })
+}
+
+/// The GRU backward over `rows` rows: from `cache`, `h_prev` and `dh` (the whole gradient
+/// reaching `h`), writes `dgx`, `dgh` (`rows x 3*hidden`) and `dh_prev = dh * z` (the direct
+/// part of the gradient reaching `h_prev`).
+pub(super) fn gru_backward_rows(
+    cache: &[f32],
+    hp: &[f32],
+    dh: &[f32],
+    dgx: &mut [f32],
+    dgh: &mut [f32],
+    dhp: &mut [f32],
+    hidden: usize,
+) {
+    dgx.par_chunks_mut(3 * hidden)
+        .zip(dgh.par_chunks_mut(3 * hidden))
+        .zip(dhp.par_chunks_mut(hidden))
+        .zip(cache.par_chunks(4 * hidden))
+        .zip(hp.par_chunks(hidden))
+        .zip(dh.par_chunks(hidden))
+        .with_min_len(min_rows(14 * hidden))
+        .for_each(|(((((dxr, dhr_g), dhpr), cr), hpr), dhr)| {
+            let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
+            let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
+            for j in 0..hidden {
+                let r = cr[j];
+                let z = cr[hidden + j];
+                let nv = cr[2 * hidden + j];
+                let ghn = cr[3 * hidden + j];
+                let d = dhr[j];
+                let dn = d * (1.0 - z) * (1.0 - nv * nv);
+                let dz = d * (hpr[j] - nv) * z * (1.0 - z);
+                let dr = dn * ghn * r * (1.0 - r);
+                dx_r[j] = dr;
+                dh_r[j] = dr;
+                dx_z[j] = dz;
+                dh_z[j] = dz;
+                dx_n[j] = dn;
+                dh_n[j] = dn * r;
+                dhpr[j] = d * z;
+            }
+        });
 }

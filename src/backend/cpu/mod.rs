@@ -10,6 +10,7 @@ mod cells;
 mod data;
 mod elementwise;
 mod fastmath;
+mod gated_step;
 mod gemm;
 mod optim;
 mod par;
@@ -26,6 +27,9 @@ use crate::buffer::{Buffer, Storage, View};
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
+use crate::ops::gated_seq::{
+    self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
+};
 use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep, check, rnn_seq};
 
 /// The CPU backend's device description.
@@ -451,6 +455,117 @@ impl Ops for CpuOps {
         )
     }
 
+    fn lstm_sequence_forward(
+        &self,
+        gates: View<'_>,
+        hs: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "lstm_sequence_forward";
+        check::same_context(op, self.context, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
+        let n =
+            check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        gated_seq::lstm_forward_by_steps(
+            self, gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden,
+        )
+    }
+
+    fn lstm_sequence_backward(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "lstm_sequence_backward";
+        check::same_context(op, self.context, &[&dh, &gates, &cs, &w_hh, &dgates])?;
+        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let carry = self.alloc(n)?;
+        gated_seq::lstm_backward_by_steps(
+            self,
+            dh,
+            gates,
+            cs,
+            w_hh,
+            dgates,
+            carry.view(),
+            steps,
+            batch,
+            hidden,
+        )
+    }
+
+    fn gru_sequence_forward(
+        &self,
+        gx: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        cache: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "gru_sequence_forward";
+        check::same_context(op, self.context, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
+        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
+    }
+
+    fn gru_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "gru_sequence_backward";
+        check::same_context(op, self.context, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let carry = self.alloc(n)?;
+        gated_seq::gru_backward_by_steps(
+            self,
+            dh,
+            hs,
+            cache,
+            w_hh,
+            dgx,
+            dgh,
+            carry.view(),
+            steps,
+            batch,
+            hidden,
+        )
+    }
+
     fn sgd_step(
         &self,
         params: View<'_>,
@@ -493,5 +608,23 @@ impl Ops for CpuOps {
 
     fn profiler_range(&self, _on: bool) -> Result<()> {
         Ok(())
+    }
+}
+
+impl GatedSteps for CpuOps {
+    fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()> {
+        gated_step::lstm_forward(self.context, s)
+    }
+
+    fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()> {
+        gated_step::lstm_backward(self.context, s)
+    }
+
+    fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()> {
+        gated_step::gru_forward(self.context, s)
+    }
+
+    fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()> {
+        gated_step::gru_backward(self.context, s)
     }
 }

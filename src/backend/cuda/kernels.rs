@@ -2,7 +2,7 @@
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 7] = [
+pub(crate) const FILES: [(&str, &str); 9] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -11,7 +11,17 @@ pub(crate) const FILES: [(&str, &str); 7] = [
     ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
     ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
     ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
+    // Uses rnn.cu's tile product.
+    (
+        "gated_step.cu",
+        include_str!("../../../kernels-cu/gated_step.cu"),
+    ),
     ("rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")),
+    // Uses rnn_seq.cu's grid barrier and coherent loads.
+    (
+        "gated_seq.cu",
+        include_str!("../../../kernels-cu/gated_seq.cu"),
+    ),
     ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
 ];
 

@@ -1,12 +1,14 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time and concatenated into one translation unit.
 
-const PARTS: [&str; 6] = [
+const PARTS: [&str; 7] = [
     include_str!("../../../kernels-cl/common.cl"),
     include_str!("../../../kernels-cl/elementwise.cl"),
     include_str!("../../../kernels-cl/gemm.cl"),
     include_str!("../../../kernels-cl/reduce.cl"),
     include_str!("../../../kernels-cl/rnn.cl"),
+    // Uses rnn.cl's tile product.
+    include_str!("../../../kernels-cl/gated_step.cl"),
     include_str!("../../../kernels-cl/optim.cl"),
 ];
 

@@ -3,10 +3,12 @@
 //! docs/kernel-abi.md, which every dialect defines with the same names and parameters.
 
 mod elementwise;
+mod gated_seq;
 mod launch;
 mod linalg;
 mod nn_ops;
 mod optim;
+mod persistent;
 mod pool;
 mod rnn_seq;
 mod rnn_step;
@@ -43,9 +45,12 @@ pub(crate) struct GpuOps<D: Device> {
     /// The built-in op set, compiled on first use (or by `warm_up`).
     op_set: Mutex<Option<Arc<D::Module>>>,
     user: Mutex<HashMap<UserKey, Arc<D::Module>>>,
-    /// The grid-barrier counter of the persistent sequence kernels (`rnn_seq`), allocated and
+    /// The grid-barrier counter of the persistent sequence kernels (`persistent`), allocated and
     /// zeroed on first use.
     seq_barrier: Mutex<Option<Buffer>>,
+    /// The per-(row, unit) carry of the gated sequence backward ops (`gated_seq`), grow-only:
+    /// the last is current, earlier ones stay alive for graphs that recorded them.
+    seq_carry: Mutex<Vec<Buffer>>,
     /// Partials and tickets of the one-launch grid reductions, allocated on first use.
     scratch: Mutex<Option<scratch::Scratch>>,
     /// Launches queued since the current graph recording began (`None`: not recording).
@@ -79,6 +84,7 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         op_set: Mutex::new(None),
         user: Mutex::new(HashMap::new()),
         seq_barrier: Mutex::new(None),
+        seq_carry: Mutex::new(Vec::new()),
         scratch: Mutex::new(None),
         recording: Mutex::new(None),
     }))
@@ -434,6 +440,65 @@ impl<D: Device> Ops for GpuOps<D> {
         hidden: usize,
     ) -> Result<()> {
         self.gru_cell_backward_impl(cache, h_prev, dh, dgx, dgh, dh_prev, batch, hidden)
+    }
+
+    fn lstm_sequence_forward(
+        &self,
+        gates: View<'_>,
+        hs: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.lstm_sequence_forward_impl(gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)
+    }
+
+    fn lstm_sequence_backward(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.lstm_sequence_backward_impl(dh, gates, cs, w_hh, dgates, steps, batch, hidden)
+    }
+
+    fn gru_sequence_forward(
+        &self,
+        gx: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        cache: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.gru_sequence_forward_impl(gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
+    }
+
+    fn gru_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        self.gru_sequence_backward_impl(dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)
     }
 
     fn sgd_step(

@@ -11,6 +11,7 @@
 
 use super::GpuOps;
 use super::launch::Args;
+use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
@@ -23,14 +24,20 @@ const RQ_ROWS: usize = 8;
 const RQ_UNITS: usize = 16;
 /// Threads per block (`RQ_THREADS`).
 const RQ_THREADS: u32 = 256;
-/// Words between two block rows' barrier counters (`RQ_GROUP_STRIDE`): one 128-byte line each.
-const RQ_GROUP_STRIDE: usize = 32;
-/// Block rows of a cooperative launch: bounds the barrier buffer (`RQ_GROUP_STRIDE` words per
-/// row). Co-residency limits grids far below it on today's devices (132 SMs x a few blocks).
-const MAX_BARRIER_ROWS: usize = 4096;
+
+/// The block tile of `rnn_seq_*` at `hidden`: the W slice and the staged state rows in shared
+/// memory.
+fn tile(hidden: usize) -> SeqTile {
+    SeqTile {
+        rows: RQ_ROWS,
+        units: RQ_UNITS,
+        threads: RQ_THREADS,
+        shared_floats: (RQ_UNITS + RQ_ROWS).checked_mul(hidden),
+    }
+}
+
 /// The grid limit every dialect accepts in y.
 const MAX_GRID_Y: usize = 65_535;
-
 /// Blocks of a cluster the cluster kernels may use: the portable maximum.
 const MAX_CLUSTER: usize = 8;
 /// Hidden units one block of a cluster kernel may own (`RC_MAX_PARTS * RQ_UNITS`).
@@ -45,21 +52,6 @@ fn cluster_shape(hidden: usize) -> Option<(usize, usize)> {
     }
     let units = hidden.div_ceil(MAX_CLUSTER).div_ceil(RQ_UNITS) * RQ_UNITS;
     (units <= MAX_CLUSTER_UNITS).then(|| (units, hidden.div_ceil(units)))
-}
-
-/// The grid of a persistent launch: every unit slice in x, as many row tiles in y as fit the
-/// co-residency limit `limit` (blocks stride over the rest). `None` when the unit slices alone
-/// exceed it.
-fn persistent_grid(batch: usize, hidden: usize, limit: usize) -> Option<[u32; 3]> {
-    let gx = hidden.div_ceil(RQ_UNITS);
-    if gx == 0 || gx > limit {
-        return None;
-    }
-    let gy = batch
-        .div_ceil(RQ_ROWS)
-        .min(limit / gx)
-        .clamp(1, MAX_BARRIER_ROWS);
-    Some([gx as u32, gy as u32, 1])
 }
 
 impl<D: Device> GpuOps<D> {
@@ -117,69 +109,6 @@ impl<D: Device> GpuOps<D> {
         }
     }
 
-    /// One cooperative launch of the persistent kernel `entry`, with `args(barrier)` its
-    /// arguments. `Ok(false)` when the device or the shape does not allow it (the caller loops
-    /// the step kernels instead).
-    fn rnn_seq_cooperative(
-        &self,
-        entry: &str,
-        batch: usize,
-        hidden: usize,
-        args: impl FnOnce(&View<'_>) -> Result<Args>,
-    ) -> Result<bool> {
-        // The W slice and the staged state rows, in floats.
-        let shared = (RQ_UNITS + RQ_ROWS)
-            .checked_mul(hidden)
-            .and_then(|f| f.checked_mul(4))
-            .and_then(|b| u32::try_from(b).ok());
-        let Some(shared) = shared else {
-            return Ok(false);
-        };
-        let module = self.op_set()?;
-        let limit = match self
-            .device
-            .cooperative_blocks(&module, entry, RQ_THREADS, shared)
-        {
-            None => return Ok(false),
-            Some(limit) => limit? as usize,
-        };
-        let Some(grid) = persistent_grid(batch, hidden, limit) else {
-            log::debug!(
-                "{}: {entry} {batch}x{hidden} does not fit {limit} co-resident blocks \
-                 ({shared} bytes of shared memory each); looping the step kernels",
-                self.info.id
-            );
-            return Ok(false);
-        };
-        let config = LaunchConfig {
-            grid,
-            block: [RQ_THREADS, 1, 1],
-            shared_bytes: shared,
-        };
-        // One counter per block row, zeroed once; each completed barrier leaves its low bits at
-        // zero again (kernels-cu/rnn_seq.cu), and launches on this context's one queue never
-        // overlap. Allocated for the largest grid once, at the first (eager) step, since a
-        // step being recorded as a graph may not allocate.
-        let mut slot = self.seq_barrier.lock();
-        let barrier = match &*slot {
-            Some(b) => b,
-            None => {
-                let b = self.alloc_buffer(MAX_BARRIER_ROWS * RQ_GROUP_STRIDE)?;
-                self.fill_impl(b.view(), 0.0)?;
-                slot.insert(b)
-            }
-        };
-        let args = args(&barrier.view())?;
-        self.count_recorded();
-        match self
-            .device
-            .launch_cooperative(&module, entry, &config, args.as_slice())
-        {
-            None => Ok(false),
-            Some(r) => r.map(|()| true),
-        }
-    }
-
     #[allow(clippy::too_many_arguments)]
     pub(super) fn rnn_sequence_forward_impl(
         &self,
@@ -216,20 +145,21 @@ impl<D: Device> GpuOps<D> {
         if clustered {
             return Ok(());
         }
-        let launched = self.rnn_seq_cooperative("rnn_seq_forward", batch, hidden, |barrier| {
-            Ok(Args::new()
-                .buf(&pre)?
-                .buf(&hs)?
-                .buf(&w_hh)?
-                .buf(&b_ih)?
-                .buf(&b_hh)?
-                .buf(barrier)?
-                .u32(steps as u32)
-                .u32(batch as u32)
-                .u32(hidden as u32)
-                .u32(act.code())
-                .f32(act.param()))
-        })?;
+        let launched =
+            self.cooperative("rnn_seq_forward", tile(hidden), batch, hidden, |barrier| {
+                Ok(Args::new()
+                    .buf(&pre)?
+                    .buf(&hs)?
+                    .buf(&w_hh)?
+                    .buf(&b_ih)?
+                    .buf(&b_hh)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32)
+                    .u32(act.code())
+                    .f32(act.param()))
+            })?;
         if launched {
             return Ok(());
         }
@@ -272,19 +202,20 @@ impl<D: Device> GpuOps<D> {
         if clustered {
             return Ok(());
         }
-        let launched = self.rnn_seq_cooperative("rnn_seq_backward", batch, hidden, |barrier| {
-            Ok(Args::new()
-                .buf(&dh)?
-                .buf(&hs)?
-                .buf(&w_hh)?
-                .buf(&dpre)?
-                .buf(barrier)?
-                .u32(steps as u32)
-                .u32(batch as u32)
-                .u32(hidden as u32)
-                .u32(act.code())
-                .f32(act.param()))
-        })?;
+        let launched =
+            self.cooperative("rnn_seq_backward", tile(hidden), batch, hidden, |barrier| {
+                Ok(Args::new()
+                    .buf(&dh)?
+                    .buf(&hs)?
+                    .buf(&w_hh)?
+                    .buf(&dpre)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32)
+                    .u32(act.code())
+                    .f32(act.param()))
+            })?;
         if launched {
             return Ok(());
         }
@@ -294,7 +225,7 @@ impl<D: Device> GpuOps<D> {
 
 #[cfg(test)]
 mod tests {
-    use super::{cluster_shape, persistent_grid};
+    use super::cluster_shape;
 
     #[test]
     fn cluster_shape_covers_hidden_with_at_most_eight_blocks() {
@@ -304,17 +235,5 @@ mod tests {
         assert_eq!(cluster_shape(512), Some((64, 8)));
         assert_eq!(cluster_shape(513), None);
         assert_eq!(cluster_shape(0), None);
-    }
-
-    #[test]
-    fn grid_covers_units_and_respects_the_limit() {
-        // W2 on an H100 (132 SMs, one block each at least).
-        assert_eq!(persistent_grid(64, 256, 132), Some([16, 8, 1]));
-        // Row tiles beyond the limit are strided, never more blocks than co-resident.
-        assert_eq!(persistent_grid(1000, 256, 132), Some([16, 8, 1]));
-        assert_eq!(persistent_grid(3, 17, 132), Some([2, 1, 1]));
-        // More unit slices than can be resident: the caller falls back.
-        assert_eq!(persistent_grid(64, 4096, 132), None);
-        assert_eq!(persistent_grid(64, 256, 0), None);
     }
 }

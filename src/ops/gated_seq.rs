@@ -1,0 +1,219 @@
+//! Whole-sequence LSTM and GRU ops as a loop over fused time steps, one pass per step and
+//! direction that does the recurrent product and the gate math together: the CPU backend's
+//! implementation (a native pass per step), and the GPU fallback where the persistent kernels
+//! cannot run (one step kernel per step, docs/kernel-abi.md). Callers have checked the sequence
+//! arguments (`check::{lstm,gru}_sequence_*`), so every slice below exists.
+//!
+//! The backward steps hand one value per (row, unit) to the step before them through `carry`
+//! (`batch x hidden`): the LSTM's `dc_t * f_t`, the GRU's `dh_t * z_t`. The last time step has
+//! no successor: it reads neither `carry` nor a next gradient (`next` is `None`).
+
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::Ops;
+
+/// One LSTM forward step: `gates` (`batch x 4H`, `x_t W_ih^T` on entry) becomes the activated
+/// gates of `gates + b_ih + b_hh + h_prev W_hh^T`; writes `c` and `h`.
+pub(crate) struct LstmForwardStep<'a> {
+    pub gates: View<'a>,
+    pub h_prev: View<'a>,
+    pub c_prev: View<'a>,
+    pub w_hh: View<'a>,
+    pub b_ih: View<'a>,
+    pub b_hh: View<'a>,
+    pub c: View<'a>,
+    pub h: View<'a>,
+    pub batch: usize,
+    pub hidden: usize,
+}
+
+/// One LSTM backward step: `dh_t = dh + next W_hh` (`next`: the gate gradient of step `t + 1`),
+/// `dc_t = carry + dh_t o (1 - tanh² c)` (`carry` read only with `next`), writes `dgates` and
+/// `carry = dc_t f`.
+pub(crate) struct LstmBackwardStep<'a> {
+    pub dh: View<'a>,
+    pub next: Option<View<'a>>,
+    pub w_hh: View<'a>,
+    pub gates: View<'a>,
+    pub c_prev: View<'a>,
+    pub c: View<'a>,
+    pub carry: View<'a>,
+    pub dgates: View<'a>,
+    pub batch: usize,
+    pub hidden: usize,
+}
+
+/// One GRU forward step: from `gx` (`x_t W_ih^T`), `h_prev W_hh^T` and the biases, writes `h`
+/// and `cache = [r, z, n, gh_n]`.
+pub(crate) struct GruForwardStep<'a> {
+    pub gx: View<'a>,
+    pub h_prev: View<'a>,
+    pub w_hh: View<'a>,
+    pub b_ih: View<'a>,
+    pub b_hh: View<'a>,
+    pub h: View<'a>,
+    pub cache: View<'a>,
+    pub batch: usize,
+    pub hidden: usize,
+}
+
+/// One GRU backward step: `dh_t = dh + next W_hh + carry` (`next`: `dgh` of step `t + 1`;
+/// product and carry only with `next`), writes `dgx`, `dgh` and `carry = dh_t z`.
+pub(crate) struct GruBackwardStep<'a> {
+    pub dh: View<'a>,
+    pub next: Option<View<'a>>,
+    pub w_hh: View<'a>,
+    pub cache: View<'a>,
+    pub h_prev: View<'a>,
+    pub carry: View<'a>,
+    pub dgx: View<'a>,
+    pub dgh: View<'a>,
+    pub batch: usize,
+    pub hidden: usize,
+}
+
+/// The fused time steps of a backend (`batch * hidden > 0`).
+pub(crate) trait GatedSteps: Ops {
+    fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()>;
+    fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()>;
+    fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()>;
+    fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()>;
+}
+
+/// `Ops::lstm_sequence_forward`, one step at a time.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lstm_forward_by_steps(
+    ops: &(impl GatedSteps + ?Sized),
+    gates: View<'_>,
+    hs: View<'_>,
+    cs: View<'_>,
+    w_hh: View<'_>,
+    b_ih: View<'_>,
+    b_hh: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let n = batch * hidden;
+    for t in 0..steps {
+        ops.lstm_step_forward(&LstmForwardStep {
+            gates: gates.slice(t * 4 * n, 4 * n)?,
+            h_prev: hs.slice(t * n, n)?,
+            c_prev: cs.slice(t * n, n)?,
+            w_hh,
+            b_ih,
+            b_hh,
+            c: cs.slice((t + 1) * n, n)?,
+            h: hs.slice((t + 1) * n, n)?,
+            batch,
+            hidden,
+        })?;
+    }
+    Ok(())
+}
+
+/// `Ops::lstm_sequence_backward`, one step at a time; `carry` is `batch x hidden` scratch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn lstm_backward_by_steps(
+    ops: &(impl GatedSteps + ?Sized),
+    dh: View<'_>,
+    gates: View<'_>,
+    cs: View<'_>,
+    w_hh: View<'_>,
+    dgates: View<'_>,
+    carry: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let n = batch * hidden;
+    for t in (0..steps).rev() {
+        let next = if t + 1 < steps {
+            Some(dgates.slice((t + 1) * 4 * n, 4 * n)?)
+        } else {
+            None
+        };
+        ops.lstm_step_backward(&LstmBackwardStep {
+            dh: dh.slice(t * n, n)?,
+            next,
+            w_hh,
+            gates: gates.slice(t * 4 * n, 4 * n)?,
+            c_prev: cs.slice(t * n, n)?,
+            c: cs.slice((t + 1) * n, n)?,
+            carry,
+            dgates: dgates.slice(t * 4 * n, 4 * n)?,
+            batch,
+            hidden,
+        })?;
+    }
+    Ok(())
+}
+
+/// `Ops::gru_sequence_forward`, one step at a time.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_forward_by_steps(
+    ops: &(impl GatedSteps + ?Sized),
+    gx: View<'_>,
+    hs: View<'_>,
+    w_hh: View<'_>,
+    b_ih: View<'_>,
+    b_hh: View<'_>,
+    cache: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let n = batch * hidden;
+    for t in 0..steps {
+        ops.gru_step_forward(&GruForwardStep {
+            gx: gx.slice(t * 3 * n, 3 * n)?,
+            h_prev: hs.slice(t * n, n)?,
+            w_hh,
+            b_ih,
+            b_hh,
+            h: hs.slice((t + 1) * n, n)?,
+            cache: cache.slice(t * 4 * n, 4 * n)?,
+            batch,
+            hidden,
+        })?;
+    }
+    Ok(())
+}
+
+/// `Ops::gru_sequence_backward`, one step at a time; `carry` is `batch x hidden` scratch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gru_backward_by_steps(
+    ops: &(impl GatedSteps + ?Sized),
+    dh: View<'_>,
+    hs: View<'_>,
+    cache: View<'_>,
+    w_hh: View<'_>,
+    dgx: View<'_>,
+    dgh: View<'_>,
+    carry: View<'_>,
+    steps: usize,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let n = batch * hidden;
+    for t in (0..steps).rev() {
+        let next = if t + 1 < steps {
+            Some(dgh.slice((t + 1) * 3 * n, 3 * n)?)
+        } else {
+            None
+        };
+        ops.gru_step_backward(&GruBackwardStep {
+            dh: dh.slice(t * n, n)?,
+            next,
+            w_hh,
+            cache: cache.slice(t * 4 * n, 4 * n)?,
+            h_prev: hs.slice(t * n, n)?,
+            carry,
+            dgx: dgx.slice(t * 3 * n, 3 * n)?,
+            dgh: dgh.slice(t * 3 * n, 3 * n)?,
+            batch,
+            hidden,
+        })?;
+    }
+    Ok(())
+}

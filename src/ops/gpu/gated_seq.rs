@@ -1,0 +1,376 @@
+//! The whole-sequence LSTM and GRU ops. Where the device has a cooperative launch and the grid
+//! fits the co-residency limit, ONE launch of the persistent kernels (`lstm_seq_*`, `gru_seq_*`,
+//! geometry `Q`, kernels-cu/gated_seq.cu) runs every time step; everywhere else (OpenCL, HIP,
+//! shapes that do not fit) the fused step kernels (`lstm_step_*`, `gru_step_*`, geometry `S`,
+//! recurrent product and gate math in one launch) run once per step, looped by
+//! `ops::gated_seq`.
+
+use super::GpuOps;
+use super::launch::{self, Args};
+use super::persistent::SeqTile;
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::check;
+use crate::ops::gated_seq::{
+    self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
+};
+
+/// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu).
+const GQ_ROWS: usize = 8;
+/// Hidden units a block owns, for every gate (`GQ_UNITS`).
+const GQ_UNITS: usize = 16;
+
+/// The block tile of the persistent kernels of a cell with `gates` gates at `hidden`: 128 threads
+/// per gate, and in shared memory the block's W slice (`gates * GQ_UNITS` rows or `GQ_UNITS`
+/// columns of W_hh), the staged rows (`hidden` wide forward, `gates * hidden` backward) and the
+/// partial sums.
+fn tile(gates: usize, hidden: usize, forward: bool) -> SeqTile {
+    let staged = if forward {
+        Some(hidden)
+    } else {
+        gates.checked_mul(hidden)
+    };
+    let floats = (gates * GQ_UNITS)
+        .checked_mul(hidden)
+        .zip(staged.and_then(|k| k.checked_mul(GQ_ROWS)))
+        .and_then(|(w, a)| w.checked_add(a))
+        .and_then(|f| f.checked_add(gates * GQ_ROWS * GQ_UNITS));
+    SeqTile {
+        rows: GQ_ROWS,
+        units: GQ_UNITS,
+        threads: 128 * gates as u32,
+        shared_floats: floats,
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn lstm_sequence_forward_impl(
+        &self,
+        gates: View<'_>,
+        hs: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "lstm_sequence_forward";
+        self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
+        let n =
+            check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let entry = "lstm_seq_forward";
+        let launched =
+            self.cooperative(entry, tile(4, hidden, true), batch, hidden, |barrier| {
+                Ok(Args::new()
+                    .buf(&gates)?
+                    .buf(&hs)?
+                    .buf(&cs)?
+                    .buf(&w_hh)?
+                    .buf(&b_ih)?
+                    .buf(&b_hh)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32))
+            })?;
+        if launched {
+            return Ok(());
+        }
+        gated_seq::lstm_forward_by_steps(
+            self, gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn lstm_sequence_backward_impl(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "lstm_sequence_backward";
+        self.mine(op, &[&dh, &gates, &cs, &w_hh, &dgates])?;
+        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        self.with_carry(n, |carry| {
+            self.lstm_backward_with(dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn lstm_backward_with(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        carry: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let entry = "lstm_seq_backward";
+        let launched =
+            self.cooperative(entry, tile(4, hidden, false), batch, hidden, |barrier| {
+                Ok(Args::new()
+                    .buf(&dh)?
+                    .buf(&gates)?
+                    .buf(&cs)?
+                    .buf(&w_hh)?
+                    .buf(&dgates)?
+                    .buf(&carry)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32))
+            })?;
+        if launched {
+            return Ok(());
+        }
+        gated_seq::lstm_backward_by_steps(
+            self, dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gru_sequence_forward_impl(
+        &self,
+        gx: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        cache: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "gru_sequence_forward";
+        self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
+        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let entry = "gru_seq_forward";
+        let launched =
+            self.cooperative(entry, tile(3, hidden, true), batch, hidden, |barrier| {
+                Ok(Args::new()
+                    .buf(&gx)?
+                    .buf(&hs)?
+                    .buf(&w_hh)?
+                    .buf(&b_ih)?
+                    .buf(&b_hh)?
+                    .buf(&cache)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32))
+            })?;
+        if launched {
+            return Ok(());
+        }
+        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn gru_sequence_backward_impl(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let op = "gru_sequence_backward";
+        self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        self.with_carry(n, |carry| {
+            self.gru_backward_with(dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn gru_backward_with(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        carry: View<'_>,
+        steps: usize,
+        batch: usize,
+        hidden: usize,
+    ) -> Result<()> {
+        let entry = "gru_seq_backward";
+        let launched =
+            self.cooperative(entry, tile(3, hidden, false), batch, hidden, |barrier| {
+                Ok(Args::new()
+                    .buf(&dh)?
+                    .buf(&hs)?
+                    .buf(&cache)?
+                    .buf(&w_hh)?
+                    .buf(&dgx)?
+                    .buf(&dgh)?
+                    .buf(&carry)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32))
+            })?;
+        if launched {
+            return Ok(());
+        }
+        gated_seq::gru_backward_by_steps(
+            self, dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden,
+        )
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
+    /// recorded training step may hold several gated layers of one size, and while recording,
+    /// the pool keeps each released temporary for the graph, so the second layer would need a
+    /// fresh allocation, which recording refuses. One buffer serves every call instead (each
+    /// op's launches finish with it before the next op's start, on the context's one queue; the
+    /// lock keeps two threads from interleaving their ops' launches). It grows only outside
+    /// graph recording in practice (a step is recorded after it ran once op by op), and a
+    /// replaced buffer is kept, since a recorded graph may still use it.
+    fn with_carry(&self, n: usize, f: impl FnOnce(View<'_>) -> Result<()>) -> Result<()> {
+        let mut carries = self.seq_carry.lock();
+        let current = carries.last().map_or(0, |b| b.len());
+        if current < n {
+            carries.push(self.alloc_buffer(n.max(current.saturating_mul(2)))?);
+        }
+        // Not empty: it held a buffer of at least n > 0 elements, or got one.
+        let carry = carries[carries.len() - 1].slice(0, n)?;
+        f(carry)
+    }
+}
+
+/// The step kernels (geometry `S`). The sequence checks ran before the loop that calls these,
+/// so the shapes fit the kernels' 32-bit dimensions.
+impl<D: Device> GatedSteps for GpuOps<D> {
+    fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()> {
+        let args = Args::new()
+            .buf(&s.gates)?
+            .buf(&s.h_prev)?
+            .buf(&s.c_prev)?
+            .buf(&s.w_hh)?
+            .buf(&s.b_ih)?
+            .buf(&s.b_hh)?
+            .buf(&s.c)?
+            .buf(&s.h)?
+            .u32(s.batch as u32)
+            .u32(s.hidden as u32);
+        self.run(
+            "lstm_step_forward",
+            launch::rnn_step(s.batch, s.hidden),
+            args,
+        )
+    }
+
+    fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()> {
+        // Without a next step the kernel reads no `dnext`; any valid buffer fills the slot.
+        let next = s.next.unwrap_or(s.dh);
+        let args = Args::new()
+            .buf(&s.dh)?
+            .buf(&next)?
+            .buf(&s.w_hh)?
+            .buf(&s.gates)?
+            .buf(&s.c_prev)?
+            .buf(&s.c)?
+            .buf(&s.carry)?
+            .buf(&s.dgates)?
+            .u32(s.batch as u32)
+            .u32(s.hidden as u32)
+            .u32(s.next.is_some() as u32);
+        self.run(
+            "lstm_step_backward",
+            launch::rnn_step(s.batch, s.hidden),
+            args,
+        )
+    }
+
+    fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()> {
+        let args = Args::new()
+            .buf(&s.gx)?
+            .buf(&s.h_prev)?
+            .buf(&s.w_hh)?
+            .buf(&s.b_ih)?
+            .buf(&s.b_hh)?
+            .buf(&s.h)?
+            .buf(&s.cache)?
+            .u32(s.batch as u32)
+            .u32(s.hidden as u32);
+        self.run(
+            "gru_step_forward",
+            launch::rnn_step(s.batch, s.hidden),
+            args,
+        )
+    }
+
+    fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()> {
+        let next = s.next.unwrap_or(s.dh);
+        let args = Args::new()
+            .buf(&s.dh)?
+            .buf(&next)?
+            .buf(&s.w_hh)?
+            .buf(&s.cache)?
+            .buf(&s.h_prev)?
+            .buf(&s.carry)?
+            .buf(&s.dgx)?
+            .buf(&s.dgh)?
+            .u32(s.batch as u32)
+            .u32(s.hidden as u32)
+            .u32(s.next.is_some() as u32);
+        self.run(
+            "gru_step_backward",
+            launch::rnn_step(s.batch, s.hidden),
+            args,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tile;
+
+    #[test]
+    fn shared_memory_of_the_reference_workloads() {
+        // W5 / W6 (hidden 256): W slice + staged rows + partials, in floats.
+        let floats = |g, fwd| tile(g, 256, fwd).shared_floats.unwrap();
+        assert_eq!(floats(4, true), 64 * 256 + 8 * 256 + 512);
+        assert_eq!(floats(4, false), 16 * 1024 + 8 * 1024 + 512);
+        assert_eq!(floats(3, true), 48 * 256 + 8 * 256 + 384);
+        assert_eq!(floats(3, false), 16 * 768 + 8 * 768 + 384);
+        // 75,776 and 100,352 bytes for the LSTM: within the H100's 227 KB per block.
+        assert!(floats(4, false) * 4 <= 227 * 1024);
+        assert_eq!(tile(4, 256, true).threads, 512);
+        assert_eq!(tile(3, 256, false).threads, 384);
+        assert!(tile(4, usize::MAX / 8, true).shared_floats.is_none());
+    }
+}

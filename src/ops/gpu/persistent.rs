@@ -1,0 +1,133 @@
+//! One cooperative launch of a persistent sequence kernel (geometry `Q`, docs/kernel-abi.md):
+//! blocks that own a slice of hidden units for the whole launch, step through time together and
+//! meet between steps at their block row's barrier (a row of blocks reads only state rows that
+//! its own blocks wrote). Only possible where the device has a cooperative
+//! launch (CUDA) and the grid fits the co-residency limit; the callers loop their step kernels
+//! otherwise.
+
+use super::GpuOps;
+use super::launch::Args;
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::kernel::LaunchConfig;
+
+/// Words between two block rows' barrier counters (`RQ_GROUP_STRIDE` in kernels-cu/rnn_seq.cu):
+/// one 128-byte line each.
+const RQ_GROUP_STRIDE: usize = 32;
+/// Block rows of a cooperative launch: bounds the barrier buffer (`RQ_GROUP_STRIDE` words per
+/// row). Co-residency limits grids far below it on today's devices (132 SMs x a few blocks).
+const MAX_BARRIER_ROWS: usize = 4096;
+
+/// The block tile of a persistent kernel: `rows` batch rows, `units` hidden units, `threads`
+/// threads, and the floats of dynamic shared memory a block needs at the launch's `hidden`
+/// (`None` when that overflows).
+pub(super) struct SeqTile {
+    pub rows: usize,
+    pub units: usize,
+    pub threads: u32,
+    pub shared_floats: Option<usize>,
+}
+
+/// The grid of a persistent launch: every unit slice in x, as many row tiles in y as fit the
+/// co-residency limit `limit` (blocks stride over the rest). `None` when the unit slices alone
+/// exceed it.
+pub(super) fn persistent_grid(
+    batch: usize,
+    hidden: usize,
+    limit: usize,
+    rows: usize,
+    units: usize,
+) -> Option<[u32; 3]> {
+    let gx = hidden.div_ceil(units);
+    if gx == 0 || gx > limit {
+        return None;
+    }
+    let gy = batch
+        .div_ceil(rows)
+        .min(limit / gx)
+        .clamp(1, MAX_BARRIER_ROWS);
+    Some([gx as u32, gy as u32, 1])
+}
+
+impl<D: Device> GpuOps<D> {
+    /// One cooperative launch of the persistent kernel `entry` over `batch x hidden` with block
+    /// tile `tile`, `args(barrier)` its arguments. `Ok(false)` when the device or the shape does
+    /// not allow it (the caller loops the step kernels instead).
+    pub(super) fn cooperative(
+        &self,
+        entry: &str,
+        tile: SeqTile,
+        batch: usize,
+        hidden: usize,
+        args: impl FnOnce(&View<'_>) -> Result<Args>,
+    ) -> Result<bool> {
+        let shared = tile
+            .shared_floats
+            .and_then(|f| f.checked_mul(4))
+            .and_then(|b| u32::try_from(b).ok());
+        let Some(shared) = shared else {
+            return Ok(false);
+        };
+        let module = self.op_set()?;
+        let limit = match self
+            .device
+            .cooperative_blocks(&module, entry, tile.threads, shared)
+        {
+            None => return Ok(false),
+            Some(limit) => limit? as usize,
+        };
+        let Some(grid) = persistent_grid(batch, hidden, limit, tile.rows, tile.units) else {
+            log::debug!(
+                "{}: {entry} {batch}x{hidden} does not fit {limit} co-resident blocks \
+                 ({shared} bytes of shared memory each); looping the step kernels",
+                self.info.id
+            );
+            return Ok(false);
+        };
+        let config = LaunchConfig {
+            grid,
+            block: [tile.threads, 1, 1],
+            shared_bytes: shared,
+        };
+        // One counter per block row, zeroed once; each completed barrier leaves its low bits at
+        // zero again (kernels-cu/rnn_seq.cu), and launches on this context's one queue never
+        // overlap. Allocated for the largest grid once, at the first (eager) step, since a
+        // step being recorded as a graph may not allocate.
+        let mut slot = self.seq_barrier.lock();
+        let barrier = match &*slot {
+            Some(b) => b,
+            None => {
+                let b = self.alloc_buffer(MAX_BARRIER_ROWS * RQ_GROUP_STRIDE)?;
+                self.fill_impl(b.view(), 0.0)?;
+                slot.insert(b)
+            }
+        };
+        let args = args(&barrier.view())?;
+        self.count_recorded();
+        match self
+            .device
+            .launch_cooperative(&module, entry, &config, args.as_slice())
+        {
+            None => Ok(false),
+            Some(r) => r.map(|()| true),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::persistent_grid;
+
+    #[test]
+    fn grid_covers_units_and_respects_the_limit() {
+        // W2 on an H100 (132 SMs, one block each at least), Elman tile 8 x 16.
+        assert_eq!(persistent_grid(64, 256, 132, 8, 16), Some([16, 8, 1]));
+        // Row tiles beyond the limit are strided, never more blocks than co-resident.
+        assert_eq!(persistent_grid(1000, 256, 132, 8, 16), Some([16, 8, 1]));
+        assert_eq!(persistent_grid(3, 17, 132, 8, 16), Some([2, 1, 1]));
+        // More unit slices than can be resident: the caller falls back.
+        assert_eq!(persistent_grid(64, 4096, 132, 8, 16), None);
+        assert_eq!(persistent_grid(64, 256, 0, 8, 16), None);
+    }
+}

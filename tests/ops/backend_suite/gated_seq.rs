@@ -1,0 +1,148 @@
+//! The whole-sequence LSTM and GRU ops on every GPU target against the CPU backend: odd and
+//! tile-sized shapes (batch not a multiple of the 8- or 16-row tiles, hidden not a multiple of
+//! the 16- or 32-unit slices), 1 to 12 steps, a random initial state, outputs poisoned, views
+//! aligned and not. On CUDA `gpu_gated_sequence` runs the persistent cooperative kernels; on
+//! OpenCL and HIP the fused step kernels. `gpu_gated_sequence_fallback` takes hidden sizes whose
+//! W slices exceed the shared memory a block can have (for the LSTM backward only, or for all
+//! four kernels), so CUDA runs the step kernels there too.
+
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use rnn::Context;
+
+use super::{Values, compare_at, nan, prop, run_padded};
+use crate::support::Target;
+
+/// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
+fn states(r: &mut Values, steps: usize, n: usize) -> Vec<f32> {
+    let mut s = r.vec(n, -1.0, 1.0);
+    s.extend(nan(steps * n));
+    s
+}
+
+/// Forward then backward of one random LSTM sequence on `ctx` against the CPU backend.
+fn check_lstm(
+    ctx: &Context,
+    (steps, batch, hidden): (usize, usize, usize),
+    pad: usize,
+    r: &mut Values,
+) -> Result<(), TestCaseError> {
+    let n = batch * hidden;
+    let bound = 1.0 / (hidden as f32).sqrt();
+    let w = r.vec(4 * hidden * hidden, -bound, bound);
+    let fwd = [
+        r.vec(steps * 4 * n, -2.0, 2.0),
+        states(r, steps, n),
+        states(r, steps, n),
+        w.clone(),
+        r.vec(4 * hidden, -1.0, 1.0),
+        r.vec(4 * hidden, -1.0, 1.0),
+    ];
+    let shape = format!("{steps}x{batch}x{hidden} pad {pad}");
+    let f = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
+        o.lstm_sequence_forward(v[0], v[1], v[2], v[3], v[4], v[5], steps, batch, hidden)
+    };
+    let what = format!("lstm_sequence_forward {shape}");
+    compare_at(ctx, &what, &fwd, pad, &[0, 1, 2], 1e-4, &f)?;
+    // The gates and cell states as the CPU forward leaves them, so both sides differentiate
+    // the same point.
+    let done = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &f)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let bwd = [
+        r.vec(steps * n, -1.0, 1.0),
+        done[0].clone(),
+        done[2].clone(),
+        w,
+        nan(steps * 4 * n),
+    ];
+    let what = format!("lstm_sequence_backward {shape}");
+    compare_at(ctx, &what, &bwd, pad, &[4], 1e-4, &|o, v| {
+        o.lstm_sequence_backward(v[0], v[1], v[2], v[3], v[4], steps, batch, hidden)
+    })
+}
+
+/// Forward then backward of one random GRU sequence on `ctx` against the CPU backend.
+fn check_gru(
+    ctx: &Context,
+    (steps, batch, hidden): (usize, usize, usize),
+    pad: usize,
+    r: &mut Values,
+) -> Result<(), TestCaseError> {
+    let n = batch * hidden;
+    let bound = 1.0 / (hidden as f32).sqrt();
+    let w = r.vec(3 * hidden * hidden, -bound, bound);
+    let fwd = [
+        r.vec(steps * 3 * n, -2.0, 2.0),
+        states(r, steps, n),
+        w.clone(),
+        r.vec(3 * hidden, -1.0, 1.0),
+        r.vec(3 * hidden, -1.0, 1.0),
+        nan(steps * 4 * n),
+    ];
+    let shape = format!("{steps}x{batch}x{hidden} pad {pad}");
+    let f = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
+        o.gru_sequence_forward(v[0], v[1], v[2], v[3], v[4], v[5], steps, batch, hidden)
+    };
+    let what = format!("gru_sequence_forward {shape}");
+    compare_at(ctx, &what, &fwd, pad, &[1, 5], 1e-4, &f)?;
+    let done = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &f)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let bwd = [
+        r.vec(steps * n, -1.0, 1.0),
+        done[1].clone(),
+        done[5].clone(),
+        w,
+        nan(steps * 3 * n),
+        nan(steps * 3 * n),
+    ];
+    let what = format!("gru_sequence_backward {shape}");
+    compare_at(ctx, &what, &bwd, pad, &[4, 5], 1e-4, &|o, v| {
+        o.gru_sequence_backward(v[0], v[1], v[2], v[3], v[4], v[5], steps, batch, hidden)
+    })
+}
+
+pub fn gated_sequence(t: Target) {
+    let s = (
+        1..=12usize,
+        prop_oneof![Just(1usize), 2..=19usize, 60..=70usize],
+        prop_oneof![Just(1usize), 2..=40usize, 250..=260usize],
+        prop_oneof![Just(0usize), Just(3usize)],
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_gated_sequence",
+        8,
+        s,
+        |ctx, (steps, batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
+            check_gru(ctx, (steps, batch, hidden), pad, &mut r)
+        },
+    );
+}
+
+pub fn gated_sequence_fallback(t: Target) {
+    // The persistent LSTM backward needs 384 bytes of shared memory per hidden unit, so 700
+    // units (268,800 bytes) exceed any current GPU's opt-in limit (227 KB on H100) while its
+    // forward still fits; from 1040 units no gated kernel fits (the smallest, the GRU forward,
+    // needs 224 bytes per unit).
+    let s = (
+        1..=3usize,
+        // One row tile of the step kernels, or two with a ragged second.
+        prop_oneof![1..=3usize, 17..=20usize],
+        prop_oneof![700..=710usize, 1040..=1050usize],
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_gated_sequence_fallback",
+        3,
+        s,
+        |ctx, (steps, batch, hidden, seed)| {
+            let mut r = Values(seed);
+            check_lstm(ctx, (steps, batch, hidden), 0, &mut r)?;
+            check_gru(ctx, (steps, batch, hidden), 0, &mut r)
+        },
+    );
+}
