@@ -165,36 +165,47 @@ pub(crate) struct HipApi {
     pub(crate) module_launch_kernel: FnModuleLaunchKernel,
     pub(crate) module_unload: FnModuleUnload,
     /// Entry points older runtimes lack; see [`HipOptional`].
-    #[expect(
-        dead_code,
-        reason = "bound for HIP graph capture and cooperative launch, which the backend does not \
-                  use yet; tests/hip-shim exercises them"
-    )]
     pub(crate) optional: HipOptional,
     /// Which file was loaded, for messages.
     pub(crate) path: String,
     _lib: Library,
 }
 
-/// Entry points bound when the runtime has them (`None` where a release predates them), for
-/// features the backend does not use yet: stream capture into graphs (one replayable launch of a
-/// whole training step, as the CUDA backend's graphs) and cooperative launch with its occupancy
-/// query (the persistent whole-sequence RNN kernels). Signatures as in ROCm 6's
-/// hip_runtime_api.h, all present since ROCm 5.0.
-#[expect(
-    dead_code,
-    reason = "not called until HIP graph capture and cooperative launch are wired"
-)]
+/// Entry points bound when the runtime has them (`None` where a release predates them):
+/// stream capture into graphs (one replayable launch of a whole training step, see
+/// `graph.rs`), and cooperative launch with its occupancy query (for persistent whole-sequence
+/// kernels; not called by the backend yet). Signatures as in ROCm 6's hip_runtime_api.h, all
+/// present since ROCm 5.0.
 pub(crate) struct HipOptional {
-    pub(crate) stream_begin_capture: Option<FnStreamBeginCapture>,
-    pub(crate) stream_end_capture: Option<FnStreamEndCapture>,
-    pub(crate) graph_instantiate: Option<FnGraphInstantiate>,
-    pub(crate) graph_launch: Option<FnGraphLaunch>,
-    pub(crate) graph_exec_destroy: Option<FnGraphExecDestroy>,
-    pub(crate) graph_destroy: Option<FnGraphDestroy>,
+    /// All six graph entry points, or `None` when any is missing (the device then records no
+    /// graphs and training steps run op by op).
+    pub(crate) graphs: Option<GraphApi>,
+    #[expect(
+        dead_code,
+        reason = "bound for cooperative launch, which HIP does not use yet"
+    )]
     pub(crate) module_launch_cooperative_kernel: Option<FnModuleLaunchCooperativeKernel>,
+    #[expect(
+        dead_code,
+        reason = "bound for cooperative launch, which HIP does not use yet"
+    )]
     pub(crate) module_occupancy_max_active_blocks: Option<FnOccupancy>,
 }
+
+/// `hipStreamBeginCapture`, `hipStreamEndCapture`, `hipGraphInstantiate`, `hipGraphLaunch`,
+/// `hipGraphExecDestroy`, `hipGraphDestroy`.
+#[derive(Clone, Copy)]
+pub(crate) struct GraphApi {
+    pub(crate) stream_begin_capture: FnStreamBeginCapture,
+    pub(crate) stream_end_capture: FnStreamEndCapture,
+    pub(crate) graph_instantiate: FnGraphInstantiate,
+    pub(crate) graph_launch: FnGraphLaunch,
+    pub(crate) graph_exec_destroy: FnGraphExecDestroy,
+    pub(crate) graph_destroy: FnGraphDestroy,
+}
+
+/// `hipStreamCaptureModeThreadLocal`.
+pub(crate) const STREAM_CAPTURE_MODE_THREAD_LOCAL: c_int = 1;
 
 /// The hiprtc entry points: from `libhiprtc` (ROCm >= 5.3) or from `libamdhip64` (ROCm <= 5.2).
 pub(crate) struct RtcApi {
@@ -329,13 +340,18 @@ impl HipApi {
                     .ok()
                     .map(|f| (f, GCN_ARCH_NAME_OFFSET_R0000)),
             };
+            let graphs = (|| {
+                Some(GraphApi {
+                    stream_begin_capture: opt(&lib, "hipStreamBeginCapture")?,
+                    stream_end_capture: opt(&lib, "hipStreamEndCapture")?,
+                    graph_instantiate: opt(&lib, "hipGraphInstantiate")?,
+                    graph_launch: opt(&lib, "hipGraphLaunch")?,
+                    graph_exec_destroy: opt(&lib, "hipGraphExecDestroy")?,
+                    graph_destroy: opt(&lib, "hipGraphDestroy")?,
+                })
+            })();
             let optional = HipOptional {
-                stream_begin_capture: opt(&lib, "hipStreamBeginCapture"),
-                stream_end_capture: opt(&lib, "hipStreamEndCapture"),
-                graph_instantiate: opt(&lib, "hipGraphInstantiate"),
-                graph_launch: opt(&lib, "hipGraphLaunch"),
-                graph_exec_destroy: opt(&lib, "hipGraphExecDestroy"),
-                graph_destroy: opt(&lib, "hipGraphDestroy"),
+                graphs,
                 module_launch_cooperative_kernel: opt(&lib, "hipModuleLaunchCooperativeKernel"),
                 module_occupancy_max_active_blocks: opt(
                     &lib,

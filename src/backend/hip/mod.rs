@@ -48,6 +48,7 @@ mod compile;
 mod device;
 mod error;
 mod ffi;
+mod graph;
 pub(crate) mod kernels;
 
 use std::ffi::{c_char, c_int};
