@@ -21,6 +21,10 @@
 //! - Kernels: the CUDA op-set sources (`kernels-cu/`) behind the `kernels-hip/` vendor header
 //!   (CUDA spellings to HIP, wavefront-width reductions), compiled by hiprtc with
 //!   `--offload-arch=<gfx...> -O3` into a code object that goes through the shared kernel cache.
+//! - Graphs: with `hipStreamBeginCapture` ... `hipGraphLaunch` (optional symbols, in every ROCm
+//!   since 5.0) a whole training step is recorded and replayed as on CUDA (`graph.rs`); while
+//!   recording, allocation, uploads, downloads and waits are refused. A runtime without them
+//!   records no graphs and steps run op by op.
 //!
 //! What was checked, and what was not:
 //! - On a machine without an AMD GPU (ROCm 5.2.3 `libamdhip64.so.5` with hiprtc inside it): the
@@ -34,15 +38,18 @@
 //!   and NVRTC (its hiprtc compiles the HIP sources behind `kernels-hip/nvrtc_prelude.h`, as the
 //!   `hip-nvrtc` path does; its devices report `gfx90a:sramecc+:xnack-` and wave size 32). With
 //!   `RNN_HIP_LIBRARY` pointing at it (`scripts/gpu-machine.sh hip-shim`), the whole test suite,
-//!   an example and compute-sanitizer run on `hip:0`: this code's FFI signatures, discovery, the
-//!   `gcnArchName` read in both layouts, memory with its out-of-memory mapping and the pool's
-//!   release-and-retry, streams and copies, module loading (fresh and from the disk cache,
-//!   including entries the driver rejects), launches, error mapping, and the HIP kernels'
-//!   numerics at wave size 32.
+//!   an example and compute-sanitizer run on `hip:0`, which exercises this code's FFI
+//!   signatures, discovery, the `gcnArchName` read in both layouts, memory with its
+//!   out-of-memory mapping and the pool's release-and-retry, streams and copies, module loading
+//!   (fresh and from the disk cache, including entries the driver rejects), launches, graph
+//!   capture and replay, error mapping, and the HIP kernels' numerics at wave size 32. In CI
+//!   (no GPU) the shim is built, its exports are checked against the names bound in `ffi.rs`,
+//!   and it answers like ROCm without a GPU (`tests/runtime/hip_shim.rs`).
 //! - NOT verified: no AMD GPU has ever run this backend. The shim has ROCm's interface but
-//!   CUDA's behaviour, so ROCm's own runtime (its allocator, copy and stream semantics, the
-//!   error codes only it produces, code-object loading), AMD's drivers, and wave-64 execution of
-//!   the kernels (only compiled, for gfx908/gfx90a) remain untested.
+//!   CUDA's behaviour, so ROCm's own runtime (its allocator, copy and stream semantics, graph
+//!   capture, the error codes only it produces, AMDGPU code-object loading), AMD's drivers and
+//!   hiprtc's code generation for real targets beyond compiling, and wave-64 execution of the
+//!   kernels (only compiled, for gfx908/gfx90a) remain untested.
 
 mod compile;
 mod device;
