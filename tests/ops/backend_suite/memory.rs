@@ -128,7 +128,8 @@ fn run_child(t: Target, dir: &Path) -> CacheEvents {
     );
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("cache-events "))
+        // The harness prints `test <name> ... ` on the same line, before the child's output.
+        .find_map(|l| l.split_once("cache-events ").map(|(_, events)| events))
         .unwrap_or_else(|| panic!("no cache-events line:\n{stdout}"));
     let field = |key: &str| -> usize {
         line.split(' ')
