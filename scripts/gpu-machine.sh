@@ -16,6 +16,9 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export RNN_REQUIRE_BACKENDS=${RNN_REQUIRE_BACKENDS:-cuda,opencl,hip-nvrtc,nvrtc}
 export RNN_CACHE_DIR=${RNN_CACHE_DIR:-/tmp/rnn-cache}
 run=.gpu-bundle/run.sh
+# The prebuilt HIP-runtime shim (scripts/bundle.sh): the runtime tests use it instead of building
+# one, which needs a C compiler this machine may lack.
+[ -d .gpu-bundle/hipshim ] && export RNN_HIPSHIM_DIR=${RNN_HIPSHIM_DIR:-$PWD/.gpu-bundle/hipshim}
 # The CUDA toolkit's libOpenCL.so.1 comes first in the loader cache there and ignores the ICD
 # directory run.sh prepares; point opencl3 at the system's ocl-icd loader, which honours it.
 for l in /lib/x86_64-linux-gnu/libOpenCL.so.1 /usr/lib/x86_64-linux-gnu/libOpenCL.so.1; do
