@@ -18,8 +18,7 @@
 // forward; the gate gradients of step t+1 backward, G*H wide) from L2 into shared memory, forms
 // the products, and GQ_ROWS * GQ_UNITS threads (thread e: row e / GQ_UNITS, unit e % GQ_UNITS)
 // apply the fused cell math and write the results. Then the blocks of its row (same
-// blockIdx.y: the
-// only writers of the rows it reads next) meet at that row's barrier.
+// blockIdx.y: the only writers of the rows it reads next) meet at that row's barrier.
 //
 // Products: 32-lane group (warp) w computes a 4 x 8 tile (4 batch rows x 8 outputs) over a
 // range of k: lane l accumulates the 32 dot products over k = k0 + l, k0 + l + 32, ...

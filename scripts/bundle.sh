@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds the GPU-machine bundle: ../shared/tools/gpu-bundle, plus the `workloads` bench binary
-# (the bundle tool skips bench targets) and PyTorch's reference script for side-by-side timing.
+# (the bundle tool skips bench targets), PyTorch's reference script for side-by-side timing, and
+# the tests/hip-shim HIP runtime over CUDA (.gpu-bundle/hipshim/{rocm6,rocm5}/libamdhip64.so and
+# its selftest), built here because the GPU machine may have no C compiler
+# (scripts/gpu-machine.sh hip-shim).
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 ../shared/tools/gpu-bundle "$@"
@@ -16,4 +19,6 @@ cp ../shared/bench/pytorch_reference.py .gpu-bundle/
 if [ -n "${BASE_BENCH:-}" ]; then
   cp "$BASE_BENCH" .gpu-bundle/bin/workloads-base && strip .gpu-bundle/bin/workloads-base
 fi
-echo "bundle: + workloads, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
+bash tests/hip-shim/build.sh .gpu-bundle/hipshim
+strip --strip-unneeded .gpu-bundle/hipshim/rocm*/libamdhip64.so .gpu-bundle/hipshim/selftest
+echo "bundle: + workloads, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"

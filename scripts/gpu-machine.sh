@@ -3,12 +3,22 @@
 # .gpu-bundle here (the device has no Rust toolchain). One call does everything that belongs
 # together, so device time is spent once:
 #   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|profile|all]...
+#   bash scripts/gpu-machine.sh [hip-shim|hip-shim-run|hip-shim-sanitize]
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
+# `hip-shim` (not part of `all`) runs the HIP backend itself (its libamdhip64/hiprtc FFI, not the
+# hip-nvrtc path) on the NVIDIA GPU through tests/hip-shim, the HIP runtime over CUDA that
+# scripts/bundle.sh puts in .gpu-bundle/hipshim: its C self-test, every test binary with
+# RNN_REQUIRE_BACKENDS=hip (a `hip:N` device from the HIP runtime), the out-of-memory test, the
+# example on hip:0, `devices` (hip-shim-run), and the op suite under compute-sanitizer
+# (hip-shim-sanitize); `hip-shim` is both.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export RNN_REQUIRE_BACKENDS=${RNN_REQUIRE_BACKENDS:-cuda,opencl,hip-nvrtc,nvrtc}
 export RNN_CACHE_DIR=${RNN_CACHE_DIR:-/tmp/rnn-cache}
 run=.gpu-bundle/run.sh
+# The prebuilt HIP-runtime shim (scripts/bundle.sh): the runtime tests use it instead of building
+# one, which needs a C compiler this machine may lack.
+[ -d .gpu-bundle/hipshim ] && export RNN_HIPSHIM_DIR=${RNN_HIPSHIM_DIR:-$PWD/.gpu-bundle/hipshim}
 # The CUDA toolkit's libOpenCL.so.1 comes first in the loader cache there and ignores the ICD
 # directory run.sh prepares; point opencl3 at the system's ocl-icd loader, which honours it.
 for l in /lib/x86_64-linux-gnu/libOpenCL.so.1 /usr/lib/x86_64-linux-gnu/libOpenCL.so.1; do
@@ -81,6 +91,42 @@ for what in "${@:-all}"; do
       step "CPU backend vs PyTorch CPU, both pinned to 2 cores (taskset -c 0,1)"
       taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"
       taskset -c 0,1 python3 .gpu-bundle/pytorch_reference.py cpu 2 2>&1 | tee "$OUT/bench-torch-cpu.log" ;;&
+    hip-shim|hip-shim-run|hip-shim-sanitize)
+      shim=$PWD/.gpu-bundle/hipshim
+      if [ ! -f "$shim/rocm6/libamdhip64.so" ]; then
+        echo "!!! $shim/rocm6/libamdhip64.so missing: build the bundle with scripts/bundle.sh"
+        status=1; continue
+      fi
+      # Only the HIP backend is probed (the CUDA and OpenCL suites run in `tests`); hip-shim in
+      # the requirement makes the runtime tests use the prebuilt fixture or fail.
+      hip_env=(env RNN_HIP_LIBRARY="$shim/rocm6/libamdhip64.so" RNN_HIPSHIM_DIR="$shim"
+        RNN_BACKENDS=hip RNN_REQUIRE_BACKENDS=hip,hip-shim RNN_CACHE_DIR=/tmp/rnn-cache-hipshim) ;;&
+    hip-shim|hip-shim-run)
+      step "hip-shim: C self-test, ROCm 6 and ROCm 5 flavours"
+      for flavour in rocm6 rocm5; do
+        "$shim/selftest" "$shim/$flavour/libamdhip64.so" 2>&1 | tee "$OUT/hipshim-selftest-$flavour.log" | tail -3
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! selftest $flavour failed"; status=1; }
+      done
+      step "hip-shim: devices"
+      "${hip_env[@]}" bash $run exec devices 2>&1 | tee "$OUT/hipshim-devices.log"
+      step "hip-shim: every test binary on hip:0 (RNN_REQUIRE_BACKENDS=hip)"
+      "${hip_env[@]}" OUT="$OUT/hipshim" bash $run tests || status=1
+      step "hip-shim: out-of-memory recovery (alone: it takes all device memory)"
+      "${hip_env[@]}" .gpu-bundle/bin/ops backend_suite::hip::gpu_oom_recovery --exact --ignored \
+        --test-threads=1 > "$OUT/hipshim-oom.log" 2>&1 || { echo "!!! oom"; status=1; }
+      grep -E "^test |test result|panicked" "$OUT/hipshim-oom.log" | tail -5
+      step "hip-shim: real_gpu_neural_network on hip:0"
+      "${hip_env[@]}" bash $run exec real_gpu_neural_network --device hip:0 2>&1 | tail -n 25 \
+        | tee "$OUT/hipshim-example.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! example on hip:0 failed"; status=1; } ;;&
+    hip-shim|hip-shim-sanitize)
+      step "hip-shim: compute-sanitizer memcheck over the op suite on hip:0"
+      # API errors are not reported: the suite provokes out-of-memory on purpose.
+      "${hip_env[@]}" timeout ${SANITIZE_TIMEOUT:-400} compute-sanitizer --tool memcheck \
+        --leak-check full --report-api-errors no .gpu-bundle/bin/ops backend_suite::hip:: \
+        --test-threads=1 > "$OUT/hipshim-sanitize-ops.log" 2>&1; rc=$?
+      grep -E "ERROR SUMMARY|test result|FAILED" "$OUT/hipshim-sanitize-ops.log" | tail -5
+      [ $rc = 0 ] || { echo "!!! sanitize hip exit $rc"; status=1; } ;;
     *) ;;
   esac
 done

@@ -152,7 +152,7 @@ impl GpuManager {
             };
             match probed {
                 Ok(found) => {
-                    let detail = if found.is_empty() {
+                    let mut detail = if found.is_empty() {
                         "runtime loaded, no devices".to_string()
                     } else {
                         found
@@ -161,6 +161,14 @@ impl GpuManager {
                             .collect::<Vec<_>>()
                             .join(", ")
                     };
+                    // HIP may be a ROCm outside the search path or a stand-in (RNN_HIP_LIBRARY):
+                    // say which files answered.
+                    if let Some(origin) = (kind == BackendKind::Hip)
+                        .then(backend::hip::origin)
+                        .flatten()
+                    {
+                        detail = format!("{detail} [{origin}]");
+                    }
                     log::info!("{kind}: {} device(s) ({detail})", found.len());
                     statuses.push(BackendStatus {
                         backend: kind,

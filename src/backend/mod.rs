@@ -146,7 +146,7 @@ pub trait Device: Send + Sync + 'static {
         None
     }
 
-    /// Starts recording this device's queue into a graph (CUDA stream capture). `None` when
+    /// Starts recording this device's queue into a graph (CUDA/HIP stream capture). `None` when
     /// the device cannot record graphs. While recording, the device must refuse work that
     /// cannot be recorded (allocation, host copies, waits) with an error instead of doing it.
     fn capture_begin(&self) -> Option<Result<()>> {

@@ -607,8 +607,8 @@ pub trait Ops: Send + Sync {
     // ---- graphs and profiling -----------------------------------------------------------
 
     /// Starts recording the work this context queues into a graph instead of running it
-    /// (CUDA stream capture). `Ok(false)` when the device cannot record graphs (OpenCL, the
-    /// CPU): the caller then just runs its work. While recording, ops that would allocate
+    /// (CUDA or HIP stream capture). `Ok(false)` when the device cannot record graphs (OpenCL,
+    /// the CPU, a HIP runtime without the graph API): the caller then just runs its work. While recording, ops that would allocate
     /// device memory, copy from the host or wait fail with [`crate::Error::Unsupported`]; end
     /// the recording with [`Ops::capture_end`] in every case.
     fn capture_begin(&self) -> Result<bool>;

@@ -168,7 +168,7 @@ fn hip_on_cuda_training_follows_cpu() {
     follows_cpu(Target::HipOnCuda, "hip_on_cuda_training_follows_cpu");
 }
 
-/// Training with whole-step graphs (recorded on CUDA, op by op elsewhere) ends with the same
+/// Training with whole-step graphs (recorded on CUDA and HIP, op by op elsewhere) ends with the same
 /// parameters and losses as training op by op: shuffled batches, a smaller last batch (its own
 /// graph), an MLP with clipping and an LSTM character model.
 fn graphs_match_op_by_op(target: Target, test: &str) {
@@ -237,6 +237,11 @@ fn opencl_graphs_match_op_by_op() {
 #[test]
 fn cuda_graphs_match_op_by_op() {
     graphs_match_op_by_op(Target::Cuda, "cuda_graphs_match_op_by_op");
+}
+
+#[test]
+fn hip_graphs_match_op_by_op() {
+    graphs_match_op_by_op(Target::Hip, "hip_graphs_match_op_by_op");
 }
 
 #[test]

@@ -14,6 +14,7 @@ mod gated_graph;
 mod gated_seq;
 mod graphs;
 mod indices;
+mod memory;
 mod rnn_seq;
 mod rnn_step;
 
@@ -820,6 +821,22 @@ macro_rules! backend_suite {
             fn gpu_foreign_and_edge_cases() {
                 super::edges::foreign_and_edge_cases(T)
             }
+            #[test]
+            fn gpu_kernel_cache() {
+                super::memory::kernel_cache(T)
+            }
+        }
+    };
+}
+
+/// Runs alone (it takes all device memory): `--ignored gpu_oom --test-threads=1`, as
+/// scripts/gpu-machine.sh does; OpenCL allocates lazily, so it has no instance there.
+macro_rules! oom_test {
+    () => {
+        #[test]
+        #[ignore = "exhausts device memory; run alone: --ignored gpu_oom --test-threads=1"]
+        fn gpu_oom_recovery() {
+            super::memory::oom_recovery(T)
         }
     };
 }
@@ -831,7 +848,8 @@ backend_suite!(
     #[test]
     fn gpu_gemm_own_kernel() {
         super::gemm_own_kernel(T)
-    }
+    },
+    oom_test!();
 );
-backend_suite!(hip, Target::Hip);
-backend_suite!(hip_on_cuda, Target::HipOnCuda);
+backend_suite!(hip, Target::Hip, oom_test!(););
+backend_suite!(hip_on_cuda, Target::HipOnCuda, oom_test!(););

@@ -1,7 +1,9 @@
-//! Runtimes: discovery, the kernel cache, kernel compilation for every dialect and target.
+//! Runtimes: discovery, the kernel cache, kernel compilation for every dialect and target, and
+//! the HIP backend's library selection with the `tests/hip-shim` fixture.
 
 mod cache;
 mod cuda_compile;
 mod hip_compile;
+mod hip_shim;
 #[path = "../support/mod.rs"]
 mod support;

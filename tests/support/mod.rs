@@ -27,7 +27,11 @@ impl Target {
     }
 }
 
-/// The names in `RNN_REQUIRE_BACKENDS` (comma separated: cpu, opencl, cuda, hip, hip-nvrtc).
+/// The names in `RNN_REQUIRE_BACKENDS` (comma separated): `cpu`, `opencl`, `cuda`; `hip`: a
+/// `hip:N` device opened by the HIP backend through a HIP runtime (ROCm, or the tests/hip-shim
+/// runtime over CUDA chosen with `RNN_HIP_LIBRARY`); `hip-nvrtc`: the HIP kernel sources
+/// compiled by NVRTC on a `cuda:N` device (no HIP runtime involved). The runtime tests also
+/// know `nvrtc`, `hiprtc` (compilers, no device) and `hip-shim` (the fixture must build).
 pub fn required() -> Vec<String> {
     std::env::var("RNN_REQUIRE_BACKENDS")
         .unwrap_or_default()

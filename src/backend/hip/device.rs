@@ -1,6 +1,7 @@
 //! [`HipDevice`]: the [`Device`] seam over the HIP runtime, one stream per context.
 
 use std::ffi::{CString, c_int, c_void};
+use std::sync::atomic::AtomicBool;
 
 use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, with_param_slots};
 use crate::device::DeviceInfo;
@@ -13,15 +14,18 @@ use super::ffi::{self, Function, HIP_ERROR_OUT_OF_MEMORY, HipApi, RtcApi, Stream
 
 /// One HIP device with its own stream.
 pub(crate) struct HipDevice {
-    api: &'static HipApi,
+    pub(super) api: &'static HipApi,
     rtc: &'static RtcApi,
-    ordinal: c_int,
-    info: DeviceInfo,
+    pub(super) ordinal: c_int,
+    pub(super) info: DeviceInfo,
     /// `--offload-arch` value: the base processor (`gfx90a`), so the code object is built for
     /// "any" xnack/sramecc mode and loads whatever mode the device runs in.
     arch: String,
     identity: String,
-    stream: Stream,
+    pub(super) stream: Stream,
+    /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
+    /// copies and waits are refused until it ends (see `graph.rs`).
+    pub(super) capturing: AtomicBool,
 }
 
 // SAFETY: `stream` is a HIP stream handle; the HIP runtime allows any host thread to enqueue on
@@ -80,12 +84,13 @@ impl HipDevice {
             arch,
             identity,
             stream,
+            capturing: AtomicBool::new(false),
         })
     }
 
     /// HIP keeps the current device per host thread; every call that allocates or loads binds
     /// this device first (cheap when it is already current).
-    fn bind(&self) -> Result<()> {
+    pub(super) fn bind(&self) -> Result<()> {
         set_device(self.api, self.ordinal)
     }
 
@@ -100,7 +105,7 @@ impl HipDevice {
     }
 }
 
-fn set_device(api: &HipApi, ordinal: c_int) -> Result<()> {
+pub(super) fn set_device(api: &HipApi, ordinal: c_int) -> Result<()> {
     // SAFETY: plain value argument; an invalid ordinal is reported as an error code.
     let code = unsafe { (api.set_device)(ordinal) };
     check(api, code, "hipSetDevice")
@@ -204,6 +209,8 @@ impl Device for HipDevice {
         if bytes == 0 {
             return Ok(0);
         }
+        // hipMalloc is not stream-ordered: it cannot be recorded into a graph.
+        self.refuse_while_capturing("device allocation")?;
         self.bind()?;
         let mut ptr: *mut c_void = std::ptr::null_mut();
         // SAFETY: `ptr` is a valid out-pointer; the device is current on this thread.
@@ -223,6 +230,15 @@ impl Device for HipDevice {
 
     fn free(&self, ptr: DevicePtr) {
         if ptr == 0 {
+            return;
+        }
+        if self.refuse_while_capturing("free").is_err() {
+            // Only the pool frees, and only when it trims after an allocation failed, which
+            // cannot happen while recording (allocations are refused): keep the block.
+            log::warn!(
+                "{}: not freeing {ptr:#x} while recording a graph",
+                self.info.id
+            );
             return;
         }
         if let Err(e) = self.bind() {
@@ -248,6 +264,8 @@ impl Device for HipDevice {
         if src.is_empty() {
             return Ok(());
         }
+        // A recorded host-to-device copy would read `src` at every replay, long after it is gone.
+        self.refuse_while_capturing("upload")?;
         let dst = offset_ptr(dst, offset)?;
         // SAFETY: `src` is readable for `src.len()` bytes and stays borrowed until the stream is
         // synchronized below, so the (possibly asynchronous) copy never outlives it; the
@@ -260,6 +278,7 @@ impl Device for HipDevice {
     }
 
     fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.refuse_while_capturing("download")?;
         if dst.is_empty() {
             return self.sync_stream();
         }
@@ -356,7 +375,16 @@ impl Device for HipDevice {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.refuse_while_capturing("synchronize")?;
         self.sync_stream()
+    }
+
+    fn capture_begin(&self) -> Option<Result<()>> {
+        self.begin_capture()
+    }
+
+    fn capture_end(&self) -> Result<Box<dyn crate::graph::GraphExec>> {
+        self.end_capture()
     }
 
     fn sgemm_tile(&self) -> (u32, u32, u32) {

@@ -4,9 +4,19 @@
 //! The symbol set is deliberately small and limited to functions whose signatures did not change
 //! between ROCm 5.x and 6.x. `hipDeviceProp_t` changed layout in ROCm 6, so it is only read
 //! through an over-sized buffer at a known offset (see [`HipApi::gcn_arch_name`]).
+//!
+//! Which files: `RNN_HIP_LIBRARY` names the runtime exactly (a ROCm install outside the search
+//! path, or the `tests/hip-shim` fixture); hiprtc then comes from `RNN_HIPRTC_LIBRARY` when set,
+//! else from a `libhiprtc` next to that runtime (ROCm >= 5.3 ships it separately), else from the
+//! runtime itself (ROCm <= 5.2). Without `RNN_HIP_LIBRARY` both are searched for (see
+//! [`candidates`]). A file that cannot be loaded, or lacks a required symbol, is an `Err` naming
+//! it, so the backend is unavailable with that reason.
+//!
+//! Every symbol name this file binds is checked against the exports of the `tests/hip-shim`
+//! fixture by `tests/runtime/hip_shim.rs`, which reads the string literals of this file.
 
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use libloading::Library;
@@ -23,6 +33,12 @@ pub(crate) type Module = *mut c_void;
 pub(crate) type Function = *mut c_void;
 /// `hiprtcProgram` (opaque pointer).
 pub(crate) type Program = *mut c_void;
+/// `hipGraph_t` (opaque pointer).
+pub(crate) type Graph = *mut c_void;
+/// `hipGraphExec_t` (opaque pointer).
+pub(crate) type GraphExec = *mut c_void;
+/// `hipGraphNode_t` (opaque pointer).
+pub(crate) type GraphNode = *mut c_void;
 
 pub(crate) const HIP_SUCCESS: HipError = 0;
 pub(crate) const HIP_ERROR_OUT_OF_MEMORY: HipError = 2;
@@ -41,8 +57,9 @@ pub(crate) const ATTR_WARP_SIZE: c_int = 87;
 const GCN_ARCH_NAME_OFFSET_R0000: usize = 396;
 /// Offset of `gcnArchName[256]` in `hipDeviceProp_tR0600` (ROCm 6.x), x86-64.
 const GCN_ARCH_NAME_OFFSET_R0600: usize = 1160;
-/// Both structs are under 1.5 KiB; the buffer is much larger so a runtime whose struct grew
-/// further cannot write past it.
+/// Both structs are under 1.5 KiB (792 and 1472 bytes, pinned with the offsets above by the
+/// static assertions of tests/hip-shim/hip_abi.h); the buffer is much larger so a runtime whose
+/// struct grew further cannot write past it.
 const DEVICE_PROP_BUFFER: usize = 16 * 1024;
 
 type FnInit = unsafe extern "C" fn(c_uint) -> HipError;
@@ -77,6 +94,31 @@ type FnModuleLaunchKernel = unsafe extern "C" fn(
     *mut *mut c_void,
 ) -> HipError;
 type FnModuleUnload = unsafe extern "C" fn(Module) -> HipError;
+/// `hipStreamBeginCapture(stream, hipStreamCaptureMode)`; the modes are Global 0, ThreadLocal 1,
+/// Relaxed 2 (CUDA's numbers).
+type FnStreamBeginCapture = unsafe extern "C" fn(Stream, c_int) -> HipError;
+type FnStreamEndCapture = unsafe extern "C" fn(Stream, *mut Graph) -> HipError;
+/// `hipGraphInstantiate(exec, graph, errorNode, logBuffer, bufferSize)`.
+type FnGraphInstantiate =
+    unsafe extern "C" fn(*mut GraphExec, Graph, *mut GraphNode, *mut c_char, usize) -> HipError;
+type FnGraphLaunch = unsafe extern "C" fn(GraphExec, Stream) -> HipError;
+type FnGraphExecDestroy = unsafe extern "C" fn(GraphExec) -> HipError;
+type FnGraphDestroy = unsafe extern "C" fn(Graph) -> HipError;
+/// `hipModuleLaunchCooperativeKernel`: `hipModuleLaunchKernel`'s arguments without `extra`.
+type FnModuleLaunchCooperativeKernel = unsafe extern "C" fn(
+    Function,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    c_uint,
+    Stream,
+    *mut *mut c_void,
+) -> HipError;
+/// `hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, f, blockSize, dynShared)`.
+type FnOccupancy = unsafe extern "C" fn(*mut c_int, Function, c_int, usize) -> HipError;
 
 type FnRtcCreateProgram = unsafe extern "C" fn(
     *mut Program,
@@ -122,10 +164,48 @@ pub(crate) struct HipApi {
     pub(crate) module_get_function: FnModuleGetFunction,
     pub(crate) module_launch_kernel: FnModuleLaunchKernel,
     pub(crate) module_unload: FnModuleUnload,
+    /// Entry points older runtimes lack; see [`HipOptional`].
+    pub(crate) optional: HipOptional,
     /// Which file was loaded, for messages.
     pub(crate) path: String,
     _lib: Library,
 }
+
+/// Entry points bound when the runtime has them (`None` where a release predates them):
+/// stream capture into graphs (one replayable launch of a whole training step, see
+/// `graph.rs`), and cooperative launch with its occupancy query (for persistent whole-sequence
+/// kernels; not called by the backend yet). Signatures as in ROCm 6's hip_runtime_api.h, all
+/// present since ROCm 5.0.
+pub(crate) struct HipOptional {
+    /// All six graph entry points, or `None` when any is missing (the device then records no
+    /// graphs and training steps run op by op).
+    pub(crate) graphs: Option<GraphApi>,
+    #[expect(
+        dead_code,
+        reason = "bound for cooperative launch, which HIP does not use yet"
+    )]
+    pub(crate) module_launch_cooperative_kernel: Option<FnModuleLaunchCooperativeKernel>,
+    #[expect(
+        dead_code,
+        reason = "bound for cooperative launch, which HIP does not use yet"
+    )]
+    pub(crate) module_occupancy_max_active_blocks: Option<FnOccupancy>,
+}
+
+/// `hipStreamBeginCapture`, `hipStreamEndCapture`, `hipGraphInstantiate`, `hipGraphLaunch`,
+/// `hipGraphExecDestroy`, `hipGraphDestroy`.
+#[derive(Clone, Copy)]
+pub(crate) struct GraphApi {
+    pub(crate) stream_begin_capture: FnStreamBeginCapture,
+    pub(crate) stream_end_capture: FnStreamEndCapture,
+    pub(crate) graph_instantiate: FnGraphInstantiate,
+    pub(crate) graph_launch: FnGraphLaunch,
+    pub(crate) graph_exec_destroy: FnGraphExecDestroy,
+    pub(crate) graph_destroy: FnGraphDestroy,
+}
+
+/// `hipStreamCaptureModeThreadLocal`.
+pub(crate) const STREAM_CAPTURE_MODE_THREAD_LOCAL: c_int = 1;
 
 /// The hiprtc entry points: from `libhiprtc` (ROCm >= 5.3) or from `libamdhip64` (ROCm <= 5.2).
 pub(crate) struct RtcApi {
@@ -155,6 +235,10 @@ pub(crate) struct Loaded {
 
 const HIP_NAMES: [&str; 3] = ["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"];
 const RTC_NAMES: [&str; 3] = ["libhiprtc.so", "libhiprtc.so.6", "libhiprtc.so.5"];
+/// The HIP runtime to load, instead of searching for one.
+pub(crate) const LIBRARY_ENV: &str = "RNN_HIP_LIBRARY";
+/// The hiprtc library to load, instead of looking next to the runtime.
+pub(crate) const RTC_LIBRARY_ENV: &str = "RNN_HIPRTC_LIBRARY";
 
 /// Candidate paths: each name in `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the
 /// bare name for the system loader's search.
@@ -166,25 +250,38 @@ fn candidates(names: &[&str]) -> Vec<PathBuf> {
         }
     }
     dirs.push(PathBuf::from("/opt/rocm/lib"));
-    let mut out = Vec::new();
-    for dir in &dirs {
-        for name in names {
-            let p = dir.join(name);
-            if p.exists() {
-                out.push(p);
-            }
-        }
-    }
+    let mut out = in_dirs(&dirs, names);
     out.extend(names.iter().map(PathBuf::from));
     out
 }
 
-fn open_first(names: &[&str]) -> Result<(Library, String), String> {
+/// Each of `names` that exists in one of `dirs`, in that order.
+fn in_dirs(dirs: &[PathBuf], names: &[&str]) -> Vec<PathBuf> {
+    dirs.iter()
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .filter(|p| p.exists())
+        .collect()
+}
+
+/// The value of `var` as a path, when it is set and not empty.
+fn env_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+fn open(path: &Path) -> Result<Library, libloading::Error> {
+    // SAFETY: loading a shared library runs its initializers; the HIP runtime and hiprtc (and the
+    // tests/hip-shim fixture) are ordinary C libraries whose initializers only set up internal
+    // state. A file named by RNN_HIP_LIBRARY / RNN_HIPRTC_LIBRARY is trusted like the loader
+    // search path: the user chose it.
+    unsafe { Library::new(path) }
+}
+
+fn open_first(paths: &[PathBuf]) -> Result<(Library, String), String> {
     let mut tried = Vec::new();
-    for path in candidates(names) {
-        // SAFETY: loading a shared library runs its initializers; the HIP runtime and hiprtc are
-        // ordinary C libraries whose initializers only set up internal state.
-        match unsafe { Library::new(&path) } {
+    for path in paths {
+        match open(path) {
             Ok(lib) => return Ok((lib, path.display().to_string())),
             Err(e) => tried.push(format!("{} ({e})", path.display())),
         }
@@ -193,6 +290,13 @@ fn open_first(names: &[&str]) -> Result<(Library, String), String> {
         "no library could be loaded; tried {}",
         tried.join(", ")
     ))
+}
+
+/// Exactly the file `var` names.
+fn open_env(var: &str, path: &Path) -> Result<(Library, String), String> {
+    open(path)
+        .map(|lib| (lib, path.display().to_string()))
+        .map_err(|e| format!("{var}={} could not be loaded: {e}", path.display()))
 }
 
 /// Looks up `name` and copies the function pointer out of the `Symbol`.
@@ -208,9 +312,23 @@ unsafe fn sym<T: Copy>(lib: &Library, name: &str, file: &str) -> Result<T, Strin
         .map_err(|e| format!("{file} lacks {name}: {e}"))
 }
 
+/// [`sym`] for an entry point older runtimes may lack: `None` when absent.
+///
+/// # Safety
+/// As for [`sym`].
+unsafe fn opt<T: Copy>(lib: &Library, name: &str) -> Option<T> {
+    // SAFETY: forwarded to the caller.
+    unsafe { sym(lib, name, "") }.ok()
+}
+
 impl HipApi {
+    /// The runtime `RNN_HIP_LIBRARY` names, else the first one found.
     fn load() -> Result<Self, String> {
-        let (lib, path) = open_first(&HIP_NAMES)?;
+        let (lib, path) = match env_path(LIBRARY_ENV) {
+            Some(p) => open_env(LIBRARY_ENV, &p)?,
+            None => open_first(&candidates(&HIP_NAMES))
+                .map_err(|e| format!("HIP runtime not found: {e}"))?,
+        };
         let p = path.as_str();
         // SAFETY: every type below is the C prototype of the symbol of the same name in
         // hip_runtime_api.h (unchanged from ROCm 5.0 to 6.x); the pointers are stored next to
@@ -221,6 +339,24 @@ impl HipApi {
                 Err(_) => sym(&lib, "hipGetDeviceProperties", p)
                     .ok()
                     .map(|f| (f, GCN_ARCH_NAME_OFFSET_R0000)),
+            };
+            let graphs = (|| {
+                Some(GraphApi {
+                    stream_begin_capture: opt(&lib, "hipStreamBeginCapture")?,
+                    stream_end_capture: opt(&lib, "hipStreamEndCapture")?,
+                    graph_instantiate: opt(&lib, "hipGraphInstantiate")?,
+                    graph_launch: opt(&lib, "hipGraphLaunch")?,
+                    graph_exec_destroy: opt(&lib, "hipGraphExecDestroy")?,
+                    graph_destroy: opt(&lib, "hipGraphDestroy")?,
+                })
+            })();
+            let optional = HipOptional {
+                graphs,
+                module_launch_cooperative_kernel: opt(&lib, "hipModuleLaunchCooperativeKernel"),
+                module_occupancy_max_active_blocks: opt(
+                    &lib,
+                    "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+                ),
             };
             Ok(HipApi {
                 init: sym(&lib, "hipInit", p)?,
@@ -247,6 +383,7 @@ impl HipApi {
                 module_get_function: sym(&lib, "hipModuleGetFunction", p)?,
                 module_launch_kernel: sym(&lib, "hipModuleLaunchKernel", p)?,
                 module_unload: sym(&lib, "hipModuleUnload", p)?,
+                optional,
                 path,
                 _lib: lib,
             })
@@ -304,13 +441,31 @@ fn arch_at(buf: &[u8], offset: usize) -> Option<String> {
 }
 
 impl RtcApi {
-    /// Symbols from libhiprtc when it loads, else from libamdhip64 (ROCm 5.2 and older ship
-    /// hiprtc inside the runtime).
+    /// hiprtc from `RNN_HIPRTC_LIBRARY`; else from a libhiprtc found (next to the runtime when
+    /// `RNN_HIP_LIBRARY` chose it, so a runtime and a hiprtc of different ROCm releases are never
+    /// paired; by the usual search otherwise); else from libamdhip64 itself (ROCm 5.2 and older
+    /// ship hiprtc inside the runtime).
     fn load(hip: &HipApi) -> Result<Self, String> {
-        let (lib, path) = match open_first(&RTC_NAMES) {
-            Ok((lib, path)) => (Some(lib), path),
-            Err(_) => (None, hip.path.clone()),
+        if let Some(p) = env_path(RTC_LIBRARY_ENV) {
+            let (lib, path) = open_env(RTC_LIBRARY_ENV, &p)?;
+            return Self::bind(Some(lib), path, hip);
+        }
+        let separate = match env_path(LIBRARY_ENV) {
+            Some(runtime) => {
+                let dir = runtime.parent().map(Path::to_path_buf).unwrap_or_default();
+                open_first(&in_dirs(&[dir], &RTC_NAMES))
+            }
+            None => open_first(&candidates(&RTC_NAMES)),
         };
+        match separate {
+            Ok((lib, path)) => Self::bind(Some(lib), path, hip),
+            Err(not_found) => Self::bind(None, hip.path.clone(), hip)
+                .map_err(|lacks| format!("{lacks}; and no separate hiprtc: {not_found}")),
+        }
+    }
+
+    /// The hiprtc symbols of `lib`, or of the runtime's library when `lib` is `None`.
+    fn bind(lib: Option<Library>, path: String, hip: &HipApi) -> Result<Self, String> {
         let source: &Library = lib.as_ref().unwrap_or(&hip._lib);
         let p = path.as_str();
         // SAFETY: each type is the C prototype from hiprtc.h of the symbol of the same name; the
@@ -369,7 +524,8 @@ unsafe impl Send for RtcApi {}
 unsafe impl Sync for RtcApi {}
 
 /// The libraries, loaded on first use and kept for the life of the process (unloading the HIP
-/// runtime while streams or modules exist is undefined). `Err` says which files were tried.
+/// runtime while streams or modules exist is undefined). `Err` says which files were tried, or
+/// which file could not be used and why.
 pub(crate) fn api() -> Result<&'static Loaded, String> {
     static LOADED: OnceLock<Result<Loaded, String>> = OnceLock::new();
     LOADED

@@ -1,11 +1,16 @@
 //! The ROCm/HIP backend: `libamdhip64` and hiprtc loaded at run time (no ROCm needed to build).
 //!
-//! - Discovery: the runtime is searched in `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`,
-//!   then the system loader paths (`libamdhip64.so`, `.so.6`, `.so.5`). hiprtc comes from
-//!   `libhiprtc` (ROCm >= 5.3) or, where that is absent, from `libamdhip64` itself (ROCm <= 5.2).
-//!   A runtime that loads but reports no device (`hipInit`/`hipGetDeviceCount` answering
-//!   `hipErrorNoDevice`/`hipErrorInvalidDevice`, or a count of 0) is an available runtime with zero
-//!   devices; a missing library makes the backend unavailable with the paths tried.
+//! - Discovery: `RNN_HIP_LIBRARY=/path/to/libamdhip64.so` loads exactly that runtime, with hiprtc
+//!   from `RNN_HIPRTC_LIBRARY` when set, else from a `libhiprtc.so` (`.so.6`, `.so.5`) in the
+//!   same directory, else from the runtime itself; a file that does not load or lacks a symbol
+//!   makes the backend unavailable with that reason. Without it, the runtime is searched in
+//!   `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the system loader paths
+//!   (`libamdhip64.so`, `.so.6`, `.so.5`), and hiprtc comes from `libhiprtc` (ROCm >= 5.3) or,
+//!   where that is absent, from `libamdhip64` itself (ROCm <= 5.2). The backend status names the
+//!   files used. A runtime that loads but reports no device (`hipInit`/`hipGetDeviceCount`
+//!   answering `hipErrorNoDevice`/`hipErrorInvalidDevice`, or a count of 0) is an available
+//!   runtime with zero devices; a missing library makes the backend unavailable with the paths
+//!   tried.
 //! - Device facts come from `hipDeviceGetName`, `hipDeviceTotalMem` and `hipDeviceGetAttribute`
 //!   (whose attribute numbers are the same in ROCm 5 and 6). The architecture (`gcnArchName`) is
 //!   only available in `hipDeviceProp_t`, whose layout changed in ROCm 6: it is read into a 16 KiB
@@ -16,25 +21,41 @@
 //! - Kernels: the CUDA op-set sources (`kernels-cu/`) behind the `kernels-hip/` vendor header
 //!   (CUDA spellings to HIP, wavefront-width reductions), compiled by hiprtc with
 //!   `--offload-arch=<gfx...> -O3` into a code object that goes through the shared kernel cache.
+//! - Graphs: with `hipStreamBeginCapture` ... `hipGraphLaunch` (optional symbols, in every ROCm
+//!   since 5.0) a whole training step is recorded and replayed as on CUDA (`graph.rs`); while
+//!   recording, allocation, uploads, downloads and waits are refused. A runtime without them
+//!   records no graphs and steps run op by op.
 //!
-//! What was verified, and what was not:
-//! - Verified on a machine without an AMD GPU (ROCm 5.2.3 `libamdhip64.so.5` with hiprtc inside
-//!   it): the whole op set compiles with hiprtc for gfx908, gfx90a and gfx1030, and each code
-//!   object is an AMDGPU ELF that exports every entry point of `docs/kernel-abi.md`; a broken
-//!   kernel gives [`crate::Error::Compile`] with the hiprtc log; discovery reports the runtime as
-//!   available with 0 devices (`tests/runtime/hip_compile.rs`).
-//! - The numerics of the HIP sources are checked by compiling the same translation unit with
-//!   NVRTC behind a small HIP-to-CUDA prelude (`kernels-hip/nvrtc_prelude.h`) and running the op
-//!   suite on an NVIDIA H100 (`ContextOptions::hip_sources_via_nvrtc`); there the wave width is
-//!   32, so the 64-wide wavefront path is exercised only by the AMD compiles.
-//! - NOT verified: no AMD GPU has ever run this backend. The device code (`device.rs`: streams,
-//!   memory, module loading, launches) and the `gcnArchName` read are written against the HIP
-//!   headers but untested on hardware.
+//! What was checked, and what was not:
+//! - On a machine without an AMD GPU (ROCm 5.2.3 `libamdhip64.so.5` with hiprtc inside it): the
+//!   whole op set compiles with hiprtc for gfx908, gfx90a and gfx1030, and each code object is an
+//!   AMDGPU ELF that exports every entry point of `docs/kernel-abi.md`; a broken kernel gives
+//!   [`crate::Error::Compile`] with the hiprtc log; discovery reports the runtime as available
+//!   with 0 devices (`tests/runtime/hip_compile.rs`).
+//! - The host side of this backend runs on an NVIDIA GPU through `tests/hip-shim`: a C library
+//!   exporting exactly the HIP runtime and hiprtc symbols bound in `ffi.rs`, with ROCm's
+//!   prototypes, error codes and `hipDeviceProp_t` layouts, implemented over the CUDA driver API
+//!   and NVRTC (its hiprtc compiles the HIP sources behind `kernels-hip/nvrtc_prelude.h`, as the
+//!   `hip-nvrtc` path does; its devices report `gfx90a:sramecc+:xnack-` and wave size 32). With
+//!   `RNN_HIP_LIBRARY` pointing at it (`scripts/gpu-machine.sh hip-shim`), the whole test suite,
+//!   an example and compute-sanitizer run on `hip:0`, which exercises this code's FFI
+//!   signatures, discovery, the `gcnArchName` read in both layouts, memory with its
+//!   out-of-memory mapping and the pool's release-and-retry, streams and copies, module loading
+//!   (fresh and from the disk cache, including entries the driver rejects), launches, graph
+//!   capture and replay, error mapping, and the HIP kernels' numerics at wave size 32. In CI
+//!   (no GPU) the shim is built, its exports are checked against the names bound in `ffi.rs`,
+//!   and it answers like ROCm without a GPU (`tests/runtime/hip_shim.rs`).
+//! - NOT verified: no AMD GPU has ever run this backend. The shim has ROCm's interface but
+//!   CUDA's behaviour, so ROCm's own runtime (its allocator, copy and stream semantics, graph
+//!   capture, the error codes only it produces, AMDGPU code-object loading), AMD's drivers and
+//!   hiprtc's code generation for real targets beyond compiling, and wave-64 execution of the
+//!   kernels (only compiled, for gfx908/gfx90a) remain untested.
 
 mod compile;
 mod device;
 mod error;
 mod ffi;
+mod graph;
 pub(crate) mod kernels;
 
 use std::ffi::{c_char, c_int};
@@ -59,7 +80,7 @@ pub(crate) fn unavailable(reason: impl Into<String>) -> Error {
 /// Lists the HIP devices, `Ok(vec![])` when the runtime loads but sees no device, or says why the
 /// runtime cannot be used.
 pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
-    let loaded = ffi::api().map_err(|r| unavailable(format!("HIP runtime not found: {r}")))?;
+    let loaded = ffi::api().map_err(unavailable)?;
     // A bad override is the user's error for the whole backend (the status reason), not a
     // warning per device.
     arch_override()?;
@@ -102,6 +123,18 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
         }
     }
     Ok(devices)
+}
+
+/// The files the loaded runtime and hiprtc came from (`runtime <path>, hiprtc <path>`), for the
+/// backend status; `None` when no runtime loaded (the status then says why).
+pub(crate) fn origin() -> Option<String> {
+    let loaded = ffi::api().ok()?;
+    let rtc = match &loaded.rtc {
+        Ok(rtc) if rtc.path == loaded.hip.path => "in the runtime".to_string(),
+        Ok(rtc) => rtc.path.clone(),
+        Err(_) => "missing".to_string(),
+    };
+    Some(format!("runtime {}, hiprtc {rtc}", loaded.hip.path))
 }
 
 /// Name, memory, compute units, arch and versions of one device.
@@ -152,8 +185,9 @@ fn device_info(api: &HipApi, ordinal: c_int) -> Result<DeviceInfo> {
         compute_units: units.max(0) as u32,
         arch,
         driver: format!(
-            "HIP runtime {}, driver {}",
+            "HIP runtime {} ({}), driver {}",
             version_string(runtime),
+            api.path,
             version_string(driver)
         ),
     })
@@ -228,7 +262,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
 /// tools; a compile failure is [`Error::Compile`] with hiprtc's log.
 #[doc(hidden)]
 pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
-    let loaded = ffi::api().map_err(|r| unavailable(format!("HIP runtime not found: {r}")))?;
+    let loaded = ffi::api().map_err(unavailable)?;
     let rtc = loaded
         .rtc
         .as_ref()
@@ -239,7 +273,7 @@ pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
 /// `(major, minor)` of the hiprtc found, or why there is none.
 #[doc(hidden)]
 pub fn hiprtc_version() -> Result<(i32, i32)> {
-    let loaded = ffi::api().map_err(|r| unavailable(format!("HIP runtime not found: {r}")))?;
+    let loaded = ffi::api().map_err(unavailable)?;
     match &loaded.rtc {
         Ok(rtc) => Ok(rtc.version()),
         Err(r) => Err(unavailable(format!("hiprtc not found: {r}"))),

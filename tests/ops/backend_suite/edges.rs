@@ -8,7 +8,7 @@ use crate::support::{Target, rel_err};
 
 /// `y[i] = a * x[i] + 1`, in the dialect of `target` (HIP for both HIP targets: a CUDA context
 /// that builds its op set from the HIP sources compiles user kernels as HIP too).
-fn axpb_source(target: Target) -> KernelSource {
+pub(super) fn axpb_source(target: Target) -> KernelSource {
     match target {
         Target::OpenCl => KernelSource::new(
             Dialect::OpenCl,
