@@ -9,6 +9,7 @@ use rnn::{Activation, AdamStep, Context, Gemm, Ops, SgdStep, View};
 use crate::support::{self, Target, rel_err};
 
 mod edges;
+mod gemm_tiles;
 mod indices;
 mod rnn_seq;
 mod rnn_step;
@@ -831,7 +832,18 @@ macro_rules! backend_suite {
     };
 }
 
-backend_suite!(opencl, Target::OpenCl);
+backend_suite!(
+    opencl,
+    Target::OpenCl,
+    #[test]
+    fn gpu_gemm_tiles() {
+        super::gemm_tiles::gemm_tiles(T)
+    },
+    #[test]
+    fn gpu_gemm_bad_tile() {
+        super::gemm_tiles::bad_tile_is_an_error(T)
+    }
+);
 backend_suite!(
     cuda,
     Target::Cuda,

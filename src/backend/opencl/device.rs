@@ -11,7 +11,8 @@ use parking_lot::Mutex;
 
 use super::error::cl_error;
 use super::launch::ClModule;
-use crate::backend::{Device, DevicePtr, RawArg};
+use super::sgemm::{Limits, SgemmChoice};
+use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig};
@@ -32,16 +33,31 @@ pub(crate) struct ClDevice {
     /// PoCL: kernels of all PoCL contexts in the process run one at a time (see
     /// `launch.rs`, `POCL_KERNELS`).
     pub(super) serialize_kernels: bool,
+    /// How a GEMM picks between `sgemm` and `sgemm_tile64`.
+    sgemm: SgemmChoice,
     identity: String,
 }
 
 impl ClDevice {
-    /// Opens `device` of `platform`: a context and an in-order queue.
+    /// Opens `device` of `platform`: a context and an in-order queue. `sgemm_tile` forces the
+    /// GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None` picks one per
+    /// launch.
     pub(crate) fn open(
         info: DeviceInfo,
         platform: &Platform,
         device: ClDeviceHandle,
+        sgemm_tile: Option<u32>,
     ) -> Result<Self> {
+        let limits = Limits {
+            max_work_group: device
+                .max_work_group_size()
+                .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)", e.0))?,
+            local_mem: device
+                .local_mem_size()
+                .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)", e.0))?,
+            compute_units: info.compute_units,
+        };
+        let sgemm = SgemmChoice::new(limits, sgemm_tile)?;
         let context =
             Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
         // Properties 0: in-order, no profiling.
@@ -66,6 +82,7 @@ impl ClDevice {
             max_alloc,
             live: Mutex::new(HashMap::new()),
             serialize_kernels: identity.contains("Portable Computing Language"),
+            sgemm,
             identity,
         })
     }
@@ -142,6 +159,10 @@ impl Device for ClDevice {
 
     fn synchronize(&self) -> Result<()> {
         self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
+    }
+
+    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel {
+        self.sgemm.kernel(m, n)
     }
 }
 

@@ -38,8 +38,9 @@ impl<D: Device> GpuOps<D> {
             .u32(g.trans_b as u32)
             .f32(g.alpha)
             .f32(g.beta);
-        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile())?;
-        self.run("sgemm", config, args)
+        let kernel = self.device.sgemm_kernel(g.m, g.n);
+        let config = launch::gemm(g.m, g.n, kernel.tile)?;
+        self.run(kernel.entry, config, args)
     }
 
     pub(super) fn sum_rows_impl(
