@@ -1,9 +1,13 @@
 //! The DESIGN.md reference workloads on one device, printed as `name value unit` with the
 //! names and units of `shared/bench/pytorch_reference.py` so the two can be compared line by
-//! line.
+//! line. Training steps are timed with whole-step graphs (the default, where the device has
+//! them) and again without (`<name>_nograph`).
 //!
 //! ```text
-//! cargo bench --bench workloads -- [--device ID] [--only w1,w2,w3,w4]
+//! cargo bench --bench workloads -- [--device ID] [--only w1,w2,w3,w4,w5,w6,parts]
+//!     [--torch FILE]      also print ours / PyTorch (eager and _graph) from that script's output
+//!     [--profile STEPS]   no timing: warm up, then run STEPS training steps of each selected
+//!                         workload inside a profiler range (for `ncu --profile-from-start off`)
 //! ```
 
 use std::process::ExitCode;
@@ -31,13 +35,23 @@ fn time_us(ctx: &Context, warm: usize, iters: usize, mut f: impl FnMut()) -> rnn
     Ok(t.elapsed().as_secs_f64() * 1e6 / iters as f64)
 }
 
-fn config(batch: usize) -> TrainingConfig {
+fn config(batch: usize, graphs: bool) -> TrainingConfig {
     TrainingConfig {
         batch_size: batch,
         learning_rate: 1e-3,
         optimizer: Optimizer::adam(),
+        graphs,
         ..Default::default()
     }
+}
+
+/// How a training workload is run.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// Mean step time, with or without whole-step graphs.
+    Time { graphs: bool },
+    /// Warm up, then this many steps inside a profiler range; no timing.
+    Profile(usize),
 }
 
 fn step_us(
@@ -46,19 +60,33 @@ fn step_us(
     data: &Dataset,
     batch: usize,
     gpu: bool,
+    mode: Mode,
 ) -> rnn::Result<f64> {
-    let mut trainer = net.trainer(data, &config(batch))?;
+    let graphs = !matches!(mode, Mode::Time { graphs: false });
+    let mut trainer = net.trainer(data, &config(batch, graphs))?;
     let (warm, iters) = if gpu { (20, 200) } else { (3, 20) };
     let mut err = None;
-    let us = time_us(ctx, warm, iters, || {
+    let mut step = || {
         if let Err(e) = trainer.step(net) {
             err.get_or_insert(e);
         }
-    })?;
+    };
+    let us = match mode {
+        Mode::Time { .. } => time_us(ctx, warm, iters, step)?,
+        Mode::Profile(steps) => {
+            (0..3).for_each(|_| step());
+            ctx.synchronize()?;
+            ctx.ops().profiler_range(true)?;
+            (0..steps).for_each(|_| step());
+            ctx.synchronize()?;
+            ctx.ops().profiler_range(false)?;
+            0.0
+        }
+    };
     err.map_or(Ok(us), Err)
 }
 
-fn w1(ctx: &Context, batch: usize, gpu: bool) -> rnn::Result<f64> {
+fn w1(ctx: &Context, batch: usize, gpu: bool, mode: Mode) -> rnn::Result<f64> {
     let mut rng = Rng::new(1);
     let mut net = Network::builder(ctx)
         .dense(784, 512, Activation::Relu)
@@ -67,15 +95,29 @@ fn w1(ctx: &Context, batch: usize, gpu: bool) -> rnn::Result<f64> {
         .build(Loss::SoftmaxCrossEntropy)?;
     let labels = (0..batch).map(|_| rng.below(10) as u32).collect();
     let data = Dataset::classification(random(&mut rng, batch * 784), 784, labels, 10)?;
-    step_us(ctx, &mut net, &data, batch, gpu)
+    step_us(ctx, &mut net, &data, batch, gpu, mode)
 }
 
-fn w2(ctx: &Context, gpu: bool) -> rnn::Result<f64> {
+/// The recurrent layer of W2 (Elman), W5 (LSTM) and W6 (GRU).
+#[derive(Clone, Copy)]
+enum Cell {
+    Elman,
+    Lstm,
+    Gru,
+}
+
+/// W2/W5/W6: a character model, vocab 96 one-hot in, hidden 256, 64 steps, batch 64, a
+/// linear head with cross-entropy at every step, Adam.
+fn char_model(ctx: &Context, cell: Cell, gpu: bool, mode: Mode) -> rnn::Result<f64> {
     let (v, h, t, b) = (96, 256, 64, 64);
     let mut rng = Rng::new(2);
-    let mut net = Network::builder(ctx)
-        .sequence_length(t)
-        .rnn(v, h, Activation::Tanh, RnnOutput::Sequence)
+    let builder = Network::builder(ctx).sequence_length(t);
+    let builder = match cell {
+        Cell::Elman => builder.rnn(v, h, Activation::Tanh, RnnOutput::Sequence),
+        Cell::Lstm => builder.lstm(v, h, RnnOutput::Sequence),
+        Cell::Gru => builder.gru(v, h, RnnOutput::Sequence),
+    };
+    let mut net = builder
         .dense(h, v, Activation::Identity)
         .build(Loss::SoftmaxCrossEntropy)?;
     let mut x = vec![0.0f32; b * t * v];
@@ -89,7 +131,7 @@ fn w2(ctx: &Context, gpu: bool) -> rnn::Result<f64> {
         per_sample: t,
     };
     let data = Dataset::new(x, t * v, targets)?;
-    step_us(ctx, &mut net, &data, b, gpu)
+    step_us(ctx, &mut net, &data, b, gpu, mode)
 }
 
 fn w3(ctx: &Context, n: usize, gpu: bool) -> rnn::Result<f64> {
@@ -204,9 +246,43 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
     err.map_or(Ok(rows), Err)
 }
 
+/// `name value unit` lines of pytorch_reference.py (other lines are ignored).
+fn read_torch(path: &str) -> Result<Vec<(String, f64)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--torch {path}: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let name = w.next()?;
+            let value = w.next()?.parse::<f64>().ok()?;
+            w.next()?;
+            Some((name.to_string(), value))
+        })
+        .collect())
+}
+
+/// Ours against PyTorch's eager and `_graph` figures of the same name: times as
+/// ours / PyTorch (lower is better), rates as ours / PyTorch (higher is better).
+fn print_ratios(ours: &[(String, f64, &'static str)], torch: &[(String, f64)]) {
+    let find = |n: &str| torch.iter().find(|(t, _)| t == n).map(|&(_, v)| v);
+    println!("# ratios (ours / PyTorch; times: lower is better, rates: higher is better)");
+    for (name, value, unit) in ours {
+        let base = name.trim_end_matches("_nograph");
+        let mut line = format!("ratio {name} ours {value:.1} {unit}");
+        for suffix in ["", "_graph"] {
+            if let Some(t) = find(&format!("{base}{suffix}")) {
+                line += &format!(" | torch{suffix} {t:.1} ratio {:.2}", value / t);
+            }
+        }
+        println!("{line}");
+    }
+}
+
 fn run() -> Result<(), String> {
     let mut device: Option<DeviceId> = None;
     let mut only: Option<Vec<String>> = None;
+    let mut torch: Option<String> = None;
+    let mut profile: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -218,21 +294,33 @@ fn run() -> Result<(), String> {
                 let v = args.next().ok_or("--only needs a value")?;
                 only = Some(v.split(',').map(|s| s.trim().to_string()).collect());
             }
+            "--torch" => torch = Some(args.next().ok_or("--torch needs a file")?),
+            "--profile" => {
+                let v = args.next().ok_or("--profile needs a step count")?;
+                profile = Some(
+                    v.parse()
+                        .map_err(|_| format!("--profile: '{v}' is not a step count"))?,
+                );
+            }
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => {
                 return Err(format!(
-                    "unknown argument '{other}' (use --device ID, --only w1,w2,w3,w4)"
+                    "unknown argument '{other}' (use --device ID, --only w1,w2,w3,w4,w5,w6, \
+                     --torch FILE, --profile STEPS)"
                 ));
             }
         }
     }
     if let Some(o) = &only
-        && let Some(bad) = o
-            .iter()
-            .find(|w| !["w1", "w2", "w3", "w4", "parts"].contains(&w.as_str()))
+        && let Some(bad) = o.iter().find(|w| {
+            !["w1", "w2", "w3", "w4", "w5", "w6", "parts"].contains(&w.as_str())
+                && !w.ends_with("_step")
+        })
     {
-        return Err(format!("unknown workload '{bad}' (w1, w2, w3, w4, parts)"));
+        return Err(format!(
+            "unknown workload '{bad}' (w1, w2, w3, w4, w5, w6, parts, or a step figure's name)"
+        ));
     }
     let want = |w: &str| match &only {
         Some(o) => o.iter().any(|x| x == w),
@@ -247,45 +335,76 @@ fn run() -> Result<(), String> {
     let gpu = ctx.info().kind == DeviceKind::Gpu;
     eprintln!("device {} ({})", id, ctx.info().name);
     let e = |e: rnn::Error| e.to_string();
-    if want("w1") {
-        println!("w1_mlp_b256_step {:.1} us", w1(&ctx, 256, gpu).map_err(e)?);
-        println!(
-            "w1_mlp_b4096_step {:.1} us",
-            w1(&ctx, 4096, gpu).map_err(e)?
-        );
+    type Train<'a> = Box<dyn Fn(Mode) -> rnn::Result<f64> + 'a>;
+    let mut training: Vec<(&str, &str, Train<'_>)> = Vec::new();
+    let c = &ctx;
+    training.push((
+        "w1",
+        "w1_mlp_b256_step",
+        Box::new(move |m| w1(c, 256, gpu, m)),
+    ));
+    training.push((
+        "w1",
+        "w1_mlp_b4096_step",
+        Box::new(move |m| w1(c, 4096, gpu, m)),
+    ));
+    for (w, name, cell) in [
+        ("w2", "w2_rnn_step", Cell::Elman),
+        ("w5", "w5_lstm_step", Cell::Lstm),
+        ("w6", "w6_gru_step", Cell::Gru),
+    ] {
+        training.push((w, name, Box::new(move |m| char_model(c, cell, gpu, m))));
     }
-    if want("w2") {
-        println!("w2_rnn_step {:.1} us", w2(&ctx, gpu).map_err(e)?);
+    let mut ours: Vec<(String, f64, &'static str)> = Vec::new();
+    for (w, name, f) in &training {
+        if !want(w) && !only.as_ref().is_some_and(|o| o.iter().any(|x| x == name)) {
+            continue;
+        }
+        if let Some(steps) = profile {
+            eprintln!("profiling {steps} steps of {name}");
+            f(Mode::Profile(steps)).map_err(e)?;
+            continue;
+        }
+        for (graphs, suffix) in [(true, ""), (false, "_nograph")] {
+            let us = f(Mode::Time { graphs }).map_err(e)?;
+            println!("{name}{suffix} {us:.1} us");
+            ours.push((format!("{name}{suffix}"), us, "us"));
+        }
+    }
+    if profile.is_some() {
+        return Ok(());
     }
     if want("w3") {
         if gpu {
-            println!(
-                "w3_sgemm4096_fp32 {:.1} GFLOP/s",
-                w3(&ctx, 4096, true).map_err(e)?
-            );
+            let blas = w3(&ctx, 4096, true).map_err(e)?;
+            println!("w3_sgemm4096_fp32 {blas:.1} GFLOP/s");
+            ours.push(("w3_sgemm4096_fp32".into(), blas, "GFLOP/s"));
             let mut options = ContextOptions::default();
             options.vendor_blas = false;
             let kctx = manager.create_context_with(id, options).map_err(e)?;
-            println!(
-                "w3_sgemm4096_kernel {:.1} GFLOP/s",
-                w3(&kctx, 4096, true).map_err(e)?
-            );
+            let own = w3(&kctx, 4096, true).map_err(e)?;
+            println!("w3_sgemm4096_kernel {own:.1} GFLOP/s");
+            println!("w3_sgemm4096_kernel_vs_cublas {:.2}", own / blas);
         } else {
-            println!(
-                "w3_sgemm1024_fp32 {:.1} GFLOP/s",
-                w3(&ctx, 1024, false).map_err(e)?
-            );
+            let v = w3(&ctx, 1024, false).map_err(e)?;
+            println!("w3_sgemm1024_fp32 {v:.1} GFLOP/s");
+            ours.push(("w3_sgemm1024_fp32".into(), v, "GFLOP/s"));
         }
     }
     if want("w4") {
         let (relu, copy) = w4(&ctx, gpu).map_err(e)?;
         println!("w4_relu_64M {relu:.1} GB/s");
         println!("w4_copy_64M {copy:.1} GB/s");
+        ours.push(("w4_relu_64M".into(), relu, "GB/s"));
+        ours.push(("w4_copy_64M".into(), copy, "GB/s"));
     }
     if want("parts") {
         for (name, us) in parts(&ctx, gpu).map_err(e)? {
             println!("{name} {us:.2} us");
         }
+    }
+    if let Some(path) = torch {
+        print_ratios(&ours, &read_torch(&path)?);
     }
     Ok(())
 }

@@ -1,11 +1,56 @@
-// One-launch optimizer steps over the flat parameter buffer.
+// One-launch optimizer steps over the flat parameter buffer (geometry E). The learning rate and
+// the step count live in device memory, `state = [lr, step, bias_c1, bias_c2]`: every group reads
+// it when it starts, and the last group to finish (geometry L's ticket) advances it.
+
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+// 1 - beta^t in double: in float it loses digits for small t.
+inline float rnn_bias_correction(float beta, float t) {
+    return (float)(1.0 - pow((double)beta, (double)t));
+}
+#else
+inline float rnn_bias_correction(float beta, float t) {
+    return 1.0f - pow(beta, t);
+}
+#endif
+
+// Work-item 0 reads the state into `st` = [lr, step this launch takes, bias_c1, bias_c2].
+inline void rnn_optim_begin(__global const float* state, float beta1, float beta2,
+                            __local float* st) {
+    if (get_local_id(0) == 0) {
+        float t = state[1] + 1.0f;
+        st[0] = state[0];
+        st[1] = t;
+        st[2] = rnn_bias_correction(beta1, t);
+        st[3] = rnn_bias_correction(beta2, t);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// After the group's updates: the last group to arrive stores the new step and corrections. No
+// group reads the state after its arrival, so the write races with nothing.
+inline void rnn_optim_end(__global float* state, __global uint* ticket, __local float* st,
+                          __local uint* flag) {
+    if (rnn_last_arrival(ticket, get_num_groups(0), flag) && get_local_id(0) == 0) {
+        state[1] = st[1];
+        state[2] = st[2];
+        state[3] = st[3];
+    }
+}
 
 __kernel void sgd_step(__global float* p_base, ulong p_off, __global const float* g_base,
-                       ulong g_off, __global float* v_base, ulong v_off, uint n, uint nesterov,
-                       float lr, float momentum, float weight_decay) {
+                       ulong g_off, __global float* v_base, ulong v_off,
+                       __global float* state_base, ulong state_off, __global uint* ticket_base,
+                       ulong ticket_off, uint n, uint nesterov, float momentum,
+                       float weight_decay) {
+    __local float st[4];
+    __local uint flag;
     __global float* p = p_base + p_off;
     __global const float* g = g_base + g_off;
     __global float* v = v_base + v_off;
+    __global float* state = state_base + state_off;
+    rnn_optim_begin(state, 0.0f, 0.0f, st);
+    float lr = st[0];
     RNN_GRID_LOOP(i, n) {
         float gi = g[i] + weight_decay * p[i];
         float step = gi;
@@ -16,18 +61,26 @@ __kernel void sgd_step(__global float* p_base, ulong p_off, __global const float
         }
         p[i] -= lr * step;
     }
+    rnn_optim_end(state, ticket_base + ticket_off, st, &flag);
 }
 
+// PyTorch's Adam/AdamW: p -= (lr / bias_c1) * m / (sqrt(v) / sqrt(bias_c2) + eps).
 __kernel void adam_step(__global float* p_base, ulong p_off, __global const float* g_base,
                         ulong g_off, __global float* m_base, ulong m_off, __global float* v_base,
-                        ulong v_off, uint n, uint decoupled, float lr, float beta1, float beta2,
-                        float eps, float weight_decay, float bias_c1, float bias_c2) {
+                        ulong v_off, __global float* state_base, ulong state_off,
+                        __global uint* ticket_base, ulong ticket_off, uint n, uint decoupled,
+                        float beta1, float beta2, float eps, float weight_decay) {
+    __local float st[4];
+    __local uint flag;
     __global float* p = p_base + p_off;
     __global const float* g = g_base + g_off;
     __global float* m = m_base + m_off;
     __global float* v = v_base + v_off;
-    float step_size = lr / bias_c1;
-    float sqrt_c2 = sqrt(bias_c2);
+    __global float* state = state_base + state_off;
+    rnn_optim_begin(state, beta1, beta2, st);
+    float lr = st[0];
+    float step_size = lr / st[2];
+    float sqrt_c2 = sqrt(st[3]);
     RNN_GRID_LOOP(i, n) {
         float pi = p[i];
         float gi = g[i];
@@ -39,4 +92,5 @@ __kernel void adam_step(__global float* p_base, ulong p_off, __global const floa
         v[i] = vi;
         p[i] = pi - step_size * mi / (sqrt(vi) / sqrt_c2 + eps);
     }
+    rnn_optim_end(state, ticket_base + ticket_off, st, &flag);
 }

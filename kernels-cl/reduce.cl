@@ -42,104 +42,169 @@ __kernel void log_softmax(__global const float* x_base, ulong x_off, __global fl
     }
 }
 
+// Geometry W: a segment of 32 work-items per row, 8 rows per group; every work-item runs the
+// same number of loop iterations (the barriers in seg_* need that), inactive segments on
+// rows past the end.
+#define RNN_SEG_ROW_LOOP(base, rows) \
+    for (ulong base = (ulong)get_group_id(0) * 8; base < (ulong)(rows); base += (ulong)get_num_groups(0) * 8)
+
 __kernel void softmax_xent(__global const float* x_base, ulong x_off,
                            __global const float* l_base, ulong l_off, __global float* d_base,
                            ulong d_off, __global float* loss_base, ulong loss_off,
-                           __global float* corr_base, ulong corr_off, uint rows, uint cols,
-                           float grad_scale) {
+                           __global float* corr_base, ulong corr_off, __global float* tot_base,
+                           ulong tot_off, __global float* part_base, ulong part_off,
+                           __global uint* ticket_base, ulong ticket_off, uint rows, uint cols,
+                           float grad_scale, uint with_totals) {
     __local float sh[RED_THREADS];
     __local uint shi[RED_THREADS];
+    __local float seg_loss[8];
+    __local float seg_corr[8];
+    __local uint flag;
     uint lid = get_local_id(0);
-    RNN_ROW_LOOP(row, rows) {
-        __global const float* x = x_base + x_off + (ulong)row * cols;
-        __global float* d = d_base + d_off + (ulong)row * cols;
-        float lf = l_base[l_off + row];
-        int label = rnn_valid_index(lf, cols) ? (int)lf : -1;
-
-        // Arg-max with the lowest index winning ties (each work-item scans increasing c).
+    uint lane = lid % SEG;
+    uint seg = lid / SEG;
+    float my_loss = 0.0f, my_corr = 0.0f;
+    RNN_SEG_ROW_LOOP(base, rows) {
+        ulong row = base + seg;
+        bool active = row < rows;
+        __global const float* x = x_base + x_off + row * cols;
+        __global float* d = d_base + d_off + row * cols;
+        int label = -1;
+        if (active) {
+            float lf = l_base[l_off + row];
+            label = rnn_valid_index(lf, cols) ? (int)lf : -1;
+        }
         float mx = -INFINITY;
-        uint mi = 0xffffffffu;
-        RNN_COL_LOOP(c, cols) {
-            float v = x[c];
-            if (v > mx || mi == 0xffffffffu) { mx = v; mi = c; }
-        }
-        sh[lid] = mx;
-        shi[lid] = mi;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint s = RED_THREADS / 2; s > 0; s >>= 1) {
-            if (lid < s) {
-                float v2 = sh[lid + s];
-                uint i2 = shi[lid + s];
-                if (i2 != 0xffffffffu &&
-                    (shi[lid] == 0xffffffffu || v2 > sh[lid] || (v2 == sh[lid] && i2 < shi[lid]))) {
-                    sh[lid] = v2;
-                    shi[lid] = i2;
-                }
+        uint arg = 0xffffffffu;
+        if (active)
+            for (ulong c = lane; c < cols; c += SEG) {
+                float v = x[c];
+                if (v > mx || arg == 0xffffffffu) { mx = v; arg = (uint)c; }
             }
-            barrier(CLK_LOCAL_MEM_FENCE);
-        }
-        mx = sh[0];
-        uint arg = shi[0];
-        barrier(CLK_LOCAL_MEM_FENCE);
-
+        seg_argmax(sh, shi, &mx, &arg);
         float s = 0.0f;
-        RNN_COL_LOOP(c, cols) s += exp(x[c] - mx);
-        s = group_sum(sh, s);
-        float inv = 1.0f / s;
-        RNN_COL_LOOP(c, cols) {
-            float p = exp(x[c] - mx) * inv;
-            d[c] = grad_scale * (p - ((int)c == label ? 1.0f : 0.0f));
-        }
-        if (lid == 0) {
-            loss_base[loss_off + row] = label >= 0 ? (mx + log(s) - x[label]) : NAN;
-            corr_base[corr_off + row] = (label >= 0 && arg == (uint)label) ? 1.0f : 0.0f;
+        if (active)
+            for (ulong c = lane; c < cols; c += SEG) s += exp(x[c] - mx);
+        s = seg_sum(sh, s);
+        if (active) {
+            float inv = 1.0f / s;
+            for (ulong c = lane; c < cols; c += SEG) {
+                float p = exp(x[c] - mx) * inv;
+                d[c] = grad_scale * (p - ((int)c == label ? 1.0f : 0.0f));
+            }
+            if (lane == 0) {
+                float loss = label >= 0 ? (mx + log(s) - x[label]) : NAN;
+                float corr = (label >= 0 && arg == (uint)label) ? 1.0f : 0.0f;
+                loss_base[loss_off + row] = loss;
+                corr_base[corr_off + row] = corr;
+                my_loss += loss;
+                my_corr += corr;
+            }
         }
     }
+    if (lane == 0) {
+        seg_loss[seg] = my_loss;
+        seg_corr[seg] = my_corr;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float a = 0.0f, b = 0.0f;
+    if (lid == 0)
+        for (uint j = 0; j < RED_THREADS / SEG; j++) {
+            a += seg_loss[j];
+            b += seg_corr[j];
+        }
+    rnn_add_totals(a, b, true, with_totals != 0u, tot_base + tot_off, part_base + part_off,
+                   ticket_base + ticket_off, sh, &flag);
 }
 
 __kernel void mse(__global const float* p_base, ulong p_off, __global const float* t_base,
                   ulong t_off, __global float* d_base, ulong d_off, __global float* loss_base,
-                  ulong loss_off, uint rows, uint cols, float grad_scale) {
+                  ulong loss_off, __global float* tot_base, ulong tot_off,
+                  __global float* part_base, ulong part_off, __global uint* ticket_base,
+                  ulong ticket_off, uint rows, uint cols, float grad_scale, uint with_totals) {
     __local float sh[RED_THREADS];
+    __local float seg_loss[8];
+    __local uint flag;
     uint lid = get_local_id(0);
+    uint lane = lid % SEG;
+    uint seg = lid / SEG;
     float inv_cols = 1.0f / (float)cols;
-    RNN_ROW_LOOP(row, rows) {
-        ulong base = (ulong)row * cols;
-        __global const float* p = p_base + p_off + base;
-        __global const float* t = t_base + t_off + base;
-        __global float* d = d_base + d_off + base;
+    float my_loss = 0.0f;
+    RNN_SEG_ROW_LOOP(base, rows) {
+        ulong row = base + seg;
+        bool active = row < rows;
         float s = 0.0f;
-        RNN_COL_LOOP(c, cols) {
-            float diff = p[c] - t[c];
-            s += diff * diff;
-            d[c] = grad_scale * 2.0f * diff * inv_cols;
+        if (active) {
+            __global const float* p = p_base + p_off + row * cols;
+            __global const float* t = t_base + t_off + row * cols;
+            __global float* d = d_base + d_off + row * cols;
+            for (ulong c = lane; c < cols; c += SEG) {
+                float diff = p[c] - t[c];
+                s += diff * diff;
+                d[c] = grad_scale * 2.0f * diff * inv_cols;
+            }
         }
-        s = group_sum(sh, s);
-        if (lid == 0) loss_base[loss_off + row] = s * inv_cols;
+        s = seg_sum(sh, s);
+        if (active && lane == 0) {
+            loss_base[loss_off + row] = s * inv_cols;
+            my_loss += s * inv_cols;
+        }
     }
+    if (lane == 0) seg_loss[seg] = my_loss;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float a = 0.0f;
+    if (lid == 0)
+        for (uint j = 0; j < RED_THREADS / SEG; j++) a += seg_loss[j];
+    rnn_add_totals(a, 0.0f, false, with_totals != 0u, tot_base + tot_off, part_base + part_off,
+                   ticket_base + ticket_off, sh, &flag);
 }
 
-// Column sums: group (32, 8); x picks a column of a 32-column chunk, y strides over rows.
+// Column sums (geometry C): group (32, 8) over a strip of 32 columns (group x) and a chunk of
+// `chunk_rows` rows (group y). With one chunk the group writes `out` directly; otherwise it
+// stores its partials in part[chunk * cols + col] and the last group of the strip to arrive
+// (one ticket per strip, geometry L) adds the chunks in order.
 __kernel void sum_rows(__global const float* x_base, ulong x_off, __global float* o_base,
-                       ulong o_off, uint rows, uint cols, float beta) {
+                       ulong o_off, __global float* part_base, ulong part_off,
+                       __global uint* ticket_base, ulong ticket_off, uint rows, uint cols,
+                       uint chunk_rows, float beta) {
     __local float sh[8][33];
+    __local uint flag;
     __global const float* x = x_base + x_off;
     __global float* out = o_base + o_off;
+    __global float* part = part_base + part_off;
     uint lx = get_local_id(0);
     uint ly = get_local_id(1);
-    for (ulong chunk = get_group_id(0); chunk * 32 < cols; chunk += get_num_groups(0)) {
-        ulong c = chunk * 32 + lx;
-        float s = 0.0f;
-        if (c < cols)
-            for (ulong r = ly; r < rows; r += 8) s += x[r * cols + c];
-        sh[ly][lx] = s;
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (ly == 0 && c < cols) {
-            float t = 0.0f;
-            for (uint j = 0; j < 8; j++) t += sh[j][lx];
-            out[c] = beta != 0.0f ? beta * out[c] + t : t;
+    uint chunks = get_num_groups(1);
+    ulong col = (ulong)get_group_id(0) * 32 + lx;
+    ulong r0 = (ulong)get_group_id(1) * chunk_rows;
+    ulong r1 = min((ulong)rows, r0 + chunk_rows);
+    float s = 0.0f;
+    if (col < cols)
+        for (ulong r = r0 + ly; r < r1; r += 8) s += x[r * cols + col];
+    sh[ly][lx] = s;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    float t = 0.0f;
+    if (ly == 0)
+        for (uint j = 0; j < 8; j++) t += sh[j][lx];
+    // No early return and every barrier reached by all work-items: PoCL's barrier handling
+    // mis-compiled a version with a (uniform) early return before the last-arrival step.
+    if (chunks > 1 && ly == 0 && col < cols) {
+        part[(ulong)get_group_id(1) * cols + col] = t;
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+    }
+    bool last = rnn_last_arrival(ticket_base + ticket_off + get_group_id(0), chunks, &flag);
+    float u = 0.0f;
+    if (last && chunks > 1 && col < cols)
+        for (uint j = ly; j < chunks; j += 8) u += rnn_load_coherent(part + (ulong)j * cols + col);
+    sh[ly][lx] = u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (last && ly == 0 && col < cols) {
+        float v = t;
+        if (chunks > 1) {
+            v = 0.0f;
+            for (uint j = 0; j < 8; j++) v += sh[j][lx];
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
+        out[col] = beta != 0.0f ? beta * out[col] + v : v;
     }
 }
 

@@ -12,23 +12,26 @@ typedef unsigned long long u64;
 #ifndef RNN_HIP
 #define WARP_SIZE 32
 
+// Butterfly (xor) reductions: every lane ends with the result, as the HIP wavefront versions do,
+// so kernels that give a row to a warp need no broadcast.
 __device__ __forceinline__ float warp_reduce_sum(float v) {
     for (int off = WARP_SIZE / 2; off > 0; off >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, off);
+        v += __shfl_xor_sync(0xffffffffu, v, off);
     return v;
 }
 
 __device__ __forceinline__ float warp_reduce_max(float v) {
     for (int off = WARP_SIZE / 2; off > 0; off >>= 1)
-        v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
     return v;
 }
 
-// Arg-max over a warp; on equal values the lower index wins (the op contract).
+// Arg-max over a warp; on equal values the lower index wins (the op contract). The comparison
+// is symmetric, so both partners of each butterfly step agree on the winner.
 __device__ __forceinline__ void warp_reduce_argmax(float& v, int& idx) {
     for (int off = WARP_SIZE / 2; off > 0; off >>= 1) {
-        float ov = __shfl_down_sync(0xffffffffu, v, off);
-        int oi = __shfl_down_sync(0xffffffffu, idx, off);
+        float ov = __shfl_xor_sync(0xffffffffu, v, off);
+        int oi = __shfl_xor_sync(0xffffffffu, idx, off);
         if (ov > v || (ov == v && oi < idx)) {
             v = ov;
             idx = oi;
@@ -99,6 +102,35 @@ __device__ __forceinline__ int block_reduce_argmax(float v, int idx, float* shv,
     }
     __syncthreads();
     return shi[0];
+}
+
+// Loads of data that other blocks wrote during this launch (grid-wide reductions, persistent
+// kernels) must come from the coherent level (L2), never a stale line of this SM's L1.
+#ifdef RNN_HIP
+__device__ __forceinline__ float rnn_load_coherent(const float* p) {
+    return *(const volatile float*)p;
+}
+#else
+__device__ __forceinline__ float rnn_load_coherent(const float* p) { return __ldcg(p); }
+#endif
+
+// The "last block" step of a deterministic one-launch grid reduction (geometry L of
+// docs/kernel-abi.md). Every block first stores its partial results, and each thread that
+// stored one has executed __threadfence() (so the partial is visible device-wide before the
+// arrival below). Then all threads of the block call this: thread 0 takes a ticket from
+// `ticket` (a counter at 0 between launches) and the block that takes ticket `arrivals - 1`
+// gets true, resets the counter for the next launch, and may read every partial (with
+// rnn_load_coherent) in a fixed order, so the result does not depend on which block came last.
+__device__ __forceinline__ bool rnn_last_arrival(uint* ticket, uint arrivals) {
+    __shared__ bool last;
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+        last = atomicAdd(ticket, 1u) == arrivals - 1u;
+        if (last) *ticket = 0u;
+    }
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
 }
 
 // Grid-stride loop over n elements (1-D launches). The counter is 64-bit so that `i + stride`

@@ -40,94 +40,188 @@ extern "C" __global__ void log_softmax(const float* x_base, u64 x_off, float* y_
     }
 }
 
-// Loss, correctness and gradient in one pass. dlogits never overlaps logits (the host rejects
-// that), so no barrier is needed between reading the label's logit and writing gradients.
+// Adds this block's partial `(a, b)` to the launch totals `totals[0] += sum a`,
+// `totals[1] += sum b` (b only when `two`) through the last-arrival reduction (geometry L):
+// partials go to `part[2 * block]`, and the last block sums them in block order. `a`/`b` are
+// the block's values in thread 0.
+__device__ __forceinline__ void rnn_add_totals(float a, float b, bool two, float* totals,
+                                               float* part, uint* ticket) {
+    __shared__ float sh[RNN_MAX_WARPS];
+    if (threadIdx.x == 0) {
+        part[2 * blockIdx.x] = a;
+        part[2 * blockIdx.x + 1] = b;
+        __threadfence();
+    }
+    if (!rnn_last_arrival(ticket, gridDim.x)) return;
+    float sa = 0.0f, sb = 0.0f;
+    for (uint j = threadIdx.x; j < gridDim.x; j += blockDim.x) {
+        sa += rnn_load_coherent(part + 2 * j);
+        sb += rnn_load_coherent(part + 2 * j + 1);
+    }
+    sa = block_reduce_sum(sa, sh);
+    sb = block_reduce_sum(sb, sh);
+    if (threadIdx.x == 0) {
+        totals[0] += sa;
+        if (two) totals[1] += sb;
+    }
+}
+
+// Loss, correctness and gradient in one pass, one warp per row (geometry W: rows are mostly
+// narrow, 10 or 96 classes, so a block per row would leave most threads idle). dlogits never
+// overlaps logits (the host rejects that). With `with_totals`, the summed loss and correct
+// count of all rows are also added to totals[0] and totals[1] (geometry L).
 extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off,
                                         const float* labels_base, u64 labels_off,
                                         float* dlogits_base, u64 dlogits_off,
                                         float* row_loss_base, u64 row_loss_off,
-                                        float* row_correct_base, u64 row_correct_off, uint rows,
-                                        uint cols, float grad_scale) {
-    __shared__ float sh[RNN_MAX_WARPS];
-    __shared__ int shi[RNN_MAX_WARPS];
+                                        float* row_correct_base, u64 row_correct_off,
+                                        float* totals_base, u64 totals_off, float* part_base,
+                                        u64 part_off, uint* ticket_base, u64 ticket_off,
+                                        uint rows, uint cols, float grad_scale,
+                                        uint with_totals) {
+    __shared__ float sh_loss[RNN_MAX_WARPS];
+    __shared__ float sh_correct[RNN_MAX_WARPS];
     const float* labels = labels_base + labels_off;
     float* row_loss = row_loss_base + row_loss_off;
     float* row_correct = row_correct_base + row_correct_off;
-    RNN_ROW_LOOP(row, rows) {
-        const float* x = logits_base + logits_off + (u64)row * cols;
-        float* dx = dlogits_base + dlogits_off + (u64)row * cols;
+    const uint lane = threadIdx.x % WARP_SIZE;
+    const uint wid = threadIdx.x / WARP_SIZE;
+    const uint warps = blockDim.x / WARP_SIZE;
+    float my_loss = 0.0f, my_correct = 0.0f;
+    for (u64 row = (u64)blockIdx.x * warps + wid; row < rows; row += (u64)gridDim.x * warps) {
+        const float* x = logits_base + logits_off + row * cols;
+        float* dx = dlogits_base + dlogits_off + row * cols;
         const float lf = labels[row];
         const bool valid = rnn_valid_index(lf, cols);
         const int label = valid ? (int)lf : -1;
         float mx = -RNN_INF;
         int arg = 0x7fffffff;
-        RNN_COL_LOOP(c, cols) {
+        for (u64 c = lane; c < cols; c += WARP_SIZE) {
             const float v = x[c];
             if (v > mx || (v == mx && (int)c < arg)) {
                 mx = v;
                 arg = (int)c;
             }
         }
-        arg = block_reduce_argmax(mx, arg, sh, shi);
-        mx = block_reduce_max(mx, sh);
+        warp_reduce_argmax(mx, arg);
         float s = 0.0f;
-        RNN_COL_LOOP(c, cols) s += expf(x[c] - mx);
-        s = block_reduce_sum(s, sh);
-        const float x_label = valid ? x[label] : 0.0f;
+        for (u64 c = lane; c < cols; c += WARP_SIZE) s += expf(x[c] - mx);
+        s = warp_reduce_sum(s);
         const float inv = 1.0f / s;
-        RNN_COL_LOOP(c, cols) {
+        for (u64 c = lane; c < cols; c += WARP_SIZE) {
             const float p = expf(x[c] - mx) * inv;
-            const float t = ((int)c == label) ? 1.0f : 0.0f;
-            dx[c] = grad_scale * (p - t);
+            dx[c] = grad_scale * (p - (((int)c == label) ? 1.0f : 0.0f));
         }
-        if (threadIdx.x == 0) {
-            row_loss[row] = valid ? (mx + logf(s)) - x_label : RNN_NAN;
-            row_correct[row] = (valid && arg == label) ? 1.0f : 0.0f;
+        if (lane == 0) {
+            const float loss = valid ? (mx + logf(s)) - x[label] : RNN_NAN;
+            const float correct = (valid && arg == label) ? 1.0f : 0.0f;
+            row_loss[row] = loss;
+            row_correct[row] = correct;
+            my_loss += loss;
+            my_correct += correct;
         }
     }
+    if (!with_totals) return;
+    if (lane == 0) {
+        sh_loss[wid] = my_loss;
+        sh_correct[wid] = my_correct;
+    }
+    __syncthreads();
+    float a = 0.0f, b = 0.0f;
+    if (threadIdx.x == 0)
+        for (uint w = 0; w < warps; ++w) {
+            a += sh_loss[w];
+            b += sh_correct[w];
+        }
+    rnn_add_totals(a, b, true, totals_base + totals_off, part_base + part_off,
+                   ticket_base + ticket_off);
 }
 
+// Mean squared error, one warp per row (geometry W); with `with_totals`, the summed row losses
+// are added to totals[0] (geometry L).
 extern "C" __global__ void mse(const float* pred_base, u64 pred_off, const float* target_base,
                                u64 target_off, float* dpred_base, u64 dpred_off,
-                               float* row_loss_base, u64 row_loss_off, uint rows, uint cols,
-                               float grad_scale) {
-    __shared__ float sh[RNN_MAX_WARPS];
+                               float* row_loss_base, u64 row_loss_off, float* totals_base,
+                               u64 totals_off, float* part_base, u64 part_off,
+                               uint* ticket_base, u64 ticket_off, uint rows, uint cols,
+                               float grad_scale, uint with_totals) {
+    __shared__ float sh_loss[RNN_MAX_WARPS];
     float* row_loss = row_loss_base + row_loss_off;
     const float inv_cols = 1.0f / (float)cols;
-    RNN_ROW_LOOP(row, rows) {
-        const float* p = pred_base + pred_off + (u64)row * cols;
-        const float* t = target_base + target_off + (u64)row * cols;
-        float* dp = dpred_base + dpred_off + (u64)row * cols;
+    const uint lane = threadIdx.x % WARP_SIZE;
+    const uint wid = threadIdx.x / WARP_SIZE;
+    const uint warps = blockDim.x / WARP_SIZE;
+    float my_loss = 0.0f;
+    for (u64 row = (u64)blockIdx.x * warps + wid; row < rows; row += (u64)gridDim.x * warps) {
+        const float* p = pred_base + pred_off + row * cols;
+        const float* t = target_base + target_off + row * cols;
+        float* dp = dpred_base + dpred_off + row * cols;
         float s = 0.0f;
-        RNN_COL_LOOP(c, cols) {
+        for (u64 c = lane; c < cols; c += WARP_SIZE) {
             const float d = p[c] - t[c];
             s += d * d;
             dp[c] = grad_scale * 2.0f * d * inv_cols;
         }
-        s = block_reduce_sum(s, sh);
-        if (threadIdx.x == 0) row_loss[row] = s * inv_cols;
+        s = warp_reduce_sum(s);
+        if (lane == 0) {
+            row_loss[row] = s * inv_cols;
+            my_loss += s * inv_cols;
+        }
     }
+    if (!with_totals) return;
+    if (lane == 0) sh_loss[wid] = my_loss;
+    __syncthreads();
+    float a = 0.0f;
+    if (threadIdx.x == 0)
+        for (uint w = 0; w < warps; ++w) a += sh_loss[w];
+    rnn_add_totals(a, 0.0f, false, totals_base + totals_off, part_base + part_off,
+                   ticket_base + ticket_off);
 }
 
-// Column sums with block (32, 8): threadIdx.x picks a column, threadIdx.y strides over rows.
+// Column sums (geometry C): block (32, 8) over a strip of 32 columns (blockIdx.x) and a chunk
+// of `chunk_rows` rows (blockIdx.y); threadIdx.y strides the chunk's rows, so each warp reads
+// 128 contiguous bytes per row. With one chunk the block writes `out` directly; otherwise it
+// stores its 32 column partials in `part[chunk * cols + col]` and the last block of the strip
+// to arrive (one ticket per strip, geometry L) adds the chunks in order.
 extern "C" __global__ void sum_rows(const float* x_base, u64 x_off, float* out_base, u64 out_off,
-                                    uint rows, uint cols, float beta) {
-    __shared__ float part[8][33];
+                                    float* part_base, u64 part_off, uint* ticket_base,
+                                    u64 ticket_off, uint rows, uint cols, uint chunk_rows,
+                                    float beta) {
+    __shared__ float sh[8][33];
     const float* x = x_base + x_off;
     float* out = out_base + out_off;
-    for (u64 c0 = (u64)blockIdx.x * 32; c0 < cols; c0 += (u64)gridDim.x * 32) {
-        const u64 col = c0 + threadIdx.x;
-        float s = 0.0f;
-        if (col < cols)
-            for (u64 r = threadIdx.y; r < rows; r += blockDim.y) s += x[r * cols + col];
-        part[threadIdx.y][threadIdx.x] = s;
-        __syncthreads();
-        if (threadIdx.y == 0 && col < cols) {
-            float t = 0.0f;
-            for (uint j = 0; j < blockDim.y; ++j) t += part[j][threadIdx.x];
-            out[col] = (beta == 0.0f) ? t : beta * out[col] + t;
-        }
-        __syncthreads();
+    float* part = part_base + part_off;
+    const u64 col = (u64)blockIdx.x * 32 + threadIdx.x;
+    const u64 r0 = (u64)blockIdx.y * chunk_rows;
+    const u64 r1 = min((u64)rows, r0 + chunk_rows);
+    float s = 0.0f;
+    if (col < cols)
+        for (u64 r = r0 + threadIdx.y; r < r1; r += 8) s += x[r * cols + col];
+    sh[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    float t = 0.0f;
+    if (threadIdx.y == 0)
+        for (uint j = 0; j < 8; ++j) t += sh[j][threadIdx.x];
+    if (gridDim.y == 1) {
+        if (threadIdx.y == 0 && col < cols) out[col] = (beta == 0.0f) ? t : beta * out[col] + t;
+        return;
+    }
+    if (threadIdx.y == 0 && col < cols) {
+        part[(u64)blockIdx.y * cols + col] = t;
+        __threadfence();
+    }
+    if (!rnn_last_arrival(ticket_base + ticket_off + blockIdx.x, gridDim.y)) return;
+    // Thread (x, y) adds chunks y, y + 8, ... of column x; the 8 sums are then added in y order.
+    float u = 0.0f;
+    if (col < cols)
+        for (uint j = threadIdx.y; j < gridDim.y; j += 8)
+            u += rnn_load_coherent(part + (u64)j * cols + col);
+    sh[threadIdx.y][threadIdx.x] = u;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < cols) {
+        float v = 0.0f;
+        for (uint j = 0; j < 8; ++j) v += sh[j][threadIdx.x];
+        out[col] = (beta == 0.0f) ? v : beta * out[col] + v;
     }
 }
 

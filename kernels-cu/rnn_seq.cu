@@ -24,17 +24,6 @@
 #define RQ_UNITS 16
 #define RQ_THREADS 256
 
-// Loads of data other blocks wrote during this launch: they must come from the coherent level
-// (L2), never a stale line of this SM's L1 (a neighbouring block of `hs` may share a line with
-// what an earlier step read).
-#ifdef RNN_HIP
-__device__ __forceinline__ float rq_load_shared_state(const float* p) {
-    return *(const volatile float*)p;
-}
-#else
-__device__ __forceinline__ float rq_load_shared_state(const float* p) { return __ldcg(p); }
-#endif
-
 // Grid-wide barrier on a 32-bit counter that is never reset. Every arrival adds 1 except block
 // (0, 0), which adds 0x80000000 - (nblocks - 1): one complete barrier adds exactly 2^31, so bit
 // 31 flips once the last block has arrived and the low 31 bits return to what they were. They
@@ -89,7 +78,7 @@ __device__ __forceinline__ void rq_stage_rows(const float* a, uint batch, uint h
     const uint rows = min((uint)RQ_ROWS, batch - r0);
     const uint n = rows * hidden;
     for (uint e = threadIdx.x; e < n; e += RQ_THREADS) {
-        as[e] = rq_load_shared_state(a + (u64)r0 * hidden + e);
+        as[e] = rnn_load_coherent(a + (u64)r0 * hidden + e);
     }
     for (uint e = n + threadIdx.x; e < RQ_ROWS * hidden; e += RQ_THREADS) as[e] = 0.0f;
 }

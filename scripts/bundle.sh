@@ -12,4 +12,8 @@ for l in sys.stdin:
         print(m["executable"])')
 cp "$bench" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
+# An earlier build of the bench, for before/after profiles (scripts/gpu-machine.sh profile).
+if [ -n "${BASE_BENCH:-}" ]; then
+  cp "$BASE_BENCH" .gpu-bundle/bin/workloads-base && strip .gpu-bundle/bin/workloads-base
+fi
 echo "bundle: + workloads, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"

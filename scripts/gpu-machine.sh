@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, after ../shared/tools/gpu-bundle built
 # .gpu-bundle here (the device has no Rust toolchain). One call does everything that belongs
 # together, so device time is spent once:
-#   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|all]...
+#   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|profile|all]...
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -39,15 +39,44 @@ for what in "${@:-all}"; do
       step "devices"
       bash $run exec devices 2>&1 | tee "$OUT/devices.log" ;;&
     bench|all)
-      step "benchmarks: rnn on cuda:0, then PyTorch cuda"
-      bash $run exec workloads --device cuda:0 2>&1 | tee "$OUT/bench-rnn-cuda.log"
-      python3 .gpu-bundle/pytorch_reference.py cuda 2>&1 | tee "$OUT/bench-torch-cuda.log" ;;&
+      step "benchmarks: PyTorch cuda (eager and _graph), then rnn on cuda:0 with ratios"
+      python3 .gpu-bundle/pytorch_reference.py cuda 2>&1 | tee "$OUT/bench-torch-cuda.log"
+      bash $run exec workloads --device cuda:0 --torch "$OUT/bench-torch-cuda.log" 2>&1 \
+        | tee "$OUT/bench-rnn-cuda.log" ;;&
     bench-opencl|all)
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
       step "benchmarks: rnn on NVIDIA OpenCL ($ocl)"
-      [ -n "$ocl" ] && bash $run exec workloads --device "$ocl" 2>&1 | tee "$OUT/bench-rnn-opencl.log"
+      torch=(); [ -s "$OUT/bench-torch-cuda.log" ] && torch=(--torch "$OUT/bench-torch-cuda.log")
+      [ -n "$ocl" ] && bash $run exec workloads --device "$ocl" "${torch[@]}" 2>&1 | tee "$OUT/bench-rnn-opencl.log"
       step "real_gpu_neural_network on $ocl"
       [ -n "$ocl" ] && bash $run exec real_gpu_neural_network --device "$ocl" 2>&1 | tail -n 6 ;;&
+    profile)
+      # One graph-replayed training step of each workload under Nsight Compute, then the
+      # roofline table per workload (scripts/roofline.py). With .gpu-bundle/bin/workloads-base
+      # (a build of an earlier commit), the same for it: a window of launches in the middle of
+      # its timed loop, steps counted by its optimizer launches.
+      metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+      metrics+=,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum
+      metrics+=,sm__sass_thread_inst_executed_op_fmul_pred_on.sum
+      metrics+=,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
+      ncu=(ncu --clock-control none --csv --metrics "$metrics")
+      tables=()
+      for fig in ${PROFILE_FIGURES:-w1_mlp_b256_step w1_mlp_b4096_step w2_rnn_step w5_lstm_step w6_gru_step}; do
+        step "ncu: $fig"
+        "${ncu[@]}" --profile-from-start off .gpu-bundle/bin/workloads --device cuda:0 --only "$fig" \
+          --profile 2 > "$OUT/ncu-$fig.csv" 2> "$OUT/ncu-$fig.err" || { tail -5 "$OUT/ncu-$fig.err"; status=1; }
+        tables+=("$OUT/ncu-$fig.csv" 2)
+      done
+      if [ -x .gpu-bundle/bin/workloads-base ]; then
+        for spec in "w1 300 250 base-w1_b256" "w1 6000 250 base-w1_b4096" "w2 300 300 base-w2"; do
+          set -- $spec
+          step "ncu: earlier build, $4"
+          "${ncu[@]}" --launch-skip "$2" --launch-count "$3" .gpu-bundle/bin/workloads-base \
+            --device cuda:0 --only "$1" > "$OUT/ncu-$4.csv" 2> "$OUT/ncu-$4.err" || tail -5 "$OUT/ncu-$4.err"
+          tables+=("$OUT/ncu-$4.csv" auto)
+        done
+      fi
+      python3 scripts/roofline.py "${tables[@]}" 2>&1 | tee "$OUT/roofline.md" ;;&
     bench-cpu|all)
       step "CPU backend vs PyTorch CPU, both pinned to 2 cores (taskset -c 0,1)"
       taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"

@@ -24,6 +24,7 @@ mod context;
 mod device;
 mod error;
 mod fsutil;
+pub mod graph;
 pub mod kernel;
 mod manager;
 pub mod nn;

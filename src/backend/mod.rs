@@ -138,6 +138,29 @@ pub trait Device: Send + Sync + 'static {
         None
     }
 
+    /// Starts recording this device's queue into a graph (CUDA stream capture). `None` when
+    /// the device cannot record graphs. While recording, the device must refuse work that
+    /// cannot be recorded (allocation, host copies, waits) with an error instead of doing it.
+    fn capture_begin(&self) -> Option<Result<()>> {
+        None
+    }
+
+    /// Ends the recording started by [`Device::capture_begin`] and instantiates the graph.
+    /// On an error no recording is left active.
+    fn capture_end(&self) -> Result<Box<dyn crate::graph::GraphExec>> {
+        Err(crate::error::Error::Unsupported {
+            op: "capture_end".into(),
+            backend: self.info().backend,
+            reason: "this device records no graphs".into(),
+        })
+    }
+
+    /// Marks the start or end of a profiled region for an external profiler (CUDA:
+    /// `cuProfilerStart`/`cuProfilerStop`); nothing by default.
+    fn profiler_range(&self, _on: bool) -> Result<()> {
+        Ok(())
+    }
+
     /// A vendor-library GEMM (cuBLAS) when the device has one and it is enabled. Each matrix is a
     /// `(pointer, element offset)` pair. `None` means: use the `sgemm` kernel.
     fn vendor_gemm(

@@ -163,6 +163,10 @@ pub struct TrainingConfig {
     pub validation_split: f32,
     /// Log a progress line every this many epochs (0: never). Uses `log::info!`.
     pub log_every: usize,
+    /// Record each training step once per batch size as a device graph and replay it, so a
+    /// step is one launch (CUDA; other devices run op by op either way). The environment
+    /// variable `RNN_GRAPHS=off` turns it off everywhere, to compare.
+    pub graphs: bool,
 }
 
 impl Default for TrainingConfig {
@@ -180,6 +184,7 @@ impl Default for TrainingConfig {
             shuffle: true,
             validation_split: 0.0,
             log_every: 1,
+            graphs: true,
         }
     }
 }

@@ -45,6 +45,7 @@ mod recurrent;
 mod rng;
 mod rnn;
 mod size;
+mod step_graph;
 mod train;
 mod trainer;
 mod workspace;

@@ -2,16 +2,22 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::{Error, Result};
-use crate::ops::{AdamStep, Ops, SgdStep, zeros};
+use crate::ops::{AdamStep, Ops, SgdStep, optimizer_state, zeros};
 
 use super::config::Optimizer;
 
-/// The state of one optimizer over `len` parameters (velocity, or Adam's two moments), kept
-/// on the device. Each [`OptimizerState::step`] is one `sgd_step` or `adam_step` launch.
+/// The state of one optimizer over `len` parameters (velocity, or Adam's two moments, and the
+/// learning rate and step count), kept on the device. Each [`OptimizerState::step`] is one
+/// `sgd_step` or `adam_step` launch, with the same arguments every time, so it can be recorded
+/// into a graph and replayed.
 pub struct OptimizerState {
     optimizer: Optimizer,
     len: usize,
     step: u64,
+    /// The learning rate last written to the device state.
+    lr: f32,
+    /// `[lr, step, bias corrections]` on the device (`ops::OPTIMIZER_STATE_LEN`).
+    hyper: Buffer,
     a: Option<Buffer>,
     b: Option<Buffer>,
 }
@@ -27,8 +33,8 @@ impl std::fmt::Debug for OptimizerState {
 }
 
 impl OptimizerState {
-    /// Zeroed state for `len` parameters on `ops`' device.
-    pub fn new(ops: &dyn Ops, optimizer: Optimizer, len: usize) -> Result<Self> {
+    /// Zeroed state for `len` parameters on `ops`' device, starting at learning rate `lr`.
+    pub fn new(ops: &dyn Ops, optimizer: Optimizer, len: usize, lr: f32) -> Result<Self> {
         optimizer.validate()?;
         let (a, b) = match optimizer {
             Optimizer::Sgd { momentum: 0.0, .. } => (None, None),
@@ -41,9 +47,26 @@ impl OptimizerState {
             optimizer,
             len,
             step: 0,
+            lr,
+            hyper: optimizer_state(ops, lr)?,
             a,
             b,
         })
+    }
+
+    /// The learning rate of the next steps.
+    pub fn learning_rate(&self) -> f32 {
+        self.lr
+    }
+
+    /// Changes the learning rate of the next steps: one small upload, only when it changed
+    /// (a recorded step reads it from the device, so nothing is recorded again).
+    pub fn set_learning_rate(&mut self, ops: &dyn Ops, lr: f32) -> Result<()> {
+        if lr != self.lr {
+            ops.upload(self.hyper.slice(0, 1)?, &[lr])?;
+            self.lr = lr;
+        }
+        Ok(())
     }
 
     /// Steps taken so far.
@@ -51,14 +74,23 @@ impl OptimizerState {
         self.step
     }
 
-    /// Applies one update to `params` from `grads` (both `len` long).
-    pub fn step(
-        &mut self,
-        ops: &dyn Ops,
-        params: View<'_>,
-        grads: View<'_>,
-        lr: f32,
-    ) -> Result<()> {
+    /// Applies one update to `params` from `grads` (both `len` long) at the current learning
+    /// rate.
+    pub fn step(&mut self, ops: &dyn Ops, params: View<'_>, grads: View<'_>) -> Result<()> {
+        self.queue(ops, params, grads)?;
+        self.count_step();
+        Ok(())
+    }
+
+    /// Counts a step queued by [`OptimizerState::queue`] (or replayed from a graph that
+    /// recorded one).
+    pub(crate) fn count_step(&mut self) {
+        self.step += 1;
+    }
+
+    /// Queues one update without counting it: the same launch every call, as a recorded
+    /// graph needs. The device advances its own step count.
+    pub(crate) fn queue(&self, ops: &dyn Ops, params: View<'_>, grads: View<'_>) -> Result<()> {
         if params.len() != self.len || grads.len() != self.len {
             return Err(Error::shape(
                 "optimizer step",
@@ -70,7 +102,6 @@ impl OptimizerState {
                 ),
             ));
         }
-        self.step += 1;
         match self.optimizer {
             Optimizer::Sgd {
                 momentum,
@@ -84,8 +115,8 @@ impl OptimizerState {
                     params,
                     grads,
                     vel,
+                    self.hyper.view(),
                     SgdStep {
-                        lr,
                         momentum,
                         weight_decay,
                         nesterov,
@@ -112,14 +143,13 @@ impl OptimizerState {
                     grads,
                     m.view(),
                     v.view(),
+                    self.hyper.view(),
                     AdamStep {
-                        lr,
                         beta1,
                         beta2,
                         eps,
                         weight_decay,
                         decoupled: matches!(self.optimizer, Optimizer::AdamW { .. }),
-                        step: self.step,
                     },
                 )
             }

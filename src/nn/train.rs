@@ -16,6 +16,7 @@ use super::network::Network;
 use super::optim::OptimizerState;
 use super::rng::Rng;
 use super::size;
+use super::step_graph::StepGraphs;
 use super::workspace::Rows;
 
 impl Network {
@@ -83,7 +84,13 @@ impl Network {
         let perm = ops.alloc(n)?;
         let acc = ops.alloc(2)?;
         let norm = ops.alloc(1)?;
-        let mut opt = OptimizerState::new(ops, config.optimizer, self.layout.total)?;
+        let mut opt = OptimizerState::new(
+            ops,
+            config.optimizer,
+            self.layout.total,
+            config.learning_rate,
+        )?;
+        let mut graphs = StepGraphs::new(config.graphs);
         // The per-epoch validation creates workspaces of other sizes; the step sizes must
         // survive it.
         let _pins = (
@@ -126,18 +133,9 @@ impl Network {
                 let ops = net.ctx.ops();
                 let idx = perm.slice(start, b)?;
                 net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Gather(idx))?;
-                net.forward_ws(ws)?;
-                net.loss_ws(ws, Some(acc.view()))?;
-                net.backward_ws(ws)?;
-                if let Some(max) = config.clip_grad_norm {
-                    ops.clip_grad_norm(net.grads.view(), max, norm.view())?;
-                }
-                opt.step(
-                    ops,
-                    net.params.view(),
-                    net.grads.view(),
-                    config.learning_rate,
-                )?;
+                let clip = config.clip_grad_norm.map(|max| (max, norm.view()));
+                graphs.run(ops, b, || net.train_step_ws(ws, acc.view(), clip, &opt))?;
+                opt.count_step();
                 start += b;
             }
             let mut sums = [0.0f32; 2];

@@ -9,6 +9,7 @@ use super::config::TrainingConfig;
 use super::data::Dataset;
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::step_graph::StepGraphs;
 use super::workspace::{DeviceData, Rows};
 use super::workspace_cache::WorkspacePin;
 
@@ -19,8 +20,8 @@ pub struct Trainer {
     opt: OptimizerState,
     acc: Buffer,
     norm: Buffer,
+    graphs: StepGraphs,
     batch: usize,
-    lr: f32,
     clip: Option<f32>,
     next: usize,
     since: u64,
@@ -53,12 +54,17 @@ impl Network {
         ops.fill(acc.view(), 0.0)?;
         Ok(Trainer {
             context: ops.context_id(),
-            opt: OptimizerState::new(ops, config.optimizer, self.layout.total)?,
+            opt: OptimizerState::new(
+                ops,
+                config.optimizer,
+                self.layout.total,
+                config.learning_rate,
+            )?,
             norm: ops.alloc(1)?,
+            graphs: StepGraphs::new(config.graphs),
             acc,
             data,
             batch,
-            lr: config.learning_rate,
             clip: config.clip_grad_norm,
             next: 0,
             since: 0,
@@ -83,14 +89,11 @@ impl Trainer {
         let ops = net.ctx.ops();
         let rows = Rows::Range(self.next);
         net.load_rows(ws, self.data.x.view(), Some(self.data.y.view()), &rows)?;
-        net.forward_ws(ws)?;
-        net.loss_ws(ws, Some(self.acc.view()))?;
-        net.backward_ws(ws)?;
-        if let Some(max) = self.clip {
-            ops.clip_grad_norm(net.grads.view(), max, self.norm.view())?;
-        }
-        self.opt
-            .step(ops, net.params.view(), net.grads.view(), self.lr)?;
+        let clip = self.clip.map(|max| (max, self.norm.view()));
+        let (acc, opt) = (self.acc.view(), &self.opt);
+        self.graphs
+            .run(ops, self.batch, || net.train_step_ws(ws, acc, clip, opt))?;
+        self.opt.count_step();
         self.next += self.batch;
         self.since += 1;
         Ok(())

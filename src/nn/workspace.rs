@@ -222,19 +222,43 @@ impl Network {
                 dout,
                 ws.row_loss.view(),
                 ws.row_correct.view(),
+                acc,
                 rows,
                 cols,
                 scale,
-            )?,
-            Loss::Mse => ops.mse(out, targets, dout, ws.row_loss.view(), rows, cols, scale)?,
+            ),
+            Loss::Mse => ops.mse(
+                out,
+                targets,
+                dout,
+                ws.row_loss.view(),
+                acc,
+                rows,
+                cols,
+                scale,
+            ),
         }
-        if let Some(acc) = acc {
-            ops.sum_all(ws.row_loss.view(), acc.slice(0, 1)?, 1.0)?;
-            if self.loss.is_classification() {
-                ops.sum_all(ws.row_correct.view(), acc.slice(1, 1)?, 1.0)?;
-            }
+    }
+
+    /// One training step on the batch already loaded into `ws`: forward, loss (its sums added
+    /// to `acc`), backward, clipping when `clip` gives `(max_norm, norm_out)`, and one
+    /// optimizer launch. It queues the same work on the same buffers every call, so
+    /// [`super::step_graph::StepGraphs`] can record it once and replay it.
+    pub(crate) fn train_step_ws(
+        &self,
+        ws: &Workspace,
+        acc: View<'_>,
+        clip: Option<(f32, View<'_>)>,
+        opt: &super::optim::OptimizerState,
+    ) -> Result<()> {
+        let ops = self.ctx.ops();
+        self.forward_ws(ws)?;
+        self.loss_ws(ws, Some(acc))?;
+        self.backward_ws(ws)?;
+        if let Some((max, norm)) = clip {
+            ops.clip_grad_norm(self.grads.view(), max, norm)?;
         }
-        Ok(())
+        opt.queue(ops, self.params.view(), self.grads.view())
     }
 
     /// Backward through every layer; overwrites the whole gradient buffer.

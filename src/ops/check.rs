@@ -213,3 +213,82 @@ pub(crate) fn rnn_sequence_backward(
         out,
     )
 }
+
+/// The optional loss totals: at least `min_len` elements, overlapping none of `others`.
+pub(crate) fn totals(
+    op: &str,
+    totals: Option<&View<'_>>,
+    min_len: usize,
+    others: &[&View<'_>],
+) -> Result<()> {
+    let Some(t) = totals else {
+        return Ok(());
+    };
+    if t.len() < min_len {
+        return Err(Error::shape(
+            op,
+            format!("totals has {} elements, needs {min_len}", t.len()),
+        ));
+    }
+    for o in others {
+        no_overlap(op, t, o, false)?;
+    }
+    Ok(())
+}
+
+/// The device-side optimizer state: [`crate::ops::OPTIMIZER_STATE_LEN`] elements overlapping
+/// none of the other buffers.
+fn optimizer_state(op: &str, state: &View<'_>, others: &[&View<'_>]) -> Result<()> {
+    len(op, "state", state, crate::ops::OPTIMIZER_STATE_LEN)?;
+    for o in others {
+        no_overlap(op, state, o, false)?;
+    }
+    Ok(())
+}
+
+/// Lengths and overlaps of an SGD step; returns the parameter count (which fits 32 bits).
+pub(crate) fn sgd_step(
+    params: &View<'_>,
+    grads: &View<'_>,
+    velocity: &View<'_>,
+    state: &View<'_>,
+    s: &crate::ops::SgdStep,
+) -> Result<u32> {
+    let op = "sgd_step";
+    let n = params.len();
+    len(op, "grads", grads, n)?;
+    no_overlap(op, params, grads, false)?;
+    if s.momentum != 0.0 {
+        len(op, "velocity", velocity, n)?;
+        no_overlap(op, velocity, params, false)?;
+        no_overlap(op, velocity, grads, false)?;
+        optimizer_state(op, state, &[params, grads, velocity])?;
+    } else {
+        optimizer_state(op, state, &[params, grads])?;
+    }
+    fits_u32(op, n)
+}
+
+/// Lengths and overlaps of an Adam step; returns the parameter count (which fits 32 bits).
+pub(crate) fn adam_step(
+    params: &View<'_>,
+    grads: &View<'_>,
+    m: &View<'_>,
+    v: &View<'_>,
+    state: &View<'_>,
+) -> Result<u32> {
+    let op = "adam_step";
+    let n = params.len();
+    len(op, "grads", grads, n)?;
+    len(op, "m", m, n)?;
+    len(op, "v", v, n)?;
+    let outs = [params, m, v];
+    for (i, o) in outs.iter().enumerate() {
+        no_overlap(op, o, grads, false)?;
+        for other in &outs[i + 1..] {
+            no_overlap(op, o, other, false)?;
+        }
+    }
+    optimizer_state(op, state, &[params, grads, m, v])?;
+    fits_u32(op, n)
+}

@@ -129,11 +129,27 @@ impl Gemm {
     }
 }
 
-/// Hyper-parameters of one SGD step over a flat parameter buffer.
+/// Length of the device-side optimizer state read and advanced by [`Ops::sgd_step`] and
+/// [`Ops::adam_step`]: `[lr, steps taken, 1 - beta1^steps, 1 - beta2^steps]`.
+///
+/// The learning rate and the step count live in device memory (not in kernel arguments) so a
+/// captured training step ([`Ops::capture_begin`]) replays correctly while they change: write a
+/// new learning rate into element 0 with [`Ops::upload`] between steps. Make one with
+/// [`optimizer_state`]. The step count is a float, exact up to 2^24 (16.7 million) steps; past
+/// that it stops advancing, when Adam's bias corrections are 1 to float precision anyway.
+pub const OPTIMIZER_STATE_LEN: usize = 4;
+
+/// A fresh optimizer state (see [`OPTIMIZER_STATE_LEN`]): learning rate `lr`, no step taken.
+pub fn optimizer_state(ops: &dyn Ops, lr: f32) -> Result<Buffer> {
+    let b = ops.alloc(OPTIMIZER_STATE_LEN)?;
+    ops.upload(b.view(), &[lr, 0.0, 0.0, 0.0])?;
+    Ok(b)
+}
+
+/// Hyper-parameters of one SGD step over a flat parameter buffer (the learning rate is in the
+/// device-side state, see [`OPTIMIZER_STATE_LEN`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SgdStep {
-    /// Learning rate.
-    pub lr: f32,
     /// Momentum factor (0 disables the velocity buffer update).
     pub momentum: f32,
     /// L2 penalty added to the gradient (`g + wd * p`).
@@ -142,11 +158,10 @@ pub struct SgdStep {
     pub nesterov: bool,
 }
 
-/// Hyper-parameters of one Adam/AdamW step. `step` counts from 1; bias corrections use it.
+/// Hyper-parameters of one Adam/AdamW step (the learning rate and the step number are in the
+/// device-side state, see [`OPTIMIZER_STATE_LEN`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AdamStep {
-    /// Learning rate.
-    pub lr: f32,
     /// First-moment decay.
     pub beta1: f32,
     /// Second-moment decay.
@@ -157,8 +172,6 @@ pub struct AdamStep {
     pub weight_decay: f32,
     /// AdamW (decoupled weight decay) instead of Adam.
     pub decoupled: bool,
-    /// 1-based step number.
-    pub step: u64,
 }
 
 /// The op set. Implemented natively by the CPU backend and once, generically, for every GPU
@@ -251,6 +264,10 @@ pub trait Ops: Send + Sync {
     /// `dlogits = grad_scale * (softmax(x) - onehot(label))`. An invalid label (not an integer in
     /// `0..cols`, see the index rule above) yields, for that row, a NaN loss, `row_correct = 0`
     /// and `dlogits = grad_scale * softmax(x)`; it is not an error.
+    ///
+    /// With `totals` (2 elements), also adds the sum of the row losses to `totals[0]` and the
+    /// number of correct rows to `totals[1]`, in the same launch and deterministically (the
+    /// same inputs give the same bits), so training accumulates its metrics on the device.
     #[allow(clippy::too_many_arguments)]
     fn softmax_cross_entropy(
         &self,
@@ -259,12 +276,14 @@ pub trait Ops: Send + Sync {
         dlogits: View<'_>,
         row_loss: View<'_>,
         row_correct: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
     ) -> Result<()>;
     /// Mean squared error per row: `row_loss[r] = sum_c (p - t)^2 / cols`, and
-    /// `dpred = grad_scale * 2 (p - t) / cols`.
+    /// `dpred = grad_scale * 2 (p - t) / cols`. With `totals` (1 element or more), also adds
+    /// the sum of the row losses to `totals[0]`, as [`Ops::softmax_cross_entropy`] does.
     #[allow(clippy::too_many_arguments)]
     fn mse(
         &self,
@@ -272,6 +291,7 @@ pub trait Ops: Send + Sync {
         target: View<'_>,
         dpred: View<'_>,
         row_loss: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
@@ -463,24 +483,49 @@ pub trait Ops: Send + Sync {
     // ---- optimizers: one launch over the flat buffers -----------------------------------
 
     /// SGD with momentum: `g' = g + wd p`; `v = momentum v + g'`; step with `v` (or
-    /// `g' + momentum v` for Nesterov); `p -= lr * step`. With `momentum == 0`, `velocity` is
+    /// `g' + momentum v` for Nesterov); `p -= lr * step`, with `lr = state[0]`; then advances
+    /// `state` by one step (see [`OPTIMIZER_STATE_LEN`]). With `momentum == 0`, `velocity` is
     /// not touched.
     fn sgd_step(
         &self,
         params: View<'_>,
         grads: View<'_>,
         velocity: View<'_>,
+        state: View<'_>,
         s: SgdStep,
     ) -> Result<()>;
-    /// Adam/AdamW with PyTorch's semantics (bias-corrected moments, eps after the square root).
+    /// Adam/AdamW with PyTorch's semantics (bias-corrected moments, eps after the square root):
+    /// takes step `t = state[1] + 1` with learning rate `state[0]`, and leaves `t` and its bias
+    /// corrections in `state` (see [`OPTIMIZER_STATE_LEN`]).
     fn adam_step(
         &self,
         params: View<'_>,
         grads: View<'_>,
         m: View<'_>,
         v: View<'_>,
+        state: View<'_>,
         s: AdamStep,
     ) -> Result<()>;
+
+    // ---- graphs and profiling -----------------------------------------------------------
+
+    /// Starts recording the work this context queues into a graph instead of running it
+    /// (CUDA stream capture). `Ok(false)` when the device cannot record graphs (OpenCL, the
+    /// CPU): the caller then just runs its work. While recording, ops that would allocate
+    /// device memory, copy from the host or wait fail with [`crate::Error::Unsupported`]; end
+    /// the recording with [`Ops::capture_end`] in every case.
+    fn capture_begin(&self) -> Result<bool>;
+    /// Ends the recording started by [`Ops::capture_begin`] and returns the graph, ready to
+    /// launch. Nothing recorded has run yet. An error (a recorded op failed, or the driver
+    /// rejected the graph) leaves no recording active.
+    fn capture_end(&self) -> Result<crate::graph::Graph>;
+    /// Queues one replay of `graph` (from this context): the recorded kernels run again with
+    /// the same arguments, reading whatever the buffers hold now.
+    fn graph_launch(&self, graph: &crate::graph::Graph) -> Result<()>;
+    /// Marks the start (`true`) or end of a region for an external profiler (CUDA:
+    /// `cuProfilerStart`/`cuProfilerStop`, which `ncu --profile-from-start off` honours); a
+    /// no-op elsewhere.
+    fn profiler_range(&self, on: bool) -> Result<()>;
 }
 
 /// Convenience: a zero-filled buffer.

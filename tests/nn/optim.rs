@@ -8,10 +8,10 @@ fn run(opt: Optimizer, lr: f32, p0: &[f32], grads: &[&[f32]]) -> Vec<f32> {
     let ops = ctx.ops();
     let p = ctx.tensor(&[p0.len()], p0).unwrap();
     let g = ctx.zeros(&[p0.len()]).unwrap();
-    let mut state = OptimizerState::new(ops, opt, p0.len()).unwrap();
+    let mut state = OptimizerState::new(ops, opt, p0.len(), lr).unwrap();
     for gs in grads {
         ops.upload(g.view(), gs).unwrap();
-        state.step(ops, p.view(), g.view(), lr).unwrap();
+        state.step(ops, p.view(), g.view()).unwrap();
     }
     assert_eq!(state.steps(), grads.len() as u64);
     p.to_vec().unwrap()
@@ -107,12 +107,29 @@ fn cpu_bad_optimizer_settings_are_errors() {
         eps: 1e-8,
         weight_decay: 0.0,
     };
-    let err = OptimizerState::new(ctx.ops(), bad, 4).unwrap_err();
+    let err = OptimizerState::new(ctx.ops(), bad, 4, 1e-3).unwrap_err();
     assert!(err.to_string().contains("beta1"), "{err}");
     let bad = Optimizer::Sgd {
         momentum: 0.0,
         weight_decay: 0.0,
         nesterov: true,
     };
-    assert!(OptimizerState::new(ctx.ops(), bad, 4).is_err());
+    assert!(OptimizerState::new(ctx.ops(), bad, 4, 1e-3).is_err());
+}
+
+#[test]
+fn cpu_learning_rate_changes_between_steps() {
+    // Two SGD steps at 0.1 then one at 0.01: p = 1 - 0.1 - 0.1 - 0.01 with unit gradients.
+    let ctx = Context::cpu();
+    let ops = ctx.ops();
+    let p = ctx.tensor(&[1], &[1.0]).unwrap();
+    let g = ctx.tensor(&[1], &[1.0]).unwrap();
+    let mut state = OptimizerState::new(ops, Optimizer::sgd(), 1, 0.1).unwrap();
+    state.step(ops, p.view(), g.view()).unwrap();
+    state.step(ops, p.view(), g.view()).unwrap();
+    state.set_learning_rate(ops, 0.01).unwrap();
+    assert_eq!(state.learning_rate(), 0.01);
+    state.step(ops, p.view(), g.view()).unwrap();
+    close(&p.to_vec().unwrap(), &[1.0 - 0.1 - 0.1 - 0.01]);
+    assert_eq!(state.steps(), 3);
 }

@@ -167,3 +167,79 @@ fn hip_training_follows_cpu() {
 fn hip_on_cuda_training_follows_cpu() {
     follows_cpu(Target::HipOnCuda, "hip_on_cuda_training_follows_cpu");
 }
+
+/// Training with whole-step graphs (recorded on CUDA, op by op elsewhere) ends with the same
+/// parameters and losses as training op by op: shuffled batches, a smaller last batch (its own
+/// graph), an MLP with clipping and an LSTM character model.
+fn graphs_match_op_by_op(target: Target, test: &str) {
+    let data = Dataset::from_mnist_csv(MNIST).unwrap();
+    let small = data.train_test_split(500, 2).unwrap().1;
+    let corpus = CharCorpus::new(&TEXT[..6_000]).unwrap();
+    let seqs = corpus.sequences(10, 10, 70).unwrap();
+    for ctx in contexts(target, test) {
+        let cfg = |graphs: bool, batch: usize| TrainingConfig {
+            graphs,
+            clip_grad_norm: Some(5.0),
+            ..config_for(&ctx, 2, batch, 1e-3)
+        };
+        let lstm = || {
+            Network::builder(&ctx)
+                .seed(4)
+                .sequence_length(10)
+                .lstm(corpus.vocab_size(), 24, RnnOutput::Sequence)
+                .dense(24, corpus.vocab_size(), Activation::Identity)
+                .build(Loss::SoftmaxCrossEntropy)
+                .unwrap()
+        };
+        let mut runs = Vec::new();
+        for graphs in [false, true] {
+            let mut a = mlp(&ctx);
+            let ha = a.train(&small, &cfg(graphs, 64)).unwrap();
+            let mut b = lstm();
+            let hb = b.train(&seqs, &cfg(graphs, 32)).unwrap();
+            runs.push((
+                a.parameters().unwrap(),
+                b.parameters().unwrap(),
+                ha.losses(),
+                hb.losses(),
+            ));
+        }
+        let (off, on) = (&runs[0], &runs[1]);
+        for (what, got, want) in [("mlp", &on.0, &off.0), ("lstm", &on.1, &off.1)] {
+            let err = crate::support::rel_err(got, want);
+            assert!(
+                err <= 1e-5,
+                "{}: {what} parameters differ by {err:e}",
+                ctx.id()
+            );
+        }
+        assert_eq!(on.2.len(), off.2.len());
+        for (a, b) in on.2.iter().chain(&on.3).zip(off.2.iter().chain(&off.3)) {
+            assert!(
+                (a - b).abs() <= 1e-5 * b.abs(),
+                "{}: losses {on:?} vs {off:?}",
+                ctx.id()
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_graphs_match_op_by_op() {
+    graphs_match_op_by_op(Target::Cpu, "cpu_graphs_match_op_by_op");
+}
+
+#[test]
+fn opencl_graphs_match_op_by_op() {
+    graphs_match_op_by_op(Target::OpenCl, "opencl_graphs_match_op_by_op");
+}
+
+#[test]
+fn cuda_graphs_match_op_by_op() {
+    graphs_match_op_by_op(Target::Cuda, "cuda_graphs_match_op_by_op");
+}
+
+#[test]
+fn hip_on_cuda_graphs_match_op_by_op() {
+    graphs_match_op_by_op(Target::HipOnCuda, "hip_on_cuda_graphs_match_op_by_op");
+}

@@ -10,6 +10,7 @@ use crate::support::{self, Target, rel_err};
 
 mod edges;
 mod gemm_tiles;
+mod graphs;
 mod indices;
 mod rnn_seq;
 mod rnn_step;
@@ -521,18 +522,47 @@ pub fn softmax_losses(t: Target) {
         )?;
         let labels = r.ints(rows, cols);
         let scale = r.uniform(0.1, 2.0);
-        let bufs = [x.clone(), labels, nan(n), nan(rows), nan(rows)];
+        let bufs = [x.clone(), labels.clone(), nan(n), nan(rows), nan(rows)];
         compare(
             ctx,
             &format!("softmax_cross_entropy {rows}x{cols}"),
             &bufs,
             &[2, 3, 4],
             1e-5,
-            &|o, v| o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], rows, cols, scale),
+            &|o, v| o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], None, rows, cols, scale),
         )?;
-        let bufs = [x, r.vec(n, -8.0, 8.0), nan(n), nan(rows)];
+        // With totals: the loss sum and correct count added to what the buffer held (a third
+        // element past them stays untouched).
+        let totals = vec![
+            r.uniform(-3.0, 3.0),
+            r.uniform(0.0, 5.0),
+            r.uniform(-1.0, 1.0),
+        ];
+        let bufs = [
+            x.clone(),
+            labels,
+            nan(n),
+            nan(rows),
+            nan(rows),
+            totals.clone(),
+        ];
+        compare(
+            ctx,
+            &format!("softmax_cross_entropy {rows}x{cols} with totals"),
+            &bufs,
+            &[2, 3, 4, 5],
+            1e-5,
+            &|o, v| {
+                o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], Some(v[5]), rows, cols, scale)
+            },
+        )?;
+        let bufs = [x.clone(), r.vec(n, -8.0, 8.0), nan(n), nan(rows)];
         compare(ctx, "mse", &bufs, &[2, 3], tol, &|o, v| {
-            o.mse(v[0], v[1], v[2], v[3], rows, cols, scale)
+            o.mse(v[0], v[1], v[2], v[3], None, rows, cols, scale)
+        })?;
+        let bufs = [x, r.vec(n, -8.0, 8.0), nan(n), nan(rows), totals];
+        compare(ctx, "mse with totals", &bufs, &[2, 3, 4], tol, &|o, v| {
+            o.mse(v[0], v[1], v[2], v[3], Some(v[4]), rows, cols, scale)
         })
     });
 }
@@ -721,41 +751,41 @@ pub fn optimizers(t: Target) {
         );
         let v = r.vec(n, 0.0, 0.01);
         let tol = 1e-5;
+        // The device-side state: learning rate, steps already taken (this op takes `step`),
+        // stale bias corrections the op must overwrite.
+        let state = |lr: f32| vec![lr, (step - 1) as f32, -1.0, -1.0];
         for (momentum, nesterov) in [(0.0, false), (0.9, false), (0.9, true)] {
             let s = SgdStep {
-                lr: 0.1,
                 momentum,
                 weight_decay: 0.01,
                 nesterov,
             };
-            let check: &[usize] = if momentum == 0.0 { &[0] } else { &[0, 2] };
+            let check: &[usize] = if momentum == 0.0 { &[0, 3] } else { &[0, 2, 3] };
             compare(
                 ctx,
-                &format!("sgd_step {s:?}"),
-                &[p.clone(), g.clone(), m.clone()],
+                &format!("sgd_step {s:?} step {step}"),
+                &[p.clone(), g.clone(), m.clone(), state(0.1)],
                 check,
                 tol,
-                &|o, b| o.sgd_step(b[0], b[1], b[2], s),
+                &|o, b| o.sgd_step(b[0], b[1], b[2], b[3], s),
             )?;
         }
         for decoupled in [false, true] {
             let s = AdamStep {
-                lr: 1e-3,
                 beta1: 0.9,
                 beta2: 0.999,
                 eps: 1e-8,
                 weight_decay: 0.01,
                 decoupled,
-                step,
             };
-            let bufs = [p.clone(), g.clone(), m.clone(), v.clone()];
+            let bufs = [p.clone(), g.clone(), m.clone(), v.clone(), state(1e-3)];
             compare(
                 ctx,
-                &format!("adam_step {s:?}"),
+                &format!("adam_step {s:?} step {step}"),
                 &bufs,
-                &[0, 2, 3],
+                &[0, 2, 3, 4],
                 tol,
-                &|o, b| o.adam_step(b[0], b[1], b[2], b[3], s),
+                &|o, b| o.adam_step(b[0], b[1], b[2], b[3], b[4], s),
             )?;
         }
         Ok(())
@@ -815,6 +845,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_optimizers() {
                 super::optimizers(T)
+            }
+            #[test]
+            fn gpu_graphs() {
+                super::graphs::graphs(T)
             }
             #[test]
             fn gpu_user_kernel() {

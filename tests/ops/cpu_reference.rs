@@ -3,6 +3,7 @@
 //! in-place variants, and the error paths.
 
 use proptest::prelude::*;
+use rnn::ops::optimizer_state;
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm, SgdStep};
 
 use crate::support::rel_err;

@@ -221,6 +221,7 @@ impl Ops for CpuOps {
         dlogits: View<'_>,
         row_loss: View<'_>,
         row_correct: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
@@ -232,6 +233,7 @@ impl Ops for CpuOps {
             dlogits,
             row_loss,
             row_correct,
+            totals,
             rows,
             cols,
             grad_scale,
@@ -244,6 +246,7 @@ impl Ops for CpuOps {
         target: View<'_>,
         dpred: View<'_>,
         row_loss: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
@@ -254,6 +257,7 @@ impl Ops for CpuOps {
             target,
             dpred,
             row_loss,
+            totals,
             rows,
             cols,
             grad_scale,
@@ -452,9 +456,10 @@ impl Ops for CpuOps {
         params: View<'_>,
         grads: View<'_>,
         velocity: View<'_>,
+        state: View<'_>,
         s: SgdStep,
     ) -> Result<()> {
-        optim::sgd_step(self.context, params, grads, velocity, s)
+        optim::sgd_step(self.context, params, grads, velocity, state, s)
     }
 
     fn adam_step(
@@ -463,8 +468,30 @@ impl Ops for CpuOps {
         grads: View<'_>,
         m: View<'_>,
         v: View<'_>,
+        state: View<'_>,
         s: AdamStep,
     ) -> Result<()> {
-        optim::adam_step(self.context, params, grads, m, v, s)
+        optim::adam_step(self.context, params, grads, m, v, state, s)
+    }
+
+    fn capture_begin(&self) -> Result<bool> {
+        // Nothing to record: the CPU runs each op as it is called.
+        Ok(false)
+    }
+
+    fn capture_end(&self) -> Result<crate::graph::Graph> {
+        Err(Error::InvalidArgument(
+            "the CPU backend records no graphs (capture_begin returned false)".into(),
+        ))
+    }
+
+    fn graph_launch(&self, _graph: &crate::graph::Graph) -> Result<()> {
+        Err(Error::ForeignBuffer(
+            "a graph cannot be launched on the CPU backend".into(),
+        ))
+    }
+
+    fn profiler_range(&self, _on: bool) -> Result<()> {
+        Ok(())
     }
 }

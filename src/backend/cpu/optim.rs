@@ -5,39 +5,59 @@ use rayon::prelude::*;
 use super::access::lock;
 use super::par::PAR_MIN;
 use crate::buffer::View;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::{AdamStep, SgdStep, check};
 
 const CHUNK: usize = 16 * 1024;
+
+/// Reads the learning rate and takes the next step of the optimizer `state` (see
+/// [`crate::ops::OPTIMIZER_STATE_LEN`]): returns `(lr, step)` after storing the new step and
+/// its bias corrections `1 - beta^step` (f64 arithmetic, as the update uses).
+fn advance_state(
+    op: &str,
+    ctx: u64,
+    state: View<'_>,
+    beta1: f64,
+    beta2: f64,
+) -> Result<(f32, f64)> {
+    lock(op, ctx, [], [state], |[], [st]| {
+        let step = st[1] + 1.0;
+        let t = step as f64;
+        st[1] = step;
+        st[2] = (1.0 - beta1.powf(t)) as f32;
+        st[3] = (1.0 - beta2.powf(t)) as f32;
+        (st[0], t)
+    })
+}
 
 pub(super) fn sgd_step(
     ctx: u64,
     params: View<'_>,
     grads: View<'_>,
     velocity: View<'_>,
+    state: View<'_>,
     s: SgdStep,
 ) -> Result<()> {
     let op = "sgd_step";
-    let n = params.len();
-    check::len(op, "grads", &grads, n)?;
+    let n = check::sgd_step(&params, &grads, &velocity, &state, &s)? as usize;
+    let (lr, _) = advance_state(op, ctx, state, 0.0, 0.0)?;
     if s.momentum == 0.0 {
         return lock(op, ctx, [grads], [params], |[g], [p]| {
             super::par::chunks(p, |st, p| {
                 let n = p.len();
                 for (p, &g) in p.iter_mut().zip(&g[st..st + n]) {
-                    *p -= s.lr * (g + s.weight_decay * *p);
+                    *p -= lr * (g + s.weight_decay * *p);
                 }
             })
         });
     }
-    check::len(op, "velocity", &velocity, n)?;
     lock(op, ctx, [grads], [params, velocity], |[g], [p, v]| {
         let body = |((p, v), g): ((&mut [f32], &mut [f32]), &[f32])| {
             for ((p, v), &g) in p.iter_mut().zip(v.iter_mut()).zip(g) {
                 let g = g + s.weight_decay * *p;
                 *v = s.momentum * *v + g;
                 let step = if s.nesterov { g + s.momentum * *v } else { *v };
-                *p -= s.lr * step;
+                *p -= lr * step;
             }
         };
         if n < PAR_MIN {
@@ -109,26 +129,20 @@ pub(super) fn adam_step(
     grads: View<'_>,
     m: View<'_>,
     v: View<'_>,
+    state: View<'_>,
     s: AdamStep,
 ) -> Result<()> {
     let op = "adam_step";
-    let n = params.len();
-    check::len(op, "grads", &grads, n)?;
-    check::len(op, "m", &m, n)?;
-    check::len(op, "v", &v, n)?;
-    if s.step == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: step counts from 1 (bias corrections divide by 1 - beta^step)"
-        )));
-    }
+    let n = check::adam_step(&params, &grads, &m, &v, &state)? as usize;
+    let (b1, b2) = (s.beta1 as f64, s.beta2 as f64);
+    let (lr, t) = advance_state(op, ctx, state, b1, b2)?;
     // PyTorch's arithmetic: denom = sqrt(v) / sqrt(1 - b2^t) + eps, p -= lr / (1 - b1^t) * m / denom.
-    let t = s.step.min(i32::MAX as u64) as i32;
-    let bc1 = 1.0 - (s.beta1 as f64).powi(t);
-    let bc2 = 1.0 - (s.beta2 as f64).powi(t);
-    let step_size = (s.lr as f64 / bc1) as f32;
+    let bc1 = 1.0 - b1.powf(t);
+    let bc2 = 1.0 - b2.powf(t);
+    let step_size = (lr as f64 / bc1) as f32;
     let inv_sqrt_bc2 = (1.0 / bc2.sqrt()) as f32;
     let decay = if s.decoupled {
-        1.0 - s.lr * s.weight_decay
+        1.0 - lr * s.weight_decay
     } else {
         1.0
     };

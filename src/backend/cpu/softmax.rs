@@ -115,11 +115,18 @@ pub(super) fn softmax_cross_entropy(
     dlogits: View<'_>,
     row_loss: View<'_>,
     row_correct: View<'_>,
+    totals: Option<View<'_>>,
     rows: usize,
     cols: usize,
     grad_scale: f32,
 ) -> Result<()> {
     let op = "softmax_cross_entropy";
+    check::totals(
+        op,
+        totals.as_ref(),
+        2,
+        &[&logits, &labels, &dlogits, &row_loss, &row_correct],
+    )?;
     let n = check::area(op, rows, cols)?;
     check::len(op, "logits", &logits, n)?;
     check::len(op, "labels", &labels, rows)?;
@@ -151,6 +158,25 @@ pub(super) fn softmax_cross_entropy(
                 .with_min_len(min_rows(cols))
                 .for_each(|((((xr, dr), &t), l), c)| (*l, *c) = xent_row(xr, dr, t, grad_scale));
         }
+    })?;
+    match totals {
+        Some(t) => add_totals(op, ctx, [row_loss, row_correct], t),
+        None => Ok(()),
+    }
+}
+
+/// `totals[i] += sum(sums[i])` for each view, the rows added in order in f64 (the same bits
+/// for the same inputs).
+fn add_totals<const K: usize>(
+    op: &str,
+    ctx: u64,
+    sums: [View<'_>; K],
+    totals: View<'_>,
+) -> Result<()> {
+    lock(op, ctx, sums, [totals], |sums, [t]| {
+        for (total, rows) in t.iter_mut().zip(sums) {
+            *total += rows.iter().map(|&v| v as f64).sum::<f64>() as f32;
+        }
     })
 }
 
@@ -161,11 +187,13 @@ pub(super) fn mse(
     target: View<'_>,
     dpred: View<'_>,
     row_loss: View<'_>,
+    totals: Option<View<'_>>,
     rows: usize,
     cols: usize,
     grad_scale: f32,
 ) -> Result<()> {
     let op = "mse";
+    check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
     let n = check::area(op, rows, cols)?;
     check::len(op, "pred", &pred, n)?;
     check::len(op, "target", &target, n)?;
@@ -200,7 +228,11 @@ pub(super) fn mse(
                     .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
             }
         },
-    )
+    )?;
+    match totals {
+        Some(t) => add_totals(op, ctx, [row_loss], t),
+        None => Ok(()),
+    }
 }
 
 /// One row of the fused cross-entropy: writes the gradient, returns (loss, correct).

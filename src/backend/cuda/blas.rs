@@ -21,8 +21,14 @@ unsafe impl Send for Handle {}
 /// A cuBLAS handle on the context's stream.
 pub(crate) struct Blas {
     handle: Mutex<Handle>,
+    /// The handle's workspace, set explicitly so that cuBLAS never allocates one itself inside
+    /// a graph recording (where allocation is not allowed). Freed after the handle.
+    workspace: Option<DevicePtr>,
     ctx: Arc<CudaContext>,
 }
+
+/// cuBLAS workspace: 32 MiB, what PyTorch gives cuBLAS on Hopper.
+const WORKSPACE_BYTES: usize = 32 << 20;
 
 impl Blas {
     /// Whether a cuBLAS library can be opened (checked before anything loads its symbols,
@@ -38,8 +44,9 @@ impl Blas {
         ctx.bind_to_thread()
             .map_err(|e| error::driver("cuCtxSetCurrent", e))?;
         let handle = Handle(cublas::create_handle().map_err(|e| error::cublas("cublasCreate", e))?);
-        let blas = Blas {
+        let mut blas = Blas {
             handle: Mutex::new(handle),
+            workspace: None,
             ctx: ctx.clone(),
         };
         let h = blas.handle.lock().0;
@@ -56,6 +63,23 @@ impl Blas {
         unsafe { sys::cublasSetMathMode(h, mode) }
             .result()
             .map_err(|e| error::cublas("cublasSetMathMode", e))?;
+        // SAFETY: plain allocation in the bound context; freed once, in Drop.
+        match unsafe { cudarc::driver::result::malloc_sync(WORKSPACE_BYTES) } {
+            Ok(ws) => {
+                blas.workspace = Some(ws);
+                // SAFETY: live handle; `ws` holds WORKSPACE_BYTES and outlives the handle (Drop
+                // destroys the handle first).
+                unsafe { sys::cublasSetWorkspace_v2(h, ws as *mut _, WORKSPACE_BYTES) }
+                    .result()
+                    .map_err(|e| error::cublas("cublasSetWorkspace", e))?;
+            }
+            // Without it cuBLAS still works outside graphs; recordings that need a workspace
+            // then fail and the step runs unrecorded.
+            Err(e) => log::warn!(
+                "no cuBLAS workspace ({}); graphs of GEMMs may not record",
+                error::driver_message(&e)
+            ),
+        }
         let mut version = 0;
         // SAFETY: live handle, valid out-pointer.
         if unsafe { sys::cublasGetVersion_v2(h, &mut version) }
@@ -134,6 +158,13 @@ impl Drop for Blas {
         // SAFETY: the handle is live and destroyed exactly once, with its context current.
         if let Err(e) = unsafe { cublas::destroy_handle(self.handle.get_mut().0) } {
             log::warn!("cublasDestroy failed: {e:?}");
+        }
+        if let Some(ws) = self.workspace.take() {
+            // SAFETY: allocated in this context by `new`, no longer referenced by the destroyed
+            // handle, freed once (cuMemFree waits for work still using it).
+            if let Err(e) = unsafe { cudarc::driver::result::free_sync(ws) } {
+                log::warn!("cuMemFree(cuBLAS workspace): {}", error::driver_message(&e));
+            }
         }
     }
 }

@@ -41,6 +41,9 @@ pub(crate) struct CudaDevice {
     pub(super) sms: u32,
     /// Most dynamic shared memory one block may opt in to, in bytes.
     pub(super) shared_optin: u32,
+    /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
+    /// copies and waits are refused until it ends.
+    pub(super) capturing: std::sync::atomic::AtomicBool,
 }
 
 impl CudaDevice {
@@ -151,6 +154,7 @@ impl CudaDevice {
             cooperative,
             sms,
             shared_optin,
+            capturing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -301,6 +305,7 @@ impl Device for CudaDevice {
     }
 
     fn synchronize(&self) -> Result<()> {
+        self.refuse_while_capturing("synchronize")?;
         self.bind()?;
         self.stream
             .synchronize()
@@ -309,6 +314,18 @@ impl Device for CudaDevice {
 
     fn sgemm_kernel(&self, _m: usize, _n: usize) -> SgemmKernel {
         super::kernels::SGEMM
+    }
+
+    fn capture_begin(&self) -> Option<Result<()>> {
+        Some(self.begin_capture())
+    }
+
+    fn capture_end(&self) -> Result<Box<dyn crate::graph::GraphExec>> {
+        self.end_capture()
+    }
+
+    fn profiler_range(&self, on: bool) -> Result<()> {
+        self.profiler(on)
     }
 
     fn vendor_gemm(

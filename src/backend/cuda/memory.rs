@@ -13,6 +13,9 @@ fn at(ptr: DevicePtr, offset: usize) -> DevicePtr {
 
 impl CudaDevice {
     pub(super) fn alloc_bytes(&self, bytes: usize) -> Result<DevicePtr> {
+        // A stream-ordered allocation would be recorded into the graph (and live only while it
+        // replays); a plain one would break the recording.
+        self.refuse_while_capturing("device allocation")?;
         self.bind()?;
         // The driver rejects zero-byte allocations; an empty buffer still needs a distinct
         // handle to give back.
@@ -43,6 +46,16 @@ impl CudaDevice {
     }
 
     pub(super) fn free_ptr(&self, ptr: DevicePtr) {
+        if self.refuse_while_capturing("free").is_err() {
+            // Only the pool frees, and only when it trims after an allocation failed, which
+            // cannot happen while recording (allocations are refused): keep the block rather
+            // than record a free into the graph.
+            log::warn!(
+                "{}: not freeing {ptr:#x} while recording a graph",
+                self.info.id
+            );
+            return;
+        }
         if let Err(e) = self.bind() {
             log::warn!("{}: cannot free {ptr:#x}: {e}", self.info.id);
             return;
@@ -76,6 +89,8 @@ impl CudaDevice {
         if src.is_empty() {
             return Ok(());
         }
+        // A recorded host-to-device copy would read `src` at every replay, long after it is gone.
+        self.refuse_while_capturing("upload")?;
         self.bind()?;
         // SAFETY: the caller (generic ops) checked that `offset + src.len()` lies inside the
         // allocation. `src` is pageable memory: the driver stages it before returning, so the
@@ -85,6 +100,7 @@ impl CudaDevice {
     }
 
     pub(super) fn read_bytes(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.refuse_while_capturing("download")?;
         self.bind()?;
         if !dst.is_empty() {
             // SAFETY: range checked by the caller; `dst` stays borrowed until the stream

@@ -8,6 +8,7 @@ mod compile;
 mod cooperative;
 mod device;
 mod error;
+mod graph;
 pub(crate) mod kernels;
 mod launch;
 mod memory;

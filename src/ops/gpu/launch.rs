@@ -124,13 +124,50 @@ pub(crate) fn rows(rows: usize) -> LaunchConfig {
     LaunchConfig::linear(rows.clamp(1, MAX_GRID) as u32, THREADS)
 }
 
-/// `C`: blocks of (32, 8), one per chunk of 32 columns.
-pub(crate) fn column_sums(cols: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid: [cols.div_ceil(32).clamp(1, MAX_GRID) as u32, 1, 1],
+/// Rows a column-sum block reads at least before splitting a strip into more chunks pays for
+/// the extra partials.
+const MIN_CHUNK_ROWS: usize = 64;
+/// Column-sum blocks per compute unit to aim for: enough in flight to hide memory latency.
+const COLUMN_BLOCKS_PER_CU: usize = 4;
+
+/// `C`: blocks of (32, 8) over strips of 32 columns (grid.x) and chunks of rows (grid.y), and
+/// the rows of a chunk. Enough chunks that the grid fills the device, as long as each chunk
+/// has [`MIN_CHUNK_ROWS`] rows, the strip count fits `strip_tickets` and the partials
+/// (`chunks * cols`) fit `partials`; otherwise one chunk (no partials).
+pub(crate) fn column_sums(
+    rows: usize,
+    cols: usize,
+    compute_units: u32,
+    partials: usize,
+    strip_tickets: usize,
+) -> (LaunchConfig, u32) {
+    let strips = cols.div_ceil(32).max(1);
+    let target = (compute_units.max(1) as usize) * COLUMN_BLOCKS_PER_CU;
+    let mut chunks = target
+        .div_ceil(strips)
+        .min(rows.div_ceil(MIN_CHUNK_ROWS))
+        .min(partials / cols.max(1))
+        .clamp(1, MAX_GRID);
+    if strips > strip_tickets {
+        chunks = 1;
+    }
+    let chunk_rows = rows.div_ceil(chunks).max(1);
+    // Re-derive the count so that no chunk is empty.
+    let chunks = rows.div_ceil(chunk_rows).max(1);
+    let config = LaunchConfig {
+        // Every dialect takes 2^31 - 1 blocks in x; `cols` fits 32 bits (checked by the op).
+        grid: [strips as u32, chunks as u32, 1],
         block: [32, 8, 1],
         shared_bytes: 0,
-    }
+    };
+    (config, chunk_rows.min(u32::MAX as usize) as u32)
+}
+
+/// `W`: rows of a row-per-warp kernel (a warp, or a 32-item segment in OpenCL, per row; 8 rows
+/// per block of 256), at most `max_blocks` blocks (the kernels stride over further rows).
+pub(crate) fn warp_rows(rows: usize, max_blocks: usize) -> LaunchConfig {
+    let blocks = rows.div_ceil(THREADS as usize / 32).clamp(1, max_blocks);
+    LaunchConfig::linear(blocks as u32, THREADS)
 }
 
 /// `P`: the number of partials (blocks of the first pass) for `n` elements.
@@ -209,11 +246,41 @@ mod tests {
     fn strided_geometries_stay_within_the_limits() {
         for n in [0usize, 1, 65_535, 65_536, u32::MAX as usize] {
             assert!(rows(n).grid[0] as usize <= MAX_GRID_Y);
-            assert!(column_sums(n).grid[0] as usize <= MAX_GRID_Y);
             assert!(elementwise(n).grid[0] as usize <= MAX_GRID_Y);
             let s = rnn_step(n, n);
             assert!(s.grid[0] as usize <= MAX_GRID_Y && s.grid[1] as usize <= MAX_GRID_Y);
         }
+    }
+
+    #[test]
+    fn column_sum_chunks_cover_every_row_and_fit_the_scratch() {
+        let (partials, tickets) = (65_536, 4096);
+        for rows in [0usize, 1, 7, 64, 65, 4096, 100_000, u32::MAX as usize] {
+            for cols in [1usize, 10, 31, 33, 96, 512, 4096, 70_000, 200_000] {
+                if rows.saturating_mul(cols) > u32::MAX as usize {
+                    continue;
+                }
+                let (c, chunk) = column_sums(rows, cols, 132, partials, tickets);
+                let (strips, chunks) = (c.grid[0] as usize, c.grid[1] as usize);
+                assert_eq!(strips, cols.div_ceil(32), "{rows}x{cols}");
+                assert!((1..=MAX_GRID_Y).contains(&chunks), "{rows}x{cols}");
+                // Every row in some chunk, no chunk empty.
+                assert!(chunks * chunk as usize >= rows, "{rows}x{cols}");
+                assert!(
+                    (chunks - 1) * (chunk as usize) < rows.max(1),
+                    "{rows}x{cols}"
+                );
+                if chunks > 1 {
+                    assert!(
+                        chunks * cols <= partials && strips <= tickets,
+                        "{rows}x{cols}"
+                    );
+                }
+            }
+        }
+        // W1 b4096's bias gradient: the 16 strips get enough chunks to fill 132 SMs.
+        let (c, _) = column_sums(4096, 512, 132, partials, tickets);
+        assert!(c.grid[0] * c.grid[1] >= 132, "{:?}", c.grid);
     }
 
     #[test]

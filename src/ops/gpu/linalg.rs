@@ -3,6 +3,7 @@
 
 use super::GpuOps;
 use super::launch::{self, Args, THREADS, device_ptr};
+use super::scratch::{PARTIALS, STRIP_TICKETS};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::{Error, Result};
@@ -19,6 +20,7 @@ impl<D: Device> GpuOps<D> {
         if g.m == 0 || g.n == 0 {
             return Ok(());
         }
+        self.count_recorded();
         if let Some(done) = self.device.vendor_gemm(
             &g,
             (device_ptr(&a)?, a.offset()),
@@ -40,7 +42,9 @@ impl<D: Device> GpuOps<D> {
             .f32(g.beta);
         let kernel = self.device.sgemm_kernel(g.m, g.n);
         let config = launch::gemm(g.m, g.n, kernel.tile)?;
-        self.run(kernel.entry, config, args)
+        let module = self.op_set()?;
+        self.device
+            .launch(&module, kernel.entry, &config, args.as_slice())
     }
 
     pub(super) fn sum_rows_impl(
@@ -61,13 +65,20 @@ impl<D: Device> GpuOps<D> {
         if cols == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .buf(&x)?
-            .buf(&out)?
-            .u32(rows as u32)
-            .u32(cols as u32)
-            .f32(beta);
-        self.run(op, launch::column_sums(cols), args)
+        let (config, chunk_rows) =
+            launch::column_sums(rows, cols, self.info.compute_units, PARTIALS, STRIP_TICKETS);
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf(&x)?
+                .buf(&out)?
+                .buf(&scratch.partials()?)?
+                .buf(&scratch.strip_tickets()?)?
+                .u32(rows as u32)
+                .u32(cols as u32)
+                .u32(chunk_rows)
+                .f32(beta);
+            self.run(op, config, args)
+        })
     }
 
     pub(super) fn sum_cols_impl(

@@ -6,9 +6,11 @@ mod elementwise;
 mod launch;
 mod linalg;
 mod nn_ops;
+mod optim;
 mod pool;
 mod rnn_seq;
 mod rnn_step;
+mod scratch;
 mod user;
 
 use std::collections::HashMap;
@@ -22,6 +24,7 @@ use crate::cache::{CacheKey, KernelCache};
 use crate::context::ContextOptions;
 use crate::device::DeviceInfo;
 use crate::error::Result;
+use crate::graph::Graph;
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
 use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep, check};
 
@@ -43,6 +46,10 @@ pub(crate) struct GpuOps<D: Device> {
     /// The grid-barrier counter of the persistent sequence kernels (`rnn_seq`), allocated and
     /// zeroed on first use.
     seq_barrier: Mutex<Option<Buffer>>,
+    /// Partials and tickets of the one-launch grid reductions, allocated on first use.
+    scratch: Mutex<Option<scratch::Scratch>>,
+    /// Launches queued since the current graph recording began (`None`: not recording).
+    recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
     device: Arc<D>,
     info: DeviceInfo,
@@ -72,6 +79,8 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         op_set: Mutex::new(None),
         user: Mutex::new(HashMap::new()),
         seq_barrier: Mutex::new(None),
+        scratch: Mutex::new(None),
+        recording: Mutex::new(None),
     }))
 }
 
@@ -110,7 +119,15 @@ impl<D: Device> GpuOps<D> {
     /// Launches built-in kernel `entry`.
     fn run(&self, entry: &str, config: LaunchConfig, args: Args) -> Result<()> {
         let module = self.op_set()?;
+        self.count_recorded();
         self.device.launch(&module, entry, &config, args.as_slice())
+    }
+
+    /// Counts a launch into the graph being recorded, if any.
+    fn count_recorded(&self) {
+        if let Some(n) = self.recording.lock().as_mut() {
+            *n += 1;
+        }
     }
 
     /// Rejects views of other contexts.
@@ -230,6 +247,7 @@ impl<D: Device> Ops for GpuOps<D> {
         dlogits: View<'_>,
         row_loss: View<'_>,
         row_correct: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
@@ -240,6 +258,7 @@ impl<D: Device> Ops for GpuOps<D> {
             dlogits,
             row_loss,
             row_correct,
+            totals,
             rows,
             cols,
             grad_scale,
@@ -252,11 +271,14 @@ impl<D: Device> Ops for GpuOps<D> {
         target: View<'_>,
         dpred: View<'_>,
         row_loss: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
     ) -> Result<()> {
-        self.mse_impl(pred, target, dpred, row_loss, rows, cols, grad_scale)
+        self.mse_impl(
+            pred, target, dpred, row_loss, totals, rows, cols, grad_scale,
+        )
     }
 
     fn sum_rows(
@@ -419,9 +441,10 @@ impl<D: Device> Ops for GpuOps<D> {
         params: View<'_>,
         grads: View<'_>,
         velocity: View<'_>,
+        state: View<'_>,
         s: SgdStep,
     ) -> Result<()> {
-        self.sgd_step_impl(params, grads, velocity, s)
+        self.sgd_step_impl(params, grads, velocity, state, s)
     }
 
     fn adam_step(
@@ -430,8 +453,60 @@ impl<D: Device> Ops for GpuOps<D> {
         grads: View<'_>,
         m: View<'_>,
         v: View<'_>,
+        state: View<'_>,
         s: AdamStep,
     ) -> Result<()> {
-        self.adam_step_impl(params, grads, m, v, s)
+        self.adam_step_impl(params, grads, m, v, state, s)
+    }
+
+    fn capture_begin(&self) -> Result<bool> {
+        // Compiled before recording: loading a module is not something a graph can record.
+        self.op_set()?;
+        let mut recording = self.recording.lock();
+        if recording.is_some() {
+            return Err(crate::Error::InvalidArgument(format!(
+                "{}: a graph is already being recorded",
+                self.info.id
+            )));
+        }
+        match self.device.capture_begin() {
+            None => Ok(false),
+            Some(r) => {
+                r?;
+                self.pool.hold_begin();
+                *recording = Some(0);
+                Ok(true)
+            }
+        }
+    }
+
+    fn capture_end(&self) -> Result<Graph> {
+        let kernels = self.recording.lock().take().ok_or_else(|| {
+            crate::Error::InvalidArgument(format!("{}: no graph is being recorded", self.info.id))
+        })?;
+        // On an error the held blocks go straight back to the pool (no graph uses them).
+        let temporaries = self.pool.hold_end();
+        let exec = self.device.capture_end()?;
+        Ok(Graph::new(
+            self.context,
+            kernels,
+            exec,
+            Box::new(temporaries),
+        ))
+    }
+
+    fn graph_launch(&self, graph: &Graph) -> Result<()> {
+        if graph.context_id() != self.context {
+            return Err(crate::Error::ForeignBuffer(format!(
+                "a graph recorded by context {} launched on context {}",
+                graph.context_id(),
+                self.context
+            )));
+        }
+        graph.exec().launch()
+    }
+
+    fn profiler_range(&self, on: bool) -> Result<()> {
+        self.device.profiler_range(on)
     }
 }

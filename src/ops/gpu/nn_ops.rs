@@ -1,13 +1,29 @@
-//! Softmax and losses (row kernels), the LSTM and GRU cell steps, and the optimizer steps.
+//! Softmax and losses (row kernels) and the LSTM and GRU cell steps.
 
 use super::GpuOps;
 use super::launch::{self, Args};
+use super::scratch::{MAX_TOTALS_BLOCKS, Ticket};
 use crate::backend::Device;
 use crate::buffer::View;
-use crate::error::{Error, Result};
-use crate::ops::{AdamStep, SgdStep, check};
+use crate::error::Result;
+use crate::ops::check;
 
 impl<D: Device> GpuOps<D> {
+    /// Runs `launch(totals, partials, ticket)` for a loss kernel: with `totals`, the kernel
+    /// adds its sums there through the scratch; without, a placeholder view is passed (the
+    /// kernel's `with_totals` flag is 0 and it touches none of the three).
+    fn with_totals(
+        &self,
+        totals: Option<View<'_>>,
+        launch: impl FnOnce(&View<'_>, &View<'_>, &View<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.with_scratch(|scratch| {
+            let partials = scratch.partials()?;
+            let ticket = scratch.ticket(Ticket::Totals)?;
+            launch(&totals.unwrap_or(partials), &partials, &ticket)
+        })
+    }
+
     /// `softmax` and `log_softmax`: one block per row; `y` may be exactly `x`.
     pub(super) fn row_softmax(
         &self,
@@ -42,12 +58,19 @@ impl<D: Device> GpuOps<D> {
         dlogits: View<'_>,
         row_loss: View<'_>,
         row_correct: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
     ) -> Result<()> {
         let op = "softmax_cross_entropy";
         self.mine(op, &[&logits, &labels, &dlogits, &row_loss, &row_correct])?;
+        check::totals(
+            op,
+            totals.as_ref(),
+            2,
+            &[&logits, &labels, &dlogits, &row_loss, &row_correct],
+        )?;
         let n = check::area(op, rows, cols)?;
         check::len(op, "logits", &logits, n)?;
         check::len(op, "labels", &labels, rows)?;
@@ -67,16 +90,27 @@ impl<D: Device> GpuOps<D> {
         if rows == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .buf(&logits)?
-            .buf(&labels)?
-            .buf(&dlogits)?
-            .buf(&row_loss)?
-            .buf(&row_correct)?
-            .u32(rows as u32)
-            .u32(cols as u32)
-            .f32(grad_scale);
-        self.run("softmax_xent", launch::rows(rows), args)
+        let with_totals = totals.is_some() as u32;
+        self.with_totals(totals, |totals, partials, ticket| {
+            let args = Args::new()
+                .buf(&logits)?
+                .buf(&labels)?
+                .buf(&dlogits)?
+                .buf(&row_loss)?
+                .buf(&row_correct)?
+                .buf(totals)?
+                .buf(partials)?
+                .buf(ticket)?
+                .u32(rows as u32)
+                .u32(cols as u32)
+                .f32(grad_scale)
+                .u32(with_totals);
+            self.run(
+                "softmax_xent",
+                launch::warp_rows(rows, MAX_TOTALS_BLOCKS),
+                args,
+            )
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -86,12 +120,14 @@ impl<D: Device> GpuOps<D> {
         target: View<'_>,
         dpred: View<'_>,
         row_loss: View<'_>,
+        totals: Option<View<'_>>,
         rows: usize,
         cols: usize,
         grad_scale: f32,
     ) -> Result<()> {
         let op = "mse";
         self.mine(op, &[&pred, &target, &dpred, &row_loss])?;
+        check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
         let n = check::area(op, rows, cols)?;
         check::len(op, "pred", &pred, n)?;
         check::len(op, "target", &target, n)?;
@@ -106,15 +142,22 @@ impl<D: Device> GpuOps<D> {
         if rows == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .buf(&pred)?
-            .buf(&target)?
-            .buf(&dpred)?
-            .buf(&row_loss)?
-            .u32(rows as u32)
-            .u32(cols as u32)
-            .f32(grad_scale);
-        self.run(op, launch::rows(rows), args)
+        let with_totals = totals.is_some() as u32;
+        self.with_totals(totals, |totals, partials, ticket| {
+            let args = Args::new()
+                .buf(&pred)?
+                .buf(&target)?
+                .buf(&dpred)?
+                .buf(&row_loss)?
+                .buf(totals)?
+                .buf(partials)?
+                .buf(ticket)?
+                .u32(rows as u32)
+                .u32(cols as u32)
+                .f32(grad_scale)
+                .u32(with_totals);
+            self.run(op, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)
+        })
     }
 
     /// [`check::cell`] plus context ownership and the 32-bit kernel limit.
@@ -270,87 +313,5 @@ impl<D: Device> GpuOps<D> {
             .u32(batch as u32)
             .u32(hidden as u32);
         self.run(op, launch::elementwise(n as usize), args)
-    }
-
-    pub(super) fn sgd_step_impl(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        velocity: View<'_>,
-        s: SgdStep,
-    ) -> Result<()> {
-        let op = "sgd_step";
-        self.mine(op, &[&params, &grads, &velocity])?;
-        let n = params.len();
-        check::len(op, "grads", &grads, n)?;
-        check::no_overlap(op, &params, &grads, false)?;
-        if s.momentum != 0.0 {
-            check::len(op, "velocity", &velocity, n)?;
-            check::no_overlap(op, &velocity, &params, false)?;
-            check::no_overlap(op, &velocity, &grads, false)?;
-        }
-        let n32 = check::fits_u32(op, n)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .buf(&params)?
-            .buf(&grads)?
-            .buf(&velocity)?
-            .u32(n32)
-            .u32(s.nesterov as u32)
-            .f32(s.lr)
-            .f32(s.momentum)
-            .f32(s.weight_decay);
-        self.run(op, launch::elementwise(n), args)
-    }
-
-    pub(super) fn adam_step_impl(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        m: View<'_>,
-        v: View<'_>,
-        s: AdamStep,
-    ) -> Result<()> {
-        let op = "adam_step";
-        if s.step == 0 {
-            return Err(Error::InvalidArgument(format!("{op}: step counts from 1")));
-        }
-        self.mine(op, &[&params, &grads, &m, &v])?;
-        let n = params.len();
-        check::len(op, "grads", &grads, n)?;
-        check::len(op, "m", &m, n)?;
-        check::len(op, "v", &v, n)?;
-        let outs = [&params, &m, &v];
-        for (i, o) in outs.iter().enumerate() {
-            check::no_overlap(op, o, &grads, false)?;
-            for other in &outs[i + 1..] {
-                check::no_overlap(op, o, other, false)?;
-            }
-        }
-        let n32 = check::fits_u32(op, n)?;
-        if n == 0 {
-            return Ok(());
-        }
-        // Bias corrections in f64 on the host: 1 - beta^t loses nothing to f32 rounding here.
-        let t = i32::try_from(s.step).unwrap_or(i32::MAX);
-        let bias_c1 = (1.0 - f64::from(s.beta1).powi(t)) as f32;
-        let bias_c2 = (1.0 - f64::from(s.beta2).powi(t)) as f32;
-        let args = Args::new()
-            .buf(&params)?
-            .buf(&grads)?
-            .buf(&m)?
-            .buf(&v)?
-            .u32(n32)
-            .u32(s.decoupled as u32)
-            .f32(s.lr)
-            .f32(s.beta1)
-            .f32(s.beta2)
-            .f32(s.eps)
-            .f32(s.weight_decay)
-            .f32(bias_c1)
-            .f32(bias_c2);
-        self.run(op, launch::elementwise(n), args)
     }
 }

@@ -27,6 +27,24 @@ pub(crate) fn size_class(bytes: usize) -> Option<usize> {
 pub(crate) struct Pool<D: Device> {
     device: Arc<D>,
     free: Mutex<HashMap<usize, Vec<DevicePtr>>>,
+    /// While a graph is recorded: blocks released during the recording, kept out of the free
+    /// lists (see [`Pool::hold_begin`]).
+    held: Mutex<Option<Vec<(DevicePtr, usize)>>>,
+}
+
+/// Blocks a recorded graph uses as temporaries; back to the pool when the graph is dropped.
+pub(crate) struct HeldBlocks<D: Device> {
+    pool: Arc<Pool<D>>,
+    blocks: Vec<(DevicePtr, usize)>,
+}
+
+impl<D: Device> Drop for HeldBlocks<D> {
+    fn drop(&mut self) {
+        let mut free = self.pool.free.lock();
+        for (ptr, bytes) in self.blocks.drain(..) {
+            free.entry(bytes).or_default().push(ptr);
+        }
+    }
 }
 
 impl<D: Device> Pool<D> {
@@ -34,6 +52,22 @@ impl<D: Device> Pool<D> {
         Pool {
             device,
             free: Mutex::new(HashMap::new()),
+            held: Mutex::new(None),
+        }
+    }
+
+    /// From now until [`Pool::hold_end`], released blocks are held back instead of cached: a
+    /// temporary that a recorded op allocates and drops is baked into the graph, and every
+    /// replay writes it again, so nothing else may get that block while the graph lives.
+    pub(crate) fn hold_begin(&self) {
+        *self.held.lock() = Some(Vec::new());
+    }
+
+    /// Ends holding; the blocks held since [`Pool::hold_begin`] belong to the returned value.
+    pub(crate) fn hold_end(self: &Arc<Self>) -> HeldBlocks<D> {
+        HeldBlocks {
+            pool: self.clone(),
+            blocks: self.held.lock().take().unwrap_or_default(),
         }
     }
 
@@ -87,6 +121,10 @@ impl<D: Device> Pool<D> {
 
 impl<D: Device> ReleaseMemory for Pool<D> {
     fn release(&self, ptr: DevicePtr, bytes: usize) {
+        if let Some(held) = self.held.lock().as_mut() {
+            held.push((ptr, bytes));
+            return;
+        }
         // Work already queued may still use the block; the queue is in order, so whatever
         // reuses it next is ordered after that work.
         self.free.lock().entry(bytes).or_default().push(ptr);

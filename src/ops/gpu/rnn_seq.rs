@@ -85,6 +85,7 @@ impl<D: Device> GpuOps<D> {
             }
         };
         let args = args(&barrier.view())?;
+        self.count_recorded();
         match self
             .device
             .launch_cooperative(&module, entry, &config, args.as_slice())

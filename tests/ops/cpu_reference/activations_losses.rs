@@ -101,7 +101,8 @@ proptest! {
         let labels: Vec<f32> = (0..rows).map(|_| r.below(cols) as f32).collect();
         let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
         let (bd, bloss, bc) = (poisoned(&ctx, x.len()), poisoned(&ctx, rows), poisoned(&ctx, rows));
-        ctx.ops().softmax_cross_entropy(bx.view(), bl.view(), bd.view(), bloss.view(), bc.view(), rows, cols, scale).unwrap();
+        let totals = upload(&ctx, &[0.5, 1.0]);
+        ctx.ops().softmax_cross_entropy(bx.view(), bl.view(), bd.view(), bloss.view(), bc.view(), Some(totals.view()), rows, cols, scale).unwrap();
         let logp = softmax_ref(&x, cols, true);
         let mut dwant = Vec::new();
         let mut lwant = Vec::new();
@@ -120,6 +121,8 @@ proptest! {
         assert_close("ce dlogits", &read(&ctx, &bd), &dwant);
         assert_close("ce loss", &read(&ctx, &bloss), &lwant);
         prop_assert_eq!(read(&ctx, &bc), cwant.iter().map(|&v| v as f32).collect::<Vec<_>>());
+        let sums = [0.5 + lwant.iter().sum::<f64>(), 1.0 + cwant.iter().sum::<f64>()];
+        assert_close("ce totals", &read(&ctx, &totals), &sums);
     }
 
     #[test]
@@ -129,12 +132,14 @@ proptest! {
         let p = r.vec(rows * cols, -2.0, 2.0);
         let t = r.vec(rows * cols, -2.0, 2.0);
         let (bp, bt, bd, bl) = (upload(&ctx, &p), upload(&ctx, &t), poisoned(&ctx, p.len()), poisoned(&ctx, rows));
-        ctx.ops().mse(bp.view(), bt.view(), bd.view(), bl.view(), rows, cols, scale).unwrap();
+        let totals = upload(&ctx, &[2.0]);
+        ctx.ops().mse(bp.view(), bt.view(), bd.view(), bl.view(), Some(totals.view()), rows, cols, scale).unwrap();
         let e: Vec<f64> = p.iter().zip(&t).map(|(&a, &b)| a as f64 - b as f64).collect();
         let dwant: Vec<f64> = e.iter().map(|&v| scale as f64 * 2.0 * v / cols as f64).collect();
         let lwant: Vec<f64> = e.chunks(cols).map(|r| r.iter().map(|v| v * v).sum::<f64>() / cols as f64).collect();
         assert_close("mse grad", &read(&ctx, &bd), &dwant);
         assert_close("mse loss", &read(&ctx, &bl), &lwant);
+        assert_close("mse totals", &read(&ctx, &totals), &[2.0 + lwant.iter().sum::<f64>()]);
     }
 }
 
@@ -154,6 +159,7 @@ fn cpu_cross_entropy_ties_and_bad_labels() {
             bd.view(),
             bloss.view(),
             bc.view(),
+            None,
             3,
             3,
             1.0,

@@ -17,14 +17,15 @@ proptest! {
     ) {
         let ctx = Context::cpu();
         let mut r = rng(seed);
-        let s = SgdStep { lr: 0.05, momentum, weight_decay: wd, nesterov };
+        let s = SgdStep { momentum, weight_decay: wd, nesterov };
+        let state = optimizer_state(ctx.ops(), 0.05).unwrap();
         // Parameters away from zero, so a relative error of one element stays meaningful.
         let p0 = r.vec(n, 1.0, 2.0);
         let (bp, bv) = (upload(&ctx, &p0), upload(&ctx, &vec![0.0; n]));
         let (mut p, mut v) = (to64(&p0), vec![0.0f64; n]);
         for _ in 0..3 {
             let g = r.vec(n, -1.0, 1.0);
-            ctx.ops().sgd_step(bp.view(), upload(&ctx, &g).view(), bv.view(), s).unwrap();
+            ctx.ops().sgd_step(bp.view(), upload(&ctx, &g).view(), bv.view(), state.view(), s).unwrap();
             for i in 0..n {
                 let gi = g[i] as f64 + wd as f64 * p[i];
                 let step = if momentum == 0.0 {
@@ -40,6 +41,8 @@ proptest! {
         if momentum != 0.0 {
             assert_close("sgd velocity", &read(&ctx, &bv), &v);
         }
+        // SGD has no bias corrections: 1 - 0^t = 1.
+        prop_assert_eq!(read(&ctx, &state), vec![0.05, 3.0, 1.0, 1.0]);
     }
 
     #[test]
@@ -60,10 +63,11 @@ proptest! {
         let mut m_abs = vec![0.0f64; n];
         // The f32 hyper-parameters, widened, so the reference sees exactly what the op sees.
         let (lr, b1, b2, eps) = (1e-2f32 as f64, 0.9f32 as f64, 0.999f32 as f64, 1e-8f32 as f64);
+        let state = optimizer_state(ctx.ops(), lr as f32).unwrap();
         for step in 1..=3u64 {
             let g = r.vec(n, -1.0, 1.0);
-            let s = AdamStep { lr: lr as f32, beta1: b1 as f32, beta2: b2 as f32, eps: eps as f32, weight_decay: wd, decoupled, step };
-            ctx.ops().adam_step(bp.view(), upload(&ctx, &g).view(), bm.view(), bv.view(), s).unwrap();
+            let s = AdamStep { beta1: b1 as f32, beta2: b2 as f32, eps: eps as f32, weight_decay: wd, decoupled };
+            ctx.ops().adam_step(bp.view(), upload(&ctx, &g).view(), bm.view(), bv.view(), state.view(), s).unwrap();
             for i in 0..n {
                 let mut gi = g[i] as f64;
                 if decoupled {
@@ -133,41 +137,47 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
         b.view(),
         s0.view(),
         s0.slice(0, 2).unwrap(),
+        None,
         2,
         3,
         1.0,
     ));
+    let adam = AdamStep {
+        beta1: 0.9,
+        beta2: 0.99,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled: false,
+    };
+    let state = optimizer_state(ops, 0.1).unwrap();
+    // m and v the same buffer.
+    invalid(ops.adam_step(a.view(), b.view(), s0.view(), s0.view(), state.view(), adam));
+    // The state inside the moments.
+    let (m, v) = (upload(&ctx, &[0.0; 6]), upload(&ctx, &[0.0; 6]));
     invalid(ops.adam_step(
         a.view(),
         b.view(),
-        s0.view(),
-        s0.view(),
-        AdamStep {
-            lr: 0.1,
-            beta1: 0.9,
-            beta2: 0.99,
-            eps: 1e-8,
-            weight_decay: 0.0,
-            decoupled: false,
-            step: 1,
-        },
+        m.view(),
+        v.view(),
+        m.slice(1, 4).unwrap(),
+        adam,
     ));
-    invalid(ops.adam_step(
+    // Totals overlapping the row losses.
+    invalid(ops.mse(
         a.view(),
         b.view(),
         s0.view(),
-        upload(&ctx, &[0.0; 6]).view(),
-        AdamStep {
-            lr: 0.1,
-            beta1: 0.9,
-            beta2: 0.99,
-            eps: 1e-8,
-            weight_decay: 0.0,
-            decoupled: false,
-            step: 0,
-        },
+        s1.view(),
+        Some(s1.view()),
+        2,
+        3,
+        1.0,
     ));
-    let _ = s1;
+    // A state of the wrong length is a shape error.
+    assert!(matches!(
+        ops.adam_step(a.view(), b.view(), m.view(), v.view(), s1.view(), adam),
+        Err(Error::Shape { .. })
+    ));
 }
 
 #[test]

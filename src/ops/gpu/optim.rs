@@ -1,0 +1,69 @@
+//! The optimizer steps: one launch each over the flat buffers, reading the learning rate and
+//! step count from the device-side state and advancing it (geometry `E` with an `L` ticket).
+
+use super::GpuOps;
+use super::launch::{self, Args};
+use super::scratch::Ticket;
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::{AdamStep, SgdStep, check};
+
+impl<D: Device> GpuOps<D> {
+    pub(super) fn sgd_step_impl(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        state: View<'_>,
+        s: SgdStep,
+    ) -> Result<()> {
+        let op = "sgd_step";
+        self.mine(op, &[&params, &grads, &velocity, &state])?;
+        let n = check::sgd_step(&params, &grads, &velocity, &state, &s)?;
+        // Launched even for n == 0: the state still advances.
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf(&params)?
+                .buf(&grads)?
+                .buf(&velocity)?
+                .buf(&state)?
+                .buf(&scratch.ticket(Ticket::Optimizer)?)?
+                .u32(n)
+                .u32(s.nesterov as u32)
+                .f32(s.momentum)
+                .f32(s.weight_decay);
+            self.run(op, launch::elementwise(n as usize), args)
+        })
+    }
+
+    pub(super) fn adam_step_impl(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        state: View<'_>,
+        s: AdamStep,
+    ) -> Result<()> {
+        let op = "adam_step";
+        self.mine(op, &[&params, &grads, &m, &v, &state])?;
+        let n = check::adam_step(&params, &grads, &m, &v, &state)?;
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf(&params)?
+                .buf(&grads)?
+                .buf(&m)?
+                .buf(&v)?
+                .buf(&state)?
+                .buf(&scratch.ticket(Ticket::Optimizer)?)?
+                .u32(n)
+                .u32(s.decoupled as u32)
+                .f32(s.beta1)
+                .f32(s.beta2)
+                .f32(s.eps)
+                .f32(s.weight_decay);
+            self.run(op, launch::elementwise(n as usize), args)
+        })
+    }
+}

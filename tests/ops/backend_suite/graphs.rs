@@ -1,0 +1,202 @@
+//! Recorded graphs: a training-step-shaped sequence of ops (GEMM, fused bias + activation,
+//! softmax cross-entropy with device-side totals, column sums, an Adam step that advances its
+//! device state), recorded once and replayed, leaves exactly what running it op by op leaves,
+//! also after the learning rate changes between replays. Targets that record no graphs (OpenCL,
+//! the CPU) say so with `capture_begin() == false`, and `capture_end` is then an error.
+
+use rnn::ops::optimizer_state;
+use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
+
+use super::contexts;
+use crate::support::{Target, rel_err};
+
+const ROWS: usize = 300;
+const IN: usize = 40;
+const OUT: usize = 10;
+
+/// The buffers of one copy of the step.
+struct Step {
+    x: Buffer,
+    labels: Buffer,
+    w: Buffer,
+    b: Buffer,
+    logits: Buffer,
+    dlogits: Buffer,
+    row_loss: Buffer,
+    row_correct: Buffer,
+    totals: Buffer,
+    grads: Buffer,
+    m: Buffer,
+    v: Buffer,
+    state: Buffer,
+}
+
+fn values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            let h = (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) >> 8;
+            (h % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect()
+}
+
+fn setup(ctx: &Context) -> Step {
+    let up = |v: &[f32]| {
+        let b = ctx.alloc(v.len()).unwrap();
+        ctx.ops().upload(b.view(), v).unwrap();
+        b
+    };
+    let labels: Vec<f32> = (0..ROWS).map(|i| ((i * 7) % OUT) as f32).collect();
+    Step {
+        x: up(&values(ROWS * IN, 1)),
+        labels: up(&labels),
+        w: up(&values(OUT * IN, 2)),
+        b: up(&values(OUT, 3)),
+        logits: up(&vec![f32::NAN; ROWS * OUT]),
+        dlogits: up(&vec![f32::NAN; ROWS * OUT]),
+        row_loss: up(&vec![f32::NAN; ROWS]),
+        row_correct: up(&vec![f32::NAN; ROWS]),
+        totals: up(&[0.0, 0.0]),
+        // Weight gradient then bias gradient, one flat buffer as the networks keep it.
+        grads: up(&vec![f32::NAN; OUT * IN + OUT]),
+        m: up(&vec![0.0; OUT * IN + OUT]),
+        v: up(&vec![0.0; OUT * IN + OUT]),
+        state: optimizer_state(ctx.ops(), 0.05).unwrap(),
+    }
+}
+
+/// One step over the flat parameters `params = [w | b]`: forward, loss with totals, the weight
+/// and bias gradients into the flat `grads`, and Adam.
+fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
+    let o = ctx.ops();
+    let (w, b) = (params.slice(0, OUT * IN)?, params.slice(OUT * IN, OUT)?);
+    o.gemm(
+        Gemm::new(ROWS, OUT, IN).tb(),
+        s.x.view(),
+        w,
+        s.logits.view(),
+    )?;
+    o.bias_act_forward(
+        s.logits.view(),
+        b,
+        s.logits.view(),
+        Activation::Identity,
+        ROWS,
+        OUT,
+    )?;
+    o.softmax_cross_entropy(
+        s.logits.view(),
+        s.labels.view(),
+        s.dlogits.view(),
+        s.row_loss.view(),
+        s.row_correct.view(),
+        Some(s.totals.view()),
+        ROWS,
+        OUT,
+        1.0 / ROWS as f32,
+    )?;
+    let (gw, gb) = (s.grads.slice(0, OUT * IN)?, s.grads.slice(OUT * IN, OUT)?);
+    o.gemm(
+        Gemm::new(OUT, IN, ROWS).ta(),
+        s.dlogits.view(),
+        s.x.view(),
+        gw,
+    )?;
+    o.sum_rows(s.dlogits.view(), gb, ROWS, OUT, 0.0)?;
+    let adam = AdamStep {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.01,
+        decoupled: true,
+    };
+    o.adam_step(
+        params.view(),
+        s.grads.view(),
+        s.m.view(),
+        s.v.view(),
+        s.state.view(),
+        adam,
+    )
+}
+
+fn params(ctx: &Context, s: &Step) -> Buffer {
+    let p = ctx.alloc(OUT * IN + OUT).unwrap();
+    ctx.ops()
+        .copy(s.w.view(), p.slice(0, OUT * IN).unwrap())
+        .unwrap();
+    ctx.ops()
+        .copy(s.b.view(), p.slice(OUT * IN, OUT).unwrap())
+        .unwrap();
+    p
+}
+
+fn read(ctx: &Context, b: &Buffer) -> Vec<f32> {
+    let mut v = vec![0.0; b.len()];
+    ctx.ops().download(b.view(), &mut v).unwrap();
+    v
+}
+
+pub fn graphs(t: Target) {
+    for ctx in contexts(t, "gpu_graphs") {
+        let ops = ctx.ops();
+        let (eager, recorded) = (setup(&ctx), setup(&ctx));
+        let (pe, pr) = (params(&ctx, &eager), params(&ctx, &recorded));
+        // A first op-by-op step on the recorded copy too: it compiles the kernels and fills
+        // the pool, as the training loop's first step does.
+        for (s, p) in [(&eager, &pe), (&recorded, &pr)] {
+            run(&ctx, s, p).unwrap();
+        }
+        let records = ops.capture_begin().unwrap();
+        let expect = matches!(t, Target::Cuda | Target::HipOnCuda);
+        assert_eq!(records, expect, "{}: capture_begin", ctx.id());
+        if !records {
+            assert!(ops.capture_end().is_err(), "{}: capture_end", ctx.id());
+            continue;
+        }
+        // While recording, what cannot be recorded is refused (and the recording survives).
+        let refused = ops.upload(recorded.totals.view(), &[1.0, 2.0]);
+        assert!(
+            matches!(refused, Err(Error::Unsupported { .. })),
+            "{refused:?}"
+        );
+        assert!(matches!(ops.synchronize(), Err(Error::Unsupported { .. })));
+        let recording = run(&ctx, &recorded, &pr);
+        let graph = ops.capture_end();
+        recording.unwrap();
+        let graph = graph.unwrap();
+        assert!(graph.kernels() >= 6, "{graph:?}");
+        for replay in 0..4 {
+            if replay == 2 {
+                // A new learning rate, in device memory: the replay must see it.
+                for s in [&eager, &recorded] {
+                    ops.upload(s.state.slice(0, 1).unwrap(), &[0.01]).unwrap();
+                }
+            }
+            run(&ctx, &eager, &pe).unwrap();
+            ops.graph_launch(&graph).unwrap();
+        }
+        for (what, a, b) in [
+            ("params", &pr, &pe),
+            ("totals", &recorded.totals, &eager.totals),
+            ("adam m", &recorded.m, &eager.m),
+            ("adam v", &recorded.v, &eager.v),
+            ("optimizer state", &recorded.state, &eager.state),
+            ("row losses", &recorded.row_loss, &eager.row_loss),
+        ] {
+            let (got, want) = (read(&ctx, a), read(&ctx, b));
+            let err = rel_err(&got, &want);
+            assert!(
+                err <= 1e-6,
+                "{}: {what} after replays: rel err {err:e}",
+                ctx.id()
+            );
+        }
+        // Five steps taken (one op by op, four replays), the last at the new rate.
+        let state = read(&ctx, &recorded.state);
+        assert_eq!(state[..2], [0.01, 5.0], "{}", ctx.id());
+        // A graph belongs to its context.
+        let other = Context::cpu();
+        assert!(other.ops().graph_launch(&graph).is_err());
+    }
+}
