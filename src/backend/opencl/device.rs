@@ -8,6 +8,7 @@ use opencl3::context::Context;
 use opencl3::device::Device as ClDeviceHandle;
 use opencl3::platform::Platform;
 use parking_lot::Mutex;
+use std::sync::atomic::AtomicU64;
 
 use super::error::cl_error;
 use super::launch::ClModule;
@@ -30,6 +31,9 @@ pub(crate) struct ClDevice {
     /// Live allocations (handle -> bytes): `free` releases only handles it handed out, and
     /// `memory_info` derives the free memory OpenCL does not report.
     pub(super) live: Mutex<HashMap<DevicePtr, usize>>,
+    /// How many buffers have been released: a launch sets a kernel's buffer arguments again
+    /// when this moved since it last set them (see `launch.rs`, `ClKernel`).
+    pub(super) frees: AtomicU64,
     /// PoCL: kernels of all PoCL contexts in the process run one at a time (see
     /// `launch.rs`, `POCL_KERNELS`).
     pub(super) serialize_kernels: bool,
@@ -81,6 +85,7 @@ impl ClDevice {
             context,
             max_alloc,
             live: Mutex::new(HashMap::new()),
+            frees: AtomicU64::new(0),
             serialize_kernels: identity.contains("Portable Computing Language"),
             sgemm,
             identity,
