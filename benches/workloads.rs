@@ -387,24 +387,25 @@ fn run() -> Result<(), String> {
             let own = w3(&kctx, 4096, true).map_err(e)?;
             println!("w3_sgemm4096_kernel {own:.1} GFLOP/s");
             println!("w3_sgemm4096_kernel_vs_cublas {:.2}", own / blas);
-            if ctx.info().backend == BackendKind::OpenCl {
-                // Each OpenCL GEMM kernel forced, whatever the per-launch choice would take.
-                for tile in [128, 64] {
-                    let mut options = ContextOptions::default();
-                    options.opencl_sgemm_tile = Some(tile);
-                    match manager.create_context_with(id, options) {
-                        Ok(tctx) => {
-                            let v = w3(&tctx, 4096, true).map_err(e)?;
-                            println!("w3_sgemm4096_tile{tile} {:.2} TFLOP/s", v / 1000.0);
-                        }
-                        Err(err) => eprintln!("w3_sgemm4096_tile{tile}: {err}"),
-                    }
-                }
-            }
         } else {
             let v = w3(&ctx, 1024, false).map_err(e)?;
             println!("w3_sgemm1024_fp32 {v:.1} GFLOP/s");
             ours.push(("w3_sgemm1024_fp32".into(), v, "GFLOP/s"));
+        }
+        if ctx.info().backend == BackendKind::OpenCl {
+            // Each OpenCL GEMM kernel forced, whatever the per-launch choice would take.
+            let n = if gpu { 4096 } else { 1024 };
+            for tile in [128, 64] {
+                let mut options = ContextOptions::default();
+                options.opencl_sgemm_tile = Some(tile);
+                match manager.create_context_with(id, options) {
+                    Ok(tctx) => {
+                        let v = w3(&tctx, n, gpu).map_err(e)?;
+                        println!("w3_sgemm{n}_tile{tile} {:.3} TFLOP/s", v / 1000.0);
+                    }
+                    Err(err) => eprintln!("w3_sgemm{n}_tile{tile}: {err}"),
+                }
+            }
         }
     }
     if want("w4") {
