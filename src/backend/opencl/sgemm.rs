@@ -3,10 +3,9 @@
 //!
 //! Both run 256 work-items. The large tile does four times the work per work-group at a higher
 //! rate per compute unit (at 4096^3 on an H100 the CUDA build of the same design reaches 41
-//! TFLOP/s, the small tile 16.5 through NVIDIA's OpenCL; on PoCL the large tile ran 1.4x faster
-//! per core), but gives four times fewer work-groups: an
-//! output of a few large tiles leaves most compute units idle, where four times as many small
-//! tiles spread out. So the large tile is used when the output has at least one large tile per
+//! TFLOP/s, the small tile 16.5 through NVIDIA's OpenCL), but gives four times fewer
+//! work-groups: an output of a few large tiles leaves most compute units idle, where four times
+//! as many small tiles spread out. So the large tile is used when the output has at least one large tile per
 //! two compute units (a crude model: one resident large work-group runs about as fast as two
 //! small ones, so below that line the small tile's extra parallelism wins), the small one
 //! otherwise, and always on devices that cannot hold the large tile.
