@@ -14,7 +14,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, Targets, TrainingConfig};
-use rnn::{Activation, Context, ContextOptions, DeviceId, DeviceKind, Gemm, GpuManager};
+use rnn::{
+    Activation, BackendKind, Context, ContextOptions, DeviceId, DeviceKind, Gemm, GpuManager,
+};
 
 fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.normal()).collect()
@@ -389,6 +391,21 @@ fn run() -> Result<(), String> {
             let v = w3(&ctx, 1024, false).map_err(e)?;
             println!("w3_sgemm1024_fp32 {v:.1} GFLOP/s");
             ours.push(("w3_sgemm1024_fp32".into(), v, "GFLOP/s"));
+        }
+        if ctx.info().backend == BackendKind::OpenCl {
+            // Each OpenCL GEMM kernel forced, whatever the per-launch choice would take.
+            let n = if gpu { 4096 } else { 1024 };
+            for tile in [128, 64] {
+                let mut options = ContextOptions::default();
+                options.opencl_sgemm_tile = Some(tile);
+                match manager.create_context_with(id, options) {
+                    Ok(tctx) => {
+                        let v = w3(&tctx, n, gpu).map_err(e)?;
+                        println!("w3_sgemm{n}_tile{tile} {:.3} TFLOP/s", v / 1000.0);
+                    }
+                    Err(err) => eprintln!("w3_sgemm{n}_tile{tile}: {err}"),
+                }
+            }
         }
     }
     if want("w4") {

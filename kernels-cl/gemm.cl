@@ -1,15 +1,194 @@
-// Tiled SGEMM: each group of 256 work-items computes a 64x64 tile of C; each work-item owns a
-// 4x4 register block (rows ty + 16 r, columns tx + 16 c, so stores are coalesced). K advances
-// in slices of 16 staged in local memory. Row-major, C = alpha op(A) op(B) + beta C.
+// SGEMM (geometry G): row-major C = alpha * op(A) op(B) + beta * C; with beta == 0, C is not
+// read (it may hold NaN). Two kernels with the same arguments; the host picks one per launch
+// (src/backend/opencl/sgemm.rs) and launches it with its geometry:
+//   sgemm:        the design of kernels-cu/gemm.cu: 128 x 128 x 8 block tile, 256 work-items,
+//                 8 x 8 outputs per work-item, local memory double buffered (one barrier per
+//                 k-step), float4 global loads where the operand's address and leading dimension
+//                 allow it. For outputs with enough tiles to fill the device.
+//   sgemm_tile64: 64 x 64 x 16 tile, 256 work-items, 4 x 4 outputs per work-item, one local
+//                 stage. Four times the work-groups for the same output: for small outputs, and
+//                 for devices that cannot hold the 128 tile.
+
+#define SG_BM 128
+#define SG_BK 8
+// A k-row of a local stage in float4s: 128 values plus 4 of padding, so that the transposing
+// scalar stores of a warp (32 rows, two k-rows 4 apart) fall in distinct banks.
+#define SG_LD4 33
+#define SG_STAGE4 (SG_BK * SG_LD4)
+
+// Four consecutive elements along the contiguous dimension of a row-major operand, zero-filled
+// outside (row_lim, col_lim). `col` is a multiple of 4, so with `vec` (16-byte aligned address
+// and ld % 4 == 0) the float4 access is aligned. No index here wraps: tiles start below their
+// limit at multiples of 8 (k) or 128 (m, n), so start + 7 (or + 127) still fits a uint.
+inline float4 sg_load4(__global const float* base, uint row, uint row_lim, uint col,
+                       uint col_lim, uint ld, bool vec) {
+    float4 v = (float4)(0.0f);
+    if (row < row_lim) {
+        __global const float* p = base + (ulong)row * ld + col;
+        if (vec && col + 3 < col_lim) {
+            v = *(__global const float4*)p;
+        } else {
+            if (col < col_lim) v.x = p[0];
+            if (col + 1 < col_lim) v.y = p[1];
+            if (col + 2 < col_lim) v.z = p[2];
+            if (col + 3 < col_lim) v.w = p[3];
+        }
+    }
+    return v;
+}
+
+// Work-item t's four values of op(A)'s k-tile at kb (128 x 8 values in all). `ta` is uniform
+// across the work-group, so the branch costs nothing next to the 512 FMAs of a k-step.
+inline float4 sg_load_a(__global const float* A, uint m, uint k, uint bm, uint kb, uint t,
+                        bool ta, bool vec) {
+    if (!ta) {
+        // A is m x k: 4 consecutive k of row t / 2.
+        return sg_load4(A, bm + t / 2, m, kb + (t % 2) * 4, k, k, vec);
+    }
+    // A is stored k x m: 4 consecutive m of k-row t / 32.
+    return sg_load4(A, kb + t / 32, k, bm + (t % 32) * 4, m, m, vec);
+}
+
+// B's k-tile at kb: B is k x n (4 consecutive n of k-row t / 32), or stored n x k when
+// transposed (4 consecutive k of row t / 2).
+inline float4 sg_load_b(__global const float* B, uint n, uint k, uint bn, uint kb, uint t,
+                        bool tb, bool vec) {
+    if (!tb) {
+        return sg_load4(B, kb + t / 32, k, bn + (t % 32) * 4, n, n, vec);
+    }
+    return sg_load4(B, bn + t / 2, n, kb + (t % 2) * 4, k, k, vec);
+}
+
+// Stores four values of a k-tile into a stage laid out k-major ([k][128 + pad]): values that
+// run along k (`along_k`) are scattered over four k-rows, values that run along m/n are one
+// float4.
+inline void sg_store_tile(__local float4* stage, float4 v, uint t, bool along_k) {
+    if (along_k) {
+        __local float* s = (__local float*)stage;
+        const uint r = t / 2;
+        const uint kk = (t % 2) * 4;
+        s[(kk + 0) * (SG_LD4 * 4) + r] = v.x;
+        s[(kk + 1) * (SG_LD4 * 4) + r] = v.y;
+        s[(kk + 2) * (SG_LD4 * 4) + r] = v.z;
+        s[(kk + 3) * (SG_LD4 * 4) + r] = v.w;
+    } else {
+        stage[(t / 32) * SG_LD4 + t % 32] = v;
+    }
+}
+
+// alpha * v + beta * C for four consecutive columns of one row of C, within (m, n).
+inline void sg_store_c(__global float* C, uint row, uint col, uint m, uint n, float4 v,
+                       float alpha, float beta, bool vec) {
+    if (row >= m || col >= n) return;
+    __global float* p = C + (ulong)row * n + col;
+    float4 o = alpha * v;
+    if (vec && col + 3 < n) {
+        if (beta != 0.0f) o += beta * *(__global const float4*)p;
+        *(__global float4*)p = o;
+    } else {
+        const float e[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+        for (uint q = 0; q < 4; ++q) {
+            if (col + q < n) p[q] = (beta != 0.0f) ? e[q] + beta * p[q] : e[q];
+        }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void sgemm(__global const float* restrict a_base, ulong a_off,
+           __global const float* restrict b_base, ulong b_off, __global float* restrict c_base,
+           ulong c_off, uint m, uint n, uint k, uint trans_a, uint trans_b, float alpha,
+           float beta) {
+    // Two stages each; float4 elements keep every stage and row 16-byte aligned.
+    __local float4 As[2 * SG_STAGE4];
+    __local float4 Bs[2 * SG_STAGE4];
+    __global const float* A = a_base + a_off;
+    __global const float* B = b_base + b_off;
+    __global float* C = c_base + c_off;
+    const bool ta = trans_a != 0;
+    const bool tb = trans_b != 0;
+    const uint t = get_local_id(0);
+    const uint tx = t % 16;
+    const uint ty = t / 16;
+    const uint bm = get_group_id(1) * SG_BM;
+    const uint bn = get_group_id(0) * SG_BM;
+    const uint lda = ta ? m : k;
+    const uint ldb = tb ? k : n;
+    const bool a_vec = ((uintptr_t)A % 16 == 0) && (lda % 4 == 0);
+    const bool b_vec = ((uintptr_t)B % 16 == 0) && (ldb % 4 == 0);
+    const bool c_vec = ((uintptr_t)C % 16 == 0) && (n % 4 == 0);
+
+    // Rows ty*4 + {0..3} and 64 + ty*4 + {0..3}; columns tx*4 + {0..3} ([i][0]) and
+    // 64 + tx*4 + {0..3} ([i][1]): quadrants 64 apart keep the float4 local reads of a warp
+    // free of bank conflicts.
+    float4 acc[8][2];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        acc[i][0] = (float4)(0.0f);
+        acc[i][1] = (float4)(0.0f);
+    }
+
+    const uint ktiles = (uint)(((ulong)k + SG_BK - 1) / SG_BK);  // k + 7 may wrap a uint
+    if (ktiles > 0) {
+        sg_store_tile(As, sg_load_a(A, m, k, bm, 0, t, ta, a_vec), t, !ta);
+        sg_store_tile(Bs, sg_load_b(B, n, k, bn, 0, t, tb, b_vec), t, tb);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint kt = 0; kt < ktiles; ++kt) {
+        const uint cur = (kt & 1) * SG_STAGE4;
+        const uint nxt = SG_STAGE4 - cur;
+        const bool more = kt + 1 < ktiles;
+        // The next k-tile is fetched into registers before this one is computed, so the
+        // global loads are in flight during the FMAs.
+        float4 a_next = (float4)(0.0f);
+        float4 b_next = (float4)(0.0f);
+        if (more) {
+            a_next = sg_load_a(A, m, k, bm, (kt + 1) * SG_BK, t, ta, a_vec);
+            b_next = sg_load_b(B, n, k, bn, (kt + 1) * SG_BK, t, tb, b_vec);
+        }
+#pragma unroll
+        for (uint p = 0; p < SG_BK; ++p) {
+            __local const float4* ar = As + cur + p * SG_LD4;
+            __local const float4* br = Bs + cur + p * SG_LD4;
+            const float4 a0 = ar[ty];
+            const float4 a1 = ar[16 + ty];
+            const float4 b0 = br[tx];
+            const float4 b1 = br[16 + tx];
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                acc[i][0] = fma((float4)(a[i]), b0, acc[i][0]);
+                acc[i][1] = fma((float4)(a[i]), b1, acc[i][1]);
+            }
+        }
+        // The other stage was last read before the previous barrier: safe to overwrite.
+        if (more) {
+            sg_store_tile(As + nxt, a_next, t, !ta);
+            sg_store_tile(Bs + nxt, b_next, t, tb);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const uint row = bm + (i < 4 ? ty * 4 + i : 64 + ty * 4 + (i - 4));
+        sg_store_c(C, row, bn + tx * 4, m, n, acc[i][0], alpha, beta, c_vec);
+        sg_store_c(C, row, bn + 64 + tx * 4, m, n, acc[i][1], alpha, beta, c_vec);
+    }
+}
+
+// sgemm_tile64: each group of 256 work-items computes a 64x64 tile of C; each work-item owns a
+// 4x4 register block (rows ty + 16 r, columns tx + 16 c, so stores are coalesced). K advances in
+// slices of 16 staged in local memory.
 
 #define TM 64
 #define TN 64
 #define TK 16
 
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void sgemm(__global const float* a_base, ulong a_off, __global const float* b_base, ulong b_off,
-           __global float* c_base, ulong c_off, uint m, uint n, uint k, uint trans_a,
-           uint trans_b, float alpha, float beta) {
+void sgemm_tile64(__global const float* a_base, ulong a_off, __global const float* b_base,
+                  ulong b_off, __global float* c_base, ulong c_off, uint m, uint n, uint k,
+                  uint trans_a, uint trans_b, float alpha, float beta) {
     __global const float* A = a_base + a_off;
     __global const float* B = b_base + b_off;
     __global float* C = c_base + c_off;
@@ -69,7 +248,6 @@ void sgemm(__global const float* a_base, ulong a_off, __global const float* b_ba
             uint gj = col0 + tx + 16 * c;
             if (gj >= n) continue;
             ulong at = (ulong)gi * n + gj;
-            // beta == 0 must not read C: it may hold NaN.
             float out = alpha * acc[r][c];
             if (beta != 0.0f) out += beta * C[at];
             C[at] = out;

@@ -3,7 +3,7 @@
 // Block tile 128 x 128 x 8, 256 threads, 8 x 8 register block per thread, shared memory double
 // buffered (one barrier per k-step), float4 global loads where the operand's address and leading
 // dimension allow it. The register block is split into four 4 x 4 quadrants 64 apart so that the
-// float4 shared-memory reads of a warp do not conflict. Host geometry: Device::sgemm_tile() =
+// float4 shared-memory reads of a warp do not conflict. Host geometry: Device::sgemm_kernel() =
 // (128, 128, 256), grid (ceil(n / 128), ceil(m / 128)).
 
 #define SG_BM 128

@@ -27,6 +27,13 @@ pub struct ContextOptions {
     /// `sgemm` kernel. Off by default; ignored elsewhere.
     #[doc(hidden)]
     pub hip_sources_via_nvrtc: bool,
+    /// Verification aid: on an OpenCL device, run every GEMM with the kernel of this block tile
+    /// (64: `sgemm_tile64`, 128: `sgemm`) instead of picking one per launch from the output's
+    /// size and the device, so both are tested on any device. Another value, or 128 on a
+    /// device that cannot hold that tile, is [`Error::InvalidArgument`] when the context is
+    /// created. `None` by default; ignored elsewhere.
+    #[doc(hidden)]
+    pub opencl_sgemm_tile: Option<u32>,
 }
 
 impl Default for ContextOptions {
@@ -35,6 +42,7 @@ impl Default for ContextOptions {
             allow_tf32: false,
             vendor_blas: true,
             hip_sources_via_nvrtc: false,
+            opencl_sgemm_tile: None,
         }
     }
 }

@@ -36,6 +36,17 @@ pub enum RawArg {
     U64(u64),
 }
 
+/// A GEMM kernel of a dialect: an entry point with the arguments of `sgemm`
+/// (docs/kernel-abi.md) and its block geometry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SgemmKernel {
+    /// The entry point.
+    pub entry: &'static str,
+    /// `(tile_m, tile_n, threads)`: each block computes a `tile_m x tile_n` tile of C with
+    /// `threads` threads; the grid is `(ceil(n / tile_n), ceil(m / tile_m))`.
+    pub tile: (u32, u32, u32),
+}
+
 /// The low-level seam every GPU runtime implements: memory, copies, compilation, launches.
 ///
 /// Work is queued in order on one stream/queue per device object. Methods take `&self` and must be
@@ -95,12 +106,8 @@ pub trait Device: Send + Sync + 'static {
     /// Waits for all queued work.
     fn synchronize(&self) -> Result<()>;
 
-    /// Tile geometry of this dialect's `sgemm` kernel: `(tile_m, tile_n, threads)`. Each block
-    /// computes a `tile_m x tile_n` tile of C with `threads` threads; the grid is
-    /// `(ceil(n / tile_n), ceil(m / tile_m))`.
-    fn sgemm_tile(&self) -> (u32, u32, u32) {
-        (64, 64, 256)
-    }
+    /// The GEMM kernel (docs/kernel-abi.md, geometry `G`) to launch for an `m x n` output.
+    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel;
 
     /// How many blocks of `threads` threads, each with `shared_bytes` of dynamic shared memory,
     /// can be resident on the device at once running `entry` of `module`: the largest grid a

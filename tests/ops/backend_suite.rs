@@ -12,6 +12,7 @@ mod cells;
 mod edges;
 mod gated_graph;
 mod gated_seq;
+mod gemm_tiles;
 mod graphs;
 mod indices;
 mod memory;
@@ -841,7 +842,18 @@ macro_rules! oom_test {
     };
 }
 
-backend_suite!(opencl, Target::OpenCl);
+backend_suite!(
+    opencl,
+    Target::OpenCl,
+    #[test]
+    fn gpu_gemm_tiles() {
+        super::gemm_tiles::gemm_tiles(T)
+    },
+    #[test]
+    fn gpu_gemm_bad_tile() {
+        super::gemm_tiles::bad_tile_is_an_error(T)
+    }
+);
 backend_suite!(
     cuda,
     Target::Cuda,

@@ -10,7 +10,7 @@ use super::blas::Blas;
 use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::launch::CudaKernels;
-use crate::backend::{Device, DevicePtr, RawArg};
+use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
@@ -331,8 +331,8 @@ impl Device for CudaDevice {
             .map_err(|e| error::driver("cuStreamSynchronize", e))
     }
 
-    fn sgemm_tile(&self) -> (u32, u32, u32) {
-        (128, 128, 256)
+    fn sgemm_kernel(&self, _m: usize, _n: usize) -> SgemmKernel {
+        super::kernels::SGEMM
     }
 
     fn capture_begin(&self) -> Option<Result<()>> {

@@ -1,5 +1,14 @@
 //! The built-in op-set kernel sources of this dialect, embedded at build time.
 
+use crate::backend::SgemmKernel;
+
+/// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
+/// compiles that same kernel, so it launches it the same way.
+pub(crate) const SGEMM: SgemmKernel = SgemmKernel {
+    entry: "sgemm",
+    tile: (128, 128, 256),
+};
+
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
 pub(crate) const FILES: [(&str, &str); 9] = [

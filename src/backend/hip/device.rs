@@ -3,7 +3,7 @@
 use std::ffi::{CString, c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
-use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, with_param_slots};
+use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, SgemmKernel, with_param_slots};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
@@ -387,7 +387,7 @@ impl Device for HipDevice {
         self.end_capture()
     }
 
-    fn sgemm_tile(&self) -> (u32, u32, u32) {
-        super::kernels::SGEMM_TILE
+    fn sgemm_kernel(&self, _m: usize, _n: usize) -> SgemmKernel {
+        crate::backend::cuda::kernels::SGEMM
     }
 }

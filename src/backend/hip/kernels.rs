@@ -14,10 +14,6 @@ pub(crate) const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_
 /// given the prelude under this name.
 pub(crate) const NVRTC_RUNTIME_HEADER: &str = "hip/hip_runtime.h";
 
-/// Geometry of the `sgemm` kernel in `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the
-/// HIP build compiles that same kernel, so it launches it the same way.
-pub(crate) const SGEMM_TILE: (u32, u32, u32) = (128, 128, 256);
-
 /// The complete HIP op-set translation unit for hiprtc (see docs/kernel-abi.md).
 pub(crate) fn op_set_source() -> String {
     let mut s = String::new();

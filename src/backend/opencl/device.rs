@@ -8,10 +8,12 @@ use opencl3::context::Context;
 use opencl3::device::Device as ClDeviceHandle;
 use opencl3::platform::Platform;
 use parking_lot::Mutex;
+use std::sync::atomic::AtomicU64;
 
 use super::error::cl_error;
 use super::launch::ClModule;
-use crate::backend::{Device, DevicePtr, RawArg};
+use super::sgemm::{Limits, SgemmChoice};
+use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig};
@@ -29,19 +31,37 @@ pub(crate) struct ClDevice {
     /// Live allocations (handle -> bytes): `free` releases only handles it handed out, and
     /// `memory_info` derives the free memory OpenCL does not report.
     pub(super) live: Mutex<HashMap<DevicePtr, usize>>,
+    /// How many buffers have been released: a launch sets a kernel's buffer arguments again
+    /// when this moved since it last set them (see `launch.rs`, `ClKernel`).
+    pub(super) frees: AtomicU64,
     /// PoCL: kernels of all PoCL contexts in the process run one at a time (see
     /// `launch.rs`, `POCL_KERNELS`).
     pub(super) serialize_kernels: bool,
+    /// How a GEMM picks between `sgemm` and `sgemm_tile64`.
+    sgemm: SgemmChoice,
     identity: String,
 }
 
 impl ClDevice {
-    /// Opens `device` of `platform`: a context and an in-order queue.
+    /// Opens `device` of `platform`: a context and an in-order queue. `sgemm_tile` forces the
+    /// GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None` picks one per
+    /// launch.
     pub(crate) fn open(
         info: DeviceInfo,
         platform: &Platform,
         device: ClDeviceHandle,
+        sgemm_tile: Option<u32>,
     ) -> Result<Self> {
+        let limits = Limits {
+            max_work_group: device
+                .max_work_group_size()
+                .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE)", e.0))?,
+            local_mem: device
+                .local_mem_size()
+                .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)", e.0))?,
+            compute_units: info.compute_units,
+        };
+        let sgemm = SgemmChoice::new(limits, sgemm_tile)?;
         let context =
             Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
         // Properties 0: in-order, no profiling.
@@ -65,7 +85,9 @@ impl ClDevice {
             context,
             max_alloc,
             live: Mutex::new(HashMap::new()),
+            frees: AtomicU64::new(0),
             serialize_kernels: identity.contains("Portable Computing Language"),
+            sgemm,
             identity,
         })
     }
@@ -142,6 +164,10 @@ impl Device for ClDevice {
 
     fn synchronize(&self) -> Result<()> {
         self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
+    }
+
+    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel {
+        self.sgemm.kernel(m, n)
     }
 }
 

@@ -5,16 +5,19 @@ use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::ptr;
 
-use opencl3::command_queue::enqueue_nd_range_kernel;
-use opencl3::error_codes::ClError;
+use std::sync::atomic::Ordering;
+
+use opencl3::error_codes::{
+    CL_SUCCESS, ClError, DLOPEN_FUNCTION_NOT_AVAILABLE, DLOPEN_RUNTIME_LOAD_FAILED,
+};
 use opencl3::kernel::{Kernel, create_program_kernels};
 use opencl3::program::Program;
-use opencl3::types::cl_mem;
+use opencl3::types::{cl_command_queue, cl_int, cl_kernel, cl_mem};
 use parking_lot::Mutex;
 
 use super::device::ClDevice;
 use super::error::{cl_error, status_name};
-use super::memory::{as_mem, release};
+use super::memory::as_mem;
 use crate::backend::{Fnv, RawArg};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
@@ -42,11 +45,82 @@ static PROGRAM_LOCK: Mutex<()> = Mutex::new(());
 /// CPU device, where the lost overlap costs little; other platforms are not affected.
 static POCL_KERNELS: Mutex<()> = Mutex::new(());
 
+/// A kernel object and what was last set on it.
+///
+/// Arguments stay set on a kernel object after a launch, and a training step launches the same
+/// kernels with mostly the same arguments every time; on NVIDIA's OpenCL each
+/// `clSetKernelArg` is a driver call of its own, a large part of a small launch. So a launch sets
+/// only the arguments that differ from the last launch of this kernel.
+struct ClKernel {
+    kernel: Kernel,
+    /// The value last set at each index (`None`: unknown, so set it).
+    args: Vec<Option<RawArg>>,
+    /// The size of the trailing `__local` argument last set.
+    local_bytes: Option<usize>,
+    /// `ClDevice::frees` when the buffer handles in `args` were set. A released `cl_mem` handle
+    /// can come back as a new buffer's handle with the same value; whether a driver still
+    /// refers to the old object through the kernel's argument is its business, so after any
+    /// release every buffer argument is set again.
+    frees: u64,
+}
+
+impl ClKernel {
+    fn new(kernel: Kernel) -> Self {
+        ClKernel {
+            kernel,
+            args: Vec::new(),
+            local_bytes: None,
+            frees: 0,
+        }
+    }
+}
+
+/// Whether two arguments are the same bits (so `-0.0` differs from `0.0` and a NaN equals
+/// itself).
+fn same_arg(a: &RawArg, b: &RawArg) -> bool {
+    match (a, b) {
+        (RawArg::F32(x), RawArg::F32(y)) => x.to_bits() == y.to_bits(),
+        _ => a == b,
+    }
+}
+
+/// `clEnqueueNDRangeKernel` without an event: nothing waits on a launch by event (the queue is
+/// in order), and creating and releasing one per launch is driver work on the launch path.
+/// The same runtime opencl3 loaded (`cl3::load_library` is its one loader).
+fn enqueue_kernel(
+    queue: cl_command_queue,
+    kernel: cl_kernel,
+    global: &[usize; 3],
+    local: &[usize; 3],
+) -> std::result::Result<(), cl_int> {
+    let runtime = cl3::load_library()
+        .as_ref()
+        .map_err(|_| DLOPEN_RUNTIME_LOAD_FAILED)?;
+    // The queue and kernel are live objects of one context (held by the caller), the work
+    // sizes are three-element arrays that outlive the call, and a null event pointer is
+    // allowed: the driver then creates no event.
+    match runtime.clEnqueueNDRangeKernel(
+        queue,
+        kernel,
+        3,
+        ptr::null(),
+        global.as_ptr(),
+        local.as_ptr(),
+        0,
+        ptr::null(),
+        ptr::null_mut(),
+    ) {
+        Some(CL_SUCCESS) => Ok(()),
+        Some(code) => Err(code),
+        None => Err(DLOPEN_FUNCTION_NOT_AVAILABLE),
+    }
+}
+
 /// A built program and every kernel in it, created once.
 pub(crate) struct ClModule {
     /// `clSetKernelArg` mutates the kernel object, so each is used under its own lock from
     /// setting the arguments until the launch is enqueued.
-    kernels: HashMap<String, Mutex<Kernel>, BuildHasherDefault<Fnv>>,
+    kernels: HashMap<String, Mutex<ClKernel>, BuildHasherDefault<Fnv>>,
     /// `None` only while dropping: released after the kernels, under [`PROGRAM_LOCK`].
     program: Option<Program>,
 }
@@ -69,7 +143,7 @@ impl ClDevice {
             let name = k
                 .function_name()
                 .map_err(|e| cl_error("clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)", e.0))?;
-            kernels.insert(name, Mutex::new(k));
+            kernels.insert(name, Mutex::new(ClKernel::new(k)));
         }
         Ok(ClModule {
             kernels,
@@ -149,7 +223,9 @@ impl ClDevice {
         let kernel = module.kernels.get(entry).ok_or_else(|| {
             Error::InvalidArgument(format!("no kernel named '{entry}' in the OpenCL program"))
         })?;
-        {
+        // Read with the table locked, after the arguments were found live in it: a handle that
+        // was released and handed out again is then seen with the count of its release.
+        let frees = {
             let live = self.live.lock();
             for a in args {
                 if let RawArg::Ptr(p) = a {
@@ -160,16 +236,35 @@ impl ClDevice {
                     }
                 }
             }
-        }
+            self.frees.load(Ordering::Acquire)
+        };
         let mut global = [0usize; 3];
         let mut local = [0usize; 3];
         for d in 0..3 {
             local[d] = config.block[d].max(1) as usize;
             global[d] = config.grid[d].max(1) as usize * local[d];
         }
-        let kernel = kernel.lock();
+        let mut slot = kernel.lock();
+        let slot = &mut *slot;
+        if slot.frees != frees {
+            for a in slot.args.iter_mut() {
+                if matches!(a, Some(RawArg::Ptr(_))) {
+                    *a = None;
+                }
+            }
+            slot.frees = frees;
+        }
+        if slot.args.len() < args.len() {
+            slot.args.resize(args.len(), None);
+        }
         for (i, a) in args.iter().enumerate() {
+            if slot.args[i].as_ref().is_some_and(|last| same_arg(last, a)) {
+                continue;
+            }
+            // Forgotten until the driver accepts the new value.
+            slot.args[i] = None;
             let index = i as u32;
+            let kernel = &slot.kernel;
             // SAFETY: each value has the size and type of the parameter the kernel ABI gives
             // at this index (a `cl_mem` handle checked live above, or a scalar); the driver
             // checks the size and reports a mismatch as an error status.
@@ -189,31 +284,22 @@ impl ClDevice {
                     e.0
                 ))
             })?;
+            slot.args[i] = Some(*a);
         }
-        if config.shared_bytes > 0 {
+        if config.shared_bytes > 0 && slot.local_bytes != Some(config.shared_bytes as usize) {
+            slot.local_bytes = None;
             // Dynamic local memory is a trailing `__local` parameter in OpenCL.
             // SAFETY: a local-memory argument carries only a size.
-            unsafe { kernel.set_arg_local_buffer(args.len() as u32, config.shared_bytes as usize) }
-                .map_err(|e| cl_error("clSetKernelArg(__local)", e.0))?;
+            unsafe {
+                slot.kernel
+                    .set_arg_local_buffer(args.len() as u32, config.shared_bytes as usize)
+            }
+            .map_err(|e| cl_error("clSetKernelArg(__local)", e.0))?;
+            slot.local_bytes = Some(config.shared_bytes as usize);
         }
         let _pocl = self.serialize_kernels.then(|| POCL_KERNELS.lock());
-        // SAFETY: the kernel's arguments are all set (above) while its lock is held; the
-        // work sizes are three-element arrays that live through the call.
-        let event = unsafe {
-            enqueue_nd_range_kernel(
-                self.queue.get(),
-                kernel.get(),
-                3,
-                ptr::null(),
-                global.as_ptr(),
-                local.as_ptr(),
-                0,
-                ptr::null(),
-            )
-        };
-        match event {
-            Ok(event) => {
-                release(event);
+        match enqueue_kernel(self.queue.get(), slot.kernel.get(), &global, &local) {
+            Ok(()) => {
                 if self.serialize_kernels {
                     self.queue.finish().map_err(|e| cl_error("clFinish", e.0))?;
                 }

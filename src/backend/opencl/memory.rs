@@ -2,6 +2,7 @@
 
 use std::ffi::c_void;
 use std::ptr;
+use std::sync::atomic::Ordering;
 
 use opencl3::command_queue::{
     CL_BLOCKING, enqueue_copy_buffer, enqueue_read_buffer, enqueue_write_buffer,
@@ -76,9 +77,16 @@ impl ClDevice {
     }
 
     pub(super) fn free_buffer(&self, handle: DevicePtr) {
-        if self.live.lock().remove(&handle).is_none() {
-            log::warn!("opencl: free of unknown buffer handle {handle:#x} ignored");
-            return;
+        {
+            let mut live = self.live.lock();
+            if live.remove(&handle).is_none() {
+                log::warn!("opencl: free of unknown buffer handle {handle:#x} ignored");
+                return;
+            }
+            // Counted under the table's lock, before the handle can be handed out again: a
+            // launch finds a reused handle in the table only after this, and reads the count
+            // after that (see `launch.rs`, `ClKernel`).
+            self.frees.fetch_add(1, Ordering::Release);
         }
         // SAFETY: the handle came from `alloc_buffer` and was still live (just removed from
         // the table, so it is released once). Queued commands keep their own reference.

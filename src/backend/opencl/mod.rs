@@ -6,6 +6,7 @@ mod error;
 pub(crate) mod kernels;
 mod launch;
 mod memory;
+mod sgemm;
 
 use std::sync::Arc;
 
@@ -165,6 +166,6 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
         .into_iter()
         .find(|(id, _, _)| *id == info.id)
         .ok_or_else(|| unavailable(format!("{} is no longer listed by the ICD loader", info.id)))?;
-    let device = ClDevice::open(info.clone(), &platform, handle)?;
+    let device = ClDevice::open(info.clone(), &platform, handle, options.opencl_sgemm_tile)?;
     crate::ops::gpu::create(device, options)
 }

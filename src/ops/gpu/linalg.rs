@@ -40,10 +40,11 @@ impl<D: Device> GpuOps<D> {
             .u32(g.trans_b as u32)
             .f32(g.alpha)
             .f32(g.beta);
-        let config = launch::gemm(g.m, g.n, self.device.sgemm_tile())?;
+        let kernel = self.device.sgemm_kernel(g.m, g.n);
+        let config = launch::gemm(g.m, g.n, kernel.tile)?;
         let module = self.op_set()?;
         self.device
-            .launch(&module, "sgemm", &config, args.as_slice())
+            .launch(&module, kernel.entry, &config, args.as_slice())
     }
 
     pub(super) fn sum_rows_impl(

@@ -1,0 +1,104 @@
+//! Both OpenCL GEMM kernels (`sgemm`, the 128 x 128 tile, and `sgemm_tile64`), each forced for
+//! every launch through `ContextOptions::opencl_sgemm_tile` so that both run on every OpenCL
+//! device, PoCL included, whatever size the per-launch choice would give them: shapes on both
+//! sides of the tile edges and of the k-steps, k = 0, every transpose, alpha/beta with beta = 0 on
+//! a NaN-poisoned C, views at 16-byte-aligned and odd offsets (the float4 and scalar paths), then
+//! the random-shape property.
+
+use proptest::test_runner::TestCaseError;
+use rnn::{BackendKind, Context, ContextOptions, Error, Gemm, GpuManager};
+
+use super::{Values, compare_padded, gemm_condition, gemm_on, nan};
+use crate::support::{self, Target};
+
+/// `(m, n, k)`: 1 and 0, one short of / at / one past the tile edges (64, 128) and the k-steps
+/// (8, 16), several tiles in both directions, rows whose length is a multiple of 4 (float4
+/// loads possible) and rows whose length is not.
+const SHAPES: [(usize, usize, usize); 12] = [
+    (1, 1, 1),
+    (1, 1, 0),
+    (3, 5, 2),
+    (127, 129, 7),
+    (128, 128, 8),
+    (129, 131, 9),
+    (64, 65, 16),
+    (5, 260, 17),
+    (257, 3, 33),
+    (200, 136, 12),
+    (128, 132, 0),
+    (300, 292, 70),
+];
+
+/// Leading elements before A, B and C: all 16-byte aligned, all odd, and mixed.
+const PADS: [[usize; 3]; 4] = [[0, 4, 8], [3, 1, 5], [4, 3, 0], [1, 8, 4]];
+
+pub fn gemm_tiles(t: Target) {
+    for tile in [64, 128] {
+        let test = format!("gpu_gemm_tile{tile}");
+        let ctxs = support::contexts_with(t, &test, |o| o.opencl_sgemm_tile = Some(tile));
+        for ctx in &ctxs {
+            edge_shapes(ctx).unwrap_or_else(|e| panic!("{test}: {e}"));
+        }
+        gemm_on(ctxs, &test, 12);
+    }
+}
+
+fn edge_shapes(ctx: &Context) -> Result<(), TestCaseError> {
+    let mut r = Values(0x5eed_0001);
+    let mut case = 0usize;
+    for &(m, n, k) in &SHAPES {
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            for beta0 in [true, false] {
+                let alpha = r.uniform(-2.0, 2.0);
+                let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
+                let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
+                g.trans_a = ta;
+                g.trans_b = tb;
+                let c = if beta0 {
+                    nan(m * n)
+                } else {
+                    r.vec(m * n, -1.0, 1.0)
+                };
+                let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
+                let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
+                let pads = PADS[case % PADS.len()];
+                case += 1;
+                compare_padded(
+                    ctx,
+                    &format!("gemm {g:?}"),
+                    &bufs,
+                    &pads,
+                    &[2],
+                    tol,
+                    &|o, v| o.gemm(g, v[0], v[1], v[2]),
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A tile other than 64 or 128 is refused when the context is created, not at the first GEMM.
+pub fn bad_tile_is_an_error(t: Target) {
+    assert_eq!(t, Target::OpenCl, "opencl_sgemm_tile is an OpenCL option");
+    let m = GpuManager::new().expect("RNN_BACKENDS is valid");
+    let devices: Vec<_> = m
+        .devices()
+        .iter()
+        .filter(|d| d.backend == BackendKind::OpenCl && d.kind != rnn::DeviceKind::Accelerator)
+        .map(|d| d.id)
+        .collect();
+    if devices.is_empty() {
+        // Prints the SKIP, or fails when OpenCL is required.
+        support::contexts(t, "gpu_gemm_bad_tile");
+        return;
+    }
+    for id in devices {
+        let mut options = ContextOptions::default();
+        options.opencl_sgemm_tile = Some(96);
+        match m.create_context_with(id, options) {
+            Err(Error::InvalidArgument(msg)) => assert!(msg.contains("96"), "{id}: {msg}"),
+            other => panic!("{id}: tile 96 should be refused, got {other:?}"),
+        }
+    }
+}
