@@ -117,6 +117,22 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// Training stopped because a step's loss was NaN or infinite (the learning rate is
+    /// usually too high; gradient clipping may help).
+    #[error(
+        "training loss became {loss} at epoch {epoch}, step {step} of the epoch (global step \
+         {global_step}); lower the learning rate or clip gradients"
+    )]
+    NonFiniteLoss {
+        /// 1-based epoch.
+        epoch: usize,
+        /// 1-based step within the epoch: the first whose loss was not finite.
+        step: usize,
+        /// 1-based step since training began.
+        global_step: u64,
+        /// The loss summed over the epoch up to that step.
+        loss: f32,
+    },
 }
 
 /// The "free of total" part of an out-of-memory message; nothing when the total is unknown.

@@ -36,6 +36,7 @@ mod device;
 mod error;
 mod ffi;
 pub(crate) mod kernels;
+pub(crate) mod smi;
 
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
