@@ -18,7 +18,7 @@ fn nvml() -> Result<&'static Nvml, &'static str> {
             .lib_path(OsStr::new("libnvidia-ml.so.1"))
             .init()
             .or_else(|_| Nvml::init())
-            .map_err(|e| e.to_string())
+            .map_err(|e| format!("tried libnvidia-ml.so.1 and libnvidia-ml.so: {e}"))
     })
     .as_ref()
     .map_err(String::as_str)

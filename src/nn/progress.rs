@@ -64,9 +64,15 @@ impl Reporter {
             return;
         }
         let style = ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {human_pos}/{human_len} {per_sec} eta {eta} {msg}",
+            "{prefix} [{bar:25}] {percent:>3}% {rate} eta {eta} {msg}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key(
+            "rate",
+            |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.0} samples/s", s.per_sec());
+            },
+        )
         .progress_chars("=> ");
         let bar = ProgressBar::with_draw_target(
             Some(samples as u64),

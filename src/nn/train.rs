@@ -333,7 +333,7 @@ impl Network {
 
 /// The bar's message: running loss, learning rate, and the device's figures when known.
 fn progress_message(loss: f32, lr: f32, sampler: &EpochSampler) -> String {
-    let mut m = format!("loss {loss:.4} lr {lr:.2e}");
+    let mut m = format!("loss {loss:.4} lr {lr:.1e}");
     if let Some(now) = sampler.now() {
         m += &format!(" | {now}");
     }

@@ -428,7 +428,7 @@ fn history_saves_csv_json_and_draws_png_and_svg_curves() {
 
     let png_path = dir.join("curves.png");
     h.plot("blobs MLP", &png_path).unwrap();
-    check_png(&png_path);
+    check_png(&png_path, true);
     let svg = dir.join("curves.svg");
     h.plot("blobs MLP", &svg).unwrap();
     let text = std::fs::read_to_string(&svg).unwrap();
@@ -437,12 +437,14 @@ fn history_saves_csv_json_and_draws_png_and_svg_curves() {
         h.plot("x", dir.join("curves.gif")),
         Err(Error::InvalidArgument(_))
     ));
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("RNN_UX_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
-/// Decodes a curves PNG: the expected size, mostly white, and both the blue (train) and red
-/// (validation) curves drawn, plus dark text and axes.
-pub fn check_png(path: &std::path::Path) {
+/// Decodes a curves PNG: the expected size, mostly white, the blue (train) and, with a
+/// validation split, red (validation) curves drawn, plus dark text and axes.
+pub fn check_png(path: &std::path::Path, with_validation: bool) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
@@ -458,7 +460,7 @@ pub fn check_png(path: &std::path::Path) {
     let n = px.len();
     assert!(white > n / 2, "{}: {white} of {n} white", path.display());
     assert!(
-        blue > 200 && red > 200,
+        blue > 200 && (red > 200 || !with_validation),
         "{}: blue {blue}, red {red}",
         path.display()
     );
@@ -467,4 +469,75 @@ pub fn check_png(path: &std::path::Path) {
         "{}: {dark} dark pixels (text, axes)",
         path.display()
     );
+}
+
+/// `real_gpu_neural_network --plot DIR` writes a PNG of curves per model (decoded and checked)
+/// and the histories. `cargo test` builds the examples; a filtered run (`--test nn`) may not,
+/// and then this skips unless `RNN_REQUIRE_BACKENDS` is set (as in CI).
+#[test]
+fn example_plot_writes_png_curves() {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap();
+    let example = profile_dir.join("examples").join(format!(
+        "real_gpu_neural_network{}",
+        std::env::consts::EXE_SUFFIX
+    ));
+    if !example.exists() {
+        let why = format!("{} is not built", example.display());
+        assert!(crate::support::required().is_empty(), "{why}");
+        println!("SKIP example_plot_writes_png_curves: {why}");
+        return;
+    }
+    let dir = temp_dir("example");
+    let out = std::process::Command::new(&example)
+        .args(["--cpu", "--epochs", "2", "--rnn-epochs", "2", "--plot"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("epoch 2/2: loss"), "{stderr}");
+    check_png(&dir.join("mlp.png"), true);
+    check_png(&dir.join("rnn.png"), false);
+    for f in ["mlp.csv", "mlp.json", "rnn.csv", "rnn.json"] {
+        assert!(std::fs::metadata(dir.join(f)).unwrap().len() > 0, "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without NVML or ROCm SMI (as in CI) there are no figures and the libraries say why; with
+/// NVML and a CUDA device (the GPU machine), every CUDA device has live figures whose total
+/// memory is the device's, and training records peak memory and utilization per epoch.
+#[test]
+fn monitor_reports_what_the_libraries_report() {
+    let lines = rnn::monitor::libraries();
+    assert!(
+        lines[0].starts_with("NVML: ") && lines[1].starts_with("ROCm SMI: "),
+        "{lines:?}"
+    );
+    let cpu = rnn::Context::cpu();
+    assert!(rnn::monitor::figures(cpu.info()).is_none());
+    let nvml = lines[0].starts_with("NVML: loaded");
+    for ctx in contexts(Target::Cuda, "monitor_reports_what_the_libraries_report") {
+        let Some(f) = rnn::monitor::figures(ctx.info()) else {
+            assert!(!nvml, "{}: NVML is loaded but has no figures", ctx.id());
+            continue;
+        };
+        println!("{}: {f}", ctx.id());
+        let total = f.memory_total.unwrap();
+        let reported = ctx.info().memory;
+        assert!(
+            total.abs_diff(reported) <= reported / 20,
+            "{}: NVML total {total} vs CUDA {reported}",
+            ctx.id()
+        );
+        assert!(f.utilization_percent.is_some() && f.temperature_c.is_some());
+        let mut net = mlp(&ctx, 1);
+        let h = net.train(&blobs(3000, 1), &config(&ctx, 2)).unwrap();
+        for e in &h.epochs {
+            assert!(e.peak_memory_bytes.unwrap_or(0) > 0, "{e:?}");
+            assert!(e.utilization.is_some(), "{e:?}");
+        }
+        println!("{}: {:?}", ctx.id(), h.epochs);
+    }
 }
