@@ -3,6 +3,8 @@
 use std::ffi::OsStr;
 use std::sync::OnceLock;
 
+use parking_lot::Mutex;
+
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::TemperatureSensor;
 use nvml_wrapper::enums::device::UsedGpuMemory;
@@ -40,8 +42,21 @@ pub(super) fn status() -> String {
 /// The NVML device behind CUDA ordinal `ordinal`: found by PCI bus id, else by index (NVML
 /// numbers devices in PCI order, as CUDA does with `CUDA_DEVICE_ORDER=PCI_BUS_ID`).
 fn device(ordinal: usize) -> Option<nvml_wrapper::Device<'static>> {
+    // The sampler asks ten times a second: the bus id is looked up once per ordinal.
+    static BUS_IDS: Mutex<Vec<(usize, Option<String>)>> = Mutex::new(Vec::new());
     let nvml = nvml().ok()?;
-    if let Some(bus) = crate::backend::cuda::pci_bus_id(ordinal)
+    let bus = {
+        let mut known = BUS_IDS.lock();
+        match known.iter().find(|(o, _)| *o == ordinal) {
+            Some((_, b)) => b.clone(),
+            None => {
+                let b = crate::backend::cuda::pci_bus_id(ordinal);
+                known.push((ordinal, b.clone()));
+                b
+            }
+        }
+    };
+    if let Some(bus) = bus
         && let Ok(d) = nvml.device_by_pci_bus_id(bus.as_str())
     {
         return Some(d);

@@ -166,7 +166,8 @@ pub struct TrainingConfig {
     pub shuffle: bool,
     /// Fraction of the samples, taken from the end, held out for validation: `[0, 1)`.
     pub validation_split: f32,
-    /// Log a progress line every this many epochs (0: never). Uses `log::info!`.
+    /// Log the epoch line every this many epochs (0: never) with `log::info!`, when `progress`
+    /// is [`Progress::Off`] (otherwise the progress output already shows it).
     pub log_every: usize,
     /// Record each training step once per batch size as a device graph and replay it, so a
     /// step is one launch (CUDA; other devices run op by op either way). The environment

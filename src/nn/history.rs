@@ -28,8 +28,10 @@ pub struct EpochStats {
     /// The learning rate of the epoch's last step.
     pub learning_rate: f32,
     /// Peak device memory used by this process during the epoch, in bytes, where the device's
-    /// management library reports it (NVML on NVIDIA, ROCm SMI on AMD; the peak resident set
-    /// of the process for the CPU backend); `None` elsewhere.
+    /// management library reports it (NVML on NVIDIA, ROCm SMI on AMD; the process's resident
+    /// memory for the CPU backend); `None` elsewhere. Where the library cannot attribute memory
+    /// to this process (NVML inside a container whose PIDs it does not see), this is the
+    /// device's memory in use by all processes.
     pub peak_memory_bytes: Option<u64>,
     /// Mean device utilization during the epoch in percent, sampled by the management library
     /// (NVML, ROCm SMI); `None` without one.

@@ -73,35 +73,42 @@ fn load() -> Result<Smi, String> {
         };
         // SAFETY: each symbol is looked up with the signature `rocm_smi.h` declares for it, and
         // the library is kept in the returned struct for as long as the pointers are used.
+        // SAFETY: each symbol is looked up with the signature `rocm_smi.h` declares for it, and
+        // the library is kept in the returned struct for as long as the pointers are used. All
+        // are resolved before `rsmi_init` runs, so a library lacking one is never initialized.
         let smi = unsafe {
             let init = *lib
                 .get::<unsafe extern "C" fn(u64) -> Status>(b"rsmi_init\0")
-                .map_err(|e| e.to_string())?;
-            let status = init(0);
-            if status != RSMI_STATUS_SUCCESS {
-                return Err(format!("{path}: rsmi_init returned status {status}"));
-            }
-            Smi {
+                .map_err(|e| format!("{path}: {e}"))?;
+            let sym = |name: &[u8]| format!("{path}: {}", String::from_utf8_lossy(name));
+            let smi = Smi {
                 busy_percent: *lib
                     .get(b"rsmi_dev_busy_percent_get\0")
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| sym(b"rsmi_dev_busy_percent_get missing"))?,
                 memory_usage: *lib
                     .get(b"rsmi_dev_memory_usage_get\0")
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| sym(b"rsmi_dev_memory_usage_get missing"))?,
                 memory_total: *lib
                     .get(b"rsmi_dev_memory_total_get\0")
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| sym(b"rsmi_dev_memory_total_get missing"))?,
                 temperature: *lib
                     .get(b"rsmi_dev_temp_metric_get\0")
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| sym(b"rsmi_dev_temp_metric_get missing"))?,
                 power_average: *lib
                     .get(b"rsmi_dev_power_ave_get\0")
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| sym(b"rsmi_dev_power_ave_get missing"))?,
                 process_info: *lib
                     .get(b"rsmi_compute_process_info_by_pid_get\0")
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|_| sym(b"rsmi_compute_process_info_by_pid_get missing"))?,
                 _lib: lib,
+            };
+            let status = init(0);
+            if status != RSMI_STATUS_SUCCESS {
+                return Err(format!(
+                    "{path}: every symbol resolved, rsmi_init returned status {status}"
+                ));
             }
+            smi
         };
         return Ok(smi);
     }
