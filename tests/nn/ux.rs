@@ -125,11 +125,33 @@ fn resumable(ctx: &Context, path: PathBuf) -> TrainingConfig {
     }
 }
 
+/// Train 5 epochs; train 2 and stop; resume for the other 3 in a network with other initial
+/// weights: the losses, learning rates and parameters are the same bits on the same backend.
+fn resume_matches_the_uninterrupted_run_bit_for_bit(t: Target) {
+    for ctx in contexts(t, "resume_matches_the_uninterrupted_run_bit_for_bit") {
+        resume_on(&ctx, &format!("resume-{}", t.name()));
+    }
+}
+
 #[test]
 fn cpu_resume_matches_the_uninterrupted_run_bit_for_bit() {
-    let ctx = Context::cpu();
+    resume_matches_the_uninterrupted_run_bit_for_bit(Target::Cpu);
+}
+
+#[test]
+fn opencl_resume_matches_the_uninterrupted_run_bit_for_bit() {
+    resume_matches_the_uninterrupted_run_bit_for_bit(Target::OpenCl);
+}
+
+#[test]
+fn cuda_resume_matches_the_uninterrupted_run_bit_for_bit() {
+    resume_matches_the_uninterrupted_run_bit_for_bit(Target::Cuda);
+}
+
+fn resume_on(ctx: &Context, name: &str) {
+    let ctx = ctx.clone();
     let data = blobs(240, 2);
-    let dir = temp_dir("resume");
+    let dir = temp_dir(name);
 
     let mut whole = mlp(&ctx, 1);
     let full = whole
@@ -164,14 +186,21 @@ fn cpu_resume_matches_the_uninterrupted_run_bit_for_bit() {
     );
     for (a, b) in rest.epochs.iter().zip(&full.epochs) {
         assert_eq!(a.epoch, b.epoch);
-        assert_eq!(a.loss.to_bits(), b.loss.to_bits(), "epoch {}", a.epoch);
+        assert_eq!(
+            a.loss.to_bits(),
+            b.loss.to_bits(),
+            "{}: epoch {}",
+            ctx.id(),
+            a.epoch
+        );
         assert_eq!(a.val_loss.map(f32::to_bits), b.val_loss.map(f32::to_bits));
         assert_eq!(a.learning_rate.to_bits(), b.learning_rate.to_bits());
     }
     let (p, q) = (resumed.parameters().unwrap(), whole.parameters().unwrap());
     assert!(
         p.iter().zip(&q).all(|(a, b)| a.to_bits() == b.to_bits()),
-        "parameters differ after resuming (rel err {:e})",
+        "{}: parameters differ after resuming (rel err {:e})",
+        ctx.id(),
         rel_err(&p, &q)
     );
     assert_eq!(rest.best_epoch, full.best_epoch);
