@@ -1,5 +1,6 @@
 //! Lists what `rnn` finds on this machine: every runtime with its status and the reason when it
-//! is unavailable, every device, the device `best_device()` picks, and the kernel disk cache.
+//! is unavailable, every device (with live utilization, memory, temperature and power where NVML
+//! or ROCm SMI is loaded), the device `best_device()` picks, and the kernel disk cache.
 //!
 //! ```text
 //! cargo run --example devices                 # list
@@ -46,6 +47,15 @@ fn main() -> ExitCode {
     println!("\nDevices:");
     for device in manager.devices() {
         println!("  {device}");
+        // Live figures from the vendor's management library (NVML, ROCm SMI), where loaded.
+        if let Some(f) = rnn::monitor::figures(device) {
+            println!("      now: {f}");
+        }
+    }
+
+    println!("\nMonitoring:");
+    for line in rnn::monitor::libraries() {
+        println!("  {line}");
     }
 
     println!();

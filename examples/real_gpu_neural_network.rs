@@ -6,29 +6,37 @@
 //!
 //! ```text
 //! cargo run --release --example real_gpu_neural_network -- [--device ID] [--epochs N]
-//!     [--rnn-epochs N] [--cpu] [--help]
+//!     [--rnn-epochs N] [--cpu] [--plot DIR] [--no-progress] [--help]
 //! ```
+//!
+//! Progress goes to stderr: a bar per epoch on a terminal, one line per epoch otherwise.
+//! `--plot DIR` writes each model's loss and accuracy curves (`mlp.png`, `rnn.png`) and history
+//! (`.csv`, `.json`) to DIR.
 //!
 //! The last two lines are for scripts:
 //! `mlp test_accuracy=<0..1> device=<id> seconds=<s>` and
 //! `rnn final_loss=<x> device=<id> seconds=<s>`.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use rnn::nn::{
-    CharCorpus, Dataset, Loss, Network, Optimizer, Rng, RnnOutput, TrainingConfig, format_epoch,
+    CharCorpus, Dataset, Loss, Network, Optimizer, Progress, Rng, RnnOutput, TrainingConfig,
+    TrainingHistory,
 };
 use rnn::{Activation, Context, DeviceId, GpuManager};
 
 static MNIST: &[u8] = include_bytes!("data/mnist_5k.csv.gz");
 static TEXT: &str = include_str!("data/asyoulik.txt");
 
-const USAGE: &str = "usage: real_gpu_neural_network [--device ID] [--epochs N] [--rnn-epochs N] [--cpu] [--help]
+const USAGE: &str = "usage: real_gpu_neural_network [--device ID] [--epochs N] [--rnn-epochs N] [--cpu] [--plot DIR] [--no-progress] [--help]
   --device ID      train on this device (cuda:0, opencl:0:1, hip:0, cpu); default: RNN_DEVICE, else the best GPU, else the CPU
   --epochs N       MLP epochs (default 10)
   --rnn-epochs N   RNN epochs (default 10)
   --cpu            train on the CPU backend (use_gpu: false)
+  --plot DIR       write loss/accuracy curves (mlp.png, rnn.png) and histories (.csv, .json) to DIR
+  --no-progress    no progress bar or per-epoch lines
   --help           this text";
 
 struct Args {
@@ -36,6 +44,8 @@ struct Args {
     epochs: usize,
     rnn_epochs: usize,
     cpu: bool,
+    plot: Option<PathBuf>,
+    progress: Progress,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
@@ -44,6 +54,8 @@ fn parse_args() -> Result<Option<Args>, String> {
         epochs: 10,
         rnn_epochs: 10,
         cpu: false,
+        plot: None,
+        progress: Progress::Auto,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -57,6 +69,8 @@ fn parse_args() -> Result<Option<Args>, String> {
         match flag.as_str() {
             "--help" | "-h" => return Ok(None),
             "--cpu" => args.cpu = true,
+            "--no-progress" => args.progress = Progress::Off,
+            "--plot" => args.plot = Some(PathBuf::from(value("--plot")?)),
             "--device" => {
                 let v = value("--device")?;
                 args.device = Some(v.parse().map_err(|e: rnn::Error| e.to_string())?);
@@ -87,7 +101,18 @@ fn choose_context(args: &Args) -> rnn::Result<Context> {
     config.context()
 }
 
-fn mlp(ctx: &Context, epochs: usize) -> rnn::Result<(f32, f64)> {
+/// Writes `name.png`, `name.csv` and `name.json` to `dir`.
+fn save_curves(dir: &Path, name: &str, title: &str, h: &TrainingHistory) -> rnn::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| rnn::Error::io(dir, e))?;
+    h.plot(title, dir.join(format!("{name}.png")))?;
+    h.save_csv(dir.join(format!("{name}.csv")))?;
+    h.save_json(dir.join(format!("{name}.json")))?;
+    println!("  curves: {}", dir.join(format!("{name}.png")).display());
+    Ok(())
+}
+
+fn mlp(ctx: &Context, args: &Args) -> rnn::Result<(f32, f64)> {
+    let epochs = args.epochs;
     let started = Instant::now();
     let data = Dataset::from_mnist_csv(MNIST)?;
     let (train, test) = data.train_test_split(1000, 7)?;
@@ -111,11 +136,13 @@ fn mlp(ctx: &Context, epochs: usize) -> rnn::Result<(f32, f64)> {
         optimizer: Optimizer::adam(),
         validation_split: 0.1,
         seed: 3,
+        progress: args.progress,
         ..Default::default()
     };
     let history = net.train(&train, &config)?;
-    for e in &history.epochs {
-        println!("  {}", format_epoch(e, epochs));
+    if let Some(dir) = &args.plot {
+        let title = format!("MLP 784-256-128-10 on MNIST ({})", ctx.id());
+        save_curves(dir, "mlp", &title, &history)?;
     }
     let eval = net.evaluate(&test)?;
     let acc = eval.accuracy.unwrap_or(0.0);
@@ -123,7 +150,8 @@ fn mlp(ctx: &Context, epochs: usize) -> rnn::Result<(f32, f64)> {
     Ok((acc, started.elapsed().as_secs_f64()))
 }
 
-fn char_rnn(ctx: &Context, epochs: usize) -> rnn::Result<(f32, f64)> {
+fn char_rnn(ctx: &Context, args: &Args) -> rnn::Result<(f32, f64)> {
+    let epochs = args.rnn_epochs;
     let started = Instant::now();
     let corpus = CharCorpus::new(TEXT)?;
     let steps = 32;
@@ -148,11 +176,13 @@ fn char_rnn(ctx: &Context, epochs: usize) -> rnn::Result<(f32, f64)> {
         optimizer: Optimizer::adam(),
         clip_grad_norm: Some(5.0),
         seed: 4,
+        progress: args.progress,
         ..Default::default()
     };
     let history = net.train(&data, &config)?;
-    for e in &history.epochs {
-        println!("  {}", format_epoch(e, epochs));
+    if let Some(dir) = &args.plot {
+        let title = format!("Elman RNN on Shakespeare ({})", ctx.id());
+        save_curves(dir, "rnn", &title, &history)?;
     }
     let final_loss = history.last().map_or(f32::NAN, |e| e.loss);
     println!("  sample: {}", sample(&mut net, &corpus, steps, 120)?);
@@ -185,8 +215,8 @@ fn run(args: &Args) -> rnn::Result<()> {
     let ctx = choose_context(args)?;
     let id = ctx.id();
     println!("device: {} ({})", id, ctx.info().name);
-    let (acc, mlp_secs) = mlp(&ctx, args.epochs)?;
-    let (loss, rnn_secs) = char_rnn(&ctx, args.rnn_epochs)?;
+    let (acc, mlp_secs) = mlp(&ctx, args)?;
+    let (loss, rnn_secs) = char_rnn(&ctx, args)?;
     println!("mlp test_accuracy={acc:.4} device={id} seconds={mlp_secs:.2}");
     println!("rnn final_loss={loss:.4} device={id} seconds={rnn_secs:.2}");
     Ok(())

@@ -298,7 +298,18 @@ fn warm_up(manager: &GpuManager, ctx: &Context, cache: &KernelCache) -> Check {
     };
     let origin = match (before, after_first) {
         (Some(b), Some(a)) if a > b => "the first context compiled them and stored them",
-        _ => "the first context found them already on disk (an earlier run stored them)",
+        (_, Some(a)) if a > 0 => {
+            "the first context found them already on disk (an earlier run stored them)"
+        }
+        // An unwritable or unreadable directory: the kernels were compiled, never stored, so
+        // the second context compiled them again.
+        _ => {
+            return Ok(format!(
+                "first context {first_ms:.1} ms, second context {second_ms:.1} ms (both \
+                 compiled: nothing is stored in {}, {counts}; is it writable?)",
+                dir.display()
+            ));
+        }
     };
     Ok(format!(
         "first context {first_ms:.1} ms, second context {second_ms:.1} ms (from the disk \

@@ -39,16 +39,18 @@ pub enum Error {
     },
     /// The device ran out of memory even after the pool released its cached blocks.
     #[error(
-        "out of device memory on {device}: requested {requested} bytes, {free} bytes free of {total}"
+        "out of device memory on {device}: requested {requested} bytes{}",
+        free_of(*.free, *.total)
     )]
     OutOfMemory {
         /// The device.
         device: String,
         /// Bytes asked for.
         requested: usize,
-        /// Bytes the driver reported free after the pool was emptied.
+        /// Bytes the driver reported free after the pool was emptied (the host's available
+        /// memory for the CPU backend); 0 with `total` 0 when unknown.
         free: usize,
-        /// Total device memory in bytes.
+        /// Total device memory in bytes; 0 when unknown (then left out of the message).
         total: usize,
     },
     /// A device id string did not parse or names no device that exists.
@@ -115,6 +117,31 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// Training stopped because a step's loss was NaN or infinite (the learning rate is
+    /// usually too high; gradient clipping may help).
+    #[error(
+        "training loss became {loss} at epoch {epoch}, step {step} of the epoch (global step \
+         {global_step}); lower the learning rate or clip gradients"
+    )]
+    NonFiniteLoss {
+        /// 1-based epoch.
+        epoch: usize,
+        /// 1-based step within the epoch: the first whose loss was not finite.
+        step: usize,
+        /// 1-based step since training began.
+        global_step: u64,
+        /// The loss summed over the epoch up to that step.
+        loss: f32,
+    },
+}
+
+/// The "free of total" part of an out-of-memory message; nothing when the total is unknown.
+fn free_of(free: usize, total: usize) -> String {
+    if total == 0 {
+        String::new()
+    } else {
+        format!(", {free} bytes free of {total}")
+    }
 }
 
 /// `Result` with [`Error`].

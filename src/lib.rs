@@ -27,6 +27,7 @@ mod fsutil;
 pub mod graph;
 pub mod kernel;
 mod manager;
+pub mod monitor;
 pub mod nn;
 pub mod ops;
 mod tensor;

@@ -95,6 +95,10 @@ pub trait Device: Send + Sync + 'static {
     /// (`crate::backend::is_binary_rejection`: the driver's invalid-image statuses, or
     /// [`crate::Error::Compile`]), not after a transient failure such as out of memory.
     fn load(&self, binary: &[u8]) -> Result<Self::Module>;
+    /// Whether `module` defines a kernel named `entry`, so a user kernel whose entry point the
+    /// source does not define is an error at compile time, not at its first launch. `Err` only
+    /// when the driver failed for another reason than the name being absent.
+    fn has_entry(&self, module: &Self::Module, entry: &str) -> Result<bool>;
     /// Queues a launch of `entry` from `module`.
     fn launch(
         &self,

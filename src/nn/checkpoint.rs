@@ -41,7 +41,8 @@ impl Network {
 
     /// Loads parameters saved by [`Network::save`] (or by PyTorch with the same names and
     /// shapes) into this network. Every tensor must be present with the same shape and dtype
-    /// f32; extra tensors are errors too.
+    /// f32; extra tensors are errors too, except the `rnn.`-prefixed run state of a training
+    /// checkpoint (whose weights this loads).
     pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -81,7 +82,9 @@ impl Network {
                 *dst = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
             }
         }
-        if st.len() != self.layout.tensors.len() {
+        // A training checkpoint also holds `rnn.`-prefixed optimizer and run state.
+        let own = st.names().iter().filter(|n| !n.starts_with("rnn.")).count();
+        if own != self.layout.tensors.len() {
             let known: Vec<&str> = self
                 .layout
                 .tensors
@@ -91,7 +94,7 @@ impl Network {
             let extra: Vec<String> = st
                 .names()
                 .into_iter()
-                .filter(|n| !known.contains(n))
+                .filter(|n| !known.contains(n) && !n.starts_with("rnn."))
                 .map(String::from)
                 .collect();
             return Err(fmt(format!("unexpected tensors {extra:?}")));

@@ -1,9 +1,14 @@
 //! [`TrainingConfig`] and [`Optimizer`]: what `Network::train` does and where it runs.
 
+use std::path::PathBuf;
+
 use crate::context::Context;
 use crate::device::{BackendKind, DeviceId};
 use crate::error::{Error, Result};
 use crate::manager::{self, GpuManager};
+
+use super::progress::Progress;
+use super::schedule::{EarlyStopping, LrSchedule};
 
 /// The optimizer and its hyper-parameters (the learning rate lives in [`TrainingConfig`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -161,12 +166,25 @@ pub struct TrainingConfig {
     pub shuffle: bool,
     /// Fraction of the samples, taken from the end, held out for validation: `[0, 1)`.
     pub validation_split: f32,
-    /// Log a progress line every this many epochs (0: never). Uses `log::info!`.
+    /// Log the epoch line every this many epochs (0: never) with `log::info!`, when `progress`
+    /// is [`Progress::Off`] (otherwise the progress output already shows it).
     pub log_every: usize,
     /// Record each training step once per batch size as a device graph and replay it, so a
     /// step is one launch (CUDA; other devices run op by op either way). The environment
     /// variable `RNN_GRAPHS=off` turns it off everywhere, to compare.
     pub graphs: bool,
+    /// Progress bar on a terminal, plain per-epoch lines elsewhere, or nothing.
+    pub progress: Progress,
+    /// How the learning rate changes over the run (applied between steps, without recording
+    /// anything again).
+    pub schedule: LrSchedule,
+    /// Stop when the validation loss stops improving (needs `validation_split > 0`).
+    pub early_stopping: Option<EarlyStopping>,
+    /// Write a training checkpoint here (atomically) every `checkpoint_every` epochs and at the
+    /// last epoch, to continue with [`crate::nn::Network::resume_training`].
+    pub checkpoint_path: Option<PathBuf>,
+    /// Epochs between training checkpoints (> 0).
+    pub checkpoint_every: usize,
 }
 
 impl Default for TrainingConfig {
@@ -185,6 +203,11 @@ impl Default for TrainingConfig {
             validation_split: 0.0,
             log_every: 1,
             graphs: true,
+            progress: Progress::Auto,
+            schedule: LrSchedule::Constant,
+            early_stopping: None,
+            checkpoint_path: None,
+            checkpoint_every: 1,
         }
     }
 }
@@ -227,6 +250,16 @@ impl TrainingConfig {
                 "use_gpu is false but device {} was requested",
                 self.device.unwrap_or(DeviceId::Cpu)
             ));
+        }
+        self.schedule.validate(self.learning_rate)?;
+        if let Some(rule) = &self.early_stopping {
+            rule.validate()?;
+            if self.validation_split == 0.0 {
+                return bad("early stopping needs a validation_split above 0".into());
+            }
+        }
+        if self.checkpoint_every == 0 {
+            return bad("checkpoint_every must be > 0".into());
         }
         self.optimizer.validate()
     }

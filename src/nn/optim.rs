@@ -6,6 +6,21 @@ use crate::ops::{AdamStep, Ops, SgdStep, optimizer_state, zeros};
 
 use super::config::Optimizer;
 
+/// An optimizer's state read back from the device, for training checkpoints.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OptimizerSnapshot {
+    /// Steps taken.
+    pub step: u64,
+    /// The learning rate in the device state.
+    pub lr: f32,
+    /// The device state (`ops::OPTIMIZER_STATE_LEN` values).
+    pub hyper: Vec<f32>,
+    /// Velocity or Adam's first moment.
+    pub a: Option<Vec<f32>>,
+    /// Adam's second moment.
+    pub b: Option<Vec<f32>>,
+}
+
 /// The state of one optimizer over `len` parameters (velocity, or Adam's two moments, and the
 /// learning rate and step count), kept on the device. Each [`OptimizerState::step`] is one
 /// `sgd_step` or `adam_step` launch, with the same arguments every time, so it can be recorded
@@ -72,6 +87,50 @@ impl OptimizerState {
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
         self.step
+    }
+
+    /// Everything a training checkpoint needs to continue exactly: the device state
+    /// (learning rate, step count, bias corrections) and the moment buffers, read from the
+    /// device.
+    pub(crate) fn snapshot(&self, ops: &dyn Ops) -> Result<OptimizerSnapshot> {
+        let read = |b: &Buffer| -> Result<Vec<f32>> {
+            let mut v = vec![0.0; b.len()];
+            ops.download(b.view(), &mut v)?;
+            Ok(v)
+        };
+        Ok(OptimizerSnapshot {
+            step: self.step,
+            lr: self.lr,
+            hyper: read(&self.hyper)?,
+            a: self.a.as_ref().map(read).transpose()?,
+            b: self.b.as_ref().map(read).transpose()?,
+        })
+    }
+
+    /// Puts back a [`OptimizerState::snapshot`] of an optimizer of the same kind and size.
+    pub(crate) fn restore(&mut self, ops: &dyn Ops, snap: &OptimizerSnapshot) -> Result<()> {
+        let fits = |b: &Option<Buffer>, v: &Option<Vec<f32>>| match (b, v) {
+            (Some(b), Some(v)) => b.len() == v.len(),
+            (None, None) => true,
+            _ => false,
+        };
+        if snap.hyper.len() != self.hyper.len()
+            || !fits(&self.a, &snap.a)
+            || !fits(&self.b, &snap.b)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "the saved optimizer state does not fit {self:?}"
+            )));
+        }
+        ops.upload(self.hyper.view(), &snap.hyper)?;
+        for (buf, values) in [(&self.a, &snap.a), (&self.b, &snap.b)] {
+            if let (Some(buf), Some(values)) = (buf, values) {
+                ops.upload(buf.view(), values)?;
+            }
+        }
+        self.step = snap.step;
+        self.lr = snap.lr;
+        Ok(())
     }
 
     /// Applies one update to `params` from `grads` (both `len` long) at the current learning

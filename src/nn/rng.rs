@@ -13,6 +13,11 @@ impl Rng {
         Rng { state: seed }
     }
 
+    /// The whole state: `Rng::new(rng.state())` continues the same stream.
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);

@@ -1,23 +1,36 @@
 //! `Network::train`: the data set is uploaded once; each epoch uploads only a permutation,
 //! gathers batches on the device, accumulates loss and correct counts on the device and reads
-//! them back once. A step neither allocates (after the first) nor reads from the device.
+//! them back once (and, while a progress bar is drawn, at most a few times a second). A step
+//! neither allocates (after the first) nor reads from the device.
+//!
+//! Between steps the loop writes the scheduled learning rate into the optimizer's device state
+//! and copies the running loss sum into a per-step trace, both outside any recorded step graph;
+//! the trace is read only when the loss turned out not finite, to name the step where it did.
 
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use crate::context::Context;
 use crate::device::DeviceId;
 use crate::error::{Error, Result};
 use crate::manager::GpuManager;
+use crate::monitor::EpochSampler;
 
 use super::config::TrainingConfig;
 use super::data::Dataset;
-use super::history::{EpochStats, TrainingHistory};
+use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::progress::Reporter;
 use super::rng::Rng;
+use super::schedule::EarlyState;
 use super::size;
 use super::step_graph::StepGraphs;
+use super::train_state::{self, RunState};
 use super::workspace::Rows;
+
+/// Called after every epoch; `ControlFlow::Break(())` ends training there.
+pub type EpochCallback<'a> = dyn FnMut(&EpochStats) -> ControlFlow<()> + 'a;
 
 impl Network {
     /// Moves the network to the device `config` selects, when it is not already there.
@@ -52,10 +65,36 @@ impl Network {
     /// `validation_split` of the samples (in data-set order) is held out and evaluated after
     /// every epoch.
     ///
+    /// A step whose loss is NaN or infinite ends training with [`Error::NonFiniteLoss`], which
+    /// names the epoch and the step.
+    ///
     /// Limits: the training samples, and `batch_size * steps` of a sequence model, must stay
     /// below [`super::MAX_INDEXED_ROWS`] (2^24), because the device gathers rows through f32
     /// indices; larger values are an [`Error::InvalidArgument`].
     pub fn train(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<TrainingHistory> {
+        self.train_with(data, config, |_| ControlFlow::Continue(()))
+    }
+
+    /// [`Network::train`] with `on_epoch` called after every epoch (after its checkpoint was
+    /// written); returning `ControlFlow::Break(())` ends training there
+    /// ([`StopReason::Callback`]).
+    pub fn train_with(
+        &mut self,
+        data: &Dataset,
+        config: &TrainingConfig,
+        mut on_epoch: impl FnMut(&EpochStats) -> ControlFlow<()>,
+    ) -> Result<TrainingHistory> {
+        self.run_training(data, config, None, &mut on_epoch)
+    }
+
+    /// The training loop, from the start or from a training checkpoint's state.
+    pub(crate) fn run_training(
+        &mut self,
+        data: &Dataset,
+        config: &TrainingConfig,
+        resume: Option<RunState>,
+        on_epoch: &mut EpochCallback<'_>,
+    ) -> Result<TrainingHistory> {
         let started = Instant::now();
         config.validate()?;
         self.check_data(data)?;
@@ -79,11 +118,14 @@ impl Network {
         let vd = val.as_ref().map(|v| self.upload(v)).transpose()?;
         let n = dd.n;
         let batch = config.batch_size.min(n);
+        let steps_per_epoch = n.div_ceil(batch);
+        let total_steps = (steps_per_epoch * config.epochs) as u64;
 
         let ops = self.ctx.ops();
         let perm = ops.alloc(n)?;
         let acc = ops.alloc(2)?;
         let norm = ops.alloc(1)?;
+        let trace = ops.alloc(steps_per_epoch)?;
         let mut opt = OptimizerState::new(
             ops,
             config.optimizer,
@@ -98,37 +140,66 @@ impl Network {
             self.pin_workspace(if n % batch == 0 { batch } else { n % batch })?,
         );
 
-        let mut rng = Rng::new(config.seed);
-        let mut order: Vec<u32> = (0..n as u32).collect();
+        let mut state = match resume {
+            Some(s) => {
+                train_state::check_run(&s, config, n)?;
+                opt.restore(self.ctx.ops(), &s.optimizer)?;
+                s
+            }
+            None => RunState {
+                epoch: 0,
+                rng: Rng::new(config.seed).state(),
+                order: (0..n as u32).collect(),
+                epochs: Vec::with_capacity(config.epochs),
+                early: EarlyState::default(),
+                optimizer: opt.snapshot(self.ctx.ops())?,
+            },
+        };
+        let mut rng = Rng::new(state.rng);
         let mut host_perm = vec![0.0f32; n];
         let mut history = TrainingHistory {
-            epochs: Vec::with_capacity(config.epochs),
+            epochs: std::mem::take(&mut state.epochs),
             device: self.ctx.id(),
             device_name: self.ctx.info().name.clone(),
             total_seconds: 0.0,
+            stopped: None,
+            best_epoch: state.early.best.map(|(_, e)| e),
         };
         log::info!(
-            "training {} parameters on {} ({}): {} samples, batch {}, {} epochs",
+            "training {} parameters on {} ({}): {} samples, batch {}, epochs {}..={}",
             self.layout.total,
             history.device,
             history.device_name,
             n,
             batch,
+            state.epoch + 1,
             config.epochs
         );
-        for epoch in 1..=config.epochs {
+        let mut reporter = Reporter::new(config.progress);
+        let sampler = EpochSampler::new(self.ctx.info());
+        for epoch in state.epoch + 1..=config.epochs {
             let t0 = Instant::now();
+            sampler.start();
+            reporter.start_epoch(epoch, config.epochs, n);
             if config.shuffle {
-                rng.shuffle(&mut order);
+                rng.shuffle(&mut state.order);
             }
-            for (p, &o) in host_perm.iter_mut().zip(&order) {
+            for (p, &o) in host_perm.iter_mut().zip(&state.order) {
                 *p = o as f32;
             }
             self.ctx.ops().upload(perm.view(), &host_perm)?;
             self.ctx.ops().fill(acc.view(), 0.0)?;
             let mut start = 0;
+            let mut step = 0;
             while start < n {
                 let b = batch.min(n - start);
+                let lr = config.schedule.learning_rate(
+                    config.learning_rate,
+                    opt.steps(),
+                    total_steps,
+                    steps_per_epoch as u64,
+                );
+                opt.set_learning_rate(self.ctx.ops(), lr)?;
                 let (net, ws) = self.workspace(b)?;
                 let ops = net.ctx.ops();
                 let idx = perm.slice(start, b)?;
@@ -136,11 +207,27 @@ impl Network {
                 let clip = config.clip_grad_norm.map(|max| (max, norm.view()));
                 graphs.run(ops, b, || net.train_step_ws(ws, acc.view(), clip, &opt))?;
                 opt.count_step();
+                ops.copy(acc.slice(0, 1)?, trace.slice(step, 1)?)?;
                 start += b;
+                step += 1;
+                reporter.advance(start);
+                if reporter.wants_read() {
+                    let mut sums = [0.0f32; 2];
+                    ops.download(acc.view(), &mut sums)?;
+                    let loss = sums[0] / (start * net.out_steps) as f32;
+                    if !loss.is_finite() {
+                        return Err(net.locate_non_finite(&trace, step, epoch, &opt));
+                    }
+                    reporter.show(progress_message(loss, lr, &sampler));
+                }
             }
             let mut sums = [0.0f32; 2];
             self.ctx.ops().download(acc.view(), &mut sums)?;
+            if !sums[0].is_finite() {
+                return Err(self.locate_non_finite(&trace, step, epoch, &opt));
+            }
             let train_secs = t0.elapsed().as_secs_f64();
+            let (peak_memory_bytes, utilization) = sampler.finish();
             let rows = (n * self.out_steps) as f32;
             let classify = self.loss.is_classification();
             let (val_loss, val_accuracy) = match &vd {
@@ -158,18 +245,99 @@ impl Network {
                 val_accuracy,
                 seconds: t0.elapsed().as_secs_f64(),
                 samples_per_sec: n as f64 / train_secs.max(1e-9),
+                learning_rate: opt.learning_rate(),
+                peak_memory_bytes,
+                utilization,
             };
-            if !stats.loss.is_finite() {
-                log::warn!("epoch {epoch}: training loss is {}", stats.loss);
+            let mut stop = None;
+            if let (Some(rule), Some(vl)) = (&config.early_stopping, stats.val_loss) {
+                let (improved, exhausted) = state.early.observe(rule, epoch, vl);
+                if improved && rule.restore_best {
+                    state.early.best_params = Some(self.parameters()?);
+                }
+                if exhausted {
+                    stop = Some(StopReason::EarlyStopping);
+                }
+                history.best_epoch = state.early.best.map(|(_, e)| e);
             }
-            if config.log_every > 0 && epoch % config.log_every == 0 {
-                log::info!("{}", format_epoch(&stats, config.epochs));
+            let line = format_epoch(&stats, config.epochs);
+            reporter.finish_epoch(&line);
+            if !reporter.shows_epochs() && config.log_every > 0 && epoch % config.log_every == 0 {
+                log::info!("{line}");
             }
             history.epochs.push(stats);
+            if let Some(path) = &config.checkpoint_path
+                && (epoch % config.checkpoint_every == 0
+                    || epoch == config.epochs
+                    || stop.is_some())
+            {
+                state.epoch = epoch;
+                state.rng = rng.state();
+                state.optimizer = opt.snapshot(self.ctx.ops())?;
+                train_state::save(self, path, config, n, batch, &state, &history.epochs)?;
+            }
+            if stop.is_none()
+                && let Some(last) = history.epochs.last()
+                && on_epoch(last).is_break()
+            {
+                stop = Some(StopReason::Callback);
+            }
+            if let Some(reason) = stop {
+                log::info!("training stopped after epoch {epoch}: {reason:?}");
+                history.stopped = Some(reason);
+                break;
+            }
+        }
+        if let (Some(rule), Some(best)) = (&config.early_stopping, &state.early.best_params)
+            && rule.restore_best
+            && state.early.best.map(|(_, e)| e) != history.epochs.last().map(|e| e.epoch)
+        {
+            log::info!(
+                "restoring the parameters of epoch {}, the best validation loss",
+                history.best_epoch.unwrap_or(0)
+            );
+            self.set_parameters(best)?;
         }
         history.total_seconds = started.elapsed().as_secs_f64();
         Ok(history)
     }
+
+    /// The error for an epoch whose loss sum is not finite after `steps` steps: finds the first
+    /// step whose running sum was not finite in the trace (one read, only on this path).
+    fn locate_non_finite(
+        &self,
+        trace: &crate::buffer::Buffer,
+        steps: usize,
+        epoch: usize,
+        opt: &OptimizerState,
+    ) -> Error {
+        let mut sums = vec![0.0f32; steps];
+        let found = trace
+            .slice(0, steps)
+            .and_then(|v| self.ctx.ops().download(v, &mut sums));
+        if let Err(e) = found {
+            return e;
+        }
+        let first = sums
+            .iter()
+            .position(|v| !v.is_finite())
+            .unwrap_or(steps - 1);
+        Error::NonFiniteLoss {
+            epoch,
+            step: first + 1,
+            global_step: opt.steps() - (steps - first - 1) as u64,
+            loss: sums[first],
+        }
+    }
+}
+
+/// The bar's message: running loss, learning rate, and the device's figures when known.
+fn progress_message(loss: f32, lr: f32, sampler: &EpochSampler) -> String {
+    let mut m = format!("loss {loss:.4} lr {lr:.1e}");
+    if let Some(now) = sampler.now() {
+        m += &format!(" | {now}");
+    }
+    m
 }
 
 /// One human-readable line per epoch.
@@ -184,5 +352,12 @@ pub fn format_epoch(s: &EpochStats, epochs: usize) -> String {
     if let Some(a) = s.val_accuracy {
         line += &format!(" val_acc {:.4}", a);
     }
-    line + &format!(" ({:.2} s, {:.0} samples/s)", s.seconds, s.samples_per_sec)
+    line += &format!(" ({:.2} s, {:.0} samples/s", s.seconds, s.samples_per_sec);
+    if let Some(b) = s.peak_memory_bytes {
+        line += &format!(", peak mem {:.0} MiB", b as f64 / (1u64 << 20) as f64);
+    }
+    if let Some(u) = s.utilization {
+        line += &format!(", util {u:.0}%");
+    }
+    line + ")"
 }

@@ -10,3 +10,4 @@ mod gradcheck;
 mod optim;
 mod robust;
 mod train;
+mod ux;

@@ -52,8 +52,19 @@ pub(crate) fn device_info() -> DeviceInfo {
 
 /// Total RAM in bytes from `/proc/meminfo` (Linux); `None` elsewhere or when unreadable.
 fn system_memory() -> Option<u64> {
+    meminfo_bytes("MemTotal:")
+}
+
+/// Available and total RAM in bytes from `/proc/meminfo` (Linux); `None` elsewhere or when
+/// unreadable.
+pub(crate) fn host_memory() -> Option<(u64, u64)> {
+    Some((meminfo_bytes("MemAvailable:")?, meminfo_bytes("MemTotal:")?))
+}
+
+/// One `/proc/meminfo` field (given in KiB) in bytes.
+fn meminfo_bytes(field: &str) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let line = info.lines().find(|l| l.starts_with(field))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
 }
@@ -89,11 +100,16 @@ impl Ops for CpuOps {
     }
 
     fn alloc(&self, len: usize) -> Result<Buffer> {
-        let oom = || Error::OutOfMemory {
-            device: "cpu".into(),
-            requested: len.saturating_mul(std::mem::size_of::<f32>()),
-            free: 0,
-            total: 0,
+        // The host's available and total memory; both 0 (and left out of the message) where
+        // the platform does not say.
+        let oom = || {
+            let (free, total) = host_memory().unwrap_or((0, 0));
+            Error::OutOfMemory {
+                device: "cpu".into(),
+                requested: len.saturating_mul(std::mem::size_of::<f32>()),
+                free: free as usize,
+                total: total as usize,
+            }
         };
         let mut data = Vec::new();
         data.try_reserve_exact(len).map_err(|_| oom())?;

@@ -38,7 +38,17 @@ impl std::fmt::Display for Target {
 
 /// The library names cudarc tries for a CUDA library, for "not found" messages.
 pub(crate) fn candidates(lib: &str) -> String {
-    cudarc::get_lib_name_candidates(lib).join(", ")
+    unique_in_order(cudarc::get_lib_name_candidates(lib)).join(", ")
+}
+
+/// `names` without repeats, first occurrence kept: cudarc's list names `libcuda.so.12` twice
+/// when the version it was built for is 12.
+fn unique_in_order(names: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .filter(|n| seen.insert(n.clone()))
+        .collect()
 }
 
 /// Whether an NVRTC library can be opened. Must be true before any other function here runs:
@@ -305,4 +315,22 @@ pub(crate) fn parse_sm(arch: &str) -> Option<u32> {
     arch.strip_prefix("sm_")
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|s| s.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_candidates_are_listed_once_each() {
+        let listed = candidates("cuda");
+        let names: Vec<&str> = listed.split(", ").collect();
+        let unique: std::collections::HashSet<&str> = names.iter().copied().collect();
+        assert_eq!(names.len(), unique.len(), "repeated names in {listed}");
+        assert!(
+            cudarc::get_lib_name_candidates("cuda").len() > names.len(),
+            "cudarc's own list has repeats this must remove"
+        );
+        assert!(names.contains(&"libcuda.so"), "{listed}");
+    }
 }

@@ -279,6 +279,16 @@ impl Device for CudaDevice {
         self.load_module(binary)
     }
 
+    fn has_entry(&self, module: &Self::Module, entry: &str) -> Result<bool> {
+        self.bind()?;
+        match self.function(module, entry) {
+            Ok(_) => Ok(true),
+            // CUDA_ERROR_NOT_FOUND: the module has no function of that name.
+            Err(Error::Backend { code: 500, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn launch(
         &self,
         module: &Self::Module,

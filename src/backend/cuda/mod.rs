@@ -238,6 +238,25 @@ pub fn compile_hip_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
     )
 }
 
+/// The PCI bus id of CUDA device `ordinal` as NVML spells it (`00000000:BB:DD.0`), so the
+/// monitor can find the same GPU in NVML whatever order `CUDA_DEVICE_ORDER` and
+/// `CUDA_VISIBLE_DEVICES` give the CUDA ordinals. `None` when the driver is absent or says no.
+pub(crate) fn pci_bus_id(ordinal: usize) -> Option<String> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    // SAFETY: only tries to dlopen the candidate names of libcuda; loads no symbols.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return None;
+    }
+    result::init().ok()?;
+    let dev = result::device::get(i32::try_from(ordinal).ok()?).ok()?;
+    // SAFETY: `dev` came from cuDeviceGet on an initialized driver.
+    let attr = |a| unsafe { result::device::get_attribute(dev, a) }.ok();
+    let domain = attr(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+    let bus = attr(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+    let device = attr(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+    Some(format!("{domain:08X}:{bus:02X}:{device:02X}.0"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::ptx_unloadable;

@@ -334,6 +334,16 @@ impl Device for HipDevice {
         })
     }
 
+    fn has_entry(&self, module: &HipModule, entry: &str) -> Result<bool> {
+        self.bind()?;
+        match module.function(entry) {
+            Ok(_) => Ok(true),
+            // hipErrorNotFound: the code object has no function of that name.
+            Err(Error::Backend { code: 500, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     fn launch(
         &self,
         module: &HipModule,

@@ -57,6 +57,7 @@ mod error;
 mod ffi;
 mod graph;
 pub(crate) mod kernels;
+pub(crate) mod smi;
 
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;

@@ -152,6 +152,10 @@ impl Device for ClDevice {
         self.load_program(binary)
     }
 
+    fn has_entry(&self, module: &ClModule, entry: &str) -> Result<bool> {
+        Ok(module.defines(entry))
+    }
+
     fn launch(
         &self,
         module: &ClModule,

@@ -125,6 +125,13 @@ pub(crate) struct ClModule {
     program: Option<Program>,
 }
 
+impl ClModule {
+    /// Whether the program defines a kernel named `entry`.
+    pub(super) fn defines(&self, entry: &str) -> bool {
+        self.kernels.contains_key(entry)
+    }
+}
+
 impl Drop for ClModule {
     fn drop(&mut self) {
         let _serial = PROGRAM_LOCK.lock();

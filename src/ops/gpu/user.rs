@@ -35,6 +35,12 @@ impl<D: Device> GpuOps<D> {
                 self.user.lock().entry(key).or_insert(m).clone()
             }
         };
+        if !self.device.has_entry(&module, &source.entry)? {
+            return Err(Error::InvalidArgument(format!(
+                "the {} source compiled for {} defines no kernel named '{}'",
+                source.dialect, self.info.id, source.entry
+            )));
+        }
         let module: Arc<dyn std::any::Any + Send + Sync> = module;
         Ok(Kernel {
             context: self.context,

@@ -55,6 +55,18 @@ pub fn user_kernel(t: Target) {
         assert!(rel_err(&y, &want) < 1e-6, "{}: {:?}", ctx.id(), &y[..4]);
         // The second compile of the same source comes from the context's map.
         assert!(ctx.compile(&src).is_ok());
+        // An entry point the source does not define is an error at compile time, on every
+        // backend, naming the entry (the module itself is cached: no second build).
+        let missing = KernelSource {
+            entry: "axpb_missing".into(),
+            ..src.clone()
+        };
+        match ctx.compile(&missing) {
+            Err(Error::InvalidArgument(msg)) => {
+                assert!(msg.contains("axpb_missing"), "{}: {msg}", ctx.id())
+            }
+            r => panic!("{}: undefined entry point gave {r:?}", ctx.id()),
+        }
 
         let other = if src.dialect == Dialect::OpenCl {
             Dialect::Cuda

@@ -191,6 +191,12 @@ fn cpu_runtime_surface() {
         matches!(&err, Err(Error::OutOfMemory { device, requested, .. }) if device == "cpu" && *requested > 0),
         "{err:?}"
     );
+    // The message reports the host's memory, or leaves it out; never "0 bytes free of 0".
+    let msg = err.unwrap_err().to_string();
+    assert!(!msg.contains("free of 0"), "{msg}");
+    if std::fs::read_to_string("/proc/meminfo").is_ok_and(|m| m.contains("MemAvailable:")) {
+        assert!(msg.contains("bytes free of"), "{msg}");
+    }
     let src = rnn::KernelSource::new(rnn::Dialect::OpenCl, "__kernel void k() {}", "k");
     assert!(matches!(ops.compile(&src), Err(Error::Unsupported { .. })));
     // Zero-length views are fine everywhere.
