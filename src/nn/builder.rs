@@ -14,6 +14,7 @@ use super::network::Network;
 use super::params::ParamLayout;
 use super::rnn::{Rnn, RnnOutput};
 use super::size;
+use super::stack::{RecurrentCell, RecurrentOptions, Stack};
 use super::workspace_cache::Workspaces;
 
 #[derive(Debug, Clone, Copy)]
@@ -22,6 +23,7 @@ enum Spec {
     Rnn(usize, usize, Activation, RnnOutput),
     Lstm(usize, usize, RnnOutput),
     Gru(usize, usize, RnnOutput),
+    Stack(usize, usize, RecurrentCell, RnnOutput, RecurrentOptions),
 }
 
 impl Spec {
@@ -31,6 +33,7 @@ impl Spec {
             | Spec::Rnn(a, b, _, _)
             | Spec::Lstm(a, b, _)
             | Spec::Gru(a, b, _) => (a, b),
+            Spec::Stack(a, b, _, _, o) => (a, b.saturating_mul(o.directions())),
         }
     }
 
@@ -39,6 +42,7 @@ impl Spec {
         match self {
             Spec::Dense(..) => None,
             Spec::Rnn(.., o) | Spec::Lstm(.., o) | Spec::Gru(.., o) => Some(o),
+            Spec::Stack(_, _, _, o, _) => Some(o),
         }
     }
 }
@@ -137,6 +141,49 @@ impl NetworkBuilder {
         self
     }
 
+    /// A stacked and/or bidirectional recurrent layer of any cell, PyTorch's `nn.RNN`/`nn.LSTM`/
+    /// `nn.GRU` with `num_layers`, `bidirectional` and `dropout` (see [`RecurrentOptions`] for
+    /// the output layout and what [`RnnOutput::Last`] hands on). Parameters are named as
+    /// PyTorch names them (`weight_ih_l0`, `weight_hh_l0_reverse`, `bias_ih_l1`, ...); each
+    /// output row is `hidden * directions` wide. With plain options this is the same layer as
+    /// [`NetworkBuilder::rnn`], [`NetworkBuilder::lstm`] or [`NetworkBuilder::gru`].
+    ///
+    /// ```
+    /// use rnn::nn::{Loss, Network, RecurrentCell, RecurrentOptions, RnnOutput};
+    /// use rnn::Activation;
+    /// let ctx = rnn::Context::cpu();
+    /// // A 2-layer bidirectional LSTM over 12 steps of 8 features, classifying from h_n.
+    /// let opts = RecurrentOptions::new().layers(2).bidirectional(true);
+    /// let net = Network::builder(&ctx)
+    ///     .sequence_length(12)
+    ///     .recurrent(RecurrentCell::Lstm, 8, 16, RnnOutput::Last, opts)
+    ///     .dense(32, 3, Activation::Identity)
+    ///     .build(Loss::SoftmaxCrossEntropy)?;
+    /// let names: Vec<&str> = net.param_info().iter().map(|p| p.name.as_str()).collect();
+    /// assert_eq!(names[4], "0.weight_ih_l0_reverse");
+    /// assert_eq!(net.param_info()[8].shape, [64, 32]); // weight_ih_l1: [4H, 2H]
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
+    pub fn recurrent(
+        mut self,
+        cell: RecurrentCell,
+        inputs: usize,
+        hidden: usize,
+        output: RnnOutput,
+        options: RecurrentOptions,
+    ) -> Self {
+        let spec = match cell {
+            _ if !options.is_plain() || options.dropout != 0.0 => {
+                Spec::Stack(inputs, hidden, cell, output, options)
+            }
+            RecurrentCell::Rnn(act) => Spec::Rnn(inputs, hidden, act, output),
+            RecurrentCell::Lstm => Spec::Lstm(inputs, hidden, output),
+            RecurrentCell::Gru => Spec::Gru(inputs, hidden, output),
+        };
+        self.specs.push(spec);
+        self
+    }
+
     /// Checks the layer chain and creates the network with its parameters on the device.
     pub fn build(self, loss: Loss) -> Result<Network> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
@@ -197,6 +244,10 @@ impl NetworkBuilder {
                     Layer::Lstm(Lstm::new(l, &name, a, b, in_steps, output))
                 }
                 Spec::Gru(a, b, output) => Layer::Gru(Gru::new(l, &name, a, b, in_steps, output)),
+                Spec::Stack(a, b, cell, output, opts) => {
+                    check_recurrent(i, cell, opts)?;
+                    Layer::Stack(Stack::new(l, &name, cell, a, b, in_steps, output, opts))
+                }
             };
             layers.push(layer);
             prev_out = Some(outputs);
@@ -228,4 +279,28 @@ impl NetworkBuilder {
             workspaces: Workspaces::default(),
         })
     }
+}
+
+/// The options of a stacked or bidirectional layer `i` make sense.
+fn check_recurrent(i: usize, cell: RecurrentCell, opts: RecurrentOptions) -> Result<()> {
+    let bad = |m: String| Err(Error::InvalidArgument(format!("layer {i}: {m}")));
+    if let RecurrentCell::Rnn(act) = cell
+        && !matches!(act, Activation::Tanh | Activation::Relu)
+    {
+        return bad(format!("an RNN takes Tanh or Relu, not {act:?}"));
+    }
+    if opts.num_layers == 0 {
+        return bad("num_layers must be >= 1".into());
+    }
+    if !(0.0..1.0).contains(&opts.dropout) {
+        return bad(format!("dropout must be in [0, 1), got {}", opts.dropout));
+    }
+    if opts.dropout > 0.0 && opts.num_layers == 1 {
+        // PyTorch accepts this with a warning: dropout acts only between stacked layers.
+        log::warn!(
+            "layer {i}: dropout {} with num_layers 1 has no effect (it acts between layers)",
+            opts.dropout
+        );
+    }
+    Ok(())
 }

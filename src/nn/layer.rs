@@ -9,6 +9,7 @@ use super::dense::{Dense, DenseWs};
 use super::gru::{Gru, GruWs};
 use super::lstm::{Lstm, LstmWs};
 use super::rnn::{Rnn, RnnOutput, RnnWs};
+use super::stack::{RecurrentCell, Stack, StackWs};
 
 /// What every layer needs besides its workspace: the ops and the two flat buffers.
 pub(crate) struct Flat<'a> {
@@ -23,6 +24,7 @@ pub(crate) enum Layer {
     Rnn(Rnn),
     Lstm(Lstm),
     Gru(Gru),
+    Stack(Stack),
 }
 
 pub(crate) enum LayerWs {
@@ -30,6 +32,7 @@ pub(crate) enum LayerWs {
     Rnn(RnnWs),
     Lstm(LstmWs),
     Gru(GruWs),
+    Stack(StackWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -79,6 +82,26 @@ pub enum LayerDesc {
         /// Full sequence or last state.
         output: RnnOutput,
     },
+    /// A stacked and/or bidirectional RNN, LSTM or GRU (PyTorch's `num_layers`,
+    /// `bidirectional`, `dropout`); outputs `hidden * directions` features per row.
+    Recurrent {
+        /// The cell of every layer and direction.
+        cell: RecurrentCell,
+        /// Input features per step.
+        inputs: usize,
+        /// Hidden size of each direction.
+        hidden: usize,
+        /// Sequence length.
+        steps: usize,
+        /// Full sequence or last state (`h_n` of the top layer, both directions).
+        output: RnnOutput,
+        /// Stacked layers.
+        num_layers: usize,
+        /// Two directions.
+        bidirectional: bool,
+        /// Inter-layer dropout probability (training only).
+        dropout: f32,
+    },
 }
 
 impl Layer {
@@ -88,6 +111,7 @@ impl Layer {
             Layer::Rnn(r) => r.inputs,
             Layer::Lstm(l) => l.inputs,
             Layer::Gru(g) => g.inputs,
+            Layer::Stack(s) => s.inputs,
         }
     }
 
@@ -97,6 +121,7 @@ impl Layer {
             Layer::Rnn(r) => r.hidden,
             Layer::Lstm(l) => l.hidden,
             Layer::Gru(g) => g.hidden,
+            Layer::Stack(s) => s.outputs(),
         }
     }
 
@@ -126,6 +151,16 @@ impl Layer {
                 steps: g.steps,
                 output: g.output,
             },
+            Layer::Stack(s) => LayerDesc::Recurrent {
+                cell: s.cell,
+                inputs: s.inputs,
+                hidden: s.hidden,
+                steps: s.steps,
+                output: s.output,
+                num_layers: s.opts.num_layers,
+                bidirectional: s.opts.bidirectional,
+                dropout: s.opts.dropout,
+            },
         }
     }
 
@@ -136,6 +171,7 @@ impl Layer {
             Layer::Rnn(r) => LayerWs::Rnn(r.workspace(ops, batch)?),
             Layer::Lstm(l) => LayerWs::Lstm(l.workspace(ops, batch)?),
             Layer::Gru(g) => LayerWs::Gru(g.workspace(ops, batch)?),
+            Layer::Stack(s) => LayerWs::Stack(s.workspace(ops, batch)?),
         })
     }
 
@@ -145,6 +181,7 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.output(w),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.output(w),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -155,6 +192,7 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.grad_output(w),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.grad_output(w),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -165,6 +203,7 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward(f, w, x),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.forward(f, w, x),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.forward(f, w, x),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -181,6 +220,7 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, x, dx),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }

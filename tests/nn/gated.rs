@@ -96,7 +96,7 @@ fn reference(cell: Cell, p: &[f32], x: &[f32], steps: usize, i: usize, h: usize)
 /// cells are smooth, so unlike ReLU networks no parameter sits on a kink. A tensor whose
 /// gradient is tiny is held to `tol` times a floor instead of its own norm, since f32 loss
 /// differences carry noise of about 1e-4 per element.
-fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
+pub(crate) fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
     net.compute_gradients(data).unwrap();
     let analytic = net.gradients().unwrap();
     let base = net.parameters().unwrap();

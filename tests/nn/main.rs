@@ -9,4 +9,5 @@ mod gated;
 mod gradcheck;
 mod optim;
 mod robust;
+mod stacked;
 mod train;
