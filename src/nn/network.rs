@@ -209,7 +209,13 @@ impl Network {
     /// Samples per evaluation batch: [`EVAL_BATCH`], fewer for sequences so long that the
     /// batch's time-major rows would pass [`MAX_INDEXED_ROWS`].
     fn eval_batch(&self) -> usize {
-        EVAL_BATCH.min(((MAX_INDEXED_ROWS - 1) / self.in_steps).max(1))
+        // A bidirectional layer indexes its output as twice the rows, half as wide.
+        let bi = self
+            .layers
+            .iter()
+            .any(|l| matches!(l, Layer::Stack(s) if s.opts.bidirectional));
+        let rows_per_sample = self.in_steps * if bi { 2 } else { 1 };
+        EVAL_BATCH.min(((MAX_INDEXED_ROWS - 1) / rows_per_sample).max(1))
     }
 
     /// Runs the network on `x` (`[n, input_width]`, on this network's context) and returns
