@@ -352,7 +352,7 @@ fn remember_first(rng: &mut Rng, n: usize, t: usize, c: usize) -> Dataset {
     Dataset::classification(x, t * c, labels, c).unwrap()
 }
 
-fn config_for(ctx: &Context, epochs: usize, lr: f32) -> TrainingConfig {
+pub(crate) fn config_for(ctx: &Context, epochs: usize, lr: f32) -> TrainingConfig {
     TrainingConfig {
         use_gpu: ctx.id() != rnn::DeviceId::Cpu,
         prefer_gpu: false,

@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets};
 use rnn::{Activation, Context};
 
-use crate::gated::check;
+use crate::gated::{check, config_for};
 use crate::gradcheck::{classes, random};
 use crate::support::{Target, contexts, rel_err};
 
@@ -386,6 +386,67 @@ fn cpu_stack_checkpoint_round_trip() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// One-hot classes at every step; the label of step `t` is the class of step `t + 1` (of
+/// the last step, its own): only a layer that reads the sequence backwards can know it.
+fn next_step(rng: &mut Rng, n: usize, t: usize, c: usize) -> Dataset {
+    let (mut x, mut labels) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let cls = classes(rng, t, c);
+        for &k in &cls {
+            x.extend((0..c).map(|j| if j == k as usize { 1.0 } else { 0.0 }));
+        }
+        labels.extend((0..t).map(|s| cls[(s + 1).min(t - 1)]));
+    }
+    let targets = Targets::Classes {
+        labels,
+        classes: c,
+        per_sample: t,
+    };
+    Dataset::new(x, t * c, targets).unwrap()
+}
+
+fn next_step_model(
+    ctx: &Context,
+    cell: RecurrentCell,
+    t: usize,
+    c: usize,
+    opts: RecurrentOptions,
+) -> Network {
+    let w = 12 * opts.directions();
+    Network::builder(ctx)
+        .seed(5)
+        .sequence_length(t)
+        .recurrent(cell, c, 12, RnnOutput::Sequence, opts)
+        .dense(w, c, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap()
+}
+
+/// The reverse half of each output row belongs to the same time step as the forward half: a
+/// bidirectional layer learns to predict the next step's class, a one-direction layer cannot
+/// do better than chance there.
+#[test]
+fn cpu_bidirectional_training_sees_the_future() {
+    let ctx = Context::cpu();
+    let (t, c) = (6, 3);
+    let mut rng = Rng::new(17);
+    let train = next_step(&mut rng, 384, t, c);
+    let test = next_step(&mut rng, 128, t, c);
+    for cell in [RecurrentCell::Gru, RecurrentCell::Lstm] {
+        let mut accs = Vec::new();
+        for bidir in [true, false] {
+            let opts = RecurrentOptions::new().layers(2).bidirectional(bidir);
+            let mut net = next_step_model(&ctx, cell, t, c, opts);
+            let h = net.train(&train, &config_for(&ctx, 12, 1e-2)).unwrap();
+            assert!(h.losses().iter().all(|v| v.is_finite()), "{:?}", h.losses());
+            accs.push(net.evaluate(&test).unwrap().accuracy.unwrap());
+        }
+        // Chance on the 5 steps that need the future, certainty on the last: about 0.44.
+        assert!(accs[0] > 0.9, "{cell:?} bidirectional accuracy {}", accs[0]);
+        assert!(accs[1] < 0.6, "{cell:?} one-direction accuracy {}", accs[1]);
+    }
+}
+
 /// On every device of `target`: outputs, loss and every gradient of stacked bidirectional
 /// networks of each cell (sequence and last state, with a layer in front) agree with the CPU.
 fn follows_cpu(target: Target, test: &str) {
@@ -424,7 +485,13 @@ fn follows_cpu(target: Target, test: &str) {
     };
     let cases = [(false, &seq_data), (true, &last_data)];
     let contexts = contexts(target, test);
+    let train = next_step(&mut rng, 96, 4, 3);
+    let train_opts = RecurrentOptions::new().layers(2).bidirectional(true);
     for cell in CELLS {
+        let ref_losses = next_step_model(&cpu, cell, 4, 3, train_opts)
+            .train(&train, &config_for(&cpu, 3, 1e-2))
+            .unwrap()
+            .losses();
         let mut reference = Vec::new();
         for (last, data) in cases {
             let mut net = model(&cpu, cell, last);
@@ -445,6 +512,19 @@ fn follows_cpu(target: Target, test: &str) {
                 assert!(e < 1e-3, "{id} {cell:?} last={last}: gradient rel err {e}");
                 let e = rel_err(&net.predict(data.features()).unwrap(), out);
                 assert!(e < 1e-4, "{id} {cell:?} last={last}: output rel err {e}");
+            }
+            // A few training steps (recorded and replayed as a graph where the device can):
+            // the same losses as the CPU's.
+            let got = next_step_model(ctx, cell, 4, 3, train_opts)
+                .train(&train, &config_for(ctx, 3, 1e-2))
+                .unwrap();
+            assert_eq!(got.device, id);
+            for (a, b) in got.losses().iter().zip(&ref_losses) {
+                assert!(
+                    (a - b).abs() <= 0.02 * b.abs() + 1e-3,
+                    "{id} {cell:?}: losses {:?} vs CPU {ref_losses:?}",
+                    got.losses()
+                );
             }
         }
     }
