@@ -171,7 +171,8 @@ def main():
             try:
                 ok, why, err, max_abs = compare(d, model, args)
             except Exception as e:  # a strict-load failure is a result, not a crash
-                ok, why, err, max_abs = False, f"{type(e).__name__}: {e}", float("nan"), float("nan")
+                why = f"{type(e).__name__}: {e}".replace("\n", " ")
+                ok, err, max_abs = False, float("nan"), float("nan")
             failed += not ok
             line = (
                 f"{'PASS' if ok else 'FAIL'} {d} {model['name']} device={manifest['device']} "
