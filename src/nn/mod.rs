@@ -7,6 +7,9 @@
 //! r, z, n), so checkpoints exchange weights with `torch.nn.RNN`/`LSTM`/`GRU`. Each runs the
 //! input projection of all steps as one GEMM, backpropagates through the whole sequence, and
 //! hands on either every hidden state or only the last one ([`RnnOutput`]).
+//! [`NetworkBuilder::recurrent`] adds PyTorch's `num_layers`, `bidirectional` and `dropout`
+//! ([`RecurrentOptions`]), with PyTorch's names (`weight_ih_l1`, `weight_hh_l0_reverse`, ...),
+//! `[forward | reverse]` output rows, and `h_n` of the top layer as the `Last` output.
 //!
 //! Everything runs through [`crate::Context`] and [`crate::Ops`]; layers never know the
 //! backend.
