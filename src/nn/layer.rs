@@ -6,7 +6,9 @@ use crate::error::Result;
 use crate::ops::{Activation, Ops};
 
 use super::dense::{Dense, DenseWs};
+use super::dropout::{Dropout, DropoutWs};
 use super::gru::{Gru, GruWs};
+use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
 use super::rnn::{Rnn, RnnOutput, RnnWs};
 
@@ -15,6 +17,9 @@ pub(crate) struct Flat<'a> {
     pub ops: &'a dyn Ops,
     pub params: &'a Buffer,
     pub grads: &'a Buffer,
+    /// The device-side random state ([`crate::ops::RNG_STATE_LEN`]) while training; `None`
+    /// in evaluation and prediction, where dropout is the identity.
+    pub rng: Option<View<'a>>,
 }
 
 #[derive(Debug, Clone)]
@@ -23,6 +28,8 @@ pub(crate) enum Layer {
     Rnn(Rnn),
     Lstm(Lstm),
     Gru(Gru),
+    Dropout(Dropout),
+    LayerNorm(LayerNorm),
 }
 
 pub(crate) enum LayerWs {
@@ -30,6 +37,8 @@ pub(crate) enum LayerWs {
     Rnn(RnnWs),
     Lstm(LstmWs),
     Gru(GruWs),
+    Dropout(DropoutWs),
+    LayerNorm(LayerNormWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -79,6 +88,20 @@ pub enum LayerDesc {
         /// Full sequence or last state.
         output: RnnOutput,
     },
+    /// Inverted dropout (training only).
+    Dropout {
+        /// Features per row (unchanged by the layer).
+        features: usize,
+        /// Drop probability.
+        p: f32,
+    },
+    /// Layer normalization over each row's features.
+    LayerNorm {
+        /// Features per row.
+        features: usize,
+        /// Added to the variance.
+        eps: f32,
+    },
 }
 
 impl Layer {
@@ -88,6 +111,8 @@ impl Layer {
             Layer::Rnn(r) => r.inputs,
             Layer::Lstm(l) => l.inputs,
             Layer::Gru(g) => g.inputs,
+            Layer::Dropout(d) => d.features,
+            Layer::LayerNorm(n) => n.features,
         }
     }
 
@@ -97,7 +122,14 @@ impl Layer {
             Layer::Rnn(r) => r.hidden,
             Layer::Lstm(l) => l.hidden,
             Layer::Gru(g) => g.hidden,
+            Layer::Dropout(d) => d.features,
+            Layer::LayerNorm(n) => n.features,
         }
+    }
+
+    /// True for layers that draw random masks while training.
+    pub fn uses_rng(&self) -> bool {
+        matches!(self, Layer::Dropout(d) if d.p > 0.0)
     }
 
     pub fn desc(&self) -> LayerDesc {
@@ -126,6 +158,14 @@ impl Layer {
                 steps: g.steps,
                 output: g.output,
             },
+            Layer::Dropout(d) => LayerDesc::Dropout {
+                features: d.features,
+                p: d.p,
+            },
+            Layer::LayerNorm(n) => LayerDesc::LayerNorm {
+                features: n.features,
+                eps: n.eps,
+            },
         }
     }
 
@@ -136,6 +176,8 @@ impl Layer {
             Layer::Rnn(r) => LayerWs::Rnn(r.workspace(ops, batch)?),
             Layer::Lstm(l) => LayerWs::Lstm(l.workspace(ops, batch)?),
             Layer::Gru(g) => LayerWs::Gru(g.workspace(ops, batch)?),
+            Layer::Dropout(d) => LayerWs::Dropout(d.workspace(ops, rows)?),
+            Layer::LayerNorm(n) => LayerWs::LayerNorm(n.workspace(ops, rows)?),
         })
     }
 
@@ -145,6 +187,8 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.output(w),
+            (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.output()),
+            (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -155,6 +199,8 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.grad_output(w),
+            (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.grad_output()),
+            (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.grad_output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -165,6 +211,8 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward(f, w, x),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.forward(f, w, x),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.forward(f, w, x),
+            (Layer::Dropout(d), LayerWs::Dropout(w)) => d.forward(f, w, x),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -181,6 +229,8 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
+            (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, x, dx),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
