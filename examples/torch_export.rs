@@ -142,7 +142,36 @@ fn lstm_bi(ctx: &Context, steps: usize) -> rnn::Result<Network> {
         .build(Loss::SoftmaxCrossEntropy)
 }
 
-const MODELS: [Model; 5] = [
+/// (a) without the embedding: 2-layer bidirectional LSTM (inter-layer dropout), dropout,
+/// LayerNorm, dense head at every step.
+fn bilstm_norm(ctx: &Context, steps: usize) -> rnn::Result<Network> {
+    Network::builder(ctx)
+        .seed(26)
+        .sequence_length(steps)
+        .recurrent(
+            RecurrentCell::Lstm,
+            6,
+            16,
+            RnnOutput::Sequence,
+            RecurrentOptions::new()
+                .layers(2)
+                .bidirectional(true)
+                .dropout(0.3),
+        )
+        .dropout(0.5)
+        .layer_norm(32)
+        .dense(32, 5, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+}
+
+const MODELS: [Model; 6] = [
+    Model {
+        name: "bilstm_norm",
+        steps: 9,
+        inputs: 6,
+        classes: 5,
+        build: bilstm_norm,
+    },
     Model {
         name: "gru_stack",
         steps: 9,
@@ -231,6 +260,10 @@ fn describe(d: &LayerDesc) -> rnn::Result<Value> {
             output: o,
             ..
         } => recurrent("gru", Value::Null, inputs, hidden, o, 1, false, 0.0),
+        LayerDesc::Dropout { p, .. } => json!({"type": "dropout", "p": p}),
+        LayerDesc::LayerNorm { features, eps } => {
+            json!({"type": "layer_norm", "features": features, "eps": eps})
+        }
         LayerDesc::Recurrent {
             cell,
             inputs,

@@ -6,8 +6,10 @@ use crate::error::{Error, Result};
 use crate::ops::Activation;
 
 use super::dense::Dense;
+use super::dropout::Dropout;
 use super::gru::Gru;
 use super::layer::Layer;
+use super::layer_norm::{DEFAULT_EPS, LayerNorm};
 use super::loss::Loss;
 use super::lstm::Lstm;
 use super::network::Network;
@@ -24,23 +26,31 @@ enum Spec {
     Lstm(usize, usize, RnnOutput),
     Gru(usize, usize, RnnOutput),
     Stack(usize, usize, RecurrentCell, RnnOutput, RecurrentOptions),
+    /// Drop probability; the width is the previous layer's.
+    Dropout(f32),
+    /// Features and epsilon.
+    LayerNorm(usize, f32),
 }
 
 impl Spec {
-    fn sizes(self) -> (usize, usize) {
+    /// Input and output widths; `prev` is the previous layer's output width, which layers
+    /// that keep their width (dropout) take (`None` when they come first: an error).
+    fn sizes(self, prev: Option<usize>) -> Option<(usize, usize)> {
         match self {
             Spec::Dense(a, b, _)
             | Spec::Rnn(a, b, _, _)
             | Spec::Lstm(a, b, _)
-            | Spec::Gru(a, b, _) => (a, b),
-            Spec::Stack(a, b, _, _, o) => (a, b.saturating_mul(o.directions())),
+            | Spec::Gru(a, b, _) => Some((a, b)),
+            Spec::LayerNorm(f, _) => Some((f, f)),
+            Spec::Dropout(_) => prev.map(|w| (w, w)),
+            Spec::Stack(a, b, _, _, o) => Some((a, b.saturating_mul(o.directions()))),
         }
     }
 
     /// How a recurrent layer hands on its states; `None` for a dense layer.
     fn recurrent_output(self) -> Option<RnnOutput> {
         match self {
-            Spec::Dense(..) => None,
+            Spec::Dense(..) | Spec::Dropout(..) | Spec::LayerNorm(..) => None,
             Spec::Rnn(.., o) | Spec::Lstm(.., o) | Spec::Gru(.., o) => Some(o),
             Spec::Stack(_, _, _, o, _) => Some(o),
         }
@@ -184,6 +194,64 @@ impl NetworkBuilder {
         self
     }
 
+    /// Inverted dropout (PyTorch's `nn.Dropout(p)`) on the previous layer's output: in
+    /// training each value is zeroed with probability `p` (in `0..=1`) and the others are
+    /// scaled by `1 / (1 - p)`; in evaluation and prediction it is the identity. Masks come from
+    /// a counter-based hash of the network's device-side random state (seeded by
+    /// [`NetworkBuilder::seed`], reseeded by `train` from `TrainingConfig::seed`): the same seed
+    /// gives the same masks, and a training step uploads nothing. It has no parameters and
+    /// cannot be the first layer.
+    ///
+    /// ```
+    /// use rnn::nn::{LayerDesc, Loss, Network};
+    /// use rnn::Activation;
+    /// let ctx = rnn::Context::cpu();
+    /// let mut net = Network::builder(&ctx)
+    ///     .dense(4, 16, Activation::Relu)
+    ///     .dropout(0.5)
+    ///     .dense(16, 2, Activation::Identity)
+    ///     .build(Loss::SoftmaxCrossEntropy)?;
+    /// assert_eq!(net.layers()[1], LayerDesc::Dropout { features: 16, p: 0.5 });
+    /// // Prediction runs without dropout, so it is deterministic.
+    /// let x = [0.1, -0.2, 0.3, 0.4];
+    /// assert_eq!(net.predict(&x)?, net.predict(&x)?);
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
+    pub fn dropout(mut self, p: f32) -> Self {
+        self.specs.push(Spec::Dropout(p));
+        self
+    }
+
+    /// Layer normalization over each row's `features` values (PyTorch's
+    /// `nn.LayerNorm(features)`, `eps = 1e-5`, biased variance): `weight` starts at 1 and
+    /// `bias` at 0, named `N.weight` and `N.bias` as in `torch.nn`. Applied per step in a
+    /// sequence model. Forward and backward are one fused op each.
+    ///
+    /// ```
+    /// use rnn::nn::{Loss, Network, RnnOutput};
+    /// use rnn::Activation;
+    /// let ctx = rnn::Context::cpu();
+    /// let mut net = Network::builder(&ctx)
+    ///     .sequence_length(6)
+    ///     .gru(3, 8, RnnOutput::Last)
+    ///     .layer_norm(8)
+    ///     .dense(8, 2, Activation::Identity)
+    ///     .build(Loss::Mse)?;
+    /// assert_eq!(net.param_info()[4].name, "1.weight");
+    /// assert_eq!(net.param_info()[5].name, "1.bias");
+    /// assert_eq!(net.predict(&[0.5; 18])?.len(), 2);
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
+    pub fn layer_norm(self, features: usize) -> Self {
+        self.layer_norm_eps(features, DEFAULT_EPS)
+    }
+
+    /// [`NetworkBuilder::layer_norm`] with another epsilon (finite, `> 0`).
+    pub fn layer_norm_eps(mut self, features: usize, eps: f32) -> Self {
+        self.specs.push(Spec::LayerNorm(features, eps));
+        self
+    }
+
     /// Checks the layer chain and creates the network with its parameters on the device.
     pub fn build(self, loss: Loss) -> Result<Network> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
@@ -205,7 +273,11 @@ impl NetworkBuilder {
         let mut steps = in_steps;
         let mut prev_out: Option<usize> = None;
         for (i, spec) in self.specs.iter().enumerate() {
-            let (inputs, outputs) = spec.sizes();
+            let Some((inputs, outputs)) = spec.sizes(prev_out) else {
+                return bad(format!(
+                    "layer {i}: {spec:?} takes its width from the layer before it, so it cannot come first"
+                ));
+            };
             if inputs == 0 || outputs == 0 {
                 return bad(format!(
                     "layer {i}: sizes must be > 0, got {inputs} -> {outputs}"
@@ -246,7 +318,21 @@ impl NetworkBuilder {
                 Spec::Gru(a, b, output) => Layer::Gru(Gru::new(l, &name, a, b, in_steps, output)),
                 Spec::Stack(a, b, cell, output, opts) => {
                     check_recurrent(i, cell, opts)?;
-                    Layer::Stack(Stack::new(l, &name, cell, a, b, in_steps, output, opts))
+                    Layer::Stack(Stack::new(l, i, cell, a, b, in_steps, output, opts))
+                }
+                Spec::Dropout(p) => {
+                    if !(0.0..=1.0).contains(&p) {
+                        return bad(format!(
+                            "layer {i}: dropout probability {p} is not in 0..=1"
+                        ));
+                    }
+                    Layer::Dropout(Dropout::new(inputs, p, i))
+                }
+                Spec::LayerNorm(f, eps) => {
+                    if !(eps.is_finite() && eps > 0.0) {
+                        return bad(format!("layer {i}: layer norm eps {eps} must be > 0"));
+                    }
+                    Layer::LayerNorm(LayerNorm::new(l, &name, f, eps, i == 0))
                 }
             };
             layers.push(layer);
@@ -266,6 +352,7 @@ impl NetworkBuilder {
         ops.upload(params.view(), &layout.initial_values(self.seed))?;
         let grads = ops.alloc(layout.total)?;
         ops.fill(grads.view(), 0.0)?;
+        let rng = crate::ops::rng_state(ops, self.seed)?;
         Ok(Network {
             ctx: self.ctx.clone(),
             layers,
@@ -273,6 +360,7 @@ impl NetworkBuilder {
             layout,
             params,
             grads,
+            rng,
             in_steps,
             layer_steps,
             out_steps: steps,
@@ -294,6 +382,13 @@ fn check_recurrent(i: usize, cell: RecurrentCell, opts: RecurrentOptions) -> Res
     }
     if !(0.0..1.0).contains(&opts.dropout) {
         return bad(format!("dropout must be in [0, 1), got {}", opts.dropout));
+    }
+    if opts.dropout > 0.0 && opts.num_layers > 256 {
+        // Each inter-layer dropout site has its own 8-bit mask stream within the layer's.
+        return bad(format!(
+            "dropout between more than 256 stacked layers is not supported (got {})",
+            opts.num_layers
+        ));
     }
     if opts.dropout > 0.0 && opts.num_layers == 1 {
         // PyTorch accepts this with a warning: dropout acts only between stacked layers.

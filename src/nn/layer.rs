@@ -6,7 +6,9 @@ use crate::error::Result;
 use crate::ops::{Activation, Ops};
 
 use super::dense::{Dense, DenseWs};
+use super::dropout::{Dropout, DropoutWs};
 use super::gru::{Gru, GruWs};
+use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
 use super::rnn::{Rnn, RnnOutput, RnnWs};
 use super::stack::{RecurrentCell, Stack, StackWs};
@@ -16,6 +18,9 @@ pub(crate) struct Flat<'a> {
     pub ops: &'a dyn Ops,
     pub params: &'a Buffer,
     pub grads: &'a Buffer,
+    /// The device-side random state ([`crate::ops::RNG_STATE_LEN`]) while training; `None`
+    /// in evaluation and prediction, where dropout is the identity.
+    pub rng: Option<View<'a>>,
 }
 
 #[derive(Debug, Clone)]
@@ -25,6 +30,8 @@ pub(crate) enum Layer {
     Lstm(Lstm),
     Gru(Gru),
     Stack(Stack),
+    Dropout(Dropout),
+    LayerNorm(LayerNorm),
 }
 
 pub(crate) enum LayerWs {
@@ -33,6 +40,8 @@ pub(crate) enum LayerWs {
     Lstm(LstmWs),
     Gru(GruWs),
     Stack(StackWs),
+    Dropout(DropoutWs),
+    LayerNorm(LayerNormWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -102,6 +111,20 @@ pub enum LayerDesc {
         /// Inter-layer dropout probability (training only).
         dropout: f32,
     },
+    /// Inverted dropout (training only).
+    Dropout {
+        /// Features per row (unchanged by the layer).
+        features: usize,
+        /// Drop probability.
+        p: f32,
+    },
+    /// Layer normalization over each row's features.
+    LayerNorm {
+        /// Features per row.
+        features: usize,
+        /// Added to the variance.
+        eps: f32,
+    },
 }
 
 impl Layer {
@@ -112,6 +135,8 @@ impl Layer {
             Layer::Lstm(l) => l.inputs,
             Layer::Gru(g) => g.inputs,
             Layer::Stack(s) => s.inputs,
+            Layer::Dropout(d) => d.features,
+            Layer::LayerNorm(n) => n.features,
         }
     }
 
@@ -122,6 +147,17 @@ impl Layer {
             Layer::Lstm(l) => l.hidden,
             Layer::Gru(g) => g.hidden,
             Layer::Stack(s) => s.outputs(),
+            Layer::Dropout(d) => d.features,
+            Layer::LayerNorm(n) => n.features,
+        }
+    }
+
+    /// True for layers that draw random masks while training.
+    pub fn uses_rng(&self) -> bool {
+        match self {
+            Layer::Dropout(d) => d.p > 0.0,
+            Layer::Stack(s) => s.uses_rng(),
+            _ => false,
         }
     }
 
@@ -161,6 +197,14 @@ impl Layer {
                 bidirectional: s.opts.bidirectional,
                 dropout: s.opts.dropout,
             },
+            Layer::Dropout(d) => LayerDesc::Dropout {
+                features: d.features,
+                p: d.p,
+            },
+            Layer::LayerNorm(n) => LayerDesc::LayerNorm {
+                features: n.features,
+                eps: n.eps,
+            },
         }
     }
 
@@ -172,6 +216,8 @@ impl Layer {
             Layer::Lstm(l) => LayerWs::Lstm(l.workspace(ops, batch)?),
             Layer::Gru(g) => LayerWs::Gru(g.workspace(ops, batch)?),
             Layer::Stack(s) => LayerWs::Stack(s.workspace(ops, batch)?),
+            Layer::Dropout(d) => LayerWs::Dropout(d.workspace(ops, rows)?),
+            Layer::LayerNorm(n) => LayerWs::LayerNorm(n.workspace(ops, rows)?),
         })
     }
 
@@ -182,6 +228,8 @@ impl Layer {
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.output(w),
             (Layer::Stack(s), LayerWs::Stack(w)) => s.output(w),
+            (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.output()),
+            (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -193,6 +241,8 @@ impl Layer {
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.grad_output(w),
             (Layer::Stack(s), LayerWs::Stack(w)) => s.grad_output(w),
+            (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.grad_output()),
+            (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.grad_output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -204,6 +254,8 @@ impl Layer {
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.forward(f, w, x),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.forward(f, w, x),
             (Layer::Stack(s), LayerWs::Stack(w)) => s.forward(f, w, x),
+            (Layer::Dropout(d), LayerWs::Dropout(w)) => d.forward(f, w, x),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -221,6 +273,8 @@ impl Layer {
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
             (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, x, dx),
+            (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, x, dx),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }

@@ -31,6 +31,9 @@ pub struct Network {
     pub(crate) layout: ParamLayout,
     pub(crate) params: Buffer,
     pub(crate) grads: Buffer,
+    /// The random state of dropout masks ([`crate::ops::RNG_STATE_LEN`]); training steps
+    /// advance its counter on the device.
+    pub(crate) rng: Buffer,
     /// Steps per sample at the input (1 without a sequence).
     pub(crate) in_steps: usize,
     /// Steps per sample at each layer's input.
@@ -140,6 +143,11 @@ impl Network {
         ops.upload(params.view(), &values)?;
         let grads = ops.alloc(values.len())?;
         ops.fill(grads.view(), 0.0)?;
+        let mut state = [0.0f32; crate::ops::RNG_STATE_LEN];
+        self.ctx.ops().download(self.rng.view(), &mut state)?;
+        let rng = ops.alloc(state.len())?;
+        ops.upload(rng.view(), &state)?;
+        self.rng = rng;
         self.workspaces.clear();
         self.params = params;
         self.grads = grads;
@@ -322,7 +330,9 @@ impl Network {
 
     /// Forward and backward over all of `data` as one batch, leaving the gradients of the mean
     /// loss in the gradient buffer ([`Network::gradients`]); returns the mean loss. Meant for
-    /// gradient checks and custom training loops.
+    /// gradient checks and custom training loops. It runs in training mode (dropout on) with
+    /// the random state's current masks, which it does not advance: repeated calls see the
+    /// same masks, so finite differences of its loss match its gradients.
     pub fn compute_gradients(&mut self, data: &Dataset) -> Result<f32> {
         self.check_data(data)?;
         let dd = self.upload(data)?;
@@ -331,7 +341,7 @@ impl Network {
         ops.fill(acc.view(), 0.0)?;
         let (net, ws) = self.workspace(dd.n)?;
         net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0))?;
-        net.forward_ws(ws)?;
+        net.forward_train_ws(ws)?;
         net.loss_ws(ws, Some(acc.view()))?;
         net.backward_ws(ws)?;
         let mut sums = [0.0f32; 2];

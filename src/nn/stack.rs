@@ -110,6 +110,16 @@ pub(crate) struct Stack {
     pub opts: RecurrentOptions,
     /// `cells[layer][direction]`, direction 0 forward, 1 reverse.
     cells: Vec<Vec<Layer>>,
+    /// The dropout stream of this layer (`index << 8`); the dropout after level `k` uses
+    /// `stream | k`.
+    stream: u32,
+}
+
+/// The dropout between level `k` and `k + 1`: its output (the next level's input) and the
+/// gradient the next level leaves there.
+struct DropWs {
+    y: Buffer,
+    dy: Buffer,
 }
 
 /// Buffers of one bidirectional level (layer) of the stack.
@@ -140,6 +150,8 @@ pub(crate) struct StackWs {
     bi: Vec<BiWs>,
     /// Time reversal of `steps * batch` time-major rows: row `t * B + b` <- `(T-1-t) * B + b`.
     time_rev: Option<Buffer>,
+    /// One per level but the top when `dropout > 0`, else empty.
+    drops: Vec<DropWs>,
 }
 
 /// Uploads `values` (small integers) as an index buffer.
@@ -155,7 +167,7 @@ impl Stack {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         layout: &mut ParamLayout,
-        name: &str,
+        index: usize,
         cell: RecurrentCell,
         inputs: usize,
         hidden: usize,
@@ -163,6 +175,8 @@ impl Stack {
         output: RnnOutput,
         opts: RecurrentOptions,
     ) -> Self {
+        let name = index.to_string();
+        let name = name.as_str();
         let dirs = opts.directions();
         let mut cells = Vec::new();
         for k in 0..opts.num_layers {
@@ -207,7 +221,17 @@ impl Stack {
             output,
             opts,
             cells,
+            stream: (index as u32) << 8,
         }
+    }
+
+    /// True when training draws dropout masks between the levels.
+    pub fn uses_rng(&self) -> bool {
+        self.has_dropout()
+    }
+
+    fn has_dropout(&self) -> bool {
+        self.opts.dropout > 0.0 && self.opts.num_layers > 1
     }
 
     /// Output features per row: `hidden`, or `2 * hidden` when bidirectional.
@@ -280,10 +304,21 @@ impl Stack {
                 });
             }
         }
+        let mut drops = Vec::new();
+        if self.has_dropout() {
+            for k in 0..self.opts.num_layers - 1 {
+                let n = size::mul(self.level_rows(k, batch), self.outputs(), "dropout")?;
+                drops.push(DropWs {
+                    y: ops.alloc(n)?,
+                    dy: ops.alloc(n)?,
+                });
+            }
+        }
         Ok(StackWs {
             cells,
             bi,
             time_rev,
+            drops,
         })
     }
 
@@ -303,6 +338,41 @@ impl Stack {
         }
     }
 
+    /// What level `k > 0` reads: the level below's output, after dropout when there is one.
+    fn level_input<'a>(&self, ws: &'a StackWs, x: View<'a>, k: usize) -> Result<View<'a>> {
+        match (k, ws.drops.get(k.wrapping_sub(1))) {
+            (0, _) => Ok(x),
+            (_, Some(d)) => Ok(d.y.view()),
+            _ => self.level_output(ws, k - 1),
+        }
+    }
+
+    /// Where level `k > 0` writes its input gradient.
+    fn level_input_grad<'a>(
+        &self,
+        ws: &'a StackWs,
+        dx: Option<View<'a>>,
+        k: usize,
+    ) -> Result<Option<View<'a>>> {
+        match (k, ws.drops.get(k.wrapping_sub(1))) {
+            (0, _) => Ok(dx),
+            (_, Some(d)) => Ok(Some(d.dy.view())),
+            _ => self.level_grad_output(ws, k - 1).map(Some),
+        }
+    }
+
+    /// PyTorch's inter-layer dropout on `src` into `dst`: masked in training, a copy
+    /// otherwise. The backward pass is the same call on the gradient (same mask).
+    fn drop(&self, f: &Flat<'_>, k: usize, src: View<'_>, dst: View<'_>) -> Result<()> {
+        match f.rng {
+            Some(state) => {
+                f.ops
+                    .dropout(src, dst, state, self.opts.dropout, self.stream | k as u32)
+            }
+            None => f.ops.copy(src, dst),
+        }
+    }
+
     pub fn output<'a>(&self, ws: &'a StackWs) -> Result<View<'a>> {
         self.level_output(ws, self.opts.num_layers - 1)
     }
@@ -315,11 +385,7 @@ impl Stack {
     pub fn forward(&self, f: &Flat<'_>, ws: &StackWs, x: View<'_>) -> Result<()> {
         let h = self.hidden;
         for k in 0..self.opts.num_layers {
-            let xin = if k == 0 {
-                x
-            } else {
-                self.level_output(ws, k - 1)?
-            };
+            let xin = self.level_input(ws, x, k)?;
             let level = &self.cells[k];
             level[0].forward(f, &ws.cells[k][0], xin)?;
             if let (Some(bi), Some(rev)) = (ws.bi.get(k), &ws.time_rev) {
@@ -334,6 +400,9 @@ impl Stack {
                 f.ops.copy(ro, bi.stage.slice(m, m)?)?;
                 f.ops
                     .gather_rows(bi.stage.view(), bi.cat_idx.view(), bi.out.view(), h)?;
+            }
+            if let Some(d) = ws.drops.get(k) {
+                self.drop(f, k, self.level_output(ws, k)?, d.y.view())?;
             }
         }
         Ok(())
@@ -351,16 +420,11 @@ impl Stack {
     ) -> Result<()> {
         let h = self.hidden;
         for k in (0..self.opts.num_layers).rev() {
-            let xin = if k == 0 {
-                x
-            } else {
-                self.level_output(ws, k - 1)?
-            };
-            let dxin = if k == 0 {
-                dx
-            } else {
-                Some(self.level_grad_output(ws, k - 1)?)
-            };
+            if let Some(d) = ws.drops.get(k) {
+                self.drop(f, k, d.dy.view(), self.level_grad_output(ws, k)?)?;
+            }
+            let xin = self.level_input(ws, x, k)?;
+            let dxin = self.level_input_grad(ws, dx, k)?;
             let level = &self.cells[k];
             let (wf, wr) = (&ws.cells[k][0], ws.cells[k].get(1));
             if let (Some(bi), Some(wr)) = (ws.bi.get(k), wr) {

@@ -7,6 +7,7 @@ mod checkpoint;
 mod errors;
 mod gated;
 mod gradcheck;
+mod layers;
 mod optim;
 mod robust;
 mod stacked;

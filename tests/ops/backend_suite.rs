@@ -11,6 +11,7 @@ use crate::support::{self, Target, rel_err};
 mod edges;
 mod graphs;
 mod indices;
+mod layers;
 mod rnn_seq;
 mod rnn_step;
 
@@ -840,6 +841,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_rnn_sequence_fallback() {
                 super::rnn_seq::rnn_sequence_fallback(T)
+            }
+            #[test]
+            fn gpu_dropout() {
+                super::layers::dropout(T)
             }
             #[test]
             fn gpu_optimizers() {

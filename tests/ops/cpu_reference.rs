@@ -149,6 +149,7 @@ fn to64(v: &[f32]) -> Vec<f64> {
 mod activations_losses;
 mod cells;
 mod elementwise_gemm;
+mod layers;
 mod optim_errors;
 mod reductions_data;
 mod rnn_seq;

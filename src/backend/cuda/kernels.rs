@@ -2,7 +2,7 @@
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 7] = [
+pub(crate) const FILES: [(&str, &str); 9] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -13,6 +13,8 @@ pub(crate) const FILES: [(&str, &str); 7] = [
     ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
     ("rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")),
     ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
+    ("random.cu", include_str!("../../../kernels-cu/random.cu")),
+    ("norm.cu", include_str!("../../../kernels-cu/norm.cu")),
 ];
 
 /// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).

@@ -6,8 +6,10 @@ mod elementwise;
 mod launch;
 mod linalg;
 mod nn_ops;
+mod norm;
 mod optim;
 mod pool;
+mod random;
 mod rnn_seq;
 mod rnn_step;
 mod scratch;
@@ -323,6 +325,50 @@ impl<D: Device> Ops for GpuOps<D> {
 
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
         self.one_hot_impl(indices, out, classes)
+    }
+
+    fn dropout(
+        &self,
+        x: View<'_>,
+        y: View<'_>,
+        state: View<'_>,
+        p: f32,
+        stream: u32,
+    ) -> Result<()> {
+        self.dropout_impl(x, y, state, p, stream)
+    }
+
+    fn rng_advance(&self, state: View<'_>) -> Result<()> {
+        self.rng_advance_impl(state)
+    }
+
+    fn layer_norm_forward(
+        &self,
+        x: View<'_>,
+        weight: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        stats: View<'_>,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<()> {
+        self.layer_norm_forward_impl(x, weight, bias, y, stats, rows, cols, eps)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        dy: View<'_>,
+        x: View<'_>,
+        weight: View<'_>,
+        stats: View<'_>,
+        dx: View<'_>,
+        dweight: View<'_>,
+        dbias: View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        self.layer_norm_backward_impl(dy, x, weight, stats, dx, dweight, dbias, rows, cols)
     }
 
     fn rnn_step_forward(
