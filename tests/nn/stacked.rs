@@ -108,11 +108,26 @@ fn reference(
     cell: RecurrentCell,
     sd: &HashMap<String, Vec<f32>>,
     x: &[f32],
-    (t, i, h): (usize, usize, usize),
+    shape: (usize, usize, usize),
     opts: RecurrentOptions,
 ) -> (Vec<f32>, Vec<f32>) {
+    reference_train(cell, sd, x, shape, opts, None)
+}
+
+/// [`reference`] in training: with `Some(seed)`, the inter-layer dropout of a network built
+/// with that seed (layer 0, random counter 0) is applied to the outputs of every layer but the
+/// last, element `(t * n + b) * width + j` of each (time-major rows, as the device holds them).
+fn reference_train(
+    cell: RecurrentCell,
+    sd: &HashMap<String, Vec<f32>>,
+    x: &[f32],
+    (t, i, h): (usize, usize, usize),
+    opts: RecurrentOptions,
+    dropout_seed: Option<u64>,
+) -> (Vec<f32>, Vec<f32>) {
+    let n = x.len() / (t * i);
     let (mut seq, mut last) = (Vec::new(), Vec::new());
-    for sample in x.chunks(t * i) {
+    for (b, sample) in x.chunks(t * i).enumerate() {
         let mut input: Vec<Vec<f64>> = sample
             .chunks(i)
             .map(|r| r.iter().map(|&v| v as f64).collect())
@@ -128,6 +143,20 @@ fn reference(
                 h_n.extend_from_slice(&rev[t - 1]);
                 for (s, o) in out.iter_mut().enumerate() {
                     o.extend_from_slice(&rev[t - 1 - s]);
+                }
+            }
+            if let Some(seed) = dropout_seed
+                && k + 1 < opts.num_layers
+            {
+                let state = rnn::ops::rng_state_values(seed, 0);
+                let p = opts.dropout;
+                for (s, o) in out.iter_mut().enumerate() {
+                    let w = o.len();
+                    for (j, v) in o.iter_mut().enumerate() {
+                        let idx = ((s * n + b) * w + j) as u32;
+                        let keep = rnn::ops::dropout_keeps(&state, k as u32, idx, p);
+                        *v = if keep { *v / (1.0 - p as f64) } else { 0.0 };
+                    }
                 }
             }
             input = out;
@@ -275,8 +304,79 @@ fn cpu_stack_bad_options_are_errors() {
     assert!(err.to_string().contains("gives 6"), "{err}");
 }
 
+/// PyTorch's `dropout` argument: in training it drops outputs of every layer but the last
+/// (exactly the masks `Ops::dropout` defines, at those places); in prediction it is off.
+#[test]
+fn cpu_stack_dropout_training_only() {
+    let ctx = Context::cpu();
+    let (n, t, i, h) = (3, 4, 2, 5);
+    let mut rng = Rng::new(23);
+    for cell in CELLS {
+        for bidir in [false, true] {
+            let opts = RecurrentOptions::new()
+                .layers(3)
+                .bidirectional(bidir)
+                .dropout(0.4);
+            let mut net = stack(&ctx, cell, (t, i, h), RnnOutput::Sequence, opts);
+            let mut plain = stack(
+                &ctx,
+                cell,
+                (t, i, h),
+                RnnOutput::Sequence,
+                opts.dropout(0.0),
+            );
+            assert!(net.layers()[0] != plain.layers()[0]);
+            let x = random(&mut rng, n * t * i);
+            let sd = state_dict(&net);
+            // Evaluation: no dropout.
+            let got = net.predict(&x).unwrap();
+            assert_eq!(got, plain.predict(&x).unwrap(), "{cell:?} {opts:?}");
+            // Training (`compute_gradients` runs in training mode): the reference's masks.
+            let w = h * opts.directions();
+            let zeros = vec![0.0; n * t * w];
+            let data = Dataset::regression(x.clone(), t * i, zeros, t * w).unwrap();
+            let loss = net.compute_gradients(&data).unwrap() as f64;
+            let (y, _) = reference_train(cell, &sd, &x, (t, i, h), opts, Some(9));
+            let want = y.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / (n * t * w) as f64;
+            assert!(
+                (loss - want).abs() <= 1e-5 * want,
+                "{cell:?} {opts:?}: training loss {loss}, reference {want}"
+            );
+            let plain_loss = plain.compute_gradients(&data).unwrap() as f64;
+            assert!(
+                (loss - plain_loss).abs() > 1e-3 * plain_loss,
+                "{cell:?} {opts:?}"
+            );
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 6, ..ProptestConfig::default() })]
+
+    /// The gradients with inter-layer dropout in training (the masks stay fixed across the
+    /// finite differences: `compute_gradients` does not advance the random state).
+    #[test]
+    fn cpu_stack_dropout_gradients(seed in any::<u64>(), n in 1usize..3, t in 1usize..4, h in 1usize..3, p in 0.1f32..0.6) {
+        let ctx = Context::cpu();
+        let mut rng = Rng::new(seed);
+        for cell in [RecurrentCell::Rnn(Activation::Tanh), RecurrentCell::Lstm, RecurrentCell::Gru] {
+            for bidir in [false, true] {
+                let opts = RecurrentOptions::new().layers(3).bidirectional(bidir).dropout(p);
+                let w = h * opts.directions();
+                let mut net = Network::builder(&ctx)
+                    .seed(seed)
+                    .sequence_length(t)
+                    .dense(2, 3, Activation::Tanh)
+                    .recurrent(cell, 3, h, RnnOutput::Last, opts)
+                    .dense(w, 2, Activation::Identity)
+                    .build(Loss::Mse)
+                    .unwrap();
+                let data = Dataset::regression(random(&mut rng, n * t * 2), t * 2, random(&mut rng, n * 2), 2).unwrap();
+                check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} {opts:?} dropout"));
+            }
+        }
+    }
 
     /// Every cell, stacked and bidirectional, as a sequence model (a head at every step) and
     /// from `Last`, with a dense layer in front so the stack's input gradient is checked too.
@@ -448,7 +548,8 @@ fn cpu_bidirectional_training_sees_the_future() {
 }
 
 /// On every device of `target`: outputs, loss and every gradient of stacked bidirectional
-/// networks of each cell (sequence and last state, with a layer in front) agree with the CPU.
+/// networks of each cell with inter-layer dropout (sequence and last state, with a layer in
+/// front) agree with the CPU, and so do a few training steps.
 fn follows_cpu(target: Target, test: &str) {
     let cpu = Context::cpu();
     let (n, t, i, c, h) = (4, 5, 3, 4, 5);
@@ -466,7 +567,11 @@ fn follows_cpu(target: Target, test: &str) {
         2,
     )
     .unwrap();
-    let bi2 = RecurrentOptions::new().layers(2).bidirectional(true);
+    // With dropout: the masks are the same bits on every backend.
+    let bi2 = RecurrentOptions::new()
+        .layers(2)
+        .bidirectional(true)
+        .dropout(0.25);
     let model = |ctx: &Context, cell, last: bool| {
         let b = Network::builder(ctx)
             .seed(6)
@@ -486,7 +591,10 @@ fn follows_cpu(target: Target, test: &str) {
     let cases = [(false, &seq_data), (true, &last_data)];
     let contexts = contexts(target, test);
     let train = next_step(&mut rng, 96, 4, 3);
-    let train_opts = RecurrentOptions::new().layers(2).bidirectional(true);
+    let train_opts = RecurrentOptions::new()
+        .layers(2)
+        .bidirectional(true)
+        .dropout(0.2);
     for cell in CELLS {
         let ref_losses = next_step_model(&cpu, cell, 4, 3, train_opts)
             .train(&train, &config_for(&cpu, 3, 1e-2))
