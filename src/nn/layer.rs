@@ -7,6 +7,7 @@ use crate::ops::{Activation, Ops};
 
 use super::dense::{Dense, DenseWs};
 use super::dropout::{Dropout, DropoutWs};
+use super::embedding::{Embedding, EmbeddingWs};
 use super::gru::{Gru, GruWs};
 use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
@@ -30,6 +31,7 @@ pub(crate) enum Layer {
     Gru(Gru),
     Dropout(Dropout),
     LayerNorm(LayerNorm),
+    Embedding(Embedding),
 }
 
 pub(crate) enum LayerWs {
@@ -39,6 +41,7 @@ pub(crate) enum LayerWs {
     Gru(GruWs),
     Dropout(DropoutWs),
     LayerNorm(LayerNormWs),
+    Embedding(EmbeddingWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -102,6 +105,13 @@ pub enum LayerDesc {
         /// Added to the variance.
         eps: f32,
     },
+    /// A token-id lookup table (first layer only).
+    Embedding {
+        /// Rows of the table (valid ids are `0..num_embeddings`).
+        num_embeddings: usize,
+        /// Values per id.
+        dim: usize,
+    },
 }
 
 impl Layer {
@@ -113,6 +123,7 @@ impl Layer {
             Layer::Gru(g) => g.inputs,
             Layer::Dropout(d) => d.features,
             Layer::LayerNorm(n) => n.features,
+            Layer::Embedding(_) => 1,
         }
     }
 
@@ -124,6 +135,7 @@ impl Layer {
             Layer::Gru(g) => g.hidden,
             Layer::Dropout(d) => d.features,
             Layer::LayerNorm(n) => n.features,
+            Layer::Embedding(e) => e.dim,
         }
     }
 
@@ -166,6 +178,10 @@ impl Layer {
                 features: n.features,
                 eps: n.eps,
             },
+            Layer::Embedding(e) => LayerDesc::Embedding {
+                num_embeddings: e.num,
+                dim: e.dim,
+            },
         }
     }
 
@@ -178,6 +194,7 @@ impl Layer {
             Layer::Gru(g) => LayerWs::Gru(g.workspace(ops, batch)?),
             Layer::Dropout(d) => LayerWs::Dropout(d.workspace(ops, rows)?),
             Layer::LayerNorm(n) => LayerWs::LayerNorm(n.workspace(ops, rows)?),
+            Layer::Embedding(e) => LayerWs::Embedding(e.workspace(ops, rows)?),
         })
     }
 
@@ -189,6 +206,7 @@ impl Layer {
             (Layer::Gru(g), LayerWs::Gru(w)) => g.output(w),
             (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.output()),
             (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.output()),
+            (Layer::Embedding(_), LayerWs::Embedding(w)) => Ok(w.output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -201,6 +219,7 @@ impl Layer {
             (Layer::Gru(g), LayerWs::Gru(w)) => g.grad_output(w),
             (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.grad_output()),
             (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.grad_output()),
+            (Layer::Embedding(_), LayerWs::Embedding(w)) => Ok(w.grad_output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -213,6 +232,7 @@ impl Layer {
             (Layer::Gru(g), LayerWs::Gru(w)) => g.forward(f, w, x),
             (Layer::Dropout(d), LayerWs::Dropout(w)) => d.forward(f, w, x),
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.forward(f, w, x),
+            (Layer::Embedding(e), LayerWs::Embedding(w)) => e.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -231,6 +251,7 @@ impl Layer {
             (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
             (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, x, dx),
+            (Layer::Embedding(e), LayerWs::Embedding(w)) => e.backward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
