@@ -58,6 +58,8 @@ struct Model {
     inputs: usize,
     /// Classes of the head.
     classes: usize,
+    /// Token ids in `0..vocab` instead of features (`inputs` is then 1).
+    vocab: Option<usize>,
     build: fn(&Context, usize) -> rnn::Result<Network>,
 }
 
@@ -142,8 +144,55 @@ fn lstm_bi(ctx: &Context, steps: usize) -> rnn::Result<Network> {
         .build(Loss::SoftmaxCrossEntropy)
 }
 
-/// (a) without the embedding: 2-layer bidirectional LSTM (inter-layer dropout), dropout,
-/// LayerNorm, dense head at every step.
+/// (a) embedding, 2-layer bidirectional LSTM (inter-layer dropout), dropout, LayerNorm,
+/// dense head from `h_n` (both directions).
+fn embed_bilstm(ctx: &Context, steps: usize) -> rnn::Result<Network> {
+    Network::builder(ctx)
+        .seed(27)
+        .sequence_length(steps)
+        .embedding(VOCAB, 10)
+        .recurrent(
+            RecurrentCell::Lstm,
+            10,
+            16,
+            RnnOutput::Last,
+            RecurrentOptions::new()
+                .layers(2)
+                .bidirectional(true)
+                .dropout(0.3),
+        )
+        .dropout(0.5)
+        .layer_norm(32)
+        .dense(32, 5, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+}
+
+/// (a) at every step: the same stack handing on every step's `[forward | reverse]` output.
+fn embed_bilstm_tagger(ctx: &Context, steps: usize) -> rnn::Result<Network> {
+    Network::builder(ctx)
+        .seed(28)
+        .sequence_length(steps)
+        .embedding(VOCAB, 10)
+        .recurrent(
+            RecurrentCell::Lstm,
+            10,
+            16,
+            RnnOutput::Sequence,
+            RecurrentOptions::new()
+                .layers(2)
+                .bidirectional(true)
+                .dropout(0.3),
+        )
+        .dropout(0.5)
+        .layer_norm(32)
+        .dense(32, 5, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+}
+
+const VOCAB: usize = 40;
+
+/// 2-layer bidirectional LSTM (inter-layer dropout), dropout, LayerNorm, dense head at every
+/// step, over features.
 fn bilstm_norm(ctx: &Context, steps: usize) -> rnn::Result<Network> {
     Network::builder(ctx)
         .seed(26)
@@ -164,12 +213,29 @@ fn bilstm_norm(ctx: &Context, steps: usize) -> rnn::Result<Network> {
         .build(Loss::SoftmaxCrossEntropy)
 }
 
-const MODELS: [Model; 6] = [
+const MODELS: [Model; 8] = [
+    Model {
+        name: "embed_bilstm",
+        steps: 9,
+        inputs: 1,
+        classes: 5,
+        vocab: Some(VOCAB),
+        build: embed_bilstm,
+    },
+    Model {
+        name: "embed_bilstm_tagger",
+        steps: 9,
+        inputs: 1,
+        classes: 5,
+        vocab: Some(VOCAB),
+        build: embed_bilstm_tagger,
+    },
     Model {
         name: "bilstm_norm",
         steps: 9,
         inputs: 6,
         classes: 5,
+        vocab: None,
         build: bilstm_norm,
     },
     Model {
@@ -177,6 +243,7 @@ const MODELS: [Model; 6] = [
         steps: 9,
         inputs: 6,
         classes: 5,
+        vocab: None,
         build: gru_stack,
     },
     Model {
@@ -184,6 +251,7 @@ const MODELS: [Model; 6] = [
         steps: 9,
         inputs: 6,
         classes: 5,
+        vocab: None,
         build: gru_bi_last,
     },
     Model {
@@ -191,6 +259,7 @@ const MODELS: [Model; 6] = [
         steps: 9,
         inputs: 6,
         classes: 5,
+        vocab: None,
         build: rnn_stack,
     },
     Model {
@@ -198,6 +267,7 @@ const MODELS: [Model; 6] = [
         steps: 9,
         inputs: 6,
         classes: 5,
+        vocab: None,
         build: rnn_relu_last,
     },
     Model {
@@ -205,6 +275,7 @@ const MODELS: [Model; 6] = [
         steps: 9,
         inputs: 6,
         classes: 5,
+        vocab: None,
         build: lstm_bi,
     },
 ];
@@ -260,6 +331,10 @@ fn describe(d: &LayerDesc) -> rnn::Result<Value> {
             output: o,
             ..
         } => recurrent("gru", Value::Null, inputs, hidden, o, 1, false, 0.0),
+        LayerDesc::Embedding {
+            num_embeddings,
+            dim,
+        } => json!({"type": "embedding", "num_embeddings": num_embeddings, "dim": dim}),
         LayerDesc::Dropout { p, .. } => json!({"type": "dropout", "p": p}),
         LayerDesc::LayerNorm { features, eps } => {
             json!({"type": "layer_norm", "features": features, "eps": eps})
@@ -304,7 +379,10 @@ fn export(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<Value> {
     let mut rng = Rng::new(7);
     let n = 64;
     let x: Vec<f32> = (0..n * m.steps * m.inputs)
-        .map(|_| rng.uniform_range(-1.5, 1.5))
+        .map(|_| match m.vocab {
+            Some(v) => rng.below(v) as f32,
+            None => rng.uniform_range(-1.5, 1.5),
+        })
         .collect();
     let per_sample = net.output_steps();
     let labels = (0..n * per_sample)
@@ -335,11 +413,11 @@ fn export(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<Value> {
         vec![n, net.output_features()]
     };
     let io = format!("{}.io.safetensors", m.name);
-    save_io(
-        &dir.join(&io),
-        (&x, vec![n, m.steps, m.inputs]),
-        (&y, out_shape),
-    );
+    let in_shape = match m.vocab {
+        Some(_) => vec![n, m.steps],
+        None => vec![n, m.steps, m.inputs],
+    };
+    save_io(&dir.join(&io), (&x, in_shape), (&y, out_shape));
     let layers = net
         .layers()
         .iter()
@@ -347,7 +425,8 @@ fn export(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<Value> {
         .collect::<rnn::Result<Vec<_>>>()?;
     Ok(
         json!({"name": m.name, "checkpoint": ckpt, "io": io, "steps": m.steps,
-              "input": "features", "layers": layers}),
+              "input": if m.vocab.is_some() { "ids" } else { "features" },
+              "layers": layers}),
     )
 }
 

@@ -7,6 +7,7 @@ use crate::ops::Activation;
 
 use super::dense::Dense;
 use super::dropout::Dropout;
+use super::embedding::Embedding;
 use super::gru::Gru;
 use super::layer::Layer;
 use super::layer_norm::{DEFAULT_EPS, LayerNorm};
@@ -15,7 +16,7 @@ use super::lstm::Lstm;
 use super::network::Network;
 use super::params::ParamLayout;
 use super::rnn::{Rnn, RnnOutput};
-use super::size;
+use super::size::{self, MAX_INDEXED_ROWS};
 use super::stack::{RecurrentCell, RecurrentOptions, Stack};
 use super::workspace_cache::Workspaces;
 
@@ -30,6 +31,8 @@ enum Spec {
     Dropout(f32),
     /// Features and epsilon.
     LayerNorm(usize, f32),
+    /// Table rows and vector width.
+    Embedding(usize, usize),
 }
 
 impl Spec {
@@ -42,6 +45,7 @@ impl Spec {
             | Spec::Lstm(a, b, _)
             | Spec::Gru(a, b, _) => Some((a, b)),
             Spec::LayerNorm(f, _) => Some((f, f)),
+            Spec::Embedding(_, d) => Some((1, d)),
             Spec::Dropout(_) => prev.map(|w| (w, w)),
             Spec::Stack(a, b, _, _, o) => Some((a, b.saturating_mul(o.directions()))),
         }
@@ -50,7 +54,7 @@ impl Spec {
     /// How a recurrent layer hands on its states; `None` for a dense layer.
     fn recurrent_output(self) -> Option<RnnOutput> {
         match self {
-            Spec::Dense(..) | Spec::Dropout(..) | Spec::LayerNorm(..) => None,
+            Spec::Dense(..) | Spec::Dropout(..) | Spec::LayerNorm(..) | Spec::Embedding(..) => None,
             Spec::Rnn(.., o) | Spec::Lstm(.., o) | Spec::Gru(.., o) => Some(o),
             Spec::Stack(_, _, _, o, _) => Some(o),
         }
@@ -252,11 +256,49 @@ impl NetworkBuilder {
         self
     }
 
+    /// A token embedding (PyTorch's `nn.Embedding(num_embeddings, dim)`, parameter
+    /// `N.weight [num_embeddings, dim]`, standard-normal init) as the FIRST layer: each input
+    /// value is a token id, an exact integer in `0..num_embeddings` stored as f32 (as data
+    /// sets store class labels), so a sample of a sequence model is `steps` ids
+    /// ([`crate::nn::CharCorpus::id_sequences`] makes such data). Ids are checked on the host
+    /// before anything runs: an id outside the table is an [`Error::InvalidData`]. The weight
+    /// gradient is a scatter-add of the output gradients at their ids (repeated ids
+    /// accumulate): in index order on the CPU (deterministic), with atomic adds on GPUs.
+    ///
+    /// ```
+    /// use rnn::nn::{Loss, Network, RnnOutput};
+    /// use rnn::Activation;
+    /// let ctx = rnn::Context::cpu();
+    /// let mut net = Network::builder(&ctx)
+    ///     .sequence_length(4)
+    ///     .embedding(10, 6)
+    ///     .lstm(6, 8, RnnOutput::Last)
+    ///     .dense(8, 2, Activation::Identity)
+    ///     .build(Loss::SoftmaxCrossEntropy)?;
+    /// assert_eq!(net.param_info()[0].name, "0.weight");
+    /// assert_eq!(net.param_info()[0].shape, [10, 6]);
+    /// assert_eq!(net.input_width(), 4); // four ids per sample
+    /// assert_eq!(net.predict(&[1.0, 2.0, 9.0, 0.0])?.len(), 2);
+    /// assert!(net.predict(&[1.0, 2.0, 10.0, 0.0]).is_err()); // 10 is not in 0..10
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
+    pub fn embedding(mut self, num_embeddings: usize, dim: usize) -> Self {
+        self.specs.push(Spec::Embedding(num_embeddings, dim));
+        self
+    }
+
     /// Checks the layer chain and creates the network with its parameters on the device.
     pub fn build(self, loss: Loss) -> Result<Network> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if self.specs.is_empty() {
             return bad("a network needs at least one layer".into());
+        }
+        if let Some(i) =
+            (1..self.specs.len()).find(|&i| matches!(self.specs[i], Spec::Embedding(..)))
+        {
+            return bad(format!(
+                "layer {i}: an embedding takes token ids, so it must be the first layer"
+            ));
         }
         let has_rnn = self.specs.iter().any(|s| s.recurrent_output().is_some());
         let in_steps = match self.steps {
@@ -327,6 +369,14 @@ impl NetworkBuilder {
                         ));
                     }
                     Layer::Dropout(Dropout::new(inputs, p, i))
+                }
+                Spec::Embedding(num, dim) => {
+                    if num == 0 || num > MAX_INDEXED_ROWS {
+                        return bad(format!(
+                            "layer {i}: an embedding of {num} ids; ids are stored as f32, so 1 to                              {MAX_INDEXED_ROWS} are supported"
+                        ));
+                    }
+                    Layer::Embedding(Embedding::new(l, &name, num, dim))
                 }
                 Spec::LayerNorm(f, eps) => {
                     if !(eps.is_finite() && eps > 0.0) {

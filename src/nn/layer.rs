@@ -7,6 +7,7 @@ use crate::ops::{Activation, Ops};
 
 use super::dense::{Dense, DenseWs};
 use super::dropout::{Dropout, DropoutWs};
+use super::embedding::{Embedding, EmbeddingWs};
 use super::gru::{Gru, GruWs};
 use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
@@ -32,6 +33,7 @@ pub(crate) enum Layer {
     Stack(Stack),
     Dropout(Dropout),
     LayerNorm(LayerNorm),
+    Embedding(Embedding),
 }
 
 pub(crate) enum LayerWs {
@@ -42,6 +44,7 @@ pub(crate) enum LayerWs {
     Stack(StackWs),
     Dropout(DropoutWs),
     LayerNorm(LayerNormWs),
+    Embedding(EmbeddingWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -125,6 +128,13 @@ pub enum LayerDesc {
         /// Added to the variance.
         eps: f32,
     },
+    /// A token-id lookup table (first layer only).
+    Embedding {
+        /// Rows of the table (valid ids are `0..num_embeddings`).
+        num_embeddings: usize,
+        /// Values per id.
+        dim: usize,
+    },
 }
 
 impl Layer {
@@ -137,6 +147,7 @@ impl Layer {
             Layer::Stack(s) => s.inputs,
             Layer::Dropout(d) => d.features,
             Layer::LayerNorm(n) => n.features,
+            Layer::Embedding(_) => 1,
         }
     }
 
@@ -149,6 +160,7 @@ impl Layer {
             Layer::Stack(s) => s.outputs(),
             Layer::Dropout(d) => d.features,
             Layer::LayerNorm(n) => n.features,
+            Layer::Embedding(e) => e.dim,
         }
     }
 
@@ -205,6 +217,10 @@ impl Layer {
                 features: n.features,
                 eps: n.eps,
             },
+            Layer::Embedding(e) => LayerDesc::Embedding {
+                num_embeddings: e.num,
+                dim: e.dim,
+            },
         }
     }
 
@@ -218,6 +234,7 @@ impl Layer {
             Layer::Stack(s) => LayerWs::Stack(s.workspace(ops, batch)?),
             Layer::Dropout(d) => LayerWs::Dropout(d.workspace(ops, rows)?),
             Layer::LayerNorm(n) => LayerWs::LayerNorm(n.workspace(ops, rows)?),
+            Layer::Embedding(e) => LayerWs::Embedding(e.workspace(ops, rows)?),
         })
     }
 
@@ -230,6 +247,7 @@ impl Layer {
             (Layer::Stack(s), LayerWs::Stack(w)) => s.output(w),
             (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.output()),
             (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.output()),
+            (Layer::Embedding(_), LayerWs::Embedding(w)) => Ok(w.output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -243,6 +261,7 @@ impl Layer {
             (Layer::Stack(s), LayerWs::Stack(w)) => s.grad_output(w),
             (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.grad_output()),
             (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.grad_output()),
+            (Layer::Embedding(_), LayerWs::Embedding(w)) => Ok(w.grad_output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -256,6 +275,7 @@ impl Layer {
             (Layer::Stack(s), LayerWs::Stack(w)) => s.forward(f, w, x),
             (Layer::Dropout(d), LayerWs::Dropout(w)) => d.forward(f, w, x),
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.forward(f, w, x),
+            (Layer::Embedding(e), LayerWs::Embedding(w)) => e.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -275,6 +295,7 @@ impl Layer {
             (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, x, dx),
             (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, x, dx),
+            (Layer::Embedding(e), LayerWs::Embedding(w)) => e.backward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }

@@ -37,6 +37,7 @@ mod corpus;
 mod data;
 mod dense;
 mod dropout;
+mod embedding;
 mod gru;
 mod history;
 mod layer;

@@ -155,7 +155,17 @@ impl Network {
         Ok(())
     }
 
-    /// Checks that `data` fits this network: input width, kind of targets, classes, steps.
+    /// Token ids for a first [`super::NetworkBuilder::embedding`] layer must all be in its
+    /// table; checked on the host so no kernel ever sees an invalid id.
+    fn check_ids(&self, features: &[f32]) -> Result<()> {
+        match &self.layers[0] {
+            Layer::Embedding(e) => e.check_ids(features, self.input_width()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks that `data` fits this network: input width, kind of targets, classes, steps,
+    /// and token ids when the first layer is an embedding.
     pub fn check_data(&self, data: &Dataset) -> Result<()> {
         if data.width() != self.input_width() {
             return Err(Error::InvalidData(format!(
@@ -164,6 +174,7 @@ impl Network {
                 self.input_width()
             )));
         }
+        self.check_ids(data.features())?;
         let c = self.output_features();
         match (self.loss, data.targets()) {
             (
@@ -227,7 +238,8 @@ impl Network {
     }
 
     /// Runs the network on `x` (`[n, input_width]`, on this network's context) and returns
-    /// the outputs, `[n, output_features]` or `[n, steps, output_features]`.
+    /// the outputs, `[n, output_features]` or `[n, steps, output_features]`. With an
+    /// embedding first, `x` holds token ids and is read back once to check them.
     pub fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
         let w = self.input_width();
         if x.is_empty() || x.len() % w != 0 {
@@ -236,6 +248,17 @@ impl Network {
                 format!("{} input values are not whole samples of {w}", x.len()),
             ));
         }
+        if matches!(self.layers[0], Layer::Embedding(_)) {
+            // Ids must be checked before any kernel reads them; this input is on the device,
+            // so it is read back once (training and evaluation check their data on the host).
+            self.check_ids(&x.to_vec()?)?;
+        }
+        self.forward_checked(x)
+    }
+
+    /// [`Network::forward`] on input whose ids (if any) are already checked.
+    fn forward_checked(&mut self, x: &Tensor) -> Result<Tensor> {
+        let w = self.input_width();
         let n = x.len() / w;
         let cols = self.output_features();
         let out_w = self.out_steps * cols;
@@ -277,8 +300,9 @@ impl Network {
                 features.len()
             )));
         }
+        self.check_ids(features)?;
         let x = self.ctx.tensor(&[features.len() / w, w], features)?;
-        self.forward(&x)?.to_vec()
+        self.forward_checked(&x)?.to_vec()
     }
 
     /// The arg-max class of every output row (every step of every sample for sequence

@@ -45,7 +45,6 @@ pub(crate) enum Init {
     /// Every element this value (LayerNorm: weight 1, bias 0); draws nothing from the stream.
     Constant(f32),
     /// Standard normal (Embedding).
-    #[allow(dead_code)] // the Embedding layer's, next commit
     Normal,
 }
 

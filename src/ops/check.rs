@@ -339,3 +339,26 @@ pub(crate) fn layer_norm(
     fits_u32(op, area(op, rows, 2)?)?;
     fits_u32(op, n)
 }
+
+/// Arguments of [`crate::ops::Ops::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
+/// whole rows of `cols`, `dst` overlapping neither input. Returns the rows of `dst`.
+pub(crate) fn scatter_add_rows(
+    src: &View<'_>,
+    indices: &View<'_>,
+    dst: &View<'_>,
+    cols: usize,
+) -> Result<usize> {
+    let op = "scatter_add_rows";
+    len(op, "src", src, area(op, indices.len(), cols)?)?;
+    if cols == 0 || dst.len() % cols != 0 {
+        return Err(Error::shape(
+            op,
+            format!("dst of {} elements is not rows of {cols}", dst.len()),
+        ));
+    }
+    no_overlap(op, dst, src, false)?;
+    no_overlap(op, dst, indices, false)?;
+    fits_u32(op, src.len())?;
+    fits_u32(op, dst.len())?;
+    Ok(dst.len() / cols)
+}

@@ -341,6 +341,20 @@ pub trait Ops: Send + Sync {
         dst: View<'_>,
         cols: usize,
     ) -> Result<()>;
+    /// `dst[indices[i], :] += src[i, :]` for `i in 0..indices.len()`, rows of `cols` elements
+    /// (the backward pass of [`Ops::gather_rows`], an embedding's weight gradient). Repeated
+    /// indices accumulate. The CPU adds in index order (deterministic); GPU backends use
+    /// atomic float adds, so with repeated indices the order of the additions (and so the last
+    /// bits of the sums) may differ from run to run. An invalid index (see the index rule):
+    /// CPU, [`crate::Error::InvalidArgument`] before anything is written; GPU backends, that
+    /// row of `src` is skipped.
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()>;
     /// `out[i, :] = onehot(indices[i])` over `classes` columns. An invalid index (not an integer
     /// in `0..classes`) gives an all-zero row on every backend.
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()>;

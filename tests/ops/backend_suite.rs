@@ -847,6 +847,14 @@ macro_rules! backend_suite {
                 super::layers::dropout(T)
             }
             #[test]
+            fn gpu_layer_norm() {
+                super::layers::layer_norm(T)
+            }
+            #[test]
+            fn gpu_scatter_add_rows() {
+                super::layers::scatter_add_rows(T)
+            }
+            #[test]
             fn gpu_optimizers() {
                 super::optimizers(T)
             }

@@ -306,6 +306,16 @@ impl Ops for CpuOps {
         data::gather_rows(self.context, src, indices, dst, cols)
     }
 
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        data::scatter_add_rows(self.context, src, indices, dst, cols)
+    }
+
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
         data::one_hot(self.context, indices, out, classes)
     }

@@ -2,7 +2,7 @@
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 9] = [
+pub(crate) const FILES: [(&str, &str); 10] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -15,6 +15,10 @@ pub(crate) const FILES: [(&str, &str); 9] = [
     ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
     ("random.cu", include_str!("../../../kernels-cu/random.cu")),
     ("norm.cu", include_str!("../../../kernels-cu/norm.cu")),
+    (
+        "embedding.cu",
+        include_str!("../../../kernels-cu/embedding.cu"),
+    ),
 ];
 
 /// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).

@@ -3,6 +3,7 @@
 //! docs/kernel-abi.md, which every dialect defines with the same names and parameters.
 
 mod elementwise;
+mod embedding;
 mod launch;
 mod linalg;
 mod nn_ops;
@@ -321,6 +322,16 @@ impl<D: Device> Ops for GpuOps<D> {
         cols: usize,
     ) -> Result<()> {
         self.gather_rows_impl(src, indices, dst, cols)
+    }
+
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        self.scatter_add_rows_impl(src, indices, dst, cols)
     }
 
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {

@@ -123,3 +123,174 @@ fn cpu_rng_advance_carries_and_dropout_rejects_bad_arguments() {
         Err(Error::Shape { .. })
     ));
 }
+
+/// Layer norm in f64: `(y, stats, dx, dweight, dbias)`.
+#[allow(clippy::type_complexity)]
+fn layer_norm_ref(
+    x: &[f32],
+    w: &[f32],
+    b: &[f32],
+    dy: &[f32],
+    rows: usize,
+    cols: usize,
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mut y, mut st, mut dx) = (
+        vec![0.0; rows * cols],
+        vec![0.0; 2 * rows],
+        vec![0.0; rows * cols],
+    );
+    let (mut dw, mut db) = (vec![0.0; cols], vec![0.0; cols]);
+    let n = cols as f64;
+    for r in 0..rows {
+        let xr: Vec<f64> = x[r * cols..(r + 1) * cols]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let mean = xr.iter().sum::<f64>() / n;
+        let var = xr.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n;
+        let rstd = 1.0 / (var + eps).sqrt();
+        st[2 * r] = mean;
+        st[2 * r + 1] = rstd;
+        let xhat: Vec<f64> = xr.iter().map(|v| (v - mean) * rstd).collect();
+        let g: Vec<f64> = (0..cols)
+            .map(|c| dy[r * cols + c] as f64 * w[c] as f64)
+            .collect();
+        let m1 = g.iter().sum::<f64>() / n;
+        let m2 = g.iter().zip(&xhat).map(|(g, h)| g * h).sum::<f64>() / n;
+        for c in 0..cols {
+            y[r * cols + c] = xhat[c] * w[c] as f64 + b[c] as f64;
+            dx[r * cols + c] = rstd * (g[c] - m1 - xhat[c] * m2);
+            dw[c] += dy[r * cols + c] as f64 * xhat[c];
+            db[c] += dy[r * cols + c] as f64;
+        }
+    }
+    (y, st, dx, dw, db)
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn cpu_layer_norm((rows, cols) in shape(), offset in prop_oneof![Just(0.0f32), Just(50.0f32)], seed in any::<u64>()) {
+        let ctx = Context::cpu();
+        let ops = ctx.ops();
+        let mut r = rng(seed);
+        // A large common offset checks that the variance is computed around the mean.
+        let x: Vec<f32> = r.vec(rows * cols, -2.0, 2.0).iter().map(|v| v + offset).collect();
+        let (w, b) = (r.vec(cols, 0.5, 1.5), r.vec(cols, -1.0, 1.0));
+        let dy = r.vec(rows * cols, -1.0, 1.0);
+        let (y, st, dx, dw, db) = layer_norm_ref(&x, &w, &b, &dy, rows, cols, 1e-5);
+        let (bx, bw, bb, bdy) = (upload(&ctx, &x), upload(&ctx, &w), upload(&ctx, &b), upload(&ctx, &dy));
+        let (by, bst) = (poisoned(&ctx, rows * cols), poisoned(&ctx, 2 * rows));
+        ops.layer_norm_forward(bx.view(), bw.view(), bb.view(), by.view(), bst.view(), rows, cols, 1e-5).unwrap();
+        assert_close("layer_norm y", &read(&ctx, &by), &y);
+        assert_close("layer_norm stats", &read(&ctx, &bst), &st);
+        let (bdx, bdw, bdb) = (poisoned(&ctx, rows * cols), poisoned(&ctx, cols), poisoned(&ctx, cols));
+        ops.layer_norm_backward(bdy.view(), bx.view(), bw.view(), bst.view(), bdx.view(), bdw.view(), bdb.view(), rows, cols).unwrap();
+        // dx cancels (its three terms sum to ~0 for constant dy), so bound it by its terms.
+        let got = read(&ctx, &bdx);
+        let scale = dx.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-3 * (rows * cols) as f64);
+        let err = got.iter().zip(&dx).map(|(&g, w)| (g as f64 - w).powi(2)).sum::<f64>().sqrt() / scale;
+        prop_assert!(err < 1e-4, "layer_norm dx rel err {}", err);
+        assert_close("layer_norm dweight", &read(&ctx, &bdw), &dw);
+        assert_close("layer_norm dbias", &read(&ctx, &bdb), &db);
+    }
+}
+
+#[test]
+fn cpu_layer_norm_rejects_bad_shapes() {
+    let ctx = Context::cpu();
+    let ops = ctx.ops();
+    let x = upload(&ctx, &[1.0; 12]);
+    let w = upload(&ctx, &[1.0; 4]);
+    let y = poisoned(&ctx, 12);
+    let st = poisoned(&ctx, 6);
+    ops.layer_norm_forward(
+        x.view(),
+        w.view(),
+        w.view(),
+        y.view(),
+        st.view(),
+        3,
+        4,
+        1e-5,
+    )
+    .unwrap();
+    let short = poisoned(&ctx, 5);
+    let err = ops
+        .layer_norm_forward(
+            x.view(),
+            w.view(),
+            w.view(),
+            y.view(),
+            short.view(),
+            3,
+            4,
+            1e-5,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::Shape { .. }), "{err}");
+    let err = ops
+        .layer_norm_forward(
+            x.view(),
+            w.view(),
+            w.view(),
+            x.view(),
+            st.view(),
+            3,
+            4,
+            1e-5,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+}
+
+proptest! {
+    #![proptest_config(cfg())]
+
+    #[test]
+    fn cpu_scatter_add_rows_accumulates_repeated_indices(
+        n in 1usize..300, table in 1usize..12, cols in prop_oneof![1usize..20, 100usize..200], seed in any::<u64>()
+    ) {
+        let ctx = Context::cpu();
+        let ops = ctx.ops();
+        let mut r = rng(seed);
+        let src = r.vec(n * cols, -1.0, 1.0);
+        // Few table rows: most ids repeat.
+        let idx: Vec<f32> = (0..n).map(|_| r.below(table) as f32).collect();
+        let d0 = r.vec(table * cols, -1.0, 1.0);
+        let mut want: Vec<f64> = to64(&d0);
+        for (i, &v) in idx.iter().enumerate() {
+            for c in 0..cols {
+                want[v as usize * cols + c] += src[i * cols + c] as f64;
+            }
+        }
+        let (bs, bi, bd) = (upload(&ctx, &src), upload(&ctx, &idx), upload(&ctx, &d0));
+        ops.scatter_add_rows(bs.view(), bi.view(), bd.view(), cols).unwrap();
+        assert_close("scatter_add_rows", &read(&ctx, &bd), &want);
+    }
+}
+
+#[test]
+fn cpu_scatter_add_rows_rejects_invalid_indices_before_writing() {
+    let ctx = Context::cpu();
+    let ops = ctx.ops();
+    let src = upload(&ctx, &[1.0; 6]);
+    let d0 = [0.5f32; 4];
+    let dst = upload(&ctx, &d0);
+    for bad in [-1.0, 2.0, 0.5, f32::NAN] {
+        let idx = upload(&ctx, &[0.0, 1.0, bad]);
+        let err = ops
+            .scatter_add_rows(src.view(), idx.view(), dst.view(), 2)
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert_eq!(read(&ctx, &dst), d0.to_vec());
+    }
+    let idx = upload(&ctx, &[0.0, 1.0, 1.0]);
+    let odd = upload(&ctx, &[0.0; 5]);
+    assert!(matches!(
+        ops.scatter_add_rows(src.view(), idx.view(), odd.view(), 2),
+        Err(Error::Shape { .. })
+    ));
+}
