@@ -431,6 +431,8 @@ fn export(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<Value> {
 }
 
 fn main() {
+    // Warnings (a training step that could not be recorded as a graph, say) are shown.
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let args = match parse_args() {
         Ok(Some(a)) => a,
         Ok(None) => {

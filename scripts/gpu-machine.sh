@@ -84,9 +84,12 @@ for what in "${@:-all}"; do
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
       step "PyTorch comparison: checkpoints from cuda:0 and ${ocl:-no NVIDIA OpenCL device}"
       rm -rf /tmp/torch-cmp; dirs=(/tmp/torch-cmp/cuda)
-      bash $run exec torch_export --device cuda:0 --out /tmp/torch-cmp/cuda 2>&1 | tail -n 1
+      # The step-graph lines show each training step was recorded as a CUDA graph (no host
+      # traffic inside a step) rather than run op by op.
+      RUST_LOG=warn,rnn::nn::step_graph=debug bash $run exec torch_export --device cuda:0 \
+        --out /tmp/torch-cmp/cuda 2>&1 | grep -E "graph|torch_export|rror" | cut -c1-200
       if [ -n "$ocl" ]; then
-        bash $run exec torch_export --device "$ocl" --out /tmp/torch-cmp/opencl 2>&1 | tail -n 1
+        bash $run exec torch_export --device "$ocl" --out /tmp/torch-cmp/opencl 2>&1 | grep -E "torch_export|rror"
         dirs+=(/tmp/torch-cmp/opencl)
       else
         echo "!!! no NVIDIA OpenCL device"; status=1
