@@ -1,5 +1,11 @@
-//! Neural networks on any device: dense, Elman RNN, LSTM and GRU layers, softmax cross-entropy
-//! and MSE, SGD/Adam/AdamW over one flat parameter buffer, training, data sets and checkpoints.
+//! Neural networks on any device: dense, Elman RNN, LSTM and GRU layers, token embeddings,
+//! dropout and layer normalization, softmax cross-entropy and MSE, SGD/Adam/AdamW over one flat
+//! parameter buffer, training, data sets and checkpoints.
+//!
+//! [`NetworkBuilder::embedding`], [`NetworkBuilder::dropout`] and
+//! [`NetworkBuilder::layer_norm`] follow `nn.Embedding`, `nn.Dropout` and `nn.LayerNorm`
+//! (names `N.weight`, `N.bias`); dropout is active only in training, with masks drawn on the
+//! device from a seeded counter.
 //!
 //! The recurrent layers ([`NetworkBuilder::rnn`], [`NetworkBuilder::lstm`],
 //! [`NetworkBuilder::gru`]) use PyTorch's parameter names, layouts and gate orders
