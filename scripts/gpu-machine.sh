@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from the repository root, after ../shared/tools/gpu-bundle built
 # .gpu-bundle here (the device has no Rust toolchain). One call does everything that belongs
 # together, so device time is spent once:
-#   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|profile|all]...
+#   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|torch|profile|all]...
 #   bash scripts/gpu-machine.sh [hip-shim|hip-shim-run|hip-shim-sanitize]
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 # `hip-shim` (not part of `all`) runs the HIP backend itself (its libamdhip64/hiprtc FFI, not the
@@ -87,6 +87,25 @@ for what in "${@:-all}"; do
         done
       fi
       python3 scripts/roofline.py "${tables[@]}" 2>&1 | tee "$OUT/roofline.md" ;;&
+    torch|all)
+      # Our checkpoints of stacked/bidirectional recurrent models (with dropout, LayerNorm,
+      # embedding) written on cuda:0 and on NVIDIA OpenCL, loaded into torch.nn with strict=True
+      # and compared with PyTorch's forward (f64 on the CPU) at 1e-4 relative.
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      step "PyTorch comparison: checkpoints from cuda:0 and ${ocl:-no NVIDIA OpenCL device}"
+      rm -rf /tmp/torch-cmp; dirs=(/tmp/torch-cmp/cuda)
+      # The step-graph lines show each training step was recorded as a CUDA graph (no host
+      # traffic inside a step) rather than run op by op.
+      RUST_LOG=warn,rnn::nn::step_graph=debug bash $run exec torch_export --device cuda:0 \
+        --out /tmp/torch-cmp/cuda 2>&1 | grep -E "graph|torch_export|rror" | cut -c1-200
+      if [ -n "$ocl" ]; then
+        bash $run exec torch_export --device "$ocl" --out /tmp/torch-cmp/opencl 2>&1 | grep -E "torch_export|rror"
+        dirs+=(/tmp/torch-cmp/opencl)
+      else
+        echo "!!! no NVIDIA OpenCL device"; status=1
+      fi
+      python3 scripts/torch_compare.py "${dirs[@]}" 2>&1 | grep -v -i numpy | tee "$OUT/torch-compare.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! torch_compare failed"; status=1; } ;;&
     bench-cpu|all)
       step "CPU backend vs PyTorch CPU, both pinned to 2 cores (taskset -c 0,1)"
       taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"

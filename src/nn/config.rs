@@ -160,7 +160,7 @@ pub struct TrainingConfig {
     pub optimizer: Optimizer,
     /// Scale gradients so their global L2 norm is at most this (on the device).
     pub clip_grad_norm: Option<f32>,
-    /// Seeds shuffling (parameter init is seeded by the network builder).
+    /// Seeds shuffling and dropout masks (parameter init is seeded by the network builder).
     pub seed: u64,
     /// Reshuffle the training samples every epoch.
     pub shuffle: bool,

@@ -1,5 +1,5 @@
-//! [`CharCorpus`]: a character vocabulary over a text, and next-character data sets of one-hot
-//! sequences for recurrent models.
+//! [`CharCorpus`]: a character vocabulary over a text, and next-character data sets for
+//! recurrent models, as one-hot sequences or as id sequences for an embedding layer.
 
 use crate::error::{Error, Result};
 
@@ -71,10 +71,50 @@ impl CharCorpus {
         Ok(out)
     }
 
+    /// The ids of `text` as f32 (the input of an embedding layer); unknown characters are
+    /// errors.
+    pub fn ids(&self, text: &str) -> Result<Vec<f32>> {
+        text.chars()
+            .enumerate()
+            .map(|(i, c)| {
+                self.index(c).map(|k| k as f32).ok_or_else(|| {
+                    Error::InvalidData(format!("character {c:?} at {i} is not in the vocabulary"))
+                })
+            })
+            .collect()
+    }
+
+    /// Next-character training data for a model that starts with an embedding: windows of
+    /// `steps` character ids (features `steps`, each an id in `0..vocab_size()`) with the
+    /// following character at every step as labels, exactly as [`CharCorpus::sequences`]
+    /// makes them but without the one-hot expansion (`vocab` times smaller).
+    ///
+    /// ```
+    /// use rnn::nn::CharCorpus;
+    /// let corpus = CharCorpus::new("abcabcabd")?;
+    /// let data = corpus.id_sequences(3, 2, 10)?;
+    /// assert_eq!(data.width(), 3);
+    /// assert_eq!(&data.features()[..3], &[0.0, 1.0, 2.0]); // "abc"
+    /// # Ok::<(), rnn::Error>(())
+    /// ```
+    pub fn id_sequences(&self, steps: usize, stride: usize, max_samples: usize) -> Result<Dataset> {
+        self.windows(steps, stride, max_samples, false)
+    }
+
     /// Next-character training data: windows of `steps` one-hot characters (features
     /// `steps * vocab`) with the following character at every step as labels (`steps` per
     /// sample). Windows start every `stride` characters; `max_samples` caps their number.
     pub fn sequences(&self, steps: usize, stride: usize, max_samples: usize) -> Result<Dataset> {
+        self.windows(steps, stride, max_samples, true)
+    }
+
+    fn windows(
+        &self,
+        steps: usize,
+        stride: usize,
+        max_samples: usize,
+        one_hot: bool,
+    ) -> Result<Dataset> {
         if steps == 0 || stride == 0 || max_samples == 0 {
             return Err(Error::InvalidArgument(
                 "steps, stride and max_samples must be > 0".into(),
@@ -94,15 +134,20 @@ impl CharCorpus {
             .take(max_samples);
         for s in starts {
             for t in 0..steps {
-                let mut row = vec![0.0; v];
-                row[self.encoded[s + t] as usize] = 1.0;
-                features.extend(row);
+                let id = self.encoded[s + t];
+                if one_hot {
+                    let mut row = vec![0.0; v];
+                    row[id as usize] = 1.0;
+                    features.extend(row);
+                } else {
+                    features.push(id as f32);
+                }
                 labels.push(self.encoded[s + t + 1]);
             }
         }
         Dataset::new(
             features,
-            steps * v,
+            if one_hot { steps * v } else { steps },
             Targets::Classes {
                 labels,
                 classes: v,

@@ -6,15 +6,22 @@ use crate::error::Result;
 use crate::ops::{Activation, Ops};
 
 use super::dense::{Dense, DenseWs};
+use super::dropout::{Dropout, DropoutWs};
+use super::embedding::{Embedding, EmbeddingWs};
 use super::gru::{Gru, GruWs};
+use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
 use super::rnn::{Rnn, RnnOutput, RnnWs};
+use super::stack::{RecurrentCell, Stack, StackWs};
 
 /// What every layer needs besides its workspace: the ops and the two flat buffers.
 pub(crate) struct Flat<'a> {
     pub ops: &'a dyn Ops,
     pub params: &'a Buffer,
     pub grads: &'a Buffer,
+    /// The device-side random state ([`crate::ops::RNG_STATE_LEN`]) while training; `None`
+    /// in evaluation and prediction, where dropout is the identity.
+    pub rng: Option<View<'a>>,
 }
 
 #[derive(Debug, Clone)]
@@ -23,6 +30,10 @@ pub(crate) enum Layer {
     Rnn(Rnn),
     Lstm(Lstm),
     Gru(Gru),
+    Stack(Stack),
+    Dropout(Dropout),
+    LayerNorm(LayerNorm),
+    Embedding(Embedding),
 }
 
 pub(crate) enum LayerWs {
@@ -30,6 +41,10 @@ pub(crate) enum LayerWs {
     Rnn(RnnWs),
     Lstm(LstmWs),
     Gru(GruWs),
+    Stack(StackWs),
+    Dropout(DropoutWs),
+    LayerNorm(LayerNormWs),
+    Embedding(EmbeddingWs),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -79,6 +94,47 @@ pub enum LayerDesc {
         /// Full sequence or last state.
         output: RnnOutput,
     },
+    /// A stacked and/or bidirectional RNN, LSTM or GRU (PyTorch's `num_layers`,
+    /// `bidirectional`, `dropout`); outputs `hidden * directions` features per row.
+    Recurrent {
+        /// The cell of every layer and direction.
+        cell: RecurrentCell,
+        /// Input features per step.
+        inputs: usize,
+        /// Hidden size of each direction.
+        hidden: usize,
+        /// Sequence length.
+        steps: usize,
+        /// Full sequence or last state (`h_n` of the top layer, both directions).
+        output: RnnOutput,
+        /// Stacked layers.
+        num_layers: usize,
+        /// Two directions.
+        bidirectional: bool,
+        /// Inter-layer dropout probability (training only).
+        dropout: f32,
+    },
+    /// Inverted dropout (training only).
+    Dropout {
+        /// Features per row (unchanged by the layer).
+        features: usize,
+        /// Drop probability.
+        p: f32,
+    },
+    /// Layer normalization over each row's features.
+    LayerNorm {
+        /// Features per row.
+        features: usize,
+        /// Added to the variance.
+        eps: f32,
+    },
+    /// A token-id lookup table (first layer only).
+    Embedding {
+        /// Rows of the table (valid ids are `0..num_embeddings`).
+        num_embeddings: usize,
+        /// Values per id.
+        dim: usize,
+    },
 }
 
 impl Layer {
@@ -88,6 +144,10 @@ impl Layer {
             Layer::Rnn(r) => r.inputs,
             Layer::Lstm(l) => l.inputs,
             Layer::Gru(g) => g.inputs,
+            Layer::Stack(s) => s.inputs,
+            Layer::Dropout(d) => d.features,
+            Layer::LayerNorm(n) => n.features,
+            Layer::Embedding(_) => 1,
         }
     }
 
@@ -97,6 +157,19 @@ impl Layer {
             Layer::Rnn(r) => r.hidden,
             Layer::Lstm(l) => l.hidden,
             Layer::Gru(g) => g.hidden,
+            Layer::Stack(s) => s.outputs(),
+            Layer::Dropout(d) => d.features,
+            Layer::LayerNorm(n) => n.features,
+            Layer::Embedding(e) => e.dim,
+        }
+    }
+
+    /// True for layers that draw random masks while training.
+    pub fn uses_rng(&self) -> bool {
+        match self {
+            Layer::Dropout(d) => d.p > 0.0,
+            Layer::Stack(s) => s.uses_rng(),
+            _ => false,
         }
     }
 
@@ -126,6 +199,28 @@ impl Layer {
                 steps: g.steps,
                 output: g.output,
             },
+            Layer::Stack(s) => LayerDesc::Recurrent {
+                cell: s.cell,
+                inputs: s.inputs,
+                hidden: s.hidden,
+                steps: s.steps,
+                output: s.output,
+                num_layers: s.opts.num_layers,
+                bidirectional: s.opts.bidirectional,
+                dropout: s.opts.dropout,
+            },
+            Layer::Dropout(d) => LayerDesc::Dropout {
+                features: d.features,
+                p: d.p,
+            },
+            Layer::LayerNorm(n) => LayerDesc::LayerNorm {
+                features: n.features,
+                eps: n.eps,
+            },
+            Layer::Embedding(e) => LayerDesc::Embedding {
+                num_embeddings: e.num,
+                dim: e.dim,
+            },
         }
     }
 
@@ -136,6 +231,10 @@ impl Layer {
             Layer::Rnn(r) => LayerWs::Rnn(r.workspace(ops, batch)?),
             Layer::Lstm(l) => LayerWs::Lstm(l.workspace(ops, batch)?),
             Layer::Gru(g) => LayerWs::Gru(g.workspace(ops, batch)?),
+            Layer::Stack(s) => LayerWs::Stack(s.workspace(ops, batch)?),
+            Layer::Dropout(d) => LayerWs::Dropout(d.workspace(ops, rows)?),
+            Layer::LayerNorm(n) => LayerWs::LayerNorm(n.workspace(ops, rows)?),
+            Layer::Embedding(e) => LayerWs::Embedding(e.workspace(ops, rows)?),
         })
     }
 
@@ -145,6 +244,10 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.output(w),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.output(w),
+            (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.output()),
+            (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.output()),
+            (Layer::Embedding(_), LayerWs::Embedding(w)) => Ok(w.output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -155,6 +258,10 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.grad_output(w),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.grad_output(w),
+            (Layer::Dropout(_), LayerWs::Dropout(w)) => Ok(w.grad_output()),
+            (Layer::LayerNorm(_), LayerWs::LayerNorm(w)) => Ok(w.grad_output()),
+            (Layer::Embedding(_), LayerWs::Embedding(w)) => Ok(w.grad_output()),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -165,6 +272,10 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward(f, w, x),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.forward(f, w, x),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.forward(f, w, x),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.forward(f, w, x),
+            (Layer::Dropout(d), LayerWs::Dropout(w)) => d.forward(f, w, x),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.forward(f, w, x),
+            (Layer::Embedding(e), LayerWs::Embedding(w)) => e.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }
@@ -181,6 +292,10 @@ impl Layer {
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, x, dx),
+            (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, x, dx),
+            (Layer::Embedding(e), LayerWs::Embedding(w)) => e.backward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }
     }

@@ -1,5 +1,11 @@
-//! Neural networks on any device: dense, Elman RNN, LSTM and GRU layers, softmax cross-entropy
-//! and MSE, SGD/Adam/AdamW over one flat parameter buffer, training, data sets and checkpoints.
+//! Neural networks on any device: dense, Elman RNN, LSTM and GRU layers, token embeddings,
+//! dropout and layer normalization, softmax cross-entropy and MSE, SGD/Adam/AdamW over one flat
+//! parameter buffer, training, data sets and checkpoints.
+//!
+//! [`NetworkBuilder::embedding`], [`NetworkBuilder::dropout`] and
+//! [`NetworkBuilder::layer_norm`] follow `nn.Embedding`, `nn.Dropout` and `nn.LayerNorm`
+//! (names `N.weight`, `N.bias`); dropout is active only in training, with masks drawn on the
+//! device from a seeded counter.
 //!
 //! The recurrent layers ([`NetworkBuilder::rnn`], [`NetworkBuilder::lstm`],
 //! [`NetworkBuilder::gru`]) use PyTorch's parameter names, layouts and gate orders
@@ -7,6 +13,9 @@
 //! r, z, n), so checkpoints exchange weights with `torch.nn.RNN`/`LSTM`/`GRU`. Each runs the
 //! input projection of all steps as one GEMM, backpropagates through the whole sequence, and
 //! hands on either every hidden state or only the last one ([`RnnOutput`]).
+//! [`NetworkBuilder::recurrent`] adds PyTorch's `num_layers`, `bidirectional` and `dropout`
+//! ([`RecurrentOptions`]), with PyTorch's names (`weight_ih_l1`, `weight_hh_l0_reverse`, ...),
+//! `[forward | reverse]` output rows, and `h_n` of the top layer as the `Last` output.
 //!
 //! Everything runs through [`crate::Context`] and [`crate::Ops`]; layers never know the
 //! backend.
@@ -33,9 +42,12 @@ mod config;
 mod corpus;
 mod data;
 mod dense;
+mod dropout;
+mod embedding;
 mod gru;
 mod history;
 mod layer;
+mod layer_norm;
 mod loss;
 mod lstm;
 mod network;
@@ -48,6 +60,7 @@ mod rng;
 mod rnn;
 mod schedule;
 mod size;
+mod stack;
 mod step_graph;
 mod train;
 mod train_state;
@@ -71,5 +84,6 @@ pub use rng::Rng;
 pub use rnn::RnnOutput;
 pub use schedule::{EarlyStopping, LrSchedule};
 pub use size::MAX_INDEXED_ROWS;
+pub use stack::{RecurrentCell, RecurrentOptions};
 pub use train::{EpochCallback, format_epoch};
 pub use trainer::Trainer;

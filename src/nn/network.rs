@@ -31,6 +31,9 @@ pub struct Network {
     pub(crate) layout: ParamLayout,
     pub(crate) params: Buffer,
     pub(crate) grads: Buffer,
+    /// The random state of dropout masks ([`crate::ops::RNG_STATE_LEN`]); training steps
+    /// advance its counter on the device.
+    pub(crate) rng: Buffer,
     /// Steps per sample at the input (1 without a sequence).
     pub(crate) in_steps: usize,
     /// Steps per sample at each layer's input.
@@ -140,6 +143,11 @@ impl Network {
         ops.upload(params.view(), &values)?;
         let grads = ops.alloc(values.len())?;
         ops.fill(grads.view(), 0.0)?;
+        let mut state = [0.0f32; crate::ops::RNG_STATE_LEN];
+        self.ctx.ops().download(self.rng.view(), &mut state)?;
+        let rng = ops.alloc(state.len())?;
+        ops.upload(rng.view(), &state)?;
+        self.rng = rng;
         self.workspaces.clear();
         self.params = params;
         self.grads = grads;
@@ -147,7 +155,17 @@ impl Network {
         Ok(())
     }
 
-    /// Checks that `data` fits this network: input width, kind of targets, classes, steps.
+    /// Token ids for a first [`super::NetworkBuilder::embedding`] layer must all be in its
+    /// table; checked on the host so no kernel ever sees an invalid id.
+    fn check_ids(&self, features: &[f32]) -> Result<()> {
+        match &self.layers[0] {
+            Layer::Embedding(e) => e.check_ids(features, self.input_width()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks that `data` fits this network: input width, kind of targets, classes, steps,
+    /// and token ids when the first layer is an embedding.
     pub fn check_data(&self, data: &Dataset) -> Result<()> {
         if data.width() != self.input_width() {
             return Err(Error::InvalidData(format!(
@@ -156,6 +174,7 @@ impl Network {
                 self.input_width()
             )));
         }
+        self.check_ids(data.features())?;
         let c = self.output_features();
         match (self.loss, data.targets()) {
             (
@@ -209,11 +228,18 @@ impl Network {
     /// Samples per evaluation batch: [`EVAL_BATCH`], fewer for sequences so long that the
     /// batch's time-major rows would pass [`MAX_INDEXED_ROWS`].
     fn eval_batch(&self) -> usize {
-        EVAL_BATCH.min(((MAX_INDEXED_ROWS - 1) / self.in_steps).max(1))
+        // A bidirectional layer indexes its output as twice the rows, half as wide.
+        let bi = self
+            .layers
+            .iter()
+            .any(|l| matches!(l, Layer::Stack(s) if s.opts.bidirectional));
+        let rows_per_sample = self.in_steps * if bi { 2 } else { 1 };
+        EVAL_BATCH.min(((MAX_INDEXED_ROWS - 1) / rows_per_sample).max(1))
     }
 
     /// Runs the network on `x` (`[n, input_width]`, on this network's context) and returns
-    /// the outputs, `[n, output_features]` or `[n, steps, output_features]`.
+    /// the outputs, `[n, output_features]` or `[n, steps, output_features]`. With an
+    /// embedding first, `x` holds token ids and is read back once to check them.
     pub fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
         let w = self.input_width();
         if x.is_empty() || x.len() % w != 0 {
@@ -222,6 +248,17 @@ impl Network {
                 format!("{} input values are not whole samples of {w}", x.len()),
             ));
         }
+        if matches!(self.layers[0], Layer::Embedding(_)) {
+            // Ids must be checked before any kernel reads them; this input is on the device,
+            // so it is read back once (training and evaluation check their data on the host).
+            self.check_ids(&x.to_vec()?)?;
+        }
+        self.forward_checked(x)
+    }
+
+    /// [`Network::forward`] on input whose ids (if any) are already checked.
+    fn forward_checked(&mut self, x: &Tensor) -> Result<Tensor> {
+        let w = self.input_width();
         let n = x.len() / w;
         let cols = self.output_features();
         let out_w = self.out_steps * cols;
@@ -263,8 +300,9 @@ impl Network {
                 features.len()
             )));
         }
+        self.check_ids(features)?;
         let x = self.ctx.tensor(&[features.len() / w, w], features)?;
-        self.forward(&x)?.to_vec()
+        self.forward_checked(&x)?.to_vec()
     }
 
     /// The arg-max class of every output row (every step of every sample for sequence
@@ -316,7 +354,9 @@ impl Network {
 
     /// Forward and backward over all of `data` as one batch, leaving the gradients of the mean
     /// loss in the gradient buffer ([`Network::gradients`]); returns the mean loss. Meant for
-    /// gradient checks and custom training loops.
+    /// gradient checks and custom training loops. It runs in training mode (dropout on) with
+    /// the random state's current masks, which it does not advance: repeated calls see the
+    /// same masks, so finite differences of its loss match its gradients.
     pub fn compute_gradients(&mut self, data: &Dataset) -> Result<f32> {
         self.check_data(data)?;
         let dd = self.upload(data)?;
@@ -325,7 +365,7 @@ impl Network {
         ops.fill(acc.view(), 0.0)?;
         let (net, ws) = self.workspace(dd.n)?;
         net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0))?;
-        net.forward_ws(ws)?;
+        net.forward_train_ws(ws)?;
         net.loss_ws(ws, Some(acc.view()))?;
         net.backward_ws(ws)?;
         let mut sums = [0.0f32; 2];

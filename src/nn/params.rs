@@ -31,8 +31,21 @@ pub struct ParamInfo {
     pub shape: Vec<usize>,
     /// First element in the flat buffer.
     pub offset: usize,
-    /// Initialized uniformly in `[-bound, bound]`.
+    /// Initialized uniformly in `[-bound, bound]` (when `init` is [`Init::Uniform`]).
     pub(crate) init_bound: f32,
+    /// How the tensor is initialized.
+    pub(crate) init: Init,
+}
+
+/// How a parameter tensor is initialized (PyTorch's defaults per layer kind).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Init {
+    /// Uniform in `[-bound, bound]` (dense and recurrent layers).
+    Uniform(f32),
+    /// Every element this value (LayerNorm: weight 1, bias 0); draws nothing from the stream.
+    Constant(f32),
+    /// Standard normal (Embedding).
+    Normal,
 }
 
 impl ParamInfo {
@@ -62,6 +75,15 @@ impl ParamLayout {
     /// a size that overflows is recorded (the tensor then counts as empty) and reported by
     /// [`Self::check`], which the builder calls before allocating anything.
     pub fn add(&mut self, name: String, shape: Vec<usize>, init_bound: f32) -> ParamRef {
+        self.add_init(name, shape, Init::Uniform(init_bound))
+    }
+
+    /// [`Self::add`] with another initialization.
+    pub fn add_init(&mut self, name: String, shape: Vec<usize>, init: Init) -> ParamRef {
+        let init_bound = match init {
+            Init::Uniform(b) => b,
+            _ => 0.0,
+        };
         let offset = self.total;
         let len = match size::product(&shape).and_then(|n| offset.checked_add(n).map(|_| n)) {
             Some(n) => n,
@@ -80,6 +102,7 @@ impl ParamLayout {
             shape,
             offset,
             init_bound,
+            init,
         };
         self.total += len;
         self.tensors.push(info);
@@ -100,9 +123,13 @@ impl ParamLayout {
         let mut rng = Rng::new(seed);
         let mut out = vec![0.0f32; self.total];
         for t in &self.tensors {
-            let b = t.init_bound;
-            for x in &mut out[t.offset..t.offset + t.len()] {
-                *x = rng.uniform_range(-b, b);
+            let values = &mut out[t.offset..t.offset + t.len()];
+            match t.init {
+                Init::Uniform(b) => values
+                    .iter_mut()
+                    .for_each(|x| *x = rng.uniform_range(-b, b)),
+                Init::Constant(c) => values.fill(c),
+                Init::Normal => values.iter_mut().for_each(|x| *x = rng.normal()),
             }
         }
         out

@@ -132,6 +132,11 @@ impl Network {
             self.layout.total,
             config.learning_rate,
         )?;
+        // Dropout masks follow the training seed (uploaded once, before any step).
+        ops.upload(
+            self.rng.view(),
+            &crate::ops::rng_state_values(config.seed, 0),
+        )?;
         let mut graphs = StepGraphs::new(config.graphs);
         // The per-epoch validation creates workspaces of other sizes; the step sizes must
         // survive it.

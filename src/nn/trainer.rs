@@ -50,6 +50,11 @@ impl Network {
         let batch = config.batch_size.min(data.n);
         let pin = self.pin_workspace(batch)?;
         let ops = self.ctx.ops();
+        // Dropout masks follow the training seed (uploaded once, before any step).
+        ops.upload(
+            self.rng.view(),
+            &crate::ops::rng_state_values(config.seed, 0),
+        )?;
         let acc = ops.alloc(2)?;
         ops.fill(acc.view(), 0.0)?;
         Ok(Trainer {

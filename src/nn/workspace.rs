@@ -45,12 +45,27 @@ pub(crate) struct Workspace {
 }
 
 impl Network {
+    /// The flat buffers for evaluation and prediction (dropout off).
     pub(crate) fn flat(&self) -> Flat<'_> {
         Flat {
             ops: self.ctx.ops(),
             params: &self.params,
             grads: &self.grads,
+            rng: None,
         }
+    }
+
+    /// The flat buffers for a training pass (dropout on, masks from the random state).
+    pub(crate) fn train_flat(&self) -> Flat<'_> {
+        Flat {
+            rng: Some(self.rng.view()),
+            ..self.flat()
+        }
+    }
+
+    /// True when some layer draws random masks (so a training step advances the state).
+    pub(crate) fn uses_rng(&self) -> bool {
+        self.layers.iter().any(|l| l.uses_rng())
     }
 
     /// Target values per sample: one label per output step, or `out_features` values per step.
@@ -194,11 +209,20 @@ impl Network {
         }
     }
 
+    /// Forward in evaluation mode (dropout is the identity).
     pub(crate) fn forward_ws(&self, ws: &Workspace) -> Result<()> {
-        let f = self.flat();
+        self.forward_with(ws, &self.flat())
+    }
+
+    /// Forward in training mode, with the masks of the random state's current step.
+    pub(crate) fn forward_train_ws(&self, ws: &Workspace) -> Result<()> {
+        self.forward_with(ws, &self.train_flat())
+    }
+
+    fn forward_with(&self, ws: &Workspace, f: &Flat<'_>) -> Result<()> {
         for (i, layer) in self.layers.iter().enumerate() {
             let x = self.layer_input(ws, i)?;
-            layer.forward(&f, &ws.layers[i], x)?;
+            layer.forward(f, &ws.layers[i], x)?;
         }
         Ok(())
     }
@@ -252,18 +276,25 @@ impl Network {
         opt: &super::optim::OptimizerState,
     ) -> Result<()> {
         let ops = self.ctx.ops();
-        self.forward_ws(ws)?;
+        self.forward_train_ws(ws)?;
         self.loss_ws(ws, Some(acc))?;
         self.backward_ws(ws)?;
         if let Some((max, norm)) = clip {
             ops.clip_grad_norm(self.grads.view(), max, norm)?;
         }
-        opt.queue(ops, self.params.view(), self.grads.view())
+        opt.queue(ops, self.params.view(), self.grads.view())?;
+        // The next step draws fresh masks; the counter moves on the device, so a recorded
+        // step replays correctly.
+        if self.uses_rng() {
+            ops.rng_advance(self.rng.view())?;
+        }
+        Ok(())
     }
 
-    /// Backward through every layer; overwrites the whole gradient buffer.
+    /// Backward through every layer (after [`Self::forward_train_ws`], whose masks it
+    /// reuses); overwrites the whole gradient buffer.
     pub(crate) fn backward_ws(&self, ws: &Workspace) -> Result<()> {
-        let f = self.flat();
+        let f = self.train_flat();
         for i in (0..self.layers.len()).rev() {
             let x = self.layer_input(ws, i)?;
             let dx = if i == 0 {

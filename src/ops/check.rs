@@ -471,3 +471,73 @@ pub(crate) fn adam_step(
     optimizer_state(op, state, &[params, grads, m, v])?;
     fits_u32(op, n)
 }
+
+/// Arguments of [`crate::ops::Ops::dropout`]: `y` as long as `x` (or exactly `x`), a whole
+/// random state that no output overlaps, `p` in `0..=1`, an index range of 32 bits.
+pub(crate) fn dropout(x: &View<'_>, y: &View<'_>, state: &View<'_>, p: f32) -> Result<u32> {
+    let op = "dropout";
+    len(op, "y", y, x.len())?;
+    len(op, "state", state, crate::ops::RNG_STATE_LEN)?;
+    no_overlap(op, y, x, true)?;
+    no_overlap(op, y, state, false)?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(Error::InvalidArgument(format!(
+            "{op}: drop probability {p} is not in 0..=1"
+        )));
+    }
+    fits_u32(op, x.len())
+}
+
+/// [`crate::ops::Ops::rng_advance`]: a whole random state.
+pub(crate) fn rng_state(op: &str, state: &View<'_>) -> Result<()> {
+    len(op, "state", state, crate::ops::RNG_STATE_LEN)
+}
+
+/// Arguments of the layer-norm ops: every view's length, and no output overlapping another
+/// view. `outs` and `ins` are `(name, view, elements)`. Returns `rows * cols`, which fits the
+/// 32-bit kernel dimensions.
+pub(crate) fn layer_norm(
+    op: &str,
+    rows: usize,
+    cols: usize,
+    ins: &[(&str, &View<'_>, usize)],
+    outs: &[(&str, &View<'_>, usize)],
+) -> Result<u32> {
+    let n = area(op, rows, cols)?;
+    for (name, v, want) in ins.iter().chain(outs) {
+        len(op, name, v, *want)?;
+    }
+    for (i, (_, o, _)) in outs.iter().enumerate() {
+        for (_, input, _) in ins {
+            no_overlap(op, o, input, false)?;
+        }
+        for (_, other, _) in &outs[i + 1..] {
+            no_overlap(op, o, other, false)?;
+        }
+    }
+    fits_u32(op, area(op, rows, 2)?)?;
+    fits_u32(op, n)
+}
+
+/// Arguments of [`crate::ops::Ops::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
+/// whole rows of `cols`, `dst` overlapping neither input. Returns the rows of `dst`.
+pub(crate) fn scatter_add_rows(
+    src: &View<'_>,
+    indices: &View<'_>,
+    dst: &View<'_>,
+    cols: usize,
+) -> Result<usize> {
+    let op = "scatter_add_rows";
+    len(op, "src", src, area(op, indices.len(), cols)?)?;
+    if cols == 0 || dst.len() % cols != 0 {
+        return Err(Error::shape(
+            op,
+            format!("dst of {} elements is not rows of {cols}", dst.len()),
+        ));
+    }
+    no_overlap(op, dst, src, false)?;
+    no_overlap(op, dst, indices, false)?;
+    fits_u32(op, src.len())?;
+    fits_u32(op, dst.len())?;
+    Ok(dst.len() / cols)
+}

@@ -96,7 +96,7 @@ fn reference(cell: Cell, p: &[f32], x: &[f32], steps: usize, i: usize, h: usize)
 /// cells are smooth, so unlike ReLU networks no parameter sits on a kink. A tensor whose
 /// gradient is tiny is held to `tol` times a floor instead of its own norm, since f32 loss
 /// differences carry noise of about 1e-4 per element.
-fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
+pub(crate) fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
     net.compute_gradients(data).unwrap();
     let analytic = net.gradients().unwrap();
     let base = net.parameters().unwrap();
@@ -352,7 +352,7 @@ fn remember_first(rng: &mut Rng, n: usize, t: usize, c: usize) -> Dataset {
     Dataset::classification(x, t * c, labels, c).unwrap()
 }
 
-fn config_for(ctx: &Context, epochs: usize, lr: f32) -> TrainingConfig {
+pub(crate) fn config_for(ctx: &Context, epochs: usize, lr: f32) -> TrainingConfig {
     TrainingConfig {
         use_gpu: ctx.id() != rnn::DeviceId::Cpu,
         prefer_gpu: false,

@@ -11,7 +11,7 @@ use crate::support::rel_err;
 /// kink (ReLU at 0) within `eps`, where no finite difference is meaningful: it is left out, and
 /// at most half of the parameters may be (one ReLU unit near 0 puts every weight
 /// feeding it on the kink).
-fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
+pub(crate) fn check(net: &mut Network, data: &Dataset, eps: f32, tol: f64, what: &str) {
     let base_loss = net.compute_gradients(data).unwrap() as f64;
     let analytic = net.gradients().unwrap();
     let base = net.parameters().unwrap();

@@ -16,6 +16,7 @@ mod gemm_tiles;
 mod graphs;
 mod indices;
 mod memory;
+mod layers;
 mod rnn_seq;
 mod rnn_step;
 
@@ -801,6 +802,18 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_gated_sequence_graph() {
                 super::gated_graph::gated_sequence_graph(T)
+            }
+            #[test]
+            fn gpu_dropout() {
+                super::layers::dropout(T)
+            }
+            #[test]
+            fn gpu_layer_norm() {
+                super::layers::layer_norm(T)
+            }
+            #[test]
+            fn gpu_scatter_add_rows() {
+                super::layers::scatter_add_rows(T)
             }
             #[test]
             fn gpu_optimizers() {

@@ -150,6 +150,7 @@ mod activations_losses;
 mod cells;
 mod elementwise_gemm;
 mod gated_seq;
+mod layers;
 mod optim_errors;
 mod reductions_data;
 mod rnn_seq;

@@ -88,3 +88,35 @@ pub(super) fn one_hot(ctx: u64, indices: View<'_>, out: View<'_>, classes: usize
         }
     })
 }
+
+pub(super) fn scatter_add_rows(
+    ctx: u64,
+    src: View<'_>,
+    indices: View<'_>,
+    dst: View<'_>,
+    cols: usize,
+) -> Result<()> {
+    let op = "scatter_add_rows";
+    let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
+    lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
+        if let Some((i, &v)) = idx
+            .iter()
+            .enumerate()
+            .find(|&(_, &v)| row_index(v, dst_rows).is_none())
+        {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: index {v} at position {i} is not a row of a {dst_rows}-row destination"
+            )));
+        }
+        // One pass in index order: every destination element sums its sources in the same
+        // order on every run.
+        for (i, &v) in idx.iter().enumerate() {
+            let r = v as usize;
+            let d = &mut dst[r * cols..(r + 1) * cols];
+            for (d, &s) in d.iter_mut().zip(&src[i * cols..(i + 1) * cols]) {
+                *d += s;
+            }
+        }
+        Ok(())
+    })?
+}

@@ -12,8 +12,10 @@ mod elementwise;
 mod fastmath;
 mod gated_step;
 mod gemm;
+mod norm;
 mod optim;
 mod par;
+mod random;
 mod reduce;
 mod rnn_step;
 mod simd;
@@ -324,8 +326,73 @@ impl Ops for CpuOps {
         data::gather_rows(self.context, src, indices, dst, cols)
     }
 
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        data::scatter_add_rows(self.context, src, indices, dst, cols)
+    }
+
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
         data::one_hot(self.context, indices, out, classes)
+    }
+
+    fn dropout(
+        &self,
+        x: View<'_>,
+        y: View<'_>,
+        state: View<'_>,
+        p: f32,
+        stream: u32,
+    ) -> Result<()> {
+        random::dropout(self.context, x, y, state, p, stream)
+    }
+
+    fn rng_advance(&self, state: View<'_>) -> Result<()> {
+        random::rng_advance(self.context, state)
+    }
+
+    fn layer_norm_forward(
+        &self,
+        x: View<'_>,
+        weight: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        stats: View<'_>,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<()> {
+        norm::layer_norm_forward(self.context, x, weight, bias, y, stats, rows, cols, eps)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        dy: View<'_>,
+        x: View<'_>,
+        weight: View<'_>,
+        stats: View<'_>,
+        dx: View<'_>,
+        dweight: View<'_>,
+        dbias: View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        norm::layer_norm_backward(
+            self.context,
+            dy,
+            x,
+            weight,
+            stats,
+            dx,
+            dweight,
+            dbias,
+            rows,
+            cols,
+        )
     }
 
     fn rnn_step_forward(

@@ -11,7 +11,7 @@ pub(crate) const SGEMM: SgemmKernel = SgemmKernel {
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 9] = [
+pub(crate) const FILES: [(&str, &str); 12] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -32,6 +32,12 @@ pub(crate) const FILES: [(&str, &str); 9] = [
         include_str!("../../../kernels-cu/gated_seq.cu"),
     ),
     ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
+    ("random.cu", include_str!("../../../kernels-cu/random.cu")),
+    ("norm.cu", include_str!("../../../kernels-cu/norm.cu")),
+    (
+        "embedding.cu",
+        include_str!("../../../kernels-cu/embedding.cu"),
+    ),
 ];
 
 /// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).

@@ -1,7 +1,7 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time and concatenated into one translation unit.
 
-const PARTS: [&str; 7] = [
+const PARTS: [&str; 10] = [
     include_str!("../../../kernels-cl/common.cl"),
     include_str!("../../../kernels-cl/elementwise.cl"),
     include_str!("../../../kernels-cl/gemm.cl"),
@@ -10,6 +10,9 @@ const PARTS: [&str; 7] = [
     // Uses rnn.cl's tile product.
     include_str!("../../../kernels-cl/gated_step.cl"),
     include_str!("../../../kernels-cl/optim.cl"),
+    include_str!("../../../kernels-cl/random.cl"),
+    include_str!("../../../kernels-cl/norm.cl"),
+    include_str!("../../../kernels-cl/embedding.cl"),
 ];
 
 /// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).

@@ -4,12 +4,15 @@
 
 mod elementwise;
 mod gated_seq;
+mod embedding;
 mod launch;
 mod linalg;
 mod nn_ops;
+mod norm;
 mod optim;
 mod persistent;
 mod pool;
+mod random;
 mod rnn_seq;
 mod rnn_step;
 mod scratch;
@@ -327,8 +330,62 @@ impl<D: Device> Ops for GpuOps<D> {
         self.gather_rows_impl(src, indices, dst, cols)
     }
 
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        self.scatter_add_rows_impl(src, indices, dst, cols)
+    }
+
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
         self.one_hot_impl(indices, out, classes)
+    }
+
+    fn dropout(
+        &self,
+        x: View<'_>,
+        y: View<'_>,
+        state: View<'_>,
+        p: f32,
+        stream: u32,
+    ) -> Result<()> {
+        self.dropout_impl(x, y, state, p, stream)
+    }
+
+    fn rng_advance(&self, state: View<'_>) -> Result<()> {
+        self.rng_advance_impl(state)
+    }
+
+    fn layer_norm_forward(
+        &self,
+        x: View<'_>,
+        weight: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        stats: View<'_>,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<()> {
+        self.layer_norm_forward_impl(x, weight, bias, y, stats, rows, cols, eps)
+    }
+
+    fn layer_norm_backward(
+        &self,
+        dy: View<'_>,
+        x: View<'_>,
+        weight: View<'_>,
+        stats: View<'_>,
+        dx: View<'_>,
+        dweight: View<'_>,
+        dbias: View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        self.layer_norm_backward_impl(dy, x, weight, stats, dx, dweight, dbias, rows, cols)
     }
 
     fn rnn_step_forward(

@@ -25,9 +25,11 @@ pub(super) enum Ticket {
     Totals = 0,
     /// The optimizer step's state advance.
     Optimizer = 1,
+    /// The layer-norm backward's weight and bias column sums.
+    LayerNorm = 2,
 }
 
-const TICKETS: usize = STRIP_TICKETS + 2;
+const TICKETS: usize = STRIP_TICKETS + 3;
 
 /// The scratch buffer and views into it.
 pub(super) struct Scratch(Buffer);

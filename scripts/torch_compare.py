@@ -1,0 +1,188 @@
+#!/usr/bin/env python3
+"""Loads the checkpoints `examples/torch_export.rs` wrote into torch.nn modules with
+strict=True and compares their forward outputs with the ones our device computed.
+
+    python3 scripts/torch_compare.py DIR [DIR ...] [--torch-device cpu|cuda] [--dtype float64|float32]
+                                         [--tol 1e-4]
+
+DIR holds manifest.json, <model>.safetensors and <model>.io.safetensors. Every model must
+load with strict=True (every tensor name and shape as torch.nn names them, nothing missing,
+nothing extra) and match within --tol relative error (||ours - torch|| / ||torch||).
+The torch reference runs in float64 on the CPU by default (no TF32, no cuDNN), so the
+difference measured is our device's error alone. One line per model:
+    PASS|FAIL <dir> <model> device=<id> rel_err=<e> max_abs=<a>
+then `torch_compare models=<n> failed=<k>`; the exit status is 1 when any model failed.
+
+The safetensors files are read here directly (an 8-byte header length, a JSON header, raw
+little-endian data), so only torch is needed.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import torch
+from torch import nn
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    data = raw[8 + n :]
+    out = {}
+    for name, meta in header.items():
+        if name == "__metadata__":
+            continue
+        if meta["dtype"] != "F32":
+            raise ValueError(f"{path}: {name} is {meta['dtype']}, expected F32")
+        a, b = meta["data_offsets"]
+        t = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32)
+        out[name] = t.reshape(meta["shape"]).clone()
+    return out
+
+
+def activation(spec):
+    if spec == "identity":
+        return nn.Identity()
+    if spec == "relu":
+        return nn.ReLU()
+    if spec == "sigmoid":
+        return nn.Sigmoid()
+    if spec == "tanh":
+        return nn.Tanh()
+    if spec == "gelu":
+        return nn.GELU()
+    if isinstance(spec, dict) and "leaky_relu" in spec:
+        return nn.LeakyReLU(spec["leaky_relu"])
+    raise ValueError(f"unknown activation {spec!r}")
+
+
+def recurrent(spec):
+    kw = dict(
+        input_size=spec["inputs"],
+        hidden_size=spec["hidden"],
+        num_layers=spec["num_layers"],
+        bidirectional=spec["bidirectional"],
+        dropout=spec["dropout"],
+        batch_first=True,
+    )
+    cell = spec["cell"]
+    if cell == "rnn":
+        return nn.RNN(nonlinearity=spec["nonlinearity"], **kw)
+    if cell == "lstm":
+        return nn.LSTM(**kw)
+    if cell == "gru":
+        return nn.GRU(**kw)
+    raise ValueError(f"unknown cell {cell}")
+
+
+def build_layer(spec):
+    """The torch.nn module of one layer, registered under the layer's index so that its
+    state_dict names are exactly ours (`0.weight_ih_l1_reverse`, `1.weight`, ...)."""
+    t = spec["type"]
+    if t == "recurrent":
+        return recurrent(spec)
+    if t == "dense":
+        return nn.Linear(spec["inputs"], spec["outputs"])
+    if t == "embedding":
+        return nn.Embedding(spec["num_embeddings"], spec["dim"])
+    if t == "layer_norm":
+        return nn.LayerNorm(spec["features"], eps=spec["eps"])
+    if t == "dropout":
+        return nn.Dropout(spec["p"])
+    raise ValueError(f"unknown layer type {t}")
+
+
+class Model(nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.specs = layers
+        # Activations have no parameters: kept outside the module tree so the state_dict
+        # holds exactly the layers' tensors.
+        self.acts = [activation(s["activation"]) if s["type"] == "dense" else None for s in layers]
+        for i, spec in enumerate(layers):
+            self.add_module(str(i), build_layer(spec))
+
+    def forward(self, x):
+        for i, spec in enumerate(self.specs):
+            m = getattr(self, str(i))
+            if spec["type"] == "recurrent":
+                out, h_n = m(x)
+                if spec["output"] == "last":
+                    # h_n of the top layer: h_n[-1], or cat(h_n[-2], h_n[-1]) when
+                    # bidirectional -- what our RnnOutput::Last promises.
+                    if isinstance(h_n, tuple):  # LSTM: (h_n, c_n)
+                        h_n = h_n[0]
+                    dirs = 2 if spec["bidirectional"] else 1
+                    out = torch.cat([h_n[j] for j in range(-dirs, 0)], dim=1)
+                x = out
+            elif spec["type"] == "dense":
+                x = self.acts[i](m(x))
+            else:
+                x = m(x)
+        return x
+
+
+def compare(directory, model, args):
+    layers = model["layers"]
+    net = Model(layers)
+    state = read_safetensors(os.path.join(directory, model["checkpoint"]))
+    net.load_state_dict(state, strict=True)
+    io = read_safetensors(os.path.join(directory, model["io"]))
+    dtype = getattr(torch, args.dtype)
+    dev = torch.device(args.torch_device)
+    net = net.to(dev, dtype).eval()
+    x = io["input"]
+    if model["input"] == "ids":
+        x = x.to(torch.long)
+        assert torch.equal(io["input"], x.to(torch.float32)), "ids must be integers"
+    else:
+        x = x.to(dtype)
+    with torch.no_grad():
+        want = net(x.to(dev)).to("cpu", torch.float64)
+    ours = io["output"].to(torch.float64)
+    if tuple(want.shape) != tuple(ours.shape):
+        return False, f"shape ours {tuple(ours.shape)} torch {tuple(want.shape)}", 0.0, 0.0
+    err = ((ours - want).norm() / want.norm().clamp_min(1e-30)).item()
+    max_abs = (ours - want).abs().max().item()
+    return err <= args.tol, "", err, max_abs
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("dirs", nargs="+")
+    p.add_argument("--torch-device", default="cpu")
+    p.add_argument("--dtype", default="float64", choices=["float64", "float32"])
+    p.add_argument("--tol", type=float, default=1e-4)
+    args = p.parse_args()
+    if args.torch_device.startswith("cuda"):
+        # Plain IEEE f32 (or f64) on the GPU too: TF32 would be the larger error.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    total = failed = 0
+    for d in args.dirs:
+        with open(os.path.join(d, "manifest.json")) as f:
+            manifest = json.load(f)
+        for model in manifest["models"]:
+            total += 1
+            try:
+                ok, why, err, max_abs = compare(d, model, args)
+            except Exception as e:  # a strict-load failure is a result, not a crash
+                why = f"{type(e).__name__}: {e}".replace("\n", " ")
+                ok, err, max_abs = False, float("nan"), float("nan")
+            failed += not ok
+            line = (
+                f"{'PASS' if ok else 'FAIL'} {d} {model['name']} device={manifest['device']} "
+                f"rel_err={err:.3e} max_abs={max_abs:.3e}"
+            )
+            print(line + (f" ({why})" if why else ""), flush=True)
+    print(f"torch_compare models={total} failed={failed} torch={torch.__version__} "
+          f"reference={args.torch_device}/{args.dtype} tol={args.tol}")
+    sys.exit(1 if failed or total == 0 else 0)
+
+
+if __name__ == "__main__":
+    main()

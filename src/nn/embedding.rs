@@ -1,0 +1,83 @@
+//! `Embedding`: PyTorch's `nn.Embedding(num_embeddings, dim)` as a first layer. Each input
+//! value is a token id (an exact integer stored as f32, as data sets store labels); the layer
+//! looks its row up in `weight [num_embeddings, dim]` ([`crate::Ops::gather_rows`]) and its
+//! backward pass scatter-adds the output gradient into the weight gradient
+//! ([`crate::Ops::scatter_add_rows`]). Ids are validated on the host before any kernel runs
+//! (see [`super::Network::check_data`]), so an id outside the table is an error, never a NaN.
+
+use crate::buffer::{Buffer, View};
+use crate::error::{Error, Result};
+use crate::ops::Ops;
+
+use super::layer::Flat;
+use super::params::{Init, ParamLayout, ParamRef};
+use super::size;
+
+/// A lookup table of `num` vectors of `dim` values.
+#[derive(Debug, Clone)]
+pub(crate) struct Embedding {
+    pub num: usize,
+    pub dim: usize,
+    w: ParamRef,
+}
+
+/// Per-batch-size buffers of one embedding layer.
+pub(crate) struct EmbeddingWs {
+    y: Buffer,
+    dy: Buffer,
+}
+
+impl EmbeddingWs {
+    pub fn output(&self) -> View<'_> {
+        self.y.view()
+    }
+    pub fn grad_output(&self) -> View<'_> {
+        self.dy.view()
+    }
+}
+
+impl Embedding {
+    /// Registers `{name}.weight [num, dim]`, standard normal as PyTorch initializes it.
+    pub fn new(layout: &mut ParamLayout, name: &str, num: usize, dim: usize) -> Self {
+        let w = layout.add_init(format!("{name}.weight"), vec![num, dim], Init::Normal);
+        Embedding { num, dim, w }
+    }
+
+    pub fn workspace(&self, ops: &dyn Ops, rows: usize) -> Result<EmbeddingWs> {
+        let n = size::mul(rows, self.dim, "embedding rows x dim")?;
+        Ok(EmbeddingWs {
+            y: ops.alloc(n)?,
+            dy: ops.alloc(n)?,
+        })
+    }
+
+    /// [`Error::InvalidData`] unless every value of `ids` is a valid id (an integer in
+    /// `0..num`).
+    pub fn check_ids(&self, ids: &[f32], width: usize) -> Result<()> {
+        let bad = |v: f32| !(v >= 0.0 && v < self.num as f32 && v.fract() == 0.0);
+        match ids.iter().position(|&v| bad(v)) {
+            Some(i) => Err(Error::InvalidData(format!(
+                "row {}: token id {} at step {} is not an integer in 0..{} (the embedding's \
+                 num_embeddings)",
+                i / width.max(1),
+                ids[i],
+                i % width.max(1),
+                self.num
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    pub fn forward(&self, f: &Flat<'_>, ws: &EmbeddingWs, ids: View<'_>) -> Result<()> {
+        f.ops
+            .gather_rows(self.w.view(f.params)?, ids, ws.y.view(), self.dim)
+    }
+
+    /// Overwrites the weight gradient: zero, then every row's output gradient added at its
+    /// id (repeated ids accumulate).
+    pub fn backward(&self, f: &Flat<'_>, ws: &EmbeddingWs, ids: View<'_>) -> Result<()> {
+        let dw = self.w.view(f.grads)?;
+        f.ops.fill(dw, 0.0)?;
+        f.ops.scatter_add_rows(ws.dy.view(), ids, dw, self.dim)
+    }
+}

@@ -1,0 +1,162 @@
+//! Layer normalization (kernels-cu/norm.cu, kernels-cl/norm.cl): one fused launch forward (a
+//! warp per row) and one backward (a warp per row for `dx`, a thread per column for the
+//! weight and bias sums over the block's rows, and the last-arriving block adding the blocks'
+//! partial sums in order).
+
+use super::GpuOps;
+use super::launch::{self, Args, THREADS};
+use super::scratch::{PARTIALS, Ticket};
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::kernel::LaunchConfig;
+use crate::ops::check;
+
+/// Rows a backward block covers at least before another block (and its partials) pays off.
+const MIN_CHUNK_ROWS: usize = 16;
+/// Backward blocks per compute unit to aim for.
+const BLOCKS_PER_CU: usize = 4;
+
+/// Geometry `N` of the layer-norm backward: blocks of 256 over chunks of `chunk_rows` rows;
+/// several blocks only when their partials (`2 * cols` each) fit the scratch.
+pub(super) fn backward_geometry(
+    rows: usize,
+    cols: usize,
+    compute_units: u32,
+    partials: usize,
+) -> (LaunchConfig, u32) {
+    let blocks = rows
+        .div_ceil(MIN_CHUNK_ROWS)
+        .min(compute_units.max(1) as usize * BLOCKS_PER_CU)
+        .min(partials / (2 * cols.max(1)))
+        .clamp(1, 65_535);
+    let chunk = rows.div_ceil(blocks).max(1);
+    let blocks = rows.div_ceil(chunk).max(1);
+    (
+        LaunchConfig::linear(blocks as u32, THREADS),
+        chunk.min(u32::MAX as usize) as u32,
+    )
+}
+
+impl<D: Device> GpuOps<D> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn layer_norm_forward_impl(
+        &self,
+        x: View<'_>,
+        weight: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        stats: View<'_>,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let op = "layer_norm_forward";
+        self.mine(op, &[&x, &weight, &bias, &y, &stats])?;
+        let n = rows.saturating_mul(cols);
+        check::layer_norm(
+            op,
+            rows,
+            cols,
+            &[
+                ("x", &x, n),
+                ("weight", &weight, cols),
+                ("bias", &bias, cols),
+            ],
+            &[("y", &y, n), ("stats", &stats, 2 * rows)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&x)?
+            .buf(&weight)?
+            .buf(&bias)?
+            .buf(&y)?
+            .buf(&stats)?
+            .u32(rows as u32)
+            .u32(cols as u32)
+            .f32(eps);
+        self.run(op, launch::warp_rows(rows, 1024), args)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn layer_norm_backward_impl(
+        &self,
+        dy: View<'_>,
+        x: View<'_>,
+        weight: View<'_>,
+        stats: View<'_>,
+        dx: View<'_>,
+        dweight: View<'_>,
+        dbias: View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "layer_norm_backward";
+        self.mine(op, &[&dy, &x, &weight, &stats, &dx, &dweight, &dbias])?;
+        let n = rows.saturating_mul(cols);
+        check::layer_norm(
+            op,
+            rows,
+            cols,
+            &[
+                ("dy", &dy, n),
+                ("x", &x, n),
+                ("weight", &weight, cols),
+                ("stats", &stats, 2 * rows),
+            ],
+            &[
+                ("dx", &dx, n),
+                ("dweight", &dweight, cols),
+                ("dbias", &dbias, cols),
+            ],
+        )?;
+        if cols == 0 {
+            return Ok(());
+        }
+        if rows == 0 {
+            // No rows: the sums are zero (the kernel would have no block to write them).
+            self.fill_impl(dweight, 0.0)?;
+            return self.fill_impl(dbias, 0.0);
+        }
+        let (config, chunk_rows) = backward_geometry(rows, cols, self.info.compute_units, PARTIALS);
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf(&dy)?
+                .buf(&x)?
+                .buf(&weight)?
+                .buf(&stats)?
+                .buf(&dx)?
+                .buf(&dweight)?
+                .buf(&dbias)?
+                .buf(&scratch.partials()?)?
+                .buf(&scratch.ticket(Ticket::LayerNorm)?)?
+                .u32(rows as u32)
+                .u32(cols as u32)
+                .u32(chunk_rows);
+            self.run(op, config, args)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backward_chunks_cover_every_row_and_fit_the_scratch() {
+        for rows in [1usize, 7, 16, 17, 4096, 100_000] {
+            for cols in [1usize, 64, 300, 4096, 40_000] {
+                let (c, chunk) = backward_geometry(rows, cols, 132, PARTIALS);
+                let blocks = c.grid[0] as usize;
+                assert!(blocks * chunk as usize >= rows, "{rows}x{cols}");
+                assert!((blocks - 1) * (chunk as usize) < rows, "{rows}x{cols}");
+                assert!(
+                    blocks == 1 || blocks * 2 * cols <= PARTIALS,
+                    "{rows}x{cols}"
+                );
+            }
+        }
+    }
+}

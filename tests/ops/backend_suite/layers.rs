@@ -1,0 +1,159 @@
+//! The layer ops (dropout, the random state's advance) on every GPU target against the CPU
+//! backend. Dropout masks must agree bit for bit: the hash is integer arithmetic and the kept
+//! values one multiplication by the same host-computed scale.
+
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use rnn::ops::rng_state_values;
+
+use super::{Values, compare, compare_padded, nan, prop};
+use crate::support::Target;
+
+pub fn dropout(t: Target) {
+    let s = (
+        prop_oneof![1..=300usize, 1000..=70_000usize],
+        prop_oneof![Just(0.0f32), Just(1.0f32), 0.05f32..0.95],
+        prop_oneof![Just(0u32), Just(0xffffu32), any::<u32>()],
+        any::<u32>(),
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_dropout",
+        10,
+        s,
+        |ctx, (n, p, counter, stream, seed)| {
+            let mut r = Values(seed);
+            let state = rng_state_values(seed, counter).to_vec();
+            let x = r.vec(n, -3.0, 3.0);
+            let pads = r.pads(3);
+            let what = format!("dropout p {p} counter {counter} stream {stream}");
+            compare_padded(
+                ctx,
+                &what,
+                &[x.clone(), nan(n), state.clone()],
+                &pads,
+                &[1, 2],
+                0.0,
+                &|o, v| o.dropout(v[0], v[1], v[2], p, stream),
+            )?;
+            compare_padded(
+                ctx,
+                &format!("{what} in place"),
+                &[x, state.clone()],
+                &pads,
+                &[0, 1],
+                0.0,
+                &|o, v| o.dropout(v[0], v[0], v[1], p, stream),
+            )?;
+            compare_padded(
+                ctx,
+                &format!("rng_advance from {counter}"),
+                &[state],
+                &pads,
+                &[0],
+                0.0,
+                &|o, v| o.rng_advance(v[0]),
+            )
+        },
+    );
+}
+
+pub fn layer_norm(t: Target) {
+    let s = (
+        prop_oneof![
+            Just(1usize),
+            2..=40usize,
+            // Enough rows for several backward blocks and their partials.
+            300..=2000usize
+        ],
+        prop_oneof![
+            Just(1usize),
+            2..=100usize,
+            250..=600usize,
+            Just(33_000usize)
+        ],
+        any::<u64>(),
+    );
+    prop(t, "gpu_layer_norm", 10, s, |ctx, (rows, cols, seed)| {
+        let (rows, cols) = if cols > 1000 {
+            (rows.min(3), cols)
+        } else {
+            (rows, cols)
+        };
+        let mut r = Values(seed);
+        let n = rows * cols;
+        let x: Vec<f32> = r.vec(n, -2.0, 2.0).iter().map(|v| v + 3.0).collect();
+        let (w, b) = (r.vec(cols, 0.5, 1.5), r.vec(cols, -1.0, 1.0));
+        let what = format!("layer_norm {rows}x{cols}");
+        let fwd = [x.clone(), w.clone(), b, nan(n), nan(2 * rows)];
+        compare(
+            ctx,
+            &format!("{what} forward"),
+            &fwd,
+            &[3, 4],
+            1e-5,
+            &|o, v| o.layer_norm_forward(v[0], v[1], v[2], v[3], v[4], rows, cols, 1e-5),
+        )?;
+        let stats = super::run_on(&rnn::Context::cpu(), &fwd, &|o, v| {
+            o.layer_norm_forward(v[0], v[1], v[2], v[3], v[4], rows, cols, 1e-5)
+        })
+        .map_err(|e| TestCaseError::fail(e.to_string()))?[4]
+            .clone();
+        let bwd = [
+            r.vec(n, -1.0, 1.0),
+            x,
+            w,
+            stats,
+            nan(n),
+            nan(cols),
+            nan(cols),
+        ];
+        // With one column dx is exactly 0 in exact arithmetic (x - mean = 0, and dy w - mean(dy w)
+        // = 0); a GPU that contracts dy * w - m into a fused multiply-add leaves rounding noise
+        // there, which a relative bound against zero cannot accept.
+        let check: &[usize] = if cols == 1 { &[5, 6] } else { &[4, 5, 6] };
+        compare(
+            ctx,
+            &format!("{what} backward"),
+            &bwd,
+            check,
+            1e-4,
+            &|o, v| o.layer_norm_backward(v[0], v[1], v[2], v[3], v[4], v[5], v[6], rows, cols),
+        )
+    });
+}
+
+pub fn scatter_add_rows(t: Target) {
+    let s = (
+        prop_oneof![1..=40usize, 500..=3000usize],
+        prop_oneof![Just(1usize), 2..=20usize, 200..=400usize],
+        prop_oneof![Just(1usize), 2..=70usize, 100..=300usize],
+        any::<u64>(),
+    );
+    prop(
+        t,
+        "gpu_scatter_add_rows",
+        10,
+        s,
+        |ctx, (n, table, cols, seed)| {
+            let mut r = Values(seed);
+            // Few table rows against many source rows: ids repeat, and atomic adds collide.
+            let idx = r.ints(n, table);
+            let bufs = [
+                r.vec(n * cols, -1.0, 1.0),
+                idx,
+                r.vec(table * cols, -1.0, 1.0),
+            ];
+            // The GPU adds in no fixed order: a bound on rounding, not bits.
+            compare(
+                ctx,
+                &format!("scatter_add_rows {n} ids into {table}x{cols}"),
+                &bufs,
+                &[2],
+                1e-5,
+                &|o, v| o.scatter_add_rows(v[0], v[1], v[2], cols),
+            )
+        },
+    );
+}
