@@ -148,6 +148,13 @@ pub trait Device: Send + Sync + 'static {
         })
     }
 
+    /// The raw stream handle (`CUstream`, `hipStream_t`) this device queues its work on, after
+    /// making the device current on the calling thread, for a library that queues its own
+    /// kernels in order with ours (NCCL, RCCL). `None` where there is no such handle (OpenCL).
+    fn native_stream(&self) -> Option<Result<u64>> {
+        None
+    }
+
     /// Marks the start or end of a profiled region for an external profiler (CUDA:
     /// `cuProfilerStart`/`cuProfilerStop`); nothing by default.
     fn profiler_range(&self, _on: bool) -> Result<()> {

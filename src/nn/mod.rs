@@ -32,6 +32,7 @@ mod checkpoint;
 mod config;
 mod corpus;
 mod data;
+mod data_parallel;
 mod dense;
 mod gru;
 mod history;

@@ -328,6 +328,13 @@ impl Device for CudaDevice {
         self.profiler(on)
     }
 
+    fn native_stream(&self) -> Option<Result<u64>> {
+        Some(
+            self.bind()
+                .map(|()| self.stream.cu_stream() as usize as u64),
+        )
+    }
+
     fn vendor_gemm(
         &self,
         g: &Gemm,

@@ -362,4 +362,9 @@ impl Device for HipDevice {
     fn sgemm_tile(&self) -> (u32, u32, u32) {
         super::kernels::SGEMM_TILE
     }
+
+    fn native_stream(&self) -> Option<Result<u64>> {
+        // RCCL queues on this stream, with this device current on the calling thread.
+        Some(self.bind().map(|()| self.stream as usize as u64))
+    }
 }

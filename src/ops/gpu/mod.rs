@@ -509,4 +509,25 @@ impl<D: Device> Ops for GpuOps<D> {
     fn profiler_range(&self, on: bool) -> Result<()> {
         self.device.profiler_range(on)
     }
+
+    fn native_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
+        if x.buffer().context_id() != self.context {
+            return Err(crate::Error::ForeignBuffer(format!(
+                "a buffer of another context was passed to {}",
+                self.info.id
+            )));
+        }
+        let base = launch::device_ptr(&x)?;
+        let stream = self.device.native_stream().unwrap_or_else(|| {
+            Err(crate::Error::Unsupported {
+                op: "native_queue".into(),
+                backend: self.info.backend,
+                reason: "this device has no native stream a collective library can use".into(),
+            })
+        })?;
+        Ok((
+            stream,
+            base + (x.offset() * std::mem::size_of::<f32>()) as u64,
+        ))
+    }
 }
