@@ -3,6 +3,7 @@
 # .gpu-bundle here (the device has no Rust toolchain). One call does everything that belongs
 # together, so device time is spent once:
 #   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|profile|all]...
+#   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -81,6 +82,65 @@ for what in "${@:-all}"; do
       step "CPU backend vs PyTorch CPU, both pinned to 2 cores (taskset -c 0,1)"
       taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"
       taskset -c 0,1 python3 .gpu-bundle/pytorch_reference.py cpu 2 2>&1 | tee "$OUT/bench-torch-cpu.log" ;;&
+    multi-gpu)
+      # NCCL from the PyTorch install (its nvidia-nccl wheel), so rnn and DDP use the same one.
+      nccl=$(python3 -c 'import os, torch; site = os.path.dirname(os.path.dirname(torch.__file__)); print(os.path.join(site, "nvidia", "nccl", "lib"))' 2>/dev/null)
+      if [ ! -e "$nccl/libnccl.so.2" ]; then
+        nccl=$(python3 -c 'import nvidia.nccl; print(nvidia.nccl.__path__[0] + "/lib")' 2>/dev/null)
+      fi
+      if [ -e "$nccl/libnccl.so.2" ]; then
+        export LD_LIBRARY_PATH="$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      else
+        echo "!!! libnccl.so.2 not found in the PyTorch install"; status=1
+      fi
+      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+      step "multi-gpu: $gpus GPU(s), NCCL from ${nccl:-nowhere}"
+      nvidia-smi topo -m 2>/dev/null | head -n $((gpus + 2))
+      bash $run exec devices 2>&1 | sed -n '/^Collectives/,/^$/p' | tee "$OUT/multi-devices.log"
+      step "correctness: N replicas with batch B/N == one GPU with batch B (RNN_REQUIRE_BACKENDS=cuda,nccl)"
+      RNN_REQUIRE_BACKENDS=cuda,nccl timeout 300 bash $run tests data_parallel --nocapture 2>&1 \
+        | tee "$OUT/multi-tests.log" | grep -E "^test |rel err|NCCL|SKIP|panicked|test result" || status=1
+      step "MNIST example, one process per GPU through torchrun (rendezvous + ncclCommInitRank)"
+      if command -v torchrun >/dev/null; then
+        timeout 300 torchrun --standalone --nproc_per_node 2 --no-python .gpu-bundle/bin/data_parallel \
+          --epochs 5 2>&1 | tail -n 8 | tee "$OUT/multi-mnist-torchrun.log" || status=1
+      fi
+      step "throughput: rnn (one process, a thread per GPU) and PyTorch DDP (torchrun), samples/s"
+      counts="1"; [ "$gpus" -ge 2 ] && counts+=" 2"; [ "$gpus" -ge 4 ] && counts+=" 4"
+      for spec in "mlp4096 16384 16" "w2 4096 8"; do
+        set -- $spec
+        for n in $counts; do
+          devs=$(seq -s, -f 'cuda:%g' 0 $((n - 1)))
+          timeout 300 .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 \
+            --devices "$devs" 2>&1 | grep -E "^bench=|error" | tee -a "$OUT/multi-bench.log" || status=1
+          timeout 300 torchrun --standalone --nproc_per_node "$n" scripts/ddp_reference.py "$1" "$2" 2>&1 \
+            | grep -E "^ddp=|Error" | tee -a "$OUT/multi-bench.log"
+        done
+        if [ "$gpus" -ge 2 ]; then
+          # The multi-process path (rendezvous, one process per GPU) on the same workload.
+          RNN_RENDEZVOUS_PORT=29655 timeout 300 torchrun --standalone --nproc_per_node 2 --no-python \
+            .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 2>&1 | grep -E "^bench=|error" \
+            | sed 's/^/multi-process /' | tee -a "$OUT/multi-bench.log"
+        fi
+      done
+      python3 - "$OUT/multi-bench.log" <<'PY' | tee "$OUT/multi-summary.md"
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"(multi-process )?(bench|ddp)=(\S+) gpus=(\d+) batch=(\d+) samples_per_sec=(\d+)", line)
+    if m:
+        who = ("rnn-mp" if m.group(1) else "rnn") if m.group(2) == "bench" else "ddp"
+        rows[(m.group(3), who, int(m.group(4)))] = float(m.group(6))
+print("| workload | who | gpus | samples/s | scaling vs 1 GPU | rnn / DDP |")
+print("|---|---|---|---|---|---|")
+for (w, who, n), v in sorted(rows.items()):
+    base = rows.get((w, "rnn" if who == "rnn-mp" else who, 1))
+    ddp = rows.get((w, "ddp", n))
+    scale = f"{v / base:.2f}x" if base else "-"
+    ratio = f"{v / ddp:.2f}" if ddp and who != "ddp" else "-"
+    print(f"| {w} | {who} | {n} | {v:.0f} | {scale} | {ratio} |")
+PY
+      ;;
     *) ;;
   esac
 done
