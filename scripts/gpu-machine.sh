@@ -83,10 +83,15 @@ for what in "${@:-all}"; do
       taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"
       taskset -c 0,1 python3 .gpu-bundle/pytorch_reference.py cpu 2 2>&1 | tee "$OUT/bench-torch-cpu.log" ;;&
     multi-gpu)
-      # NCCL from the PyTorch install (its nvidia-nccl wheel), so rnn and DDP use the same one.
-      nccl=$(python3 -c 'import os, torch; site = os.path.dirname(os.path.dirname(torch.__file__)); print(os.path.join(site, "nvidia", "nccl", "lib"))' 2>/dev/null)
-      if [ ! -e "$nccl/libnccl.so.2" ]; then
-        nccl=$(python3 -c 'import nvidia.nccl; print(nvidia.nccl.__path__[0] + "/lib")' 2>/dev/null)
+      # NVLink multicast stays off on these shared hosts (KINDS.md): keep it so for every
+      # process started here, rnn's and torchrun's.
+      export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+      # NCCL from the PyTorch install (its nvidia-nccl-cu12/-cu13 wheel, site-packages/nvidia/
+      # nccl/lib), so rnn and DDP use the same one.
+      site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null)
+      nccl="$site/nvidia/nccl/lib"
+      if [ ! -e "$nccl/libnccl.so.2" ] && [ -n "$site" ]; then
+        nccl=$(dirname "$(find "$site/nvidia" -maxdepth 4 -name 'libnccl.so.2*' 2>/dev/null | head -1)")
       fi
       if [ -e "$nccl/libnccl.so.2" ]; then
         export LD_LIBRARY_PATH="$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
