@@ -228,6 +228,18 @@ fn run(args: &Args) -> rnn::Result<()> {
             "bench={} gpus={ranks} batch={batch} samples_per_sec={best:.0}",
             args.bench.as_deref().unwrap_or("")
         );
+        if dist.is_none() && args.devices.len() > 1 {
+            // What bucketed overlap of the all-reduce with backward could save at most: the
+            // all-reduce's share of a step, measured alone.
+            let ms = allreduce_ms(&args.devices, net.num_parameters())?;
+            let step_ms = 1e3 * batch as f64 / best.max(1e-9);
+            println!(
+                "allreduce gpus={ranks} floats={} allreduce_ms={ms:.3} step_ms={step_ms:.3} \
+                 share={:.1}%",
+                net.num_parameters(),
+                100.0 * ms / step_ms
+            );
+        }
     } else if let Some(last) = history.last() {
         println!(
             "mnist val_accuracy={:.4} gpus={ranks} seconds={:.2}",
@@ -240,6 +252,46 @@ fn run(args: &Args) -> rnn::Result<()> {
         println!("rank 0 wrote {path}");
     }
     Ok(())
+}
+
+/// Milliseconds of one in-place mean all-reduce of `len` floats across `devices`, one thread
+/// per device, averaged over 20 after 3 warm-up calls.
+fn allreduce_ms(devices: &[DeviceId], len: usize) -> rnn::Result<f64> {
+    let manager = GpuManager::new()?;
+    let contexts = devices
+        .iter()
+        .map(|&d| manager.create_context(d))
+        .collect::<rnn::Result<Vec<_>>>()?;
+    let comms = rnn::dist::Communicator::for_contexts(&contexts)?;
+    let times = std::thread::scope(|s| {
+        let handles: Vec<_> = contexts
+            .iter()
+            .zip(&comms)
+            .map(|(ctx, comm)| {
+                s.spawn(move || -> rnn::Result<f64> {
+                    let buf = ctx.alloc(len)?;
+                    ctx.ops().fill(buf.view(), 1.0)?;
+                    for _ in 0..3 {
+                        comm.all_reduce_mean(ctx, buf.view())?;
+                    }
+                    ctx.synchronize()?;
+                    let t = std::time::Instant::now();
+                    for _ in 0..20 {
+                        comm.all_reduce_mean(ctx, buf.view())?;
+                    }
+                    ctx.synchronize()?;
+                    let ms = t.elapsed().as_secs_f64() * 1e3 / 20.0;
+                    comm.close();
+                    Ok(ms)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("all-reduce thread"))
+            .collect::<rnn::Result<Vec<f64>>>()
+    })?;
+    Ok(times.into_iter().fold(0.0, f64::max))
 }
 
 fn main() -> ExitCode {

@@ -117,7 +117,7 @@ for what in "${@:-all}"; do
         for n in $counts; do
           devs=$(seq -s, -f 'cuda:%g' 0 $((n - 1)))
           timeout 300 .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 \
-            --devices "$devs" 2>&1 | grep -E "^bench=|error" | tee -a "$OUT/multi-bench.log" || status=1
+            --devices "$devs" 2>&1 | grep -E "^bench=|^allreduce|error" | tee -a "$OUT/multi-bench.log" || status=1
           timeout 300 torchrun --standalone --nproc_per_node "$n" scripts/ddp_reference.py "$1" "$2" 2>&1 \
             | grep -E "^ddp=|Error" | tee -a "$OUT/multi-bench.log"
         done
