@@ -391,3 +391,71 @@ fn nccl_makes_unique_ids_without_a_gpu() {
         }
     }
 }
+
+#[test]
+fn rnn_device_lists_select_data_parallel_devices() {
+    let config = TrainingConfig {
+        batch_size: 8,
+        ..Default::default()
+    };
+    let two = vec![DeviceId::Cuda(0), DeviceId::Cuda(1)];
+    assert_eq!(
+        config
+            .data_parallel_devices(Some(" cuda:0, cuda:1 "))
+            .unwrap(),
+        two
+    );
+    // One id, or an explicit `device`, or `use_gpu: false`: single-device training.
+    assert!(
+        config
+            .data_parallel_devices(Some("cuda:1"))
+            .unwrap()
+            .is_empty()
+    );
+    let pinned = TrainingConfig {
+        device: Some(DeviceId::Cuda(1)),
+        ..config.clone()
+    };
+    assert!(
+        pinned
+            .data_parallel_devices(Some("cuda:0,cuda:1"))
+            .unwrap()
+            .is_empty()
+    );
+    // `devices` wins over the environment.
+    let listed = TrainingConfig {
+        devices: vec![DeviceId::Cuda(2), DeviceId::Cuda(3)],
+        ..config.clone()
+    };
+    assert_eq!(
+        listed.data_parallel_devices(Some("cuda:0,cuda:1")).unwrap(),
+        vec![DeviceId::Cuda(2), DeviceId::Cuda(3)]
+    );
+    for (bad, needle) in [
+        ("cuda:0,cuda:0", "twice"),
+        ("cuda:0,gpu:1", "RNN_DEVICE"),
+        ("cuda:0,cuda:1,cuda:2", "divide evenly"),
+    ] {
+        let err = config.data_parallel_devices(Some(bad)).unwrap_err();
+        assert!(err.to_string().contains(needle), "{bad}: {err}");
+    }
+}
+
+/// Only backends with a native stream hand one to a collective library; the others say so.
+#[test]
+fn cpu_and_opencl_have_no_native_queue() {
+    let mut contexts = vec![Context::cpu()];
+    contexts.extend(crate::support::contexts(
+        crate::support::Target::OpenCl,
+        "cpu_and_opencl_have_no_native_queue",
+    ));
+    for ctx in contexts {
+        let buf = ctx.alloc(4).unwrap();
+        let err = ctx.ops().native_queue(buf.view()).unwrap_err();
+        assert!(
+            matches!(err, Error::Unsupported { .. }),
+            "{}: {err}",
+            ctx.id()
+        );
+    }
+}
