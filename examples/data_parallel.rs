@@ -46,7 +46,7 @@ use rnn::{Activation, Context, DeviceId, GpuManager};
 static MNIST: &[u8] = include_bytes!("data/mnist_5k.csv.gz");
 
 const USAGE: &str = "usage: data_parallel [--devices LIST] [--epochs N] [--batch N] [--save PATH]
-                     [--bench mlp4096|w2] [--steps S]
+                     [--bench mlp4096|w2] [--steps S] [--overlap]
   --devices LIST   one process, these GPUs (cuda:0,cuda:1); default: one process per GPU as
                    torchrun's variables say, else RNN_DEVICE (a list trains data-parallel)
   --epochs N       epochs (default 10; --bench: 4, the first is warm-up)
@@ -54,7 +54,9 @@ const USAGE: &str = "usage: data_parallel [--devices LIST] [--epochs N] [--batch
                    for mlp4096, 4096 for w2)
   --save PATH      rank 0 writes the trained parameters here (safetensors)
   --bench MODEL    synthetic throughput run: mlp4096 (784-4096-4096-10) or w2 (Elman RNN)
-  --steps S        --bench: global steps per epoch (default 8)";
+  --steps S        --bench: global steps per epoch (default 8)
+  --overlap        all-reduce each layer's gradients during backward, on a second stream
+                   (TrainingConfig::overlap_allreduce)";
 
 struct Args {
     devices: Vec<DeviceId>,
@@ -63,6 +65,7 @@ struct Args {
     save: Option<String>,
     bench: Option<String>,
     steps: usize,
+    overlap: bool,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Option<Args>, String> {
         save: None,
         bench: None,
         steps: 8,
+        overlap: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -85,6 +89,7 @@ fn parse_args() -> Result<Option<Args>, String> {
         };
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
+            "--overlap" => a.overlap = true,
             "--devices" => {
                 a.devices = value("--devices")?
                     .split(',')
@@ -184,6 +189,7 @@ fn run(args: &Args) -> rnn::Result<()> {
     let (mut net, data) = workload(args, &ctx, batch)?;
     let config = TrainingConfig {
         devices: args.devices.clone(),
+        overlap_allreduce: args.overlap,
         epochs,
         batch_size: batch,
         learning_rate: 1e-3,
@@ -225,8 +231,9 @@ fn run(args: &Args) -> rnn::Result<()> {
             .map(|e| e.samples_per_sec)
             .fold(0.0, f64::max);
         println!(
-            "bench={} gpus={ranks} batch={batch} samples_per_sec={best:.0}",
-            args.bench.as_deref().unwrap_or("")
+            "bench={}{} gpus={ranks} batch={batch} samples_per_sec={best:.0}",
+            args.bench.as_deref().unwrap_or(""),
+            if args.overlap { "+overlap" } else { "" }
         );
         if dist.is_none() && args.devices.len() > 1 {
             // What bucketed overlap of the all-reduce with backward could save at most: the

@@ -120,6 +120,11 @@ for what in "${@:-all}"; do
             --devices "$devs" 2>&1 | grep -E "^bench=|^allreduce|error" | tee -a "$OUT/multi-bench.log" || status=1
           timeout 300 torchrun --standalone --nproc_per_node "$n" scripts/ddp_reference.py "$1" "$2" 2>&1 \
             | grep -E "^ddp=|Error" | tee -a "$OUT/multi-bench.log"
+          if [ "$n" -ge 2 ]; then
+            # Each layer's all-reduce overlapping the backward of the layers before it.
+            timeout 300 .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 \
+              --devices "$devs" --overlap 2>&1 | grep -E "^bench=|error" | tee -a "$OUT/multi-bench.log" || status=1
+          fi
         done
         if [ "$gpus" -ge 2 ]; then
           # The multi-process path (rendezvous, one process per GPU) on the same workload.
@@ -139,8 +144,9 @@ for line in open(sys.argv[1]):
 print("| workload | who | gpus | samples/s | scaling vs 1 GPU | rnn / DDP |")
 print("|---|---|---|---|---|---|")
 for (w, who, n), v in sorted(rows.items()):
-    base = rows.get((w, "rnn" if who == "rnn-mp" else who, 1))
-    ddp = rows.get((w, "ddp", n))
+    plain = w.split("+")[0]
+    base = rows.get((plain, "ddp" if who == "ddp" else "rnn", 1))
+    ddp = rows.get((plain, "ddp", n))
     scale = f"{v / base:.2f}x" if base else "-"
     ratio = f"{v / ddp:.2f}" if ddp and who != "ddp" else "-"
     print(f"| {w} | {who} | {n} | {v:.0f} | {scale} | {ratio} |")

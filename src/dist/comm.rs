@@ -233,7 +233,7 @@ impl Communicator {
     }
 
     /// `(stream, address of x)` on `ctx`, which must be this rank's context.
-    fn target(&self, ctx: &Context, x: View<'_>) -> Result<(*mut c_void, *mut c_void)> {
+    fn target(&self, ctx: &Context, x: View<'_>, side: bool) -> Result<(*mut c_void, *mut c_void)> {
         if ctx.id() != self.device {
             return Err(Error::InvalidArgument(format!(
                 "rank {} communicates on {}, not {}",
@@ -242,7 +242,11 @@ impl Communicator {
                 ctx.id()
             )));
         }
-        let (stream, ptr) = ctx.ops().native_queue(x)?;
+        let (stream, ptr) = if side {
+            ctx.ops().native_side_queue(x)?
+        } else {
+            ctx.ops().native_queue(x)?
+        };
         Ok((stream as usize as *mut c_void, ptr as usize as *mut c_void))
     }
 
@@ -262,11 +266,38 @@ impl Communicator {
         ctx.ops().scale(x, 1.0 / self.world as f32)
     }
 
+    /// Whether [`Communicator::all_reduce_mean_on_side`] can run (`ncclAvg`, NCCL >= 2.10).
+    pub fn has_mean(&self) -> bool {
+        self.api.has_avg()
+    }
+
+    /// [`Communicator::all_reduce_mean`] queued on `ctx`'s side stream, so that it overlaps
+    /// what the main stream does next. The caller orders it: `ctx.ops().order_streams(true)`
+    /// before (the side stream waits for `x` to be written) and `order_streams(false)` before
+    /// the main stream touches `x` again. Needs `ncclAvg` ([`Communicator::has_mean`]).
+    pub fn all_reduce_mean_on_side(&self, ctx: &Context, x: View<'_>) -> Result<()> {
+        if !self.api.has_avg() {
+            return Err(Error::CollectiveUnavailable {
+                library: self.api.library.name().into(),
+                reason: format!(
+                    "{} {} has no ncclAvg (2.10 or later needed for a mean on the side stream)",
+                    self.api.library.name(),
+                    ffi::version_text(self.api.version)
+                ),
+            });
+        }
+        self.all_reduce_on(ctx, x, ffi::NCCL_AVG, true)
+    }
+
     fn all_reduce(&self, ctx: &Context, x: View<'_>, op: i32) -> Result<()> {
+        self.all_reduce_on(ctx, x, op, false)
+    }
+
+    fn all_reduce_on(&self, ctx: &Context, x: View<'_>, op: i32, side: bool) -> Result<()> {
         if self.world == 1 || x.is_empty() {
             return Ok(());
         }
-        let (stream, ptr) = self.target(ctx, x)?;
+        let (stream, ptr) = self.target(ctx, x, side)?;
         let comm = self.comm.lock();
         if comm.is_null() {
             return Err(self.released());
@@ -291,7 +322,7 @@ impl Communicator {
         if self.world == 1 || x.is_empty() {
             return Ok(());
         }
-        let (stream, ptr) = self.target(ctx, x)?;
+        let (stream, ptr) = self.target(ctx, x, false)?;
         let comm = self.comm.lock();
         if comm.is_null() {
             return Err(self.released());

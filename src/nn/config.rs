@@ -153,6 +153,12 @@ pub struct TrainingConfig {
     /// says; when `device` is also unset, an `RNN_DEVICE` holding a comma-separated list
     /// (`cuda:0,cuda:1`) fills this. See `Network::train` for the details.
     pub devices: Vec<DeviceId>,
+    /// Data-parallel only: start each layer's gradient all-reduce on a second stream as soon
+    /// as its backward is queued, so it overlaps the backward of the layers before it (as
+    /// PyTorch DDP's buckets do). The forward and backward then run op by op instead of as a
+    /// recorded graph. Off by default; CUDA with NCCL 2.10 or later (elsewhere it is ignored
+    /// with a logged note).
+    pub overlap_allreduce: bool,
     /// Passes over the training data (> 0).
     pub epochs: usize,
     /// Samples per step (> 0). The last batch of an epoch may be smaller.
@@ -184,6 +190,7 @@ impl Default for TrainingConfig {
             prefer_gpu: true,
             device: None,
             devices: Vec::new(),
+            overlap_allreduce: false,
             epochs: 10,
             batch_size: 64,
             learning_rate: 1e-3,

@@ -79,6 +79,32 @@ fn shard(data: &Dataset, rank: usize, world: usize) -> Result<Option<Dataset>> {
 }
 
 impl Network {
+    /// Each layer's range of the flat gradient buffer, by layer index (parameters are named
+    /// `<layer>.<name>` and laid out layer by layer); `None` when the layout is not that.
+    fn layer_ranges(&self) -> Option<Vec<(usize, usize)>> {
+        let mut ranges = vec![(usize::MAX, 0usize, 0usize); self.layers.len()];
+        for t in &self.layout.tensors {
+            let layer: usize = t.name.split('.').next()?.parse().ok()?;
+            let r = ranges.get_mut(layer)?;
+            r.0 = r.0.min(t.offset);
+            r.1 = r.1.max(t.offset + t.len());
+            r.2 += t.len();
+        }
+        let mut covered = 0;
+        let out = ranges
+            .into_iter()
+            .map(|(start, end, len)| {
+                covered += len;
+                if len == 0 {
+                    Some((0, 0))
+                } else {
+                    (end - start == len).then_some((start, len))
+                }
+            })
+            .collect::<Option<Vec<_>>>()?;
+        (covered == self.layout.total).then_some(out)
+    }
+
     /// A copy of this network (same layers and parameters) on `ctx`.
     fn replica_on(&self, ctx: &Context) -> Result<Network> {
         let values = self.parameters()?;
@@ -313,6 +339,19 @@ impl Network {
             self.layout.total,
             config.learning_rate,
         )?;
+        let overlap = match (config.overlap_allreduce, self.layer_ranges()) {
+            (false, _) => None,
+            (true, Some(r)) if comm.has_mean() && ops.order_streams(true).is_ok() => Some(r),
+            (true, _) => {
+                if logs {
+                    log::info!(
+                        "overlap_allreduce ignored: needs a side stream (CUDA), ncclAvg (NCCL \
+                         2.10+) and a layer-by-layer parameter layout"
+                    );
+                }
+                None
+            }
+        };
         let mut grad_graphs = StepGraphs::new(config.graphs);
         let mut update_graphs = StepGraphs::new(config.graphs);
         let _pin = self.pin_workspace(local)?;
@@ -349,12 +388,33 @@ impl Network {
                 let (net, ws) = self.workspace(local)?;
                 let idx = perm.slice(step * global + rank * local, local)?;
                 net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Gather(idx))?;
-                grad_graphs.run(ops, local, || {
-                    net.forward_ws(ws)?;
-                    net.loss_ws(ws, Some(acc.view()))?;
-                    net.backward_ws(ws)
-                })?;
-                comm.all_reduce_mean(&ctx, net.grads.view())?;
+                match &overlap {
+                    None => {
+                        grad_graphs.run(ops, local, || {
+                            net.forward_ws(ws)?;
+                            net.loss_ws(ws, Some(acc.view()))?;
+                            net.backward_ws(ws)
+                        })?;
+                        comm.all_reduce_mean(&ctx, net.grads.view())?;
+                    }
+                    Some(ranges) => {
+                        // Layer i's gradients are final once its backward is queued; earlier
+                        // layers write only their own ranges, so the side stream may reduce
+                        // them meanwhile. The main stream waits for all of it before the
+                        // update.
+                        net.forward_ws(ws)?;
+                        net.loss_ws(ws, Some(acc.view()))?;
+                        net.backward_ws_then(ws, &mut |i| {
+                            let (start, len) = ranges[i];
+                            if len == 0 {
+                                return Ok(());
+                            }
+                            ops.order_streams(true)?;
+                            comm.all_reduce_mean_on_side(&ctx, net.grads.slice(start, len)?)
+                        })?;
+                        ops.order_streams(false)?;
+                    }
+                }
                 update_graphs.run(ops, local, || {
                     if let Some(max) = config.clip_grad_norm {
                         ops.clip_grad_norm(net.grads.view(), max, norm.view())?;

@@ -330,41 +330,38 @@ fn gpu_replicas_match_one_gpu_with_the_whole_batch() {
                     },
                 )
                 .unwrap();
-            let mut replicated = mlp(&one, 3);
-            let hn = replicated
-                .train(
-                    &data,
-                    &TrainingConfig {
-                        devices: gpus[..world].to_vec(),
-                        ..config.clone()
-                    },
-                )
-                .unwrap();
-            assert_eq!(replicated.context().id(), gpus[0]);
-            let (p1, pn) = (
-                single.parameters().unwrap(),
-                replicated.parameters().unwrap(),
-            );
-            let err = rel_err(&pn, &p1);
-            println!("{name} x{world}: parameter rel err {err:.2e}");
-            assert!(
-                err < 2e-4,
-                "{name} x{world}: parameters differ: rel err {err}"
-            );
-            for (a, b) in hn.epochs.iter().zip(&h1.epochs) {
-                let d = (a.loss - b.loss).abs() / b.loss.abs().max(1e-6);
-                assert!(
-                    d < 1e-3,
-                    "{name} x{world}: epoch {} loss {} vs {}",
-                    a.epoch,
-                    a.loss,
-                    b.loss
-                );
-                let (va, vb) = (a.val_loss.unwrap(), b.val_loss.unwrap());
-                assert!(
-                    (va - vb).abs() / vb.abs().max(1e-6) < 1e-3,
-                    "val loss {va} vs {vb}"
-                );
+            for overlap in [false, true] {
+                let mut replicated = mlp(&one, 3);
+                let hn = replicated
+                    .train(
+                        &data,
+                        &TrainingConfig {
+                            devices: gpus[..world].to_vec(),
+                            overlap_allreduce: overlap,
+                            ..config.clone()
+                        },
+                    )
+                    .unwrap();
+                assert_eq!(replicated.context().id(), gpus[0]);
+                let p1 = single.parameters().unwrap();
+                let pn = replicated.parameters().unwrap();
+                let err = rel_err(&pn, &p1);
+                let name = format!("{name} x{world} overlap={overlap}");
+                println!("{name}: parameter rel err {err:.2e}");
+                assert!(err < 2e-4, "{name}: parameters differ: rel err {err}");
+                for (a, b) in hn.epochs.iter().zip(&h1.epochs) {
+                    let d = (a.loss - b.loss).abs() / b.loss.abs().max(1e-6);
+                    assert!(
+                        d < 1e-3,
+                        "{name}: epoch {} loss {} vs {}",
+                        a.epoch,
+                        a.loss,
+                        b.loss
+                    );
+                    let (va, vb) = (a.val_loss.unwrap(), b.val_loss.unwrap());
+                    let dv = (va - vb).abs() / vb.abs().max(1e-6);
+                    assert!(dv < 1e-3, "{name}: val loss {va} vs {vb}");
+                }
             }
         }
     }

@@ -510,7 +510,22 @@ impl<D: Device> Ops for GpuOps<D> {
         self.device.profiler_range(on)
     }
 
+    fn native_side_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
+        self.queue_of(x, self.device.native_side_stream())
+    }
+
+    fn order_streams(&self, to_side: bool) -> Result<()> {
+        self.device.order_streams(to_side)
+    }
+
     fn native_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
+        self.queue_of(x, self.device.native_stream())
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    /// `(stream, address of x)` for a collective library, `stream` from the device.
+    fn queue_of(&self, x: View<'_>, stream: Option<Result<u64>>) -> Result<(u64, u64)> {
         if x.buffer().context_id() != self.context {
             return Err(crate::Error::ForeignBuffer(format!(
                 "a buffer of another context was passed to {}",
@@ -518,7 +533,7 @@ impl<D: Device> Ops for GpuOps<D> {
             )));
         }
         let base = launch::device_ptr(&x)?;
-        let stream = self.device.native_stream().unwrap_or_else(|| {
+        let stream = stream.unwrap_or_else(|| {
             Err(crate::Error::Unsupported {
                 op: "native_queue".into(),
                 backend: self.info.backend,
