@@ -34,6 +34,7 @@ class CharRnn(nn.Module):
         self.head = nn.Linear(h, v)
 
     def forward(self, x):
+        self.rnn.flatten_parameters()  # cuDNN wants one weight block; DDP's broadcast may split it
         out, _ = self.rnn(x)
         return self.head(out)
 

@@ -103,8 +103,9 @@ for what in "${@:-all}"; do
       nvidia-smi topo -m 2>/dev/null | head -n $((gpus + 2))
       bash $run exec devices 2>&1 | sed -n '/^Collectives/,/^$/p' | tee "$OUT/multi-devices.log"
       step "correctness: N replicas with batch B/N == one GPU with batch B (RNN_REQUIRE_BACKENDS=cuda,nccl)"
-      RNN_REQUIRE_BACKENDS=cuda,nccl timeout 300 bash $run tests data_parallel --nocapture 2>&1 \
-        | tee "$OUT/multi-tests.log" | grep -E "^test |rel err|NCCL|SKIP|panicked|test result" || status=1
+      RNN_REQUIRE_BACKENDS=cuda,nccl timeout 300 .gpu-bundle/bin/nn data_parallel --nocapture \
+        > "$OUT/multi-tests.log" 2>&1 || { status=1; echo "!!! data_parallel tests FAILED"; }
+      grep -E "^test |rel err|NCCL|SKIP|panicked|test result" "$OUT/multi-tests.log"
       step "MNIST example, one process per GPU through torchrun (rendezvous + ncclCommInitRank)"
       if command -v torchrun >/dev/null; then
         timeout 300 torchrun --standalone --nproc_per_node 2 --no-python .gpu-bundle/bin/data_parallel \

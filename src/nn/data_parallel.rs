@@ -339,14 +339,21 @@ impl Network {
             self.layout.total,
             config.learning_rate,
         )?;
+        // Every rank must take the same decision (the collectives it issues differ), so it
+        // rests on facts every rank shares; a side stream that then fails is an error, not a
+        // quiet fallback.
+        let cuda = ctx.id().backend() == crate::device::BackendKind::Cuda;
         let overlap = match (config.overlap_allreduce, self.layer_ranges()) {
             (false, _) => None,
-            (true, Some(r)) if comm.has_mean() && ops.order_streams(true).is_ok() => Some(r),
+            (true, Some(r)) if cuda && comm.has_mean() => {
+                ops.order_streams(true)?;
+                Some(r)
+            }
             (true, _) => {
                 if logs {
                     log::info!(
-                        "overlap_allreduce ignored: needs a side stream (CUDA), ncclAvg (NCCL \
-                         2.10+) and a layer-by-layer parameter layout"
+                        "overlap_allreduce ignored: needs CUDA, ncclAvg (NCCL 2.10+) and a \
+                         layer-by-layer parameter layout"
                     );
                 }
                 None
