@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! # one host, 2 GPUs: torchrun starts the processes (any launcher that sets the variables works)
-//! torchrun --standalone --nproc_per_node 2 target/release/examples/data_parallel --no-python
+//! torchrun --standalone --nproc_per_node 2 --no-python target/release/examples/data_parallel
 //! # ... or, equivalently, without torchrun:
 //! for r in 0 1; do RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
 //!     target/release/examples/data_parallel & done; wait
