@@ -304,14 +304,17 @@ fn gpu_replicas_match_one_gpu_with_the_whole_batch() {
     let data = blobs(8 * 96, 5);
     let worlds = if gpus.len() >= 4 { vec![2, 4] } else { vec![2] };
     for world in worlds {
-        for (name, optimizer) in [
-            ("sgd", Optimizer::sgd_momentum(0.9)),
-            ("adam", Optimizer::adam()),
+        // Adam's first steps move every parameter by about lr * sign(gradient), so a gradient
+        // whose sign is decided by rounding (a reduction of near-cancelling terms, summed in
+        // another order on N devices) moves by 2 * lr: its tolerance allows a few of those.
+        for (name, optimizer, lr, tolerance) in [
+            ("sgd", Optimizer::sgd_momentum(0.9), 0.02, 2e-4),
+            ("adam", Optimizer::adam(), 1e-3, 2e-3),
         ] {
             let config = TrainingConfig {
                 epochs: 3,
                 batch_size: 96,
-                learning_rate: 0.02,
+                learning_rate: lr,
                 optimizer,
                 seed: 11,
                 log_every: 0,
@@ -348,7 +351,7 @@ fn gpu_replicas_match_one_gpu_with_the_whole_batch() {
                 let err = rel_err(&pn, &p1);
                 let name = format!("{name} x{world} overlap={overlap}");
                 println!("{name}: parameter rel err {err:.2e}");
-                assert!(err < 2e-4, "{name}: parameters differ: rel err {err}");
+                assert!(err < tolerance, "{name}: parameters differ: rel err {err}");
                 for (a, b) in hn.epochs.iter().zip(&h1.epochs) {
                     let d = (a.loss - b.loss).abs() / b.loss.abs().max(1e-6);
                     assert!(
