@@ -44,6 +44,23 @@ fn main() -> ExitCode {
         println!("  {status}");
     }
 
+    // Multi-device training needs NCCL (CUDA) or RCCL (HIP); single-device training does not.
+    println!("\nCollectives (multi-GPU training):");
+    for library in [
+        rnn::dist::CollectiveLibrary::Nccl,
+        rnn::dist::CollectiveLibrary::Rccl,
+    ] {
+        match rnn::dist::probe(library) {
+            Ok(info) => println!(
+                "  {:<6} available: version {} ({})",
+                library.name(),
+                info.version,
+                info.path
+            ),
+            Err(e) => println!("  {e}"),
+        }
+    }
+
     println!("\nDevices:");
     for device in manager.devices() {
         println!("  {device}");

@@ -4,6 +4,7 @@
 # together, so device time is spent once:
 #   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|torch|profile|all]...
 #   bash scripts/gpu-machine.sh [hip-shim|hip-shim-run|hip-shim-sanitize]
+#   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 # `hip-shim` (not part of `all`) runs the HIP backend itself (its libamdhip64/hiprtc FFI, not the
 # hip-nvrtc path) on the NVIDIA GPU through tests/hip-shim, the HIP runtime over CUDA that
@@ -146,6 +147,77 @@ for what in "${@:-all}"; do
         --test-threads=1 > "$OUT/hipshim-sanitize-ops.log" 2>&1; rc=$?
       grep -E "ERROR SUMMARY|test result|FAILED" "$OUT/hipshim-sanitize-ops.log" | tail -5
       [ $rc = 0 ] || { echo "!!! sanitize hip exit $rc"; status=1; } ;;
+    multi-gpu)
+      # NVLink multicast stays off on these shared hosts (KINDS.md): keep it so for every
+      # process started here, rnn's and torchrun's.
+      export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+      # NCCL from the PyTorch install (its nvidia-nccl-cu12/-cu13 wheel, site-packages/nvidia/
+      # nccl/lib), so rnn and DDP use the same one.
+      site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))' 2>/dev/null)
+      nccl="$site/nvidia/nccl/lib"
+      if [ ! -e "$nccl/libnccl.so.2" ] && [ -n "$site" ]; then
+        nccl=$(dirname "$(find "$site/nvidia" -maxdepth 4 -name 'libnccl.so.2*' 2>/dev/null | head -1)")
+      fi
+      if [ -e "$nccl/libnccl.so.2" ]; then
+        export LD_LIBRARY_PATH="$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      else
+        echo "!!! libnccl.so.2 not found in the PyTorch install"; status=1
+      fi
+      gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+      step "multi-gpu: $gpus GPU(s), NCCL from ${nccl:-nowhere}"
+      nvidia-smi topo -m 2>/dev/null | head -n $((gpus + 2))
+      bash $run exec devices 2>&1 | sed -n '/^Collectives/,/^$/p' | tee "$OUT/multi-devices.log"
+      step "correctness: N replicas with batch B/N == one GPU with batch B (RNN_REQUIRE_BACKENDS=cuda,nccl)"
+      RNN_REQUIRE_BACKENDS=cuda,nccl timeout 300 .gpu-bundle/bin/nn data_parallel --nocapture \
+        > "$OUT/multi-tests.log" 2>&1 || { status=1; echo "!!! data_parallel tests FAILED"; }
+      grep -E "^test |rel err|NCCL|SKIP|panicked|test result" "$OUT/multi-tests.log"
+      step "MNIST example, one process per GPU through torchrun (rendezvous + ncclCommInitRank)"
+      if command -v torchrun >/dev/null; then
+        timeout 300 torchrun --standalone --nproc_per_node 2 --no-python .gpu-bundle/bin/data_parallel \
+          --epochs 5 2>&1 | tail -n 8 | tee "$OUT/multi-mnist-torchrun.log" || status=1
+      fi
+      step "throughput: rnn (one process, a thread per GPU) and PyTorch DDP (torchrun), samples/s"
+      counts="1"; [ "$gpus" -ge 2 ] && counts+=" 2"; [ "$gpus" -ge 4 ] && counts+=" 4"
+      for spec in "mlp4096 16384 16" "w2 4096 8"; do
+        set -- $spec
+        for n in $counts; do
+          devs=$(seq -s, -f 'cuda:%g' 0 $((n - 1)))
+          timeout 300 .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 \
+            --devices "$devs" 2>&1 | grep -E "^bench=|^allreduce|error" | tee -a "$OUT/multi-bench.log" || status=1
+          timeout 300 torchrun --standalone --nproc_per_node "$n" scripts/ddp_reference.py "$1" "$2" 2>&1 \
+            | grep -E "^ddp=|Error" | tee -a "$OUT/multi-bench.log"
+          if [ "$n" -ge 2 ]; then
+            # Each layer's all-reduce overlapping the backward of the layers before it.
+            timeout 300 .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 \
+              --devices "$devs" --overlap 2>&1 | grep -E "^bench=|error" | tee -a "$OUT/multi-bench.log" || status=1
+          fi
+        done
+        if [ "$gpus" -ge 2 ]; then
+          # The multi-process path (rendezvous, one process per GPU) on the same workload.
+          RNN_RENDEZVOUS_PORT=29655 timeout 300 torchrun --standalone --nproc_per_node 2 --no-python \
+            .gpu-bundle/bin/data_parallel --bench "$1" --batch "$2" --steps "$3" --epochs 5 2>&1 | grep -E "^bench=|error" \
+            | sed 's/^/multi-process /' | tee -a "$OUT/multi-bench.log"
+        fi
+      done
+      python3 - "$OUT/multi-bench.log" <<'PY' | tee "$OUT/multi-summary.md"
+import re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"(multi-process )?(bench|ddp)=(\S+) gpus=(\d+) batch=(\d+) samples_per_sec=(\d+)", line)
+    if m:
+        who = ("rnn-mp" if m.group(1) else "rnn") if m.group(2) == "bench" else "ddp"
+        rows[(m.group(3), who, int(m.group(4)))] = float(m.group(6))
+print("| workload | who | gpus | samples/s | scaling vs 1 GPU | rnn / DDP |")
+print("|---|---|---|---|---|---|")
+for (w, who, n), v in sorted(rows.items()):
+    plain = w.split("+")[0]
+    base = rows.get((plain, "ddp" if who == "ddp" else "rnn", 1))
+    ddp = rows.get((plain, "ddp", n))
+    scale = f"{v / base:.2f}x" if base else "-"
+    ratio = f"{v / ddp:.2f}" if ddp and who != "ddp" else "-"
+    print(f"| {w} | {who} | {n} | {v:.0f} | {scale} | {ratio} |")
+PY
+      ;;
     *) ;;
   esac
 done

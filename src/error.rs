@@ -100,6 +100,31 @@ pub enum Error {
     /// A buffer from one context was handed to another context's ops.
     #[error("buffer belongs to another context ({0})")]
     ForeignBuffer(String),
+    /// A collective library (NCCL for CUDA, RCCL for HIP) cannot be used: not installed, too
+    /// old, or the devices cannot take part (OpenCL, the CPU, a single device).
+    #[error("{library} unavailable: {reason}")]
+    CollectiveUnavailable {
+        /// `NCCL` or `RCCL`.
+        library: String,
+        /// Why, with the names tried and how to install it when it is missing.
+        reason: String,
+    },
+    /// A collective library call failed.
+    #[error("{library} error in {call}: {message} (code {code})")]
+    Collective {
+        /// `NCCL` or `RCCL`.
+        library: String,
+        /// The call, e.g. `ncclAllReduce`.
+        call: String,
+        /// The library's `ncclResult_t`.
+        code: i64,
+        /// The library's description of the code.
+        message: String,
+    },
+    /// The multi-process rendezvous (torchrun's environment, the TCP exchange of the NCCL
+    /// unique id) failed: a bad variable, an unreachable or silent rank 0, a timeout.
+    #[error("rendezvous failed: {0}")]
+    Rendezvous(String),
     /// Reading or writing a file (data, checkpoint, cache) failed.
     #[error("I/O error on {path}: {source}")]
     Io {

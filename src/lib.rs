@@ -22,6 +22,7 @@ mod buffer;
 pub mod cache;
 mod context;
 mod device;
+pub mod dist;
 mod error;
 mod fsutil;
 pub mod graph;

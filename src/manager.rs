@@ -103,8 +103,41 @@ fn backends_from_env() -> Result<Vec<BackendKind>> {
 /// Parses an `RNN_DEVICE` value. A value outside the grammar is [`Error::InvalidEnv`] that
 /// states the problem and the grammar once; whether the device exists is checked later, by
 /// [`GpuManager::device`], which lists the ids of this machine.
+///
+/// A comma-separated list (`cuda:0,cuda:1`, for data-parallel training) selects its first
+/// device wherever one device is wanted.
 pub(crate) fn parse_device_env(value: &str) -> Result<DeviceId> {
-    value.parse().map_err(|e| match e {
+    let list = parse_device_list_env(value)?;
+    if list.len() > 1 {
+        log::debug!(
+            "RNN_DEVICE lists {} devices; {} is the one device",
+            list.len(),
+            list[0]
+        );
+    }
+    Ok(list[0])
+}
+
+/// Parses an `RNN_DEVICE` value as a comma-separated list of at least one device id; a
+/// device listed twice is [`Error::InvalidEnv`].
+pub(crate) fn parse_device_list_env(value: &str) -> Result<Vec<DeviceId>> {
+    let mut out: Vec<DeviceId> = Vec::new();
+    for part in value.split(',') {
+        let id = parse_one_device_env(part, value)?;
+        if out.contains(&id) {
+            return Err(Error::InvalidEnv {
+                name: "RNN_DEVICE".into(),
+                value: value.to_string(),
+                reason: format!("{id} is listed twice"),
+            });
+        }
+        out.push(id);
+    }
+    Ok(out)
+}
+
+fn parse_one_device_env(part: &str, value: &str) -> Result<DeviceId> {
+    part.parse().map_err(|e| match e {
         Error::UnknownDevice { reason, valid, .. } => Error::InvalidEnv {
             name: "RNN_DEVICE".into(),
             value: value.to_string(),

@@ -174,6 +174,30 @@ pub trait Device: Send + Sync + 'static {
         })
     }
 
+    /// The raw stream handle (`CUstream`, `hipStream_t`) this device queues its work on, after
+    /// making the device current on the calling thread, for a library that queues its own
+    /// kernels in order with ours (NCCL, RCCL). `None` where there is no such handle (OpenCL).
+    fn native_stream(&self) -> Option<Result<u64>> {
+        None
+    }
+
+    /// A second stream of this device, created on first use, for work that overlaps the main
+    /// stream (collectives during backward): its raw handle, after making the device current.
+    /// `None` where there is none.
+    fn native_side_stream(&self) -> Option<Result<u64>> {
+        None
+    }
+
+    /// Makes the side stream wait for the work queued on the main stream so far (`to_side`),
+    /// or the main stream wait for the side stream's (`!to_side`), without blocking the host.
+    fn order_streams(&self, _to_side: bool) -> Result<()> {
+        Err(crate::error::Error::Unsupported {
+            op: "order_streams".into(),
+            backend: self.info().backend,
+            reason: "this device has no side stream".into(),
+        })
+    }
+
     /// Marks the start or end of a profiled region for an external profiler (CUDA:
     /// `cuProfilerStart`/`cuProfilerStop`); nothing by default.
     fn profiler_range(&self, _on: bool) -> Result<()> {

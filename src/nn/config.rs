@@ -150,6 +150,20 @@ pub struct TrainingConfig {
     pub prefer_gpu: bool,
     /// A specific device; overrides `RNN_DEVICE` and the automatic choice.
     pub device: Option<DeviceId>,
+    /// Data-parallel training on these devices, one replica per device (two or more CUDA
+    /// devices with NCCL, or HIP devices with RCCL): each step, every replica takes an equal
+    /// share of the batch, the gradients are averaged across replicas with one all-reduce, and
+    /// every replica takes the same optimizer step. `batch_size` is the global batch and must
+    /// divide by the number of devices. Empty (the default): one device, chosen as `device`
+    /// says; when `device` is also unset, an `RNN_DEVICE` holding a comma-separated list
+    /// (`cuda:0,cuda:1`) fills this. See `Network::train` for the details.
+    pub devices: Vec<DeviceId>,
+    /// Data-parallel only: start each layer's gradient all-reduce on a second stream as soon
+    /// as its backward is queued, so it overlaps the backward of the layers before it (as
+    /// PyTorch DDP's buckets do). The forward and backward then run op by op instead of as a
+    /// recorded graph. Off by default; CUDA with NCCL 2.10 or later (elsewhere it is ignored
+    /// with a logged note).
+    pub overlap_allreduce: bool,
     /// Passes over the training data (> 0).
     pub epochs: usize,
     /// Samples per step (> 0). The last batch of an epoch may be smaller.
@@ -193,6 +207,8 @@ impl Default for TrainingConfig {
             use_gpu: true,
             prefer_gpu: true,
             device: None,
+            devices: Vec::new(),
+            overlap_allreduce: false,
             epochs: 10,
             batch_size: 64,
             learning_rate: 1e-3,
@@ -261,7 +277,50 @@ impl TrainingConfig {
         if self.checkpoint_every == 0 {
             return bad("checkpoint_every must be > 0".into());
         }
+        if !self.devices.is_empty() {
+            if !self.use_gpu {
+                return bad(
+                    "use_gpu is false but devices were listed for data-parallel training".into(),
+                );
+            }
+            for (i, d) in self.devices.iter().enumerate() {
+                if self.devices[..i].contains(d) {
+                    return bad(format!("device {d} is listed twice in devices"));
+                }
+            }
+            if self.devices.len() > 1 && self.batch_size % self.devices.len() != 0 {
+                return bad(format!(
+                    "batch_size {} (the global batch) must divide evenly by the {} devices",
+                    self.batch_size,
+                    self.devices.len()
+                ));
+            }
+        }
         self.optimizer.validate()
+    }
+
+    /// The devices of data-parallel training: `devices` when set, else the list in
+    /// `env_device` (the value of `RNN_DEVICE`) when it has more than one entry and `device` is
+    /// unset; empty for single-device training.
+    pub fn data_parallel_devices(&self, env_device: Option<&str>) -> Result<Vec<DeviceId>> {
+        if !self.devices.is_empty() || !self.use_gpu || self.device.is_some() {
+            return Ok(self.devices.clone());
+        }
+        match env_device.filter(|v| v.contains(',')) {
+            Some(v) => {
+                let list = manager::parse_device_list_env(v)?;
+                if self.batch_size % list.len() != 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "batch_size {} (the global batch) must divide evenly by the {} devices \
+                         of RNN_DEVICE={v}",
+                        self.batch_size,
+                        list.len()
+                    )));
+                }
+                Ok(list)
+            }
+            None => Ok(Vec::new()),
+        }
     }
 
     /// The device id this configuration trains on, given the probed devices and the value of

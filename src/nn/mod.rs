@@ -41,6 +41,7 @@ mod checkpoint;
 mod config;
 mod corpus;
 mod data;
+mod data_parallel;
 mod dense;
 mod dropout;
 mod embedding;

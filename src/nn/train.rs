@@ -68,6 +68,13 @@ impl Network {
     /// A step whose loss is NaN or infinite ends training with [`Error::NonFiniteLoss`], which
     /// names the epoch and the step.
     ///
+    /// With two or more `config.devices` (or an `RNN_DEVICE` list), training is data-parallel:
+    /// one replica per device on its own thread, `batch_size` is the global batch split evenly
+    /// among them, gradients are averaged with one NCCL (RCCL on HIP) all-reduce per step, and
+    /// the trailing samples that do not fill a global batch are skipped each epoch. The network
+    /// ends on the first device. Without NCCL, or with devices that are not CUDA (HIP), this
+    /// is a clear error; see `src/nn/data_parallel.rs` for the step.
+    ///
     /// Limits: the training samples, and `batch_size * steps` of a sequence model, must stay
     /// below [`super::MAX_INDEXED_ROWS`] (2^24), because the device gathers rows through f32
     /// indices; larger values are an [`Error::InvalidArgument`].
@@ -98,7 +105,19 @@ impl Network {
         let started = Instant::now();
         config.validate()?;
         self.check_data(data)?;
-        self.move_to_configured_device(config)?;
+        let env = std::env::var("RNN_DEVICE").ok();
+        let devices = config.data_parallel_devices(env.as_deref())?;
+        if devices.len() > 1 {
+            return self.train_replicated(data, config, &devices);
+        }
+        match devices.first() {
+            Some(&one) => self.move_to_configured_device(&TrainingConfig {
+                device: Some(one),
+                devices: Vec::new(),
+                ..config.clone()
+            })?,
+            None => self.move_to_configured_device(config)?,
+        }
 
         let n_val = (data.len() as f64 * config.validation_split as f64).floor() as usize;
         let (train, val) = if n_val > 0 {

@@ -294,6 +294,16 @@ impl Network {
     /// Backward through every layer (after [`Self::forward_train_ws`], whose masks it
     /// reuses); overwrites the whole gradient buffer.
     pub(crate) fn backward_ws(&self, ws: &Workspace) -> Result<()> {
+        self.backward_ws_then(ws, &mut |_| Ok(()))
+    }
+
+    /// [`Self::backward_ws`], calling `after(i)` once layer `i`'s gradients are queued (last
+    /// layer first), e.g. to start their all-reduce while earlier layers run backward.
+    pub(crate) fn backward_ws_then(
+        &self,
+        ws: &Workspace,
+        after: &mut dyn FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
         let f = self.train_flat();
         for i in (0..self.layers.len()).rev() {
             let x = self.layer_input(ws, i)?;
@@ -303,6 +313,7 @@ impl Network {
                 Some(self.layers[i - 1].grad_output(&ws.layers[i - 1])?)
             };
             self.layers[i].backward(&f, &ws.layers[i], x, dx)?;
+            after(i)?;
         }
         Ok(())
     }

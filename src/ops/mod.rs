@@ -687,6 +687,40 @@ pub trait Ops: Send + Sync {
     /// Queues one replay of `graph` (from this context): the recorded kernels run again with
     /// the same arguments, reading whatever the buffers hold now.
     fn graph_launch(&self, graph: &crate::graph::Graph) -> Result<()>;
+    /// As [`Ops::native_queue`], for the context's side stream: collectives queued there
+    /// overlap the main stream's work.
+    #[doc(hidden)]
+    fn native_side_queue(&self, _x: View<'_>) -> Result<(u64, u64)> {
+        Err(crate::Error::Unsupported {
+            op: "native_side_queue".into(),
+            backend: self.info().backend,
+            reason: "this backend has no side stream".into(),
+        })
+    }
+
+    /// Orders this context's side stream (see [`Ops::native_side_queue`]) after the work queued
+    /// so far on its main stream (`to_side`), or the main stream after the side stream's.
+    #[doc(hidden)]
+    fn order_streams(&self, _to_side: bool) -> Result<()> {
+        Err(crate::Error::Unsupported {
+            op: "order_streams".into(),
+            backend: self.info().backend,
+            reason: "this backend has no side stream".into(),
+        })
+    }
+
+    /// For a collective library that queues its own kernels on this context's stream (NCCL,
+    /// RCCL): makes the device current on the calling thread and returns the raw stream handle
+    /// and the device address of `x`'s first element. [`crate::Error::Unsupported`] on
+    /// backends without such handles (OpenCL, the CPU).
+    #[doc(hidden)]
+    fn native_queue(&self, _x: View<'_>) -> Result<(u64, u64)> {
+        Err(crate::Error::Unsupported {
+            op: "native_queue".into(),
+            backend: self.info().backend,
+            reason: "this backend has no native stream a collective library can use".into(),
+        })
+    }
     /// Marks the start (`true`) or end of a region for an external profiler (CUDA:
     /// `cuProfilerStart`/`cuProfilerStop`, which `ncu --profile-from-start off` honours); a
     /// no-op elsewhere.

@@ -4,6 +4,7 @@
 mod support;
 
 mod checkpoint;
+mod data_parallel;
 mod errors;
 mod gated;
 mod gradcheck;

@@ -15,8 +15,8 @@ mod gated_seq;
 mod gemm_tiles;
 mod graphs;
 mod indices;
-mod memory;
 mod layers;
+mod memory;
 mod rnn_seq;
 mod rnn_step;
 

@@ -25,6 +25,9 @@ pub(crate) struct CudaDevice {
     // Field order is drop order: the cuBLAS handle refers to the stream, the stream to the
     // context.
     pub(super) blas: Option<Blas>,
+    /// A second stream, created on first use, for collectives that overlap the main stream's
+    /// work (`Device::native_side_stream`).
+    pub(super) side: std::sync::OnceLock<Arc<CudaStream>>,
     pub(super) stream: Arc<CudaStream>,
     pub(super) ctx: Arc<CudaContext>,
     pub(super) info: DeviceInfo,
@@ -150,6 +153,7 @@ impl CudaDevice {
         Ok(CudaDevice {
             blas,
             async_alloc: ctx.has_async_alloc(),
+            side: std::sync::OnceLock::new(),
             stream,
             ctx,
             info: info.clone(),
@@ -172,6 +176,20 @@ impl CudaDevice {
             .map_err(|e| error::driver("cuCtxSetCurrent", e))
     }
 
+    /// The side stream, created on first use; the context is bound on return.
+    fn side_stream(&self) -> Result<Arc<CudaStream>> {
+        self.bind()?;
+        if let Some(s) = self.side.get() {
+            return Ok(s.clone());
+        }
+        let s = self
+            .ctx
+            .new_stream()
+            .map_err(|e| error::driver("cuStreamCreate", e))?;
+        // Two threads racing here each made a stream; the loser's is dropped unused.
+        Ok(self.side.get_or_init(|| s).clone())
+    }
+
     fn label(&self) -> String {
         format!("{} ({}, {})", self.info.id, self.info.name, self.info.arch)
     }
@@ -185,6 +203,10 @@ impl Drop for CudaDevice {
         // the memory is back with the driver when the context is released, and a late kernel
         // error shows in the log instead of vanishing.
         let done = self.bind().and_then(|()| {
+            if let Some(side) = self.side.get() {
+                side.synchronize()
+                    .map_err(|e| error::driver("cuStreamSynchronize", e))?;
+            }
             self.stream
                 .synchronize()
                 .map_err(|e| error::driver("cuStreamSynchronize", e))
@@ -355,6 +377,31 @@ impl Device for CudaDevice {
 
     fn profiler_range(&self, on: bool) -> Result<()> {
         self.profiler(on)
+    }
+
+    fn native_stream(&self) -> Option<Result<u64>> {
+        Some(
+            self.bind()
+                .map(|()| self.stream.cu_stream() as usize as u64),
+        )
+    }
+
+    fn native_side_stream(&self) -> Option<Result<u64>> {
+        Some(self.side_stream().map(|s| s.cu_stream() as usize as u64))
+    }
+
+    fn order_streams(&self, to_side: bool) -> Result<()> {
+        // An event wait between two streams would fork or join a recording.
+        self.refuse_while_capturing("stream ordering")?;
+        let side = self.side_stream()?;
+        let (waiter, waited) = if to_side {
+            (&side, &self.stream)
+        } else {
+            (&self.stream, &side)
+        };
+        waiter
+            .join(waited)
+            .map_err(|e| error::driver("cuStreamWaitEvent", e))
     }
 
     fn vendor_gemm(

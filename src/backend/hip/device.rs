@@ -400,4 +400,9 @@ impl Device for HipDevice {
     fn sgemm_kernel(&self, _m: usize, _n: usize) -> SgemmKernel {
         crate::backend::cuda::kernels::SGEMM
     }
+
+    fn native_stream(&self) -> Option<Result<u64>> {
+        // RCCL queues on this stream, with this device current on the calling thread.
+        Some(self.bind().map(|()| self.stream as usize as u64))
+    }
 }

@@ -3,8 +3,8 @@
 //! docs/kernel-abi.md, which every dialect defines with the same names and parameters.
 
 mod elementwise;
-mod gated_seq;
 mod embedding;
+mod gated_seq;
 mod launch;
 mod linalg;
 mod nn_ops;
@@ -630,5 +630,41 @@ impl<D: Device> Ops for GpuOps<D> {
 
     fn profiler_range(&self, on: bool) -> Result<()> {
         self.device.profiler_range(on)
+    }
+
+    fn native_side_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
+        self.queue_of(x, self.device.native_side_stream())
+    }
+
+    fn order_streams(&self, to_side: bool) -> Result<()> {
+        self.device.order_streams(to_side)
+    }
+
+    fn native_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
+        self.queue_of(x, self.device.native_stream())
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    /// `(stream, address of x)` for a collective library, `stream` from the device.
+    fn queue_of(&self, x: View<'_>, stream: Option<Result<u64>>) -> Result<(u64, u64)> {
+        if x.buffer().context_id() != self.context {
+            return Err(crate::Error::ForeignBuffer(format!(
+                "a buffer of another context was passed to {}",
+                self.info.id
+            )));
+        }
+        let base = launch::device_ptr(&x)?;
+        let stream = stream.unwrap_or_else(|| {
+            Err(crate::Error::Unsupported {
+                op: "native_queue".into(),
+                backend: self.info.backend,
+                reason: "this device has no native stream a collective library can use".into(),
+            })
+        })?;
+        Ok((
+            stream,
+            base + (x.offset() * std::mem::size_of::<f32>()) as u64,
+        ))
     }
 }
