@@ -292,8 +292,11 @@ extern "C" __global__ void __launch_bounds__(512)
             // every lane the shuffles.
             if (s > 0) {
                 gq_backward_products<4>(dg_next, batch, hidden, tile * GQ_ROWS, ws, as, red);
+                // Only the cell threads' rows exist in `red`.
+                if (r < GQ_ROWS) {
 #pragma unroll
-                for (int k = 0; k < 4; ++k) rec += red[(k * GQ_ROWS + r) * GQ_UNITS + u];
+                    for (int k = 0; k < 4; ++k) rec += red[(k * GQ_ROWS + r) * GQ_UNITS + u];
+                }
             }
             if (store) {
                 const float tc = tanhf(c);
@@ -430,8 +433,11 @@ extern "C" __global__ void __launch_bounds__(384)
             // Uniform over the grid, as in lstm_seq_backward.
             if (s > 0) {
                 gq_backward_products<3>(dgh_next, batch, hidden, tile * GQ_ROWS, ws, as, red);
+                // Only the cell threads' rows exist in `red`.
+                if (r < GQ_ROWS) {
 #pragma unroll
-                for (int k = 0; k < 3; ++k) rec += red[(k * GQ_ROWS + r) * GQ_UNITS + u];
+                    for (int k = 0; k < 3; ++k) rec += red[(k * GQ_ROWS + r) * GQ_UNITS + u];
+                }
             }
             if (store) {
                 const float dt = (d + rec) + cr;

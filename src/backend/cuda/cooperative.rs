@@ -103,6 +103,19 @@ impl CudaDevice {
         self.bind()?;
         let f = self.function(module, entry)?;
         self.allow_dynamic_shared(f, entry, config.shared_bytes)?;
+        if cluster.iter().product::<u32>() > 8 {
+            // Beyond the portable 8 blocks the function must opt in (Hopper accepts 16).
+            // SAFETY: `f` is a function of a module loaded in this (current) context and kept
+            // alive by `module`; the attribute takes 0 or 1.
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                    1,
+                )
+            }
+            .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))?;
+        }
         let mut attr = sys::CUlaunchAttribute {
             id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
             pad: [0; 4],

@@ -38,20 +38,33 @@ fn tile(hidden: usize) -> SeqTile {
 
 /// The grid limit every dialect accepts in y.
 const MAX_GRID_Y: usize = 65_535;
-/// Blocks of a cluster the cluster kernels may use: the portable maximum.
+/// Blocks of a cluster the cluster kernels may use: the portable maximum, and the largest size
+/// Hopper accepts from a function that opts in to non-portable sizes.
 const MAX_CLUSTER: usize = 8;
+const MAX_CLUSTER_NON_PORTABLE: usize = 16;
 /// Hidden units one block of a cluster kernel may own (`RC_MAX_PARTS * RQ_UNITS`).
 const MAX_CLUSTER_UNITS: usize = 4 * RQ_UNITS;
 
-/// Units per block and blocks per cluster of the cluster kernels (geometry K): the fewest units
-/// (a multiple of RQ_UNITS) that cover `hidden` with at most MAX_CLUSTER blocks. `None` when
-/// `hidden` needs more.
+/// Units per block and blocks per cluster of the cluster kernels (geometry K). One RQ_UNITS
+/// slice per block while that takes at most 16 blocks (the per-step work of a block is then the
+/// cooperative kernel's); otherwise the fewest units (a multiple of RQ_UNITS) that cover `hidden`
+/// with at most 8 blocks. `None` when `hidden` needs more.
 fn cluster_shape(hidden: usize) -> Option<(usize, usize)> {
     if hidden == 0 {
         return None;
     }
+    if hidden <= RQ_UNITS * MAX_CLUSTER_NON_PORTABLE {
+        return Some((RQ_UNITS, hidden.div_ceil(RQ_UNITS)));
+    }
     let units = hidden.div_ceil(MAX_CLUSTER).div_ceil(RQ_UNITS) * RQ_UNITS;
     (units <= MAX_CLUSTER_UNITS).then(|| (units, hidden.div_ceil(units)))
+}
+
+/// `RNN_SEQ_CLUSTERS=off` keeps the Elman sequence off the cluster kernels (for comparing the
+/// routes; any other value, or none, leaves them on where the device has clusters).
+fn clusters_enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !matches!(std::env::var("RNN_SEQ_CLUSTERS").as_deref(), Ok("off")))
 }
 
 impl<D: Device> GpuOps<D> {
@@ -65,6 +78,9 @@ impl<D: Device> GpuOps<D> {
         hidden: usize,
         args: impl FnOnce(u32) -> Result<Args>,
     ) -> Result<bool> {
+        if !clusters_enabled() {
+            return Ok(false);
+        }
         let Some((units, cluster)) = cluster_shape(hidden) else {
             return Ok(false);
         };
@@ -228,10 +244,11 @@ mod tests {
     use super::cluster_shape;
 
     #[test]
-    fn cluster_shape_covers_hidden_with_at_most_eight_blocks() {
-        assert_eq!(cluster_shape(256), Some((32, 8)));
+    fn cluster_shape_covers_hidden_with_one_slice_per_block_or_at_most_eight_blocks() {
+        assert_eq!(cluster_shape(256), Some((16, 16)));
         assert_eq!(cluster_shape(100), Some((16, 7)));
         assert_eq!(cluster_shape(1), Some((16, 1)));
+        assert_eq!(cluster_shape(257), Some((48, 6)));
         assert_eq!(cluster_shape(512), Some((64, 8)));
         assert_eq!(cluster_shape(513), None);
         assert_eq!(cluster_shape(0), None);

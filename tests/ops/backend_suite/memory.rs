@@ -230,10 +230,12 @@ pub fn kernel_cache(t: Target) {
         "rejected entries are rebuilt"
     );
     assert_eq!(entries(&dir), stored, "rebuilt under the same keys");
+    // The rebuilt payload is a real binary again, not necessarily the same bytes: NVIDIA's
+    // OpenCL, for one, gives program binaries of different lengths for the same source.
     for (p, original) in stored.iter().zip(&originals) {
         let now = payload(p);
         assert!(
-            now != junk && now.len() == original.len(),
+            now != junk && !now.is_empty() && !original.is_empty(),
             "{}: not rebuilt",
             p.display()
         );
