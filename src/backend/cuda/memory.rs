@@ -16,6 +16,18 @@ impl CudaDevice {
         // A stream-ordered allocation would be recorded into the graph (and live only while it
         // replays); a plain one would break the recording.
         self.refuse_while_capturing("device allocation")?;
+        if self.info.memory > 0 && bytes as u64 > self.info.memory {
+            // More than the device has: stream-ordered allocation may report success for such a
+            // request and fail only later, so it never reaches the driver.
+            let (free, total) =
+                crate::backend::Device::memory_info(self).unwrap_or((0, self.info.memory));
+            return Err(Error::OutOfMemory {
+                device: format!("{} ({})", self.info.id, self.info.name),
+                requested: bytes,
+                free: free as usize,
+                total: total as usize,
+            });
+        }
         self.bind()?;
         // The driver rejects zero-byte allocations; an empty buffer still needs a distinct
         // handle to give back.
