@@ -1,0 +1,76 @@
+//! The counter-based random numbers of dropout: a state of seed and step counter that lives in
+//! device memory, and the hash every backend's kernel computes from it, written once here as
+//! the reference (kernels-cu/random.cu and kernels-cl/random.cl follow it bit for bit).
+
+use super::Ops;
+use crate::buffer::Buffer;
+use crate::error::Result;
+
+/// Length of the device-side random state read by [`Ops::dropout`] and advanced by
+/// [`Ops::rng_advance`]: the 64-bit seed as four 16-bit limbs (least significant first), then
+/// the 32-bit step counter as two 16-bit limbs. Every element is an exact integer in
+/// `0..65536`, so the state survives any f32 copy. Make one with [`rng_state`].
+pub const RNG_STATE_LEN: usize = 6;
+
+/// A fresh random state for `seed`, counter 0 (see [`RNG_STATE_LEN`]).
+pub fn rng_state(ops: &dyn Ops, seed: u64) -> Result<Buffer> {
+    let b = ops.alloc(RNG_STATE_LEN)?;
+    ops.upload(b.view(), &rng_state_values(seed, 0))?;
+    Ok(b)
+}
+
+/// The host values of a random state (see [`RNG_STATE_LEN`]).
+pub fn rng_state_values(seed: u64, counter: u32) -> [f32; RNG_STATE_LEN] {
+    let limb = |v: u64, i: u32| ((v >> (16 * i)) & 0xffff) as f32;
+    [
+        limb(seed, 0),
+        limb(seed, 1),
+        limb(seed, 2),
+        limb(seed, 3),
+        limb(counter as u64, 0),
+        limb(counter as u64, 1),
+    ]
+}
+
+/// The keep threshold and scale [`Ops::dropout`] uses for drop probability `p`: element `i` is
+/// kept iff the top 24 bits of its hash are `>= threshold`; kept elements are multiplied by
+/// `scale`.
+pub fn dropout_params(p: f32) -> (u32, f32) {
+    let p = p.clamp(0.0, 1.0);
+    ((p * 16_777_216.0) as u32, 1.0 / (1.0 - p))
+}
+
+/// The reference mask of [`Ops::dropout`]: whether element `index` is kept, for the seed and
+/// counter held in `state` (the values of a [`RNG_STATE_LEN`] state), `stream` and drop
+/// probability `p`. Every backend's kernel computes exactly this.
+pub fn dropout_keeps(state: &[f32; RNG_STATE_LEN], stream: u32, index: u32, p: f32) -> bool {
+    let (threshold, _) = dropout_params(p);
+    let key = rng_key(state, stream);
+    rng_hash(key, index) >> 8 >= threshold
+}
+
+/// The "lowbias32" integer hash (Chris Wellons' hash-prospector): a bijection on u32 with
+/// good avalanche, cheap in every kernel dialect.
+fn mix32(mut x: u32) -> u32 {
+    x ^= x >> 16;
+    x = x.wrapping_mul(0x7feb_352d);
+    x ^= x >> 15;
+    x = x.wrapping_mul(0x846c_a68b);
+    x ^ (x >> 16)
+}
+
+/// The per-launch keys of one (state, stream): computed once per kernel thread.
+pub(crate) fn rng_key(state: &[f32; RNG_STATE_LEN], stream: u32) -> (u32, u32) {
+    let w = |i: usize| state[i] as u32 & 0xffff;
+    let seed_lo = w(0) | (w(1) << 16);
+    let seed_hi = w(2) | (w(3) << 16);
+    let counter = w(4) | (w(5) << 16);
+    let k0 = mix32(seed_lo ^ mix32(seed_hi ^ mix32(counter ^ mix32(stream ^ 0x9e37_79b9))));
+    let k1 = mix32(k0 ^ 0x85eb_ca6b);
+    (k0, k1)
+}
+
+/// The hash of element `index` under the keys of [`rng_key`].
+pub(crate) fn rng_hash(key: (u32, u32), index: u32) -> u32 {
+    mix32(mix32(index ^ key.0).wrapping_add(key.1))
+}
