@@ -1,5 +1,6 @@
 //! A character model on a Shakespeare play built from the sequence layers: a token embedding,
-//! two stacked LSTM layers with dropout between and after them, and a linear head at every step.
+//! a 2-layer LSTM (`num_layers` 2) with dropout between and after its layers, and a linear head
+//! at every step.
 //! It trains on the best device (the CPU backend when there is no GPU) and ends with text
 //! sampled at a chosen temperature (dropout is off while sampling).
 //!
@@ -15,7 +16,10 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use rnn::nn::Loss;
-use rnn::nn::{CharCorpus, Network, Optimizer, Rng, RnnOutput, TrainingConfig, format_epoch};
+use rnn::nn::{
+    CharCorpus, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
+    TrainingConfig, format_epoch,
+};
 use rnn::{Activation, Context, DeviceId};
 
 static TEXT: &str = include_str!("data/asyoulik.txt");
@@ -133,15 +137,18 @@ fn run(args: &Args) -> rnn::Result<()> {
          {DROPOUT} -> dense {v}, on {} sequences of {STEPS} characters",
         data.len()
     );
-    // Two stacked LSTM layers with dropout between them and before the head, as
-    // `nn.LSTM(num_layers=2, dropout=p)` followed by `nn.Dropout(p)` would be.
+    // `nn.LSTM(num_layers=2, dropout=p)` (dropout between the layers) then `nn.Dropout(p)`.
     let mut net = Network::builder(&ctx)
         .seed(2)
         .sequence_length(STEPS)
         .embedding(v, EMBED)
-        .lstm(EMBED, HIDDEN, RnnOutput::Sequence)
-        .dropout(DROPOUT)
-        .lstm(HIDDEN, HIDDEN, RnnOutput::Sequence)
+        .recurrent(
+            RecurrentCell::Lstm,
+            EMBED,
+            HIDDEN,
+            RnnOutput::Sequence,
+            RecurrentOptions::new().layers(2).dropout(DROPOUT),
+        )
         .dropout(DROPOUT)
         .dense(HIDDEN, v, Activation::Identity)
         .build(Loss::SoftmaxCrossEntropy)?;
