@@ -487,7 +487,9 @@ pub fn activations(t: Target) {
                 &bufs,
                 &pads,
                 &[3],
-                tol,
+                // tanh' = 1 - y^2 cancels for |z| near 4 (y^2 ~ 0.9987): one rounding of y^2,
+                // fused into an fma on one side and not the other, moves it by ~5e-5 relative.
+                if act == Activation::Tanh { 1e-4 } else { tol },
                 &|o, v| o.act_backward(v[0], v[1], v[2], v[3], act),
             )?;
         }
