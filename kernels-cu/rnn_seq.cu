@@ -1,6 +1,6 @@
 // Whole-sequence Elman forward and backward in ONE launch each (geometry Q, docs/kernel-abi.md):
-// a persistent kernel whose blocks step through time together, separated by a grid-wide
-// barrier. Only correct when every block of the grid is resident at once, which the host
+// a persistent kernel whose blocks step through time together, each row of blocks meeting at its
+// own barrier between steps. Only correct when every block of the grid is resident at once, which the host
 // guarantees with a cooperative launch (cuLaunchCooperativeKernel) sized by the occupancy
 // calculator; devices without one loop the step kernels of rnn.cu instead.
 //

@@ -26,7 +26,7 @@ pub(crate) const FILES: [(&str, &str); 12] = [
         include_str!("../../../kernels-cu/gated_step.cu"),
     ),
     ("rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")),
-    // Uses rnn_seq.cu's grid barrier and coherent loads.
+    // Uses rnn_seq.cu's row barrier.
     (
         "gated_seq.cu",
         include_str!("../../../kernels-cu/gated_seq.cu"),
