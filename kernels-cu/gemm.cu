@@ -8,15 +8,7 @@
 
 #define SG_BM 128
 #define SG_BN 128
-// Depth of a k-tile: a multiple of 8 (each thread stages SG_BK / 8 float4s of each operand).
-#ifndef SG_BK
 #define SG_BK 8
-#endif
-// Blocks per SM the register allocation must allow (__launch_bounds__' second argument).
-#ifndef SG_MIN_BLOCKS
-#define SG_MIN_BLOCKS 1
-#endif
-#define SG_KV (SG_BK / 8)
 #define SG_PAD 4
 #define SG_LD (SG_BM + SG_PAD)
 #define SG_THREADS 256
@@ -41,7 +33,7 @@ __device__ __forceinline__ float4 sg_load4(const float* __restrict__ base, uint 
     return v;
 }
 
-// Slice v (8 deep) of the k-tile at `kb` of op(A) (128 x 8 values) as four values per thread.
+// The k-tile `kb` of op(A) (128 x 8 values) as four values per thread.
 template <bool TA>
 __device__ __forceinline__ float4 sg_load_a(const float* __restrict__ A, uint m, uint k, uint bm,
                                             uint kb, bool vec) {
@@ -57,7 +49,6 @@ __device__ __forceinline__ float4 sg_load_a(const float* __restrict__ A, uint m,
 
 template <bool TA>
 __device__ __forceinline__ void sg_store_a(float* __restrict__ As, float4 v) {
-    // As points at the slice's first k-row.
     const uint t = threadIdx.x;
     if (!TA) {
         const uint r = t / 2, kk = (t % 2) * 4;
@@ -85,7 +76,6 @@ __device__ __forceinline__ float4 sg_load_b(const float* __restrict__ B, uint n,
 
 template <bool TB>
 __device__ __forceinline__ void sg_store_b(float* __restrict__ Bs, float4 v) {
-    // Bs points at the slice's first k-row.
     const uint t = threadIdx.x;
     if (!TB) {
         *reinterpret_cast<float4*>(&Bs[(t / 32) * SG_LD + (t % 32) * 4]) = v;
@@ -143,24 +133,18 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
     const uint ktiles = (uint)(((u64)k + SG_BK - 1) / SG_BK);  // k + SG_BK - 1 may wrap a uint
     const uint stage = SG_BK * SG_LD;
     if (ktiles > 0) {
-#pragma unroll
-        for (uint v = 0; v < SG_KV; ++v) {
-            sg_store_a<TA>(As + v * 8 * SG_LD, sg_load_a<TA>(A, m, k, bm, v * 8, a_vec));
-            sg_store_b<TB>(Bs + v * 8 * SG_LD, sg_load_b<TB>(B, n, k, bn, v * 8, b_vec));
-        }
+        sg_store_a<TA>(As, sg_load_a<TA>(A, m, k, bm, 0, a_vec));
+        sg_store_b<TB>(Bs, sg_load_b<TB>(B, n, k, bn, 0, b_vec));
     }
     __syncthreads();
     for (uint kt = 0; kt < ktiles; ++kt) {
         const uint cur = (kt & 1) * stage;
         const uint nxt = stage - cur;
         const bool more = kt + 1 < ktiles;
-        float4 a_next[SG_KV], b_next[SG_KV];
+        float4 a_next, b_next;
         if (more) {
-#pragma unroll
-            for (uint v = 0; v < SG_KV; ++v) {
-                a_next[v] = sg_load_a<TA>(A, m, k, bm, (kt + 1) * SG_BK + v * 8, a_vec);
-                b_next[v] = sg_load_b<TB>(B, n, k, bn, (kt + 1) * SG_BK + v * 8, b_vec);
-            }
+            a_next = sg_load_a<TA>(A, m, k, bm, (kt + 1) * SG_BK, a_vec);
+            b_next = sg_load_b<TB>(B, n, k, bn, (kt + 1) * SG_BK, b_vec);
         }
 #pragma unroll
         for (uint p = 0; p < SG_BK; ++p) {
@@ -178,11 +162,8 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
                 for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
         if (more) {
-#pragma unroll
-            for (uint v = 0; v < SG_KV; ++v) {
-                sg_store_a<TA>(As + nxt + v * 8 * SG_LD, a_next[v]);
-                sg_store_b<TB>(Bs + nxt + v * 8 * SG_LD, b_next[v]);
-            }
+            sg_store_a<TA>(As + nxt, a_next);
+            sg_store_b<TB>(Bs + nxt, b_next);
         }
         __syncthreads();
     }
@@ -195,7 +176,7 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
     }
 }
 
-extern "C" __global__ void __launch_bounds__(SG_THREADS, SG_MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(SG_THREADS)
     sgemm(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,
           u64 c_off, uint m, uint n, uint k, uint trans_a, uint trans_b, float alpha, float beta) {
     // float4 element type: the stages are 16-byte aligned without vendor alignment attributes.
