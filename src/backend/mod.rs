@@ -142,21 +142,6 @@ pub trait Device: Send + Sync + 'static {
         None
     }
 
-    /// Queues a launch whose blocks form clusters of `cluster` blocks (x, y, z) that share
-    /// their shared memory and a hardware barrier (thread-block clusters, compute capability
-    /// 9.0+). The grid must be a multiple of `cluster` in each dimension. `None` when the device
-    /// has no clusters; the caller then takes another route.
-    fn launch_clustered(
-        &self,
-        _module: &Self::Module,
-        _entry: &str,
-        _config: &LaunchConfig,
-        _cluster: [u32; 3],
-        _args: &[RawArg],
-    ) -> Option<Result<()>> {
-        None
-    }
-
     /// Starts recording this device's queue into a graph (CUDA/HIP stream capture). `None` when
     /// the device cannot record graphs. While recording, the device must refuse work that
     /// cannot be recorded (allocation, host copies, waits) with an error instead of doing it.

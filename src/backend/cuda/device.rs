@@ -40,8 +40,6 @@ pub(crate) struct CudaDevice {
     pub(super) hip_sources: bool,
     /// `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH`: grid-synchronizing kernels may be launched.
     pub(super) cooperative: bool,
-    /// Thread-block clusters (compute capability 9.0+): `Device::launch_clustered`.
-    pub(super) clusters: bool,
     /// Streaming multiprocessors (the co-residency limit is per SM).
     pub(super) sms: u32,
     /// Most dynamic shared memory one block may opt in to, in bytes.
@@ -91,10 +89,6 @@ impl CudaDevice {
                 .map_err(|e| error::driver("cuDeviceGetAttribute", e))
         };
         let cooperative = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? != 0;
-        // The HIP sources have no cluster kernels (AMD has no clusters): a device checking them
-        // takes the routes a HIP device takes.
-        let clusters = !options.hip_sources_via_nvrtc
-            && attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH)? != 0;
         let sms = attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?.max(0) as u32;
         let shared_optin =
             attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?.max(0)
@@ -162,7 +156,6 @@ impl CudaDevice {
             driver_version,
             hip_sources: options.hip_sources_via_nvrtc,
             cooperative,
-            clusters,
             sms,
             shared_optin,
             capturing: std::sync::atomic::AtomicBool::new(false),
@@ -341,18 +334,6 @@ impl Device for CudaDevice {
     ) -> Option<Result<()>> {
         self.cooperative
             .then(|| self.launch_kernel_cooperative(module, entry, config, args))
-    }
-
-    fn launch_clustered(
-        &self,
-        module: &Self::Module,
-        entry: &str,
-        config: &LaunchConfig,
-        cluster: [u32; 3],
-        args: &[RawArg],
-    ) -> Option<Result<()>> {
-        self.clusters
-            .then(|| self.launch_kernel_clustered(module, entry, config, cluster, args))
     }
 
     fn synchronize(&self) -> Result<()> {

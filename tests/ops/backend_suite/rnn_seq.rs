@@ -1,10 +1,10 @@
 //! The whole-sequence Elman ops on every GPU target against the CPU backend: odd and tile-sized
 //! shapes, 1 to 20 steps, both activations, a random initial state, outputs poisoned, views
-//! aligned and not. On CUDA this runs the persistent cooperative kernels (the cluster kernels of
-//! sm_90+ with `RNN_SEQ_CLUSTERS=on`), on OpenCL and HIP the step-kernel loop.
-//! `gpu_rnn_sequence_cooperative` takes hidden sizes beyond what the cluster kernels cover (512),
-//! so CUDA runs the cooperative kernels either way; `gpu_rnn_sequence_fallback` a hidden size
-//! whose W slice exceeds any shared memory a block can have, so CUDA loops the step kernels too.
+//! aligned and not. On CUDA this runs the persistent cooperative kernels, on OpenCL and HIP the
+//! step-kernel loop. `gpu_rnn_sequence_cooperative` takes hidden sizes past 512 (33 or more
+//! 16-unit slices per block row); `gpu_rnn_sequence_fallback` a hidden
+//! size whose W slice exceeds any shared memory a block can have, so CUDA loops the step kernels
+//! too.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
