@@ -137,9 +137,16 @@ fn char_model(ctx: &Context, cell: Cell, gpu: bool, mode: Mode) -> rnn::Result<f
 }
 
 fn w3(ctx: &Context, n: usize, gpu: bool) -> rnn::Result<f64> {
+    Ok(w3_checked(ctx, n, gpu)?.0)
+}
+
+/// W3's rate in GFLOP/s and the product's error: over 512 sampled entries, the largest
+/// `|c - c_f64| / Σ_k |a_ik b_kj|` (f32 rounding of the terms, unit roundoff 6e-8 per operation).
+fn w3_checked(ctx: &Context, n: usize, gpu: bool) -> rnn::Result<(f64, f64)> {
     let mut rng = Rng::new(3);
-    let a = ctx.tensor(&[n, n], &random(&mut rng, n * n))?;
-    let b = ctx.tensor(&[n, n], &random(&mut rng, n * n))?;
+    let (ha, hb) = (random(&mut rng, n * n), random(&mut rng, n * n));
+    let a = ctx.tensor(&[n, n], &ha)?;
+    let b = ctx.tensor(&[n, n], &hb)?;
     let c = ctx.zeros(&[n, n])?;
     let (warm, iters) = if gpu { (5, 50) } else { (1, 3) };
     let mut err = None;
@@ -151,7 +158,22 @@ fn w3(ctx: &Context, n: usize, gpu: bool) -> rnn::Result<f64> {
             err.get_or_insert(e);
         }
     })?;
-    err.map_or(Ok(2.0 * (n as f64).powi(3) / (us * 1e-6) / 1e9), Err)
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let hc = c.to_vec()?;
+    let mut worst = 0.0f64;
+    for s in 0..512 {
+        let (i, j) = ((s * 7919 + 13) % n, (s * 104_729 + 7) % n);
+        let (mut exact, mut scale) = (0.0f64, 0.0f64);
+        for p in 0..n {
+            let t = f64::from(ha[i * n + p]) * f64::from(hb[p * n + j]);
+            exact += t;
+            scale += t.abs();
+        }
+        worst = worst.max((f64::from(hc[i * n + j]) - exact).abs() / scale.max(f64::MIN_POSITIVE));
+    }
+    Ok((2.0 * (n as f64).powi(3) / (us * 1e-6) / 1e9, worst))
 }
 
 fn w4(ctx: &Context, gpu: bool) -> rnn::Result<(f64, f64)> {
@@ -285,6 +307,7 @@ fn run() -> Result<(), String> {
     let mut only: Option<Vec<String>> = None;
     let mut torch: Option<String> = None;
     let mut profile: Option<usize> = None;
+    let mut vendor_blas = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -304,12 +327,21 @@ fn run() -> Result<(), String> {
                         .map_err(|_| format!("--profile: '{v}' is not a step count"))?,
                 );
             }
+            "--gemm" => {
+                vendor_blas = match args.next().as_deref() {
+                    Some("vendor") => true,
+                    Some("own") => false,
+                    other => {
+                        return Err(format!("--gemm takes 'vendor' or 'own', not {other:?}"));
+                    }
+                }
+            }
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --only w1,w2,w3,w4,w5,w6, \
-                     --torch FILE, --profile STEPS)"
+                     --torch FILE, --profile STEPS, --gemm vendor|own)"
                 ));
             }
         }
@@ -333,9 +365,20 @@ fn run() -> Result<(), String> {
         Some(d) => d,
         None => manager.best_device().map_err(|e| e.to_string())?.id,
     };
-    let ctx = manager.create_context(id).map_err(|e| e.to_string())?;
+    let mut options = ContextOptions::default();
+    // `--gemm own`: the training figures use the built-in GEMM kernels even where a vendor BLAS
+    // exists.
+    options.vendor_blas = vendor_blas;
+    let ctx = manager
+        .create_context_with(id, options)
+        .map_err(|e| e.to_string())?;
     let gpu = ctx.info().kind == DeviceKind::Gpu;
-    eprintln!("device {} ({})", id, ctx.info().name);
+    eprintln!(
+        "device {} ({}), GEMM: {}",
+        id,
+        ctx.info().name,
+        if vendor_blas { "vendor BLAS where present" } else { "built-in kernels" }
+    );
     let e = |e: rnn::Error| e.to_string();
     type Train<'a> = Box<dyn Fn(Mode) -> rnn::Result<f64> + 'a>;
     let mut training: Vec<(&str, &str, Train<'_>)> = Vec::new();
@@ -378,14 +421,18 @@ fn run() -> Result<(), String> {
     }
     if want("w3") {
         if gpu {
-            let blas = w3(&ctx, 4096, true).map_err(e)?;
-            println!("w3_sgemm4096_fp32 {blas:.1} GFLOP/s");
-            ours.push(("w3_sgemm4096_fp32".into(), blas, "GFLOP/s"));
             let mut options = ContextOptions::default();
+            options.vendor_blas = true;
+            let bctx = manager.create_context_with(id, options.clone()).map_err(e)?;
+            let (blas, blas_err) = w3_checked(&bctx, 4096, true).map_err(e)?;
+            println!("w3_sgemm4096_fp32 {blas:.1} GFLOP/s (vendor BLAS where the device has one)");
+            println!("w3_sgemm4096_fp32_error {blas_err:.2e}");
+            ours.push(("w3_sgemm4096_fp32".into(), blas, "GFLOP/s"));
             options.vendor_blas = false;
             let kctx = manager.create_context_with(id, options).map_err(e)?;
-            let own = w3(&kctx, 4096, true).map_err(e)?;
+            let (own, own_err) = w3_checked(&kctx, 4096, true).map_err(e)?;
             println!("w3_sgemm4096_kernel {own:.1} GFLOP/s");
+            println!("w3_sgemm4096_kernel_error {own_err:.2e}");
             println!("w3_sgemm4096_kernel_vs_cublas {:.2}", own / blas);
         } else {
             let v = w3(&ctx, 1024, false).map_err(e)?;

@@ -45,6 +45,10 @@ pub struct SgemmKernel {
     /// `(tile_m, tile_n, threads)`: each block computes a `tile_m x tile_n` tile of C with
     /// `threads` threads; the grid is `(ceil(n / tile_n), ceil(m / tile_m))`.
     pub tile: (u32, u32, u32),
+    /// The entry has the `sgemm_tc` arguments (docs/kernel-abi.md, geometry T): a partial-sum
+    /// buffer and a k chunk after C, so the grid's z may split k (finished by
+    /// `sgemm_tc_split_sum`).
+    pub splits_k: bool,
 }
 
 /// The low-level seam every GPU runtime implements: memory, copies, compilation, launches.

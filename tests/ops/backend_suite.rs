@@ -279,14 +279,6 @@ pub fn gemm(t: Target) {
     gemm_on(contexts(t, "gpu_gemm"), "gpu_gemm", 24);
 }
 
-/// GEMM with `vendor_blas` off, so a CUDA context runs the built-in `sgemm` kernel even where
-/// cuBLAS exists (otherwise it would never be checked there).
-pub fn gemm_own_kernel(t: Target) {
-    let test = "gpu_gemm_own_kernel";
-    let ctxs = support::contexts_with(t, test, |o| o.vendor_blas = false);
-    gemm_on(ctxs, test, 12);
-}
-
 fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
     let s = (
         dim(),
@@ -874,7 +866,7 @@ backend_suite!(
     Target::Cuda,
     #[test]
     fn gpu_gemm_own_kernel() {
-        super::gemm_own_kernel(T)
+        super::gemm_tiles::gemm_own_kernel(T)
     },
     oom_test!();
 );

@@ -66,7 +66,11 @@ pub(crate) fn abi_entries() -> Vec<String> {
     let table = doc
         .split("## Kernels")
         .nth(1)
-        .expect("kernel-abi.md has a '## Kernels' section");
+        .expect("kernel-abi.md has a '## Kernels' section")
+        // The sections after it (CUDA-only kernels) are not in every dialect.
+        .split("\n## ")
+        .next()
+        .unwrap_or_default();
     let entries: Vec<String> = table
         .lines()
         .filter_map(|l| l.strip_prefix("| `"))

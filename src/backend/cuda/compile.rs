@@ -19,6 +19,13 @@ pub(crate) enum Target {
 }
 
 impl Target {
+    /// The architecture number (`90` for sm_90 and compute_90).
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Target::Cubin(c) | Target::Ptx(c) => c,
+        }
+    }
+
     fn arch_option(self) -> String {
         match self {
             Target::Cubin(c) => format!("--gpu-architecture=sm_{c}"),

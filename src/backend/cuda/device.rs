@@ -344,8 +344,8 @@ impl Device for CudaDevice {
             .map_err(|e| error::driver("cuStreamSynchronize", e))
     }
 
-    fn sgemm_kernel(&self, _m: usize, _n: usize) -> SgemmKernel {
-        super::kernels::SGEMM
+    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel {
+        super::kernels::sgemm_for(self.target.code(), self.hip_sources, self.sms, m, n)
     }
 
     fn capture_begin(&self) -> Option<Result<()>> {

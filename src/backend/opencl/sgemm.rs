@@ -17,12 +17,14 @@ use crate::error::{Error, Result};
 const LARGE: SgemmKernel = SgemmKernel {
     entry: "sgemm",
     tile: (128, 128, 256),
+    splits_k: false,
 };
 
 /// The 64 x 64 x 16 kernel, 4 x 4 outputs per work-item.
 const SMALL: SgemmKernel = SgemmKernel {
     entry: "sgemm_tile64",
     tile: (64, 64, 256),
+    splits_k: false,
 };
 
 /// Local memory `sgemm` declares: A and B, two stages of 8 x (128 + 4) floats each.

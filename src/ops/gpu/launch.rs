@@ -203,6 +203,32 @@ pub(crate) fn gemm(m: usize, n: usize, tile: (u32, u32, u32)) -> Result<LaunchCo
     })
 }
 
+/// Fewest k values one split of a split-k GEMM sums: shallower splits cost more in partial
+/// sums written and read than their blocks add.
+const MIN_SPLIT_K: usize = 256;
+/// Most k splits of one GEMM.
+const MAX_K_SPLITS: usize = 16;
+/// k step of the `splits_k` kernels (`TC_BK`): split boundaries fall on it.
+const SPLIT_K_STEP: usize = 16;
+
+/// `T`: how many ranges of k a `splits_k` GEMM kernel sums separately (grid z) and how deep each
+/// is, for an `mn`-element output of `tiles` blocks on `compute_units` SMs: enough splits that the
+/// grid covers every SM once, each at least [`MIN_SPLIT_K`] deep. `(1, k)` when the tiles already
+/// fill the device, when k is too shallow to split, or when the output is too large to index.
+pub(crate) fn k_splits(tiles: usize, mn: usize, k: usize, compute_units: u32) -> (u32, u32) {
+    let whole = (1, k.max(SPLIT_K_STEP) as u32);
+    let units = compute_units.max(1) as usize;
+    if tiles == 0 || tiles >= units || mn > u32::MAX as usize {
+        return whole;
+    }
+    let wanted = units.div_ceil(tiles).min(k / MIN_SPLIT_K).min(MAX_K_SPLITS);
+    if wanted <= 1 {
+        return whole;
+    }
+    let chunk = k.div_ceil(wanted).div_ceil(SPLIT_K_STEP) * SPLIT_K_STEP;
+    (k.div_ceil(chunk) as u32, chunk as u32)
+}
+
 /// Tile of the fused Elman step kernels (`RS_BM` batch rows x `RS_BN` hidden columns, with
 /// `RS_THREADS` threads in kernels-cu/rnn.cu and kernels-cl/rnn.cl).
 const RNN_STEP_TILE: (usize, usize, u32) = (16, 32, 128);
@@ -225,6 +251,24 @@ pub(crate) fn rnn_step(batch: usize, hidden: usize) -> LaunchConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn k_splits_fill_the_device_in_whole_steps() {
+        // 784 x 512 weight gradient over 4096 rows: 104 tiles of 64 on 132 SMs.
+        assert_eq!(k_splits(104, 784 * 512, 4096, 132), (2, 2048));
+        // Few tiles, deep k: capped at 16 splits of at least 256.
+        assert_eq!(k_splits(1, 64 * 64, 100_000, 132), (16, 6256));
+        assert_eq!(k_splits(4, 100 * 70, 2000, 132), (7, 288));
+        // Full devices, shallow k and empty k are not split.
+        assert_eq!(k_splits(132, 1 << 20, 4096, 132), (1, 4096));
+        assert_eq!(k_splits(4, 4096, 300, 132), (1, 300));
+        assert_eq!(k_splits(4, 4096, 0, 132), (1, 16));
+        for (tiles, k) in [(1, 257), (3, 5000), (50, 4096), (7, 100_003)] {
+            let (s, chunk) = k_splits(tiles, 1000, k, 132);
+            assert!(s == 1 || chunk % 16 == 0);
+            assert!((s as usize - 1) * (chunk as usize) < k && s as usize * chunk as usize >= k);
+        }
+    }
 
     #[test]
     fn gemm_grids_beyond_the_limits_are_shape_errors() {

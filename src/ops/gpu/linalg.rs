@@ -29,22 +29,63 @@ impl<D: Device> GpuOps<D> {
         ) {
             return done;
         }
+        let kernel = self.device.sgemm_kernel(g.m, g.n);
+        let mut config = launch::gemm(g.m, g.n, kernel.tile)?;
+        let module = self.op_set()?;
+        if !kernel.splits_k {
+            let args = Args::new()
+                .buf(&a)?
+                .buf(&b)?
+                .buf(&c)?
+                .u32(g.m as u32)
+                .u32(g.n as u32)
+                .u32(g.k as u32)
+                .u32(g.trans_a as u32)
+                .u32(g.trans_b as u32)
+                .f32(g.alpha)
+                .f32(g.beta);
+            return self
+                .device
+                .launch(&module, kernel.entry, &config, args.as_slice());
+        }
+        let tiles = config.grid[0] as usize * config.grid[1] as usize;
+        let (splits, k_chunk) = launch::k_splits(tiles, g.m * g.n, g.k, self.info.compute_units);
+        config.grid[2] = splits;
+        // The raw sums of each k range, added into C by `sgemm_tc_split_sum`; from the pool, so a
+        // recorded step reuses the same block.
+        let part = if splits > 1 {
+            Some(self.alloc_buffer(splits as usize * g.m * g.n)?)
+        } else {
+            None
+        };
+        let part_view = part.as_ref().map_or(c, |p| p.view());
         let args = Args::new()
             .buf(&a)?
             .buf(&b)?
             .buf(&c)?
+            .buf(&part_view)?
             .u32(g.m as u32)
             .u32(g.n as u32)
             .u32(g.k as u32)
             .u32(g.trans_a as u32)
             .u32(g.trans_b as u32)
+            .u32(k_chunk)
             .f32(g.alpha)
             .f32(g.beta);
-        let kernel = self.device.sgemm_kernel(g.m, g.n);
-        let config = launch::gemm(g.m, g.n, kernel.tile)?;
-        let module = self.op_set()?;
         self.device
-            .launch(&module, kernel.entry, &config, args.as_slice())
+            .launch(&module, kernel.entry, &config, args.as_slice())?;
+        if splits > 1 {
+            let mn = g.m * g.n;
+            let args = Args::new()
+                .buf(&part_view)?
+                .buf(&c)?
+                .u32(mn as u32)
+                .u32(splits)
+                .f32(g.alpha)
+                .f32(g.beta);
+            self.run("sgemm_tc_split_sum", launch::elementwise(mn), args)?;
+        }
+        Ok(())
     }
 
     pub(super) fn sum_rows_impl(

@@ -1,9 +1,13 @@
-//! Both OpenCL GEMM kernels (`sgemm`, the 128 x 128 tile, and `sgemm_tile64`), each forced for
-//! every launch through `ContextOptions::opencl_sgemm_tile` so that both run on every OpenCL
-//! device, PoCL included, whatever size the per-launch choice would give them: shapes on both
-//! sides of the tile edges and of the k-steps, k = 0, every transpose, alpha/beta with beta = 0 on
-//! a NaN-poisoned C, views at 16-byte-aligned and odd offsets (the float4 and scalar paths), then
-//! the random-shape property.
+//! The built-in GEMM kernels at their edges: shapes on both sides of the tile edges and of the
+//! k-steps, k = 0, every transpose, alpha/beta with beta = 0 on a NaN-poisoned C, views at
+//! 16-byte-aligned and odd offsets (the float4 and scalar paths), then the random-shape property.
+//!
+//! - OpenCL: both kernels (`sgemm`, the 128 x 128 tile, and `sgemm_tile64`), each forced for every
+//!   launch through `ContextOptions::opencl_sgemm_tile` so that both run on every OpenCL device,
+//!   PoCL included, whatever size the per-launch choice would give them.
+//! - CUDA with `vendor_blas` off (else cuBLAS would take every GEMM): `sgemm`, or on sm_80+ the
+//!   tensor-core kernels, whose per-shape choice of tile and k splits the shapes here cover
+//!   (outputs of a few tiles with deep k are split into up to 16 ranges).
 
 use proptest::test_runner::TestCaseError;
 use rnn::{BackendKind, Context, ContextOptions, Error, Gemm, GpuManager};
@@ -29,6 +33,16 @@ const SHAPES: [(usize, usize, usize); 12] = [
     (300, 292, 70),
 ];
 
+/// Outputs of few tiles over deep k: the tensor-core kernels split k (2 to 16 ranges, the last
+/// one short), in every transpose and at odd offsets.
+const SPLIT_K_SHAPES: [(usize, usize, usize); 5] = [
+    (1, 1, 5000),
+    (100, 70, 2000),
+    (130, 129, 1031),
+    (64, 64, 4099),
+    (200, 136, 3000),
+];
+
 /// Leading elements before A, B and C: all 16-byte aligned, all odd, and mixed.
 const PADS: [[usize; 3]; 4] = [[0, 4, 8], [3, 1, 5], [4, 3, 0], [1, 8, 4]];
 
@@ -37,16 +51,29 @@ pub fn gemm_tiles(t: Target) {
         let test = format!("gpu_gemm_tile{tile}");
         let ctxs = support::contexts_with(t, &test, |o| o.opencl_sgemm_tile = Some(tile));
         for ctx in &ctxs {
-            edge_shapes(ctx).unwrap_or_else(|e| panic!("{test}: {e}"));
+            edge_shapes(ctx, &SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
         }
         gemm_on(ctxs, &test, 12);
     }
 }
 
-fn edge_shapes(ctx: &Context) -> Result<(), TestCaseError> {
+/// GEMM with `vendor_blas` off, so a CUDA context runs the built-in kernels even where cuBLAS
+/// exists (otherwise they would never be checked there).
+pub fn gemm_own_kernel(t: Target) {
+    let test = "gpu_gemm_own_kernel";
+    let ctxs = support::contexts_with(t, test, |o| o.vendor_blas = false);
+    for ctx in &ctxs {
+        for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..]] {
+            edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
+        }
+    }
+    gemm_on(ctxs, test, 12);
+}
+
+fn edge_shapes(ctx: &Context, shapes: &[(usize, usize, usize)]) -> Result<(), TestCaseError> {
     let mut r = Values(0x5eed_0001);
     let mut case = 0usize;
-    for &(m, n, k) in &SHAPES {
+    for &(m, n, k) in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             for beta0 in [true, false] {
                 let alpha = r.uniform(-2.0, 2.0);
