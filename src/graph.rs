@@ -4,7 +4,8 @@
 //! A training step is dozens of small kernels; each costs the host a few microseconds to launch
 //! and the device a gap between kernels. Recorded once and replayed, the whole step is one
 //! launch. `Network::train` and `Trainer::step` do this by themselves on devices that can
-//! (CUDA, HIP); users only need this for their own loops.
+//! (CUDA, HIP), and so do `Network::evaluate`, `predict` and `forward` for each batch size;
+//! users only need this for their own loops.
 
 use crate::error::Result;
 

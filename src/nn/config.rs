@@ -183,9 +183,11 @@ pub struct TrainingConfig {
     /// Log the epoch line every this many epochs (0: never) with `log::info!`, when `progress`
     /// is [`Progress::Off`] (otherwise the progress output already shows it).
     pub log_every: usize,
-    /// Record each training step once per batch size as a device graph and replay it, so a
-    /// step is one launch (CUDA; other devices run op by op either way). The environment
-    /// variable `RNN_GRAPHS=off` turns it off everywhere, to compare.
+    /// Record each training step (and each validation batch) once per batch size as a device
+    /// graph and replay it, so a step is one launch (CUDA and HIP; other devices run op by op
+    /// either way). The environment variable `RNN_GRAPHS=off` turns it off everywhere, to
+    /// compare; [`super::Network::set_graphs`] governs evaluation and prediction outside
+    /// training.
     pub graphs: bool,
     /// Progress bar on a terminal, plain per-epoch lines elsewhere, or nothing.
     pub progress: Progress,

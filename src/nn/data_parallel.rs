@@ -469,7 +469,7 @@ impl Network {
                 Some(v) => {
                     let mut local_sums = [0.0f32; 2];
                     if let Some(vd) = &vd {
-                        let e = self.evaluate_device(vd)?;
+                        let e = self.evaluate_device(vd, config.graphs)?;
                         let r = (vd.n * self.out_steps) as f32;
                         local_sums = [e.loss * r, e.accuracy.unwrap_or(0.0) * r];
                     }

@@ -13,6 +13,7 @@ use super::layer::{Layer, LayerDesc};
 use super::loss::Loss;
 use super::params::{ParamInfo, ParamLayout};
 use super::size::MAX_INDEXED_ROWS;
+use super::step_graph::EvalKind;
 use super::workspace::{DeviceData, Rows};
 use super::workspace_cache::Workspaces;
 
@@ -256,7 +257,9 @@ impl Network {
         self.forward_checked(x)
     }
 
-    /// [`Network::forward`] on input whose ids (if any) are already checked.
+    /// [`Network::forward`] on input whose ids (if any) are already checked. Each batch is
+    /// copied into the workspace, then runs (or replays) its recorded forward, then is copied
+    /// out: the copies, whose addresses change, stay outside the recording.
     fn forward_checked(&mut self, x: &Tensor) -> Result<Tensor> {
         let w = self.input_width();
         let n = x.len() / w;
@@ -268,18 +271,27 @@ impl Network {
             vec![n, cols]
         };
         let out = self.ctx.zeros(&shape)?;
+        let graphs = self.workspaces.graphs_on();
+        let mut runs = Vec::new();
         let mut start = 0;
         while start < n {
             let b = (n - start).min(self.eval_batch());
             let (net, ws) = self.workspace(b)?;
+            let ops = net.ctx.ops();
             net.load_rows(ws, x.view(), None, &Rows::Range(start))?;
-            net.forward_ws(ws)?;
-            let y = net.batch_major_output(ws)?;
-            net.ctx
-                .ops()
-                .copy(y, out.view().slice(start * out_w, b * out_w)?)?;
+            runs.push(
+                ws.graphs
+                    .lock()
+                    .run(ops, EvalKind::Forward, b, graphs, || {
+                        net.forward_ws(ws)?;
+                        net.batch_major_gather(ws)
+                    })?,
+            );
+            let y = net.batch_major_view(ws)?;
+            ops.copy(y, out.view().slice(start * out_w, b * out_w)?)?;
             start += b;
         }
+        self.workspaces.count(&runs);
         Ok(out)
     }
 
@@ -326,30 +338,62 @@ impl Network {
     pub fn evaluate(&mut self, data: &Dataset) -> Result<Evaluation> {
         self.check_data(data)?;
         let dd = self.upload(data)?;
-        self.evaluate_device(&dd)
+        self.evaluate_device(&dd, true)
     }
 
     /// Evaluation over uploaded data: metrics accumulate on the device and are read once.
-    pub(crate) fn evaluate_device(&mut self, dd: &DeviceData) -> Result<Evaluation> {
-        let ops = self.ctx.ops();
-        let acc = ops.alloc(2)?;
-        ops.fill(acc.view(), 0.0)?;
+    /// Each batch size's forward and loss are recorded once as a graph and replayed (with
+    /// `graphs`, [`Network::set_graphs`] and a device that records); the batch is copied into
+    /// the workspace and the accumulator zeroed outside the recording.
+    pub(crate) fn evaluate_device(&mut self, dd: &DeviceData, graphs: bool) -> Result<Evaluation> {
+        let graphs = graphs && self.workspaces.graphs_on();
+        self.workspaces.reset_eval_acc(self.ctx.ops())?;
+        let mut runs = Vec::new();
         let mut start = 0;
         while start < dd.n {
             let b = (dd.n - start).min(self.eval_batch());
             let (net, ws) = self.workspace(b)?;
+            let acc = net
+                .workspaces
+                .eval_acc()
+                .expect("reset_eval_acc created it and only clear() drops it");
             net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
-            net.forward_ws(ws)?;
-            net.loss_ws(ws, Some(acc.view()))?;
+            runs.push(
+                ws.graphs
+                    .lock()
+                    .run(net.ctx.ops(), EvalKind::Loss, b, graphs, || {
+                        net.forward_ws(ws)?;
+                        net.loss_ws(ws, Some(acc.view()))
+                    })?,
+            );
             start += b;
         }
+        self.workspaces.count(&runs);
         let mut sums = [0.0f32; 2];
-        self.ctx.ops().download(acc.view(), &mut sums)?;
+        if let Some(acc) = self.workspaces.eval_acc() {
+            self.ctx.ops().download(acc.view(), &mut sums)?;
+        }
         let rows = (dd.n * self.out_steps) as f32;
         Ok(Evaluation {
             loss: sums[0] / rows,
             accuracy: self.loss.is_classification().then(|| sums[1] / rows),
         })
+    }
+
+    /// Whether [`Network::evaluate`], [`Network::predict`] and [`Network::forward`] record
+    /// each batch size's device work once as a graph and replay it (on by default; CUDA and
+    /// HIP record, other devices run op by op either way). The results are the same either
+    /// way. Training steps follow [`super::TrainingConfig::graphs`] instead, and the
+    /// per-epoch validation follows both; `RNN_GRAPHS=off` turns every graph off.
+    pub fn set_graphs(&mut self, enabled: bool) {
+        self.workspaces.set_graphs(enabled);
+    }
+
+    /// `(recorded, replayed)`: how many evaluation and prediction batches were recorded as
+    /// graphs, and how many were replayed from one, since the network was built. For tests.
+    #[doc(hidden)]
+    pub fn eval_graph_counts(&self) -> (u64, u64) {
+        self.workspaces.counts()
     }
 
     /// Forward and backward over all of `data` as one batch, leaving the gradients of the mean

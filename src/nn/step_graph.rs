@@ -4,6 +4,9 @@
 //! device memory (the batch, which is gathered outside the graph; the learning rate and step
 //! count, in the optimizer's device state), so the recording stays valid. A device that cannot
 //! record, or a recording that fails, runs the step op by op from then on, with one warning.
+//!
+//! Evaluation and prediction batches go the same way (one [`StepGraphs`] per workspace and
+//! kind of batch, see `EvalGraphs`), so their recordings die with the workspace they refer to.
 
 use std::collections::HashMap;
 
@@ -19,11 +22,23 @@ enum Slot {
     OpByOp,
 }
 
-/// The recorded steps of one training run, by batch size. The graphs refer to the network's
-/// buffers, the workspace of their batch size and the optimizer state: the owner keeps those
-/// alive (and the workspaces pinned) for as long as this lives.
+/// How [`StepGraphs::run`] ran the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ran {
+    OpByOp,
+    /// Recorded now, then launched once.
+    Recorded,
+    Replayed,
+}
+
+/// The recorded steps of one training run (or one workspace's evaluation batches), by batch
+/// size. The graphs refer to the network's buffers, the workspace of their batch size and the
+/// optimizer state or metric accumulator: the owner keeps those alive (and the workspaces
+/// pinned) for as long as this lives.
 pub(crate) struct StepGraphs {
     enabled: bool,
+    /// What a step is, for the logs ("training step").
+    what: &'static str,
     slots: HashMap<usize, Slot>,
 }
 
@@ -39,10 +54,16 @@ fn env_allows() -> bool {
 }
 
 impl StepGraphs {
-    /// Graphs when `enabled` and the environment allows.
+    /// Training steps, as graphs when `enabled` and the environment allows.
     pub(crate) fn new(enabled: bool) -> Self {
+        Self::named(enabled, "training step")
+    }
+
+    /// Steps called `what` in the logs, as graphs when `enabled` and the environment allows.
+    pub(crate) fn named(enabled: bool, what: &'static str) -> Self {
         StepGraphs {
             enabled: enabled && env_allows(),
+            what,
             slots: HashMap::new(),
         }
     }
@@ -54,47 +75,96 @@ impl StepGraphs {
         ops: &dyn Ops,
         key: usize,
         step: impl Fn() -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<Ran> {
         if !self.enabled {
-            return step();
+            return step().map(|()| Ran::OpByOp);
         }
         match self.slots.get(&key) {
-            Some(Slot::Ready(g)) => return ops.graph_launch(g),
-            Some(Slot::OpByOp) => return step(),
+            Some(Slot::Ready(g)) => return ops.graph_launch(g).map(|()| Ran::Replayed),
+            Some(Slot::OpByOp) => return step().map(|()| Ran::OpByOp),
             None => {
                 self.slots.insert(key, Slot::Warm);
-                return step();
+                return step().map(|()| Ran::OpByOp);
             }
             Some(Slot::Warm) => {}
         }
         if !ops.capture_begin()? {
             self.slots.insert(key, Slot::OpByOp);
-            return step();
+            return step().map(|()| Ran::OpByOp);
         }
         let recorded = step();
         let ended = ops.capture_end();
         match (recorded, ended) {
             (Ok(()), Ok(graph)) => {
                 log::debug!(
-                    "{}: training step of batch {key} recorded as a graph of {} launches",
+                    "{}: {} of batch {key} recorded as a graph of {} launches",
                     ops.info().id,
+                    self.what,
                     graph.kernels()
                 );
                 let launched = ops.graph_launch(&graph);
                 self.slots.insert(key, Slot::Ready(graph));
-                launched
+                launched.map(|()| Ran::Recorded)
             }
             (recorded, ended) => {
                 let why = recorded.err().or(ended.err()).map(|e| e.to_string());
                 log::warn!(
-                    "{}: could not record the training step of batch {key} as a graph ({}); \
-                     running it op by op",
+                    "{}: could not record the {} of batch {key} as a graph ({}); running it \
+                     op by op",
                     ops.info().id,
+                    self.what,
                     why.unwrap_or_default()
                 );
                 self.slots.insert(key, Slot::OpByOp);
-                step()
+                step().map(|()| Ran::OpByOp)
             }
         }
+    }
+}
+
+/// Which evaluation-mode work (dropout off) a batch runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EvalKind {
+    /// Forward and loss, the sums added to the network's evaluation accumulator.
+    Loss,
+    /// Forward and the batch-major output, for prediction.
+    Forward,
+}
+
+/// The recorded evaluation and prediction batches of one workspace (one batch size): at most
+/// one recording per [`EvalKind`]. The workspace owns them, so they go when it is evicted or
+/// rebuilt and are never replayed against another workspace's buffers. Training-mode steps
+/// are never recorded here (the training loop keeps its own [`StepGraphs`]).
+pub(crate) struct EvalGraphs {
+    loss: StepGraphs,
+    forward: StepGraphs,
+}
+
+impl EvalGraphs {
+    pub(crate) fn new() -> Self {
+        EvalGraphs {
+            loss: StepGraphs::named(true, "evaluation batch"),
+            forward: StepGraphs::named(true, "forward batch"),
+        }
+    }
+
+    /// Queues one `kind` batch of `batch` rows: op by op when `enabled` is false, else as
+    /// [`StepGraphs::run`] does.
+    pub(crate) fn run(
+        &mut self,
+        ops: &dyn Ops,
+        kind: EvalKind,
+        batch: usize,
+        enabled: bool,
+        step: impl Fn() -> Result<()>,
+    ) -> Result<Ran> {
+        if !enabled {
+            return step().map(|()| Ran::OpByOp);
+        }
+        let graphs = match kind {
+            EvalKind::Loss => &mut self.loss,
+            EvalKind::Forward => &mut self.forward,
+        };
+        graphs.run(ops, batch, step)
     }
 }

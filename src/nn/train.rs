@@ -256,7 +256,7 @@ impl Network {
             let classify = self.loss.is_classification();
             let (val_loss, val_accuracy) = match &vd {
                 Some(v) => {
-                    let e = self.evaluate_device(v)?;
+                    let e = self.evaluate_device(v, config.graphs)?;
                     (Some(e.loss), e.accuracy)
                 }
                 None => (None, None),

@@ -2,6 +2,8 @@
 //! backward) that training, evaluation and prediction share. Nothing here allocates or reads
 //! back once a workspace exists.
 
+use parking_lot::Mutex;
+
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 
@@ -10,6 +12,7 @@ use super::layer::{Flat, LayerWs};
 use super::loss::Loss;
 use super::network::Network;
 use super::size;
+use super::step_graph::EvalGraphs;
 
 /// A data set uploaded once: features `[n, width]` and targets `[n, target_width]`.
 pub(crate) struct DeviceData {
@@ -29,6 +32,9 @@ pub(crate) enum Rows<'a> {
 
 /// Every buffer one step at one batch size needs.
 pub(crate) struct Workspace {
+    /// Evaluation and prediction batches recorded against these buffers. First, so they are
+    /// dropped before the buffers they refer to.
+    pub graphs: Mutex<EvalGraphs>,
     pub batch: usize,
     xb: Buffer,
     x_tm: Option<Buffer>,
@@ -130,6 +136,7 @@ impl Network {
             layers.push(layer.workspace(ops, batch, rows)?);
         }
         let ws = Workspace {
+            graphs: Mutex::new(EvalGraphs::new()),
             batch,
             xb: ops.alloc(x_len)?,
             x_tm,
@@ -195,17 +202,25 @@ impl Network {
         self.layers[last].output(&ws.layers[last])
     }
 
-    /// The output with batch-major rows (sample-major, then step).
-    pub(crate) fn batch_major_output<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
-        let out = self.output_view(ws)?;
+    /// Queues what puts the output into batch-major rows (sample-major, then step), when
+    /// they are not already: see [`Self::batch_major_view`].
+    pub(crate) fn batch_major_gather(&self, ws: &Workspace) -> Result<()> {
         match (&ws.idx_bm, &ws.out_bm) {
             (Some(idx), Some(bm)) if self.out_steps > 1 => {
+                let out = self.output_view(ws)?;
                 self.ctx
                     .ops()
-                    .gather_rows(out, idx.view(), bm.view(), self.output_features())?;
-                Ok(bm.view())
+                    .gather_rows(out, idx.view(), bm.view(), self.output_features())
             }
-            _ => Ok(out),
+            _ => Ok(()),
+        }
+    }
+
+    /// The output with batch-major rows, once [`Self::batch_major_gather`] has run.
+    pub(crate) fn batch_major_view<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
+        match &ws.out_bm {
+            Some(bm) if self.out_steps > 1 && ws.idx_bm.is_some() => Ok(bm.view()),
+            _ => self.output_view(ws),
         }
     }
 

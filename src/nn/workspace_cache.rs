@@ -2,13 +2,20 @@
 //! through. Sizes are created on demand; when many accumulate (predictions of many sizes) the
 //! least recently used one is dropped, except sizes pinned by a running `train` or a live
 //! [`crate::nn::Trainer`], whose steps must not reallocate.
+//!
+//! Each workspace owns the graphs its evaluation and prediction batches were recorded as, so
+//! an evicted or rebuilt workspace takes its recordings with it. Those recordings add their
+//! metric sums into one accumulator kept here, at a fixed address for as long as they live.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
+use crate::buffer::Buffer;
 use crate::error::Result;
+use crate::ops::Ops;
 
 use super::network::Network;
+use super::step_graph::Ran;
 use super::workspace::Workspace;
 
 /// Sizes kept before the least recently used unpinned one is dropped.
@@ -31,12 +38,64 @@ pub(crate) struct Workspaces {
     clock: u64,
     /// Batch sizes with their pin; a size is pinned while one of its pins is alive.
     pins: Vec<(usize, Weak<()>)>,
+    /// Evaluation's loss and correct-count sums (2 values), created on first use. Recorded
+    /// evaluation batches refer to it, so it lives as long as the workspaces do.
+    eval_acc: Option<Buffer>,
+    /// [`Network::set_graphs`] turned evaluation and prediction graphs off.
+    graphs_off: bool,
+    /// Evaluation and prediction batches recorded as graphs, and replayed from one.
+    recorded: u64,
+    replayed: u64,
 }
 
 impl Workspaces {
-    /// Drops every workspace (pins stay: the sizes are rebuilt on demand and kept).
+    /// Drops every workspace and the recordings that refer to them (pins stay: the sizes are
+    /// rebuilt on demand and kept).
     pub fn clear(&mut self) {
         self.slots.clear();
+        self.eval_acc = None;
+    }
+
+    /// Whether evaluation and prediction may record graphs.
+    pub fn graphs_on(&self) -> bool {
+        !self.graphs_off
+    }
+
+    pub fn set_graphs(&mut self, enabled: bool) {
+        self.graphs_off = !enabled;
+    }
+
+    /// `(recorded, replayed)` evaluation and prediction batches.
+    pub fn counts(&self) -> (u64, u64) {
+        (self.recorded, self.replayed)
+    }
+
+    /// The evaluation accumulator, allocated on `ops` on first use and zeroed now (outside
+    /// any recording).
+    pub fn reset_eval_acc(&mut self, ops: &dyn Ops) -> Result<()> {
+        if self.eval_acc.is_none() {
+            self.eval_acc = Some(ops.alloc(2)?);
+        }
+        if let Some(acc) = &self.eval_acc {
+            ops.fill(acc.view(), 0.0)?;
+        }
+        Ok(())
+    }
+
+    /// The evaluation accumulator ([`Self::reset_eval_acc`] creates it).
+    pub fn eval_acc(&self) -> Option<&Buffer> {
+        self.eval_acc.as_ref()
+    }
+
+    /// Counts how evaluation or prediction batches ran.
+    pub fn count(&mut self, runs: &[Ran]) {
+        for r in runs {
+            match r {
+                Ran::Recorded => self.recorded += 1,
+                Ran::Replayed => self.replayed += 1,
+                Ran::OpByOp => {}
+            }
+        }
     }
 
     fn pinned(&self, batch: usize) -> bool {

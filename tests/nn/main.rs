@@ -6,6 +6,7 @@ mod support;
 mod checkpoint;
 mod data_parallel;
 mod errors;
+mod eval_graphs;
 mod gated;
 mod gradcheck;
 mod layers;
