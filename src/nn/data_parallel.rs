@@ -422,7 +422,7 @@ impl Network {
                 match &overlap {
                     None => {
                         grad_graphs.run(ops, local, || {
-                            net.forward_ws(ws)?;
+                            net.forward_train_ws(ws)?;
                             net.loss_ws(ws, Some(acc.view()))?;
                             net.backward_ws(ws)
                         })?;
@@ -433,7 +433,7 @@ impl Network {
                         // layers write only their own ranges, so the side stream may reduce
                         // them meanwhile. The main stream waits for all of it before the
                         // update.
-                        net.forward_ws(ws)?;
+                        net.forward_train_ws(ws)?;
                         net.loss_ws(ws, Some(acc.view()))?;
                         net.backward_ws_then(ws, &mut |i| {
                             let (start, len) = ranges[i];
