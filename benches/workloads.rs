@@ -428,6 +428,13 @@ fn run() -> Result<(), String> {
             println!("w3_sgemm4096_fp32 {blas:.1} GFLOP/s (vendor BLAS where the device has one)");
             println!("w3_sgemm4096_fp32_error {blas_err:.2e}");
             ours.push(("w3_sgemm4096_fp32".into(), blas, "GFLOP/s"));
+            // TF32 (PyTorch's allow_tf32) for scale: the rate and error f32 GEMMs give up.
+            options.allow_tf32 = true;
+            let tctx = manager.create_context_with(id, options.clone()).map_err(e)?;
+            let (tf32, tf32_err) = w3_checked(&tctx, 4096, true).map_err(e)?;
+            println!("w3_sgemm4096_tf32 {tf32:.1} GFLOP/s");
+            println!("w3_sgemm4096_tf32_error {tf32_err:.2e}");
+            options.allow_tf32 = false;
             options.vendor_blas = false;
             let kctx = manager.create_context_with(id, options).map_err(e)?;
             let (own, own_err) = w3_checked(&kctx, 4096, true).map_err(e)?;

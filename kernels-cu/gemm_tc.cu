@@ -199,10 +199,16 @@ __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,
                 tc_split(T::b_at(bs, kk + t + 4, c), bhi[1], blo[1]);
 #pragma unroll
                 for (int i = 0; i < MT; ++i) {
-                    // Small terms first: they are added while the accumulator is still small.
-                    tc_mma(acc[i][j], alo[i], bhi);
-                    tc_mma(acc[i][j], ahi[i], blo);
-                    tc_mma(acc[i][j], ahi[i], bhi);
+                    // The tensor cores add with truncation, so a long run of their sums drifts
+                    // (measured 2e-6 of sum |a b| at k = 4096 against 1.4e-7 for cuBLAS f32):
+                    // they sum only this k-step's three products (small terms first), and the
+                    // accumulator takes that with an IEEE f32 add.
+                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                    tc_mma(d, alo[i], bhi);
+                    tc_mma(d, ahi[i], blo);
+                    tc_mma(d, ahi[i], bhi);
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) acc[i][j][q] += d[q];
                 }
             }
         }

@@ -213,15 +213,26 @@ const SPLIT_K_STEP: usize = 16;
 
 /// `T`: how many ranges of k a `splits_k` GEMM kernel sums separately (grid z) and how deep each
 /// is, for an `mn`-element output of `tiles` blocks on `compute_units` SMs: enough splits that the
-/// grid covers every SM once, each at least [`MIN_SPLIT_K`] deep. `(1, k)` when the tiles already
-/// fill the device, when k is too shallow to split, or when the output is too large to index.
-pub(crate) fn k_splits(tiles: usize, mn: usize, k: usize, compute_units: u32) -> (u32, u32) {
+/// grid covers every SM once, each at least [`MIN_SPLIT_K`] deep, all `splits * mn` partial sums
+/// within `space` floats. `(1, k)` when the tiles already fill the device, when k is too shallow
+/// to split, or when two splits do not fit.
+pub(crate) fn k_splits(
+    tiles: usize,
+    mn: usize,
+    k: usize,
+    compute_units: u32,
+    space: usize,
+) -> (u32, u32) {
     let whole = (1, k.max(SPLIT_K_STEP) as u32);
     let units = compute_units.max(1) as usize;
-    if tiles == 0 || tiles >= units || mn > u32::MAX as usize {
+    if tiles == 0 || tiles >= units || mn == 0 {
         return whole;
     }
-    let wanted = units.div_ceil(tiles).min(k / MIN_SPLIT_K).min(MAX_K_SPLITS);
+    let wanted = units
+        .div_ceil(tiles)
+        .min(k / MIN_SPLIT_K)
+        .min(MAX_K_SPLITS)
+        .min(space / mn);
     if wanted <= 1 {
         return whole;
     }
@@ -255,16 +266,20 @@ mod tests {
     #[test]
     fn k_splits_fill_the_device_in_whole_steps() {
         // 784 x 512 weight gradient over 4096 rows: 104 tiles of 64 on 132 SMs.
-        assert_eq!(k_splits(104, 784 * 512, 4096, 132), (2, 2048));
+        let space = 4 << 20;
+        assert_eq!(k_splits(104, 784 * 512, 4096, 132, space), (2, 2048));
         // Few tiles, deep k: capped at 16 splits of at least 256.
-        assert_eq!(k_splits(1, 64 * 64, 100_000, 132), (16, 6256));
-        assert_eq!(k_splits(4, 100 * 70, 2000, 132), (7, 288));
+        assert_eq!(k_splits(1, 64 * 64, 100_000, 132, space), (16, 6256));
+        assert_eq!(k_splits(4, 100 * 70, 2000, 132, space), (7, 288));
+        // Bounded by the space for partial sums.
+        assert_eq!(k_splits(4, 100 * 70, 2000, 132, 3 * 100 * 70 + 5), (3, 672));
+        assert_eq!(k_splits(4, 100 * 70, 2000, 132, 100 * 70), (1, 2000));
         // Full devices, shallow k and empty k are not split.
-        assert_eq!(k_splits(132, 1 << 20, 4096, 132), (1, 4096));
-        assert_eq!(k_splits(4, 4096, 300, 132), (1, 300));
-        assert_eq!(k_splits(4, 4096, 0, 132), (1, 16));
+        assert_eq!(k_splits(132, 1 << 20, 4096, 132, space), (1, 4096));
+        assert_eq!(k_splits(4, 4096, 300, 132, space), (1, 300));
+        assert_eq!(k_splits(4, 4096, 0, 132, space), (1, 16));
         for (tiles, k) in [(1, 257), (3, 5000), (50, 4096), (7, 100_003)] {
-            let (s, chunk) = k_splits(tiles, 1000, k, 132);
+            let (s, chunk) = k_splits(tiles, 1000, k, 132, space);
             assert!(s == 1 || chunk % 16 == 0);
             assert!((s as usize - 1) * (chunk as usize) < k && s as usize * chunk as usize >= k);
         }

@@ -3,7 +3,7 @@
 
 use super::GpuOps;
 use super::launch::{self, Args, THREADS, device_ptr};
-use super::scratch::{PARTIALS, STRIP_TICKETS};
+use super::scratch::{GEMM_PARTS, PARTIALS, STRIP_TICKETS};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::{Error, Result};
@@ -49,43 +49,43 @@ impl<D: Device> GpuOps<D> {
                 .launch(&module, kernel.entry, &config, args.as_slice());
         }
         let tiles = config.grid[0] as usize * config.grid[1] as usize;
-        let (splits, k_chunk) = launch::k_splits(tiles, g.m * g.n, g.k, self.info.compute_units);
+        let mn = g.m * g.n;
+        let (splits, k_chunk) =
+            launch::k_splits(tiles, mn, g.k, self.info.compute_units, GEMM_PARTS);
         config.grid[2] = splits;
-        // The raw sums of each k range, added into C by `sgemm_tc_split_sum`; from the pool, so a
-        // recorded step reuses the same block.
-        let part = if splits > 1 {
-            Some(self.alloc_buffer(splits as usize * g.m * g.n)?)
-        } else {
-            None
-        };
-        let part_view = part.as_ref().map_or(c, |p| p.view());
-        let args = Args::new()
-            .buf(&a)?
-            .buf(&b)?
-            .buf(&c)?
-            .buf(&part_view)?
-            .u32(g.m as u32)
-            .u32(g.n as u32)
-            .u32(g.k as u32)
-            .u32(g.trans_a as u32)
-            .u32(g.trans_b as u32)
-            .u32(k_chunk)
-            .f32(g.alpha)
-            .f32(g.beta);
-        self.device
-            .launch(&module, kernel.entry, &config, args.as_slice())?;
-        if splits > 1 {
-            let mn = g.m * g.n;
+        let launch_tc = |part: View<'_>| -> Result<()> {
             let args = Args::new()
-                .buf(&part_view)?
+                .buf(&a)?
+                .buf(&b)?
+                .buf(&c)?
+                .buf(&part)?
+                .u32(g.m as u32)
+                .u32(g.n as u32)
+                .u32(g.k as u32)
+                .u32(g.trans_a as u32)
+                .u32(g.trans_b as u32)
+                .u32(k_chunk)
+                .f32(g.alpha)
+                .f32(g.beta);
+            self.device
+                .launch(&module, kernel.entry, &config, args.as_slice())
+        };
+        if splits == 1 {
+            // `part` is not touched without a split.
+            return launch_tc(c);
+        }
+        self.with_gemm_parts(|parts| {
+            let parts = parts.slice(0, splits as usize * mn)?;
+            launch_tc(parts)?;
+            let args = Args::new()
+                .buf(&parts)?
                 .buf(&c)?
                 .u32(mn as u32)
                 .u32(splits)
                 .f32(g.alpha)
                 .f32(g.beta);
-            self.run("sgemm_tc_split_sum", launch::elementwise(mn), args)?;
-        }
-        Ok(())
+            self.run("sgemm_tc_split_sum", launch::elementwise(mn), args)
+        })
     }
 
     pub(super) fn sum_rows_impl(

@@ -56,6 +56,8 @@ pub(crate) struct GpuOps<D: Device> {
     seq_carry: Mutex<Vec<Buffer>>,
     /// Partials and tickets of the one-launch grid reductions, allocated on first use.
     scratch: Mutex<Option<scratch::Scratch>>,
+    /// Partial products of split-k GEMMs ([`scratch::GEMM_PARTS`] floats), allocated on first use.
+    gemm_parts: Mutex<Option<Buffer>>,
     /// Launches queued since the current graph recording began (`None`: not recording).
     recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
@@ -89,6 +91,7 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         seq_barrier: Mutex::new(None),
         seq_carry: Mutex::new(Vec::new()),
         scratch: Mutex::new(None),
+        gemm_parts: Mutex::new(None),
         recording: Mutex::new(None),
     }))
 }

@@ -18,6 +18,11 @@ pub(super) const STRIP_TICKETS: usize = 4096;
 /// Most blocks of a launch that adds totals (loss sums) or advances the optimizer state.
 pub(super) const MAX_TOTALS_BLOCKS: usize = 1024;
 
+/// Floats of split-k GEMM partial products (16 MiB): a split GEMM has fewer output tiles than
+/// the device has compute units, so at most 16 splits of `64 * 64 * units` floats; splits that
+/// would not fit are fewer. One fixed block, never reallocated: recorded graphs keep its address.
+pub(super) const GEMM_PARTS: usize = 4 << 20;
+
 /// Tickets after the strip tickets.
 #[derive(Clone, Copy)]
 pub(super) enum Ticket {
@@ -62,5 +67,16 @@ impl<D: Device> GpuOps<D> {
             }
         };
         f(scratch)
+    }
+
+    /// Runs `f` with this context's split-k GEMM scratch ([`GEMM_PARTS`] floats), allocating it
+    /// on first use. GEMMs queue in order on the one stream, so they may share it.
+    pub(super) fn with_gemm_parts<T>(&self, f: impl FnOnce(View<'_>) -> Result<T>) -> Result<T> {
+        let mut slot = self.gemm_parts.lock();
+        let parts = match &*slot {
+            Some(b) => b,
+            None => slot.insert(self.alloc_buffer(GEMM_PARTS)?),
+        };
+        f(parts.view())
     }
 }

@@ -2,16 +2,18 @@
 //! softmax cross-entropy with device-side totals, column sums, an Adam step that advances its
 //! device state), recorded once and replayed, leaves exactly what running it op by op leaves,
 //! also after the learning rate changes between replays. Targets that record no graphs (OpenCL,
-//! the CPU) say so with `capture_begin() == false`, and `capture_end` is then an error.
+//! the CPU) say so with `capture_begin() == false`, and `capture_end` is then an error. Run also
+//! with `vendor_blas` off, where on CUDA sm_80+ both GEMMs split k (the forward in 2 ranges, the
+//! weight gradient in 4) through the context's partial-sum scratch.
 
 use rnn::ops::optimizer_state;
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
 
 use super::contexts;
-use crate::support::{Target, rel_err};
+use crate::support::{self, Target, rel_err};
 
-const ROWS: usize = 300;
-const IN: usize = 40;
+const ROWS: usize = 1100;
+const IN: usize = 600;
 const OUT: usize = 10;
 
 /// The buffers of one copy of the step.
@@ -138,7 +140,8 @@ fn read(ctx: &Context, b: &Buffer) -> Vec<f32> {
 }
 
 pub fn graphs(t: Target) {
-    for ctx in contexts(t, "gpu_graphs") {
+    let own_gemm = support::contexts_with(t, "gpu_graphs", |o| o.vendor_blas = false);
+    for ctx in contexts(t, "gpu_graphs").into_iter().chain(own_gemm) {
         let ops = ctx.ops();
         let (eager, recorded) = (setup(&ctx), setup(&ctx));
         let (pe, pr) = (params(&ctx, &eager), params(&ctx, &recorded));
