@@ -377,7 +377,11 @@ fn run() -> Result<(), String> {
         "device {} ({}), GEMM: {}",
         id,
         ctx.info().name,
-        if vendor_blas { "vendor BLAS where present" } else { "built-in kernels" }
+        if vendor_blas {
+            "vendor BLAS where present"
+        } else {
+            "built-in kernels"
+        }
     );
     let e = |e: rnn::Error| e.to_string();
     type Train<'a> = Box<dyn Fn(Mode) -> rnn::Result<f64> + 'a>;
@@ -423,14 +427,18 @@ fn run() -> Result<(), String> {
         if gpu {
             let mut options = ContextOptions::default();
             options.vendor_blas = true;
-            let bctx = manager.create_context_with(id, options.clone()).map_err(e)?;
+            let bctx = manager
+                .create_context_with(id, options.clone())
+                .map_err(e)?;
             let (blas, blas_err) = w3_checked(&bctx, 4096, true).map_err(e)?;
             println!("w3_sgemm4096_fp32 {blas:.1} GFLOP/s (vendor BLAS where the device has one)");
             println!("w3_sgemm4096_fp32_error {blas_err:.2e}");
             ours.push(("w3_sgemm4096_fp32".into(), blas, "GFLOP/s"));
             // TF32 (PyTorch's allow_tf32) for scale: the rate and error f32 GEMMs give up.
             options.allow_tf32 = true;
-            let tctx = manager.create_context_with(id, options.clone()).map_err(e)?;
+            let tctx = manager
+                .create_context_with(id, options.clone())
+                .map_err(e)?;
             let (tf32, tf32_err) = w3_checked(&tctx, 4096, true).map_err(e)?;
             println!("w3_sgemm4096_tf32 {tf32:.1} GFLOP/s");
             println!("w3_sgemm4096_tf32_error {tf32_err:.2e}");

@@ -353,10 +353,10 @@ impl Network {
         while start < dd.n {
             let b = (dd.n - start).min(self.eval_batch());
             let (net, ws) = self.workspace(b)?;
-            let acc = net
-                .workspaces
-                .eval_acc()
-                .expect("reset_eval_acc created it and only clear() drops it");
+            // reset_eval_acc created it; only `clear` drops it, and nothing here clears.
+            let acc = net.workspaces.eval_acc().ok_or_else(|| {
+                Error::InvalidArgument("evaluation accumulator dropped during evaluation".into())
+            })?;
             net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
             runs.push(
                 ws.graphs
