@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, Targets, TrainingConfig};
 use rnn::{Activation, Context};
 
+use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
 use crate::gradcheck::{classes, random};
 use crate::support::{Target, contexts, rel_err};
 
@@ -34,21 +35,6 @@ impl AddCell for rnn::nn::NetworkBuilder {
             Cell::Gru => self.gru(inputs, hidden, output),
         }
     }
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// `W v + b` for a row-major `rows x v.len()` matrix.
-fn affine(w: &[f32], b: &[f32], v: &[f64]) -> Vec<f64> {
-    b.iter()
-        .enumerate()
-        .map(|(r, &bias)| {
-            let row = &w[r * v.len()..(r + 1) * v.len()];
-            bias as f64 + row.iter().zip(v).map(|(&a, &x)| a as f64 * x).sum::<f64>()
-        })
-        .collect()
 }
 
 /// PyTorch's `nn.LSTM` / `nn.GRU` forward in f64 from the flat parameters (layout order
@@ -406,80 +392,36 @@ fn cpu_gated_training_remembers_the_first_step() {
 /// (sequence and last state, with a layer in front so the input gradient is exercised) agree
 /// with the CPU backend, and a short training run follows the CPU's losses.
 fn follows_cpu(target: Target, test: &str) {
-    let cpu = Context::cpu();
-    let (n, t, i, c) = (5, 6, 3, 4);
+    let (t, i, c) = (6, 3, 4);
     let mut rng = Rng::new(31);
-    let targets = Targets::Classes {
-        labels: classes(&mut rng, n * t, c),
-        classes: c,
-        per_sample: t,
-    };
-    let seq_data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-    let last_data = Dataset::regression(
-        random(&mut rng, n * t * i),
-        t * i,
-        random(&mut rng, n * 2),
-        2,
-    )
-    .unwrap();
-    let model = |ctx: &Context, cell, last: bool| {
-        let b = Network::builder(ctx).sequence_length(t);
-        if last {
-            b.seed(4)
-                .dense(i, 5, Activation::Tanh)
-                .cell(cell, 5, 6, RnnOutput::Last)
-                .dense(6, 2, Activation::Identity)
-                .build(Loss::Mse)
-        } else {
-            b.seed(3)
-                .cell(cell, i, 7, RnnOutput::Sequence)
-                .dense(7, c, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-        }
-        .unwrap()
-    };
-    let cases = [(false, &seq_data), (true, &last_data)];
+    let (seq_data, last_data) = sequence_and_last_data(&mut rng, (5, t, i, c));
     let (tt, tc) = (6, 3);
     let train = remember_first(&mut rng, 96, tt, tc);
     let contexts = contexts(target, test);
     for cell in [Cell::Lstm, Cell::Gru] {
-        let mut reference = Vec::new();
-        for (last, data) in cases {
-            let mut net = model(&cpu, cell, last);
-            let loss = net.compute_gradients(data).unwrap();
-            let out = net.predict(data.features()).unwrap();
-            reference.push((loss, net.gradients().unwrap(), out));
-        }
-        let ref_losses = memory_model(&cpu, cell, tt, tc)
-            .train(&train, &config_for(&cpu, 3, 1e-2))
+        let model = |ctx: &Context, last: bool| {
+            let b = Network::builder(ctx).sequence_length(t);
+            if last {
+                b.seed(4)
+                    .dense(i, 5, Activation::Tanh)
+                    .cell(cell, 5, 6, RnnOutput::Last)
+                    .dense(6, 2, Activation::Identity)
+                    .build(Loss::Mse)
+            } else {
+                b.seed(3)
+                    .cell(cell, i, 7, RnnOutput::Sequence)
+                    .dense(7, c, Activation::Identity)
+                    .build(Loss::SoftmaxCrossEntropy)
+            }
             .unwrap()
-            .losses();
-        for ctx in &contexts {
-            let id = ctx.id();
-            for ((last, data), (loss, grads, out)) in cases.into_iter().zip(&reference) {
-                let mut net = model(ctx, cell, last);
-                let got_loss = net.compute_gradients(data).unwrap();
-                assert!(
-                    (got_loss - loss).abs() <= 1e-4 * loss.abs() + 1e-6,
-                    "{id} {cell:?}: loss {got_loss} vs CPU {loss}"
-                );
-                let e = rel_err(&net.gradients().unwrap(), grads);
-                assert!(e < 1e-3, "{id} {cell:?}: gradient rel err {e}");
-                let e = rel_err(&net.predict(data.features()).unwrap(), out);
-                assert!(e < 1e-4, "{id} {cell:?}: output rel err {e}");
-            }
-            let got = memory_model(ctx, cell, tt, tc)
+        };
+        let training = |ctx: &Context| {
+            memory_model(ctx, cell, tt, tc)
                 .train(&train, &config_for(ctx, 3, 1e-2))
-                .unwrap();
-            assert_eq!(got.device, id);
-            for (a, b) in got.losses().iter().zip(&ref_losses) {
-                assert!(
-                    (a - b).abs() <= 0.02 * b.abs() + 1e-3,
-                    "{id} {cell:?}: losses {:?} vs CPU {ref_losses:?}",
-                    got.losses()
-                );
-            }
-        }
+                .unwrap()
+        };
+        let cases = [(false, &seq_data), (true, &last_data)];
+        assert_follows_cpu(&contexts, &format!("{cell:?}"), cases, model, training);
     }
 }
 

@@ -7,6 +7,7 @@ mod checkpoint;
 mod data_parallel;
 mod errors;
 mod eval_graphs;
+mod follow;
 mod gated;
 mod gradcheck;
 mod layers;

@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets};
 use rnn::{Activation, Context};
 
+use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
 use crate::gated::{check, config_for};
 use crate::gradcheck::{classes, random};
 use crate::support::{Target, contexts, rel_err};
@@ -25,21 +26,6 @@ fn gates(cell: RecurrentCell) -> usize {
         RecurrentCell::Lstm => 4,
         RecurrentCell::Gru => 3,
     }
-}
-
-fn sigmoid(x: f64) -> f64 {
-    1.0 / (1.0 + (-x).exp())
-}
-
-/// `W v + b` for a row-major `b.len() x v.len()` matrix.
-fn affine(w: &[f32], b: &[f32], v: &[f64]) -> Vec<f64> {
-    b.iter()
-        .enumerate()
-        .map(|(r, &bias)| {
-            let row = &w[r * v.len()..(r + 1) * v.len()];
-            bias as f64 + row.iter().zip(v).map(|(&a, &x)| a as f64 * x).sum::<f64>()
-        })
-        .collect()
 }
 
 /// The network's parameters by name, as a PyTorch `state_dict` would hold them.
@@ -551,90 +537,44 @@ fn cpu_bidirectional_training_sees_the_future() {
 /// networks of each cell with inter-layer dropout (sequence and last state, with a layer in
 /// front) agree with the CPU, and so do a few training steps.
 fn follows_cpu(target: Target, test: &str) {
-    let cpu = Context::cpu();
-    let (n, t, i, c, h) = (4, 5, 3, 4, 5);
+    let (t, h) = (5, 5);
     let mut rng = Rng::new(41);
-    let targets = Targets::Classes {
-        labels: classes(&mut rng, n * t, c),
-        classes: c,
-        per_sample: t,
-    };
-    let seq_data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-    let last_data = Dataset::regression(
-        random(&mut rng, n * t * i),
-        t * i,
-        random(&mut rng, n * 2),
-        2,
-    )
-    .unwrap();
+    let (seq_data, last_data) = sequence_and_last_data(&mut rng, (4, t, 3, 4));
     // With dropout: the masks are the same bits on every backend.
     let bi2 = RecurrentOptions::new()
         .layers(2)
         .bidirectional(true)
         .dropout(0.25);
-    let model = |ctx: &Context, cell, last: bool| {
-        let b = Network::builder(ctx)
-            .seed(6)
-            .sequence_length(t)
-            .dense(i, 4, Activation::Tanh);
-        if last {
-            b.recurrent(cell, 4, h, RnnOutput::Last, bi2)
-                .dense(2 * h, 2, Activation::Identity)
-                .build(Loss::Mse)
-        } else {
-            b.recurrent(cell, 4, h, RnnOutput::Sequence, bi2)
-                .dense(2 * h, c, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-        }
-        .unwrap()
-    };
-    let cases = [(false, &seq_data), (true, &last_data)];
-    let contexts = contexts(target, test);
     let train = next_step(&mut rng, 96, 4, 3);
     let train_opts = RecurrentOptions::new()
         .layers(2)
         .bidirectional(true)
         .dropout(0.2);
+    let contexts = contexts(target, test);
     for cell in CELLS {
-        let ref_losses = next_step_model(&cpu, cell, 4, 3, train_opts)
-            .train(&train, &config_for(&cpu, 3, 1e-2))
+        let model = |ctx: &Context, last: bool| {
+            let b = Network::builder(ctx)
+                .seed(6)
+                .sequence_length(t)
+                .dense(3, 4, Activation::Tanh);
+            if last {
+                b.recurrent(cell, 4, h, RnnOutput::Last, bi2)
+                    .dense(2 * h, 2, Activation::Identity)
+                    .build(Loss::Mse)
+            } else {
+                b.recurrent(cell, 4, h, RnnOutput::Sequence, bi2)
+                    .dense(2 * h, 4, Activation::Identity)
+                    .build(Loss::SoftmaxCrossEntropy)
+            }
             .unwrap()
-            .losses();
-        let mut reference = Vec::new();
-        for (last, data) in cases {
-            let mut net = model(&cpu, cell, last);
-            let loss = net.compute_gradients(data).unwrap();
-            let out = net.predict(data.features()).unwrap();
-            reference.push((loss, net.gradients().unwrap(), out));
-        }
-        for ctx in &contexts {
-            let id = ctx.id();
-            for ((last, data), (loss, grads, out)) in cases.into_iter().zip(&reference) {
-                let mut net = model(ctx, cell, last);
-                let got_loss = net.compute_gradients(data).unwrap();
-                assert!(
-                    (got_loss - loss).abs() <= 1e-4 * loss.abs() + 1e-6,
-                    "{id} {cell:?} last={last}: loss {got_loss} vs CPU {loss}"
-                );
-                let e = rel_err(&net.gradients().unwrap(), grads);
-                assert!(e < 1e-3, "{id} {cell:?} last={last}: gradient rel err {e}");
-                let e = rel_err(&net.predict(data.features()).unwrap(), out);
-                assert!(e < 1e-4, "{id} {cell:?} last={last}: output rel err {e}");
-            }
-            // A few training steps (recorded and replayed as a graph where the device can):
-            // the same losses as the CPU's.
-            let got = next_step_model(ctx, cell, 4, 3, train_opts)
+        };
+        let training = |ctx: &Context| {
+            next_step_model(ctx, cell, 4, 3, train_opts)
                 .train(&train, &config_for(ctx, 3, 1e-2))
-                .unwrap();
-            assert_eq!(got.device, id);
-            for (a, b) in got.losses().iter().zip(&ref_losses) {
-                assert!(
-                    (a - b).abs() <= 0.02 * b.abs() + 1e-3,
-                    "{id} {cell:?}: losses {:?} vs CPU {ref_losses:?}",
-                    got.losses()
-                );
-            }
-        }
+                .unwrap()
+        };
+        let cases = [(false, &seq_data), (true, &last_data)];
+        assert_follows_cpu(&contexts, &format!("{cell:?}"), cases, model, training);
     }
 }
 
