@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rnn::{Activation, AdamStep, Context, Gemm, Ops, SgdStep, View};
+use rnn::{Activation, AdamStep, Context, Ops, SgdStep, View};
 
 use crate::support::{self, Target, rel_err};
 
@@ -12,7 +12,7 @@ mod cells;
 mod edges;
 mod gated_graph;
 mod gated_seq;
-mod gemm_tiles;
+mod gemm;
 mod graphs;
 mod indices;
 mod layers;
@@ -274,89 +274,6 @@ const ACTIVATIONS: [Activation; 6] = [
     Activation::Gelu,
     Activation::LeakyRelu { slope: 0.01 },
 ];
-
-pub fn gemm(t: Target) {
-    gemm_on(contexts(t, "gpu_gemm"), "gpu_gemm", 24);
-}
-
-fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
-    let s = (
-        dim(),
-        dim(),
-        prop_oneof![Just(0usize), dim()],
-        any::<bool>(),
-        any::<bool>(),
-        any::<bool>(),
-        any::<u64>(),
-    );
-    prop_on(
-        ctxs,
-        test,
-        cases,
-        s,
-        |ctx, (m, n, k, ta, tb, beta0, seed)| {
-            let mut r = Values(seed);
-            let alpha = r.uniform(-2.0, 2.0);
-            let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
-            let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
-            g.trans_a = ta;
-            g.trans_b = tb;
-            // beta = 0: C is poisoned and must not be read.
-            let c = if beta0 {
-                nan(m * n)
-            } else {
-                r.vec(m * n, -1.0, 1.0)
-            };
-            let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
-            // f32 rounding scales with the magnitude of the terms, not of the (possibly
-            // cancelling) result: bound the error relative to |alpha| |A| |B| + |beta| |C|.
-            let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
-            compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
-                o.gemm(g, v[0], v[1], v[2])
-            })
-        },
-    );
-}
-
-/// ‖|α||op(A)||op(B)| + |β||C|‖ / ‖αop(A)op(B) + βC‖ (at least 1), in f64: how much
-/// cancellation inflates the relative error of a correct f32 GEMM.
-fn gemm_condition(g: &Gemm, bufs: &[Vec<f32>; 3]) -> f64 {
-    let (m, n, k) = (g.m, g.n, g.k);
-    let a = |i: usize, p: usize| {
-        f64::from(if g.trans_a {
-            bufs[0][p * m + i]
-        } else {
-            bufs[0][i * k + p]
-        })
-    };
-    let b = |p: usize, j: usize| {
-        f64::from(if g.trans_b {
-            bufs[1][j * k + p]
-        } else {
-            bufs[1][p * n + j]
-        })
-    };
-    let (mut abs, mut exact) = (0.0f64, 0.0f64);
-    for i in 0..m {
-        for j in 0..n {
-            let c = if g.beta == 0.0 {
-                0.0
-            } else {
-                f64::from(bufs[2][i * n + j])
-            };
-            let (mut s, mut sa) = (0.0, 0.0);
-            for p in 0..k {
-                s += a(i, p) * b(p, j);
-                sa += (a(i, p) * b(p, j)).abs();
-            }
-            let beta = f64::from(g.beta);
-            let alpha = f64::from(g.alpha);
-            exact += (alpha * s + beta * c).powi(2);
-            abs += (alpha.abs() * sa + beta.abs() * c.abs()).powi(2);
-        }
-    }
-    (abs.sqrt() / exact.sqrt().max(1e-30)).max(1.0)
-}
 
 pub fn elementwise(t: Target) {
     // The largest sizes outgrow the capped streaming grid on small devices (PoCL), so the
@@ -739,7 +656,7 @@ macro_rules! backend_suite {
             $($extra)*
             #[test]
             fn gpu_gemm() {
-                super::gemm(T)
+                super::gemm::gemm(T)
             }
             #[test]
             fn gpu_elementwise() {
@@ -854,11 +771,11 @@ backend_suite!(
     Target::OpenCl,
     #[test]
     fn gpu_gemm_tiles() {
-        super::gemm_tiles::gemm_tiles(T)
+        super::gemm::gemm_tiles(T)
     },
     #[test]
     fn gpu_gemm_bad_tile() {
-        super::gemm_tiles::bad_tile_is_an_error(T)
+        super::gemm::bad_tile_is_an_error(T)
     }
 );
 backend_suite!(
@@ -866,7 +783,7 @@ backend_suite!(
     Target::Cuda,
     #[test]
     fn gpu_gemm_own_kernel() {
-        super::gemm_tiles::gemm_own_kernel(T)
+        super::gemm::gemm_own_kernel(T)
     },
     oom_test!();
 );

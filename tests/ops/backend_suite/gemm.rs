@@ -1,4 +1,5 @@
-//! The built-in GEMM kernels at their edges: shapes on both sides of the tile edges and of the
+//! GEMM on every backend against the CPU: random shapes, transposes and scalars (`gemm`), then
+//! the built-in GEMM kernels at their edges: shapes on both sides of the tile edges and of the
 //! k-steps, k = 0, every transpose, alpha/beta with beta = 0 on a NaN-poisoned C, views at
 //! 16-byte-aligned and odd offsets (the float4 and scalar paths), then the random-shape property.
 //!
@@ -9,10 +10,11 @@
 //!   tensor-core kernels, whose per-shape choice of tile and k splits the shapes here cover
 //!   (outputs of a few tiles with deep k are split into up to 16 ranges).
 
+use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::{BackendKind, Context, ContextOptions, Error, Gemm, GpuManager};
 
-use super::{Values, compare_padded, gemm_condition, gemm_on, nan};
+use super::{Values, compare, compare_padded, contexts, dim, nan, prop_on};
 use crate::support::{self, Target};
 
 /// `(m, n, k)`: 1 and 0, one short of / at / one past the tile edges (64, 128) and the k-steps
@@ -128,4 +130,87 @@ pub fn bad_tile_is_an_error(t: Target) {
             other => panic!("{id}: tile 96 should be refused, got {other:?}"),
         }
     }
+}
+
+pub fn gemm(t: Target) {
+    gemm_on(contexts(t, "gpu_gemm"), "gpu_gemm", 24);
+}
+
+fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
+    let s = (
+        dim(),
+        dim(),
+        prop_oneof![Just(0usize), dim()],
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<u64>(),
+    );
+    prop_on(
+        ctxs,
+        test,
+        cases,
+        s,
+        |ctx, (m, n, k, ta, tb, beta0, seed)| {
+            let mut r = Values(seed);
+            let alpha = r.uniform(-2.0, 2.0);
+            let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
+            let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
+            g.trans_a = ta;
+            g.trans_b = tb;
+            // beta = 0: C is poisoned and must not be read.
+            let c = if beta0 {
+                nan(m * n)
+            } else {
+                r.vec(m * n, -1.0, 1.0)
+            };
+            let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
+            // f32 rounding scales with the magnitude of the terms, not of the (possibly
+            // cancelling) result: bound the error relative to |alpha| |A| |B| + |beta| |C|.
+            let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
+            compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
+                o.gemm(g, v[0], v[1], v[2])
+            })
+        },
+    );
+}
+
+/// ‖|α||op(A)||op(B)| + |β||C|‖ / ‖αop(A)op(B) + βC‖ (at least 1), in f64: how much
+/// cancellation inflates the relative error of a correct f32 GEMM.
+fn gemm_condition(g: &Gemm, bufs: &[Vec<f32>; 3]) -> f64 {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a = |i: usize, p: usize| {
+        f64::from(if g.trans_a {
+            bufs[0][p * m + i]
+        } else {
+            bufs[0][i * k + p]
+        })
+    };
+    let b = |p: usize, j: usize| {
+        f64::from(if g.trans_b {
+            bufs[1][j * k + p]
+        } else {
+            bufs[1][p * n + j]
+        })
+    };
+    let (mut abs, mut exact) = (0.0f64, 0.0f64);
+    for i in 0..m {
+        for j in 0..n {
+            let c = if g.beta == 0.0 {
+                0.0
+            } else {
+                f64::from(bufs[2][i * n + j])
+            };
+            let (mut s, mut sa) = (0.0, 0.0);
+            for p in 0..k {
+                s += a(i, p) * b(p, j);
+                sa += (a(i, p) * b(p, j)).abs();
+            }
+            let beta = f64::from(g.beta);
+            let alpha = f64::from(g.alpha);
+            exact += (alpha * s + beta * c).powi(2);
+            abs += (alpha.abs() * sa + beta.abs() * c.abs()).powi(2);
+        }
+    }
+    (abs.sqrt() / exact.sqrt().max(1e-30)).max(1.0)
 }
