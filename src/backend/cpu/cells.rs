@@ -4,18 +4,28 @@
 //! Elman steps, GEMM included, are in `rnn_step`.)
 //!
 //! Rayon only splits when a task would get at least `min_rows` rows, so small batches run on the
-//! calling thread without a separate sequential path.
+//! calling thread without a separate sequential path. Each row's gate math runs through
+//! `simd::vectorized`, compiled for the widest vector instructions the CPU has (the crate's
+//! baseline is SSE2); without fused multiply-adds, so the results are the same bits either way.
 
 use rayon::prelude::*;
 
 use super::access::lock;
 use super::fastmath::{sigmoid, tanh};
 use super::par::min_rows;
+use super::simd::{Lanes, vectorized};
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::check;
 
+/// The first `K` `hidden`-wide gate blocks of a row (read-only).
+#[inline(always)]
+fn gate_slices<const K: usize>(row: &[f32], hidden: usize) -> [&[f32]; K] {
+    std::array::from_fn(|k| &row[k * hidden..(k + 1) * hidden])
+}
+
 /// Splits a row of `k * hidden` gate values into its `hidden`-wide gate blocks.
+#[inline(always)]
 fn gate_blocks<const K: usize>(row: &mut [f32], hidden: usize) -> [&mut [f32]; K] {
     let mut rest = row;
     std::array::from_fn(|_| {
@@ -68,23 +78,53 @@ pub(super) fn lstm_forward_rows(
         .zip(h.par_chunks_mut(hidden))
         .with_min_len(min_rows(6 * hidden))
         .for_each(|(((gr, cpr), cr), hr)| {
-            if let Some((bi, bh)) = bias {
-                for ((v, a), b) in gr.iter_mut().zip(bi).zip(bh) {
-                    *v += a + b;
-                }
-            }
-            let [gi, gf, gg, go] = gate_blocks::<4>(gr, hidden);
-            for j in 0..hidden {
-                let i = sigmoid(gi[j]);
-                let f = sigmoid(gf[j]);
-                let g = tanh(gg[j]);
-                let o = sigmoid(go[j]);
-                (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
-                let cv = f * cpr[j] + i * g;
-                cr[j] = cv;
-                hr[j] = o * tanh(cv);
-            }
+            vectorized(LstmForwardRow {
+                gr,
+                bias,
+                cpr,
+                cr,
+                hr,
+            })
         });
+}
+
+/// One row of [`lstm_forward_rows`].
+struct LstmForwardRow<'a> {
+    gr: &'a mut [f32],
+    bias: Option<(&'a [f32], &'a [f32])>,
+    cpr: &'a [f32],
+    cr: &'a mut [f32],
+    hr: &'a mut [f32],
+}
+
+impl Lanes for LstmForwardRow<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let LstmForwardRow {
+            gr,
+            bias,
+            cpr,
+            cr,
+            hr,
+        } = self;
+        let hidden = cr.len();
+        if let Some((bi, bh)) = bias {
+            for ((v, a), b) in gr.iter_mut().zip(bi).zip(bh) {
+                *v += a + b;
+            }
+        }
+        let [gi, gf, gg, go] = gate_blocks::<4>(gr, hidden);
+        for j in 0..hidden {
+            let i = sigmoid(gi[j]);
+            let f = sigmoid(gf[j]);
+            let g = tanh(gg[j]);
+            let o = sigmoid(go[j]);
+            (gi[j], gf[j], gg[j], go[j]) = (i, f, g, o);
+            let cv = f * cpr[j] + i * g;
+            cr[j] = cv;
+            hr[j] = o * tanh(cv);
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -141,21 +181,54 @@ pub(super) fn lstm_backward_rows(
         .zip(dh.par_chunks(hidden))
         .with_min_len(min_rows(10 * hidden))
         .for_each(|(((((dgr, dcr), gr), cpr), cr), dhr)| {
-            let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
-            let (gi, rest) = gr.split_at(hidden);
-            let (gf, rest) = rest.split_at(hidden);
-            let (gg, go) = rest.split_at(hidden);
-            for j in 0..hidden {
-                let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
-                let tc = tanh(cr[j]);
-                let dct = dcr[j] + dhr[j] * o * (1.0 - tc * tc);
-                di[j] = dct * g * i * (1.0 - i);
-                df[j] = dct * cpr[j] * f * (1.0 - f);
-                dgg[j] = dct * i * (1.0 - g * g);
-                d_o[j] = dhr[j] * tc * o * (1.0 - o);
-                dcr[j] = dct * f;
-            }
+            vectorized(LstmBackwardRow {
+                dgr,
+                dcr,
+                gr,
+                cpr,
+                cr,
+                dhr,
+            })
         });
+}
+
+/// One row of [`lstm_backward_rows`].
+struct LstmBackwardRow<'a> {
+    dgr: &'a mut [f32],
+    dcr: &'a mut [f32],
+    gr: &'a [f32],
+    cpr: &'a [f32],
+    cr: &'a [f32],
+    dhr: &'a [f32],
+}
+
+impl Lanes for LstmBackwardRow<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let LstmBackwardRow {
+            dgr,
+            dcr,
+            gr,
+            cpr,
+            cr,
+            dhr,
+        } = self;
+        let hidden = cr.len();
+        let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
+        let (gi, rest) = gr.split_at(hidden);
+        let (gf, rest) = rest.split_at(hidden);
+        let (gg, go) = rest.split_at(hidden);
+        for j in 0..hidden {
+            let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
+            let tc = tanh(cr[j]);
+            let dct = dcr[j] + dhr[j] * o * (1.0 - tc * tc);
+            di[j] = dct * g * i * (1.0 - i);
+            df[j] = dct * cpr[j] * f * (1.0 - f);
+            dgg[j] = dct * i * (1.0 - g * g);
+            d_o[j] = dhr[j] * tc * o * (1.0 - o);
+            dcr[j] = dct * f;
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -207,17 +280,72 @@ pub(super) fn gru_forward_rows(
         .zip(hp.par_chunks(hidden))
         .with_min_len(min_rows(12 * hidden))
         .for_each(|((((hr, cr), gxr), ghr), hpr)| {
-            let [cr_r, cr_z, cr_n, cr_ghn] = gate_blocks::<4>(cr, hidden);
-            let x = |k: usize| b_ih.map_or(gxr[k], |b| gxr[k] + b[k]);
-            for j in 0..hidden {
-                let r = sigmoid(x(j) + ghr[j]);
-                let z = sigmoid(x(hidden + j) + ghr[hidden + j]);
-                let ghn = ghr[2 * hidden + j];
-                let nv = tanh(x(2 * hidden + j) + r * ghn);
-                hr[j] = (1.0 - z) * nv + z * hpr[j];
-                (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j]) = (r, z, nv, ghn);
-            }
+            vectorized(GruForwardRow {
+                hr,
+                cr,
+                gxr,
+                b_ih,
+                ghr,
+                hpr,
+            })
         });
+}
+
+/// One row of [`gru_forward_rows`].
+struct GruForwardRow<'a> {
+    hr: &'a mut [f32],
+    cr: &'a mut [f32],
+    gxr: &'a [f32],
+    b_ih: Option<&'a [f32]>,
+    ghr: &'a [f32],
+    hpr: &'a [f32],
+}
+
+impl Lanes for GruForwardRow<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let GruForwardRow {
+            hr,
+            cr,
+            gxr,
+            b_ih,
+            ghr,
+            hpr,
+        } = self;
+        let hidden = hr.len();
+        let [cr_r, cr_z, cr_n, cr_ghn] = gate_blocks::<4>(cr, hidden);
+        // Gate blocks as slices of one length, so the loops below index without bounds checks
+        // and vectorize (indexing whole rows at `hidden + j`, with the bias test inside the
+        // loop, kept them scalar: 530 us against 100 for a 64 x 256 step on one EPYC core).
+        let [xr, xz, xn] = gate_slices::<3>(gxr, hidden);
+        let [gh_r, gh_z, gh_n] = gate_slices::<3>(ghr, hidden);
+        let hpr = &hpr[..hidden];
+        // One unit: (r, z, n, gh_n, h) from the input-side sums x_* and the recurrent gh_*.
+        #[inline(always)]
+        fn unit(x: [f32; 3], gh: [f32; 3], h_prev: f32) -> [f32; 5] {
+            let r = sigmoid(x[0] + gh[0]);
+            let z = sigmoid(x[1] + gh[1]);
+            let nv = tanh(x[2] + r * gh[2]);
+            [r, z, nv, gh[2], (1.0 - z) * nv + z * h_prev]
+        }
+        // The bias test stays outside the loops, which then vectorize.
+        match b_ih.map(|b| gate_slices::<3>(b, hidden)) {
+            Some([br, bz, bn]) => {
+                for j in 0..hidden {
+                    let x = [xr[j] + br[j], xz[j] + bz[j], xn[j] + bn[j]];
+                    let [r, z, nv, ghn, h] = unit(x, [gh_r[j], gh_z[j], gh_n[j]], hpr[j]);
+                    (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j], hr[j]) = (r, z, nv, ghn, h);
+                }
+            }
+            None => {
+                for j in 0..hidden {
+                    let x = [xr[j], xz[j], xn[j]];
+                    let [r, z, nv, ghn, h] = unit(x, [gh_r[j], gh_z[j], gh_n[j]], hpr[j]);
+                    (cr_r[j], cr_z[j], cr_n[j], cr_ghn[j], hr[j]) = (r, z, nv, ghn, h);
+                }
+            }
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -270,24 +398,57 @@ pub(super) fn gru_backward_rows(
         .zip(dh.par_chunks(hidden))
         .with_min_len(min_rows(14 * hidden))
         .for_each(|(((((dxr, dhr_g), dhpr), cr), hpr), dhr)| {
-            let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
-            let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
-            for j in 0..hidden {
-                let r = cr[j];
-                let z = cr[hidden + j];
-                let nv = cr[2 * hidden + j];
-                let ghn = cr[3 * hidden + j];
-                let d = dhr[j];
-                let dn = d * (1.0 - z) * (1.0 - nv * nv);
-                let dz = d * (hpr[j] - nv) * z * (1.0 - z);
-                let dr = dn * ghn * r * (1.0 - r);
-                dx_r[j] = dr;
-                dh_r[j] = dr;
-                dx_z[j] = dz;
-                dh_z[j] = dz;
-                dx_n[j] = dn;
-                dh_n[j] = dn * r;
-                dhpr[j] = d * z;
-            }
+            vectorized(GruBackwardRow {
+                dxr,
+                dhr_g,
+                dhpr,
+                cr,
+                hpr,
+                dhr,
+            })
         });
+}
+
+/// One row of [`gru_backward_rows`].
+struct GruBackwardRow<'a> {
+    dxr: &'a mut [f32],
+    dhr_g: &'a mut [f32],
+    dhpr: &'a mut [f32],
+    cr: &'a [f32],
+    hpr: &'a [f32],
+    dhr: &'a [f32],
+}
+
+impl Lanes for GruBackwardRow<'_> {
+    #[inline(always)]
+    fn run(self) {
+        let GruBackwardRow {
+            dxr,
+            dhr_g,
+            dhpr,
+            cr,
+            hpr,
+            dhr,
+        } = self;
+        let hidden = dhpr.len();
+        let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
+        let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
+        for j in 0..hidden {
+            let r = cr[j];
+            let z = cr[hidden + j];
+            let nv = cr[2 * hidden + j];
+            let ghn = cr[3 * hidden + j];
+            let d = dhr[j];
+            let dn = d * (1.0 - z) * (1.0 - nv * nv);
+            let dz = d * (hpr[j] - nv) * z * (1.0 - z);
+            let dr = dn * ghn * r * (1.0 - r);
+            dx_r[j] = dr;
+            dh_r[j] = dr;
+            dx_z[j] = dz;
+            dh_z[j] = dz;
+            dx_n[j] = dn;
+            dh_n[j] = dn * r;
+            dhpr[j] = d * z;
+        }
+    }
 }
