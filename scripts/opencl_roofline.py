@@ -88,11 +88,14 @@ def peaks_for(device_name):
 
 
 def fraction(bytes_, flop, us, peak_gbs, peak_gflops):
-    """Percent of the roofline bound: max of the bandwidth and FP32-rate fractions."""
+    """Percent of the roofline bound, the larger of the bandwidth and FP32-rate fractions, as
+    table text ("n/a" without peaks)."""
+    if peak_gbs is None or peak_gflops is None:
+        return "n/a"
     if us <= 0:
-        return 0.0
+        return "0%"
     s = us * 1e-6
-    return 100.0 * max(bytes_ / s / (peak_gbs * 1e9), flop / s / (peak_gflops * 1e9))
+    return f"{100.0 * max(bytes_ / s / (peak_gbs * 1e9), flop / s / (peak_gflops * 1e9)):.0f}%"
 
 
 def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout):
@@ -100,7 +103,8 @@ def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout
     total = sum(us for _, us in ocl["kernels"].values())
     p(f"## {figure}: OpenCL {ocl['device']} ({ocl['name']}) vs CUDA (ncu)")
     cuda = {}
-    if ncu_path and os.path.exists(ncu_path):
+    have_ncu = bool(ncu_path) and os.path.exists(ncu_path)
+    if have_ncu:
         rows, steps = roofline.aggregate(ncu_path, ncu_steps)
         for name, r in rows.items():
             c = cuda.setdefault(key(name), {"n": 0.0, "us": 0.0, "bytes": 0.0, "flop": 0.0,
@@ -110,7 +114,7 @@ def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout
         cuda_total = sum(c["us"] for c in cuda.values())
         p(f"OpenCL kernel time {total:.1f} us/step (wall {ocl['wall_us'] or 0:.1f} us/step, "
           f"timer on); CUDA kernel time {cuda_total:.1f} us/step ({ncu_path}, {steps} step(s)); "
-          f"peaks {peak_gbs:.0f} GB/s, {peak_gflops:.0f} GFLOP/s")
+          f"peaks {peak_gbs or 'unknown'} GB/s, {peak_gflops or 'unknown'} GFLOP/s")
     else:
         p(f"OpenCL kernel time {total:.1f} us/step (wall {ocl['wall_us'] or 0:.1f} us/step); "
           f"no ncu table ({ncu_path or 'none given'}): OpenCL times only")
@@ -123,7 +127,8 @@ def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout
         share = 100.0 * us / total if total else 0.0
         c = cuda.get(key(entry))
         if c is None:
-            p(f"| {entry} | {n:g} | {us:.1f} | {share:.1f}% | no CUDA counterpart | | | | | | | | |")
+            missing = "no CUDA counterpart" if have_ncu else "(no ncu table)"
+            p(f"| {entry} | {n:g} | {us:.1f} | {share:.1f}% | {missing} | | | | | | | | |")
             continue
         seen.add(key(entry))
         ncu_bound = max(c["mem_w"], c["sm_w"]) / c["us"] if c["us"] else 0.0
@@ -131,15 +136,15 @@ def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout
         p(f"| {entry} | {n:g} | {us:.1f} | {share:.1f}% | {c['n']:g} | {c['us']:.1f} | "
           f"{us / c['us'] if c['us'] else float('inf'):.2f} | {c['bytes'] / 1e6:.2f} | "
           f"{c['flop'] / 1e9:.3f} | {gbs:.0f} | "
-          f"{fraction(c['bytes'], c['flop'], us, peak_gbs, peak_gflops):.0f}% | "
-          f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops):.0f}% | "
+          f"{fraction(c['bytes'], c['flop'], us, peak_gbs, peak_gflops)} | "
+          f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops)} | "
           f"{ncu_bound:.0f}% |")
     for name, c in sorted(cuda.items(), key=lambda kv: -kv[1]["us"]):
         if name not in seen:
             ncu_bound = max(c["mem_w"], c["sm_w"]) / c["us"] if c["us"] else 0.0
             p(f"| {name} | no OpenCL counterpart | | | {c['n']:g} | {c['us']:.1f} | | "
               f"{c['bytes'] / 1e6:.2f} | {c['flop'] / 1e9:.3f} | | | "
-              f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops):.0f}% | "
+              f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops)} | "
               f"{ncu_bound:.0f}% |")
     # GEMMs by any kernel (OpenCL sgemm/sgemm_tile64 vs cuBLAS or our CUDA GEMM kernels) do the
     # same FLOPs per step, so the totals compare even where the kernels do not pair up.
@@ -152,8 +157,8 @@ def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout
           f"{c['us']:.1f} | {ocl_gemm / c['us'] if c['us'] else float('inf'):.2f} | "
           f"{c['bytes'] / 1e6:.2f} | {c['flop'] / 1e9:.3f} | "
           f"{c['bytes'] / (ocl_gemm * 1e-6) / 1e9:.0f} | "
-          f"{fraction(c['bytes'], c['flop'], ocl_gemm, peak_gbs, peak_gflops):.0f}% | "
-          f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops):.0f}% | |")
+          f"{fraction(c['bytes'], c['flop'], ocl_gemm, peak_gbs, peak_gflops)} | "
+          f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops)} | |")
     p()
 
 
@@ -181,7 +186,8 @@ def main(argv):
         gbs = a.peak_gbs or (found[0] if found else None)
         gflops = a.peak_gflops or (found[1] if found else None)
         if gbs is None or gflops is None:
-            sys.exit(f"no datasheet peaks known for '{name}': give --peak-gbs and --peak-gflops")
+            print(f"no datasheet peaks known for '{name}' (give --peak-gbs and --peak-gflops): "
+                  "fractions of the bound are n/a", file=sys.stderr)
         join(figure, ocl, os.path.join(ncu_dir, f"ncu-{figure}.csv"), a.ncu_steps, gbs, gflops)
     return 0
 
