@@ -162,7 +162,9 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 
 /// Ops for one device of this runtime.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
-    let profile = options.profile_kernels || profile::enabled_by_env()?;
+    // Checked even when the option is on, so a bad value is reported wherever it is set.
+    let from_env = profile::enabled_by_env()?;
+    let profile = options.profile_kernels || from_env;
     let _turn = DISCOVERY.lock();
     let (_, platform, handle) = enumerate()?
         .into_iter()
