@@ -7,7 +7,10 @@
 //! cargo bench --bench workloads -- [--device ID] [--only w1,w2,w3,w4,w5,w6,parts]
 //!     [--torch FILE]      also print ours / PyTorch (eager and _graph) from that script's output
 //!     [--profile STEPS]   no timing: warm up, then run STEPS training steps of each selected
-//!                         workload inside a profiler range (for `ncu --profile-from-start off`)
+//!                         workload inside a profiler range (for `ncu --profile-from-start off`);
+//!                         on OpenCL the context's kernel timer is on and a table of the
+//!                         kernels of one step is printed (scripts/opencl_roofline.py joins it
+//!                         with the ncu table of the same figure)
 //! ```
 
 use std::process::ExitCode;
@@ -16,6 +19,7 @@ use std::time::Instant;
 use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, Targets, TrainingConfig};
 use rnn::{
     Activation, BackendKind, Context, ContextOptions, DeviceId, DeviceKind, Gemm, GpuManager,
+    KernelTime,
 };
 
 fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
@@ -52,8 +56,48 @@ fn config(batch: usize, graphs: bool) -> TrainingConfig {
 enum Mode {
     /// Mean step time, with or without whole-step graphs.
     Time { graphs: bool },
-    /// Warm up, then this many steps inside a profiler range; no timing.
-    Profile(usize),
+    /// Warm up, then this many steps of the named figure inside a profiler range; no timing,
+    /// but the per-kernel table where the context times its kernels (OpenCL).
+    Profile(usize, &'static str),
+}
+
+/// The kernels of one step, from the times of `steps` steps that took `wall` seconds: a
+/// markdown table under a `## OpenCL kernel times: FIGURE ...` heading, then the kernel time
+/// and the wall time per step (scripts/opencl_roofline.py reads both).
+fn print_kernel_times(ctx: &Context, figure: &str, steps: usize, wall: f64, times: &[KernelTime]) {
+    let per_step = |x: u64| x as f64 / steps as f64;
+    let total_us: f64 = times.iter().map(|t| per_step(t.nanos) / 1e3).sum();
+    println!(
+        "## OpenCL kernel times: {figure} on {} ({}), {steps} step(s)",
+        ctx.id(),
+        ctx.info().name
+    );
+    println!("| kernel | launches/step | us/step | share |");
+    println!("| --- | --- | --- | --- |");
+    for t in times {
+        let us = per_step(t.nanos) / 1e3;
+        let share = if total_us > 0.0 {
+            100.0 * us / total_us
+        } else {
+            0.0
+        };
+        let launches = per_step(t.launches);
+        println!(
+            "| {} | {} | {us:.1} | {share:.1}% |",
+            t.entry,
+            if launches.fract() == 0.0 {
+                format!("{launches:.0}")
+            } else {
+                format!("{launches:.2}")
+            }
+        );
+    }
+    println!(
+        "kernel_time_per_step {figure} {total_us:.1} us; wall_per_step {:.1} us \
+         (the timer's events included)",
+        wall * 1e6 / steps as f64
+    );
+    println!();
 }
 
 fn step_us(
@@ -65,6 +109,7 @@ fn step_us(
     mode: Mode,
 ) -> rnn::Result<f64> {
     let graphs = !matches!(mode, Mode::Time { graphs: false });
+    let ops = ctx.ops();
     let mut trainer = net.trainer(data, &config(batch, graphs))?;
     let (warm, iters) = if gpu { (20, 200) } else { (3, 20) };
     let mut err = None;
@@ -75,13 +120,20 @@ fn step_us(
     };
     let us = match mode {
         Mode::Time { .. } => time_us(ctx, warm, iters, step)?,
-        Mode::Profile(steps) => {
+        Mode::Profile(steps, figure) => {
             (0..3).for_each(|_| step());
             ctx.synchronize()?;
-            ctx.ops().profiler_range(true)?;
+            // The warm-up's kernels are not part of the table.
+            ops.kernel_times()?;
+            ops.profiler_range(true)?;
+            let t = Instant::now();
             (0..steps).for_each(|_| step());
             ctx.synchronize()?;
-            ctx.ops().profiler_range(false)?;
+            let wall = t.elapsed().as_secs_f64();
+            ops.profiler_range(false)?;
+            if let Some(times) = ops.kernel_times()? {
+                print_kernel_times(ctx, figure, steps, wall, &times);
+            }
             0.0
         }
     };
@@ -369,6 +421,8 @@ fn run() -> Result<(), String> {
     // `--gemm own`: the training figures use the built-in GEMM kernels even where a vendor BLAS
     // exists.
     options.vendor_blas = vendor_blas;
+    // `--profile`: OpenCL times its kernels itself (Nsight Compute cannot); ignored elsewhere.
+    options.profile_kernels = profile.is_some();
     let ctx = manager
         .create_context_with(id, options)
         .map_err(|e| e.to_string())?;
@@ -385,7 +439,7 @@ fn run() -> Result<(), String> {
     );
     let e = |e: rnn::Error| e.to_string();
     type Train<'a> = Box<dyn Fn(Mode) -> rnn::Result<f64> + 'a>;
-    let mut training: Vec<(&str, &str, Train<'_>)> = Vec::new();
+    let mut training: Vec<(&str, &'static str, Train<'_>)> = Vec::new();
     let c = &ctx;
     training.push((
         "w1",
@@ -411,7 +465,7 @@ fn run() -> Result<(), String> {
         }
         if let Some(steps) = profile {
             eprintln!("profiling {steps} steps of {name}");
-            f(Mode::Profile(steps)).map_err(e)?;
+            f(Mode::Profile(steps, name)).map_err(e)?;
             continue;
         }
         for (graphs, suffix) in [(true, ""), (false, "_nograph")] {

@@ -3,9 +3,16 @@
 # .gpu-bundle here (the device has no Rust toolchain). One call does everything that belongs
 # together, so device time is spent once:
 #   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|torch|profile|all]...
+#   bash scripts/gpu-machine.sh profile profile-opencl   (not in all: roofline tables, CUDA then OpenCL)
 #   bash scripts/gpu-machine.sh [hip-shim|hip-shim-run|hip-shim-sanitize]
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
+# `profile` runs Nsight Compute over two training steps of each figure ($PROFILE_FIGURES) and
+# writes $OUT/ncu-<figure>.csv and $OUT/roofline.md. `profile-opencl` times the same steps on the
+# NVIDIA OpenCL device with the backend's own kernel timer (RNN_PROFILE_KERNELS=1; Nsight Compute
+# cannot profile OpenCL) into $OUT/profile-opencl.log, and scripts/opencl_roofline.py joins each
+# figure with $OUT/ncu-<figure>.csv where `profile` wrote one (bytes and FLOPs from ncu, the
+# OpenCL kernel's fraction of the device's bound) into $OUT/roofline-opencl.md.
 # `hip-shim` (not part of `all`) runs the HIP backend itself (its libamdhip64/hiprtc FFI, not the
 # hip-nvrtc path) on the NVIDIA GPU through tests/hip-shim, the HIP runtime over CUDA that
 # scripts/bundle.sh puts in .gpu-bundle/hipshim: its C self-test, every test binary with
@@ -88,6 +95,19 @@ for what in "${@:-all}"; do
         done
       fi
       python3 scripts/roofline.py "${tables[@]}" 2>&1 | tee "$OUT/roofline.md" ;;&
+    profile-opencl)
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      if [ -z "$ocl" ]; then echo "!!! no NVIDIA OpenCL device"; status=1; continue; fi
+      : > "$OUT/profile-opencl.log"
+      for fig in ${PROFILE_FIGURES:-w1_mlp_b256_step w1_mlp_b4096_step w2_rnn_step w5_lstm_step w6_gru_step}; do
+        step "OpenCL kernel times: $fig on $ocl"
+        RNN_PROFILE_KERNELS=1 bash $run exec workloads --device "$ocl" --only "$fig" --profile 2 2>&1 \
+          | tee -a "$OUT/profile-opencl.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! OpenCL profile of $fig failed"; status=1; }
+      done
+      python3 scripts/opencl_roofline.py "$OUT/profile-opencl.log" --ncu-dir "$OUT" --ncu-steps 2 2>&1 \
+        | tee "$OUT/roofline-opencl.md"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! opencl_roofline.py failed"; status=1; } ;;&
     torch|all)
       # Our checkpoints of stacked/bidirectional recurrent models (with dropout, LayerNorm,
       # embedding) written on cuda:0 and on NVIDIA OpenCL, loaded into torch.nn with strict=True

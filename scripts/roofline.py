@@ -51,7 +51,10 @@ def short(name):
     return name[:48]
 
 
-def table(path, steps):
+def aggregate(path, steps):
+    """Per short kernel name: launches `n`, `us`, DRAM `bytes`, FP32 `flop` (all summed over the
+    profiled steps) and the time-weighted speed-of-light sums `mem_w`, `sm_w`; and the step
+    count (resolved when `auto`)."""
     names, kernels = load(path)
     if steps == "auto":
         # A window of launches from a timed loop: count the steps by the optimizer's launches.
@@ -69,6 +72,11 @@ def table(path, steps):
         t = m.get("gpu__time_duration.sum", 0.0)
         r["mem_w"] += t * m.get("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", 0.0)
         r["sm_w"] += t * m.get("sm__throughput.avg.pct_of_peak_sustained_elapsed", 0.0)
+    return rows, steps
+
+
+def table(path, steps):
+    rows, steps = aggregate(path, steps)
     total = sum(r["us"] for r in rows.values()) / steps
     print(f"## {path}: {total:.1f} us of kernel time per step ({steps} step(s) profiled)")
     print("| kernel | launches/step | us/step | share | MB/step | GB/s | GFLOP/step | GFLOP/s | mem % | SM % | bound % |")

@@ -193,6 +193,12 @@ pub trait Device: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Per-kernel device times since the last call, then reset (see
+    /// [`crate::Ops::kernel_times`]); `None` where the device keeps none.
+    fn kernel_times(&self) -> Result<Option<Vec<crate::ops::KernelTime>>> {
+        Ok(None)
+    }
+
     /// A vendor-library GEMM (cuBLAS) when the device has one and it is enabled. Each matrix is a
     /// `(pointer, element offset)` pair. `None` means: use the `sgemm` kernel.
     fn vendor_gemm(

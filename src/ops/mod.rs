@@ -18,9 +18,11 @@
 pub(crate) mod check;
 pub(crate) mod gated_seq;
 pub(crate) mod gpu;
+mod profile;
 mod random;
 pub(crate) mod rnn_seq;
 
+pub use profile::KernelTime;
 pub use random::{RNG_STATE_LEN, dropout_keeps, dropout_params, rng_state, rng_state_values};
 pub(crate) use random::{rng_hash, rng_key};
 
@@ -729,6 +731,13 @@ pub trait Ops: Send + Sync {
     /// `cuProfilerStart`/`cuProfilerStop`, which `ncu --profile-from-start off` honours); a
     /// no-op elsewhere.
     fn profiler_range(&self, on: bool) -> Result<()>;
+    /// The per-kernel device times collected since the last call (which resets them), most
+    /// time first, once all queued work has finished (this waits for it). `None` when this
+    /// context collects none: only OpenCL has the timer, and only when it was opened with
+    /// [`crate::ContextOptions::profile_kernels`] or `RNN_PROFILE_KERNELS=1`.
+    fn kernel_times(&self) -> Result<Option<Vec<KernelTime>>> {
+        Ok(None)
+    }
 }
 
 /// Convenience: a zero-filled buffer.

@@ -15,6 +15,7 @@ mod gated_seq;
 mod gemm;
 mod graphs;
 mod indices;
+mod kernel_times;
 mod layers;
 mod memory;
 mod rnn_seq;
@@ -749,6 +750,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_kernel_cache() {
                 super::memory::kernel_cache(T)
+            }
+            #[test]
+            fn gpu_kernel_times() {
+                super::kernel_times::kernel_times(T)
             }
         }
     };

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use opencl3::command_queue::CommandQueue;
+use opencl3::command_queue::{CL_QUEUE_PROFILING_ENABLE, CommandQueue};
 use opencl3::context::Context;
 use opencl3::device::Device as ClDeviceHandle;
 use opencl3::platform::Platform;
@@ -12,11 +12,13 @@ use std::sync::atomic::AtomicU64;
 
 use super::error::cl_error;
 use super::launch::ClModule;
+use super::profile::KernelTimer;
 use super::sgemm::{Limits, SgemmChoice};
 use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig};
+use crate::ops::KernelTime;
 
 /// One OpenCL device: its context, one in-order command queue, and the live allocations.
 pub(crate) struct ClDevice {
@@ -37,6 +39,9 @@ pub(crate) struct ClDevice {
     /// PoCL: kernels of all PoCL contexts in the process run one at a time (see
     /// `launch.rs`, `POCL_KERNELS`).
     pub(super) serialize_kernels: bool,
+    /// The kernel timer, when profiling (`ContextOptions::profile_kernels`,
+    /// `RNN_PROFILE_KERNELS`); `None` keeps launches and copies free of events.
+    pub(super) timer: Option<KernelTimer>,
     /// How a GEMM picks between `sgemm` and `sgemm_tile64`.
     sgemm: SgemmChoice,
     identity: String,
@@ -45,12 +50,13 @@ pub(crate) struct ClDevice {
 impl ClDevice {
     /// Opens `device` of `platform`: a context and an in-order queue. `sgemm_tile` forces the
     /// GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None` picks one per
-    /// launch.
+    /// launch. `profile` turns the kernel timer on (the queue then records timestamps).
     pub(crate) fn open(
         info: DeviceInfo,
         platform: &Platform,
         device: ClDeviceHandle,
         sgemm_tile: Option<u32>,
+        profile: bool,
     ) -> Result<Self> {
         let limits = Limits {
             max_work_group: device
@@ -64,8 +70,13 @@ impl ClDevice {
         let sgemm = SgemmChoice::new(limits, sgemm_tile)?;
         let context =
             Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
-        // Properties 0: in-order, no profiling.
-        let queue = CommandQueue::create_default(&context, 0)
+        // In order; timestamps only when the timer needs them.
+        let properties = if profile {
+            CL_QUEUE_PROFILING_ENABLE
+        } else {
+            0
+        };
+        let queue = CommandQueue::create_default(&context, properties)
             .map_err(|e| cl_error("clCreateCommandQueue", e.0))?;
         let max_alloc = device
             .max_mem_alloc_size()
@@ -87,9 +98,17 @@ impl ClDevice {
             live: Mutex::new(HashMap::new()),
             frees: AtomicU64::new(0),
             serialize_kernels: identity.contains("Portable Computing Language"),
+            timer: profile.then(KernelTimer::default),
             sgemm,
             identity,
         })
+    }
+}
+
+impl ClDevice {
+    /// `clFinish` on the queue.
+    pub(super) fn finish(&self) -> Result<()> {
+        self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
     }
 }
 
@@ -167,7 +186,18 @@ impl Device for ClDevice {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
+        match &self.timer {
+            None => self.finish(),
+            // Folding here keeps the list of waiting events short in a profiled run.
+            Some(t) => t.finish_and_fold(|| self.finish()),
+        }
+    }
+
+    fn kernel_times(&self) -> Result<Option<Vec<KernelTime>>> {
+        self.timer
+            .as_ref()
+            .map(|t| t.take(|| self.finish()))
+            .transpose()
     }
 
     fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel {

@@ -12,7 +12,7 @@ use opencl3::error_codes::{
 };
 use opencl3::kernel::{Kernel, create_program_kernels};
 use opencl3::program::Program;
-use opencl3::types::{cl_command_queue, cl_int, cl_kernel, cl_mem};
+use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_kernel, cl_mem};
 use parking_lot::Mutex;
 
 use super::device::ClDevice;
@@ -84,21 +84,23 @@ fn same_arg(a: &RawArg, b: &RawArg) -> bool {
     }
 }
 
-/// `clEnqueueNDRangeKernel` without an event: nothing waits on a launch by event (the queue is
-/// in order), and creating and releasing one per launch is driver work on the launch path.
-/// The same runtime opencl3 loaded (`cl3::load_library` is its one loader).
+/// `clEnqueueNDRangeKernel`, without an event unless `event` asks for one (the kernel timer):
+/// nothing waits on a launch by event (the queue is in order), and creating and releasing one
+/// per launch is driver work on the launch path. The same runtime opencl3 loaded
+/// (`cl3::load_library` is its one loader).
 fn enqueue_kernel(
     queue: cl_command_queue,
     kernel: cl_kernel,
     global: &[usize; 3],
     local: &[usize; 3],
+    event: Option<&mut cl_event>,
 ) -> std::result::Result<(), cl_int> {
     let runtime = cl3::load_library()
         .as_ref()
         .map_err(|_| DLOPEN_RUNTIME_LOAD_FAILED)?;
     // The queue and kernel are live objects of one context (held by the caller), the work
-    // sizes are three-element arrays that outlive the call, and a null event pointer is
-    // allowed: the driver then creates no event.
+    // sizes are three-element arrays that outlive the call, and the event pointer is null
+    // (allowed: the driver then creates no event) or a slot the caller owns and releases.
     match runtime.clEnqueueNDRangeKernel(
         queue,
         kernel,
@@ -108,7 +110,7 @@ fn enqueue_kernel(
         local.as_ptr(),
         0,
         ptr::null(),
-        ptr::null_mut(),
+        event.map_or(ptr::null_mut(), |e| e as *mut cl_event),
     ) {
         Some(CL_SUCCESS) => Ok(()),
         Some(code) => Err(code),
@@ -305,10 +307,21 @@ impl ClDevice {
             slot.local_bytes = Some(config.shared_bytes as usize);
         }
         let _pocl = self.serialize_kernels.then(|| POCL_KERNELS.lock());
-        match enqueue_kernel(self.queue.get(), slot.kernel.get(), &global, &local) {
+        let mut event: cl_event = ptr::null_mut();
+        let want_event = self.timer.is_some().then_some(&mut event);
+        match enqueue_kernel(
+            self.queue.get(),
+            slot.kernel.get(),
+            &global,
+            &local,
+            want_event,
+        ) {
             Ok(()) => {
+                if let Some(timer) = &self.timer {
+                    timer.record(entry, event, || self.finish())?;
+                }
                 if self.serialize_kernels {
-                    self.queue.finish().map_err(|e| cl_error("clFinish", e.0))?;
+                    self.finish()?;
                 }
                 Ok(())
             }

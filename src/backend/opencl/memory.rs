@@ -191,7 +191,12 @@ impl ClDevice {
             )
         }
         .map_err(|c| self.enqueue_error("clEnqueueCopyBuffer", c, &[src, dst]))?;
-        release(event);
-        Ok(())
+        match &self.timer {
+            Some(t) => t.record("copy", event, || self.finish()),
+            None => {
+                release(event);
+                Ok(())
+            }
+        }
     }
 }

@@ -6,6 +6,7 @@ mod error;
 pub(crate) mod kernels;
 mod launch;
 mod memory;
+mod profile;
 mod sgemm;
 
 use std::sync::Arc;
@@ -161,11 +162,20 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 
 /// Ops for one device of this runtime.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+    // Checked even when the option is on, so a bad value is reported wherever it is set.
+    let from_env = profile::enabled_by_env()?;
+    let profile = options.profile_kernels || from_env;
     let _turn = DISCOVERY.lock();
     let (_, platform, handle) = enumerate()?
         .into_iter()
         .find(|(id, _, _)| *id == info.id)
         .ok_or_else(|| unavailable(format!("{} is no longer listed by the ICD loader", info.id)))?;
-    let device = ClDevice::open(info.clone(), &platform, handle, options.opencl_sgemm_tile)?;
+    let device = ClDevice::open(
+        info.clone(),
+        &platform,
+        handle,
+        options.opencl_sgemm_tile,
+        profile,
+    )?;
     crate::ops::gpu::create(device, options)
 }

@@ -635,6 +635,10 @@ impl<D: Device> Ops for GpuOps<D> {
         self.device.profiler_range(on)
     }
 
+    fn kernel_times(&self) -> Result<Option<Vec<crate::ops::KernelTime>>> {
+        self.device.kernel_times()
+    }
+
     fn native_side_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
         self.queue_of(x, self.device.native_side_stream())
     }
