@@ -5,6 +5,8 @@
 #   bash scripts/gpu-machine.sh [tests|sanitize|example|bench|bench-opencl|bench-cpu|torch|profile|all]...
 #   bash scripts/gpu-machine.sh profile profile-opencl   (not in all: roofline tables, CUDA then OpenCL)
 #   bash scripts/gpu-machine.sh [hip-shim|hip-shim-run|hip-shim-sanitize]
+#   bash scripts/gpu-machine.sh racecheck     (not in all: compute-sanitizer racecheck over the
+#                                              persistent sequence kernels, CUDA only)
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 # `profile` runs Nsight Compute over two training steps of each figure ($PROFILE_FIGURES) and
@@ -39,6 +41,17 @@ for what in "${@:-all}"; do
     tests|all)
       step "tests (RNN_REQUIRE_BACKENDS=$RNN_REQUIRE_BACKENDS)"
       bash $run tests || status=1 ;;&
+    racecheck)
+      # Shared-memory hazards of the persistent Elman/LSTM/GRU kernels (their blocks exchange
+      # state through global memory at row barriers, which racecheck does not model; this covers
+      # their shared-memory staging and partial sums). Not yet run.
+      step "compute-sanitizer racecheck over the CUDA sequence kernels"
+      RNN_BACKENDS=cuda RNN_REQUIRE_BACKENDS=cuda timeout ${SANITIZE_TIMEOUT:-300} \
+        compute-sanitizer --tool racecheck --racecheck-report hazard \
+        .gpu-bundle/bin/ops cuda::gpu_rnn_sequence cuda::gpu_gated_sequence --test-threads=1 \
+        > "$OUT/racecheck-ops.log" 2>&1; rc=$?
+      grep -E "RACECHECK SUMMARY|ERROR SUMMARY|test result|FAILED" "$OUT/racecheck-ops.log" | tail -5
+      [ $rc = 0 ] || { echo "!!! racecheck exit $rc"; status=1; } ;;&
     sanitize|all)
       step "compute-sanitizer memcheck over the CUDA and HIP-on-CUDA op suite"
       for t in ops; do
