@@ -215,9 +215,7 @@ impl Lanes for LstmBackwardRow<'_> {
         } = self;
         let hidden = cr.len();
         let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
-        let (gi, rest) = gr.split_at(hidden);
-        let (gf, rest) = rest.split_at(hidden);
-        let (gg, go) = rest.split_at(hidden);
+        let [gi, gf, gg, go] = gate_slices::<4>(gr, hidden);
         for j in 0..hidden {
             let (i, f, g, o) = (gi[j], gf[j], gg[j], go[j]);
             let tc = tanh(cr[j]);
@@ -433,11 +431,9 @@ impl Lanes for GruBackwardRow<'_> {
         let hidden = dhpr.len();
         let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
         let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
+        let [c_r, c_z, c_n, c_ghn] = gate_slices::<4>(cr, hidden);
         for j in 0..hidden {
-            let r = cr[j];
-            let z = cr[hidden + j];
-            let nv = cr[2 * hidden + j];
-            let ghn = cr[3 * hidden + j];
+            let (r, z, nv, ghn) = (c_r[j], c_z[j], c_n[j], c_ghn[j]);
             let d = dhr[j];
             let dn = d * (1.0 - z) * (1.0 - nv * nv);
             let dz = d * (hpr[j] - nv) * z * (1.0 - z);
