@@ -1,13 +1,20 @@
 // SGEMM (geometry G): row-major C = alpha * op(A) op(B) + beta * C; with beta == 0, C is not
-// read (it may hold NaN). Two kernels with the same arguments; the host picks one per launch
+// read (it may hold NaN). Two designs, each as a G entry and a split-k entry (geometry T, the
+// arguments of kernels-cu/gemm_tc.cu's sgemm_tc128: a partial-sum buffer and a k chunk after C;
+// with get_num_groups(2) > 1 group z sums k in [z k_chunk, (z + 1) k_chunk) into part[z] and
+// sgemm_split_sum adds the parts into C). The host picks one per launch
 // (src/backend/opencl/sgemm.rs) and launches it with its geometry:
-//   sgemm:        the design of kernels-cu/gemm.cu: 128 x 128 x 8 block tile, 256 work-items,
-//                 8 x 8 outputs per work-item, local memory double buffered (one barrier per
-//                 k-step), float4 global loads where the operand's address and leading dimension
-//                 allow it. For outputs with enough tiles to fill the device.
-//   sgemm_tile64: 64 x 64 x 16 tile, 256 work-items, 4 x 4 outputs per work-item, one local
-//                 stage. Four times the work-groups for the same output: for small outputs, and
-//                 for devices that cannot hold the 128 tile.
+//   sgemm, sgemm_split:        the design of kernels-cu/gemm.cu: 128 x 128 x 8 block tile, 256
+//                 work-items, 8 x 8 outputs per work-item, local memory double buffered (one
+//                 barrier per k-step), float4 global loads where the operand's address and
+//                 leading dimension allow it. For outputs with enough tiles (or k deep enough to
+//                 split) to fill the device.
+//   sgemm_tile64, sgemm_tile64_split: 64 x 64 x 16 tile, 256 work-items, 4 x 4 outputs per
+//                 work-item, one local stage. Four times the work-groups for the same output:
+//                 for small outputs, and for devices that cannot hold the 128 tile.
+// A k range [k0, k1) of a body keeps k as the operands' leading dimension and k1 as the bound
+// of the loads; k0 is a multiple of 16 (the host's k chunks are), so the float4 paths stay
+// aligned.
 
 #define SG_BM 128
 #define SG_BK 8
@@ -37,26 +44,27 @@ inline float4 sg_load4(__global const float* base, uint row, uint row_lim, uint 
     return v;
 }
 
-// Work-item t's four values of op(A)'s k-tile at kb (128 x 8 values in all). `ta` is uniform
+// Work-item t's four values of op(A)'s k-tile at kb (128 x 8 values in all), zero at k_lim and
+// beyond. `ta` is uniform
 // across the work-group, so the branch costs nothing next to the 512 FMAs of a k-step.
-inline float4 sg_load_a(__global const float* A, uint m, uint k, uint bm, uint kb, uint t,
-                        bool ta, bool vec) {
+inline float4 sg_load_a(__global const float* A, uint m, uint k, uint k_lim, uint bm, uint kb,
+                        uint t, bool ta, bool vec) {
     if (!ta) {
         // A is m x k: 4 consecutive k of row t / 2.
-        return sg_load4(A, bm + t / 2, m, kb + (t % 2) * 4, k, k, vec);
+        return sg_load4(A, bm + t / 2, m, kb + (t % 2) * 4, k_lim, k, vec);
     }
     // A is stored k x m: 4 consecutive m of k-row t / 32.
-    return sg_load4(A, kb + t / 32, k, bm + (t % 32) * 4, m, m, vec);
+    return sg_load4(A, kb + t / 32, k_lim, bm + (t % 32) * 4, m, m, vec);
 }
 
-// B's k-tile at kb: B is k x n (4 consecutive n of k-row t / 32), or stored n x k when
+// B's k-tile at kb (loads bounded by k_lim, rows of a transposed B k apart): B is k x n (4 consecutive n of k-row t / 32), or stored n x k when
 // transposed (4 consecutive k of row t / 2).
-inline float4 sg_load_b(__global const float* B, uint n, uint k, uint bn, uint kb, uint t,
-                        bool tb, bool vec) {
+inline float4 sg_load_b(__global const float* B, uint n, uint k, uint k_lim, uint bn, uint kb,
+                        uint t, bool tb, bool vec) {
     if (!tb) {
-        return sg_load4(B, kb + t / 32, k, bn + (t % 32) * 4, n, n, vec);
+        return sg_load4(B, kb + t / 32, k_lim, bn + (t % 32) * 4, n, n, vec);
     }
-    return sg_load4(B, bn + t / 2, n, kb + (t % 2) * 4, k, k, vec);
+    return sg_load4(B, bn + t / 2, n, kb + (t % 2) * 4, k_lim, k, vec);
 }
 
 // Stores four values of a k-tile into a stage laid out k-major ([k][128 + pad]): values that
@@ -94,17 +102,12 @@ inline void sg_store_c(__global float* C, uint row, uint col, uint m, uint n, fl
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void sgemm(__global const float* restrict a_base, ulong a_off,
-           __global const float* restrict b_base, ulong b_off, __global float* restrict c_base,
-           ulong c_off, uint m, uint n, uint k, uint trans_a, uint trans_b, float alpha,
-           float beta) {
-    // Two stages each; float4 elements keep every stage and row 16-byte aligned.
-    __local float4 As[2 * SG_STAGE4];
-    __local float4 Bs[2 * SG_STAGE4];
-    __global const float* A = a_base + a_off;
-    __global const float* B = b_base + b_off;
-    __global float* C = c_base + c_off;
+// The 128 x 128 tile of group (x, y) of C = alpha * sum over k in [k0, k1) of op(A) op(B) +
+// beta * C. `As`, `Bs`: two stages of SG_STAGE4 float4s each.
+inline void sg_body128(__global const float* restrict A, __global const float* restrict B,
+                       __global float* restrict C, uint m, uint n, uint k, uint k0, uint k1,
+                       uint trans_a, uint trans_b, float alpha, float beta, __local float4* As,
+                       __local float4* Bs) {
     const bool ta = trans_a != 0;
     const bool tb = trans_b != 0;
     const uint t = get_local_id(0);
@@ -128,10 +131,11 @@ void sgemm(__global const float* restrict a_base, ulong a_off,
         acc[i][1] = (float4)(0.0f);
     }
 
-    const uint ktiles = (uint)(((ulong)k + SG_BK - 1) / SG_BK);  // k + 7 may wrap a uint
+    // k1 + 7 may wrap a uint.
+    const uint ktiles = k1 > k0 ? (uint)(((ulong)k1 - k0 + SG_BK - 1) / SG_BK) : 0u;
     if (ktiles > 0) {
-        sg_store_tile(As, sg_load_a(A, m, k, bm, 0, t, ta, a_vec), t, !ta);
-        sg_store_tile(Bs, sg_load_b(B, n, k, bn, 0, t, tb, b_vec), t, tb);
+        sg_store_tile(As, sg_load_a(A, m, k, k1, bm, k0, t, ta, a_vec), t, !ta);
+        sg_store_tile(Bs, sg_load_b(B, n, k, k1, bn, k0, t, tb, b_vec), t, tb);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint kt = 0; kt < ktiles; ++kt) {
@@ -143,8 +147,8 @@ void sgemm(__global const float* restrict a_base, ulong a_off,
         float4 a_next = (float4)(0.0f);
         float4 b_next = (float4)(0.0f);
         if (more) {
-            a_next = sg_load_a(A, m, k, bm, (kt + 1) * SG_BK, t, ta, a_vec);
-            b_next = sg_load_b(B, n, k, bn, (kt + 1) * SG_BK, t, tb, b_vec);
+            a_next = sg_load_a(A, m, k, k1, bm, k0 + (kt + 1) * SG_BK, t, ta, a_vec);
+            b_next = sg_load_b(B, n, k, k1, bn, k0 + (kt + 1) * SG_BK, t, tb, b_vec);
         }
 #pragma unroll
         for (uint p = 0; p < SG_BK; ++p) {
@@ -177,6 +181,46 @@ void sgemm(__global const float* restrict a_base, ulong a_off,
     }
 }
 
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void sgemm(__global const float* restrict a_base, ulong a_off,
+           __global const float* restrict b_base, ulong b_off, __global float* restrict c_base,
+           ulong c_off, uint m, uint n, uint k, uint trans_a, uint trans_b, float alpha,
+           float beta) {
+    // Two stages each; float4 elements keep every stage and row 16-byte aligned.
+    __local float4 As[2 * SG_STAGE4];
+    __local float4 Bs[2 * SG_STAGE4];
+    sg_body128(a_base + a_off, b_base + b_off, c_base + c_off, m, n, k, 0, k, trans_a, trans_b,
+               alpha, beta, As, Bs);
+}
+
+// The split-k start and end of this group and where it stores: part[z] (raw sums) when the grid
+// splits k, else C (alpha, beta applied). *alpha and *beta become 1 and 0 for a part.
+inline __global float* sg_split(__global float* C, __global float* part, uint m, uint n, uint k,
+                                uint k_chunk, uint* k0, uint* k1, float* alpha, float* beta) {
+    const uint z = get_group_id(2);
+    *k0 = (uint)min((ulong)z * k_chunk, (ulong)k);
+    *k1 = (uint)min((ulong)*k0 + k_chunk, (ulong)k);
+    if (get_num_groups(2) == 1) return C;
+    *alpha = 1.0f;
+    *beta = 0.0f;
+    return part + (ulong)z * m * n;
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void sgemm_split(__global const float* restrict a_base, ulong a_off,
+                 __global const float* restrict b_base, ulong b_off,
+                 __global float* restrict c_base, ulong c_off, __global float* restrict part_base,
+                 ulong part_off, uint m, uint n, uint k, uint trans_a, uint trans_b,
+                 uint k_chunk, float alpha, float beta) {
+    __local float4 As[2 * SG_STAGE4];
+    __local float4 Bs[2 * SG_STAGE4];
+    uint k0, k1;
+    __global float* out = sg_split(c_base + c_off, part_base + part_off, m, n, k, k_chunk, &k0,
+                                   &k1, &alpha, &beta);
+    sg_body128(a_base + a_off, b_base + b_off, out, m, n, k, k0, k1, trans_a, trans_b, alpha,
+               beta, As, Bs);
+}
+
 // sgemm_tile64: each group of 256 work-items computes a 64x64 tile of C; each work-item owns a
 // 4x4 register block (rows ty + 16 r, columns tx + 16 c, so stores are coalesced). K advances in
 // slices of 16 staged in local memory.
@@ -185,16 +229,12 @@ void sgemm(__global const float* restrict a_base, ulong a_off,
 #define TN 64
 #define TK 16
 
-__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void sgemm_tile64(__global const float* a_base, ulong a_off, __global const float* b_base,
-                  ulong b_off, __global float* c_base, ulong c_off, uint m, uint n, uint k,
-                  uint trans_a, uint trans_b, float alpha, float beta) {
-    __global const float* A = a_base + a_off;
-    __global const float* B = b_base + b_off;
-    __global float* C = c_base + c_off;
-    // +1 column of padding keeps the transposed stores free of bank conflicts.
-    __local float As[TK][TM + 1];
-    __local float Bs[TK][TN + 1];
+// The 64 x 64 tile of group (x, y) of C = alpha * sum over k in [k0, k1) of op(A) op(B) +
+// beta * C.
+inline void sg_body64(__global const float* A, __global const float* B, __global float* C,
+                      uint m, uint n, uint k, uint k0, uint k1, uint trans_a, uint trans_b,
+                      float alpha, float beta, __local float (*As)[TM + 1],
+                      __local float (*Bs)[TN + 1]) {
 
     uint lid = get_local_id(0);
     uint tx = lid % 16;
@@ -207,7 +247,7 @@ void sgemm_tile64(__global const float* a_base, ulong a_off, __global const floa
         for (int c = 0; c < 4; c++) acc[r][c] = 0.0f;
 
     // 64-bit so that `p0 += TK` cannot wrap for k near 2^32.
-    for (ulong p0 = 0; p0 < k; p0 += TK) {
+    for (ulong p0 = k0; p0 < k1; p0 += TK) {
         // Each work-item stages 4 elements of each tile; the index order follows the storage
         // order so neighbouring work-items read neighbouring addresses.
         for (uint q = 0; q < 4; q++) {
@@ -217,7 +257,7 @@ void sgemm_tile64(__global const float* a_base, ulong a_off, __global const floa
             uint gi = row0 + i;
             ulong gp = p0 + p;
             float v = 0.0f;
-            if (gi < m && gp < k)
+            if (gi < m && gp < k1)
                 v = trans_a ? A[(ulong)gp * m + gi] : A[(ulong)gi * k + gp];
             As[p][i] = v;
 
@@ -226,7 +266,7 @@ void sgemm_tile64(__global const float* a_base, ulong a_off, __global const floa
             uint gj = col0 + j;
             gp = p0 + p;
             float w = 0.0f;
-            if (gj < n && gp < k)
+            if (gj < n && gp < k1)
                 w = trans_b ? B[(ulong)gj * k + gp] : B[(ulong)gp * n + gj];
             Bs[p][j] = w;
         }
@@ -252,5 +292,44 @@ void sgemm_tile64(__global const float* a_base, ulong a_off, __global const floa
             if (beta != 0.0f) out += beta * C[at];
             C[at] = out;
         }
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void sgemm_tile64(__global const float* a_base, ulong a_off, __global const float* b_base,
+                  ulong b_off, __global float* c_base, ulong c_off, uint m, uint n, uint k,
+                  uint trans_a, uint trans_b, float alpha, float beta) {
+    // +1 column of padding keeps the transposed stores free of bank conflicts.
+    __local float As[TK][TM + 1];
+    __local float Bs[TK][TN + 1];
+    sg_body64(a_base + a_off, b_base + b_off, c_base + c_off, m, n, k, 0, k, trans_a, trans_b,
+              alpha, beta, As, Bs);
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void sgemm_tile64_split(__global const float* a_base, ulong a_off, __global const float* b_base,
+                        ulong b_off, __global float* c_base, ulong c_off,
+                        __global float* part_base, ulong part_off, uint m, uint n, uint k,
+                        uint trans_a, uint trans_b, uint k_chunk, float alpha, float beta) {
+    __local float As[TK][TM + 1];
+    __local float Bs[TK][TN + 1];
+    uint k0, k1;
+    __global float* out = sg_split(c_base + c_off, part_base + part_off, m, n, k, k_chunk, &k0,
+                                   &k1, &alpha, &beta);
+    sg_body64(a_base + a_off, b_base + b_off, out, m, n, k, k0, k1, trans_a, trans_b, alpha,
+              beta, As, Bs);
+}
+
+// C[i] = alpha * sum_z part[z][i] + beta * C[i] over i < mn (beta = 0: C not read), in z order,
+// so the result does not depend on which group finished first. Geometry E.
+__kernel void sgemm_split_sum(__global const float* part_base, ulong part_off,
+                              __global float* c_base, ulong c_off, uint mn, uint splits,
+                              float alpha, float beta) {
+    __global const float* part = part_base + part_off;
+    __global float* c = c_base + c_off;
+    for (uint i = get_global_id(0); i < mn; i += get_global_size(0)) {
+        float s = 0.0f;
+        for (uint z = 0; z < splits; ++z) s += part[(ulong)z * mn + i];
+        c[i] = (beta != 0.0f) ? alpha * s + beta * c[i] : alpha * s;
     }
 }

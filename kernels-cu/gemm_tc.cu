@@ -13,7 +13,7 @@
 // Shared layouts keep the contiguous dimension of the global operand and pad the row so that the
 // fragment reads of a warp hit 32 distinct banks (rows of 20 floats when 16 wide, of tile+8 when
 // 16 deep). With gridDim.z > 1 the k range is split: block z sums k in [z*k_chunk, (z+1)*k_chunk)
-// and stores the raw sum in part[z] (m x n); sgemm_tc_split_sum adds the parts into C.
+// and stores the raw sum in part[z] (m x n); sgemm_split_sum adds the parts into C.
 //
 // HIP has no mma.sync/cp.async: this file compiles only for CUDA (RNN_HIP unset) at sm_80+, and
 // the host picks these kernels only there (src/backend/cuda/kernels.rs).
@@ -301,7 +301,7 @@ TC_ENTRY(sgemm_tc64, 2, 2, 2, 4)
 
 // C[i] = alpha * sum_z part[z][i] + beta * C[i] over i < mn (beta = 0: C not read), in z order,
 // so a split product is as deterministic as an unsplit one.
-extern "C" __global__ void sgemm_tc_split_sum(const float* part_base, u64 part_off,
+extern "C" __global__ void sgemm_split_sum(const float* part_base, u64 part_off,
                                               float* c_base, u64 c_off, uint mn, uint splits,
                                               float alpha, float beta) {
     const float* part = part_base + part_off;

@@ -44,11 +44,13 @@ for what in "${@:-all}"; do
     racecheck)
       # Shared-memory hazards of the persistent Elman/LSTM/GRU kernels (their blocks exchange
       # state through global memory at row barriers, which racecheck does not model; this covers
-      # their shared-memory staging and partial sums). Not yet run.
+      # their shared-memory staging and partial sums). The CUDA dialect only: the HIP sources
+      # through NVRTC (hip_on_cuda) run the step-kernel loop, and took the 300 s alone.
       step "compute-sanitizer racecheck over the CUDA sequence kernels"
       RNN_BACKENDS=cuda RNN_REQUIRE_BACKENDS=cuda timeout ${SANITIZE_TIMEOUT:-300} \
         compute-sanitizer --tool racecheck --racecheck-report hazard \
-        .gpu-bundle/bin/ops cuda::gpu_rnn_sequence cuda::gpu_gated_sequence --test-threads=1 \
+        .gpu-bundle/bin/ops backend_suite::cuda::gpu_rnn_sequence \
+        backend_suite::cuda::gpu_gated_sequence --test-threads=1 \
         > "$OUT/racecheck-ops.log" 2>&1; rc=$?
       grep -E "RACECHECK SUMMARY|ERROR SUMMARY|test result|FAILED" "$OUT/racecheck-ops.log" | tail -5
       [ $rc = 0 ] || { echo "!!! racecheck exit $rc"; status=1; } ;;&

@@ -28,7 +28,7 @@ pub struct ContextOptions {
     #[doc(hidden)]
     pub hip_sources_via_nvrtc: bool,
     /// Verification aid: on an OpenCL device, run every GEMM with the kernel of this block tile
-    /// (64: `sgemm_tile64`, 128: `sgemm`) instead of picking one per launch from the output's
+    /// (64: `sgemm_tile64_split`, 128: `sgemm_split`) instead of picking one per launch from the output's
     /// size and the device, so both are tested on any device. Another value, or 128 on a
     /// device that cannot hold that tile, is [`Error::InvalidArgument`] when the context is
     /// created. `None` by default; ignored elsewhere.

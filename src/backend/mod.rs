@@ -47,7 +47,7 @@ pub struct SgemmKernel {
     pub tile: (u32, u32, u32),
     /// The entry has the `sgemm_tc` arguments (docs/kernel-abi.md, geometry T): a partial-sum
     /// buffer and a k chunk after C, so the grid's z may split k (finished by
-    /// `sgemm_tc_split_sum`).
+    /// `sgemm_split_sum`).
     pub splits_k: bool,
 }
 
@@ -114,8 +114,9 @@ pub trait Device: Send + Sync + 'static {
     /// Waits for all queued work.
     fn synchronize(&self) -> Result<()>;
 
-    /// The GEMM kernel (docs/kernel-abi.md, geometry `G`) to launch for an `m x n` output.
-    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel;
+    /// The GEMM kernel (docs/kernel-abi.md, geometry `G` or `T`) to launch for an `m x n` output
+    /// summed over `k`.
+    fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel;
 
     /// How many blocks of `threads` threads, each with `shared_bytes` of dynamic shared memory,
     /// can be resident on the device at once running `entry` of `module`: the largest grid a

@@ -98,6 +98,8 @@ fn check(target: Target, net: &mut Network, what: &str, val: &Dataset, train: &D
 }
 
 fn eval_graphs_match_op_by_op(target: Target, test: &str) {
+    // RUST_LOG=warn shows why a recording fell back to op by op (the counts below catch it).
+    let _ = env_logger::builder().is_test(true).try_init();
     let data = Dataset::from_mnist_csv(MNIST).unwrap();
     let (rest, val) = data.train_test_split(EVAL, 2).unwrap();
     let train = rest.split_at(300).unwrap().0;

@@ -63,6 +63,13 @@ impl CudaDevice {
         let nvrtc = NvrtcInfo::query()?;
         let ctx =
             CudaContext::new(ordinal).map_err(|e| error::driver("cuDevicePrimaryCtxRetain", e))?;
+        // cudarc's event tracking makes the first stream of every CudaContext run
+        // cuCtxSynchronize on the shared primary context, which invalidates a graph another
+        // context on this device is recording at that moment; and it only serves CudaSlice,
+        // which this backend never uses.
+        // SAFETY: no CudaSlice is ever allocated from this context (memory goes through the
+        // backend's own pool on `stream`), so there is no cross-stream use to track.
+        unsafe { ctx.disable_event_tracking() };
         let (major, minor) = ctx
             .compute_capability()
             .map_err(|e| error::driver("cuDeviceGetAttribute", e))?;
@@ -344,7 +351,7 @@ impl Device for CudaDevice {
             .map_err(|e| error::driver("cuStreamSynchronize", e))
     }
 
-    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel {
+    fn sgemm_kernel(&self, m: usize, n: usize, _k: usize) -> SgemmKernel {
         super::kernels::sgemm_for(self.target.code(), self.hip_sources, self.sms, m, n)
     }
 

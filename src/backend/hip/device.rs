@@ -397,7 +397,7 @@ impl Device for HipDevice {
         self.end_capture()
     }
 
-    fn sgemm_kernel(&self, _m: usize, _n: usize) -> SgemmKernel {
+    fn sgemm_kernel(&self, _m: usize, _n: usize, _k: usize) -> SgemmKernel {
         crate::backend::cuda::kernels::SGEMM
     }
 

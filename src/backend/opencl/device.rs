@@ -42,7 +42,7 @@ pub(crate) struct ClDevice {
     /// The kernel timer, when profiling (`ContextOptions::profile_kernels`,
     /// `RNN_PROFILE_KERNELS`); `None` keeps launches and copies free of events.
     pub(super) timer: Option<KernelTimer>,
-    /// How a GEMM picks between `sgemm` and `sgemm_tile64`.
+    /// How a GEMM picks between `sgemm_split` and `sgemm_tile64_split`.
     sgemm: SgemmChoice,
     identity: String,
 }
@@ -200,8 +200,8 @@ impl Device for ClDevice {
             .transpose()
     }
 
-    fn sgemm_kernel(&self, m: usize, n: usize) -> SgemmKernel {
-        self.sgemm.kernel(m, n)
+    fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
+        self.sgemm.kernel(m, n, k)
     }
 }
 

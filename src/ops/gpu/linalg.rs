@@ -29,7 +29,7 @@ impl<D: Device> GpuOps<D> {
         ) {
             return done;
         }
-        let kernel = self.device.sgemm_kernel(g.m, g.n);
+        let kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         let mut config = launch::gemm(g.m, g.n, kernel.tile)?;
         let module = self.op_set()?;
         if !kernel.splits_k {
@@ -84,7 +84,7 @@ impl<D: Device> GpuOps<D> {
                 .u32(splits)
                 .f32(g.alpha)
                 .f32(g.beta);
-            self.run("sgemm_tc_split_sum", launch::elementwise(mn), args)
+            self.run("sgemm_split_sum", launch::elementwise(mn), args)
         })
     }
 

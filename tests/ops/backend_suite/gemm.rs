@@ -3,9 +3,11 @@
 //! k-steps, k = 0, every transpose, alpha/beta with beta = 0 on a NaN-poisoned C, views at
 //! 16-byte-aligned and odd offsets (the float4 and scalar paths), then the random-shape property.
 //!
-//! - OpenCL: both kernels (`sgemm`, the 128 x 128 tile, and `sgemm_tile64`), each forced for every
-//!   launch through `ContextOptions::opencl_sgemm_tile` so that both run on every OpenCL device,
-//!   PoCL included, whatever size the per-launch choice would give them.
+//! - OpenCL: both kernels (`sgemm_split`, the 128 x 128 tile, and `sgemm_tile64_split`), each
+//!   forced for every launch through `ContextOptions::opencl_sgemm_tile` so that both run on every
+//!   OpenCL device, PoCL included, whatever size the per-launch choice would give them; with the
+//!   split-k shapes, which split k wherever the output has fewer tiles than the device has
+//!   compute units (2 ranges on a 2-core PoCL device, up to 16 on an H100).
 //! - CUDA with `vendor_blas` off (else cuBLAS would take every GEMM): `sgemm`, or on sm_80+ the
 //!   tensor-core kernels, whose per-shape choice of tile and k splits the shapes here cover
 //!   (outputs of a few tiles with deep k are split into up to 16 ranges).
@@ -35,8 +37,8 @@ const SHAPES: [(usize, usize, usize); 12] = [
     (300, 292, 70),
 ];
 
-/// Outputs of few tiles over deep k: the tensor-core kernels split k (2 to 16 ranges, the last
-/// one short), in every transpose and at odd offsets.
+/// Outputs of few tiles over deep k: the split-k kernels (CUDA tensor cores, OpenCL) split k (2
+/// to 16 ranges, the last one short), in every transpose and at odd offsets.
 const SPLIT_K_SHAPES: [(usize, usize, usize); 5] = [
     (1, 1, 5000),
     (100, 70, 2000),
@@ -53,7 +55,9 @@ pub fn gemm_tiles(t: Target) {
         let test = format!("gpu_gemm_tile{tile}");
         let ctxs = support::contexts_with(t, &test, |o| o.opencl_sgemm_tile = Some(tile));
         for ctx in &ctxs {
-            edge_shapes(ctx, &SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
+            for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..]] {
+                edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
+            }
         }
         gemm_on(ctxs, &test, 12);
     }
