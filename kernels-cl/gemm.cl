@@ -1,15 +1,16 @@
 // SGEMM (geometry G): row-major C = alpha * op(A) op(B) + beta * C; with beta == 0, C is not
-// read (it may hold NaN). Two designs, each as a G entry and a split-k entry (geometry T, the
+// read (it may hold NaN). Two designs as split-k entries (geometry T, the
 // arguments of kernels-cu/gemm_tc.cu's sgemm_tc128: a partial-sum buffer and a k chunk after C;
 // with get_num_groups(2) > 1 group z sums k in [z k_chunk, (z + 1) k_chunk) into part[z] and
-// sgemm_split_sum adds the parts into C). The host picks one per launch
+// sgemm_split_sum adds the parts into C), and the 128 tile also as `sgemm` over the whole k
+// (geometry G, the entry every dialect exports). The host picks one per launch
 // (src/backend/opencl/sgemm.rs) and launches it with its geometry:
 //   sgemm, sgemm_split:        the design of kernels-cu/gemm.cu: 128 x 128 x 8 block tile, 256
 //                 work-items, 8 x 8 outputs per work-item, local memory double buffered (one
 //                 barrier per k-step), float4 global loads where the operand's address and
 //                 leading dimension allow it. For outputs with enough tiles (or k deep enough to
 //                 split) to fill the device.
-//   sgemm_tile64, sgemm_tile64_split: 64 x 64 x 16 tile, 256 work-items, 4 x 4 outputs per
+//   sgemm_tile64_split: 64 x 64 x 16 tile, 256 work-items, 4 x 4 outputs per
 //                 work-item, one local stage. Four times the work-groups for the same output:
 //                 for small outputs, and for devices that cannot hold the 128 tile.
 // A k range [k0, k1) of a body keeps k as the operands' leading dimension and k1 as the bound
@@ -221,7 +222,7 @@ void sgemm_split(__global const float* restrict a_base, ulong a_off,
                beta, As, Bs);
 }
 
-// sgemm_tile64: each group of 256 work-items computes a 64x64 tile of C; each work-item owns a
+// sgemm_tile64_split: each group of 256 work-items computes a 64x64 tile of C; each work-item owns a
 // 4x4 register block (rows ty + 16 r, columns tx + 16 c, so stores are coalesced). K advances in
 // slices of 16 staged in local memory.
 
@@ -293,17 +294,6 @@ inline void sg_body64(__global const float* A, __global const float* B, __global
             C[at] = out;
         }
     }
-}
-
-__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void sgemm_tile64(__global const float* a_base, ulong a_off, __global const float* b_base,
-                  ulong b_off, __global float* c_base, ulong c_off, uint m, uint n, uint k,
-                  uint trans_a, uint trans_b, float alpha, float beta) {
-    // +1 column of padding keeps the transposed stores free of bank conflicts.
-    __local float As[TK][TM + 1];
-    __local float Bs[TK][TN + 1];
-    sg_body64(a_base + a_off, b_base + b_off, c_base + c_off, m, n, k, 0, k, trans_a, trans_b,
-              alpha, beta, As, Bs);
 }
 
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))

@@ -146,7 +146,7 @@ def join(figure, ocl, ncu_path, ncu_steps, peak_gbs, peak_gflops, out=sys.stdout
               f"{c['bytes'] / 1e6:.2f} | {c['flop'] / 1e9:.3f} | | | "
               f"{fraction(c['bytes'], c['flop'], c['us'], peak_gbs, peak_gflops)} | "
               f"{ncu_bound:.0f}% |")
-    # GEMMs by any kernel (OpenCL sgemm/sgemm_tile64 vs cuBLAS or our CUDA GEMM kernels) do the
+    # GEMMs by any kernel (OpenCL sgemm_split/sgemm_tile64_split and their sums vs cuBLAS or our CUDA GEMM kernels) do the
     # same FLOPs per step, so the totals compare even where the kernels do not pair up.
     is_gemm = lambda name: "gemm" in name.lower() or "splitk" in name.lower()  # noqa: E731
     ocl_gemm = sum(us for e, (_, us) in ocl["kernels"].items() if is_gemm(e))
