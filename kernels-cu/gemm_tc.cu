@@ -180,36 +180,44 @@ __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,
         __syncthreads();
         const float* as = As + cur * T::A_STAGE;
         const float* bs = Bs + cur * T::B_STAGE;
+        // B fragments of both 8-deep halves of the k-step, split once and reused by every i.
+        unsigned bhi[NT][2][2], blo[NT][2][2];
 #pragma unroll
-        for (int kk = 0; kk < TC_BK; kk += 8) {
-            unsigned ahi[MT][4], alo[MT][4];
+        for (int j = 0; j < NT; ++j) {
+            const int c = wn0 + j * 8 + g;
 #pragma unroll
-            for (int i = 0; i < MT; ++i) {
-                const int r = wm0 + i * 16 + g;
-                tc_split(T::a_at(as, r, kk + t), ahi[i][0], alo[i][0]);
-                tc_split(T::a_at(as, r + 8, kk + t), ahi[i][1], alo[i][1]);
-                tc_split(T::a_at(as, r, kk + t + 4), ahi[i][2], alo[i][2]);
-                tc_split(T::a_at(as, r + 8, kk + t + 4), ahi[i][3], alo[i][3]);
+            for (int h = 0; h < 2; ++h) {
+                tc_split(T::b_at(bs, 8 * h + t, c), bhi[j][h][0], blo[j][h][0]);
+                tc_split(T::b_at(bs, 8 * h + t + 4, c), bhi[j][h][1], blo[j][h][1]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+            const int r = wm0 + i * 16 + g;
+            unsigned ahi[2][4], alo[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                tc_split(T::a_at(as, r, 8 * h + t), ahi[h][0], alo[h][0]);
+                tc_split(T::a_at(as, r + 8, 8 * h + t), ahi[h][1], alo[h][1]);
+                tc_split(T::a_at(as, r, 8 * h + t + 4), ahi[h][2], alo[h][2]);
+                tc_split(T::a_at(as, r + 8, 8 * h + t + 4), ahi[h][3], alo[h][3]);
             }
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
-                const int c = wn0 + j * 8 + g;
-                unsigned bhi[2], blo[2];
-                tc_split(T::b_at(bs, kk + t, c), bhi[0], blo[0]);
-                tc_split(T::b_at(bs, kk + t + 4, c), bhi[1], blo[1]);
+                // The tensor cores add with truncation, so a long run of their sums drifts
+                // (measured 2e-6 of sum |a b| at k = 4096 against 1.4e-7 for cuBLAS f32):
+                // they sum only this 16-deep k-step's six products (small terms first), and
+                // the accumulator takes that with an IEEE f32 add.
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-                for (int i = 0; i < MT; ++i) {
-                    // The tensor cores add with truncation, so a long run of their sums drifts
-                    // (measured 2e-6 of sum |a b| at k = 4096 against 1.4e-7 for cuBLAS f32):
-                    // they sum only this k-step's three products (small terms first), and the
-                    // accumulator takes that with an IEEE f32 add.
-                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                    tc_mma(d, alo[i], bhi);
-                    tc_mma(d, ahi[i], blo);
-                    tc_mma(d, ahi[i], bhi);
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) acc[i][j][q] += d[q];
+                for (int h = 0; h < 2; ++h) {
+                    tc_mma(d, alo[h], bhi[j][h]);
+                    tc_mma(d, ahi[h], blo[j][h]);
                 }
+#pragma unroll
+                for (int h = 0; h < 2; ++h) tc_mma(d, ahi[h], bhi[j][h]);
+#pragma unroll
+                for (int q = 0; q < 4; ++q) acc[i][j][q] += d[q];
             }
         }
         // The next iteration's copy overwrites the stage just read.

@@ -781,6 +781,10 @@ backend_suite!(
     #[test]
     fn gpu_gemm_bad_tile() {
         super::gemm::bad_tile_is_an_error(T)
+    },
+    #[test]
+    fn gpu_sequence_launches() {
+        super::kernel_times::sequence_launches(T)
     }
 );
 backend_suite!(

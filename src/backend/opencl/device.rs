@@ -44,6 +44,11 @@ pub(crate) struct ClDevice {
     pub(super) timer: Option<KernelTimer>,
     /// How a GEMM picks between `sgemm_split` and `sgemm_tile64_split`.
     sgemm: SgemmChoice,
+    /// Whether the op set has the persistent sequence kernels and may launch them
+    /// (`persistent.rs`).
+    pub(super) persistent: bool,
+    /// `CL_DEVICE_LOCAL_MEM_SIZE`: what a group's static and dynamic local memory may total.
+    pub(super) local_mem: u64,
     identity: String,
 }
 
@@ -51,12 +56,14 @@ impl ClDevice {
     /// Opens `device` of `platform`: a context and an in-order queue. `sgemm_tile` forces the
     /// GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None` picks one per
     /// launch. `profile` turns the kernel timer on (the queue then records timestamps).
+    /// `persistent` allows the persistent sequence kernels where the device supports them.
     pub(crate) fn open(
         info: DeviceInfo,
         platform: &Platform,
         device: ClDeviceHandle,
         sgemm_tile: Option<u32>,
         profile: bool,
+        persistent: bool,
     ) -> Result<Self> {
         let limits = Limits {
             max_work_group: device
@@ -67,6 +74,7 @@ impl ClDevice {
                 .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)", e.0))?,
             compute_units: info.compute_units,
         };
+        let local_mem = limits.local_mem;
         let sgemm = SgemmChoice::new(limits, sgemm_tile)?;
         let context =
             Context::from_device(&device).map_err(|e| cl_error("clCreateContext", e.0))?;
@@ -81,9 +89,11 @@ impl ClDevice {
         let max_alloc = device
             .max_mem_alloc_size()
             .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", e.0))?;
+        let platform_name = platform.name().unwrap_or_default();
+        let persistent = persistent && super::persistent::supported(&info, &platform_name);
         let identity = format!(
             "{} {}; {}; driver {}; {}",
-            platform.name().unwrap_or_default(),
+            platform_name,
             platform.version().unwrap_or_default(),
             info.name,
             info.driver,
@@ -100,6 +110,8 @@ impl ClDevice {
             serialize_kernels: identity.contains("Portable Computing Language"),
             timer: profile.then(KernelTimer::default),
             sgemm,
+            persistent,
+            local_mem,
             identity,
         })
     }
@@ -124,7 +136,12 @@ impl Device for ClDevice {
     }
 
     fn op_set_source(&self) -> String {
-        super::kernels::op_set_source()
+        let source = super::kernels::op_set_source();
+        if self.persistent {
+            format!("{}{source}", super::persistent::DEFINE)
+        } else {
+            source
+        }
     }
 
     fn compiler_identity(&self) -> String {
@@ -183,6 +200,28 @@ impl Device for ClDevice {
         args: &[RawArg],
     ) -> Result<()> {
         self.launch_kernel(module, entry, config, args)
+    }
+
+    fn cooperative_blocks(
+        &self,
+        module: &ClModule,
+        entry: &str,
+        threads: u32,
+        shared_bytes: u32,
+    ) -> Option<Result<u32>> {
+        self.persistent_groups(module, entry, threads, shared_bytes)
+    }
+
+    fn launch_cooperative(
+        &self,
+        module: &ClModule,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Option<Result<()>> {
+        // An ordinary launch: `cooperative_blocks` only offered a grid this driver runs at once.
+        self.persistent
+            .then(|| self.launch_kernel(module, entry, config, args))
     }
 
     fn synchronize(&self) -> Result<()> {

@@ -1,7 +1,7 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time and concatenated into one translation unit.
 
-const PARTS: [&str; 10] = [
+const PARTS: [&str; 11] = [
     include_str!("../../../kernels-cl/common.cl"),
     include_str!("../../../kernels-cl/elementwise.cl"),
     include_str!("../../../kernels-cl/gemm.cl"),
@@ -9,6 +9,8 @@ const PARTS: [&str; 10] = [
     include_str!("../../../kernels-cl/rnn.cl"),
     // Uses rnn.cl's tile product.
     include_str!("../../../kernels-cl/gated_step.cl"),
+    // Only with RNN_CL_NV_PERSISTENT defined (src/backend/opencl/persistent.rs).
+    include_str!("../../../kernels-cl/seq.cl"),
     include_str!("../../../kernels-cl/optim.cl"),
     include_str!("../../../kernels-cl/random.cl"),
     include_str!("../../../kernels-cl/norm.cl"),

@@ -132,6 +132,33 @@ impl ClModule {
     pub(super) fn defines(&self, entry: &str) -> bool {
         self.kernels.contains_key(entry)
     }
+
+    /// `CL_KERNEL_WORK_GROUP_SIZE` (the largest group the kernel's registers allow) and the
+    /// static local memory of `entry` on `device` (`CL_KERNEL_LOCAL_MEM_SIZE` less the
+    /// `__local` argument set on it); `None` when the program has no such kernel.
+    pub(super) fn limits(
+        &self,
+        entry: &str,
+        device: &opencl3::device::Device,
+    ) -> Result<Option<(usize, u64)>> {
+        let Some(kernel) = self.kernels.get(entry) else {
+            return Ok(None);
+        };
+        let slot = kernel.lock();
+        let size = slot
+            .kernel
+            .get_work_group_size(device.id())
+            .map_err(|e| cl_error("clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)", e.0))?;
+        let local = slot
+            .kernel
+            .get_local_mem_size(device.id())
+            .map_err(|e| cl_error("clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)", e.0))?;
+        // The reported size includes the `__local` argument as last set (the OpenCL spec says
+        // so, and NVIDIA's driver does it): without this a kernel launched once would seem to
+        // need its dynamic local memory twice.
+        let set = slot.local_bytes.unwrap_or(0) as u64;
+        Ok(Some((size, local.saturating_sub(set))))
+    }
 }
 
 impl Drop for ClModule {

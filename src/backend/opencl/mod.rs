@@ -6,6 +6,7 @@ mod error;
 pub(crate) mod kernels;
 mod launch;
 mod memory;
+mod persistent;
 mod profile;
 mod sgemm;
 
@@ -165,6 +166,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
     // Checked even when the option is on, so a bad value is reported wherever it is set.
     let from_env = profile::enabled_by_env()?;
     let profile = options.profile_kernels || from_env;
+    let persistent = persistent::allowed_by_env()?;
     let _turn = DISCOVERY.lock();
     let (_, platform, handle) = enumerate()?
         .into_iter()
@@ -176,6 +178,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
         handle,
         options.opencl_sgemm_tile,
         profile,
+        persistent,
     )?;
     crate::ops::gpu::create(device, options)
 }

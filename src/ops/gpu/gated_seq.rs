@@ -1,7 +1,9 @@
-//! The whole-sequence LSTM and GRU ops. Where the device has a cooperative launch and the grid
-//! fits the co-residency limit, ONE launch of the persistent kernels (`lstm_seq_*`, `gru_seq_*`,
-//! geometry `Q`, kernels-cu/gated_seq.cu) runs every time step; everywhere else (OpenCL, HIP,
-//! shapes that do not fit) the fused step kernels (`lstm_step_*`, `gru_step_*`, geometry `S`,
+//! The whole-sequence LSTM and GRU ops. Where the device runs persistent kernels (CUDA's
+//! cooperative launch; NVIDIA GPUs under OpenCL) and the grid fits the co-residency limit, ONE
+//! launch of the persistent kernels (`lstm_seq_*`, `gru_seq_*`, geometry `Q`,
+//! kernels-cu/gated_seq.cu, kernels-cl/seq.cl) runs every time step; everywhere else (other
+//! OpenCL devices, HIP, shapes that do not fit) the fused step kernels (`lstm_step_*`,
+//! `gru_step_*`, geometry `S`,
 //! recurrent product and gate math in one launch) run once per step, looped by
 //! `ops::gated_seq`.
 
@@ -11,35 +13,45 @@ use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::kernel::Dialect;
 use crate::ops::check;
 use crate::ops::gated_seq::{
     self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
 };
 
-/// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu).
+/// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu, `RQ_ROWS` in
+/// kernels-cl/seq.cl).
 const GQ_ROWS: usize = 8;
-/// Hidden units a block owns, for every gate (`GQ_UNITS`).
-const GQ_UNITS: usize = 16;
+/// Hidden units a block owns, for every gate: `GQ_UNITS` in CUDA and HIP, `PQ_UNITS` in OpenCL
+/// (half, so that the W slice fits OpenCL's 48 KB of local memory).
+fn units(dialect: Dialect) -> usize {
+    match dialect {
+        Dialect::OpenCl => 8,
+        Dialect::Cuda | Dialect::Hip => 16,
+    }
+}
 
-/// The block tile of the persistent kernels of a cell with `gates` gates at `hidden`: 128 threads
-/// per gate, and in shared memory the block's W slice (`gates * GQ_UNITS` rows or `GQ_UNITS`
-/// columns of W_hh), the staged rows (`hidden` wide forward, `gates * hidden` backward) and the
-/// partial sums.
-fn tile(gates: usize, hidden: usize, forward: bool) -> SeqTile {
-    let staged = if forward {
-        Some(hidden)
-    } else {
-        gates.checked_mul(hidden)
+/// The block tile of the persistent kernels of a cell with `gates` gates at `hidden` in
+/// `dialect`: 8 threads per gate and unit (128 or 64 per gate), and in shared memory the
+/// block's W slice (`gates * units` rows or `units` columns of W_hh), the staged rows (`hidden`
+/// wide forward; `gates * hidden` backward, which OpenCL reads from global memory instead) and
+/// the partial sums.
+fn tile(gates: usize, hidden: usize, forward: bool, dialect: Dialect) -> SeqTile {
+    let units = units(dialect);
+    let staged = match (forward, dialect) {
+        (true, _) => Some(hidden),
+        (false, Dialect::OpenCl) => Some(0),
+        (false, _) => gates.checked_mul(hidden),
     };
-    let floats = (gates * GQ_UNITS)
+    let floats = (gates * units)
         .checked_mul(hidden)
         .zip(staged.and_then(|k| k.checked_mul(GQ_ROWS)))
         .and_then(|(w, a)| w.checked_add(a))
-        .and_then(|f| f.checked_add(gates * GQ_ROWS * GQ_UNITS));
+        .and_then(|f| f.checked_add(gates * GQ_ROWS * units));
     SeqTile {
         rows: GQ_ROWS,
-        units: GQ_UNITS,
-        threads: 128 * gates as u32,
+        units,
+        threads: (8 * units * gates) as u32,
         shared_floats: floats,
     }
 }
@@ -66,8 +78,12 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let entry = "lstm_seq_forward";
-        let launched =
-            self.cooperative(entry, tile(4, hidden, true), batch, hidden, |barrier| {
+        let launched = self.cooperative(
+            entry,
+            tile(4, hidden, true, self.device.dialect()),
+            batch,
+            hidden,
+            |barrier| {
                 Ok(Args::new()
                     .buf(&gates)?
                     .buf(&hs)?
@@ -79,7 +95,8 @@ impl<D: Device> GpuOps<D> {
                     .u32(steps as u32)
                     .u32(batch as u32)
                     .u32(hidden as u32))
-            })?;
+            },
+        )?;
         if launched {
             return Ok(());
         }
@@ -125,8 +142,12 @@ impl<D: Device> GpuOps<D> {
         hidden: usize,
     ) -> Result<()> {
         let entry = "lstm_seq_backward";
-        let launched =
-            self.cooperative(entry, tile(4, hidden, false), batch, hidden, |barrier| {
+        let launched = self.cooperative(
+            entry,
+            tile(4, hidden, false, self.device.dialect()),
+            batch,
+            hidden,
+            |barrier| {
                 Ok(Args::new()
                     .buf(&dh)?
                     .buf(&gates)?
@@ -138,7 +159,8 @@ impl<D: Device> GpuOps<D> {
                     .u32(steps as u32)
                     .u32(batch as u32)
                     .u32(hidden as u32))
-            })?;
+            },
+        )?;
         if launched {
             return Ok(());
         }
@@ -167,8 +189,12 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let entry = "gru_seq_forward";
-        let launched =
-            self.cooperative(entry, tile(3, hidden, true), batch, hidden, |barrier| {
+        let launched = self.cooperative(
+            entry,
+            tile(3, hidden, true, self.device.dialect()),
+            batch,
+            hidden,
+            |barrier| {
                 Ok(Args::new()
                     .buf(&gx)?
                     .buf(&hs)?
@@ -180,7 +206,8 @@ impl<D: Device> GpuOps<D> {
                     .u32(steps as u32)
                     .u32(batch as u32)
                     .u32(hidden as u32))
-            })?;
+            },
+        )?;
         if launched {
             return Ok(());
         }
@@ -226,8 +253,12 @@ impl<D: Device> GpuOps<D> {
         hidden: usize,
     ) -> Result<()> {
         let entry = "gru_seq_backward";
-        let launched =
-            self.cooperative(entry, tile(3, hidden, false), batch, hidden, |barrier| {
+        let launched = self.cooperative(
+            entry,
+            tile(3, hidden, false, self.device.dialect()),
+            batch,
+            hidden,
+            |barrier| {
                 Ok(Args::new()
                     .buf(&dh)?
                     .buf(&hs)?
@@ -240,7 +271,8 @@ impl<D: Device> GpuOps<D> {
                     .u32(steps as u32)
                     .u32(batch as u32)
                     .u32(hidden as u32))
-            })?;
+            },
+        )?;
         if launched {
             return Ok(());
         }
@@ -358,19 +390,41 @@ impl<D: Device> GatedSteps for GpuOps<D> {
 #[cfg(test)]
 mod tests {
     use super::tile;
+    use crate::kernel::Dialect;
 
     #[test]
     fn shared_memory_of_the_reference_workloads() {
         // W5 / W6 (hidden 256): W slice + staged rows + partials, in floats.
-        let floats = |g, fwd| tile(g, 256, fwd).shared_floats.unwrap();
+        let floats = |g, fwd| tile(g, 256, fwd, Dialect::Cuda).shared_floats.unwrap();
         assert_eq!(floats(4, true), 64 * 256 + 8 * 256 + 512);
         assert_eq!(floats(4, false), 16 * 1024 + 8 * 1024 + 512);
         assert_eq!(floats(3, true), 48 * 256 + 8 * 256 + 384);
         assert_eq!(floats(3, false), 16 * 768 + 8 * 768 + 384);
         // 75,776 and 100,352 bytes for the LSTM: within the H100's 227 KB per block.
         assert!(floats(4, false) * 4 <= 227 * 1024);
-        assert_eq!(tile(4, 256, true).threads, 512);
-        assert_eq!(tile(3, 256, false).threads, 384);
-        assert!(tile(4, usize::MAX / 8, true).shared_floats.is_none());
+        assert_eq!(tile(4, 256, true, Dialect::Hip).threads, 512);
+        assert_eq!(tile(3, 256, false, Dialect::Cuda).threads, 384);
+        assert!(
+            tile(4, usize::MAX / 8, true, Dialect::Cuda)
+                .shared_floats
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn opencl_tiles_fit_48_kb_at_the_reference_workloads() {
+        // 8 units a block; the backward reads the gate gradient from global memory.
+        let cl = |g, fwd| tile(g, 256, fwd, Dialect::OpenCl);
+        assert_eq!(cl(4, true).shared_floats, Some(32 * 256 + 8 * 256 + 256));
+        assert_eq!(cl(4, false).shared_floats, Some(8 * 1024 + 256));
+        assert_eq!(cl(3, true).shared_floats, Some(24 * 256 + 8 * 256 + 192));
+        assert_eq!(cl(3, false).shared_floats, Some(8 * 768 + 192));
+        for g in [3, 4] {
+            for fwd in [true, false] {
+                assert!(cl(g, fwd).shared_floats.unwrap() * 4 <= 48 * 1024);
+            }
+        }
+        assert_eq!((cl(4, true).threads, cl(3, false).threads), (256, 192));
+        assert_eq!(cl(4, true).units, 8);
     }
 }

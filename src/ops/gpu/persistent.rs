@@ -1,9 +1,9 @@
 //! One cooperative launch of a persistent sequence kernel (geometry `Q`, docs/kernel-abi.md):
 //! blocks that own a slice of hidden units for the whole launch, step through time together and
 //! meet between steps at their block row's barrier (a row of blocks reads only state rows that
-//! its own blocks wrote). Only possible where the device has a cooperative
-//! launch (CUDA) and the grid fits the co-residency limit; the callers loop their step kernels
-//! otherwise.
+//! its own blocks wrote). Only possible where the device can launch a grid whose blocks all run
+//! at once (CUDA's cooperative launch; NVIDIA GPUs under OpenCL, one group per compute unit) and
+//! the grid fits that limit; the callers loop their step kernels otherwise.
 
 use super::GpuOps;
 use super::launch::Args;

@@ -1,8 +1,9 @@
-//! The whole-sequence Elman ops. Where the device has a cooperative launch and the grid fits
+//! The whole-sequence Elman ops. Where the device runs persistent kernels (CUDA's cooperative
+//! launch; NVIDIA GPUs under OpenCL, see src/backend/opencl/persistent.rs) and the grid fits
 //! the co-residency limit, ONE launch of the persistent `rnn_seq_forward` / `rnn_seq_backward`
-//! kernels (geometry `Q`, kernels-cu/rnn_seq.cu) runs every time step, each row of blocks meeting
-//! at its own barrier between steps; everywhere else (OpenCL, HIP, shapes that do not fit) the
-//! fused step kernels run once per step.
+//! kernels (geometry `Q`, kernels-cu/rnn_seq.cu, kernels-cl/seq.cl) runs every time step, each
+//! row of blocks meeting at its own barrier between steps; everywhere else (other OpenCL
+//! devices, HIP, shapes that do not fit) the fused step kernels run once per step.
 
 use super::GpuOps;
 use super::launch::Args;

@@ -105,3 +105,150 @@ pub fn kernel_times(t: Target) {
         }
     }
 }
+
+/// Whether an OpenCL context runs the persistent sequence kernels: NVIDIA's own OpenCL on an
+/// NVIDIA GPU, unless `RNN_OPENCL_PERSISTENT` turns them off (src/backend/opencl/persistent.rs).
+fn persistent_opencl(ctx: &Context) -> bool {
+    let info = ctx.info();
+    let off = std::env::var("RNN_OPENCL_PERSISTENT").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "0" | "off" | "false" | "no"
+        )
+    });
+    info.kind == rnn::DeviceKind::Gpu
+        && info.vendor.to_ascii_uppercase().contains("NVIDIA")
+        && info.driver.contains("NVIDIA")
+        && !off
+}
+
+/// Elman, LSTM and GRU sequences (forward and backward, 6 steps), twice, and the kernels they
+/// launched.
+fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
+    let ops = ctx.ops();
+    let (steps, batch, hidden) = (6usize, 5usize, 24usize);
+    let n = batch * hidden;
+    let buf = |len: usize, v: f32| -> rnn::Result<rnn::Buffer> {
+        let b = ops.alloc(len)?;
+        ops.fill(b.view(), v)?;
+        Ok(b)
+    };
+    let pre = buf(steps * n, 0.1)?;
+    let hs = buf((steps + 1) * n, 0.2)?;
+    let cs = buf((steps + 1) * n, 0.3)?;
+    let w = buf(4 * hidden * hidden, 0.01)?;
+    let b = buf(4 * hidden, 0.05)?;
+    let dh = buf(steps * n, 0.5)?;
+    let gates = buf(steps * 4 * n, 0.1)?;
+    let dgates = buf((steps + 1) * 4 * n, 0.0)?;
+    let cache = buf(steps * 4 * n, 0.0)?;
+    let dgh = buf((steps + 1) * 3 * n, 0.0)?;
+    let act = rnn::Activation::Tanh;
+    let w1 = w.slice(0, hidden * hidden)?;
+    let w3 = w.slice(0, 3 * hidden * hidden)?;
+    let b1 = b.slice(0, hidden)?;
+    let b3 = b.slice(0, 3 * hidden)?;
+    ops.synchronize()?;
+    ops.kernel_times()?;
+    // Twice: a launch must not make the next one of the same kernel take another path.
+    for _ in 0..2 {
+        ops.rnn_sequence_forward(pre.view(), hs.view(), w1, b1, b1, act, steps, batch, hidden)?;
+        ops.rnn_sequence_backward(
+            dh.view(),
+            hs.view(),
+            w1,
+            pre.view(),
+            act,
+            steps,
+            batch,
+            hidden,
+        )?;
+        ops.lstm_sequence_forward(
+            gates.view(),
+            hs.view(),
+            cs.view(),
+            w.view(),
+            b.view(),
+            b.view(),
+            steps,
+            batch,
+            hidden,
+        )?;
+        ops.lstm_sequence_backward(
+            dh.view(),
+            gates.view(),
+            cs.view(),
+            w.view(),
+            dgates.slice(0, steps * 4 * n)?,
+            steps,
+            batch,
+            hidden,
+        )?;
+        let gx = gates.slice(0, steps * 3 * n)?;
+        ops.gru_sequence_forward(
+            gx,
+            hs.view(),
+            w3,
+            b3,
+            b3,
+            cache.view(),
+            steps,
+            batch,
+            hidden,
+        )?;
+        ops.gru_sequence_backward(
+            dh.view(),
+            hs.view(),
+            cache.view(),
+            w3,
+            gates.slice(0, steps * 3 * n)?,
+            dgh.slice(0, steps * 3 * n)?,
+            steps,
+            batch,
+            hidden,
+        )?;
+    }
+    let times = ops.kernel_times()?.expect("the timer is on");
+    Ok(times.into_iter().map(|t| (t.entry, t.launches)).collect())
+}
+
+/// OpenCL only: which kernels a sequence op launches: one persistent launch per op where the
+/// device runs them (NVIDIA), one step kernel per time step elsewhere (PoCL here and in CI).
+/// The numbers of both paths are checked against the CPU by `gpu_rnn_sequence` and
+/// `gpu_gated_sequence`; this pins down which path those tests exercised.
+pub fn sequence_launches(t: Target) {
+    for ctx in support::contexts_with(t, "gpu_sequence_launches", |o| o.profile_kernels = true) {
+        let got = launched_by_sequences(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+        let persistent = [
+            "rnn_seq_forward",
+            "rnn_seq_backward",
+            "lstm_seq_forward",
+            "lstm_seq_backward",
+            "gru_seq_forward",
+            "gru_seq_backward",
+        ];
+        if persistent_opencl(&ctx) {
+            for entry in persistent {
+                assert_eq!(got.get(entry), Some(&2), "{}: {entry} in {got:?}", ctx.id());
+            }
+            assert!(
+                got.keys().all(|k| !k.contains("_step_")),
+                "{}: step kernels ran: {got:?}",
+                ctx.id()
+            );
+        } else {
+            assert!(
+                persistent.iter().all(|e| !got.contains_key(*e)),
+                "{}: {got:?}",
+                ctx.id()
+            );
+            // Every step of both Elman forwards.
+            assert_eq!(
+                got.get("rnn_step_forward"),
+                Some(&12),
+                "{}: {got:?}",
+                ctx.id()
+            );
+        }
+    }
+}
