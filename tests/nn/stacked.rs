@@ -359,7 +359,10 @@ proptest! {
                     .build(Loss::Mse)
                     .unwrap();
                 let data = Dataset::regression(random(&mut rng, n * t * 2), t * 2, random(&mut rng, n * 2), 2).unwrap();
-                check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} {opts:?} dropout"));
+                // eps 4e-3, the f32 optimum for central differences (cube root of the unit
+                // roundoff): three layers of masks scaled by up to 1/(1-p) amplify the loss's
+                // rounding noise, which at 1e-3 reached the tolerance (a CI draw at p = 0.51).
+                check(&mut net, &data, 4e-3, 3e-2, &format!("{cell:?} {opts:?} dropout"));
             }
         }
     }
