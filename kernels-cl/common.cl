@@ -20,7 +20,8 @@ inline float act_forward(float z, uint act, float p) {
     case ACT_RELU: return z > 0.0f ? z : 0.0f;
     case ACT_SIGMOID: return sigmoid_f(z);
     case ACT_TANH: return tanh(z);
-    case ACT_GELU: return 0.5f * z * (1.0f + erf(z * RNN_SQRT1_2));
+    // 1 + erf(x) as erfc(-x): the sum cancels for z below about -3 (1e-3 relative at -4).
+    case ACT_GELU: return 0.5f * z * erfc(-z * RNN_SQRT1_2);
     case ACT_LEAKY: return z > 0.0f ? z : p * z;
     default: return z;
     }
@@ -33,7 +34,7 @@ inline float act_derivative(float dy, float z, float y, uint act, float p) {
     case ACT_SIGMOID: return dy * y * (1.0f - y);
     case ACT_TANH: return dy * (1.0f - y * y);
     case ACT_GELU: {
-        float cdf = 0.5f * (1.0f + erf(z * RNN_SQRT1_2));
+        float cdf = 0.5f * erfc(-z * RNN_SQRT1_2);
         float pdf = RNN_INV_SQRT_2PI * exp(-0.5f * z * z);
         return dy * (cdf + z * pdf);
     }

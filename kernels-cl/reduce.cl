@@ -82,18 +82,25 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
                 if (v > mx || arg == 0xffffffffu) { mx = v; arg = (uint)c; }
             }
         seg_argmax(sh, shi, &mx, &arg);
-        float s = 0.0f;
+        // The other classes' share is summed apart: p_label - 1 = -others / s, and a confident
+        // row's loss is log1p(others). Both cancel when formed from p_label.
+        float s = 0.0f, others = 0.0f;
         if (active)
-            for (ulong c = lane; c < cols; c += SEG) s += exp(x[c] - mx);
+            for (ulong c = lane; c < cols; c += SEG) {
+                float e = exp(x[c] - mx);
+                s += e;
+                others += (int)c == label ? 0.0f : e;
+            }
         s = seg_sum(sh, s);
+        others = seg_sum(sh, others);
         if (active) {
             float inv = 1.0f / s;
-            for (ulong c = lane; c < cols; c += SEG) {
-                float p = exp(x[c] - mx) * inv;
-                d[c] = grad_scale * (p - ((int)c == label ? 1.0f : 0.0f));
-            }
+            for (ulong c = lane; c < cols; c += SEG)
+                d[c] = grad_scale * ((int)c == label ? -others : exp(x[c] - mx)) * inv;
             if (lane == 0) {
-                float loss = label >= 0 ? (mx + log(s) - x[label]) : NAN;
+                float loss = label < 0           ? NAN
+                             : x[label] == mx   ? log1p(others)
+                                                : (mx + log(s) - x[label]);
                 float corr = (label >= 0 && arg == (uint)label) ? 1.0f : 0.0f;
                 loss_base[loss_off + row] = loss;
                 corr_base[corr_off + row] = corr;

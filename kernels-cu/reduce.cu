@@ -104,16 +104,23 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
             }
         }
         warp_reduce_argmax(mx, arg);
-        float s = 0.0f;
-        for (u64 c = lane; c < cols; c += WARP_SIZE) s += expf(x[c] - mx);
-        s = warp_reduce_sum(s);
-        const float inv = 1.0f / s;
+        // The other classes' share is summed apart: p_label - 1 = -others / s, and a confident
+        // row's loss is log1p(others). Both cancel when formed from p_label.
+        float s = 0.0f, others = 0.0f;
         for (u64 c = lane; c < cols; c += WARP_SIZE) {
-            const float p = expf(x[c] - mx) * inv;
-            dx[c] = grad_scale * (p - (((int)c == label) ? 1.0f : 0.0f));
+            const float e = expf(x[c] - mx);
+            s += e;
+            others += ((int)c == label) ? 0.0f : e;
         }
+        s = warp_reduce_sum(s);
+        others = warp_reduce_sum(others);
+        const float inv = 1.0f / s;
+        for (u64 c = lane; c < cols; c += WARP_SIZE)
+            dx[c] = grad_scale * (((int)c == label) ? -others : expf(x[c] - mx)) * inv;
         if (lane == 0) {
-            const float loss = valid ? (mx + logf(s)) - x[label] : RNN_NAN;
+            const float loss = !valid            ? RNN_NAN
+                               : x[label] == mx ? log1pf(others)
+                                                : (mx + logf(s)) - x[label];
             const float correct = (valid && arg == label) ? 1.0f : 0.0f;
             row_loss[row] = loss;
             row_correct[row] = correct;

@@ -2,6 +2,7 @@
 //! it (`src/ops/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
 
 mod args;
+pub(crate) mod capture_gate;
 pub(crate) mod cpu;
 #[doc(hidden)]
 pub mod cuda;

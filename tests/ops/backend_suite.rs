@@ -190,11 +190,57 @@ fn compare_padded(
     tol: f64,
     f: &OpFn<'_>,
 ) -> Result<(), TestCaseError> {
+    compare_checked(gpu, what, bufs, pads, check, &[], tol, f)
+}
+
+/// [`compare`] for outputs that are sums whose terms may cancel (column sums, colliding
+/// scatter-adds): buffer `i` of `sums` is held to ‖got − want‖ ≤ `tol` ‖scale‖, where `scale`
+/// holds each element's sum of its terms' magnitudes. That is what rounding in any order is
+/// bounded by; a bound against the sum itself fails whenever a random draw nearly cancels.
+fn compare_sums(
+    gpu: &Context,
+    what: &str,
+    bufs: &[Vec<f32>],
+    check: &[usize],
+    sums: &[(usize, Vec<f32>)],
+    tol: f64,
+    f: &OpFn<'_>,
+) -> Result<(), TestCaseError> {
+    let pads = vec![pick_pad(bufs); bufs.len()];
+    compare_checked(gpu, what, bufs, &pads, check, sums, tol, f)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compare_checked(
+    gpu: &Context,
+    what: &str,
+    bufs: &[Vec<f32>],
+    pads: &[usize],
+    check: &[usize],
+    sums: &[(usize, Vec<f32>)],
+    tol: f64,
+    f: &OpFn<'_>,
+) -> Result<(), TestCaseError> {
     let what = &format!("{what} (n {}, pads {pads:?})", bufs[0].len());
     let want = run_on(&Context::cpu(), bufs, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
     let got = run_padded(gpu, bufs, pads, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
+    for (i, scale) in sums {
+        let (got, want) = (&got[*i], &want[*i]);
+        assert_eq!(scale.len(), want.len(), "{what}: one magnitude per element");
+        let diff: Vec<f32> = got.iter().zip(want).map(|(g, w)| g - w).collect();
+        // A NaN or infinity in `got` makes `diff` non-finite, and the error with it.
+        let err = norm(&diff) / norm(scale).max(1e-30);
+        prop_assert!(
+            err.is_finite() && err <= tol,
+            "{what} on {}: buffer {i} error {err:e} > {tol:e} of its terms' magnitudes\n got \
+             {:?}\nwant {:?}",
+            gpu.id(),
+            &got[..got.len().min(8)],
+            &want[..want.len().min(8)]
+        );
+    }
     for &i in check {
         if want[i].iter().all(|x| *x == 0.0) && !want[i].is_empty() {
             // An all-zero reference cannot bound a relative error; demand exact zeros.
@@ -216,6 +262,11 @@ fn compare_padded(
         );
     }
     Ok(())
+}
+
+/// The Euclidean norm, in f64.
+fn norm(v: &[f32]) -> f64 {
+    v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt()
 }
 
 /// Runs a property over every device of `target` (or prints SKIP).
@@ -670,6 +721,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_softmax_losses() {
                 super::softmax_losses(T)
+            }
+            #[test]
+            fn gpu_graphs_across_threads() {
+                super::graphs::graphs_across_threads(T)
             }
             #[test]
             fn gpu_reductions() {

@@ -87,29 +87,14 @@ const ACTS: [Activation; 6] = [
     Activation::LeakyRelu { slope: 0.07 },
 ];
 
-fn erf(x: f64) -> f64 {
-    // Abramowitz-Stegun 7.1.26 is too coarse for a reference; integrate the series instead.
-    let mut sum = 0.0f64;
-    let mut term = x;
-    let mut n = 0.0;
-    while term.abs() > 1e-17 * sum.abs().max(1e-300) || n < 3.0 {
-        sum += term / (2.0 * n + 1.0);
-        n += 1.0;
-        term *= -x * x / n;
-        if n > 200.0 {
-            break;
-        }
-    }
-    sum * 2.0 / std::f64::consts::PI.sqrt()
-}
-
 fn act_ref(act: Activation, z: f64) -> f64 {
     match act {
         Activation::Identity => z,
         Activation::Relu => z.max(0.0),
         Activation::Sigmoid => 1.0 / (1.0 + (-z).exp()),
         Activation::Tanh => z.tanh(),
-        Activation::Gelu => 0.5 * z * (1.0 + erf(z / 2f64.sqrt())),
+        // erfc(-x), not 1 + erf(x): the sum loses every digit in f64 too below z = -8.
+        Activation::Gelu => 0.5 * z * libm::erfc(-z / 2f64.sqrt()),
         Activation::LeakyRelu { slope } => {
             if z > 0.0 {
                 z

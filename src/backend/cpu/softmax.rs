@@ -248,15 +248,24 @@ fn xent_row(xr: &[f32], dr: &mut [f32], label: f32, grad_scale: f32) -> (f32, f3
     }
     dr.copy_from_slice(xr);
     let sum = exp_shifted(dr, max);
-    let lse = max + sum.ln();
     let scale = grad_scale / sum;
+    let label = label_index(label, xr.len());
+    // The other classes' share, summed apart: p_t - 1 = -others / sum, and the loss of a
+    // confident row is ln(1 + others). Both cancel when formed from p_t (a 1e-5 gradient taken
+    // as 0.99999 - 1 keeps two digits).
+    let others = label.map(|t| dr[..t].iter().chain(&dr[t + 1..]).sum::<f32>());
     dr.iter_mut().for_each(|v| *v *= scale);
-    match label_index(label, xr.len()) {
-        Some(t) => {
-            dr[t] -= grad_scale;
-            (lse - xr[t], if arg == t { 1.0 } else { 0.0 })
+    match (label, others) {
+        (Some(t), Some(others)) => {
+            dr[t] = -others * scale;
+            let loss = if xr[t] == max {
+                others.ln_1p()
+            } else {
+                max + sum.ln() - xr[t]
+            };
+            (loss, if arg == t { 1.0 } else { 0.0 })
         }
-        None => (f32::NAN, 0.0),
+        _ => (f32::NAN, 0.0),
     }
 }
 

@@ -43,7 +43,11 @@ impl Blas {
     pub(crate) fn new(ctx: &Arc<CudaContext>, stream: &CudaStream, tf32: bool) -> Result<Self> {
         ctx.bind_to_thread()
             .map_err(|e| error::driver("cuCtxSetCurrent", e))?;
-        let handle = Handle(cublas::create_handle().map_err(|e| error::cublas("cublasCreate", e))?);
+        // cuBLAS may synchronize the device while it sets a handle up (as it does tearing one
+        // down): not while another thread records a graph.
+        let handle = crate::backend::capture_gate::outside_captures(cublas::create_handle)
+            .map_err(|e| error::cublas("cublasCreate", e))?;
+        let handle = Handle(handle);
         let mut blas = Blas {
             handle: Mutex::new(handle),
             workspace: None,
@@ -155,16 +159,21 @@ impl Drop for Blas {
             log::warn!("cuBLAS handle not destroyed: {}", error::driver_message(&e));
             return;
         }
-        // SAFETY: the handle is live and destroyed exactly once, with its context current.
-        if let Err(e) = unsafe { cublas::destroy_handle(self.handle.get_mut().0) } {
-            log::warn!("cublasDestroy failed: {e:?}");
-        }
-        if let Some(ws) = self.workspace.take() {
-            // SAFETY: allocated in this context by `new`, no longer referenced by the destroyed
-            // handle, freed once (cuMemFree waits for work still using it).
-            if let Err(e) = unsafe { cudarc::driver::result::free_sync(ws) } {
-                log::warn!("cuMemFree(cuBLAS workspace): {}", error::driver_message(&e));
+        let handle = self.handle.get_mut().0;
+        let workspace = self.workspace.take();
+        // Both synchronize the device: not while another thread records a graph.
+        crate::backend::capture_gate::outside_captures(|| {
+            // SAFETY: the handle is live and destroyed exactly once, with its context current.
+            if let Err(e) = unsafe { cublas::destroy_handle(handle) } {
+                log::warn!("cublasDestroy failed: {e:?}");
             }
-        }
+            if let Some(ws) = workspace {
+                // SAFETY: allocated in this context by `new`, no longer referenced by the
+                // destroyed handle, freed once (cuMemFree waits for work still using it).
+                if let Err(e) = unsafe { cudarc::driver::result::free_sync(ws) } {
+                    log::warn!("cuMemFree(cuBLAS workspace): {}", error::driver_message(&e));
+                }
+            }
+        });
     }
 }

@@ -8,6 +8,7 @@ use cudarc::driver::{CudaContext, CudaStream, result};
 
 use super::device::CudaDevice;
 use super::error;
+use crate::backend::capture_gate::{capture_ended, capture_started};
 use crate::error::{Error, Result};
 use crate::graph::GraphExec;
 
@@ -80,6 +81,7 @@ impl CudaDevice {
                 self.info.id
             )));
         }
+        capture_started();
         // Thread-local mode: a call of this thread that cannot be recorded (a synchronization,
         // an allocation) fails instead of silently running outside the graph, while other
         // threads, with other contexts, are not affected.
@@ -93,17 +95,25 @@ impl CudaDevice {
         };
         r.map_err(|e| {
             self.capturing.store(false, Ordering::Release);
+            capture_ended();
             error::driver("cuStreamBeginCapture", e)
         })
     }
 
     pub(super) fn end_capture(&self) -> Result<Box<dyn GraphExec>> {
-        self.bind()?;
-        // SAFETY: the stream belongs to the bound context; ending a capture that failed part
-        // way returns an error and leaves the stream not capturing, which is what we want.
-        let graph = unsafe { result::stream::end_capture(self.stream.cu_stream()) };
-        self.capturing.store(false, Ordering::Release);
-        let graph = graph.map_err(|e| error::driver("cuStreamEndCapture", e))?;
+        let graph = self.bind().and_then(|()| {
+            // SAFETY: the stream belongs to the bound context; ending a capture that failed
+            // part way returns an error and leaves the stream not capturing, which is what we
+            // want.
+            unsafe { result::stream::end_capture(self.stream.cu_stream()) }
+                .map_err(|e| error::driver("cuStreamEndCapture", e))
+        });
+        // Only a capture this device began is counted off (an unmatched end is an error from
+        // the driver, and must not release another thread's capture).
+        if self.capturing.swap(false, Ordering::AcqRel) {
+            capture_ended();
+        }
+        let graph = graph?;
         if graph.is_null() {
             return Err(Error::InvalidArgument(format!(
                 "{}: the recording ended without a graph",

@@ -16,8 +16,18 @@ use crate::kernel::LaunchConfig;
 /// A loaded CUBIN/PTX module and the functions looked up from it so far (raw `CUfunction`
 /// handles, valid while `module` lives).
 pub(crate) struct CudaKernels {
-    module: Arc<CudaModule>,
+    /// Always `Some` until Drop, which unloads it outside any capture.
+    module: Option<Arc<CudaModule>>,
     functions: FunctionCache<usize>,
+}
+
+impl Drop for CudaKernels {
+    fn drop(&mut self) {
+        // cuModuleUnload synchronizes the device: not while another thread records a graph.
+        if let Some(module) = self.module.take() {
+            crate::backend::capture_gate::outside_captures(move || drop(module));
+        }
+    }
 }
 
 const ELF_MAGIC: &[u8] = b"\x7fELF";
@@ -44,7 +54,7 @@ impl CudaDevice {
             .load_module(Ptx::from_binary(binary.to_vec()))
             .map_err(|e| error::driver("cuModuleLoadData", e))?;
         Ok(CudaKernels {
-            module,
+            module: Some(module),
             functions: FunctionCache::new(),
         })
     }
@@ -56,8 +66,10 @@ impl CudaDevice {
                     "kernel entry name {entry:?} contains a NUL byte"
                 )));
             }
-            let f = module
-                .module
+            let loaded = module.module.as_ref().ok_or_else(|| {
+                Error::InvalidArgument(format!("kernel '{entry}' of an unloaded module"))
+            })?;
+            let f = loaded
                 .load_function(entry)
                 .map_err(|e| error::driver(&format!("cuModuleGetFunction({entry})"), e))?;
             Ok(f.cu_function() as usize)

@@ -79,8 +79,12 @@ impl CudaDevice {
                 result::free_async(ptr, self.stream.cu_stream())
             })
         } else {
-            // SAFETY: as above; cuMemFree waits for work using the memory.
-            ("cuMemFree", unsafe { result::free_sync(ptr) })
+            // cuMemFree synchronizes the device: not while another thread records a graph.
+            let freed = crate::backend::capture_gate::outside_captures(|| {
+                // SAFETY: as above; cuMemFree waits for work using the memory.
+                unsafe { result::free_sync(ptr) }
+            });
+            ("cuMemFree", freed)
         };
         if let Err(e) = r {
             log::warn!(

@@ -3,6 +3,7 @@
 use std::ffi::{CString, c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
+use crate::backend::capture_gate::outside_captures;
 use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, SgemmKernel, with_param_slots};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
@@ -179,7 +180,7 @@ impl Drop for HipModule {
         }
         // SAFETY: the module was loaded by hipModuleLoadData and is unloaded once, here; launches
         // that reference it were queued by a context that keeps the module alive in its cache.
-        let code = unsafe { (self.api.module_unload)(self.module) };
+        let code = outside_captures(|| unsafe { (self.api.module_unload)(self.module) });
         if let Err(e) = check(self.api, code, "hipModuleUnload") {
             log::warn!("{e}");
         }
@@ -244,8 +245,9 @@ impl Device for HipDevice {
         if let Err(e) = self.bind() {
             log::warn!("{e}");
         }
+        // hipFree synchronizes the device: not while another thread records a graph.
         // SAFETY: `ptr` came from `alloc` on this device (the pool returns each block once).
-        let code = unsafe { (self.api.free)(ptr as *mut c_void) };
+        let code = outside_captures(|| unsafe { (self.api.free)(ptr as *mut c_void) });
         if let Err(e) = check(self.api, code, "hipFree") {
             log::warn!("{}: {e}", self.info.id);
         }

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use super::device::{HipDevice, set_device};
 use super::error::check;
 use super::ffi::{self, GraphApi, HipApi, STREAM_CAPTURE_MODE_THREAD_LOCAL, Stream};
+use crate::backend::capture_gate::{capture_ended, capture_started};
 use crate::error::{Error, Result};
 use crate::graph::GraphExec;
 
@@ -90,11 +91,13 @@ impl HipDevice {
         }
         // Thread-local mode, as on CUDA: a call of this thread that cannot be recorded fails
         // instead of running outside the graph; other threads (other contexts) are unaffected.
+        capture_started();
         // SAFETY: the stream is live (owned by `self`) and not being captured (the flag above).
         let code =
             unsafe { (graphs.stream_begin_capture)(self.stream, STREAM_CAPTURE_MODE_THREAD_LOCAL) };
         check(self.api, code, "hipStreamBeginCapture").inspect_err(|_| {
             self.capturing.store(false, Ordering::Release);
+            capture_ended();
         })
     }
 
@@ -110,7 +113,10 @@ impl HipDevice {
         // SAFETY: the stream is live; `graph` is a valid out-pointer. Ending a capture that
         // failed part way returns an error and leaves the stream not capturing.
         let code = unsafe { (graphs.stream_end_capture)(self.stream, &mut graph) };
-        self.capturing.store(false, Ordering::Release);
+        // Only a capture this device began is counted off (see the CUDA backend).
+        if self.capturing.swap(false, Ordering::AcqRel) {
+            capture_ended();
+        }
         bound?;
         check(self.api, code, "hipStreamEndCapture")?;
         if graph.is_null() {

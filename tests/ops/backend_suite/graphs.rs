@@ -205,3 +205,51 @@ pub fn graphs(t: Target) {
         assert!(other.ops().graph_launch(&graph).is_err());
     }
 }
+
+/// A recording survives another thread dropping a context of the same device meanwhile: the
+/// drop frees device memory and unloads the op set, calls that synchronize the whole device
+/// and would invalidate the recording, so they wait until it ends.
+pub fn graphs_across_threads(t: Target) {
+    let test = "gpu_graphs_across_threads";
+    if !matches!(t, Target::Cuda | Target::HipOnCuda | Target::Hip) {
+        // Nothing records there (`graphs` checks that capture_begin says so).
+        return;
+    }
+    for ctx in contexts(t, test) {
+        let ops = ctx.ops();
+        let s = setup(&ctx);
+        let p = params(&ctx, &s);
+        run(&ctx, &s, &p).unwrap();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let (dropping_tx, dropping_rx) = std::sync::mpsc::channel::<()>();
+        // The other thread's contexts are created and used (op set, cuBLAS, pool) before the
+        // recording begins, and dropped while it runs.
+        let other = std::thread::spawn(move || {
+            let others = contexts(t, test);
+            for c in &others {
+                let s = setup(c);
+                let p = params(c, &s);
+                run(c, &s, &p).unwrap();
+                c.ops().synchronize().unwrap();
+            }
+            ready_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+            dropping_tx.send(()).unwrap();
+            drop(others);
+        });
+        ready_rx.recv().unwrap();
+        assert!(ops.capture_begin().unwrap(), "{}: capture_begin", ctx.id());
+        go_tx.send(()).unwrap();
+        dropping_rx.recv().unwrap();
+        // Long enough that an ungated drop would run inside the recording.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let recording = run(&ctx, &s, &p);
+        let graph = ops.capture_end();
+        recording.unwrap();
+        let graph = graph.unwrap_or_else(|e| panic!("{}: capture_end: {e}", ctx.id()));
+        ops.graph_launch(&graph).unwrap();
+        ops.synchronize().unwrap();
+        other.join().unwrap();
+    }
+}

@@ -53,6 +53,26 @@ proptest! {
     }
 }
 
+/// GELU's left tail element by element: `1 + erf` cancels there (1e-3 relative error at z = -4,
+/// every digit by -6), which a normwise error over a random vector hides.
+#[test]
+fn cpu_gelu_tail_is_accurate() {
+    let ctx = Context::cpu();
+    let z: Vec<f32> = (0..=120).map(|i| -9.0 + 0.05 * i as f32).collect();
+    let (bz, by) = (upload(&ctx, &z), poisoned(&ctx, z.len()));
+    ctx.ops()
+        .activation(bz.view(), by.view(), Activation::Gelu)
+        .unwrap();
+    for (zi, yi) in z.iter().zip(read(&ctx, &by)) {
+        let want = act_ref(Activation::Gelu, *zi as f64);
+        let err = ((yi as f64 - want) / want).abs();
+        assert!(
+            err < 1e-5,
+            "gelu({zi}) = {yi:e}, want {want:e} (rel err {err:e})"
+        );
+    }
+}
+
 // ---- softmax and losses -----------------------------------------------------------------
 
 fn softmax_ref(x: &[f32], cols: usize, log: bool) -> Vec<f64> {
@@ -140,6 +160,62 @@ proptest! {
         assert_close("mse grad", &read(&ctx, &bd), &dwant);
         assert_close("mse loss", &read(&ctx, &bl), &lwant);
         assert_close("mse totals", &read(&ctx, &totals), &[2.0 + lwant.iter().sum::<f64>()]);
+    }
+}
+
+/// Confident rows element by element: the label's gradient p_t - 1 and the loss -ln p_t are
+/// tiny there, and forming them from p_t (0.99999 - 1) keeps two digits, or none once p_t
+/// rounds to 1 (row 2); a normwise error over a random batch hides that.
+#[test]
+fn cpu_cross_entropy_confident_rows_are_accurate() {
+    let ctx = Context::cpu();
+    let (rows, cols, scale) = (4, 4, 0.7f32);
+    let x = [
+        12.0, 0.0, -1.0, 1.0, 0.5, 9.0, 0.0, -3.0, 0.0, 0.0, 21.0, 1.0, 2.0, 1.0, 0.0, 2.5,
+    ];
+    let labels = [0.0, 1.0, 2.0, 0.0];
+    let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
+    let (bd, bloss, bc) = (
+        poisoned(&ctx, 16),
+        poisoned(&ctx, rows),
+        poisoned(&ctx, rows),
+    );
+    ctx.ops()
+        .softmax_cross_entropy(
+            bx.view(),
+            bl.view(),
+            bd.view(),
+            bloss.view(),
+            bc.view(),
+            None,
+            rows,
+            cols,
+            scale,
+        )
+        .unwrap();
+    let (grad, loss) = (read(&ctx, &bd), read(&ctx, &bloss));
+    let close = |what: String, got: f32, want: f64| {
+        let err = ((got as f64 - want) / want).abs();
+        assert!(
+            err < 1e-5,
+            "{what}: {got:e}, want {want:e} (rel err {err:e})"
+        );
+    };
+    for r in 0..rows {
+        let row: Vec<f64> = x[r * cols..(r + 1) * cols]
+            .iter()
+            .map(|&v| v as f64)
+            .collect();
+        let t = labels[r] as usize;
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = row.iter().map(|v| (v - max).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        let others = sum - e[t];
+        for j in 0..cols {
+            let want = scale as f64 * if j == t { -others } else { e[j] } / sum;
+            close(format!("row {r} gradient {j}"), grad[r * cols + j], want);
+        }
+        close(format!("row {r} loss"), loss[r], (others / e[t]).ln_1p());
     }
 }
 
