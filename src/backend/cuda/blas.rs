@@ -161,7 +161,7 @@ impl Drop for Blas {
         }
         let handle = self.handle.get_mut().0;
         let workspace = self.workspace.take();
-        // Both synchronize the device: not while another thread records a graph.
+        // Both may synchronize the device: not while another thread records a graph.
         crate::backend::capture_gate::outside_captures(|| {
             // SAFETY: the handle is live and destroyed exactly once, with its context current.
             if let Err(e) = unsafe { cublas::destroy_handle(handle) } {

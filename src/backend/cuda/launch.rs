@@ -23,7 +23,7 @@ pub(crate) struct CudaKernels {
 
 impl Drop for CudaKernels {
     fn drop(&mut self) {
-        // cuModuleUnload synchronizes the device: not while another thread records a graph.
+        // cuModuleUnload may synchronize the device: not while another thread records a graph.
         if let Some(module) = self.module.take() {
             crate::backend::capture_gate::outside_captures(move || drop(module));
         }

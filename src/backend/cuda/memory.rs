@@ -79,7 +79,7 @@ impl CudaDevice {
                 result::free_async(ptr, self.stream.cu_stream())
             })
         } else {
-            // cuMemFree synchronizes the device: not while another thread records a graph.
+            // cuMemFree may synchronize the device: not while another thread records a graph.
             let freed = crate::backend::capture_gate::outside_captures(|| {
                 // SAFETY: as above; cuMemFree waits for work using the memory.
                 unsafe { result::free_sync(ptr) }
