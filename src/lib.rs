@@ -23,6 +23,7 @@ pub mod cache;
 mod context;
 mod device;
 pub mod dist;
+mod env_switch;
 mod error;
 mod fsutil;
 pub mod graph;

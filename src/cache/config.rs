@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::env_switch::Switch;
 use crate::error::{Error, Result};
 
 /// The environment variables that configure the kernel cache, as values, so that the rules can
@@ -35,20 +36,16 @@ impl CacheEnv {
     }
 }
 
-/// Whether `RNN_CACHE` enables the disk cache.
+/// Whether `RNN_CACHE` enables the disk cache: unset, empty, `1`, `on`, `true` do; `0`, `off`,
+/// `false` do not; anything else is [`Error::InvalidEnv`].
 pub(crate) fn enabled(value: Option<&OsString>) -> Result<bool> {
-    let Some(raw) = value else { return Ok(true) };
-    let invalid = || Error::InvalidEnv {
-        name: "RNN_CACHE".into(),
-        value: raw.to_string_lossy().into_owned(),
-        reason: "expected on, off, 1, 0, true or false".into(),
-    };
-    let text = raw.to_str().ok_or_else(invalid)?;
-    match text.trim().to_ascii_lowercase().as_str() {
-        "" | "on" | "1" | "true" => Ok(true),
-        "off" | "0" | "false" => Ok(false),
-        _ => Err(invalid()),
+    Switch {
+        name: "RNN_CACHE",
+        unset: true,
+        empty: true,
+        yes_no: false,
     }
+    .parse(value.map(OsString::as_os_str))
 }
 
 /// The cache directory the variables select, or `None` when no variable names a place for it.

@@ -10,6 +10,7 @@
 
 use std::collections::HashMap;
 
+use crate::env_switch::Switch;
 use crate::error::Result;
 use crate::graph::Graph;
 use crate::ops::Ops;
@@ -42,15 +43,20 @@ pub(crate) struct StepGraphs {
     slots: HashMap<usize, Slot>,
 }
 
-/// Whether `RNN_GRAPHS` allows graphs (anything but `0`, `off`, `false` or `no`).
+/// Whether `RNN_GRAPHS` allows graphs: unset, empty, `1`, `on`, `true`, `yes` do; `0`, `off`,
+/// `false`, `no` do not. Any other value warns and leaves graphs on (a network is built
+/// without a way to report it).
 fn env_allows() -> bool {
-    match std::env::var("RNN_GRAPHS") {
-        Ok(v) => !matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "0" | "off" | "false" | "no"
-        ),
-        Err(_) => true,
-    }
+    let switch = Switch {
+        name: "RNN_GRAPHS",
+        unset: true,
+        empty: true,
+        yes_no: true,
+    };
+    switch.read_env().unwrap_or_else(|e| {
+        log::warn!("{e}; recording graphs");
+        true
+    })
 }
 
 impl StepGraphs {

@@ -7,42 +7,24 @@
 //! `RNN_CL_NV_PERSISTENT` and a grid may have one group per compute unit; everywhere else (AMD,
 //! Intel, PoCL) the sequence ops loop their step kernels. `RNN_OPENCL_PERSISTENT=0` turns it off.
 
-use std::ffi::OsStr;
-
 use super::device::ClDevice;
 use super::launch::ClModule;
 use crate::device::{DeviceInfo, DeviceKind};
-use crate::error::{Error, Result};
+use crate::env_switch::Switch;
+use crate::error::Result;
 
-/// The variable that turns the persistent kernels off (`0`, `off`, `false`, `no`).
-const VAR: &str = "RNN_OPENCL_PERSISTENT";
+/// `RNN_OPENCL_PERSISTENT`: unset, empty, `1`, `on`, `true`, `yes` allow the persistent
+/// kernels; `0`, `off`, `false`, `no` turn them off; anything else is an error.
+const VAR: Switch = Switch {
+    name: "RNN_OPENCL_PERSISTENT",
+    unset: true,
+    empty: true,
+    yes_no: true,
+};
 
-/// Whether `RNN_OPENCL_PERSISTENT` (its value, if set) allows persistent kernels: unset, empty,
-/// `1`, `on`, `true`, `yes` do; `0`, `off`, `false`, `no` do not; anything else is
-/// [`Error::InvalidEnv`].
-pub(super) fn allowed_by(value: Option<&OsStr>) -> Result<bool> {
-    let Some(raw) = value else { return Ok(true) };
-    let invalid = || Error::InvalidEnv {
-        name: VAR.into(),
-        value: raw.to_string_lossy().into_owned(),
-        reason: "expected 1, 0, on, off, true, false, yes or no".into(),
-    };
-    match raw
-        .to_str()
-        .ok_or_else(invalid)?
-        .trim()
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "" | "1" | "on" | "true" | "yes" => Ok(true),
-        "0" | "off" | "false" | "no" => Ok(false),
-        _ => Err(invalid()),
-    }
-}
-
-/// [`allowed_by`] on this process's environment.
+/// Whether this process's `RNN_OPENCL_PERSISTENT` allows persistent kernels (see [`VAR`]).
 pub(super) fn allowed_by_env() -> Result<bool> {
-    allowed_by(std::env::var_os(VAR).as_deref())
+    VAR.read_env()
 }
 
 /// Whether this device runs the persistent kernels: an NVIDIA GPU (its OpenCL takes the inline
@@ -95,19 +77,19 @@ impl ClDevice {
 
 #[cfg(test)]
 mod tests {
-    use super::allowed_by;
+    use super::VAR;
     use std::ffi::OsStr;
 
     #[test]
     fn the_variable_turns_persistent_kernels_off_or_is_refused() {
-        assert!(allowed_by(None).unwrap());
+        assert!(VAR.parse(None).unwrap());
         for on in ["", "1", "on", "TRUE", " yes "] {
-            assert!(allowed_by(Some(OsStr::new(on))).unwrap(), "{on:?}");
+            assert!(VAR.parse(Some(OsStr::new(on))).unwrap(), "{on:?}");
         }
         for off in ["0", "off", "False", "no"] {
-            assert!(!allowed_by(Some(OsStr::new(off))).unwrap(), "{off:?}");
+            assert!(!VAR.parse(Some(OsStr::new(off))).unwrap(), "{off:?}");
         }
-        let err = allowed_by(Some(OsStr::new("sometimes"))).unwrap_err();
+        let err = VAR.parse(Some(OsStr::new("sometimes"))).unwrap_err();
         assert!(err.to_string().contains("RNN_OPENCL_PERSISTENT"), "{err}");
     }
 }

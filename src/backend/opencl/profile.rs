@@ -7,7 +7,6 @@
 //! queue and fold first (a wait only a profiled run pays).
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::sync::Arc;
 
 use opencl3::event::{CL_PROFILING_COMMAND_END, CL_PROFILING_COMMAND_START};
@@ -17,40 +16,26 @@ use parking_lot::Mutex;
 
 use super::error::cl_error;
 use super::memory::release;
-use crate::error::{Error, Result};
+use crate::env_switch::Switch;
+use crate::error::Result;
 use crate::ops::KernelTime;
 
 /// Events kept before a launch waits for the queue and folds them (a few training steps).
 pub(super) const MAX_PENDING: usize = 4096;
 
-/// The variable that turns the timer on for every OpenCL context.
+/// `RNN_PROFILE_KERNELS`, which turns the timer on for every OpenCL context: `1`, `on`,
+/// `true` do; unset, empty, `0`, `off`, `false` do not; anything else is an error.
+const SWITCH: Switch = Switch {
+    name: VAR,
+    unset: false,
+    empty: false,
+    yes_no: false,
+};
 const VAR: &str = "RNN_PROFILE_KERNELS";
 
-/// Whether `RNN_PROFILE_KERNELS` (its value, if set) turns the timer on: `1`, `on`, `true`
-/// do; unset, empty, `0`, `off`, `false` do not; anything else is [`Error::InvalidEnv`].
-pub(super) fn enabled_by(value: Option<&OsStr>) -> Result<bool> {
-    let Some(raw) = value else { return Ok(false) };
-    let invalid = || Error::InvalidEnv {
-        name: VAR.into(),
-        value: raw.to_string_lossy().into_owned(),
-        reason: "expected 1, 0, on, off, true or false".into(),
-    };
-    match raw
-        .to_str()
-        .ok_or_else(invalid)?
-        .trim()
-        .to_ascii_lowercase()
-        .as_str()
-    {
-        "1" | "on" | "true" => Ok(true),
-        "" | "0" | "off" | "false" => Ok(false),
-        _ => Err(invalid()),
-    }
-}
-
-/// [`enabled_by`] on this process's environment.
+/// Whether this process's `RNN_PROFILE_KERNELS` turns the timer on (see [`SWITCH`]).
 pub(super) fn enabled_by_env() -> Result<bool> {
-    enabled_by(std::env::var_os(VAR).as_deref())
+    SWITCH.read_env()
 }
 
 /// An event of a finished or queued command, released when dropped.
@@ -167,7 +152,8 @@ impl KernelTimer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsString;
+    use crate::error::Error;
+    use std::ffi::{OsStr, OsString};
 
     #[test]
     fn the_variable_is_a_switch() {
@@ -180,11 +166,11 @@ mod tests {
             ("off", false),
             ("False", false),
         ] {
-            assert_eq!(enabled_by(Some(OsStr::new(v))).unwrap(), on, "{v:?}");
+            assert_eq!(SWITCH.parse(Some(OsStr::new(v))).unwrap(), on, "{v:?}");
         }
-        assert!(!enabled_by(None).unwrap());
+        assert!(!SWITCH.parse(None).unwrap());
         for bad in ["2", "yes", "kernels", "1,2"] {
-            match enabled_by(Some(OsStr::new(bad))) {
+            match SWITCH.parse(Some(OsStr::new(bad))) {
                 Err(Error::InvalidEnv { name, value, .. }) => {
                     assert_eq!(name, VAR);
                     assert_eq!(value, bad);
@@ -197,7 +183,7 @@ mod tests {
             use std::os::unix::ffi::OsStringExt;
             let not_utf8 = OsString::from_vec(vec![0x31, 0xff]);
             assert!(matches!(
-                enabled_by(Some(&not_utf8)),
+                SWITCH.parse(Some(&not_utf8)),
                 Err(Error::InvalidEnv { .. })
             ));
         }
