@@ -12,8 +12,8 @@
 // - The 32-wide butterflies need sub-group shuffles, which NVIDIA's OpenCL does not offer as
 //   built-ins; its compiler takes inline PTX (shfl.sync, membar.gl), as CUDA code does.
 //   Work-items of a 1-D group map to warps in order of local id, so lanes are local id % 32.
-// - Local memory is 48 KB a group. The Elman tile is the CUDA one (RQ_UNITS 16, 24 KB at
-//   hidden 256). The gated tiles own PQ_UNITS = 8 units instead of 16 (the CUDA forward W slice
+// - Local memory is 48 KB a group. The Elman tile is the CUDA one (RQ_UNITS 16; 16 KB at hidden
+//   256 with the W slice in registers, the shared-memory slice up to hidden 384). The gated tiles own PQ_UNITS = 8 units instead of 16 (the CUDA forward W slice
 //   is 64 KB for the LSTM), with 64 G work-items, so a W slice is 32 KB (LSTM) or 24 KB (GRU) at
 //   hidden 256; and the backward reads the next step's gate gradient straight from global
 //   memory instead of staging it (no group reads a row segment twice there).
@@ -127,64 +127,170 @@ inline float rq_tile_dot(__local const float* as, __local const float* ws, uint 
     return v[0] + pq_shfl_xor(v[0], 1);
 }
 
-__kernel __attribute__((reqd_work_group_size(RQ_THREADS, 1, 1)))
-void rnn_seq_forward(__global const float* pre_base, ulong pre_off, __global float* hs_base,
-                     ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,
-                     __global const float* b_ih_base, ulong b_ih_off,
-                     __global const float* b_hh_base, ulong b_hh_off,
-                     __global uint* barrier_base, ulong barrier_off, uint steps, uint batch,
-                     uint hidden, uint act, float act_param, __local float* smem) {
-    __local float* ws = smem;
-    __local float* as = smem + RQ_UNITS * hidden;
-    __global const float* pre = pre_base + pre_off;
-    __global float* hs = hs_base + hs_off;
-    __global uint* counters = barrier_base + barrier_off;
+#define RQ_REG_K 256
+#define RQ_POLL 8
+
+// rq_load_w_regs of rnn_seq.cu (rows != 0: W[j, :], else W[:, j]).
+__attribute__((always_inline)) inline void rq_load_w_regs(__global const float* W, uint hidden, uint j0, float w[8][RQ_REG_K / 32],
+                           int rows) {
+    uint lane = get_local_id(0) % 32;
+    uint g = get_local_id(0) / 32;
+#pragma unroll
+    for (int u = 0; u < 8; u++) {
+        uint j = j0 + 8 * (g / 4) + u;
+#pragma unroll
+        for (int i = 0; i < RQ_REG_K / 32; i++) {
+            uint k = lane + 32 * i;
+            bool in = j < hidden && k < hidden;
+            w[u][i] = in ? (rows ? W[(ulong)j * hidden + k] : W[(ulong)k * hidden + j]) : 0.0f;
+        }
+    }
+}
+
+// rq_tile_dot_regs of rnn_seq.cu.
+__attribute__((always_inline)) inline float rq_tile_dot_regs(__local const float* as, float w[8][RQ_REG_K / 32], uint hidden) {
+    uint lane = get_local_id(0) % 32;
+    uint g = get_local_id(0) / 32;
+    __local const float* a0 = as + (2 * (g % 4)) * hidden;
+    __local const float* a1 = a0 + hidden;
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++) v[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RQ_REG_K / 32; i++) {
+        uint k = lane + 32 * i;
+        float x0 = k < hidden ? a0[k] : 0.0f;
+        float x1 = k < hidden ? a1[k] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < 8; u++) {
+            v[u] = fma(x0, w[u][i], v[u]);
+            v[8 + u] = fma(x1, w[u][i], v[8 + u]);
+        }
+    }
+    rq_fold(v, 8, lane);
+    rq_fold(v, 4, lane);
+    rq_fold(v, 2, lane);
+    rq_fold(v, 1, lane);
+    return v[0] + pq_shfl_xor(v[0], 1);
+}
+
+// The exchange words of rnn_seq.cu: volatile 64-bit accesses (ld/st.volatile.global.u64 under
+// NVIDIA's compiler: single-copy atomic, served by L2).
+inline ulong rq_xload(__global const ulong* p) { return *(volatile __global const ulong*)p; }
+inline void rq_xstore(__global ulong* p, float v, uint tag) {
+    *(volatile __global ulong*)p = ((ulong)tag << 32) | as_uint(v);
+}
+
+// rq_stage_tagged of rnn_seq.cu.
+inline void rq_stage_tagged(__global const ulong* x, uint batch, uint hidden, uint r0, uint tag,
+                            __local float* as) {
+    uint rows = min((uint)RQ_ROWS, batch - r0);
+    uint n = rows * hidden;
+    __global const ulong* src = x + (ulong)r0 * hidden;
+    for (uint e0 = get_local_id(0); e0 < n; e0 += RQ_POLL * RQ_THREADS) {
+        ulong v[RQ_POLL];
+#pragma unroll
+        for (int q = 0; q < RQ_POLL; q++) {
+            uint e = e0 + q * RQ_THREADS;
+            v[q] = e < n ? rq_xload(src + e) : (ulong)tag << 32;
+        }
+        for (;;) {
+            bool all = true;
+#pragma unroll
+            for (int q = 0; q < RQ_POLL; q++) all = all && (uint)(v[q] >> 32) == tag;
+            if (all) break;
+#pragma unroll
+            for (int q = 0; q < RQ_POLL; q++) {
+                if ((uint)(v[q] >> 32) != tag) v[q] = rq_xload(src + e0 + q * RQ_THREADS);
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < RQ_POLL; q++) {
+            uint e = e0 + q * RQ_THREADS;
+            if (e < n) as[e] = as_float((uint)v[q]);
+        }
+    }
+    for (uint e = n + get_local_id(0); e < RQ_ROWS * hidden; e += RQ_THREADS) as[e] = 0.0f;
+}
+
+// rq_clear_exchange of rnn_seq.cu.
+inline void rq_clear_exchange(__global ulong* xch, __global uint* counters, uint batch,
+                              uint hidden, uint row_in_tile, uint col, bool writer) {
+    pq_row_barrier(counters);
+    ulong block = (ulong)batch * hidden;
+    uint row_tiles = (batch + RQ_ROWS - 1) / RQ_ROWS;
+    for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+        uint row = tile * RQ_ROWS + row_in_tile;
+        if (writer && row < batch) {
+            ulong at = (ulong)row * hidden + col;
+            xch[at] = 0;
+            xch[block + at] = 0;
+        }
+    }
+}
+
+// rq_forward of rnn_seq.cu; `regs` is a literal at each call, so each kernel keeps one path.
+__attribute__((always_inline)) inline void rq_forward(__global const float* pre, __global float* hs, __global const float* w_hh,
+                       __global const float* b_ih, __global const float* b_hh,
+                       __global uint* counters, __global ulong* xch, uint steps, uint batch,
+                       uint hidden, uint act, float act_param, __local float* smem, int regs) {
+    __local float* staging = smem + (regs ? 0 : RQ_UNITS * hidden);
     uint j0 = get_group_id(0) * RQ_UNITS;
-    rq_load_w(w_hh_base + w_hh_off, hidden, j0, ws, 1);
+    float w[8][RQ_REG_K / 32];
+    if (regs) {
+        rq_load_w_regs(w_hh, hidden, j0, w, 1);
+    } else {
+        rq_load_w(w_hh, hidden, j0, smem, 1);
+    }
 
     uint lane = get_local_id(0) % 32;
     uint g = get_local_id(0) / 32;
     uint row_in_tile = 2 * (g % 4) + ((lane >> 4) & 1);
     uint col = j0 + 8 * (g / 4) + ((lane >> 1) & 7);
     bool writer = (lane & 1) == 0 && col < hidden;
-    float bias = writer ? b_ih_base[b_ih_off + col] + b_hh_base[b_hh_off + col] : 0.0f;
+    float bias = writer ? b_ih[col] + b_hh[col] : 0.0f;
     ulong block = (ulong)batch * hidden;
     uint row_tiles = (batch + RQ_ROWS - 1) / RQ_ROWS;
+    uint turn = 0;
     for (uint t = 0; t < steps; t++) {
-        __global const float* h_prev = hs + t * block;
         __global float* h = hs + (t + 1) * block;
         for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+            __local float* as = staging + (turn++ & 1) * RQ_ROWS * hidden;
             uint r0 = tile * RQ_ROWS;
             uint row = r0 + row_in_tile;
             bool store = writer && row < batch;
             ulong at = (ulong)row * hidden + col;
             float p = store ? pre[t * block + at] : 0.0f;
-            // The W slice load, or the previous tile's reads, finished before the barrier
-            // that precedes this.
+            if (t == 0) {
+                pq_stage_rows(hs, batch, hidden, r0, as, RQ_THREADS);
+            } else {
+                rq_stage_tagged(xch + (t & 1) * block, batch, hidden, r0, t, as);
+            }
             barrier(CLK_LOCAL_MEM_FENCE);
-            pq_stage_rows(h_prev, batch, hidden, r0, as, RQ_THREADS);
-            barrier(CLK_LOCAL_MEM_FENCE);
-            float acc = rq_tile_dot(as, ws, hidden);
-            if (store) h[at] = act_forward(acc + p + bias, act, act_param);
+            float acc = regs ? rq_tile_dot_regs(as, w, hidden) : rq_tile_dot(as, smem, hidden);
+            float v = act_forward(acc + p + bias, act, act_param);
+            if (store) {
+                h[at] = v;
+                if (t + 1 < steps) rq_xstore(xch + ((t + 1) & 1) * block + at, v, t + 1);
+            }
         }
-        if (t + 1 < steps) pq_row_barrier(counters);
     }
+    rq_clear_exchange(xch, counters, batch, hidden, row_in_tile, col, writer);
 }
 
-__kernel __attribute__((reqd_work_group_size(RQ_THREADS, 1, 1)))
-void rnn_seq_backward(__global const float* dh_base, ulong dh_off, __global const float* hs_base,
-                      ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,
-                      __global float* dpre_base, ulong dpre_off, __global uint* barrier_base,
-                      ulong barrier_off, uint steps, uint batch, uint hidden, uint act,
-                      float act_param, __local float* smem) {
-    __local float* ws = smem;
-    __local float* as = smem + RQ_UNITS * hidden;
-    __global const float* dh = dh_base + dh_off;
-    __global const float* hs = hs_base + hs_off;
-    __global float* dpre = dpre_base + dpre_off;
-    __global uint* counters = barrier_base + barrier_off;
+// rq_backward of rnn_seq.cu.
+__attribute__((always_inline)) inline void rq_backward(__global const float* dh, __global const float* hs,
+                        __global const float* w_hh, __global float* dpre,
+                        __global uint* counters, __global ulong* xch, uint steps, uint batch,
+                        uint hidden, uint act, float act_param, __local float* smem, int regs) {
+    __local float* staging = smem + (regs ? 0 : RQ_UNITS * hidden);
     uint j0 = get_group_id(0) * RQ_UNITS;
-    rq_load_w(w_hh_base + w_hh_off, hidden, j0, ws, 0);
+    float w[8][RQ_REG_K / 32];
+    if (regs) {
+        rq_load_w_regs(w_hh, hidden, j0, w, 0);
+    } else {
+        rq_load_w(w_hh, hidden, j0, smem, 0);
+    }
 
     uint lane = get_local_id(0) % 32;
     uint g = get_local_id(0) / 32;
@@ -193,11 +299,12 @@ void rnn_seq_backward(__global const float* dh_base, ulong dh_off, __global cons
     bool writer = (lane & 1) == 0 && col < hidden;
     ulong block = (ulong)batch * hidden;
     uint row_tiles = (batch + RQ_ROWS - 1) / RQ_ROWS;
+    uint turn = 0;
     for (uint s = 0; s < steps; s++) {
         uint t = steps - 1 - s;
-        __global const float* next = dpre + (t + 1) * block;
         __global float* out = dpre + t * block;
         for (uint tile = get_group_id(1); tile < row_tiles; tile += get_num_groups(1)) {
+            __local float* as = staging + (turn++ & 1) * RQ_ROWS * hidden;
             uint r0 = tile * RQ_ROWS;
             uint row = r0 + row_in_tile;
             bool store = writer && row < batch;
@@ -205,21 +312,57 @@ void rnn_seq_backward(__global const float* dh_base, ulong dh_off, __global cons
             float y = store ? hs[(t + 1) * block + at] : 0.0f;
             float d = store ? dh[t * block + at] : 0.0f;
             float acc = 0.0f;
-            // Uniform over the grid: every work-item reaches the barriers, every lane the
+            // Uniform over the grid: every work-item reaches the barrier, every lane the
             // shuffles.
             if (s > 0) {
+                rq_stage_tagged(xch + (s & 1) * block, batch, hidden, r0, s, as);
                 barrier(CLK_LOCAL_MEM_FENCE);
-                pq_stage_rows(next, batch, hidden, r0, as, RQ_THREADS);
-                barrier(CLK_LOCAL_MEM_FENCE);
-                acc = rq_tile_dot(as, ws, hidden);
+                acc = regs ? rq_tile_dot_regs(as, w, hidden) : rq_tile_dot(as, smem, hidden);
             }
             // act_derivative(dy, z, y): the sequence ops take only activations whose
             // derivative follows from y.
-            if (store) out[at] = act_derivative(d + acc, 0.0f, y, act, act_param);
+            float v = act_derivative(d + acc, 0.0f, y, act, act_param);
+            if (store) {
+                out[at] = v;
+                if (s + 1 < steps) rq_xstore(xch + ((s + 1) & 1) * block + at, v, s + 1);
+            }
         }
-        if (s + 1 < steps) pq_row_barrier(counters);
     }
+    rq_clear_exchange(xch, counters, batch, hidden, row_in_tile, col, writer);
 }
+
+// Entries as in rnn_seq.cu: `_regs` for hidden <= RQ_REG_K. `xch` comes as floats, 8-byte
+// aligned.
+#define RQ_FORWARD_ENTRY(NAME, REGS)                                                            \
+    __kernel __attribute__((reqd_work_group_size(RQ_THREADS, 1, 1))) void NAME(                \
+        __global const float* pre_base, ulong pre_off, __global float* hs_base, ulong hs_off,   \
+        __global const float* w_hh_base, ulong w_hh_off, __global const float* b_ih_base,       \
+        ulong b_ih_off, __global const float* b_hh_base, ulong b_hh_off,                        \
+        __global uint* barrier_base, ulong barrier_off, __global float* xch_base,               \
+        ulong xch_off, uint steps, uint batch, uint hidden, uint act, float act_param,          \
+        __local float* smem) {                                                                  \
+        rq_forward(pre_base + pre_off, hs_base + hs_off, w_hh_base + w_hh_off,                  \
+                   b_ih_base + b_ih_off, b_hh_base + b_hh_off, barrier_base + barrier_off,      \
+                   (__global ulong*)(xch_base + xch_off), steps, batch, hidden, act, act_param, \
+                   smem, REGS);                                                                 \
+    }
+RQ_FORWARD_ENTRY(rnn_seq_forward, 0)
+RQ_FORWARD_ENTRY(rnn_seq_forward_regs, 1)
+
+#define RQ_BACKWARD_ENTRY(NAME, REGS)                                                           \
+    __kernel __attribute__((reqd_work_group_size(RQ_THREADS, 1, 1))) void NAME(                \
+        __global const float* dh_base, ulong dh_off, __global const float* hs_base,             \
+        ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,                          \
+        __global float* dpre_base, ulong dpre_off, __global uint* barrier_base,                 \
+        ulong barrier_off, __global float* xch_base, ulong xch_off, uint steps, uint batch,     \
+        uint hidden, uint act, float act_param, __local float* smem) {                          \
+        rq_backward(dh_base + dh_off, hs_base + hs_off, w_hh_base + w_hh_off,                   \
+                    dpre_base + dpre_off, barrier_base + barrier_off,                           \
+                    (__global ulong*)(xch_base + xch_off), steps, batch, hidden, act,           \
+                    act_param, smem, REGS);                                                     \
+    }
+RQ_BACKWARD_ENTRY(rnn_seq_backward, 0)
+RQ_BACKWARD_ENTRY(rnn_seq_backward_regs, 1)
 
 // ---- LSTM and GRU (lstm_seq_*, gru_seq_*) ---------------------------------------------------
 //

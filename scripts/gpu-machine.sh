@@ -43,8 +43,8 @@ for what in "${@:-all}"; do
       bash $run tests || status=1 ;;&
     racecheck)
       # Shared-memory hazards of the persistent Elman/LSTM/GRU kernels (their blocks exchange
-      # state through global memory at row barriers, which racecheck does not model; this covers
-      # their shared-memory staging and partial sums). The CUDA dialect only: the HIP sources
+      # state through global memory, at row barriers or as tagged words, which racecheck does
+      # not model; this covers their shared-memory staging and partial sums). The CUDA dialect only: the HIP sources
       # through NVRTC (hip_on_cuda) run the step-kernel loop, and took the 300 s alone.
       step "compute-sanitizer racecheck over the CUDA sequence kernels"
       RNN_BACKENDS=cuda RNN_REQUIRE_BACKENDS=cuda timeout ${SANITIZE_TIMEOUT:-300} \

@@ -59,6 +59,9 @@ pub(crate) struct GpuOps<D: Device> {
     /// The per-(row, unit) carry of the gated sequence backward ops (`gated_seq`), grow-only:
     /// the last is current, earlier ones stay alive for graphs that recorded them.
     seq_carry: Mutex<Vec<Buffer>>,
+    /// The Elman sequence kernels' exchange words (`rnn_seq`), grow-only like `seq_carry`;
+    /// every word is zero between launches.
+    seq_exchange: Mutex<Vec<Buffer>>,
     /// Partials and tickets of the one-launch grid reductions, allocated on first use.
     scratch: Mutex<Option<scratch::Scratch>>,
     /// Partial products of split-k GEMMs ([`scratch::GEMM_PARTS`] floats), allocated on first use.
@@ -95,6 +98,7 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         user: Mutex::new(HashMap::new()),
         seq_barrier: Mutex::new(None),
         seq_carry: Mutex::new(Vec::new()),
+        seq_exchange: Mutex::new(Vec::new()),
         scratch: Mutex::new(None),
         gemm_parts: Mutex::new(None),
         recording: Mutex::new(None),

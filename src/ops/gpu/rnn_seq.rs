@@ -1,9 +1,10 @@
 //! The whole-sequence Elman ops. Where the device runs persistent kernels (CUDA's cooperative
 //! launch; NVIDIA GPUs under OpenCL, see src/backend/opencl/persistent.rs) and the grid fits
 //! the co-residency limit, ONE launch of the persistent `rnn_seq_forward` / `rnn_seq_backward`
-//! kernels (geometry `Q`, kernels-cu/rnn_seq.cu, kernels-cl/seq.cl) runs every time step, each
-//! row of blocks meeting at its own barrier between steps; everywhere else (other OpenCL
-//! devices, HIP, shapes that do not fit) the fused step kernels run once per step.
+//! kernels (geometry `Q`, kernels-cu/rnn_seq.cu, kernels-cl/seq.cl) runs every time step, the
+//! blocks passing the state to each other as tagged words through an exchange buffer; everywhere
+//! else (other OpenCL devices, HIP, shapes that do not fit) the fused step kernels run once per
+//! step.
 
 use super::GpuOps;
 use super::launch::Args;
@@ -19,16 +20,25 @@ const RQ_ROWS: usize = 8;
 const RQ_UNITS: usize = 16;
 /// Threads per block (`RQ_THREADS`).
 const RQ_THREADS: u32 = 256;
+/// The largest hidden size whose W slice the `_regs` entries keep in registers (`RQ_REG_K`).
+const RQ_REG_K: usize = 256;
 
-/// The block tile of `rnn_seq_*` at `hidden`: the W slice and the staged state rows in shared
-/// memory.
-fn tile(hidden: usize) -> SeqTile {
-    SeqTile {
+/// The entry of `base` (`rnn_seq_forward` or `rnn_seq_backward`) for `hidden` and its block
+/// tile: two staging areas of `RQ_ROWS` state rows in shared memory, and the W slice there too
+/// unless it fits in registers.
+fn entry_and_tile(base: &'static str, hidden: usize) -> (String, SeqTile) {
+    let (entry, slice) = if hidden <= RQ_REG_K {
+        (format!("{base}_regs"), 0)
+    } else {
+        (base.to_string(), RQ_UNITS)
+    };
+    let tile = SeqTile {
         rows: RQ_ROWS,
         units: RQ_UNITS,
         threads: RQ_THREADS,
-        shared_floats: (RQ_UNITS + RQ_ROWS).checked_mul(hidden),
-    }
+        shared_floats: (slice + 2 * RQ_ROWS).checked_mul(hidden),
+    };
+    (entry, tile)
 }
 
 impl<D: Device> GpuOps<D> {
@@ -50,8 +60,9 @@ impl<D: Device> GpuOps<D> {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        let launched =
-            self.cooperative("rnn_seq_forward", tile(hidden), batch, hidden, |barrier| {
+        let (entry, tile) = entry_and_tile("rnn_seq_forward", hidden);
+        let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
+            self.with_exchange(n, |xch| {
                 Ok(Args::new()
                     .buf(&pre)?
                     .buf(&hs)?
@@ -59,12 +70,14 @@ impl<D: Device> GpuOps<D> {
                     .buf(&b_ih)?
                     .buf(&b_hh)?
                     .buf(barrier)?
+                    .buf(&xch)?
                     .u32(steps as u32)
                     .u32(batch as u32)
                     .u32(hidden as u32)
                     .u32(act.code())
                     .f32(act.param()))
-            })?;
+            })
+        })?;
         if launched {
             return Ok(());
         }
@@ -90,23 +103,54 @@ impl<D: Device> GpuOps<D> {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        let launched =
-            self.cooperative("rnn_seq_backward", tile(hidden), batch, hidden, |barrier| {
+        let (entry, tile) = entry_and_tile("rnn_seq_backward", hidden);
+        let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
+            self.with_exchange(n, |xch| {
                 Ok(Args::new()
                     .buf(&dh)?
                     .buf(&hs)?
                     .buf(&w_hh)?
                     .buf(&dpre)?
                     .buf(barrier)?
+                    .buf(&xch)?
                     .u32(steps as u32)
                     .u32(batch as u32)
                     .u32(hidden as u32)
                     .u32(act.code())
                     .f32(act.param()))
-            })?;
+            })
+        })?;
         if launched {
             return Ok(());
         }
         crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, steps, batch, hidden)
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Runs `f` with the exchange words of a `batch x hidden` state (`state` elements): two
+    /// slots of one 64-bit word per element, 4 `state` floats, zero. Grow-only, like the gated
+    /// ops' carry (`with_carry`), for the same reason: a recorded step may not allocate, and a
+    /// replaced buffer stays alive for graphs that recorded it. Only called once a persistent
+    /// launch is certain, so devices that loop the step kernels allocate none. A new buffer is
+    /// zeroed here; the kernels leave every word zero again when they finish
+    /// (kernels-cu/rnn_seq.cu).
+    fn with_exchange<R>(&self, state: usize, f: impl FnOnce(View<'_>) -> Result<R>) -> Result<R> {
+        let words = state.checked_mul(4).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "{}: an exchange buffer for {state} state elements overflows",
+                self.info.id
+            ))
+        })?;
+        let mut buffers = self.seq_exchange.lock();
+        let current = buffers.last().map_or(0, |b| b.len());
+        if current < words {
+            let b = self.alloc_buffer(words.max(current.saturating_mul(2)))?;
+            self.fill_impl(b.view(), 0.0)?;
+            buffers.push(b);
+        }
+        // Not empty: it held a buffer of at least `words` > 0 elements, or got one.
+        let exchange = buffers[buffers.len() - 1].slice(0, words)?;
+        f(exchange)
     }
 }
