@@ -45,7 +45,8 @@
 // Largest hidden size whose W slice a thread keeps in registers: 8 units x RQ_REG_K / 32 values.
 #define RQ_REG_K 256
 
-// Barrier of the blocks that share blockIdx.y. Block (bx, by) only reads state rows of its own
+// Barrier of the blocks that share blockIdx.y: between the steps of the gated kernels
+// (gated_seq.cu), once after the last step here. Block (bx, by) only reads state rows of its own
 // row tiles (by, by + gridDim.y, ...), and only the gridDim.x blocks of row by write those, so a
 // step needs no grid-wide barrier: each row of blocks meets on its own counter (RQ_GROUP_STRIDE
 // words apart, so the rows do not share a cache line) and runs ahead of the others. Fewer
