@@ -286,20 +286,10 @@ impl<D: Device> GpuOps<D> {
     /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
     /// recorded training step may hold several gated layers of one size, and while recording,
     /// the pool keeps each released temporary for the graph, so the second layer would need a
-    /// fresh allocation, which recording refuses. One buffer serves every call instead (each
-    /// op's launches finish with it before the next op's start, on the context's one queue; the
-    /// lock keeps two threads from interleaving their ops' launches). It grows only outside
-    /// graph recording in practice (a step is recorded after it ran once op by op), and a
-    /// replaced buffer is kept, since a recorded graph may still use it.
+    /// fresh allocation, which recording refuses. One grow-only buffer serves every call instead
+    /// (`with_grow_only`).
     fn with_carry(&self, n: usize, f: impl FnOnce(View<'_>) -> Result<()>) -> Result<()> {
-        let mut carries = self.seq_carry.lock();
-        let current = carries.last().map_or(0, |b| b.len());
-        if current < n {
-            carries.push(self.alloc_buffer(n.max(current.saturating_mul(2)))?);
-        }
-        // Not empty: it held a buffer of at least n > 0 elements, or got one.
-        let carry = carries[carries.len() - 1].slice(0, n)?;
-        f(carry)
+        self.with_grow_only(&self.seq_carry, n, false, f)
     }
 }
 

@@ -8,9 +8,10 @@
 use super::GpuOps;
 use super::launch::Args;
 use crate::backend::Device;
-use crate::buffer::View;
+use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
+use parking_lot::Mutex;
 
 /// Words between two block rows' barrier counters (`RQ_GROUP_STRIDE` in kernels-cu/rnn_seq.cu):
 /// one 128-byte line each.
@@ -112,6 +113,36 @@ impl<D: Device> GpuOps<D> {
             None => Ok(false),
             Some(r) => r.map(|()| true),
         }
+    }
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Runs `f` with the first `n` elements of the last buffer of `buffers`, a grow-only list of
+    /// scratch buffers of the persistent sequence kernels (`zeroed`: each new buffer filled with
+    /// zeros first). Each op's launches finish with the buffer before the next op's start, on
+    /// the context's one queue, and the lock keeps two threads from interleaving their ops'
+    /// launches. It grows only outside graph recording in practice (a step is recorded after it
+    /// ran once op by op; recording refuses allocations), and a replaced buffer is kept, since a
+    /// recorded graph may still use it.
+    pub(super) fn with_grow_only<R>(
+        &self,
+        buffers: &Mutex<Vec<Buffer>>,
+        n: usize,
+        zeroed: bool,
+        f: impl FnOnce(View<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let mut buffers = buffers.lock();
+        let current = buffers.last().map_or(0, |b| b.len());
+        if current < n {
+            let b = self.alloc_buffer(n.max(current.saturating_mul(2)))?;
+            if zeroed {
+                self.fill_impl(b.view(), 0.0)?;
+            }
+            buffers.push(b);
+        }
+        // Not empty: it held a buffer of at least n > 0 elements, or got one.
+        let buffer = buffers[buffers.len() - 1].slice(0, n)?;
+        f(buffer)
     }
 }
 

@@ -130,11 +130,9 @@ impl<D: Device> GpuOps<D> {
 impl<D: Device> GpuOps<D> {
     /// Runs `f` with the exchange words of a `batch x hidden` state (`state` elements): two
     /// slots of one 64-bit word per element, 4 `state` floats, zero. Grow-only, like the gated
-    /// ops' carry (`with_carry`), for the same reason: a recorded step may not allocate, and a
-    /// replaced buffer stays alive for graphs that recorded it. Only called once a persistent
-    /// launch is certain, so devices that loop the step kernels allocate none. A new buffer is
-    /// zeroed here; the kernels leave every word zero again when they finish
-    /// (kernels-cu/rnn_seq.cu).
+    /// ops' carry (`with_grow_only`). Only called once a persistent launch is certain, so
+    /// devices that loop the step kernels allocate none. A new buffer is zeroed; the kernels
+    /// leave every word zero again when they finish (kernels-cu/rnn_seq.cu).
     fn with_exchange<R>(&self, state: usize, f: impl FnOnce(View<'_>) -> Result<R>) -> Result<R> {
         let words = state.checked_mul(4).ok_or_else(|| {
             crate::Error::InvalidArgument(format!(
@@ -142,15 +140,6 @@ impl<D: Device> GpuOps<D> {
                 self.info.id
             ))
         })?;
-        let mut buffers = self.seq_exchange.lock();
-        let current = buffers.last().map_or(0, |b| b.len());
-        if current < words {
-            let b = self.alloc_buffer(words.max(current.saturating_mul(2)))?;
-            self.fill_impl(b.view(), 0.0)?;
-            buffers.push(b);
-        }
-        // Not empty: it held a buffer of at least `words` > 0 elements, or got one.
-        let exchange = buffers[buffers.len() - 1].slice(0, words)?;
-        f(exchange)
+        self.with_grow_only(&self.seq_exchange, words, true, f)
     }
 }
