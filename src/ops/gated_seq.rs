@@ -1,8 +1,8 @@
 //! Whole-sequence LSTM and GRU ops as a loop over fused time steps, one pass per step and
-//! direction that does the recurrent product and the gate math together: the CPU backend's
-//! implementation (a native pass per step), and the GPU fallback where the persistent kernels
-//! cannot run (one step kernel per step, docs/kernel-abi.md). Callers have checked the sequence
-//! arguments (`check::{lstm,gru}_sequence_*`), so every slice below exists.
+//! direction that does the recurrent product and the gate math together: the GPU fallback where
+//! the persistent kernels cannot run (one step kernel per step, docs/kernel-abi.md). The CPU
+//! backend runs its own whole-sequence loop (src/backend/cpu/gated_seq.rs). Callers have
+//! checked the sequence arguments (`check::{lstm,gru}_sequence_*`), so every slice below exists.
 //!
 //! The backward steps hand one value per (row, unit) to the step before them through `carry`
 //! (`batch x hidden`): the LSTM's `dc_t * f_t`, the GRU's `dh_t * z_t`. The last time step has

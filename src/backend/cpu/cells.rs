@@ -1,10 +1,11 @@
 //! LSTM and GRU cell steps, one batch row per task unit. The GEMMs around them are ordinary
 //! `gemm` calls; these fuse everything elementwise in a step. The row passes are shared with the
-//! fused sequence steps (`gated_step`), which add the biases and the recurrent product. (The
+//! whole-sequence ops (`gated_seq`), which add the biases and the recurrent product. (The
 //! Elman steps, GEMM included, are in `rnn_step`.)
 //!
 //! Rayon only splits when a task would get at least `min_rows` rows, so small batches run on the
-//! calling thread without a separate sequential path. Each row's gate math runs through
+//! calling thread without a separate sequential path; with [`Split::Caller`] (a caller that has
+//! shared its work out already) it never splits. Each row's gate math runs through
 //! `simd::vectorized`, compiled for the widest vector instructions the CPU has (the crate's
 //! baseline is SSE2); without fused multiply-adds, so the results are the same bits either way.
 
@@ -12,7 +13,7 @@ use rayon::prelude::*;
 
 use super::access::lock;
 use super::fastmath::{sigmoid, tanh};
-use super::par::min_rows;
+use super::par::Split;
 use super::simd::{Lanes, vectorized};
 use crate::buffer::View;
 use crate::error::Result;
@@ -57,7 +58,7 @@ pub(super) fn lstm_cell_forward(
         return Ok(());
     }
     lock(op, ctx, [c_prev], [gates, c, h], |[cp], [g, c, h]| {
-        lstm_forward_rows(g, None, cp, c, h, hidden)
+        lstm_forward_rows(g, None, cp, c, h, hidden, Split::Pool)
     })
 }
 
@@ -71,12 +72,13 @@ pub(super) fn lstm_forward_rows(
     c: &mut [f32],
     h: &mut [f32],
     hidden: usize,
+    split: Split,
 ) {
     g.par_chunks_mut(4 * hidden)
         .zip(cp.par_chunks(hidden))
         .zip(c.par_chunks_mut(hidden))
         .zip(h.par_chunks_mut(hidden))
-        .with_min_len(min_rows(6 * hidden))
+        .with_min_len(split.min_rows(6 * hidden))
         .for_each(|(((gr, cpr), cr), hr)| {
             vectorized(LstmForwardRow {
                 gr,
@@ -157,13 +159,14 @@ pub(super) fn lstm_cell_backward(
     }
     let ins = [gates, c_prev, c, dh];
     lock(op, ctx, ins, [dc, dgates], |[g, cp, c, dh], [dc, dg]| {
-        lstm_backward_rows(g, cp, c, dh, dc, dg, hidden)
+        lstm_backward_rows(g, cp, c, dh, dc, dg, hidden, Split::Pool)
     })
 }
 
 /// The LSTM backward over `rows x 4*hidden` activated gates `g`: from `dh` (reaching `h`) and
 /// `dc` (reaching `c` from the next step; overwritten with the gradient for `c_prev`), writes
 /// `dg`, the gradient w.r.t. the gate pre-activations.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn lstm_backward_rows(
     g: &[f32],
     cp: &[f32],
@@ -172,6 +175,7 @@ pub(super) fn lstm_backward_rows(
     dc: &mut [f32],
     dg: &mut [f32],
     hidden: usize,
+    split: Split,
 ) {
     dg.par_chunks_mut(4 * hidden)
         .zip(dc.par_chunks_mut(hidden))
@@ -179,7 +183,7 @@ pub(super) fn lstm_backward_rows(
         .zip(cp.par_chunks(hidden))
         .zip(c.par_chunks(hidden))
         .zip(dh.par_chunks(hidden))
-        .with_min_len(min_rows(10 * hidden))
+        .with_min_len(split.min_rows(10 * hidden))
         .for_each(|(((((dgr, dcr), gr), cpr), cr), dhr)| {
             vectorized(LstmBackwardRow {
                 dgr,
@@ -256,12 +260,15 @@ pub(super) fn gru_cell_forward(
         ctx,
         [gx, gh, h_prev],
         [h, cache],
-        |[gx, gh, hp], [h, cache]| gru_forward_rows(gx, None, gh, hp, h, cache, hidden),
+        |[gx, gh, hp], [h, cache]| {
+            gru_forward_rows(gx, None, gh, hp, h, cache, hidden, Split::Pool)
+        },
     )
 }
 
 /// The GRU forward over `rows` rows: `gx` (plus `b_ih` when given) and `gh` are
 /// `rows x 3*hidden`; writes `h` and `cache = [r, z, n, gh_n]` (`rows x 4*hidden`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn gru_forward_rows(
     gx: &[f32],
     b_ih: Option<&[f32]>,
@@ -270,13 +277,14 @@ pub(super) fn gru_forward_rows(
     h: &mut [f32],
     cache: &mut [f32],
     hidden: usize,
+    split: Split,
 ) {
     h.par_chunks_mut(hidden)
         .zip(cache.par_chunks_mut(4 * hidden))
         .zip(gx.par_chunks(3 * hidden))
         .zip(gh.par_chunks(3 * hidden))
         .zip(hp.par_chunks(hidden))
-        .with_min_len(min_rows(12 * hidden))
+        .with_min_len(split.min_rows(12 * hidden))
         .for_each(|((((hr, cr), gxr), ghr), hpr)| {
             vectorized(GruForwardRow {
                 hr,
@@ -372,13 +380,14 @@ pub(super) fn gru_cell_backward(
     let ins = [cache, h_prev, dh];
     let outs = [dgx, dgh, dh_prev];
     lock(op, ctx, ins, outs, |[cache, hp, dh], [dgx, dgh, dhp]| {
-        gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden)
+        gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden, Split::Pool)
     })
 }
 
 /// The GRU backward over `rows` rows: from `cache`, `h_prev` and `dh` (the whole gradient
 /// reaching `h`), writes `dgx`, `dgh` (`rows x 3*hidden`) and `dh_prev = dh * z` (the direct
 /// part of the gradient reaching `h_prev`).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn gru_backward_rows(
     cache: &[f32],
     hp: &[f32],
@@ -387,6 +396,7 @@ pub(super) fn gru_backward_rows(
     dgh: &mut [f32],
     dhp: &mut [f32],
     hidden: usize,
+    split: Split,
 ) {
     dgx.par_chunks_mut(3 * hidden)
         .zip(dgh.par_chunks_mut(3 * hidden))
@@ -394,7 +404,7 @@ pub(super) fn gru_backward_rows(
         .zip(cache.par_chunks(4 * hidden))
         .zip(hp.par_chunks(hidden))
         .zip(dh.par_chunks(hidden))
-        .with_min_len(min_rows(14 * hidden))
+        .with_min_len(split.min_rows(14 * hidden))
         .for_each(|(((((dxr, dhr_g), dhpr), cr), hpr), dhr)| {
             vectorized(GruBackwardRow {
                 dxr,

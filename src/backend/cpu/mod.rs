@@ -10,14 +10,16 @@ mod cells;
 mod data;
 mod elementwise;
 mod fastmath;
-mod gated_step;
+mod gated_seq;
 mod gemm;
 mod norm;
 mod optim;
+mod packed;
 mod par;
 mod random;
 mod reduce;
 mod rnn_step;
+mod row_groups;
 mod simd;
 mod softmax;
 
@@ -29,9 +31,6 @@ use crate::buffer::{Buffer, Storage, View};
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
-use crate::ops::gated_seq::{
-    self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
-};
 use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep, check, rnn_seq};
 
 /// The CPU backend's device description.
@@ -557,9 +556,8 @@ impl Ops for CpuOps {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        gated_seq::lstm_forward_by_steps(
-            self, gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden,
-        )
+        let ctx = self.context;
+        gated_seq::lstm_forward(ctx, gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)
     }
 
     fn lstm_sequence_backward(
@@ -579,19 +577,8 @@ impl Ops for CpuOps {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        let carry = self.alloc(n)?;
-        gated_seq::lstm_backward_by_steps(
-            self,
-            dh,
-            gates,
-            cs,
-            w_hh,
-            dgates,
-            carry.view(),
-            steps,
-            batch,
-            hidden,
-        )
+        let ctx = self.context;
+        gated_seq::lstm_backward(ctx, dh, gates, cs, w_hh, dgates, steps, batch, hidden)
     }
 
     fn gru_sequence_forward(
@@ -612,7 +599,8 @@ impl Ops for CpuOps {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
+        let ctx = self.context;
+        gated_seq::gru_forward(ctx, gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
     }
 
     fn gru_sequence_backward(
@@ -633,20 +621,8 @@ impl Ops for CpuOps {
         if n == 0 || steps == 0 {
             return Ok(());
         }
-        let carry = self.alloc(n)?;
-        gated_seq::gru_backward_by_steps(
-            self,
-            dh,
-            hs,
-            cache,
-            w_hh,
-            dgx,
-            dgh,
-            carry.view(),
-            steps,
-            batch,
-            hidden,
-        )
+        let ctx = self.context;
+        gated_seq::gru_backward(ctx, dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)
     }
 
     fn sgd_step(
@@ -691,23 +667,5 @@ impl Ops for CpuOps {
 
     fn profiler_range(&self, _on: bool) -> Result<()> {
         Ok(())
-    }
-}
-
-impl GatedSteps for CpuOps {
-    fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()> {
-        gated_step::lstm_forward(self.context, s)
-    }
-
-    fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()> {
-        gated_step::lstm_backward(self.context, s)
-    }
-
-    fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()> {
-        gated_step::gru_forward(self.context, s)
-    }
-
-    fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()> {
-        gated_step::gru_backward(self.context, s)
     }
 }

@@ -1,6 +1,8 @@
 //! When to go parallel. Rayon costs a few microseconds per split, so work below roughly 32K
 //! elements runs on the calling thread; larger work is cut into chunks that amortise it.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use rayon::prelude::*;
 
 /// Elements below which an op stays on the calling thread.
@@ -20,9 +22,55 @@ pub(super) fn chunks(out: &mut [f32], f: impl Fn(usize, &mut [f32]) + Sync + Sen
     }
 }
 
+/// Runs `f(p)` for every part `p` in `0..parts` on up to `threads` threads, the calling thread
+/// among them (rather than sleeping while the pool works); each thread takes the next part
+/// still untaken, so a worker that wakes late leaves its share to the others.
+pub(super) fn spread(parts: usize, threads: usize, f: impl Fn(usize) + Sync) {
+    let next = AtomicUsize::new(0);
+    let take = || {
+        loop {
+            let p = next.fetch_add(1, Ordering::Relaxed);
+            if p >= parts {
+                break;
+            }
+            f(p);
+        }
+    };
+    if threads <= 1 || parts <= 1 {
+        return take();
+    }
+    rayon::in_place_scope(|s| {
+        for _ in 1..threads.min(parts) {
+            let take = &take;
+            s.spawn(move |_| take());
+        }
+        take();
+    });
+}
+
 /// Rows per parallel task for row-wise work over rows of `cols` elements.
 pub(super) fn min_rows(cols: usize) -> usize {
     (PAR_MIN / cols.max(1)).max(1)
+}
+
+/// Whether row-wise work may spread over the pool or must stay on the calling thread (a caller
+/// that has already shared its work out over the pool, so that a split would only queue behind
+/// the other threads' work).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Split {
+    Pool,
+    Caller,
+}
+
+impl Split {
+    /// Rows per task over rows of `cols` elements: [`min_rows`], or all of them (a parallel
+    /// iterator that never splits runs on the calling thread without touching the pool).
+    pub(super) fn min_rows(self, cols: usize) -> usize {
+        match self {
+            Split::Pool => min_rows(cols),
+            Split::Caller => usize::MAX,
+        }
+    }
 }
 
 /// `sum_i f(x[i])` in f64, chunked and parallel when large.
