@@ -128,6 +128,24 @@ struct TcTile {
     }
 };
 
+// Stores v0 and v1 (alpha already applied) into p[0] and p[1], columns col and col + 1 of an
+// n-wide row, adding beta times what is there (beta = 0: p is not read, so it may hold NaN).
+// `pair`: p may be written as one float2 (8-byte aligned, n even). Shared with gemm_wg.cu.
+__device__ __forceinline__ void tc_store_pair(float* p, float v0, float v1, float beta, bool pair,
+                                              uint col, uint n) {
+    if (pair && col + 1 < n) {
+        if (beta != 0.0f) {
+            const float2 o = *reinterpret_cast<const float2*>(p);
+            v0 += beta * o.x;
+            v1 += beta * o.y;
+        }
+        *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
+    } else {
+        if (col < n) p[0] = (beta != 0.0f) ? v0 + beta * p[0] : v0;
+        if (col + 1 < n) p[1] = (beta != 0.0f) ? v1 + beta * p[1] : v1;
+    }
+}
+
 template <bool TA, bool TB, int WM, int WN, int MT, int NT>
 __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,
                                               const float* __restrict__ B, float* __restrict__ C,
@@ -238,19 +256,8 @@ __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const uint col = bn + wn0 + j * 8 + t * 2;
-                float* p = out + (u64)row * n + col;
-                float v0 = a_s * acc[i][j][2 * h], v1 = a_s * acc[i][j][2 * h + 1];
-                if (pair && col + 1 < n) {
-                    if (b_s != 0.0f) {
-                        const float2 o = *reinterpret_cast<const float2*>(p);
-                        v0 += b_s * o.x;
-                        v1 += b_s * o.y;
-                    }
-                    *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-                } else {
-                    if (col < n) p[0] = (b_s != 0.0f) ? v0 + b_s * p[0] : v0;
-                    if (col + 1 < n) p[1] = (b_s != 0.0f) ? v1 + b_s * p[1] : v1;
-                }
+                tc_store_pair(out + (u64)row * n + col, a_s * acc[i][j][2 * h],
+                              a_s * acc[i][j][2 * h + 1], b_s, pair, col, n);
             }
         }
     }

@@ -19,6 +19,11 @@ pub struct ContextOptions {
     /// Route GEMM through the vendor library (cuBLAS) when present; otherwise the built-in
     /// `sgemm` kernel runs. On by default.
     pub vendor_blas: bool,
+    /// On an H100/H200 (op set built for sm_90a), run the products that fill the GPU with the
+    /// built-in warpgroup tensor-core GEMM (`sgemm_wg128`, f32 accuracy) ahead of cuBLAS, which
+    /// it outruns there. On by default; off leaves those products to cuBLAS (or, without it, to
+    /// the other built-in kernels), for comparison.
+    pub warpgroup_gemm: bool,
     /// Verification aid for machines without an AMD GPU: on a CUDA device, build the op set from
     /// the HIP kernel sources (`kernels-hip/` over `kernels-cu/`) through NVRTC with a small
     /// HIP-to-CUDA prelude, instead of the CUDA sources. User kernels on such a context are HIP
@@ -47,6 +52,7 @@ impl Default for ContextOptions {
         ContextOptions {
             allow_tf32: false,
             vendor_blas: true,
+            warpgroup_gemm: true,
             hip_sources_via_nvrtc: false,
             opencl_sgemm_tile: None,
             profile_kernels: false,

@@ -50,6 +50,11 @@ pub struct SgemmKernel {
     /// buffer and a k chunk after C, so the grid's z may split k (finished by
     /// `sgemm_split_sum`).
     pub splits_k: bool,
+    /// Dynamic shared memory a block needs, in bytes (0: the entry declares its own).
+    pub shared_bytes: u32,
+    /// Only one block fits an SM: a split-k grid then takes at most one block per SM, so that
+    /// it runs in one wave.
+    pub one_block_per_sm: bool,
 }
 
 /// The low-level seam every GPU runtime implements: memory, copies, compilation, launches.

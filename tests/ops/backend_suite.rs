@@ -553,35 +553,52 @@ pub fn reductions(t: Target) {
             let x = r.vec(n, -1.0, 1.0);
             let beta = r.uniform(0.5, 1.5);
             let tol = 1e-5;
-            compare(
+            // Sums of mixed signs cancel: held to the magnitudes of their terms.
+            let magnitudes = |by_rows: bool, prior: &[f32]| {
+                let mut scale = vec![0.0f32; if by_rows { cols } else { rows }];
+                for (i, v) in x.iter().enumerate() {
+                    scale[if by_rows { i % cols } else { i / cols }] += v.abs();
+                }
+                for (s, p) in scale.iter_mut().zip(prior) {
+                    *s += (beta * p).abs();
+                }
+                scale
+            };
+            compare_sums(
                 ctx,
                 "sum_rows beta=0",
                 &[x.clone(), nan(cols)],
-                &[1],
+                &[],
+                &[(1, magnitudes(true, &[]))],
                 tol,
                 &|o, v| o.sum_rows(v[0], v[1], rows, cols, 0.0),
             )?;
-            compare(
+            let prior = r.vec(cols, -1.0, 1.0);
+            compare_sums(
                 ctx,
                 "sum_rows",
-                &[x.clone(), r.vec(cols, -1.0, 1.0)],
-                &[1],
+                &[x.clone(), prior.clone()],
+                &[],
+                &[(1, magnitudes(true, &prior))],
                 tol,
                 &|o, v| o.sum_rows(v[0], v[1], rows, cols, beta),
             )?;
-            compare(
+            compare_sums(
                 ctx,
                 "sum_cols beta=0",
                 &[x.clone(), nan(rows)],
-                &[1],
+                &[],
+                &[(1, magnitudes(false, &[]))],
                 tol,
                 &|o, v| o.sum_cols(v[0], v[1], rows, cols, 0.0),
             )?;
-            compare(
+            let prior = r.vec(rows, -1.0, 1.0);
+            compare_sums(
                 ctx,
                 "sum_cols",
-                &[x, r.vec(rows, -1.0, 1.0)],
-                &[1],
+                &[x.clone(), prior.clone()],
+                &[],
+                &[(1, magnitudes(false, &prior))],
                 tol,
                 &|o, v| o.sum_cols(v[0], v[1], rows, cols, beta),
             )?;

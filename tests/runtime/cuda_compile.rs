@@ -22,18 +22,33 @@ fn nvrtc_or_skip(test: &str) -> bool {
     }
 }
 
-/// Entry points listed in the kernel table of docs/kernel-abi.md.
-fn abi_entries() -> Vec<String> {
-    // Embedded: the test binaries also run on machines where this checkout's path does not exist.
-    let doc = include_str!("../../docs/kernel-abi.md");
-    let entries: Vec<String> = doc
-        .lines()
+/// Section of docs/kernel-abi.md whose entries only sm_90a op sets have.
+const HOPPER_SECTION: &str = "## Hopper-only kernels (sm_90a)";
+
+/// Entry points listed in the kernel tables of `doc`.
+fn table_entries(doc: &str) -> Vec<String> {
+    doc.lines()
         .filter_map(|l| l.strip_prefix("| `"))
         .filter_map(|l| l.split('`').next())
         .map(str::to_string)
-        .collect();
+        .collect()
+}
+
+/// Entry points listed in the kernel tables of docs/kernel-abi.md: `(every CUDA op set,
+/// sm_90a only)`.
+fn abi_entries() -> (Vec<String>, Vec<String>) {
+    // Embedded: the test binaries also run on machines where this checkout's path does not exist.
+    let doc = include_str!("../../docs/kernel-abi.md");
+    let (all, hopper) = doc
+        .split_once(HOPPER_SECTION)
+        .expect("kernel-abi.md has the sm_90a section");
+    let (hopper, rest) = hopper.split_once("\n## ").unwrap_or((hopper, ""));
+    let mut entries = table_entries(all);
+    entries.extend(table_entries(rest));
     assert!(entries.len() >= 25, "kernel table not found: {entries:?}");
-    entries
+    let hopper = table_entries(hopper);
+    assert!(!hopper.is_empty(), "sm_90a table not found");
+    (entries, hopper)
 }
 
 fn u16_at(b: &[u8], o: usize) -> usize {
@@ -94,8 +109,8 @@ fn cuda_op_set_compiles_to_cubin_with_every_abi_entry() {
         return;
     }
     let source = op_set_source();
-    let entries = abi_entries();
-    for arch in ["sm_80", "sm_90"] {
+    let (entries, hopper) = abi_entries();
+    for arch in ["sm_80", "sm_90", "sm_90a"] {
         let cubin = compile_for_arch(&source, arch)
             .unwrap_or_else(|e| panic!("op set does not compile for {arch}: {e}"));
         let functions = elf_functions(&cubin);
@@ -104,6 +119,15 @@ fn cuda_op_set_compiles_to_cubin_with_every_abi_entry() {
             missing.is_empty(),
             "{arch}: CUBIN lacks entry points {missing:?}; it has {functions:?}"
         );
+        // The sm_90a kernels are there exactly when the build targets sm_90a.
+        for e in &hopper {
+            assert_eq!(
+                functions.contains(e),
+                arch == "sm_90a",
+                "{arch}: entry {e} present: {}",
+                functions.contains(e)
+            );
+        }
     }
 }
 

@@ -14,6 +14,9 @@ use crate::error::{Error, Result};
 pub(crate) enum Target {
     /// Machine code for `sm_<code>`: loads only on that architecture, no JIT.
     Cubin(u32),
+    /// Machine code for `sm_<code>a`, the architecture-specific target with the features that
+    /// only that architecture has (sm_90a: warpgroup MMA, `__CUDA_ARCH_FEAT_SM90_ALL`).
+    CubinArchSpecific(u32),
     /// PTX for `compute_<code>`: the driver JIT-compiles it for the device at load time.
     Ptx(u32),
 }
@@ -22,13 +25,14 @@ impl Target {
     /// The architecture number (`90` for sm_90 and compute_90).
     pub(crate) fn code(self) -> u32 {
         match self {
-            Target::Cubin(c) | Target::Ptx(c) => c,
+            Target::Cubin(c) | Target::CubinArchSpecific(c) | Target::Ptx(c) => c,
         }
     }
 
     fn arch_option(self) -> String {
         match self {
             Target::Cubin(c) => format!("--gpu-architecture=sm_{c}"),
+            Target::CubinArchSpecific(c) => format!("--gpu-architecture=sm_{c}a"),
             Target::Ptx(c) => format!("--gpu-architecture=compute_{c}"),
         }
     }
@@ -38,6 +42,7 @@ impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Target::Cubin(c) => write!(f, "cubin sm_{c}"),
+            Target::CubinArchSpecific(c) => write!(f, "cubin sm_{c}a"),
             Target::Ptx(c) => write!(f, "ptx compute_{c}"),
         }
     }
@@ -133,6 +138,12 @@ impl NvrtcInfo {
             });
         }
         if self.cubin && self.archs.contains(&cc) {
+            // sm_90a (NVRTC 12.0+) is sm_90 plus the Hopper-only instructions the op set's
+            // warpgroup GEMM uses; its CUBIN loads only on compute capability 9.0, which is this
+            // device.
+            if cc == 90 && self.version.0 >= 12 {
+                return Some(Target::CubinArchSpecific(cc));
+            }
             return Some(Target::Cubin(cc));
         }
         // PTX for an older virtual architecture runs on newer devices (JIT at load).
@@ -294,7 +305,7 @@ pub(crate) fn compile(
         log::debug!("NVRTC log for {device} ({target}):\n{log}");
     }
     match target {
-        Target::Cubin(_) => {
+        Target::Cubin(_) | Target::CubinArchSpecific(_) => {
             let mut size = 0usize;
             // SAFETY: live, successfully compiled program; valid out-pointer.
             unsafe { sys::nvrtcGetCUBINSize(prog.0, &mut size) }
@@ -339,5 +350,27 @@ mod tests {
             "cudarc's own list has repeats this must remove"
         );
         assert!(names.contains(&"libcuda.so"), "{listed}");
+    }
+
+    #[test]
+    fn hopper_gets_the_arch_specific_cubin_from_nvrtc_12() {
+        let info = |version, archs: &[u32]| NvrtcInfo {
+            version,
+            archs: archs.to_vec(),
+            cubin: true,
+        };
+        let nvrtc12 = info((12, 6), &[75, 80, 86, 89, 90]);
+        assert_eq!(nvrtc12.target_for(90), Some(Target::CubinArchSpecific(90)));
+        assert_eq!(nvrtc12.target_for(80), Some(Target::Cubin(80)));
+        assert_eq!(
+            Target::CubinArchSpecific(90).arch_option(),
+            "--gpu-architecture=sm_90a"
+        );
+        // NVRTC 11.8 knows sm_90 but not sm_90a; a newer device gets PTX it can JIT.
+        assert_eq!(
+            info((11, 8), &[80, 90]).target_for(90),
+            Some(Target::Cubin(90))
+        );
+        assert_eq!(nvrtc12.target_for(100), Some(Target::Ptx(90)));
     }
 }

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 
 /// Dynamic shared memory every block may use without opting in.
-const DEFAULT_SHARED: u32 = 48 * 1024;
+pub(super) const DEFAULT_SHARED: u32 = 48 * 1024;
 
 impl CudaDevice {
     /// Co-resident blocks of `entry` with `threads` threads and `shared_bytes` of dynamic

@@ -9,6 +9,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 use super::blas::Blas;
 use super::compile::{self, NvrtcInfo, Target};
 use super::error;
+use super::kernels;
 use super::launch::CudaKernels;
 use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context::ContextOptions;
@@ -44,6 +45,10 @@ pub(crate) struct CudaDevice {
     pub(super) sms: u32,
     /// Most dynamic shared memory one block may opt in to, in bytes.
     pub(super) shared_optin: u32,
+    /// The op set has `sgemm_wg128` (built for sm_90a from the CUDA sources) and it should take
+    /// the GEMMs it fits ahead of cuBLAS: not when the user allowed TF32, which cuBLAS then runs
+    /// at full tensor-core speed.
+    pub(super) warpgroup_gemm: bool,
     /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
     /// copies and waits are refused until it ends.
     pub(super) capturing: std::sync::atomic::AtomicBool,
@@ -151,7 +156,13 @@ impl CudaDevice {
             nvrtc.version.1,
             if blas.is_some() { "on" } else { "off" }
         );
+        let warpgroup_gemm = options.warpgroup_gemm
+            && matches!(target, Target::CubinArchSpecific(90))
+            && !options.hip_sources_via_nvrtc
+            && shared_optin >= kernels::SGEMM_WG128.shared_bytes
+            && !(options.allow_tf32 && blas.is_some());
         Ok(CudaDevice {
+            warpgroup_gemm,
             blas,
             async_alloc: ctx.has_async_alloc(),
             side: std::sync::OnceLock::new(),
@@ -167,6 +178,12 @@ impl CudaDevice {
             shared_optin,
             capturing: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// Whether `sgemm_wg128` runs an `m x n x k` product here (see
+    /// [`kernels::warpgroup_gemm_fits`]).
+    fn takes_warpgroup_gemm(&self, m: usize, n: usize, k: usize) -> bool {
+        self.warpgroup_gemm && kernels::warpgroup_gemm_fits(self.sms, m, n, k)
     }
 
     /// Makes this device's context current on the calling thread.
@@ -351,8 +368,11 @@ impl Device for CudaDevice {
             .map_err(|e| error::driver("cuStreamSynchronize", e))
     }
 
-    fn sgemm_kernel(&self, m: usize, n: usize, _k: usize) -> SgemmKernel {
-        super::kernels::sgemm_for(self.target.code(), self.hip_sources, self.sms, m, n)
+    fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
+        if self.takes_warpgroup_gemm(m, n, k) {
+            return kernels::SGEMM_WG128;
+        }
+        kernels::sgemm_for(self.target.code(), self.hip_sources, self.sms, m, n)
     }
 
     fn capture_begin(&self) -> Option<Result<()>> {
@@ -400,6 +420,9 @@ impl Device for CudaDevice {
         c: (DevicePtr, usize),
     ) -> Option<Result<()>> {
         let blas = self.blas.as_ref()?;
+        if self.takes_warpgroup_gemm(g.m, g.n, g.k) {
+            return None;
+        }
         Some(self.bind().and_then(|()| blas.gemm(g, a, b, c)))
     }
 }

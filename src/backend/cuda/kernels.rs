@@ -1,6 +1,7 @@
 //! The built-in op-set kernel sources of this dialect, embedded at build time.
 
 use crate::backend::SgemmKernel;
+use crate::ops::gpu::gemm_k_splits;
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
@@ -8,6 +9,8 @@ pub(crate) const SGEMM: SgemmKernel = SgemmKernel {
     entry: "sgemm",
     tile: (128, 128, 256),
     splits_k: false,
+    shared_bytes: 0,
+    one_block_per_sm: false,
 };
 
 /// The tensor-core kernels of `kernels-cu/gemm_tc.cu` (CUDA, sm_80+): 128 x 128 tiles of 8 warps
@@ -16,13 +19,42 @@ pub(crate) const SGEMM_TC128: SgemmKernel = SgemmKernel {
     entry: "sgemm_tc128",
     tile: (128, 128, 256),
     splits_k: true,
+    shared_bytes: 0,
+    one_block_per_sm: false,
 };
 /// See [`SGEMM_TC128`].
 pub(crate) const SGEMM_TC64: SgemmKernel = SgemmKernel {
     entry: "sgemm_tc64",
     tile: (64, 64, 128),
     splits_k: true,
+    shared_bytes: 0,
+    one_block_per_sm: false,
 };
+
+/// Dynamic shared memory of `sgemm_wg128` (kernels-cu/gemm_wg.cu): two stages of four 128 x 32
+/// f32 tiles, and 1 KB of slack to start them on the 1024-byte period of the 128-byte swizzle.
+const SGEMM_WG_SHARED_BYTES: u32 = 2 * 4 * 128 * 32 * 4 + 1024;
+
+/// The warpgroup tensor-core kernel of `kernels-cu/gemm_wg.cu` (CUDA sm_90a): 128 x 128 tiles of
+/// 2 warpgroups, one block per SM.
+pub(crate) const SGEMM_WG128: SgemmKernel = SgemmKernel {
+    entry: "sgemm_wg128",
+    tile: (128, 128, 256),
+    splits_k: true,
+    shared_bytes: SGEMM_WG_SHARED_BYTES,
+    one_block_per_sm: true,
+};
+
+/// Whether `sgemm_wg128` takes an `m x n x k` product on a device with `sms` SMs: when its grid
+/// (one block per SM, k split to fill them) covers at least three quarters of the SMs. There it
+/// beats cuBLAS's f32 GEMM on the H100 (W1's batch-4096 products 35-79 us against 49-84, 4096^3
+/// 70-78 TFLOP/s against 50-54); on smaller grids cuBLAS's smaller tiles win (a 256 x 512 x 784
+/// product: 28 us against 13).
+pub(crate) fn warpgroup_gemm_fits(sms: u32, m: usize, n: usize, k: usize) -> bool {
+    let tiles = m.div_ceil(128) * n.div_ceil(128);
+    let splits = gemm_k_splits(tiles, m.saturating_mul(n), k, sms, true) as usize;
+    tiles.saturating_mul(splits) * 4 >= sms as usize * 3
+}
 
 /// The GEMM kernel for an `m x n` product on a device with `sms` SMs whose op set was built for
 /// `arch` (`80` for sm_80) from the CUDA sources: the tensor-core kernels from sm_80 on, 128-wide
@@ -42,7 +74,7 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 13] = [
+pub(crate) const FILES: [(&str, &str); 14] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -52,6 +84,8 @@ pub(crate) const FILES: [(&str, &str); 13] = [
     ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
     // CUDA sm_80+ only; empty in HIP and older-architecture builds.
     ("gemm_tc.cu", include_str!("../../../kernels-cu/gemm_tc.cu")),
+    // CUDA sm_90a only; empty elsewhere.
+    ("gemm_wg.cu", include_str!("../../../kernels-cu/gemm_wg.cu")),
     ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
     // Uses rnn.cu's tile product.
     (
@@ -84,4 +118,30 @@ pub(crate) fn op_set_source() -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warpgroup_gemm_takes_products_that_fill_an_h100() {
+        // W1 at batch 4096: forward (128 tiles), weight gradients (28 and 16 tiles, k split).
+        for (m, n, k) in [(4096, 512, 784), (512, 784, 4096), (512, 512, 4096)] {
+            assert!(warpgroup_gemm_fits(132, m, n, k), "{m} x {n} x {k}");
+        }
+        // The GEMM suite's WARPGROUP_SHAPES (tests/ops/backend_suite/gemm.rs).
+        for (m, n, k) in [(1300, 1290, 40), (384, 520, 3001), (1157, 1163, 133)] {
+            assert!(warpgroup_gemm_fits(132, m, n, k), "{m} x {n} x {k}");
+        }
+        // W1 at batch 256: too few blocks; cuBLAS's smaller tiles are faster there.
+        for (m, n, k) in [
+            (256, 512, 784),
+            (512, 784, 256),
+            (256, 10, 512),
+            (1, 1, 5000),
+        ] {
+            assert!(!warpgroup_gemm_fits(132, m, n, k), "{m} x {n} x {k}");
+        }
+    }
 }

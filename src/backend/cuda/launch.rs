@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::CUfunction;
+use cudarc::driver::sys::{CUfunction, CUfunction_attribute};
 use cudarc::driver::{CudaModule, result};
 use cudarc::nvrtc::Ptx;
 
@@ -92,6 +92,24 @@ impl CudaDevice {
         }
         self.bind()?;
         let f = self.function(module, entry)?;
+        if config.shared_bytes > super::cooperative::DEFAULT_SHARED {
+            if config.shared_bytes > self.shared_optin {
+                return Err(Error::InvalidArgument(format!(
+                    "launch of '{entry}' asks for {} bytes of shared memory; {} allows {}",
+                    config.shared_bytes, self.info.id, self.shared_optin
+                )));
+            }
+            // SAFETY: `f` is a function of a module loaded in this (current) context and kept
+            // alive by `module`; the value is within the device's opt-in limit checked above.
+            unsafe {
+                result::function::set_function_attribute(
+                    f,
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    config.shared_bytes as i32,
+                )
+            }
+            .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))?;
+        }
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
         with_param_slots(args, |params| {

@@ -194,25 +194,30 @@ pub fn op_set_source() -> String {
     kernels::op_set_source()
 }
 
-/// Compiles `source` with NVRTC to a CUBIN for `arch` (`sm_80`, `sm_90`, ...) with the options
-/// every CUDA build uses. Needs NVRTC, not a GPU. For tests and tools.
+/// Compiles `source` with NVRTC to a CUBIN for `arch` (`sm_80`, `sm_90`, the
+/// architecture-specific `sm_90a`, ...) with the options every CUDA build uses. Needs NVRTC, not
+/// a GPU. For tests and tools.
 #[doc(hidden)]
 pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
-    let sm = compile::parse_sm(arch)
-        .ok_or_else(|| Error::InvalidArgument(format!("'{arch}' is not an sm_XY architecture")))?;
+    let (base, specific) = match arch.strip_suffix('a') {
+        Some(base) => (base, true),
+        None => (arch, false),
+    };
+    let sm = compile::parse_sm(base).ok_or_else(|| {
+        Error::InvalidArgument(format!("'{arch}' is not an sm_XY or sm_XYa architecture"))
+    })?;
     if !compile::present() {
         return Err(error::unavailable(format!(
             "NVRTC not found (tried {})",
             compile::candidates("nvrtc")
         )));
     }
-    compile::compile(
-        source,
-        compile::Target::Cubin(sm),
-        &[],
-        compile::Environment::default(),
-        arch,
-    )
+    let target = if specific {
+        compile::Target::CubinArchSpecific(sm)
+    } else {
+        compile::Target::Cubin(sm)
+    };
+    compile::compile(source, target, &[], compile::Environment::default(), arch)
 }
 
 /// Compiles a HIP C++ `source` with NVRTC to a CUBIN for `arch` the way a CUDA context with

@@ -21,6 +21,8 @@ const LARGE: SgemmKernel = SgemmKernel {
     entry: "sgemm_split",
     tile: (128, 128, 256),
     splits_k: true,
+    shared_bytes: 0,
+    one_block_per_sm: false,
 };
 
 /// The 64 x 64 x 16 kernel, 4 x 4 outputs per work-item.
@@ -28,6 +30,8 @@ const SMALL: SgemmKernel = SgemmKernel {
     entry: "sgemm_tile64_split",
     tile: (64, 64, 256),
     splits_k: true,
+    shared_bytes: 0,
+    one_block_per_sm: false,
 };
 
 /// Local memory `sgemm` declares: A and B, two stages of 8 x (128 + 4) floats each.
@@ -95,7 +99,8 @@ impl SgemmChoice {
         let tiles = m
             .div_ceil(tm as usize)
             .saturating_mul(n.div_ceil(tn as usize));
-        let splits = gemm_k_splits(tiles, m.saturating_mul(n), k, self.compute_units) as usize;
+        let splits =
+            gemm_k_splits(tiles, m.saturating_mul(n), k, self.compute_units, false) as usize;
         if tiles.saturating_mul(splits).saturating_mul(2) >= self.compute_units as usize {
             LARGE
         } else {

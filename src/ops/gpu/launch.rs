@@ -215,21 +215,28 @@ const SPLIT_K_STEP: usize = 16;
 /// is, for an `mn`-element output of `tiles` blocks on `compute_units` SMs: enough splits that the
 /// grid covers every SM once, each at least [`MIN_SPLIT_K`] deep, all `splits * mn` partial sums
 /// within `space` floats. `(1, k)` when the tiles already fill the device, when k is too shallow
-/// to split, or when two splits do not fit.
+/// to split, or when two splits do not fit. With `one_block_per_sm` (a kernel of which only one
+/// block fits an SM) the grid stays within one block per SM instead: a second, partial wave
+/// would take as long as the first.
 pub(crate) fn k_splits(
     tiles: usize,
     mn: usize,
     k: usize,
     compute_units: u32,
     space: usize,
+    one_block_per_sm: bool,
 ) -> (u32, u32) {
     let whole = (1, k.max(SPLIT_K_STEP) as u32);
     let units = compute_units.max(1) as usize;
     if tiles == 0 || tiles >= units || mn == 0 {
         return whole;
     }
-    let wanted = units
-        .div_ceil(tiles)
+    let per_tile = if one_block_per_sm {
+        units / tiles
+    } else {
+        units.div_ceil(tiles)
+    };
+    let wanted = per_tile
         .min(k / MIN_SPLIT_K)
         .min(MAX_K_SPLITS)
         .min(space / mn);
@@ -267,19 +274,28 @@ mod tests {
     fn k_splits_fill_the_device_in_whole_steps() {
         // 784 x 512 weight gradient over 4096 rows: 104 tiles of 64 on 132 SMs.
         let space = 4 << 20;
-        assert_eq!(k_splits(104, 784 * 512, 4096, 132, space), (2, 2048));
+        assert_eq!(k_splits(104, 784 * 512, 4096, 132, space, false), (2, 2048));
         // Few tiles, deep k: capped at 16 splits of at least 256.
-        assert_eq!(k_splits(1, 64 * 64, 100_000, 132, space), (16, 6256));
-        assert_eq!(k_splits(4, 100 * 70, 2000, 132, space), (7, 288));
+        assert_eq!(k_splits(1, 64 * 64, 100_000, 132, space, false), (16, 6256));
+        assert_eq!(k_splits(4, 100 * 70, 2000, 132, space, false), (7, 288));
         // Bounded by the space for partial sums.
-        assert_eq!(k_splits(4, 100 * 70, 2000, 132, 3 * 100 * 70 + 5), (3, 672));
-        assert_eq!(k_splits(4, 100 * 70, 2000, 132, 100 * 70), (1, 2000));
+        assert_eq!(
+            k_splits(4, 100 * 70, 2000, 132, 3 * 100 * 70 + 5, false),
+            (3, 672)
+        );
+        assert_eq!(k_splits(4, 100 * 70, 2000, 132, 100 * 70, false), (1, 2000));
         // Full devices, shallow k and empty k are not split.
-        assert_eq!(k_splits(132, 1 << 20, 4096, 132, space), (1, 4096));
-        assert_eq!(k_splits(4, 4096, 300, 132, space), (1, 300));
-        assert_eq!(k_splits(4, 4096, 0, 132, space), (1, 16));
+        assert_eq!(k_splits(132, 1 << 20, 4096, 132, space, false), (1, 4096));
+        assert_eq!(k_splits(4, 4096, 300, 132, space, false), (1, 300));
+        assert_eq!(k_splits(4, 4096, 0, 132, space, false), (1, 16));
+        // One block per SM: the weight gradients of W1 at batch 4096 in 128-tiles (28 and 16
+        // tiles) split into one wave of 112 and 128 blocks, where rounding up would start 140.
+        assert_eq!(k_splits(28, 512 * 784, 4096, 132, space, true), (4, 1024));
+        assert_eq!(k_splits(16, 512 * 512, 4096, 132, space, true), (8, 512));
+        assert_eq!(k_splits(28, 512 * 784, 4096, 132, space, false), (5, 832));
+        assert_eq!(k_splits(100, 4096, 4096, 132, space, true), (1, 4096));
         for (tiles, k) in [(1, 257), (3, 5000), (50, 4096), (7, 100_003)] {
-            let (s, chunk) = k_splits(tiles, 1000, k, 132, space);
+            let (s, chunk) = k_splits(tiles, 1000, k, 132, space, false);
             assert!(s == 1 || chunk % 16 == 0);
             assert!((s as usize - 1) * (chunk as usize) < k && s as usize * chunk as usize >= k);
         }

@@ -31,6 +31,7 @@ impl<D: Device> GpuOps<D> {
         }
         let kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         let mut config = launch::gemm(g.m, g.n, kernel.tile)?;
+        config.shared_bytes = kernel.shared_bytes;
         let module = self.op_set()?;
         if !kernel.splits_k {
             let args = Args::new()
@@ -50,8 +51,14 @@ impl<D: Device> GpuOps<D> {
         }
         let tiles = config.grid[0] as usize * config.grid[1] as usize;
         let mn = g.m * g.n;
-        let (splits, k_chunk) =
-            launch::k_splits(tiles, mn, g.k, self.info.compute_units, GEMM_PARTS);
+        let (splits, k_chunk) = launch::k_splits(
+            tiles,
+            mn,
+            g.k,
+            self.info.compute_units,
+            GEMM_PARTS,
+            kernel.one_block_per_sm,
+        );
         config.grid[2] = splits;
         let launch_tc = |part: View<'_>| -> Result<()> {
             let args = Args::new()

@@ -36,9 +36,24 @@ use crate::ops::{Activation, AdamStep, Gemm, Ops, SgdStep, check};
 use launch::Args;
 use pool::Pool;
 
-/// How a split-k GEMM divides k, for backends that pick their GEMM kernel by the launch's grid.
-pub(crate) fn gemm_k_splits(tiles: usize, mn: usize, k: usize, compute_units: u32) -> u32 {
-    launch::k_splits(tiles, mn, k, compute_units, scratch::GEMM_PARTS).0
+/// How a split-k GEMM divides k, for backends that pick their GEMM kernel by the launch's grid
+/// (`one_block_per_sm`: see [`crate::backend::SgemmKernel`]).
+pub(crate) fn gemm_k_splits(
+    tiles: usize,
+    mn: usize,
+    k: usize,
+    compute_units: u32,
+    one_block_per_sm: bool,
+) -> u32 {
+    launch::k_splits(
+        tiles,
+        mn,
+        k,
+        compute_units,
+        scratch::GEMM_PARTS,
+        one_block_per_sm,
+    )
+    .0
 }
 
 /// In-memory key of a user kernel: (SHA-256 of the source, options, entry).

@@ -10,7 +10,10 @@
 //!   compute units (2 ranges on a 2-core PoCL device, up to 16 on an H100).
 //! - CUDA with `vendor_blas` off (else cuBLAS would take every GEMM): `sgemm`, or on sm_80+ the
 //!   tensor-core kernels, whose per-shape choice of tile and k splits the shapes here cover
-//!   (outputs of a few tiles with deep k are split into up to 16 ranges).
+//!   (outputs of a few tiles with deep k are split into up to 16 ranges). On an H100/H200 (op
+//!   set built for sm_90a) the warpgroup kernel `sgemm_wg128` takes the products whose grid fills
+//!   three quarters of the SMs, cuBLAS or not: [`WARPGROUP_SHAPES`] are such products on 132 SMs
+//!   (`warpgroup_gemm_fits`' unit test checks that), run with and without cuBLAS.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -47,6 +50,12 @@ const SPLIT_K_SHAPES: [(usize, usize, usize); 5] = [
     (200, 136, 3000),
 ];
 
+/// Products `sgemm_wg128` takes on a 132-SM H100: 121 tiles over a k of 40 (one k-tile, short);
+/// 15 tiles with k split 8 ways (the last range short); 100 tiles over a k of 133 (a 4-wide
+/// tail). No dimension is a multiple of 128 and some are not multiples of 4.
+const WARPGROUP_SHAPES: [(usize, usize, usize); 3] =
+    [(1300, 1290, 40), (384, 520, 3001), (1157, 1163, 133)];
+
 /// Leading elements before A, B and C: all 16-byte aligned, all odd, and mixed.
 const PADS: [[usize; 3]; 4] = [[0, 4, 8], [3, 1, 5], [4, 3, 0], [1, 8, 4]];
 
@@ -71,6 +80,9 @@ pub fn gemm_own_kernel(t: Target) {
     for ctx in &ctxs {
         for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..]] {
             edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
+        }
+        if t == Target::Cuda {
+            edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
         }
     }
     gemm_on(ctxs, test, 12);
@@ -137,7 +149,14 @@ pub fn bad_tile_is_an_error(t: Target) {
 }
 
 pub fn gemm(t: Target) {
-    gemm_on(contexts(t, "gpu_gemm"), "gpu_gemm", 24);
+    let ctxs = contexts(t, "gpu_gemm");
+    if t == Target::Cuda {
+        // With cuBLAS present these still run sgemm_wg128 where it exists.
+        for ctx in &ctxs {
+            edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("gpu_gemm: {e}"));
+        }
+    }
+    gemm_on(ctxs, "gpu_gemm", 24);
 }
 
 fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
