@@ -479,38 +479,28 @@ fn run() -> Result<(), String> {
     }
     if want("w3") {
         if gpu {
-            let mut options = ContextOptions::default();
-            options.vendor_blas = true;
-            let bctx = manager
-                .create_context_with(id, options.clone())
-                .map_err(e)?;
-            let (route, route_err) = w3_checked(&bctx, 4096, true).map_err(e)?;
+            // Each route in a context of its own: the default options with one change.
+            let measure = |change: &dyn Fn(&mut ContextOptions)| -> Result<(f64, f64), String> {
+                let mut options = ContextOptions::default();
+                change(&mut options);
+                let c = manager.create_context_with(id, options).map_err(e)?;
+                w3_checked(&c, 4096, true).map_err(e)
+            };
+            let (route, route_err) = measure(&|_| {})?;
             println!(
                 "w3_sgemm4096_fp32 {route:.1} GFLOP/s (the default route: the warpgroup kernel \
                  where it takes the product, else vendor BLAS where the device has one)"
             );
             println!("w3_sgemm4096_fp32_error {route_err:.2e}");
             ours.push(("w3_sgemm4096_fp32".into(), route, "GFLOP/s"));
-            options.warpgroup_gemm = false;
-            let cctx = manager
-                .create_context_with(id, options.clone())
-                .map_err(e)?;
-            let (blas, blas_err) = w3_checked(&cctx, 4096, true).map_err(e)?;
+            let (blas, blas_err) = measure(&|o| o.warpgroup_gemm = false)?;
             println!("w3_sgemm4096_vendor {blas:.1} GFLOP/s (vendor BLAS where present)");
             println!("w3_sgemm4096_vendor_error {blas_err:.2e}");
-            options.warpgroup_gemm = true;
             // TF32 (PyTorch's allow_tf32) for scale: the rate and error f32 GEMMs give up.
-            options.allow_tf32 = true;
-            let tctx = manager
-                .create_context_with(id, options.clone())
-                .map_err(e)?;
-            let (tf32, tf32_err) = w3_checked(&tctx, 4096, true).map_err(e)?;
+            let (tf32, tf32_err) = measure(&|o| o.allow_tf32 = true)?;
             println!("w3_sgemm4096_tf32 {tf32:.1} GFLOP/s");
             println!("w3_sgemm4096_tf32_error {tf32_err:.2e}");
-            options.allow_tf32 = false;
-            options.vendor_blas = false;
-            let kctx = manager.create_context_with(id, options).map_err(e)?;
-            let (own, own_err) = w3_checked(&kctx, 4096, true).map_err(e)?;
+            let (own, own_err) = measure(&|o| o.vendor_blas = false)?;
             println!("w3_sgemm4096_kernel {own:.1} GFLOP/s");
             println!("w3_sgemm4096_kernel_error {own_err:.2e}");
             println!("w3_sgemm4096_kernel_vs_cublas {:.2}", own / blas);

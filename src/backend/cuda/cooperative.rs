@@ -3,7 +3,6 @@
 //! calculator times the SM count.
 
 use cudarc::driver::result;
-use cudarc::driver::sys::CUfunction_attribute;
 
 use super::device::CudaDevice;
 use super::error;
@@ -11,9 +10,6 @@ use super::launch::CudaKernels;
 use crate::backend::{RawArg, with_param_slots};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
-
-/// Dynamic shared memory every block may use without opting in.
-pub(super) const DEFAULT_SHARED: u32 = 48 * 1024;
 
 impl CudaDevice {
     /// Co-resident blocks of `entry` with `threads` threads and `shared_bytes` of dynamic
@@ -31,19 +27,9 @@ impl CudaDevice {
         }
         self.bind()?;
         let f = self.function(module, entry)?;
-        if shared_bytes > DEFAULT_SHARED {
-            // SAFETY: `f` is a function of a module loaded in this (current) context and kept
-            // alive by `module`; the value is within the device's opt-in limit checked above.
-            unsafe {
-                result::function::set_function_attribute(
-                    f,
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    shared_bytes as i32,
-                )
-            }
-            .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))?;
-        }
-        // SAFETY: as above; the occupancy calculator only reads the function's attributes.
+        self.opt_in_shared(module, entry, shared_bytes)?;
+        // SAFETY: `f` is a function of a module loaded in this (current) context and kept alive
+        // by `module`; the occupancy calculator only reads the function's attributes.
         let per_sm = unsafe {
             result::occupancy::max_active_block_per_multiprocessor(
                 f,

@@ -13,6 +13,9 @@ use crate::device::BackendKind;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 
+/// Dynamic shared memory every block may use without opting in.
+const DEFAULT_SHARED: u32 = 48 * 1024;
+
 /// A loaded CUBIN/PTX module and the functions looked up from it so far (raw `CUfunction`
 /// handles, valid while `module` lives).
 pub(crate) struct CudaKernels {
@@ -77,6 +80,32 @@ impl CudaDevice {
         Ok(handle as CUfunction)
     }
 
+    /// Raises the dynamic shared-memory limit of `entry` in `module` to `bytes` when that is
+    /// above the default every block may use; `bytes` beyond the device's opt-in limit is the
+    /// driver's error (callers check it first for a clearer one). Binds the context.
+    pub(super) fn opt_in_shared(
+        &self,
+        module: &CudaKernels,
+        entry: &str,
+        bytes: u32,
+    ) -> Result<()> {
+        if bytes <= DEFAULT_SHARED {
+            return Ok(());
+        }
+        self.bind()?;
+        let f = self.function(module, entry)?;
+        // SAFETY: `f` is a function of `module`, loaded in this context (current after `bind`)
+        // and kept alive by the borrow; the attribute only sets a launch limit.
+        unsafe {
+            result::function::set_function_attribute(
+                f,
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                bytes as i32,
+            )
+        }
+        .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))
+    }
+
     pub(super) fn launch_kernel(
         &self,
         module: &CudaKernels,
@@ -92,24 +121,13 @@ impl CudaDevice {
         }
         self.bind()?;
         let f = self.function(module, entry)?;
-        if config.shared_bytes > super::cooperative::DEFAULT_SHARED {
-            if config.shared_bytes > self.shared_optin {
-                return Err(Error::InvalidArgument(format!(
-                    "launch of '{entry}' asks for {} bytes of shared memory; {} allows {}",
-                    config.shared_bytes, self.info.id, self.shared_optin
-                )));
-            }
-            // SAFETY: `f` is a function of a module loaded in this (current) context and kept
-            // alive by `module`; the value is within the device's opt-in limit checked above.
-            unsafe {
-                result::function::set_function_attribute(
-                    f,
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    config.shared_bytes as i32,
-                )
-            }
-            .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))?;
+        if config.shared_bytes > self.shared_optin {
+            return Err(Error::InvalidArgument(format!(
+                "launch of '{entry}' asks for {} bytes of shared memory; {} allows {}",
+                config.shared_bytes, self.info.id, self.shared_optin
+            )));
         }
+        self.opt_in_shared(module, entry, config.shared_bytes)?;
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
         with_param_slots(args, |params| {
