@@ -314,18 +314,4 @@ struct TcSmem {
 TC_ENTRY(sgemm_tc128, 2, 4, 4, 4)
 TC_ENTRY(sgemm_tc64, 2, 2, 2, 4)
 
-// C[i] = alpha * sum_z part[z][i] + beta * C[i] over i < mn (beta = 0: C not read), in z order,
-// so a split product is as deterministic as an unsplit one.
-extern "C" __global__ void sgemm_split_sum(const float* part_base, u64 part_off,
-                                              float* c_base, u64 c_off, uint mn, uint splits,
-                                              float alpha, float beta) {
-    const float* part = part_base + part_off;
-    float* c = c_base + c_off;
-    for (uint i = blockIdx.x * blockDim.x + threadIdx.x; i < mn; i += gridDim.x * blockDim.x) {
-        float s = 0.0f;
-        for (uint z = 0; z < splits; ++z) s += part[(u64)z * mn + i];
-        c[i] = (beta != 0.0f) ? alpha * s + beta * c[i] : alpha * s;
-    }
-}
-
 #endif  // CUDA sm_80+

@@ -24,6 +24,12 @@ pub struct ContextOptions {
     /// it outruns there. On by default; off leaves those products to cuBLAS (or, without it, to
     /// the other built-in kernels), for comparison.
     pub warpgroup_gemm: bool,
+    /// Run GEMMs with a side of at most 16 (a classifier head's 10 outputs, a 10-wide input
+    /// gradient) with the built-in thin kernels (`sgemm_thin`, `sgemm_thin_k`) on every GPU
+    /// backend, ahead of cuBLAS and the tile kernels: they read each operand once, where a tile
+    /// kernel spends most of its tile on padding. On by default; off leaves those products to
+    /// the other routes, for comparison and to test the tile kernels at small sizes.
+    pub thin_gemm: bool,
     /// Verification aid for machines without an AMD GPU: on a CUDA device, build the op set from
     /// the HIP kernel sources (`kernels-hip/` over `kernels-cu/`) through NVRTC with a small
     /// HIP-to-CUDA prelude, instead of the CUDA sources. User kernels on such a context are HIP
@@ -53,6 +59,7 @@ impl Default for ContextOptions {
             allow_tf32: false,
             vendor_blas: true,
             warpgroup_gemm: true,
+            thin_gemm: true,
             hip_sources_via_nvrtc: false,
             opencl_sgemm_tile: None,
             profile_kernels: false,

@@ -728,6 +728,10 @@ macro_rules! backend_suite {
                 super::gemm::gemm(T)
             }
             #[test]
+            fn gpu_gemm_thin() {
+                super::gemm::gemm_thin(T)
+            }
+            #[test]
             fn gpu_elementwise() {
                 super::elementwise(T)
             }

@@ -74,7 +74,7 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
 /// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 14] = [
+pub(crate) const FILES: [(&str, &str); 15] = [
     ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
     (
         "elementwise.cu",
@@ -82,6 +82,11 @@ pub(crate) const FILES: [(&str, &str); 14] = [
     ),
     ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
     ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
+    // Also holds sgemm_split_sum, which every build needs.
+    (
+        "gemm_thin.cu",
+        include_str!("../../../kernels-cu/gemm_thin.cu"),
+    ),
     // CUDA sm_80+ only; empty in HIP and older-architecture builds.
     ("gemm_tc.cu", include_str!("../../../kernels-cu/gemm_tc.cu")),
     // CUDA sm_90a only; empty elsewhere.

@@ -1,10 +1,11 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time and concatenated into one translation unit.
 
-const PARTS: [&str; 11] = [
+const PARTS: [&str; 12] = [
     include_str!("../../../kernels-cl/common.cl"),
     include_str!("../../../kernels-cl/elementwise.cl"),
     include_str!("../../../kernels-cl/gemm.cl"),
+    include_str!("../../../kernels-cl/gemm_thin.cl"),
     include_str!("../../../kernels-cl/reduce.cl"),
     include_str!("../../../kernels-cl/rnn.cl"),
     // Uses rnn.cl's tile product.

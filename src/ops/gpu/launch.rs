@@ -176,9 +176,9 @@ pub(crate) fn partials(n: usize) -> usize {
 }
 
 /// Most blocks in y (and z) any dialect's driver accepts.
-const MAX_GRID_Y: usize = 65_535;
+pub(crate) const MAX_GRID_Y: usize = 65_535;
 /// Most blocks in x a CUDA/HIP driver accepts (2^31 - 1).
-const MAX_GRID_X: usize = i32::MAX as usize;
+pub(crate) const MAX_GRID_X: usize = i32::MAX as usize;
 
 /// `G`: `(ceil(n / tile_n), ceil(m / tile_m))` blocks of `threads`. The `sgemm` kernels map
 /// one block to one tile and do not stride, so a grid beyond the driver's limits is a

@@ -1,9 +1,9 @@
 //! GEMM, reductions (column/row sums, two-pass whole-buffer sums, gradient clipping) and row
 //! gathers.
 
-use super::GpuOps;
 use super::launch::{self, Args, THREADS, device_ptr};
 use super::scratch::{GEMM_PARTS, PARTIALS, STRIP_TICKETS};
+use super::{GpuOps, gemm_thin};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::{Error, Result};
@@ -19,6 +19,9 @@ impl<D: Device> GpuOps<D> {
         }
         if g.m == 0 || g.n == 0 {
             return Ok(());
+        }
+        if self.thin_gemm && gemm_thin::is_thin(&g) {
+            return self.thin_gemm(g, a, b, c);
         }
         self.count_recorded();
         if let Some(done) = self.device.vendor_gemm(

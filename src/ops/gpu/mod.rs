@@ -5,6 +5,7 @@
 mod elementwise;
 mod embedding;
 mod gated_seq;
+mod gemm_thin;
 mod launch;
 mod linalg;
 mod nn_ops;
@@ -81,6 +82,8 @@ pub(crate) struct GpuOps<D: Device> {
     scratch: Mutex<Option<scratch::Scratch>>,
     /// Partial products of split-k GEMMs ([`scratch::GEMM_PARTS`] floats), allocated on first use.
     gemm_parts: Mutex<Option<Buffer>>,
+    /// Whether thin products go to the thin GEMM kernels (`ContextOptions::thin_gemm`).
+    thin_gemm: bool,
     /// Launches queued since the current graph recording began (`None`: not recording).
     recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
@@ -101,8 +104,8 @@ impl<D: Device> Drop for GpuOps<D> {
 
 /// The op set of `device`, for a backend's `create_ops`. The options that change what runs
 /// (vendor BLAS, TF32, HIP sources through NVRTC) are applied by the backend's [`Device`]
-/// (`vendor_gemm`, `op_set_source`); the generic ops need none of them yet.
-pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+/// (`vendor_gemm`, `op_set_source`); the generic ops route thin GEMMs by `thin_gemm`.
+pub(crate) fn create<D: Device>(device: D, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
     let device = Arc::new(device);
     Ok(Arc::new(GpuOps {
         info: device.info().clone(),
@@ -116,6 +119,7 @@ pub(crate) fn create<D: Device>(device: D, _options: &ContextOptions) -> Result<
         seq_exchange: Mutex::new(Vec::new()),
         scratch: Mutex::new(None),
         gemm_parts: Mutex::new(None),
+        thin_gemm: options.thin_gemm,
         recording: Mutex::new(None),
     }))
 }

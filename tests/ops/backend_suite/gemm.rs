@@ -2,6 +2,9 @@
 //! the built-in GEMM kernels at their edges: shapes on both sides of the tile edges and of the
 //! k-steps, k = 0, every transpose, alpha/beta with beta = 0 on a NaN-poisoned C, views at
 //! 16-byte-aligned and odd offsets (the float4 and scalar paths), then the random-shape property.
+//! The thin kernels (a side of at most 16, every GPU backend, ahead of cuBLAS) have their own
+//! shapes (`gemm_thin`); the tile tests turn them off (`ContextOptions::thin_gemm`) so that the
+//! small shapes still reach the tile kernels.
 //!
 //! - OpenCL: both kernels (`sgemm_split`, the 128 x 128 tile, and `sgemm_tile64_split`), each
 //!   forced for every launch through `ContextOptions::opencl_sgemm_tile` so that both run on every
@@ -56,13 +59,71 @@ const SPLIT_K_SHAPES: [(usize, usize, usize); 5] = [
 const WARPGROUP_SHAPES: [(usize, usize, usize); 3] =
     [(1300, 1290, 40), (384, 520, 3001), (1157, 1163, 133)];
 
+/// Products the thin kernels take (a side of at most 16): `sgemm_thin` with a short n (k
+/// contiguous in A and float4-loaded, or not; one and two k pieces; k split over the grid) and
+/// with a short m (k split), both sides short, a side of 1 or exactly 16; `sgemm_thin_k` with k
+/// of 16, 10 and 0, row lengths that are and are not multiples of 4.
+const THIN_SHAPES: [(usize, usize, usize); 12] = [
+    (1000, 10, 512),
+    (517, 16, 300),
+    (10, 515, 1030),
+    (16, 40, 700),
+    (5, 3, 2000),
+    (2100, 1, 33),
+    (1, 700, 300),
+    (300, 260, 10),
+    (301, 7, 16),
+    (70, 1030, 3),
+    (20, 9, 0),
+    (40, 17, 17),
+];
+
 /// Leading elements before A, B and C: all 16-byte aligned, all odd, and mixed.
 const PADS: [[usize; 3]; 4] = [[0, 4, 8], [3, 1, 5], [4, 3, 0], [1, 8, 4]];
+
+/// The thin kernels on every backend (CPU: the reference itself), edge shapes and random
+/// shapes with one side of 1 to 16.
+pub fn gemm_thin(t: Target) {
+    let test = "gpu_gemm_thin";
+    let ctxs = contexts(t, test);
+    for ctx in &ctxs {
+        edge_shapes(ctx, &THIN_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
+    }
+    let s = (
+        0..3usize,
+        1..=16usize,
+        dim(),
+        dim(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        any::<u64>(),
+    );
+    prop_on(
+        ctxs,
+        test,
+        16,
+        s,
+        |ctx, (side, short, d1, d2, ta, tb, beta0, seed)| {
+            let (m, n, k) = match side {
+                0 => (d1, short, d2 * 7),
+                1 => (short, d1, d2 * 7),
+                _ => (d1, d2, short),
+            };
+            let mut r = Values(seed);
+            one_random(ctx, &mut r, Gemm::new(m, n, k), ta, tb, beta0)
+        },
+    );
+}
 
 pub fn gemm_tiles(t: Target) {
     for tile in [64, 128] {
         let test = format!("gpu_gemm_tile{tile}");
-        let ctxs = support::contexts_with(t, &test, |o| o.opencl_sgemm_tile = Some(tile));
+        // Thin products off, so the small shapes reach the tile kernels.
+        let ctxs = support::contexts_with(t, &test, |o| {
+            o.opencl_sgemm_tile = Some(tile);
+            o.thin_gemm = false;
+        });
         for ctx in &ctxs {
             for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..]] {
                 edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
@@ -73,10 +134,14 @@ pub fn gemm_tiles(t: Target) {
 }
 
 /// GEMM with `vendor_blas` off, so a CUDA context runs the built-in kernels even where cuBLAS
-/// exists (otherwise they would never be checked there).
+/// exists (otherwise they would never be checked there), and thin products off, so the small
+/// shapes reach the tile kernels.
 pub fn gemm_own_kernel(t: Target) {
     let test = "gpu_gemm_own_kernel";
-    let ctxs = support::contexts_with(t, test, |o| o.vendor_blas = false);
+    let ctxs = support::contexts_with(t, test, |o| {
+        o.vendor_blas = false;
+        o.thin_gemm = false;
+    });
     for ctx in &ctxs {
         for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..]] {
             edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
@@ -176,26 +241,39 @@ fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
         s,
         |ctx, (m, n, k, ta, tb, beta0, seed)| {
             let mut r = Values(seed);
-            let alpha = r.uniform(-2.0, 2.0);
-            let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
-            let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
-            g.trans_a = ta;
-            g.trans_b = tb;
-            // beta = 0: C is poisoned and must not be read.
-            let c = if beta0 {
-                nan(m * n)
-            } else {
-                r.vec(m * n, -1.0, 1.0)
-            };
-            let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
-            // f32 rounding scales with the magnitude of the terms, not of the (possibly
-            // cancelling) result: bound the error relative to |alpha| |A| |B| + |beta| |C|.
-            let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
-            compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
-                o.gemm(g, v[0], v[1], v[2])
-            })
+            one_random(ctx, &mut r, Gemm::new(m, n, k), ta, tb, beta0)
         },
     );
+}
+
+/// One product of shape `g` with random scalars and operands against the CPU.
+fn one_random(
+    ctx: &Context,
+    r: &mut Values,
+    g: Gemm,
+    ta: bool,
+    tb: bool,
+    beta0: bool,
+) -> Result<(), TestCaseError> {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let alpha = r.uniform(-2.0, 2.0);
+    let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
+    let mut g = g.scaled(alpha, beta);
+    g.trans_a = ta;
+    g.trans_b = tb;
+    // beta = 0: C is poisoned and must not be read.
+    let c = if beta0 {
+        nan(m * n)
+    } else {
+        r.vec(m * n, -1.0, 1.0)
+    };
+    let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
+    // f32 rounding scales with the magnitude of the terms, not of the (possibly cancelling)
+    // result: bound the error relative to |alpha| |A| |B| + |beta| |C|.
+    let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
+    compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
+        o.gemm(g, v[0], v[1], v[2])
+    })
 }
 
 /// ‖|α||op(A)||op(B)| + |β||C|‖ / ‖αop(A)op(B) + βC‖ (at least 1), in f64: how much

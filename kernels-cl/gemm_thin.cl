@@ -1,0 +1,170 @@
+// Thin GEMMs (geometry H of docs/kernel-abi.md), the design of kernels-cu/gemm_thin.cu:
+// row-major C = alpha * op(A) op(B) + beta * C where one side is at most 16 wide.
+// sgemm_thin (k > 16, n <= 16 or m <= 16): a group of 256 owns 32 long indices x (one per
+// segment lane) over its k range; S[kk][0..16] is staged in local memory piece by piece and
+// each segment of 32 sums 32 kk of the piece; the 8 segments' sums are added in order. Grid z
+// > 1: part[z] holds the raw sums of k range z, and sgemm_split_sum adds them.
+// sgemm_thin_k (k <= 16): a work-item keeps op(B)[0..k][4 columns] in registers and writes 4
+// columns of 16 rows, their op(A) values staged in local memory.
+// Every work-item reaches every barrier (no early return).
+
+#define TH_SHORT 16
+#define TH_X 32
+#define TH_WARPS 8
+#define TH_PIECE 256
+#define TH_PER_WARP (TH_PIECE / TH_WARPS)
+
+inline void thin_fma(float* acc, float l, __local const float4* srow) {
+    for (int q = 0; q < TH_SHORT / 4; ++q) {
+        const float4 s = srow[q];
+        acc[4 * q + 0] += l * s.x;
+        acc[4 * q + 1] += l * s.y;
+        acc[4 * q + 2] += l * s.z;
+        acc[4 * q + 3] += l * s.w;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void sgemm_thin(__global const float* a_base, ulong a_off, __global const float* b_base,
+                ulong b_off, __global float* c_base, ulong c_off, __global float* part_base,
+                ulong part_off, uint m, uint n, uint k, uint trans_a, uint trans_b,
+                uint k_chunk, float alpha, float beta) {
+    __local float4 sh_s[TH_PIECE][TH_SHORT / 4];
+    __local float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
+    __global const float* a = a_base + a_off;
+    __global const float* b = b_base + b_off;
+    __global float* c = c_base + c_off;
+    __global float* part = part_base + part_off + (ulong)get_group_id(2) * m * n;
+    const bool split = get_num_groups(2) > 1;
+    const uint t = get_local_id(0);
+    const uint lane = t % TH_X, warp = t / TH_X;
+    // op(A)[i][kk] = a[i a_i + kk a_k], op(B)[kk][j] = b[kk b_k + j b_j]; the long operand
+    // L[x][kk] = l[x l_x + kk l_k], the short S[kk][y] = s[kk s_k + y s_y].
+    const ulong a_i = trans_a ? 1 : k, a_k = trans_a ? m : 1;
+    const ulong b_k = trans_b ? 1 : n, b_j = trans_b ? k : 1;
+    const bool short_is_n = n <= TH_SHORT;
+    __global const float* l = short_is_n ? a : b;
+    const ulong l_x = short_is_n ? a_i : b_j, l_k = short_is_n ? a_k : b_k;
+    __global const float* s = short_is_n ? b : a;
+    const ulong s_k = short_is_n ? b_k : a_k, s_y = short_is_n ? b_j : a_i;
+    const ulong long_n = short_is_n ? m : n, short_n = short_is_n ? n : m;
+    const ulong k0 = (ulong)get_group_id(2) * k_chunk;
+    const ulong k1 = min((ulong)k, k0 + k_chunk);
+    const bool vec = l_k == 1 && l_x % 4 == 0 && (((ulong)l) & 15) == 0;
+    const ulong tiles = (long_n + TH_X - 1) / TH_X;
+    for (ulong tile = get_group_id(0); tile < tiles; tile += get_num_groups(0)) {
+        const ulong x = tile * TH_X + lane;
+        const bool x_in = x < long_n;
+        __global const float* lx = l + (x_in ? x : 0) * l_x;
+        float acc[TH_SHORT];
+        for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
+        for (ulong p = k0; p < k1; p += TH_PIECE) {
+            const uint len = (uint)min((ulong)TH_PIECE, k1 - p);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (uint e = t; e < TH_PIECE * TH_SHORT; e += 256) {
+                const uint kk = e / TH_SHORT, y = e % TH_SHORT;
+                ((__local float*)sh_s)[e] =
+                    (kk < len && y < short_n) ? s[(p + kk) * s_k + y * s_y] : 0.0f;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (x_in) {
+                if (l_x == 1) {
+                    float lv[TH_PER_WARP];
+                    for (int i = 0; i < TH_PER_WARP; ++i) {
+                        const uint kk = warp + TH_WARPS * i;
+                        lv[i] = kk < len ? lx[(p + kk) * l_k] : 0.0f;
+                    }
+                    for (int i = 0; i < TH_PER_WARP; ++i)
+                        thin_fma(acc, lv[i], sh_s[warp + TH_WARPS * i]);
+                } else {
+                    const uint kb = warp * TH_PER_WARP;
+                    if (vec && kb + TH_PER_WARP <= len) {
+                        float4 lv[TH_PER_WARP / 4];
+                        for (int i = 0; i < TH_PER_WARP / 4; ++i)
+                            lv[i] = vload4(0, lx + p + kb + 4 * i);
+                        for (int i = 0; i < TH_PER_WARP / 4; ++i) {
+                            thin_fma(acc, lv[i].x, sh_s[kb + 4 * i + 0]);
+                            thin_fma(acc, lv[i].y, sh_s[kb + 4 * i + 1]);
+                            thin_fma(acc, lv[i].z, sh_s[kb + 4 * i + 2]);
+                            thin_fma(acc, lv[i].w, sh_s[kb + 4 * i + 3]);
+                        }
+                    } else {
+                        for (uint kk = kb; kk < min(len, kb + TH_PER_WARP); ++kk)
+                            thin_fma(acc, lx[p + kk], sh_s[kk]);
+                    }
+                }
+            }
+        }
+        for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint e = t; e < TH_X * TH_SHORT; e += 256) {
+            const uint xl = e % TH_X, y = e / TH_X;
+            const ulong xo = tile * TH_X + xl;
+            if (xo < long_n && y < short_n) {
+                float sum = 0.0f;
+                for (int w = 0; w < TH_WARPS; ++w) sum += sh_red[w][xl][y];
+                const ulong at = short_is_n ? xo * n + y : (ulong)y * n + xo;
+                if (split) {
+                    part[at] = sum;
+                } else {
+                    c[at] = (beta == 0.0f) ? alpha * sum : alpha * sum + beta * c[at];
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+#define THK_ROWS 16
+#define THK_THREADS 128
+
+__kernel __attribute__((reqd_work_group_size(THK_THREADS, 1, 1)))
+void sgemm_thin_k(__global const float* a_base, ulong a_off, __global const float* b_base,
+                  ulong b_off, __global float* c_base, ulong c_off, uint m, uint n, uint k,
+                  uint trans_a, uint trans_b, float alpha, float beta) {
+    __local float sh_a[THK_ROWS][TH_SHORT];
+    __global const float* a = a_base + a_off;
+    __global const float* b = b_base + b_off;
+    __global float* c = c_base + c_off;
+    const uint t = get_local_id(0);
+    const ulong col = ((ulong)get_group_id(0) * THK_THREADS + t) * 4;
+    float bv[TH_SHORT][4];
+    for (int kk = 0; kk < TH_SHORT; ++kk)
+        for (int q = 0; q < 4; ++q) {
+            const ulong j = col + q;
+            bv[kk][q] = ((uint)kk < k && j < n) ? (trans_b ? b[j * k + kk] : b[(ulong)kk * n + j])
+                                                : 0.0f;
+        }
+    const bool vec = n % 4 == 0 && (((ulong)c) & 15) == 0 && col + 3 < n;
+    for (ulong r0 = (ulong)get_group_id(1) * THK_ROWS; r0 < m;
+         r0 += (ulong)get_num_groups(1) * THK_ROWS) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint e = t; e < THK_ROWS * TH_SHORT; e += THK_THREADS) {
+            const uint rl = e / TH_SHORT, kk = e % TH_SHORT;
+            const ulong r = r0 + rl;
+            sh_a[rl][kk] = (r < m && kk < k) ? (trans_a ? a[(ulong)kk * m + r] : a[r * k + kk])
+                                             : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (col < n) {
+            const uint rows = (uint)min((ulong)THK_ROWS, m - r0);
+            for (uint rl = 0; rl < rows; ++rl) {
+                float sv[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (int kk = 0; kk < TH_SHORT; ++kk) {
+                    const float av = sh_a[rl][kk];
+                    for (int q = 0; q < 4; ++q) sv[q] += av * bv[kk][q];
+                }
+                __global float* cr = c + (r0 + rl) * n + col;
+                if (vec) {
+                    float4 v = (float4)(alpha * sv[0], alpha * sv[1], alpha * sv[2], alpha * sv[3]);
+                    if (beta != 0.0f) v += beta * vload4(0, cr);
+                    vstore4(v, 0, cr);
+                } else {
+                    for (int q = 0; q < 4; ++q)
+                        if (col + q < n)
+                            cr[q] = (beta == 0.0f) ? alpha * sv[q] : alpha * sv[q] + beta * cr[q];
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,224 @@
+// Thin GEMMs (geometry H of docs/kernel-abi.md): row-major C = alpha * op(A) op(B) + beta * C
+// where one side is at most 16 wide. Such products move bytes, not FLOPs (a classifier head:
+// 4096 x 10 x 512), and tile kernels spend them on tiles that are mostly padding.
+//
+// sgemm_thin (k > 16, n <= 16 or m <= 16): the "long" operand L[x][kk] has one entry per long
+// output index x (rows of C when n <= 16, columns when m <= 16) and the "short" one S[kk][y] at
+// most 16 values per kk. A block owns 32 x (one per lane) over its k range: piece by piece,
+// S[kk][0..16] is staged in shared memory and each warp sums 32 kk of the piece into 16
+// accumulators per thread (S read as broadcast float4s); the 8 warps' sums are then added in
+// warp order (deterministic). With grid z > 1, block z sums k in [z k_chunk, (z+1) k_chunk)
+// into part[z] (the T contract) and sgemm_split_sum adds the parts.
+// sgemm_thin_k (k <= 16): a thread keeps op(B)[0..k][4 columns] in registers and writes 4
+// columns of 16 rows, whose op(A) values are staged in shared memory: a pass over C.
+//
+// No warp primitives: the same code serves HIP's 64-wide wavefronts.
+
+#define TH_SHORT 16   // widest short side
+#define TH_X 32       // long indices per block, one per lane
+#define TH_WARPS 8    // k groups per block (256 threads)
+#define TH_PIECE 256  // k values staged at once; k chunks are multiples of it
+#define TH_PER_WARP (TH_PIECE / TH_WARPS)
+
+struct ThinOperands {
+    const float* l;  // long operand: L[x][kk] = l[x * l_x + kk * l_k]
+    u64 l_x, l_k;
+    const float* s;  // short operand: S[kk][y] = s[kk * s_k + y * s_y]
+    u64 s_k, s_y;
+    u64 long_n, short_n;
+    bool short_is_n;  // C[x][y] (n <= 16) or C[y][x] (m <= 16)
+};
+
+__device__ __forceinline__ ThinOperands thin_operands(const float* a, const float* b, uint m,
+                                                     uint n, uint k, uint ta, uint tb) {
+    ThinOperands o;
+    o.short_is_n = n <= TH_SHORT;
+    // op(A)[i][kk] = a[i * a_i + kk * a_k], op(B)[kk][j] = b[kk * b_k + j * b_j].
+    const u64 a_i = ta ? 1 : k, a_k = ta ? m : 1;
+    const u64 b_k = tb ? 1 : n, b_j = tb ? k : 1;
+    if (o.short_is_n) {
+        o.l = a; o.l_x = a_i; o.l_k = a_k;
+        o.s = b; o.s_k = b_k; o.s_y = b_j;
+        o.long_n = m; o.short_n = n;
+    } else {
+        o.l = b; o.l_x = b_j; o.l_k = b_k;
+        o.s = a; o.s_k = a_k; o.s_y = a_i;
+        o.long_n = n; o.short_n = m;
+    }
+    return o;
+}
+
+__device__ __forceinline__ void thin_fma(float (&acc)[TH_SHORT], float l, const float4* srow) {
+#pragma unroll
+    for (int q = 0; q < TH_SHORT / 4; ++q) {
+        const float4 s = srow[q];
+        acc[4 * q + 0] += l * s.x;
+        acc[4 * q + 1] += l * s.y;
+        acc[4 * q + 2] += l * s.z;
+        acc[4 * q + 3] += l * s.w;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    sgemm_thin(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,
+               u64 c_off, float* part_base, u64 part_off, uint m, uint n, uint k, uint trans_a,
+               uint trans_b, uint k_chunk, float alpha, float beta) {
+    __shared__ float4 sh_s[TH_PIECE][TH_SHORT / 4];
+    __shared__ float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
+    const ThinOperands o = thin_operands(a_base + a_off, b_base + b_off, m, n, k, trans_a,
+                                         trans_b);
+    float* c = c_base + c_off;
+    float* part = part_base + part_off + (u64)blockIdx.z * m * n;
+    const bool split = gridDim.z > 1;
+    const uint lane = threadIdx.x % TH_X, warp = threadIdx.x / TH_X;
+    const u64 k0 = (u64)blockIdx.z * k_chunk;
+    const u64 k1 = min((u64)k, k0 + k_chunk);
+    // float4 loads of L along kk: kk contiguous, rows and base 16-byte aligned (pieces start
+    // at multiples of 4).
+    const bool vec = o.l_k == 1 && o.l_x % 4 == 0 && ((size_t)o.l & 15) == 0;
+    const u64 tiles = (o.long_n + TH_X - 1) / TH_X;
+    for (u64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const u64 x = tile * TH_X + lane;
+        const bool x_in = x < o.long_n;
+        const float* lx = o.l + (x_in ? x : 0) * o.l_x;
+        float acc[TH_SHORT];
+#pragma unroll
+        for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
+        for (u64 p = k0; p < k1; p += TH_PIECE) {
+            const uint len = (uint)min((u64)TH_PIECE, k1 - p);
+            __syncthreads();  // the previous piece is consumed
+            for (uint e = threadIdx.x; e < TH_PIECE * TH_SHORT; e += blockDim.x) {
+                const uint kk = e / TH_SHORT, y = e % TH_SHORT;
+                reinterpret_cast<float*>(sh_s)[e] =
+                    (kk < len && y < o.short_n) ? o.s[(p + kk) * o.s_k + y * o.s_y] : 0.0f;
+            }
+            __syncthreads();
+            if (!x_in) continue;
+            if (o.l_x == 1) {
+                // x contiguous: warp w takes kk = w, w + 8, ...; a warp reads 128 bytes per kk.
+                float l[TH_PER_WARP];
+#pragma unroll
+                for (int i = 0; i < TH_PER_WARP; ++i) {
+                    const uint kk = warp + TH_WARPS * i;
+                    l[i] = kk < len ? lx[(p + kk) * o.l_k] : 0.0f;
+                }
+#pragma unroll
+                for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[warp + TH_WARPS * i]);
+            } else {
+                // kk contiguous: warp w takes kk in [32 w, 32 w + 32), each thread its own row.
+                const uint kb = warp * TH_PER_WARP;
+                if (vec && kb + TH_PER_WARP <= len) {
+                    float4 l[TH_PER_WARP / 4];
+#pragma unroll
+                    for (int i = 0; i < TH_PER_WARP / 4; ++i)
+                        l[i] = *reinterpret_cast<const float4*>(lx + p + kb + 4 * i);
+#pragma unroll
+                    for (int i = 0; i < TH_PER_WARP / 4; ++i) {
+                        thin_fma(acc, l[i].x, sh_s[kb + 4 * i + 0]);
+                        thin_fma(acc, l[i].y, sh_s[kb + 4 * i + 1]);
+                        thin_fma(acc, l[i].z, sh_s[kb + 4 * i + 2]);
+                        thin_fma(acc, l[i].w, sh_s[kb + 4 * i + 3]);
+                    }
+                } else {
+                    for (uint kk = kb; kk < min(len, kb + TH_PER_WARP); ++kk)
+                        thin_fma(acc, lx[p + kk], sh_s[kk]);
+                }
+            }
+        }
+#pragma unroll
+        for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
+        __syncthreads();
+        for (uint e = threadIdx.x; e < TH_X * TH_SHORT; e += blockDim.x) {
+            const uint xl = e % TH_X, y = e / TH_X;
+            const u64 xo = tile * TH_X + xl;
+            if (xo >= o.long_n || y >= o.short_n) continue;
+            float s = 0.0f;
+#pragma unroll
+            for (int w = 0; w < TH_WARPS; ++w) s += sh_red[w][xl][y];
+            const u64 at = o.short_is_n ? xo * n + y : (u64)y * n + xo;
+            if (split) {
+                part[at] = s;
+            } else {
+                c[at] = (beta == 0.0f) ? alpha * s : alpha * s + beta * c[at];
+            }
+        }
+        __syncthreads();  // sh_red is read before the next tile writes it
+    }
+}
+
+#define THK_ROWS 16
+#define THK_THREADS 128
+
+extern "C" __global__ void __launch_bounds__(THK_THREADS)
+    sgemm_thin_k(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,
+                 u64 c_off, uint m, uint n, uint k, uint trans_a, uint trans_b, float alpha,
+                 float beta) {
+    __shared__ float sh_a[THK_ROWS][TH_SHORT];
+    const float* a = a_base + a_off;
+    const float* b = b_base + b_off;
+    float* c = c_base + c_off;
+    const u64 col = ((u64)blockIdx.x * THK_THREADS + threadIdx.x) * 4;
+    float bv[TH_SHORT][4];
+#pragma unroll
+    for (int kk = 0; kk < TH_SHORT; ++kk)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const u64 j = col + q;
+            bv[kk][q] = ((uint)kk < k && j < n) ? (trans_b ? b[j * k + kk] : b[(u64)kk * n + j])
+                                                : 0.0f;
+        }
+    const bool vec = n % 4 == 0 && (((size_t)c) & 15) == 0 && col + 3 < n;
+    for (u64 r0 = (u64)blockIdx.y * THK_ROWS; r0 < m; r0 += (u64)gridDim.y * THK_ROWS) {
+        __syncthreads();
+        for (uint e = threadIdx.x; e < THK_ROWS * TH_SHORT; e += blockDim.x) {
+            const uint rl = e / TH_SHORT, kk = e % TH_SHORT;
+            const u64 r = r0 + rl;
+            sh_a[rl][kk] = (r < m && kk < k) ? (trans_a ? a[(u64)kk * m + r] : a[r * k + kk])
+                                             : 0.0f;
+        }
+        __syncthreads();
+        if (col >= n) continue;
+        const uint rows = (uint)min((u64)THK_ROWS, m - r0);
+        for (uint rl = 0; rl < rows; ++rl) {
+            float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int kk = 0; kk < TH_SHORT; ++kk) {
+                const float av = sh_a[rl][kk];
+#pragma unroll
+                for (int q = 0; q < 4; ++q) s[q] += av * bv[kk][q];
+            }
+            float* cr = c + (r0 + rl) * n + col;
+            if (vec) {
+                float4 v = make_float4(alpha * s[0], alpha * s[1], alpha * s[2], alpha * s[3]);
+                if (beta != 0.0f) {
+                    const float4 old = *reinterpret_cast<const float4*>(cr);
+                    v.x += beta * old.x;
+                    v.y += beta * old.y;
+                    v.z += beta * old.z;
+                    v.w += beta * old.w;
+                }
+                *reinterpret_cast<float4*>(cr) = v;
+            } else {
+#pragma unroll
+                for (int q = 0; q < 4; ++q)
+                    if (col + q < n)
+                        cr[q] = (beta == 0.0f) ? alpha * s[q] : alpha * s[q] + beta * cr[q];
+            }
+        }
+    }
+}
+
+// C[i] = alpha * sum_z part[z][i] + beta * C[i] over i < mn (beta = 0: C not read), in z order,
+// so the result does not depend on which block finished first. Geometry E. Every CUDA and HIP
+// build has it (the thin GEMMs split k on any device).
+extern "C" __global__ void sgemm_split_sum(const float* part_base, u64 part_off,
+                                           float* c_base, u64 c_off, uint mn, uint splits,
+                                           float alpha, float beta) {
+    const float* part = part_base + part_off;
+    float* c = c_base + c_off;
+    RNN_GRID_LOOP(i, mn) {
+        float s = 0.0f;
+        for (uint z = 0; z < splits; ++z) s += part[(u64)z * mn + i];
+        c[i] = (beta == 0.0f) ? alpha * s : alpha * s + beta * c[i];
+    }
+}

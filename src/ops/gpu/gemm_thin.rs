@@ -1,0 +1,142 @@
+//! Thin GEMMs (geometry `H` of docs/kernel-abi.md): products with a side of at most
+//! [`THIN_SIDE`], routed ahead of the vendor BLAS and the tile kernels. A classifier head
+//! (4096 x 10 x 512 forward, 10 x 512 x 4096 weight gradient, 4096 x 512 x 10 input gradient)
+//! moves megabytes and does almost no arithmetic; these kernels read each operand once.
+
+use super::GpuOps;
+use super::launch::{self, Args};
+use super::scratch::GEMM_PARTS;
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::kernel::LaunchConfig;
+use crate::ops::Gemm;
+
+/// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
+pub(super) const THIN_SIDE: usize = 16;
+/// Long-side entries of one `sgemm_thin` block, and its threads.
+const THIN_X: usize = 32;
+const THIN_THREADS: u32 = 256;
+/// k values staged at once (`TH_PIECE`): k ranges of a split are multiples of it.
+const THIN_PIECE: usize = 256;
+/// `sgemm_thin_k`: threads per block, 4 columns each, and rows per block.
+const THIN_K_THREADS: u32 = 128;
+const THIN_K_ROWS: usize = 16;
+/// Most k ranges of one thin product.
+const MAX_THIN_SPLITS: usize = 16;
+
+/// True when `g` goes to a thin kernel: `k <= 16` (`sgemm_thin_k`, a pass over C), or a short
+/// m or n (`sgemm_thin`).
+pub(super) fn is_thin(g: &Gemm) -> bool {
+    g.k <= THIN_SIDE || g.n <= THIN_SIDE || g.m <= THIN_SIDE
+}
+
+/// Blocks and k ranges of `sgemm_thin` for a long side of `long_n` over `k`: as many k ranges
+/// (multiples of [`THIN_PIECE`], at most [`MAX_THIN_SPLITS`], their partial sums within
+/// `space` floats) as it takes for the blocks to cover the compute units. Returns
+/// `(tiles, splits, k_chunk)`.
+fn thin_grid(long_n: usize, mn: usize, k: usize, units: u32, space: usize) -> (usize, u32, u32) {
+    let tiles = long_n.div_ceil(THIN_X).max(1);
+    let pieces = k.div_ceil(THIN_PIECE).max(1);
+    let wanted = (units.max(1) as usize / tiles)
+        .min(pieces)
+        .min(MAX_THIN_SPLITS)
+        .min(space / mn.max(1))
+        .max(1);
+    let chunk = pieces.div_ceil(wanted) * THIN_PIECE;
+    (tiles, k.div_ceil(chunk).max(1) as u32, chunk as u32)
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Launches the thin kernel for `g` (checked by `gemm_impl`, `m, n > 0`, [`is_thin`]).
+    pub(super) fn thin_gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
+        let dims = |args: Args| -> Args {
+            args.u32(g.m as u32)
+                .u32(g.n as u32)
+                .u32(g.k as u32)
+                .u32(g.trans_a as u32)
+                .u32(g.trans_b as u32)
+        };
+        if g.k <= THIN_SIDE {
+            let blocks_x = g.n.div_ceil(4 * THIN_K_THREADS as usize);
+            let blocks_y = g.m.div_ceil(THIN_K_ROWS).min(launch::MAX_GRID_Y);
+            let config = LaunchConfig {
+                grid: [blocks_x as u32, blocks_y as u32, 1],
+                block: [THIN_K_THREADS, 1, 1],
+                shared_bytes: 0,
+            };
+            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?)
+                .f32(g.alpha)
+                .f32(g.beta);
+            return self.run("sgemm_thin_k", config, args);
+        }
+        let long_n = if g.n <= THIN_SIDE { g.m } else { g.n };
+        let mn = g.m * g.n;
+        let (tiles, splits, k_chunk) =
+            thin_grid(long_n, mn, g.k, self.info.compute_units, GEMM_PARTS);
+        let config = LaunchConfig {
+            grid: [tiles.min(launch::MAX_GRID_X) as u32, 1, splits],
+            block: [THIN_THREADS, 1, 1],
+            shared_bytes: 0,
+        };
+        let launch_thin = |part: View<'_>| -> Result<()> {
+            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?.buf(&part)?)
+                .u32(k_chunk)
+                .f32(g.alpha)
+                .f32(g.beta);
+            self.run("sgemm_thin", config, args)
+        };
+        if splits == 1 {
+            // `part` is not touched without a split.
+            return launch_thin(c);
+        }
+        self.with_gemm_parts(|parts| {
+            let parts = parts.slice(0, splits as usize * mn)?;
+            launch_thin(parts)?;
+            let args = Args::new()
+                .buf(&parts)?
+                .buf(&c)?
+                .u32(mn as u32)
+                .u32(splits)
+                .f32(g.alpha)
+                .f32(g.beta);
+            self.run("sgemm_split_sum", launch::elementwise(mn), args)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thin_products_are_the_ones_with_a_short_side() {
+        assert!(is_thin(&Gemm::new(4096, 10, 512).tb()));
+        assert!(is_thin(&Gemm::new(10, 512, 4096).ta()));
+        assert!(is_thin(&Gemm::new(4096, 512, 10)));
+        assert!(is_thin(&Gemm::new(17, 17, 0)));
+        assert!(!is_thin(&Gemm::new(4096, 512, 784)));
+        assert!(!is_thin(&Gemm::new(17, 17, 17)));
+    }
+
+    #[test]
+    fn thin_grids_fill_the_device_in_whole_pieces() {
+        let space = GEMM_PARTS;
+        // W1 batch 4096: the forward head covers 132 units with 128 blocks, unsplit; the weight
+        // gradient (16 tiles of 512 columns, k 4096) splits into 8 ranges of 512.
+        assert_eq!(thin_grid(4096, 4096 * 10, 512, 132, space), (128, 1, 512));
+        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (16, 8, 512));
+        // Batch 256: 8 tiles over k 512, two ranges of one piece.
+        assert_eq!(thin_grid(256, 2560, 512, 132, space), (8, 2, 256));
+        // A short k is one piece; a long one is capped at 16 ranges, the last one short.
+        assert_eq!(thin_grid(40, 40 * 3, 17, 132, space), (2, 1, 256));
+        assert_eq!(thin_grid(1, 1, 100_000, 132, space), (1, 16, 6400));
+        // Bounded by the partial-sum space.
+        assert_eq!(thin_grid(1, 1000, 5000, 132, 3500), (1, 3, 1792));
+        for (long_n, k) in [(1, 257), (33, 5000), (7000, 300), (3, 70_001)] {
+            let (_, splits, chunk) = thin_grid(long_n, long_n, k, 132, space);
+            assert_eq!(chunk as usize % THIN_PIECE, 0);
+            assert!((splits as usize - 1) * (chunk as usize) < k);
+        }
+    }
+}
