@@ -166,52 +166,123 @@ __kernel void mse(__global const float* p_base, ulong p_off, __global const floa
                    ticket_base + ticket_off, sh, &flag);
 }
 
-// Column sums (geometry C): group (32, 8) over a strip of 32 columns (group x) and a chunk of
-// `chunk_rows` rows (group y). With one chunk the group writes `out` directly; otherwise it
-// stores its partials in part[chunk * cols + col] and the last group of the strip to arrive
-// (one ticket per strip, geometry L) adds the chunks in order.
-__kernel void sum_rows(__global const float* x_base, ulong x_off, __global float* o_base,
-                       ulong o_off, __global float* part_base, ulong part_off,
-                       __global uint* ticket_base, ulong ticket_off, uint rows, uint cols,
-                       uint chunk_rows, float beta) {
-    __local float sh[8][33];
+// Column sums (geometry C) of g = dy * act'(z) over a rows x cols matrix, with g also stored
+// in dz when `write_dz` (dz may be dy): the backward of bias_act_forward; `sum_rows` is this
+// kernel with act = identity and no dz. Group (32, 8) over a strip of 32 column groups (group
+// x) and a chunk of `chunk_rows` rows (group y); with `quad` a column group is 4 columns moved
+// as float4s (cols % 4 == 0, every view 16-byte aligned), else one column. BAB_ROWS rows of a
+// work-item are loaded before any is stored (dz may alias dy). With one chunk the group writes
+// `out`; otherwise it stores its sums in part[chunk * cols + col] and the last group of the
+// strip to arrive (one ticket per strip, geometry L) adds the chunks in order.
+#define BAB_ROWS 4
+
+__kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
+                                __global const float* z_base, ulong z_off,
+                                __global const float* y_base, ulong y_off,
+                                __global float* dz_base, ulong dz_off, __global float* o_base,
+                                ulong o_off, __global float* part_base, ulong part_off,
+                                __global uint* ticket_base, ulong ticket_off, uint rows,
+                                uint cols, uint chunk_rows, uint act, uint write_dz, uint quad,
+                                float act_param, float beta) {
+    __local float sh[8][4 * 32 + 1];
     __local uint flag;
-    __global const float* x = x_base + x_off;
+    __global const float* dy = dy_base + dy_off;
+    // act_derivative reads y for relu, sigmoid and tanh and z for gelu and leaky relu: load
+    // only that one, and nothing for identity.
+    __global const float* a =
+        (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+    const bool load_a = act != ACT_IDENTITY;
+    __global float* dz = dz_base + dz_off;
     __global float* out = o_base + o_off;
     __global float* part = part_base + part_off;
-    uint lx = get_local_id(0);
-    uint ly = get_local_id(1);
-    uint chunks = get_num_groups(1);
-    ulong col = (ulong)get_group_id(0) * 32 + lx;
-    ulong r0 = (ulong)get_group_id(1) * chunk_rows;
-    ulong r1 = min((ulong)rows, r0 + chunk_rows);
-    float s = 0.0f;
-    if (col < cols)
-        for (ulong r = r0 + ly; r < r1; r += 8) s += x[r * cols + col];
-    sh[ly][lx] = s;
+    const uint lx = get_local_id(0);
+    const uint ly = get_local_id(1);
+    const uint chunks = get_num_groups(1);
+    const uint w = quad ? 4 : 1;
+    const ulong col = ((ulong)get_group_id(0) * 32 + lx) * w;
+    const ulong r0 = (ulong)get_group_id(1) * chunk_rows;
+    const ulong r1 = min((ulong)rows, r0 + chunk_rows);
+    float4 s = (float4)(0.0f);
+    if (col < cols) {
+        for (ulong r = r0 + ly; r < r1; r += 8 * BAB_ROWS) {
+            float4 g[BAB_ROWS], av[BAB_ROWS];
+            for (int u = 0; u < BAB_ROWS; ++u) {
+                const ulong at = (r + 8 * u) * cols + col;
+                if (r + 8 * u >= r1) continue;
+                av[u] = (float4)(0.0f);
+                if (quad) {
+                    g[u] = vload4(0, dy + at);
+                    if (load_a) av[u] = vload4(0, a + at);
+                } else {
+                    g[u] = (float4)(dy[at], 0.0f, 0.0f, 0.0f);
+                    if (load_a) av[u].x = a[at];
+                }
+            }
+            for (int u = 0; u < BAB_ROWS; ++u) {
+                const ulong at = (r + 8 * u) * cols + col;
+                if (r + 8 * u >= r1) continue;
+                float4 v = (float4)(act_derivative(g[u].x, av[u].x, av[u].x, act, act_param),
+                                    act_derivative(g[u].y, av[u].y, av[u].y, act, act_param),
+                                    act_derivative(g[u].z, av[u].z, av[u].z, act, act_param),
+                                    act_derivative(g[u].w, av[u].w, av[u].w, act, act_param));
+                s += v;
+                if (write_dz) {
+                    if (quad) {
+                        vstore4(v, 0, dz + at);
+                    } else {
+                        dz[at] = v.x;
+                    }
+                }
+            }
+        }
+    }
+    // Work-item e < 32 w owns column `strip + e` from here on.
+    const uint e = ly * 32 + lx;
+    const ulong strip = (ulong)get_group_id(0) * 32 * w;
+    sh[ly][lx * w] = s.x;
+    if (quad) {
+        sh[ly][lx * 4 + 1] = s.y;
+        sh[ly][lx * 4 + 2] = s.z;
+        sh[ly][lx * 4 + 3] = s.w;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
+    const bool owner = e < 32 * w && strip + e < cols;
     float t = 0.0f;
-    if (ly == 0)
-        for (uint j = 0; j < 8; j++) t += sh[j][lx];
+    if (owner)
+        for (uint j = 0; j < 8; j++) t += sh[j][e];
     // No early return and every barrier reached by all work-items: PoCL's barrier handling
     // mis-compiled a version with a (uniform) early return before the last-arrival step.
-    if (chunks > 1 && ly == 0 && col < cols) {
-        part[(ulong)get_group_id(1) * cols + col] = t;
+    if (chunks > 1 && owner) {
+        part[(ulong)get_group_id(1) * cols + strip + e] = t;
         mem_fence(CLK_GLOBAL_MEM_FENCE);
     }
     bool last = rnn_last_arrival(ticket_base + ticket_off + get_group_id(0), chunks, &flag);
-    float u = 0.0f;
+    float4 u = (float4)(0.0f);
     if (last && chunks > 1 && col < cols)
-        for (uint j = ly; j < chunks; j += 8) u += rnn_load_coherent(part + (ulong)j * cols + col);
-    sh[ly][lx] = u;
+        for (uint j = ly; j < chunks; j += 8) {
+            __global const float* pj = part + (ulong)j * cols + col;
+            u.x += rnn_load_coherent(pj);
+            if (quad) {
+                u.y += rnn_load_coherent(pj + 1);
+                u.z += rnn_load_coherent(pj + 2);
+                u.w += rnn_load_coherent(pj + 3);
+            }
+        }
+    barrier(CLK_LOCAL_MEM_FENCE);  // every owner has read sh above
+    sh[ly][lx * w] = u.x;
+    if (quad) {
+        sh[ly][lx * 4 + 1] = u.y;
+        sh[ly][lx * 4 + 2] = u.z;
+        sh[ly][lx * 4 + 3] = u.w;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (last && ly == 0 && col < cols) {
+    if (last && owner) {
         float v = t;
         if (chunks > 1) {
             v = 0.0f;
-            for (uint j = 0; j < 8; j++) v += sh[j][lx];
+            for (uint j = 0; j < 8; j++) v += sh[j][e];
         }
-        out[col] = beta != 0.0f ? beta * out[col] + v : v;
+        out[strip + e] = beta != 0.0f ? beta * out[strip + e] + v : v;
     }
 }
 

@@ -185,50 +185,125 @@ extern "C" __global__ void mse(const float* pred_base, u64 pred_off, const float
                    ticket_base + ticket_off);
 }
 
-// Column sums (geometry C): block (32, 8) over a strip of 32 columns (blockIdx.x) and a chunk
-// of `chunk_rows` rows (blockIdx.y); threadIdx.y strides the chunk's rows, so each warp reads
-// 128 contiguous bytes per row. With one chunk the block writes `out` directly; otherwise it
-// stores its 32 column partials in `part[chunk * cols + col]` and the last block of the strip
-// to arrive (one ticket per strip, geometry L) adds the chunks in order.
-extern "C" __global__ void sum_rows(const float* x_base, u64 x_off, float* out_base, u64 out_off,
-                                    float* part_base, u64 part_off, uint* ticket_base,
-                                    u64 ticket_off, uint rows, uint cols, uint chunk_rows,
-                                    float beta) {
-    __shared__ float sh[8][33];
-    const float* x = x_base + x_off;
+// Column sums (geometry C) of g = dy * act'(z) over a rows x cols matrix, with g also stored
+// in dz when `write_dz` (dz may be dy): the backward of bias_act_forward, the bias gradient and
+// the pre-activation gradient in one pass. `sum_rows` is this kernel with act = identity and
+// no dz. Block (32, 8) over a strip of 32 column groups and a chunk of `chunk_rows` rows
+// (blockIdx.y); with `quad` a group is 4 columns moved as float4s (every pointer 16-byte
+// aligned, cols % 4 == 0), else one column. threadIdx.y strides the chunk's rows, BAB_ROWS of
+// them loaded before any is stored, so several loads are in flight while dz may alias dy. With
+// one chunk the block writes `out`; otherwise it stores its column sums in
+// `part[chunk * cols + col]` and the last block of the strip to arrive (one ticket per strip,
+// geometry L) adds the chunks in order.
+#define BAB_ROWS 4
+
+template <uint K>
+__device__ __forceinline__ float bab_grad(float g, float a, float p) {
+    // `a` is z for gelu and leaky relu, y otherwise (act_grad reads only that one).
+    return K == ACT_IDENTITY ? g : g * act_grad(a, a, K, p);
+}
+
+// A column group's values: one float, or a float4 of 4 columns.
+template <int W> struct BabVec { typedef float T; };
+template <> struct BabVec<4> { typedef float4 T; };
+
+template <uint K, int W>
+__device__ __forceinline__ void bab_rows(const float* dy, const float* act_in, float* dz,
+                                         bool write_dz, float p, u64 r0, u64 r1, u64 col,
+                                         uint cols, float (&s)[4]) {
+    typedef typename BabVec<W>::T V;
+    for (u64 r = r0 + threadIdx.y; r < r1; r += 8 * BAB_ROWS) {
+        V g[BAB_ROWS], a[BAB_ROWS];
+#pragma unroll
+        for (int u = 0; u < BAB_ROWS; ++u) {
+            const u64 rr = r + 8 * u;
+            if (rr >= r1) continue;
+            g[u] = *reinterpret_cast<const V*>(dy + rr * cols + col);
+            if (K != ACT_IDENTITY) a[u] = *reinterpret_cast<const V*>(act_in + rr * cols + col);
+        }
+#pragma unroll
+        for (int u = 0; u < BAB_ROWS; ++u) {
+            const u64 rr = r + 8 * u;
+            if (rr >= r1) continue;
+            const float* gi = reinterpret_cast<const float*>(&g[u]);
+            const float* ai = reinterpret_cast<const float*>(&a[u]);
+            V out;
+            float* oi = reinterpret_cast<float*>(&out);
+#pragma unroll
+            for (int q = 0; q < W; ++q) {
+                oi[q] = bab_grad<K>(gi[q], K == ACT_IDENTITY ? 0.0f : ai[q], p);
+                s[q] += oi[q];
+            }
+            if (write_dz) *reinterpret_cast<V*>(dz + rr * cols + col) = out;
+        }
+    }
+}
+
+extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, const float* z_base,
+                                             u64 z_off, const float* y_base, u64 y_off,
+                                             float* dz_base, u64 dz_off, float* out_base,
+                                             u64 out_off, float* part_base, u64 part_off,
+                                             uint* ticket_base, u64 ticket_off, uint rows,
+                                             uint cols, uint chunk_rows, uint act, uint write_dz,
+                                             uint quad, float act_param, float beta) {
+    __shared__ float sh[8][4 * 32 + 1];
+    const float* dy = dy_base + dy_off;
+    const float* act_in = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+    float* dz = dz_base + dz_off;
     float* out = out_base + out_off;
     float* part = part_base + part_off;
-    const u64 col = (u64)blockIdx.x * 32 + threadIdx.x;
+    const uint w = quad ? 4 : 1;
+    const u64 col = ((u64)blockIdx.x * 32 + threadIdx.x) * w;
     const u64 r0 = (u64)blockIdx.y * chunk_rows;
     const u64 r1 = min((u64)rows, r0 + chunk_rows);
-    float s = 0.0f;
-    if (col < cols)
-        for (u64 r = r0 + threadIdx.y; r < r1; r += 8) s += x[r * cols + col];
-    sh[threadIdx.y][threadIdx.x] = s;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (col < cols) {
+        if (quad) {
+            RNN_WITH_ACT(act, (bab_rows<K, 4>(dy, act_in, dz, write_dz, act_param, r0, r1, col,
+                                              cols, s)))
+        } else {
+            RNN_WITH_ACT(act, (bab_rows<K, 1>(dy, act_in, dz, write_dz, act_param, r0, r1, col,
+                                              cols, s)))
+        }
+    }
+    // Thread e < 32 w of the block owns column `strip + e` (strip = 32 w blockIdx.x) in what
+    // follows: it adds the 8 rows' sums of it in row order.
+    const uint e = threadIdx.y * 32 + threadIdx.x;
+    const u64 strip = (u64)blockIdx.x * 32 * w;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        if (q < (int)w) sh[threadIdx.y][threadIdx.x * w + q] = s[q];
     __syncthreads();
+    const bool owner = e < 32 * w && strip + e < cols;
     float t = 0.0f;
-    if (threadIdx.y == 0)
-        for (uint j = 0; j < 8; ++j) t += sh[j][threadIdx.x];
+    if (owner)
+        for (uint j = 0; j < 8; ++j) t += sh[j][e];
     if (gridDim.y == 1) {
-        if (threadIdx.y == 0 && col < cols) out[col] = (beta == 0.0f) ? t : beta * out[col] + t;
+        if (owner) out[strip + e] = (beta == 0.0f) ? t : beta * out[strip + e] + t;
         return;
     }
-    if (threadIdx.y == 0 && col < cols) {
-        part[(u64)blockIdx.y * cols + col] = t;
+    if (owner) {
+        part[(u64)blockIdx.y * cols + strip + e] = t;
         __threadfence();
     }
     if (!rnn_last_arrival(ticket_base + ticket_off + blockIdx.x, gridDim.y)) return;
-    // Thread (x, y) adds chunks y, y + 8, ... of column x; the 8 sums are then added in y order.
-    float u = 0.0f;
+    // Thread (x, y) adds chunks y, y + 8, ... of its column group; the 8 sums are then added
+    // in y order.
+    float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < cols)
         for (uint j = threadIdx.y; j < gridDim.y; j += 8)
-            u += rnn_load_coherent(part + (u64)j * cols + col);
-    sh[threadIdx.y][threadIdx.x] = u;
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                if (q < (int)w) u[q] += rnn_load_coherent(part + (u64)j * cols + col + q);
+    __syncthreads();  // every owner has read sh above
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+        if (q < (int)w) sh[threadIdx.y][threadIdx.x * w + q] = u[q];
     __syncthreads();
-    if (threadIdx.y == 0 && col < cols) {
+    if (owner) {
         float v = 0.0f;
-        for (uint j = 0; j < 8; ++j) v += sh[j][threadIdx.x];
-        out[col] = (beta == 0.0f) ? v : beta * out[col] + v;
+        for (uint j = 0; j < 8; ++j) v += sh[j][e];
+        out[strip + e] = (beta == 0.0f) ? v : beta * out[strip + e] + v;
     }
 }
 

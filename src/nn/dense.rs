@@ -93,14 +93,21 @@ impl Dense {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let dz = ws.dy.view();
-        if self.act != Activation::Identity {
-            let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
-            f.ops.act_backward(dz, z, ws.y.view(), dz, self.act)?;
-        }
+        let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
         let (r, o, i) = (ws.rows, self.outputs, self.inputs);
+        // The activation's backward and the bias gradient in one pass, in place.
+        f.ops.bias_act_backward(
+            dz,
+            z,
+            ws.y.view(),
+            dz,
+            self.b.view(f.grads)?,
+            self.act,
+            r,
+            o,
+        )?;
         f.ops
             .gemm(Gemm::new(o, i, r).ta(), dz, x, self.w.view(f.grads)?)?;
-        f.ops.sum_rows(dz, self.b.view(f.grads)?, r, o, 0.0)?;
         if let Some(dx) = dx {
             f.ops
                 .gemm(Gemm::new(r, i, o), dz, self.w.view(f.params)?, dx)?;

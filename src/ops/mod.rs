@@ -259,6 +259,37 @@ pub trait Ops: Send + Sync {
         act: Activation,
     ) -> Result<()>;
 
+    /// The backward of [`Ops::bias_act_forward`] over a `rows x cols` pre-activation:
+    /// `dz = dy * act'(z)` (as [`Ops::act_backward`], with its rules: `dz` may be the same view
+    /// as `dy`, and `z` is not read and may be `y` when `act.derivative_from_output()`) and the
+    /// bias gradient `dbias[c] = Σ_r dz[r, c]` (overwritten), in one pass over the matrix where
+    /// the backend has a kernel for it. With [`Activation::Identity`], `dz` gets `dy`.
+    #[allow(clippy::too_many_arguments)]
+    fn bias_act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        check::len(
+            "bias_act_backward",
+            "dy",
+            &dy,
+            check::area("bias_act_backward", rows, cols)?,
+        )?;
+        if act != Activation::Identity {
+            self.act_backward(dy, z, y, dz, act)?;
+        } else if !dz.same_as(&dy) {
+            self.copy(dy, dz)?;
+        }
+        self.sum_rows(dz, dbias, rows, cols, 0.0)
+    }
+
     // ---- softmax and losses -------------------------------------------------------------
 
     /// Row-wise softmax of a `rows x cols` matrix; `y` may be the same view as `x`.

@@ -453,6 +453,42 @@ pub fn activations(t: Target) {
                 if act == Activation::Tanh { 1e-4 } else { tol },
                 &|o, v| o.act_backward(v[0], v[1], v[2], v[3], act),
             )?;
+            // The fused backward with the bias gradient, out of place and in place (dz = dy);
+            // the column sums are held to their terms' magnitudes (they may cancel).
+            let dz = run_on(&Context::cpu(), &bufs, &|o, v| {
+                o.act_backward(v[0], v[1], v[2], v[3], act)
+            })
+            .map_err(|e| TestCaseError::fail(e.to_string()))?
+            .remove(3);
+            let mut scale = vec![0.0f32; cols];
+            for (i, g) in dz.iter().enumerate() {
+                scale[i % cols] += g.abs();
+            }
+            let tol = if act == Activation::Tanh { 1e-4 } else { tol };
+            let what = format!("bias_act_backward {act:?} {rows}x{cols}");
+            let mut fused = bufs.to_vec();
+            fused.push(nan(cols));
+            compare_checked(
+                ctx,
+                &what,
+                &fused,
+                &[pads[0], pads[1], pads[2], pads[3], pads[0]],
+                &[3],
+                &[(4, scale.clone())],
+                tol,
+                &|o, v| o.bias_act_backward(v[0], v[1], v[2], v[3], v[4], act, rows, cols),
+            )?;
+            fused.remove(3);
+            compare_checked(
+                ctx,
+                &format!("{what} in place"),
+                &fused,
+                &pads,
+                &[0],
+                &[(3, scale)],
+                tol,
+                &|o, v| o.bias_act_backward(v[0], v[1], v[2], v[0], v[3], act, rows, cols),
+            )?;
         }
         Ok(())
     });

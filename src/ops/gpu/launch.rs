@@ -130,18 +130,19 @@ const MIN_CHUNK_ROWS: usize = 64;
 /// Column-sum blocks per compute unit to aim for: enough in flight to hide memory latency.
 const COLUMN_BLOCKS_PER_CU: usize = 4;
 
-/// `C`: blocks of (32, 8) over strips of 32 columns (grid.x) and chunks of rows (grid.y), and
-/// the rows of a chunk. Enough chunks that the grid fills the device, as long as each chunk
+/// `C`: blocks of (32, 8) over strips of 32 column groups of `width` columns (1, or 4 moved as
+/// float4s) (grid.x) and chunks of rows (grid.y), and the rows of a chunk. Enough chunks that the grid fills the device, as long as each chunk
 /// has [`MIN_CHUNK_ROWS`] rows, the strip count fits `strip_tickets` and the partials
 /// (`chunks * cols`) fit `partials`; otherwise one chunk (no partials).
 pub(crate) fn column_sums(
     rows: usize,
     cols: usize,
+    width: usize,
     compute_units: u32,
     partials: usize,
     strip_tickets: usize,
 ) -> (LaunchConfig, u32) {
-    let strips = cols.div_ceil(32).max(1);
+    let strips = cols.div_ceil(32 * width.max(1)).max(1);
     let target = (compute_units.max(1) as usize) * COLUMN_BLOCKS_PER_CU;
     let mut chunks = target
         .div_ceil(strips)
@@ -335,27 +336,31 @@ mod tests {
                 if rows.saturating_mul(cols) > u32::MAX as usize {
                     continue;
                 }
-                let (c, chunk) = column_sums(rows, cols, 132, partials, tickets);
-                let (strips, chunks) = (c.grid[0] as usize, c.grid[1] as usize);
-                assert_eq!(strips, cols.div_ceil(32), "{rows}x{cols}");
-                assert!((1..=MAX_GRID_Y).contains(&chunks), "{rows}x{cols}");
-                // Every row in some chunk, no chunk empty.
-                assert!(chunks * chunk as usize >= rows, "{rows}x{cols}");
-                assert!(
-                    (chunks - 1) * (chunk as usize) < rows.max(1),
-                    "{rows}x{cols}"
-                );
-                if chunks > 1 {
+                for width in [1, 4] {
+                    let (c, chunk) = column_sums(rows, cols, width, 132, partials, tickets);
+                    let (strips, chunks) = (c.grid[0] as usize, c.grid[1] as usize);
+                    assert_eq!(strips, cols.div_ceil(32 * width), "{rows}x{cols}");
+                    assert!((1..=MAX_GRID_Y).contains(&chunks), "{rows}x{cols}");
+                    // Every row in some chunk, no chunk empty.
+                    assert!(chunks * chunk as usize >= rows, "{rows}x{cols}");
                     assert!(
-                        chunks * cols <= partials && strips <= tickets,
+                        (chunks - 1) * (chunk as usize) < rows.max(1),
                         "{rows}x{cols}"
                     );
+                    if chunks > 1 {
+                        assert!(
+                            chunks * cols <= partials && strips <= tickets,
+                            "{rows}x{cols}"
+                        );
+                    }
                 }
             }
         }
-        // W1 b4096's bias gradient: the 16 strips get enough chunks to fill 132 SMs.
-        let (c, _) = column_sums(4096, 512, 132, partials, tickets);
-        assert!(c.grid[0] * c.grid[1] >= 132, "{:?}", c.grid);
+        // W1 b4096's bias gradient: the strips get enough chunks to fill 132 SMs.
+        for width in [1, 4] {
+            let (c, _) = column_sums(4096, 512, width, 132, partials, tickets);
+            assert!(c.grid[0] * c.grid[1] >= 132, "{:?}", c.grid);
+        }
     }
 
     #[test]

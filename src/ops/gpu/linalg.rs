@@ -8,7 +8,16 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
-use crate::ops::{Gemm, check};
+use crate::ops::{Activation, Gemm, check};
+
+/// What a column-sum launch computes besides the sums (see `bias_act_backward` in
+/// kernels-cu/reduce.cu).
+#[derive(Clone, Copy)]
+struct ColumnSums {
+    act: Activation,
+    write_dz: bool,
+    beta: f32,
+}
 
 impl<D: Device> GpuOps<D> {
     pub(super) fn gemm_impl(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
@@ -113,22 +122,85 @@ impl<D: Device> GpuOps<D> {
         check::len(op, "out", &out, cols)?;
         check::no_overlap(op, &out, &x, false)?;
         check::fits_u32(op, n)?;
+        let plain = ColumnSums {
+            act: Activation::Identity,
+            write_dz: false,
+            beta,
+        };
+        self.column_sums(plain, [&x, &x, &x, &x], &out, rows, cols)
+    }
+
+    pub(super) fn bias_act_backward_impl(
+        &self,
+        [dy, z, y, dz]: [View<'_>; 4],
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "bias_act_backward";
+        self.mine(op, &[&dy, &z, &y, &dz, &dbias])?;
+        let n = check::area(op, rows, cols)?;
+        for (name, v) in [("dy", &dy), ("z", &z), ("y", &y), ("dz", &dz)] {
+            check::len(op, name, v, n)?;
+            check::no_overlap(op, &dbias, v, false)?;
+        }
+        check::len(op, "dbias", &dbias, cols)?;
+        check::no_overlap(op, &dz, &dy, true)?;
+        check::no_overlap(op, &dz, &y, false)?;
+        if !act.derivative_from_output() {
+            check::no_overlap(op, &dz, &z, false)?;
+        }
+        check::fits_u32(op, n)?;
+        let fused = ColumnSums {
+            act,
+            write_dz: true,
+            beta: 0.0,
+        };
+        self.column_sums(fused, [&dy, &z, &y, &dz], &dbias, rows, cols)
+    }
+
+    /// One `bias_act_backward` launch (geometry C + L) over checked views `[dy, z, y, dz]`.
+    fn column_sums(
+        &self,
+        c: ColumnSums,
+        [dy, z, y, dz]: [&View<'_>; 4],
+        out: &View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
         if cols == 0 {
             return Ok(());
         }
-        let (config, chunk_rows) =
-            launch::column_sums(rows, cols, self.info.compute_units, PARTIALS, STRIP_TICKETS);
+        // float4 column groups when every row starts 16-byte aligned.
+        let quad = cols % 4 == 0 && [dy, z, y, dz].iter().all(|v| v.offset() % 4 == 0);
+        let width = if quad { 4 } else { 1 };
+        let (config, chunk_rows) = launch::column_sums(
+            rows,
+            cols,
+            width,
+            self.info.compute_units,
+            PARTIALS,
+            STRIP_TICKETS,
+        );
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&x)?
-                .buf(&out)?
+                .buf(dy)?
+                .buf(z)?
+                .buf(y)?
+                .buf(dz)?
+                .buf(out)?
                 .buf(&scratch.partials()?)?
                 .buf(&scratch.strip_tickets()?)?
                 .u32(rows as u32)
                 .u32(cols as u32)
                 .u32(chunk_rows)
-                .f32(beta);
-            self.run(op, config, args)
+                .u32(c.act.code())
+                .u32(c.write_dz as u32)
+                .u32(quad as u32)
+                .f32(c.act.param())
+                .f32(c.beta);
+            self.run("bias_act_backward", config, args)
         })
     }
 

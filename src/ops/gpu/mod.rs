@@ -272,6 +272,20 @@ impl<D: Device> Ops for GpuOps<D> {
         self.act_backward_impl(dy, z, y, dz, act)
     }
 
+    fn bias_act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        self.bias_act_backward_impl([dy, z, y, dz], dbias, act, rows, cols)
+    }
+
     fn softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
         self.row_softmax("softmax", x, y, rows, cols)
     }
