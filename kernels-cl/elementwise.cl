@@ -143,10 +143,12 @@ __kernel void bias_act_forward(__global float* z_base, ulong z_off, __global con
     __global float* z = z_base + z_off;
     __global const float* bias = b_base + b_off;
     __global float* y = y_base + y_off;
+    const bool same = z == y;
     const uint n = rows * cols;
 #define F(t) act_forward(t, K, act_param)
 #define L(k, v) v.a = RNN_F4(z)[k] + rnn_bias4(bias, k, cols)
-#define S(k, v) (RNN_F4(z)[k] = v.a, RNN_F4(y)[k] = RNN_MAP4(v.a, F))
+// In place (y is z) only y is stored: the pre-activation is not kept then.
+#define S(k, v) ((same ? 0 : (RNN_F4(z)[k] = v.a, 0)), RNN_F4(y)[k] = RNN_MAP4(v.a, F))
 #define E(i)                                   \
     {                                          \
         const float t_ = z[i] + bias[i % cols]; \

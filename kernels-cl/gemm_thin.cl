@@ -6,7 +6,8 @@
 // > 1: part[z] holds the raw sums of k range z, and sgemm_split_sum adds them.
 // sgemm_thin_k (k <= 16): a work-item keeps op(B)[0..k][4 columns] in registers and writes 4
 // columns of 16 rows, their op(A) values staged in local memory.
-// Every work-item reaches every barrier (no early return).
+// Every work-item reaches every barrier (no early return). Aligned float4 accesses go through
+// float4 pointers (RNN_F4, elementwise.cl), which NVIDIA's compiler keeps as 16-byte loads.
 
 #define TH_SHORT 16
 #define TH_X 32
@@ -81,7 +82,7 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                     if (vec && kb + TH_PER_WARP <= len) {
                         float4 lv[TH_PER_WARP / 4];
                         for (int i = 0; i < TH_PER_WARP / 4; ++i)
-                            lv[i] = vload4(0, lx + p + kb + 4 * i);
+                            lv[i] = *RNN_CF4(lx + p + kb + 4 * i);
                         for (int i = 0; i < TH_PER_WARP / 4; ++i) {
                             thin_fma(acc, lv[i].x, sh_s[kb + 4 * i + 0]);
                             thin_fma(acc, lv[i].y, sh_s[kb + 4 * i + 1]);
@@ -157,8 +158,8 @@ void sgemm_thin_k(__global const float* a_base, ulong a_off, __global const floa
                 __global float* cr = c + (r0 + rl) * n + col;
                 if (vec) {
                     float4 v = (float4)(alpha * sv[0], alpha * sv[1], alpha * sv[2], alpha * sv[3]);
-                    if (beta != 0.0f) v += beta * vload4(0, cr);
-                    vstore4(v, 0, cr);
+                    if (beta != 0.0f) v += beta * *RNN_CF4(cr);
+                    *RNN_F4(cr) = v;
                 } else {
                     for (int q = 0; q < 4; ++q)
                         if (col + q < n)

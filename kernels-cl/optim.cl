@@ -81,7 +81,24 @@ __kernel void adam_step(__global float* p_base, ulong p_off, __global const floa
     float lr = st[0];
     float step_size = lr / st[2];
     float sqrt_c2 = sqrt(st[3]);
-    RNN_GRID_LOOP(i, n) {
+    // Geometry V: float4s when every view is 16-byte aligned, then a scalar tail.
+    ulong done = 0;
+    if (((p_off | g_off | m_off | v_off) & 3) == 0) {
+        const ulong n4 = n / 4;
+        for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) {
+            float4 pi = RNN_F4(p)[i];
+            float4 gi = RNN_CF4(g)[i];
+            if (decoupled) pi *= 1.0f - lr * weight_decay;
+            else gi += weight_decay * pi;
+            const float4 mi = beta1 * RNN_F4(m)[i] + (1.0f - beta1) * gi;
+            const float4 vi = beta2 * RNN_F4(v)[i] + (1.0f - beta2) * gi * gi;
+            RNN_F4(m)[i] = mi;
+            RNN_F4(v)[i] = vi;
+            RNN_F4(p)[i] = pi - step_size * mi / (sqrt(vi) / sqrt_c2 + eps);
+        }
+        done = n4 * 4;
+    }
+    for (ulong i = done + get_global_id(0); i < n; i += get_global_size(0)) {
         float pi = p[i];
         float gi = g[i];
         if (decoupled) pi *= 1.0f - lr * weight_decay;

@@ -211,8 +211,8 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
                 if (r + 8 * u >= r1) continue;
                 av[u] = (float4)(0.0f);
                 if (quad) {
-                    g[u] = vload4(0, dy + at);
-                    if (load_a) av[u] = vload4(0, a + at);
+                    g[u] = *RNN_CF4(dy + at);
+                    if (load_a) av[u] = *RNN_CF4(a + at);
                 } else {
                     g[u] = (float4)(dy[at], 0.0f, 0.0f, 0.0f);
                     if (load_a) av[u].x = a[at];
@@ -228,7 +228,7 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
                 s += v;
                 if (write_dz) {
                     if (quad) {
-                        vstore4(v, 0, dz + at);
+                        *RNN_F4(dz + at) = v;
                     } else {
                         dz[at] = v.x;
                     }

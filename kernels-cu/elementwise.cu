@@ -163,6 +163,7 @@ template <uint K>
 __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float* y, uint n,
                                              uint cols, float p) {
     u64 done = 0;
+    const bool same = z == y;
     if (rnn_aligned16(z) && rnn_aligned16(y)) {
         float4* z4 = (float4*)z;
         float4* y4 = (float4*)y;
@@ -177,8 +178,12 @@ __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float*
         v.a.z += bias[c_]; c_ = c_ + 1 == cols ? 0 : c_ + 1;          \
         v.a.w += bias[c_];                                            \
     }
-#define RNN_S(k, v) \
-    (z4[k] = v.a, y4[k] = rnn_map4(v.a, [=](float t) { return act_apply(t, K, p); }))
+// In place (y is z) only y is stored: the pre-activation is not kept then.
+#define RNN_S(k, v)                                                         \
+    {                                                                       \
+        if (!same) z4[k] = v.a;                                             \
+        y4[k] = rnn_map4(v.a, [=](float t) { return act_apply(t, K, p); }); \
+    }
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
 #undef RNN_S

@@ -61,6 +61,26 @@ extern "C" __global__ void sgd_step(float* p_base, u64 p_off, const float* g_bas
 }
 
 // PyTorch's Adam/AdamW: p -= (lr / bias_c1) * m / (sqrt(v) / sqrt(bias_c2) + eps).
+struct RnnAdam {
+    float lr, step_size, sqrt_c2, beta1, beta2, eps, weight_decay;
+    bool decoupled;
+};
+
+__device__ __forceinline__ void rnn_adam1(float& p, float g, float& m, float& v,
+                                          const RnnAdam& a) {
+    if (a.decoupled) {
+        p *= 1.0f - a.lr * a.weight_decay;
+    } else {
+        g += a.weight_decay * p;
+    }
+    m = a.beta1 * m + (1.0f - a.beta1) * g;
+    v = a.beta2 * v + (1.0f - a.beta2) * g * g;
+    p = p - a.step_size * m / (sqrtf(v) / a.sqrt_c2 + a.eps);
+}
+
+// Geometry V (float4s when p, g, m and v are 16-byte aligned, then a scalar tail) + L: few
+// blocks, so each block's double-precision bias corrections are paid once per block of
+// streaming, not once per 256 elements.
 extern "C" __global__ void adam_step(float* p_base, u64 p_off, const float* g_base, u64 g_off,
                                      float* m_base, u64 m_off, float* v_base, u64 v_off,
                                      float* state_base, u64 state_off, uint* ticket_base,
@@ -72,22 +92,37 @@ extern "C" __global__ void adam_step(float* p_base, u64 p_off, const float* g_ba
     float* v = v_base + v_off;
     float* state = state_base + state_off;
     const RnnOptimStep st = rnn_optim_begin(state, beta1, beta2);
-    const float lr = st.lr;
-    const float step_size = lr / st.bias_c1;
-    const float sqrt_c2 = sqrtf(st.bias_c2);
-    RNN_GRID_LOOP(i, n) {
-        float pi = p[i];
-        float gi = g[i];
-        if (decoupled) {
-            pi *= 1.0f - lr * weight_decay;
-        } else {
-            gi += weight_decay * pi;
-        }
-        const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    const RnnAdam a = {st.lr,        st.lr / st.bias_c1, sqrtf(st.bias_c2), beta1, beta2, eps,
+                       weight_decay, decoupled != 0};
+    u64 done = 0;
+    if (rnn_aligned16(p) && rnn_aligned16(g) && rnn_aligned16(m) && rnn_aligned16(v)) {
+        float4* p4 = (float4*)p;
+        const float4* g4 = (const float4*)g;
+        float4* m4 = (float4*)m;
+        float4* v4 = (float4*)v;
+        struct V { float4 p, g, m, v; };
+#define RNN_L(k, x) (x.p = p4[k], x.g = g4[k], x.m = m4[k], x.v = v4[k])
+#define RNN_S(k, x)                                 \
+    {                                               \
+        rnn_adam1(x.p.x, x.g.x, x.m.x, x.v.x, a);   \
+        rnn_adam1(x.p.y, x.g.y, x.m.y, x.v.y, a);   \
+        rnn_adam1(x.p.z, x.g.z, x.m.z, x.v.z, a);   \
+        rnn_adam1(x.p.w, x.g.w, x.m.w, x.v.w, a);   \
+        p4[k] = x.p;                                \
+        m4[k] = x.m;                                \
+        v4[k] = x.v;                                \
+    }
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) {
+        float pi = p[i], mi = m[i], vi = v[i];
+        rnn_adam1(pi, g[i], mi, vi, a);
+        p[i] = pi;
         m[i] = mi;
         v[i] = vi;
-        p[i] = pi - step_size * mi / (sqrtf(vi) / sqrt_c2 + eps);
     }
     rnn_optim_end(state, ticket_base + ticket_off, st);
 }

@@ -9,7 +9,7 @@ use crate::ops::{Activation, check};
 
 impl<D: Device> GpuOps<D> {
     /// Geometry `V` of the streaming kernels for this device.
-    fn streaming(&self, n: usize) -> crate::kernel::LaunchConfig {
+    pub(super) fn streaming(&self, n: usize) -> crate::kernel::LaunchConfig {
         launch::streaming(n, self.info.compute_units)
     }
 

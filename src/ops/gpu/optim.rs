@@ -63,7 +63,7 @@ impl<D: Device> GpuOps<D> {
                 .f32(s.beta2)
                 .f32(s.eps)
                 .f32(s.weight_decay);
-            self.run(op, launch::elementwise(n as usize), args)
+            self.run(op, self.streaming(n as usize), args)
         })
     }
 }
