@@ -101,16 +101,16 @@ extern "C" __global__ void adam_step(float* p_base, u64 p_off, const float* g_ba
         float4* m4 = (float4*)m;
         float4* v4 = (float4*)v;
         struct V { float4 p, g, m, v; };
-#define RNN_L(k, x) (x.p = p4[k], x.g = g4[k], x.m = m4[k], x.v = v4[k])
-#define RNN_S(k, x)                                 \
+#define RNN_L(k, e) (e.p = p4[k], e.g = g4[k], e.m = m4[k], e.v = v4[k])
+#define RNN_S(k, e)                                 \
     {                                               \
-        rnn_adam1(x.p.x, x.g.x, x.m.x, x.v.x, a);   \
-        rnn_adam1(x.p.y, x.g.y, x.m.y, x.v.y, a);   \
-        rnn_adam1(x.p.z, x.g.z, x.m.z, x.v.z, a);   \
-        rnn_adam1(x.p.w, x.g.w, x.m.w, x.v.w, a);   \
-        p4[k] = x.p;                                \
-        m4[k] = x.m;                                \
-        v4[k] = x.v;                                \
+        rnn_adam1(e.p.x, e.g.x, e.m.x, e.v.x, a);   \
+        rnn_adam1(e.p.y, e.g.y, e.m.y, e.v.y, a);   \
+        rnn_adam1(e.p.z, e.g.z, e.m.z, e.v.z, a);   \
+        rnn_adam1(e.p.w, e.g.w, e.m.w, e.v.w, a);   \
+        p4[k] = e.p;                                \
+        m4[k] = e.m;                                \
+        v4[k] = e.v;                                \
     }
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
