@@ -62,7 +62,10 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         for (ulong p = k0; p < k1; p += TH_PIECE) {
             const uint len = (uint)min((ulong)TH_PIECE, k1 - p);
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (uint e = t; e < TH_PIECE * TH_SHORT; e += 256) {
+            // Unrolled over the group's fixed 256 work-items: all 16 loads in flight at once.
+#pragma unroll
+            for (uint j = 0; j < TH_PIECE * TH_SHORT / 256; ++j) {
+                const uint e = t + 256 * j;
                 const uint kk = e / TH_SHORT, y = e % TH_SHORT;
                 ((__local float*)sh_s)[e] =
                     (kk < len && y < short_n) ? s[(p + kk) * s_k + y * s_y] : 0.0f;
@@ -98,7 +101,9 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         }
         for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint e = t; e < TH_X * TH_SHORT; e += 256) {
+#pragma unroll
+        for (uint j = 0; j < TH_X * TH_SHORT / 256; ++j) {
+            const uint e = t + 256 * j;
             const uint xl = e % TH_X, y = e / TH_X;
             const ulong xo = tile * TH_X + xl;
             if (xo < long_n && y < short_n) {
@@ -140,7 +145,9 @@ void sgemm_thin_k(__global const float* a_base, ulong a_off, __global const floa
     for (ulong r0 = (ulong)get_group_id(1) * THK_ROWS; r0 < m;
          r0 += (ulong)get_num_groups(1) * THK_ROWS) {
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint e = t; e < THK_ROWS * TH_SHORT; e += THK_THREADS) {
+#pragma unroll
+        for (uint j = 0; j < THK_ROWS * TH_SHORT / THK_THREADS; ++j) {
+            const uint e = t + THK_THREADS * j;
             const uint rl = e / TH_SHORT, kk = e % TH_SHORT;
             const ulong r = r0 + rl;
             sh_a[rl][kk] = (r < m && kk < k) ? (trans_a ? a[(ulong)kk * m + r] : a[r * k + kk])

@@ -259,6 +259,7 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
     bool last = rnn_last_arrival(ticket_base + ticket_off + get_group_id(0), chunks, &flag);
     float4 u = (float4)(0.0f);
     if (last && chunks > 1 && col < cols)
+#pragma unroll 4
         for (uint j = ly; j < chunks; j += 8) {
             __global const float* pj = part + (ulong)j * cols + col;
             u.x += rnn_load_coherent(pj);

@@ -19,6 +19,7 @@
 #define TH_WARPS 8    // k groups per block (256 threads)
 #define TH_PIECE 256  // k values staged at once; k chunks are multiples of it
 #define TH_PER_WARP (TH_PIECE / TH_WARPS)
+#define TH_THREADS (TH_X * TH_WARPS)
 
 struct ThinOperands {
     const float* l;  // long operand: L[x][kk] = l[x * l_x + kk * l_k]
@@ -59,7 +60,7 @@ __device__ __forceinline__ void thin_fma(float (&acc)[TH_SHORT], float l, const 
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256)
+extern "C" __global__ void __launch_bounds__(TH_THREADS)
     sgemm_thin(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,
                u64 c_off, float* part_base, u64 part_off, uint m, uint n, uint k, uint trans_a,
                uint trans_b, uint k_chunk, float alpha, float beta) {
@@ -87,7 +88,11 @@ extern "C" __global__ void __launch_bounds__(256)
         for (u64 p = k0; p < k1; p += TH_PIECE) {
             const uint len = (uint)min((u64)TH_PIECE, k1 - p);
             __syncthreads();  // the previous piece is consumed
-            for (uint e = threadIdx.x; e < TH_PIECE * TH_SHORT; e += blockDim.x) {
+            // Unrolled over the block's fixed 256 threads, so all 16 loads are in flight at
+            // once (a loop over blockDim.x issued them one latency apart).
+#pragma unroll
+            for (uint j = 0; j < TH_PIECE * TH_SHORT / TH_THREADS; ++j) {
+                const uint e = threadIdx.x + j * TH_THREADS;
                 const uint kk = e / TH_SHORT, y = e % TH_SHORT;
                 reinterpret_cast<float*>(sh_s)[e] =
                     (kk < len && y < o.short_n) ? o.s[(p + kk) * o.s_k + y * o.s_y] : 0.0f;
@@ -128,7 +133,8 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
         for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
         __syncthreads();
-        for (uint e = threadIdx.x; e < TH_X * TH_SHORT; e += blockDim.x) {
+#pragma unroll
+        for (uint e = threadIdx.x; e < TH_X * TH_SHORT; e += TH_THREADS) {
             const uint xl = e % TH_X, y = e / TH_X;
             const u64 xo = tile * TH_X + xl;
             if (xo >= o.long_n || y >= o.short_n) continue;
@@ -170,7 +176,8 @@ extern "C" __global__ void __launch_bounds__(THK_THREADS)
     const bool vec = n % 4 == 0 && (((size_t)c) & 15) == 0 && col + 3 < n;
     for (u64 r0 = (u64)blockIdx.y * THK_ROWS; r0 < m; r0 += (u64)gridDim.y * THK_ROWS) {
         __syncthreads();
-        for (uint e = threadIdx.x; e < THK_ROWS * TH_SHORT; e += blockDim.x) {
+#pragma unroll
+        for (uint e = threadIdx.x; e < THK_ROWS * TH_SHORT; e += THK_THREADS) {
             const uint rl = e / TH_SHORT, kk = e % TH_SHORT;
             const u64 r = r0 + rl;
             sh_a[rl][kk] = (r < m && kk < k) ? (trans_a ? a[(u64)kk * m + r] : a[r * k + kk])
@@ -218,6 +225,8 @@ extern "C" __global__ void sgemm_split_sum(const float* part_base, u64 part_off,
     float* c = c_base + c_off;
     RNN_GRID_LOOP(i, mn) {
         float s = 0.0f;
+        // Unrolled so that several parts are loaded at once; still added in z order.
+#pragma unroll 8
         for (uint z = 0; z < splits; ++z) s += part[(u64)z * mn + i];
         c[i] = (beta == 0.0f) ? alpha * s : alpha * s + beta * c[i];
     }

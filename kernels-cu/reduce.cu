@@ -291,6 +291,7 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
     // in y order.
     float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < cols)
+#pragma unroll 4
         for (uint j = threadIdx.y; j < gridDim.y; j += 8)
 #pragma unroll
             for (int q = 0; q < 4; ++q)
