@@ -59,8 +59,32 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         __global const float* lx = l + (x_in ? x : 0) * l_x;
         float acc[TH_SHORT];
         for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
+        // l_x == 1: segment w takes kk = w, w + 8, ... of a piece; else kk in [32 w, 32 w + 32).
+        const bool x_contiguous = l_x == 1;
+        const uint kb = warp * TH_PER_WARP;
         for (ulong p = k0; p < k1; p += TH_PIECE) {
             const uint len = (uint)min((ulong)TH_PIECE, k1 - p);
+            // This work-item's L values first: in flight while the group stages S.
+            float lv[TH_PER_WARP];
+            if (!x_in) {
+                for (int i = 0; i < TH_PER_WARP; ++i) lv[i] = 0.0f;
+            } else if (x_contiguous) {
+                for (int i = 0; i < TH_PER_WARP; ++i) {
+                    const uint kk = warp + TH_WARPS * i;
+                    lv[i] = kk < len ? lx[(p + kk) * l_k] : 0.0f;
+                }
+            } else if (vec && kb + TH_PER_WARP <= len) {
+                for (int i = 0; i < TH_PER_WARP / 4; ++i) {
+                    const float4 v = *RNN_CF4(lx + p + kb + 4 * i);
+                    lv[4 * i + 0] = v.x;
+                    lv[4 * i + 1] = v.y;
+                    lv[4 * i + 2] = v.z;
+                    lv[4 * i + 3] = v.w;
+                }
+            } else {
+                for (int i = 0; i < TH_PER_WARP; ++i)
+                    lv[i] = kb + i < len ? lx[(p + kb + i) * l_k] : 0.0f;
+            }
             barrier(CLK_LOCAL_MEM_FENCE);
             // Unrolled over the group's fixed 256 work-items: all 16 loads in flight at once.
 #pragma unroll
@@ -71,32 +95,11 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                     (kk < len && y < short_n) ? s[(p + kk) * s_k + y * s_y] : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            if (x_in) {
-                if (l_x == 1) {
-                    float lv[TH_PER_WARP];
-                    for (int i = 0; i < TH_PER_WARP; ++i) {
-                        const uint kk = warp + TH_WARPS * i;
-                        lv[i] = kk < len ? lx[(p + kk) * l_k] : 0.0f;
-                    }
-                    for (int i = 0; i < TH_PER_WARP; ++i)
-                        thin_fma(acc, lv[i], sh_s[warp + TH_WARPS * i]);
-                } else {
-                    const uint kb = warp * TH_PER_WARP;
-                    if (vec && kb + TH_PER_WARP <= len) {
-                        float4 lv[TH_PER_WARP / 4];
-                        for (int i = 0; i < TH_PER_WARP / 4; ++i)
-                            lv[i] = *RNN_CF4(lx + p + kb + 4 * i);
-                        for (int i = 0; i < TH_PER_WARP / 4; ++i) {
-                            thin_fma(acc, lv[i].x, sh_s[kb + 4 * i + 0]);
-                            thin_fma(acc, lv[i].y, sh_s[kb + 4 * i + 1]);
-                            thin_fma(acc, lv[i].z, sh_s[kb + 4 * i + 2]);
-                            thin_fma(acc, lv[i].w, sh_s[kb + 4 * i + 3]);
-                        }
-                    } else {
-                        for (uint kk = kb; kk < min(len, kb + TH_PER_WARP); ++kk)
-                            thin_fma(acc, lx[p + kk], sh_s[kk]);
-                    }
-                }
+            if (x_contiguous) {
+                for (int i = 0; i < TH_PER_WARP; ++i)
+                    thin_fma(acc, lv[i], sh_s[warp + TH_WARPS * i]);
+            } else {
+                for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, lv[i], sh_s[kb + i]);
             }
         }
         for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];

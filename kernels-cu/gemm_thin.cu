@@ -85,8 +85,38 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
         float acc[TH_SHORT];
 #pragma unroll
         for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
+        // x contiguous: warp w takes kk = w, w + 8, ... of a piece (a warp reads 128 bytes per
+        // kk); kk contiguous: kk in [32 w, 32 w + 32), each thread along its own row.
+        const bool x_contiguous = o.l_x == 1;
+        const uint kb = warp * TH_PER_WARP;
         for (u64 p = k0; p < k1; p += TH_PIECE) {
             const uint len = (uint)min((u64)TH_PIECE, k1 - p);
+            // This thread's L values of the piece first: their loads are in flight while the
+            // block stages S.
+            float l[TH_PER_WARP];
+            if (!x_in) {
+#pragma unroll
+                for (int i = 0; i < TH_PER_WARP; ++i) l[i] = 0.0f;
+            } else if (x_contiguous) {
+#pragma unroll
+                for (int i = 0; i < TH_PER_WARP; ++i) {
+                    const uint kk = warp + TH_WARPS * i;
+                    l[i] = kk < len ? lx[(p + kk) * o.l_k] : 0.0f;
+                }
+            } else if (vec && kb + TH_PER_WARP <= len) {
+#pragma unroll
+                for (int i = 0; i < TH_PER_WARP / 4; ++i) {
+                    const float4 v = *reinterpret_cast<const float4*>(lx + p + kb + 4 * i);
+                    l[4 * i + 0] = v.x;
+                    l[4 * i + 1] = v.y;
+                    l[4 * i + 2] = v.z;
+                    l[4 * i + 3] = v.w;
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < TH_PER_WARP; ++i)
+                    l[i] = kb + i < len ? lx[(p + kb + i) * o.l_k] : 0.0f;
+            }
             __syncthreads();  // the previous piece is consumed
             // Unrolled over the block's fixed 256 threads, so all 16 loads are in flight at
             // once (a loop over blockDim.x issued them one latency apart).
@@ -98,36 +128,12 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
                     (kk < len && y < o.short_n) ? o.s[(p + kk) * o.s_k + y * o.s_y] : 0.0f;
             }
             __syncthreads();
-            if (!x_in) continue;
-            if (o.l_x == 1) {
-                // x contiguous: warp w takes kk = w, w + 8, ...; a warp reads 128 bytes per kk.
-                float l[TH_PER_WARP];
-#pragma unroll
-                for (int i = 0; i < TH_PER_WARP; ++i) {
-                    const uint kk = warp + TH_WARPS * i;
-                    l[i] = kk < len ? lx[(p + kk) * o.l_k] : 0.0f;
-                }
+            if (x_contiguous) {
 #pragma unroll
                 for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[warp + TH_WARPS * i]);
             } else {
-                // kk contiguous: warp w takes kk in [32 w, 32 w + 32), each thread its own row.
-                const uint kb = warp * TH_PER_WARP;
-                if (vec && kb + TH_PER_WARP <= len) {
-                    float4 l[TH_PER_WARP / 4];
 #pragma unroll
-                    for (int i = 0; i < TH_PER_WARP / 4; ++i)
-                        l[i] = *reinterpret_cast<const float4*>(lx + p + kb + 4 * i);
-#pragma unroll
-                    for (int i = 0; i < TH_PER_WARP / 4; ++i) {
-                        thin_fma(acc, l[i].x, sh_s[kb + 4 * i + 0]);
-                        thin_fma(acc, l[i].y, sh_s[kb + 4 * i + 1]);
-                        thin_fma(acc, l[i].z, sh_s[kb + 4 * i + 2]);
-                        thin_fma(acc, l[i].w, sh_s[kb + 4 * i + 3]);
-                    }
-                } else {
-                    for (uint kk = kb; kk < min(len, kb + TH_PER_WARP); ++kk)
-                        thin_fma(acc, lx[p + kk], sh_s[kk]);
-                }
+                for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[kb + i]);
             }
         }
 #pragma unroll

@@ -31,14 +31,24 @@ pub(super) fn is_thin(g: &Gemm) -> bool {
     g.k <= THIN_SIDE || g.n <= THIN_SIDE || g.m <= THIN_SIDE
 }
 
-/// Blocks and k ranges of `sgemm_thin` for a long side of `long_n` over `k`: as many k ranges
-/// (multiples of [`THIN_PIECE`], at most [`MAX_THIN_SPLITS`], their partial sums within
-/// `space` floats) as it takes for the blocks to cover the compute units. Returns
-/// `(tiles, splits, k_chunk)`.
+/// `sgemm_thin` blocks to aim for per compute unit when k is split: two, so that one block's
+/// loads are in flight while the other stages or sums (a block waits on memory at every
+/// piece).
+const THIN_BLOCKS_PER_UNIT: usize = 2;
+
+/// Blocks and k ranges of `sgemm_thin` for a long side of `long_n` over `k`. Tiles for at least
+/// half the compute units run unsplit (a split costs a second launch, `sgemm_split_sum`);
+/// fewer split k into as many ranges (multiples of [`THIN_PIECE`], at most
+/// [`MAX_THIN_SPLITS`], their partial sums within `space` floats) as it takes for the blocks
+/// to number [`THIN_BLOCKS_PER_UNIT`] per compute unit. Returns `(tiles, splits, k_chunk)`.
 fn thin_grid(long_n: usize, mn: usize, k: usize, units: u32, space: usize) -> (usize, u32, u32) {
+    let units = units.max(1) as usize;
     let tiles = long_n.div_ceil(THIN_X).max(1);
     let pieces = k.div_ceil(THIN_PIECE).max(1);
-    let wanted = (units.max(1) as usize / tiles)
+    if tiles * 2 >= units {
+        return (tiles, 1, (pieces * THIN_PIECE) as u32);
+    }
+    let wanted = (units * THIN_BLOCKS_PER_UNIT / tiles)
         .min(pieces)
         .min(MAX_THIN_SPLITS)
         .min(space / mn.max(1))
@@ -122,12 +132,13 @@ mod tests {
     #[test]
     fn thin_grids_fill_the_device_in_whole_pieces() {
         let space = GEMM_PARTS;
-        // W1 batch 4096: the forward head covers 132 units with 128 blocks, unsplit; the weight
-        // gradient (16 tiles of 512 columns, k 4096) splits into 8 ranges of 512.
+        // W1 batch 4096: the forward head's 128 tiles run unsplit; the weight gradient (16
+        // tiles of 512 columns, k 4096) splits into 16 ranges of one piece.
         assert_eq!(thin_grid(4096, 4096 * 10, 512, 132, space), (128, 1, 512));
-        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (16, 8, 512));
+        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (16, 16, 256));
         // Batch 256: 8 tiles over k 512, two ranges of one piece.
         assert_eq!(thin_grid(256, 2560, 512, 132, space), (8, 2, 256));
+        assert_eq!(thin_grid(66 * 32, 66 * 32, 1000, 132, space), (66, 1, 1024));
         // A short k is one piece; a long one is capped at 16 ranges, the last one short.
         assert_eq!(thin_grid(40, 40 * 3, 17, 132, space), (2, 1, 256));
         assert_eq!(thin_grid(1, 1, 100_000, 132, space), (1, 16, 6400));

@@ -154,7 +154,8 @@ impl<D: Device> GpuOps<D> {
         check::fits_u32(op, n)?;
         let fused = ColumnSums {
             act,
-            write_dz: true,
+            // The identity's gradient in place is already there.
+            write_dz: !(act == Activation::Identity && dz.same_as(&dy)),
             beta: 0.0,
         };
         self.column_sums(fused, [&dy, &z, &y, &dz], &dbias, rows, cols)
