@@ -13,14 +13,27 @@ struct RnnOptimStep {
     float bias_c2;
 };
 
+// beta^t for a whole t by squaring, in double: about 2 log2 t dependent multiplications, where
+// a library pow costs the thread hundreds of instructions while its whole block waits.
+__device__ __forceinline__ double rnn_pow_whole(double beta, uint t) {
+    double r = 1.0;
+    for (; t != 0u; t >>= 1) {
+        if (t & 1u) r *= beta;
+        beta *= beta;
+    }
+    return r;
+}
+
 __device__ __forceinline__ RnnOptimStep rnn_optim_begin(const float* state, float beta1,
                                                         float beta2) {
     __shared__ RnnOptimStep st;
     if (threadIdx.x == 0) {
         st.lr = state[0];
         st.step = state[1] + 1.0f;
-        st.bias_c1 = (float)(1.0 - pow((double)beta1, (double)st.step));
-        st.bias_c2 = (float)(1.0 - pow((double)beta2, (double)st.step));
+        // The step is a whole number below 2^24 (OPTIMIZER_STATE_LEN's contract).
+        const uint t = (uint)st.step;
+        st.bias_c1 = (float)(1.0 - rnn_pow_whole((double)beta1, t));
+        st.bias_c2 = (float)(1.0 - rnn_pow_whole((double)beta2, t));
     }
     __syncthreads();
     return st;
