@@ -199,16 +199,23 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
     const uint ly = get_local_id(1);
     const uint chunks = get_num_groups(1);
     const uint w = quad ? 4 : 1;
-    const ulong col = ((ulong)get_group_id(0) * 32 + lx) * w;
+    // This work-item's column group in the final sums; `col` below is the one it streams.
+    const ulong own_col = ((ulong)get_group_id(0) * 32 + lx) * w;
+    // Fewer than 32 single columns: the work-items of a row fold into `fold` rows of `cols`,
+    // so a segment covers `fold` rows a step instead of leaving most of it idle.
+    const uint fold = (!quad && cols < 32) ? 32 / cols : 1;
+    const ulong col = fold > 1 ? (lx < fold * cols ? lx % cols : cols) : own_col;
+    const uint step = 8 * fold;
     const ulong r0 = (ulong)get_group_id(1) * chunk_rows;
     const ulong r1 = min((ulong)rows, r0 + chunk_rows);
+    const ulong first = r0 + (ulong)ly * fold + (fold > 1 ? lx / cols : 0);
     float4 s = (float4)(0.0f);
     if (col < cols) {
-        for (ulong r = r0 + ly; r < r1; r += 8 * BAB_ROWS) {
+        for (ulong r = first; r < r1; r += (ulong)step * BAB_ROWS) {
             float4 g[BAB_ROWS], av[BAB_ROWS];
             for (int u = 0; u < BAB_ROWS; ++u) {
-                const ulong at = (r + 8 * u) * cols + col;
-                if (r + 8 * u >= r1) continue;
+                const ulong at = (r + step * u) * cols + col;
+                if (r + step * u >= r1) continue;
                 av[u] = (float4)(0.0f);
                 if (quad) {
                     g[u] = *RNN_CF4(dy + at);
@@ -219,8 +226,8 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
                 }
             }
             for (int u = 0; u < BAB_ROWS; ++u) {
-                const ulong at = (r + 8 * u) * cols + col;
-                if (r + 8 * u >= r1) continue;
+                const ulong at = (r + step * u) * cols + col;
+                if (r + step * u >= r1) continue;
                 float4 v = (float4)(act_derivative(g[u].x, av[u].x, av[u].x, act, act_param),
                                     act_derivative(g[u].y, av[u].y, av[u].y, act, act_param),
                                     act_derivative(g[u].z, av[u].z, av[u].z, act, act_param),
@@ -249,7 +256,8 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
     const bool owner = e < 32 * w && strip + e < cols;
     float t = 0.0f;
     if (owner)
-        for (uint j = 0; j < 8; j++) t += sh[j][e];
+        for (uint j = 0; j < 8; j++)
+            for (uint q = 0; q < fold; q++) t += sh[j][e + q * cols];
     // No early return and every barrier reached by all work-items: PoCL's barrier handling
     // mis-compiled a version with a (uniform) early return before the last-arrival step.
     if (chunks > 1 && owner) {
@@ -258,10 +266,10 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
     }
     bool last = rnn_last_arrival(ticket_base + ticket_off + get_group_id(0), chunks, &flag);
     float4 u = (float4)(0.0f);
-    if (last && chunks > 1 && col < cols)
+    if (last && chunks > 1 && own_col < cols)
 #pragma unroll 4
         for (uint j = ly; j < chunks; j += 8) {
-            __global const float* pj = part + (ulong)j * cols + col;
+            __global const float* pj = part + (ulong)j * cols + own_col;
             u.x += rnn_load_coherent(pj);
             if (quad) {
                 u.y += rnn_load_coherent(pj + 1);

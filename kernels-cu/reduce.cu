@@ -207,23 +207,24 @@ __device__ __forceinline__ float bab_grad(float g, float a, float p) {
 template <int W> struct BabVec { typedef float T; };
 template <> struct BabVec<4> { typedef float4 T; };
 
+// Rows first, first + step, ... below r1 of column group `col`.
 template <uint K, int W>
 __device__ __forceinline__ void bab_rows(const float* dy, const float* act_in, float* dz,
-                                         bool write_dz, float p, u64 r0, u64 r1, u64 col,
-                                         uint cols, float (&s)[4]) {
+                                         bool write_dz, float p, u64 first, uint step, u64 r1,
+                                         u64 col, uint cols, float (&s)[4]) {
     typedef typename BabVec<W>::T V;
-    for (u64 r = r0 + threadIdx.y; r < r1; r += 8 * BAB_ROWS) {
+    for (u64 r = first; r < r1; r += (u64)step * BAB_ROWS) {
         V g[BAB_ROWS], a[BAB_ROWS];
 #pragma unroll
         for (int u = 0; u < BAB_ROWS; ++u) {
-            const u64 rr = r + 8 * u;
+            const u64 rr = r + (u64)step * u;
             if (rr >= r1) continue;
             g[u] = *reinterpret_cast<const V*>(dy + rr * cols + col);
             if (K != ACT_IDENTITY) a[u] = *reinterpret_cast<const V*>(act_in + rr * cols + col);
         }
 #pragma unroll
         for (int u = 0; u < BAB_ROWS; ++u) {
-            const u64 rr = r + 8 * u;
+            const u64 rr = r + (u64)step * u;
             if (rr >= r1) continue;
             const float* gi = reinterpret_cast<const float*>(&g[u]);
             const float* ai = reinterpret_cast<const float*>(&a[u]);
@@ -253,17 +254,23 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
     float* out = out_base + out_off;
     float* part = part_base + part_off;
     const uint w = quad ? 4 : 1;
-    const u64 col = ((u64)blockIdx.x * 32 + threadIdx.x) * w;
+    // This thread's column group in the final sums; `col` below is the one it streams.
+    const u64 own_col = ((u64)blockIdx.x * 32 + threadIdx.x) * w;
+    // Fewer than 32 single columns: the lanes fold into `fold` rows of `cols` lanes, so a warp
+    // covers `fold` rows a step instead of leaving most lanes idle.
+    const uint fold = (!quad && cols < 32) ? 32 / cols : 1;
+    const u64 col = fold > 1 ? (threadIdx.x < fold * cols ? threadIdx.x % cols : cols) : own_col;
     const u64 r0 = (u64)blockIdx.y * chunk_rows;
     const u64 r1 = min((u64)rows, r0 + chunk_rows);
+    const u64 first = r0 + (u64)threadIdx.y * fold + (fold > 1 ? threadIdx.x / cols : 0);
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < cols) {
         if (quad) {
-            RNN_WITH_ACT(act, (bab_rows<K, 4>(dy, act_in, dz, write_dz, act_param, r0, r1, col,
-                                              cols, s)))
+            RNN_WITH_ACT(act, (bab_rows<K, 4>(dy, act_in, dz, write_dz, act_param, first, 8,
+                                              r1, col, cols, s)))
         } else {
-            RNN_WITH_ACT(act, (bab_rows<K, 1>(dy, act_in, dz, write_dz, act_param, r0, r1, col,
-                                              cols, s)))
+            RNN_WITH_ACT(act, (bab_rows<K, 1>(dy, act_in, dz, write_dz, act_param, first,
+                                              8 * fold, r1, col, cols, s)))
         }
     }
     // Thread e < 32 w of the block owns column `strip + e` (strip = 32 w blockIdx.x) in what
@@ -277,7 +284,8 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
     const bool owner = e < 32 * w && strip + e < cols;
     float t = 0.0f;
     if (owner)
-        for (uint j = 0; j < 8; ++j) t += sh[j][e];
+        for (uint j = 0; j < 8; ++j)
+            for (uint q = 0; q < fold; ++q) t += sh[j][e + q * cols];
     if (gridDim.y == 1) {
         if (owner) out[strip + e] = (beta == 0.0f) ? t : beta * out[strip + e] + t;
         return;
@@ -290,12 +298,12 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
     // Thread (x, y) adds chunks y, y + 8, ... of its column group; the 8 sums are then added
     // in y order.
     float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (col < cols)
+    if (own_col < cols)
 #pragma unroll 4
         for (uint j = threadIdx.y; j < gridDim.y; j += 8)
 #pragma unroll
             for (int q = 0; q < 4; ++q)
-                if (q < (int)w) u[q] += rnn_load_coherent(part + (u64)j * cols + col + q);
+                if (q < (int)w) u[q] += rnn_load_coherent(part + (u64)j * cols + own_col + q);
     __syncthreads();  // every owner has read sh above
 #pragma unroll
     for (int q = 0; q < 4; ++q)
