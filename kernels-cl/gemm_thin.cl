@@ -25,17 +25,31 @@ inline void thin_fma(float* acc, float l, __local const float4* srow) {
     }
 }
 
+// Epilogues, as kernels-cu/gemm_thin.cu: TH_PLAIN; TH_BIAS_ACT (unsplit, short n: z = sum +
+// bias[y] into C unless y_out is C, act(z) into y_out); TH_BIAS_GRAD (short m: the short
+// operand's sums over the group's k range into bias[y], or part[z][m n + y] when split).
+#define TH_PLAIN 0
+#define TH_BIAS_ACT 1
+#define TH_BIAS_GRAD 2
+
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
 void sgemm_thin(__global const float* a_base, ulong a_off, __global const float* b_base,
                 ulong b_off, __global float* c_base, ulong c_off, __global float* part_base,
-                ulong part_off, uint m, uint n, uint k, uint trans_a, uint trans_b,
-                uint k_chunk, float alpha, float beta) {
+                ulong part_off, __global float* bias_base, ulong bias_off,
+                __global float* y_base, ulong y_off, uint m, uint n, uint k, uint trans_a,
+                uint trans_b, uint k_chunk, uint part_stride, uint epilogue, uint act,
+                float alpha, float beta, float act_param) {
     __local float4 sh_s[TH_PIECE][TH_SHORT / 4];
     __local float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
     __global const float* a = a_base + a_off;
     __global const float* b = b_base + b_off;
     __global float* c = c_base + c_off;
-    __global float* part = part_base + part_off + (ulong)get_group_id(2) * m * n;
+    __global float* part = part_base + part_off + (ulong)get_group_id(2) * part_stride;
+    __global float* bias = bias_base + bias_off;
+    __global float* y_out = y_base + y_off;
+    // The bias gradient is summed by the groups of the first tile, 16 work-items a column.
+    const bool bias_grad = epilogue == TH_BIAS_GRAD && get_group_id(0) == 0;
+    float bias_part = 0.0f;
     const bool split = get_num_groups(2) > 1;
     const uint t = get_local_id(0);
     const uint lane = t % TH_X, warp = t / TH_X;
@@ -95,12 +109,34 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                     (kk < len && y < short_n) ? s[(p + kk) * s_k + y * s_y] : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
+            if (bias_grad && tile == 0) {
+                // Work-item t adds kk = t / 16, t / 16 + 16, ... of column t % 16.
+                __local const float* flat = (__local const float*)sh_s;
+                for (uint kk = t / TH_SHORT; kk < TH_PIECE; kk += 256 / TH_SHORT)
+                    bias_part += flat[kk * TH_SHORT + t % TH_SHORT];
+            }
             if (x_contiguous) {
                 for (int i = 0; i < TH_PER_WARP; ++i)
                     thin_fma(acc, lv[i], sh_s[warp + TH_WARPS * i]);
             } else {
                 for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, lv[i], sh_s[kb + i]);
             }
+        }
+        if (bias_grad && tile == 0) {
+            // The 16 partial sums of each column, added in order (sh_red is free here).
+            __local float* flat = &sh_red[0][0][0];
+            flat[t] = bias_part;
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (t < short_n) {
+                float sum = 0.0f;
+                for (uint g = 0; g < 256 / TH_SHORT; ++g) sum += flat[g * TH_SHORT + t];
+                if (split) {
+                    part[(ulong)m * n + t] = sum;
+                } else {
+                    bias[t] = sum;
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
         for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -115,6 +151,10 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                 const ulong at = short_is_n ? xo * n + y : (ulong)y * n + xo;
                 if (split) {
                     part[at] = sum;
+                } else if (epilogue == TH_BIAS_ACT) {
+                    const float zv = sum + bias[y];
+                    if (y_out != c) c[at] = zv;
+                    y_out[at] = act_forward(zv, act, act_param);
                 } else {
                     c[at] = (beta == 0.0f) ? alpha * sum : alpha * sum + beta * c[at];
                 }

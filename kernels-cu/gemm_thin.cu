@@ -60,16 +60,34 @@ __device__ __forceinline__ void thin_fma(float (&acc)[TH_SHORT], float l, const 
     }
 }
 
+// Epilogues of sgemm_thin (a dense layer's work around its product, saving a launch):
+// TH_PLAIN stores C; TH_BIAS_ACT (unsplit, short n) adds bias[y] to each sum, stores it in C
+// (the pre-activation z) unless y_out is C, and act(z) in y_out; TH_BIAS_GRAD (short m)
+// also sums the short operand over the block's k range, the bias gradient of a layer whose
+// weight gradient this is: into bias[y] unsplit, else into part[z][m n + y] (part_stride is
+// then m n + m, so that one sgemm_split_sum adds weight and bias parts when the bias directly
+// follows C in memory).
+#define TH_PLAIN 0
+#define TH_BIAS_ACT 1
+#define TH_BIAS_GRAD 2
+
 extern "C" __global__ void __launch_bounds__(TH_THREADS)
     sgemm_thin(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,
-               u64 c_off, float* part_base, u64 part_off, uint m, uint n, uint k, uint trans_a,
-               uint trans_b, uint k_chunk, float alpha, float beta) {
+               u64 c_off, float* part_base, u64 part_off, float* bias_base, u64 bias_off,
+               float* y_base, u64 y_off, uint m, uint n, uint k, uint trans_a, uint trans_b,
+               uint k_chunk, uint part_stride, uint epilogue, uint act, float alpha, float beta,
+               float act_param) {
     __shared__ float4 sh_s[TH_PIECE][TH_SHORT / 4];
     __shared__ float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
     const ThinOperands o = thin_operands(a_base + a_off, b_base + b_off, m, n, k, trans_a,
                                          trans_b);
     float* c = c_base + c_off;
-    float* part = part_base + part_off + (u64)blockIdx.z * m * n;
+    float* part = part_base + part_off + (u64)blockIdx.z * part_stride;
+    float* bias = bias_base + bias_off;
+    float* y_out = y_base + y_off;
+    // The bias gradient is summed by the blocks of the first tile, 16 threads a column.
+    const bool bias_grad = epilogue == TH_BIAS_GRAD && blockIdx.x == 0;
+    float bias_part = 0.0f;
     const bool split = gridDim.z > 1;
     const uint lane = threadIdx.x % TH_X, warp = threadIdx.x / TH_X;
     const u64 k0 = (u64)blockIdx.z * k_chunk;
@@ -128,6 +146,13 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
                     (kk < len && y < o.short_n) ? o.s[(p + kk) * o.s_k + y * o.s_y] : 0.0f;
             }
             __syncthreads();
+            if (bias_grad && tile == 0) {
+                // Thread t adds kk = t / 16, t / 16 + 16, ... of column t % 16.
+                const float* flat = reinterpret_cast<const float*>(sh_s);
+#pragma unroll
+                for (uint kk = threadIdx.x / TH_SHORT; kk < TH_PIECE; kk += TH_THREADS / TH_SHORT)
+                    bias_part += flat[kk * TH_SHORT + threadIdx.x % TH_SHORT];
+            }
             if (x_contiguous) {
 #pragma unroll
                 for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[warp + TH_WARPS * i]);
@@ -135,6 +160,22 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
 #pragma unroll
                 for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[kb + i]);
             }
+        }
+        if (bias_grad && tile == 0) {
+            // The 16 partial sums of each column, added in order (sh_red is free here).
+            float* flat = &sh_red[0][0][0];
+            flat[threadIdx.x] = bias_part;
+            __syncthreads();
+            if (threadIdx.x < o.short_n) {
+                float sum = 0.0f;
+                for (uint g = 0; g < TH_THREADS / TH_SHORT; ++g) sum += flat[g * TH_SHORT + threadIdx.x];
+                if (split) {
+                    part[(u64)m * n + threadIdx.x] = sum;
+                } else {
+                    bias[threadIdx.x] = sum;
+                }
+            }
+            __syncthreads();
         }
 #pragma unroll
         for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
@@ -150,6 +191,10 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
             const u64 at = o.short_is_n ? xo * n + y : (u64)y * n + xo;
             if (split) {
                 part[at] = s;
+            } else if (epilogue == TH_BIAS_ACT) {
+                const float zv = s + bias[y];
+                if (y_out != c) c[at] = zv;
+                y_out[at] = act_apply(zv, act, act_param);
             } else {
                 c[at] = (beta == 0.0f) ? alpha * s : alpha * s + beta * c[at];
             }

@@ -77,10 +77,17 @@ impl Dense {
         let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
         let w = self.w.view(f.params)?;
         let b = self.b.view(f.params)?;
-        f.ops
-            .gemm(Gemm::new(ws.rows, self.outputs, self.inputs).tb(), x, w, z)?;
-        f.ops
-            .bias_act_forward(z, b, ws.y.view(), self.act, ws.rows, self.outputs)
+        f.ops.dense_forward(
+            x,
+            w,
+            b,
+            z,
+            ws.y.view(),
+            self.act,
+            ws.rows,
+            self.inputs,
+            self.outputs,
+        )
     }
 
     /// Reads the gradient in `ws.grad_output()` (consumed in place), writes the parameter
@@ -95,19 +102,16 @@ impl Dense {
         let dz = ws.dy.view();
         let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
         let (r, o, i) = (ws.rows, self.outputs, self.inputs);
-        // The activation's backward and the bias gradient in one pass, in place.
-        f.ops.bias_act_backward(
-            dz,
-            z,
-            ws.y.view(),
-            dz,
-            self.b.view(f.grads)?,
-            self.act,
-            r,
-            o,
-        )?;
-        f.ops
-            .gemm(Gemm::new(o, i, r).ta(), dz, x, self.w.view(f.grads)?)?;
+        let (dw, db) = (self.w.view(f.grads)?, self.b.view(f.grads)?);
+        if self.act == Activation::Identity {
+            // dz is dy: the bias gradient can come with the weight gradient's product.
+            f.ops.dense_param_grads(dz, x, dw, db, r, i, o)?;
+        } else {
+            // The activation's backward and the bias gradient in one pass, in place.
+            f.ops
+                .bias_act_backward(dz, z, ws.y.view(), dz, db, self.act, r, o)?;
+            f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
+        }
         if let Some(dx) = dx {
             f.ops
                 .gemm(Gemm::new(r, i, o), dz, self.w.view(f.params)?, dx)?;

@@ -9,6 +9,7 @@ use rnn::{Activation, AdamStep, Context, Ops, SgdStep, View};
 use crate::support::{self, Target, rel_err};
 
 mod cells;
+mod dense;
 mod edges;
 mod gated_graph;
 mod gated_seq;
@@ -774,6 +775,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_activations() {
                 super::activations(T)
+            }
+            #[test]
+            fn gpu_dense_ops() {
+                super::dense::dense_ops(T)
             }
             #[test]
             fn gpu_softmax_losses() {

@@ -10,7 +10,7 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
-use crate::ops::Gemm;
+use crate::ops::{Activation, Gemm, check};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
@@ -57,16 +57,26 @@ fn thin_grid(long_n: usize, mn: usize, k: usize, units: u32, space: usize) -> (u
     (tiles, k.div_ceil(chunk).max(1) as u32, chunk as u32)
 }
 
+/// What `sgemm_thin` does besides the product (`TH_*` in the kernels).
+#[derive(Clone, Copy)]
+enum Epilogue<'v> {
+    /// `C = alpha * product + beta * C`.
+    Plain,
+    /// A dense layer's forward, unsplit: `z = product + bias[col]` into C (unless `y` is C)
+    /// and `y = act(z)`.
+    BiasAct {
+        bias: &'v View<'v>,
+        y: &'v View<'v>,
+        act: Activation,
+    },
+    /// A dense layer's weight gradient (short m) and, from the same staged operand, its bias
+    /// gradient `bias[row] = Σ_k op(A)[row][k]`.
+    BiasGrad { bias: &'v View<'v> },
+}
+
 impl<D: Device> GpuOps<D> {
     /// Launches the thin kernel for `g` (checked by `gemm_impl`, `m, n > 0`, [`is_thin`]).
     pub(super) fn thin_gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
-        let dims = |args: Args| -> Args {
-            args.u32(g.m as u32)
-                .u32(g.n as u32)
-                .u32(g.k as u32)
-                .u32(g.trans_a as u32)
-                .u32(g.trans_b as u32)
-        };
         if g.k <= THIN_SIDE {
             let blocks_x = g.n.div_ceil(4 * THIN_K_THREADS as usize);
             let blocks_y = g.m.div_ceil(THIN_K_ROWS).min(launch::MAX_GRID_Y);
@@ -75,44 +85,177 @@ impl<D: Device> GpuOps<D> {
                 block: [THIN_K_THREADS, 1, 1],
                 shared_bytes: 0,
             };
-            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?)
+            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?, &g)
                 .f32(g.alpha)
                 .f32(g.beta);
             return self.run("sgemm_thin_k", config, args);
         }
+        self.sgemm_thin(g, [&a, &b, &c], Epilogue::Plain)
+    }
+
+    /// `sgemm_thin` (k > 16, a short m or n) with `epilogue`, split over k where the tiles
+    /// leave compute units idle, the parts then added by `sgemm_split_sum`. The caller has
+    /// checked the views; with [`Epilogue::BiasGrad`] and a split, the bias must directly follow
+    /// C in its buffer (one `sgemm_split_sum` adds both).
+    fn sgemm_thin(&self, g: Gemm, [a, b, c]: [&View<'_>; 3], epilogue: Epilogue<'_>) -> Result<()> {
         let long_n = if g.n <= THIN_SIDE { g.m } else { g.n };
         let mn = g.m * g.n;
+        let (code, bias, y, act) = match epilogue {
+            Epilogue::Plain => (0, c, c, Activation::Identity),
+            Epilogue::BiasAct { bias, y, act } => (1, bias, y, act),
+            Epilogue::BiasGrad { bias } => (2, bias, c, Activation::Identity),
+        };
+        // Floats one split's parts take: C, and the bias gradient after it.
+        let stride = if code == 2 { mn + g.m } else { mn };
         let (tiles, splits, k_chunk) =
-            thin_grid(long_n, mn, g.k, self.info.compute_units, GEMM_PARTS);
+            thin_grid(long_n, stride, g.k, self.info.compute_units, GEMM_PARTS);
         let config = LaunchConfig {
             grid: [tiles.min(launch::MAX_GRID_X) as u32, 1, splits],
             block: [THIN_THREADS, 1, 1],
             shared_bytes: 0,
         };
-        let launch_thin = |part: View<'_>| -> Result<()> {
-            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?.buf(&part)?)
+        let launch_thin = |part: &View<'_>| -> Result<()> {
+            let args = Args::new()
+                .buf(a)?
+                .buf(b)?
+                .buf(c)?
+                .buf(part)?
+                .buf(bias)?
+                .buf(y)?;
+            let args = dims(args, &g)
                 .u32(k_chunk)
+                .u32(stride as u32)
+                .u32(code)
+                .u32(act.code())
                 .f32(g.alpha)
-                .f32(g.beta);
+                .f32(g.beta)
+                .f32(act.param());
             self.run("sgemm_thin", config, args)
         };
         if splits == 1 {
             // `part` is not touched without a split.
             return launch_thin(c);
         }
+        if code == 1 {
+            return Err(crate::Error::InvalidArgument(
+                "sgemm_thin: the bias and activation epilogue needs an unsplit product".into(),
+            ));
+        }
+        // With the bias gradient, C and the bias are one span: the parts' stride.
+        let out = c.buffer().slice(c.offset(), stride)?;
         self.with_gemm_parts(|parts| {
-            let parts = parts.slice(0, splits as usize * mn)?;
-            launch_thin(parts)?;
+            let parts = parts.slice(0, splits as usize * stride)?;
+            launch_thin(&parts)?;
             let args = Args::new()
                 .buf(&parts)?
-                .buf(&c)?
-                .u32(mn as u32)
+                .buf(&out)?
+                .u32(stride as u32)
                 .u32(splits)
                 .f32(g.alpha)
                 .f32(g.beta);
-            self.run("sgemm_split_sum", launch::elementwise(mn), args)
+            self.run("sgemm_split_sum", launch::elementwise(stride), args)
         })
     }
+
+    /// [`Ops::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
+    /// epilogue where the layer has at most 16 outputs and its product is not split, else the
+    /// product and `bias_act_forward`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dense_forward_impl(
+        &self,
+        [x, w, bias, z, y]: [View<'_>; 5],
+        act: Activation,
+        rows: usize,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<()> {
+        let g = Gemm::new(rows, outputs, inputs).tb();
+        let fused = self.thin_gemm
+            && outputs <= THIN_SIDE
+            && inputs > THIN_SIDE
+            && rows > 0
+            && thin_grid(
+                rows,
+                rows * outputs,
+                inputs,
+                self.info.compute_units,
+                GEMM_PARTS,
+            )
+            .1 == 1;
+        if !fused {
+            self.gemm_impl(g, x, w, z)?;
+            return self.bias_act_forward_impl(z, bias, y, act, rows, outputs);
+        }
+        let op = "dense_forward";
+        self.mine(op, &[&x, &w, &bias, &z, &y])?;
+        check::gemm(&g, &x, &w, &z)?;
+        for d in [rows, inputs, outputs] {
+            check::fits_u32(op, d)?;
+        }
+        check::len(op, "bias", &bias, outputs)?;
+        check::len(op, "y", &y, rows * outputs)?;
+        check::no_overlap(op, &y, &z, true)?;
+        for input in [&x, &w, &bias] {
+            check::no_overlap(op, &y, input, false)?;
+        }
+        check::no_overlap(op, &z, &bias, false)?;
+        self.count_recorded();
+        let epilogue = Epilogue::BiasAct {
+            bias: &bias,
+            y: &y,
+            act,
+        };
+        self.sgemm_thin(g, [&x, &w, &z], epilogue)
+    }
+
+    /// [`Ops::dense_param_grads`] on the GPU: one `sgemm_thin` that also sums the bias
+    /// gradient where the layer has at most 16 outputs (and, if k is split, its bias directly
+    /// follows its weight in memory, as a network's flat gradient buffer has them), else the
+    /// product and `sum_rows`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn dense_param_grads_impl(
+        &self,
+        [dz, x, dw, dbias]: [View<'_>; 4],
+        rows: usize,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<()> {
+        let g = Gemm::new(outputs, inputs, rows).ta();
+        let stride = outputs * inputs + outputs;
+        let adjacent = std::ptr::eq(dw.buffer(), dbias.buffer())
+            && dbias.offset() == dw.offset() + outputs * inputs;
+        let fused = self.thin_gemm
+            && outputs <= THIN_SIDE
+            && inputs > THIN_SIDE
+            && rows > THIN_SIDE
+            && (adjacent
+                || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1);
+        if !fused {
+            self.gemm_impl(g, dz, x, dw)?;
+            return self.sum_rows_impl(dz, dbias, rows, outputs, 0.0);
+        }
+        let op = "dense_param_grads";
+        self.mine(op, &[&dz, &x, &dw, &dbias])?;
+        check::gemm(&g, &dz, &x, &dw)?;
+        for d in [rows, inputs, outputs] {
+            check::fits_u32(op, d)?;
+        }
+        check::len(op, "dbias", &dbias, outputs)?;
+        for other in [&dz, &x, &dw] {
+            check::no_overlap(op, &dbias, other, false)?;
+        }
+        self.count_recorded();
+        self.sgemm_thin(g, [&dz, &x, &dw], Epilogue::BiasGrad { bias: &dbias })
+    }
+}
+
+/// The dimension arguments every GEMM entry takes after its buffers.
+fn dims(args: Args, g: &Gemm) -> Args {
+    args.u32(g.m as u32)
+        .u32(g.n as u32)
+        .u32(g.k as u32)
+        .u32(g.trans_a as u32)
+        .u32(g.trans_b as u32)
 }
 
 #[cfg(test)]

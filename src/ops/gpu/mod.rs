@@ -272,6 +272,34 @@ impl<D: Device> Ops for GpuOps<D> {
         self.act_backward_impl(dy, z, y, dz, act)
     }
 
+    fn dense_forward(
+        &self,
+        x: View<'_>,
+        w: View<'_>,
+        bias: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<()> {
+        self.dense_forward_impl([x, w, bias, z, y], act, rows, inputs, outputs)
+    }
+
+    fn dense_param_grads(
+        &self,
+        dz: View<'_>,
+        x: View<'_>,
+        dw: View<'_>,
+        dbias: View<'_>,
+        rows: usize,
+        inputs: usize,
+        outputs: usize,
+    ) -> Result<()> {
+        self.dense_param_grads_impl([dz, x, dw, dbias], rows, inputs, outputs)
+    }
+
     fn bias_act_backward(
         &self,
         dy: View<'_>,
