@@ -2,7 +2,7 @@
 // row-major C = alpha * op(A) op(B) + beta * C where one side is at most 16 wide.
 // sgemm_thin (k > 16, n <= 16 or m <= 16): a group of 256 owns 32 long indices x (one per
 // segment lane) over its k range; S[kk][0..16] is staged in local memory piece by piece and
-// each segment of 32 sums 64 kk of the piece; the 8 segments' sums are added in order. Grid z
+// each segment of 32 sums 32 kk of the piece; the 8 segments' sums are added in order. Grid z
 // > 1: part[z] holds the raw sums of k range z, and sgemm_split_sum adds them.
 // sgemm_thin_k (k <= 16): a work-item keeps op(B)[0..k][4 columns] in registers and writes 4
 // columns of 16 rows, their op(A) values staged in local memory.
@@ -12,7 +12,7 @@
 #define TH_SHORT 16
 #define TH_X 32
 #define TH_WARPS 8
-#define TH_PIECE 512
+#define TH_PIECE 256
 #define TH_PER_WARP (TH_PIECE / TH_WARPS)
 
 inline void thin_fma(float* acc, float l, __local const float4* srow) {
@@ -39,10 +39,8 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                 __global float* y_base, ulong y_off, uint m, uint n, uint k, uint trans_a,
                 uint trans_b, uint k_chunk, uint part_stride, uint epilogue, uint act,
                 float alpha, float beta, float act_param) {
-    // The staged short operand (32 KB), and after the last piece, in the same memory, the
-    // segments' sums (17 KB): both apart would pass 48 KB of local memory.
     __local float4 sh_s[TH_PIECE][TH_SHORT / 4];
-    __local float (*sh_red)[TH_X][TH_SHORT + 1] = (__local float (*)[TH_X][TH_SHORT + 1])sh_s;
+    __local float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
     __global const float* a = a_base + a_off;
     __global const float* b = b_base + b_off;
     __global float* c = c_base + c_off;
@@ -75,7 +73,7 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         __global const float* lx = l + (x_in ? x : 0) * l_x;
         float acc[TH_SHORT];
         for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
-        // l_x == 1: segment w takes kk = w, w + 8, ... of a piece; else kk in [64 w, 64 w + 64).
+        // l_x == 1: segment w takes kk = w, w + 8, ... of a piece; else kk in [32 w, 32 w + 32).
         const bool x_contiguous = l_x == 1;
         const uint kb = warp * TH_PER_WARP;
         for (ulong p = k0; p < k1; p += TH_PIECE) {
@@ -102,7 +100,7 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                     lv[i] = kb + i < len ? lx[(p + kb + i) * l_k] : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-            // Unrolled over the group's fixed 256 work-items: all 32 loads in flight at once.
+            // Unrolled over the group's fixed 256 work-items: all 16 loads in flight at once.
 #pragma unroll
             for (uint j = 0; j < TH_PIECE * TH_SHORT / 256; ++j) {
                 const uint e = t + 256 * j;
@@ -124,9 +122,8 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
                 for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, lv[i], sh_s[kb + i]);
             }
         }
-        barrier(CLK_LOCAL_MEM_FENCE);  // the last piece is consumed: sh_red may take its memory
         if (bias_grad && tile == 0) {
-            // The 16 partial sums of each column, added in order.
+            // The 16 partial sums of each column, added in order (sh_red is free here).
             __local float* flat = &sh_red[0][0][0];
             flat[t] = bias_part;
             barrier(CLK_LOCAL_MEM_FENCE);

@@ -5,7 +5,7 @@
 // sgemm_thin (k > 16, n <= 16 or m <= 16): the "long" operand L[x][kk] has one entry per long
 // output index x (rows of C when n <= 16, columns when m <= 16) and the "short" one S[kk][y] at
 // most 16 values per kk. A block owns 32 x (one per lane) over its k range: piece by piece,
-// S[kk][0..16] is staged in shared memory and each warp sums 64 kk of the piece into 16
+// S[kk][0..16] is staged in shared memory and each warp sums 32 kk of the piece into 16
 // accumulators per thread (S read as broadcast float4s); the 8 warps' sums are then added in
 // warp order (deterministic). With grid z > 1, block z sums k in [z k_chunk, (z+1) k_chunk)
 // into part[z] (the T contract) and sgemm_split_sum adds the parts.
@@ -17,7 +17,7 @@
 #define TH_SHORT 16   // widest short side
 #define TH_X 32       // long indices per block, one per lane
 #define TH_WARPS 8    // k groups per block (256 threads)
-#define TH_PIECE 512  // k values staged at once; k chunks are multiples of it
+#define TH_PIECE 256  // k values staged at once; k chunks are multiples of it
 #define TH_PER_WARP (TH_PIECE / TH_WARPS)
 #define TH_THREADS (TH_X * TH_WARPS)
 
@@ -77,11 +77,8 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
                float* y_base, u64 y_off, uint m, uint n, uint k, uint trans_a, uint trans_b,
                uint k_chunk, uint part_stride, uint epilogue, uint act, float alpha, float beta,
                float act_param) {
-    // The staged short operand (32 KB), and after the last piece, in the same memory, the
-    // warps' sums (17 KB): both apart would pass the 48 KB of static shared memory.
     __shared__ float4 sh_s[TH_PIECE][TH_SHORT / 4];
-    typedef float WarpSums[TH_X][TH_SHORT + 1];
-    WarpSums* sh_red = reinterpret_cast<WarpSums*>(sh_s);
+    __shared__ float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
     const ThinOperands o = thin_operands(a_base + a_off, b_base + b_off, m, n, k, trans_a,
                                          trans_b);
     float* c = c_base + c_off;
@@ -107,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
 #pragma unroll
         for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
         // x contiguous: warp w takes kk = w, w + 8, ... of a piece (a warp reads 128 bytes per
-        // kk); kk contiguous: kk in [64 w, 64 w + 64), each thread along its own row.
+        // kk); kk contiguous: kk in [32 w, 32 w + 32), each thread along its own row.
         const bool x_contiguous = o.l_x == 1;
         const uint kb = warp * TH_PER_WARP;
         for (u64 p = k0; p < k1; p += TH_PIECE) {
@@ -139,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
                     l[i] = kb + i < len ? lx[(p + kb + i) * o.l_k] : 0.0f;
             }
             __syncthreads();  // the previous piece is consumed
-            // Unrolled over the block's fixed 256 threads, so all 32 loads are in flight at
+            // Unrolled over the block's fixed 256 threads, so all 16 loads are in flight at
             // once (a loop over blockDim.x issued them one latency apart).
 #pragma unroll
             for (uint j = 0; j < TH_PIECE * TH_SHORT / TH_THREADS; ++j) {
@@ -164,9 +161,8 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
                 for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[kb + i]);
             }
         }
-        __syncthreads();  // the last piece is consumed: sh_red may take its memory
         if (bias_grad && tile == 0) {
-            // The 16 partial sums of each column, added in order.
+            // The 16 partial sums of each column, added in order (sh_red is free here).
             float* flat = &sh_red[0][0][0];
             flat[threadIdx.x] = bias_part;
             __syncthreads();
@@ -203,7 +199,7 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
                 c[at] = (beta == 0.0f) ? alpha * s : alpha * s + beta * c[at];
             }
         }
-        __syncthreads();  // sh_red is read before the next tile stages its operand there
+        __syncthreads();  // sh_red is read before the next tile writes it
     }
 }
 

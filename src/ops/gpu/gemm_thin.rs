@@ -18,7 +18,7 @@ pub(super) const THIN_SIDE: usize = 16;
 const THIN_X: usize = 32;
 const THIN_THREADS: u32 = 256;
 /// k values staged at once (`TH_PIECE`): k ranges of a split are multiples of it.
-const THIN_PIECE: usize = 512;
+const THIN_PIECE: usize = 256;
 /// `sgemm_thin_k`: threads per block, 4 columns each, and rows per block.
 const THIN_K_THREADS: u32 = 128;
 const THIN_K_ROWS: usize = 16;
@@ -276,17 +276,17 @@ mod tests {
     fn thin_grids_fill_the_device_in_whole_pieces() {
         let space = GEMM_PARTS;
         // W1 batch 4096: the forward head's 128 tiles run unsplit; the weight gradient (16
-        // tiles of 512 columns, k 4096) splits into 8 ranges of one piece.
+        // tiles of 512 columns, k 4096) splits into 16 ranges of one piece.
         assert_eq!(thin_grid(4096, 4096 * 10, 512, 132, space), (128, 1, 512));
-        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (16, 8, 512));
-        // Batch 256: 8 tiles over k 512, one piece: nothing to split.
-        assert_eq!(thin_grid(256, 2560, 512, 132, space), (8, 1, 512));
+        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (16, 16, 256));
+        // Batch 256: 8 tiles over k 512, two ranges of one piece.
+        assert_eq!(thin_grid(256, 2560, 512, 132, space), (8, 2, 256));
         assert_eq!(thin_grid(66 * 32, 66 * 32, 1000, 132, space), (66, 1, 1024));
         // A short k is one piece; a long one is capped at 16 ranges, the last one short.
-        assert_eq!(thin_grid(40, 40 * 3, 17, 132, space), (2, 1, 512));
-        assert_eq!(thin_grid(1, 1, 100_000, 132, space), (1, 16, 6656));
+        assert_eq!(thin_grid(40, 40 * 3, 17, 132, space), (2, 1, 256));
+        assert_eq!(thin_grid(1, 1, 100_000, 132, space), (1, 16, 6400));
         // Bounded by the partial-sum space.
-        assert_eq!(thin_grid(1, 1000, 5000, 132, 3500), (1, 3, 2048));
+        assert_eq!(thin_grid(1, 1000, 5000, 132, 3500), (1, 3, 1792));
         for (long_n, k) in [(1, 257), (33, 5000), (7000, 300), (3, 70_001)] {
             let (_, splits, chunk) = thin_grid(long_n, long_n, k, 132, space);
             assert_eq!(chunk as usize % THIN_PIECE, 0);
