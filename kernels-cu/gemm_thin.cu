@@ -224,7 +224,8 @@ extern "C" __global__ void __launch_bounds__(THK_THREADS)
             bv[kk][q] = ((uint)kk < k && j < n) ? (trans_b ? b[j * k + kk] : b[(u64)kk * n + j])
                                                 : 0.0f;
         }
-    const bool vec = n % 4 == 0 && (((size_t)c) & 15) == 0 && col + 3 < n;
+    // gemm.cu's sg_store_c stores 4 columns, as a float4 where rows stay 16-byte aligned.
+    const bool vec = n % 4 == 0 && (((size_t)c) & 15) == 0;
     for (u64 r0 = (u64)blockIdx.y * THK_ROWS; r0 < m; r0 += (u64)gridDim.y * THK_ROWS) {
         __syncthreads();
 #pragma unroll
@@ -245,23 +246,7 @@ extern "C" __global__ void __launch_bounds__(THK_THREADS)
 #pragma unroll
                 for (int q = 0; q < 4; ++q) s[q] += av * bv[kk][q];
             }
-            float* cr = c + (r0 + rl) * n + col;
-            if (vec) {
-                float4 v = make_float4(alpha * s[0], alpha * s[1], alpha * s[2], alpha * s[3]);
-                if (beta != 0.0f) {
-                    const float4 old = *reinterpret_cast<const float4*>(cr);
-                    v.x += beta * old.x;
-                    v.y += beta * old.y;
-                    v.z += beta * old.z;
-                    v.w += beta * old.w;
-                }
-                *reinterpret_cast<float4*>(cr) = v;
-            } else {
-#pragma unroll
-                for (int q = 0; q < 4; ++q)
-                    if (col + q < n)
-                        cr[q] = (beta == 0.0f) ? alpha * s[q] : alpha * s[q] + beta * cr[q];
-            }
+            sg_store_c(c, (uint)(r0 + rl), (uint)col, m, n, s, alpha, beta, vec);
         }
     }
 }

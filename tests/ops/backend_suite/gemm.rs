@@ -159,18 +159,7 @@ fn edge_shapes(ctx: &Context, shapes: &[(usize, usize, usize)]) -> Result<(), Te
     for &(m, n, k) in shapes {
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
             for beta0 in [true, false] {
-                let alpha = r.uniform(-2.0, 2.0);
-                let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
-                let mut g = Gemm::new(m, n, k).scaled(alpha, beta);
-                g.trans_a = ta;
-                g.trans_b = tb;
-                let c = if beta0 {
-                    nan(m * n)
-                } else {
-                    r.vec(m * n, -1.0, 1.0)
-                };
-                let bufs = [r.vec(m * k, -1.0, 1.0), r.vec(k * n, -1.0, 1.0), c];
-                let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
+                let (g, bufs, tol) = random_case(&mut r, Gemm::new(m, n, k), ta, tb, beta0);
                 let pads = PADS[case % PADS.len()];
                 case += 1;
                 compare_padded(
@@ -255,6 +244,21 @@ fn one_random(
     tb: bool,
     beta0: bool,
 ) -> Result<(), TestCaseError> {
+    let (g, bufs, tol) = random_case(r, g, ta, tb, beta0);
+    compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
+        o.gemm(g, v[0], v[1], v[2])
+    })
+}
+
+/// A product of shape `g` with random scalars (beta 0 when `beta0`, C then NaN-poisoned: it
+/// must not be read) and operands, and its error bound.
+fn random_case(
+    r: &mut Values,
+    g: Gemm,
+    ta: bool,
+    tb: bool,
+    beta0: bool,
+) -> (Gemm, [Vec<f32>; 3], f64) {
     let (m, n, k) = (g.m, g.n, g.k);
     let alpha = r.uniform(-2.0, 2.0);
     let beta = if beta0 { 0.0 } else { r.uniform(-1.5, 1.5) };
@@ -271,9 +275,7 @@ fn one_random(
     // f32 rounding scales with the magnitude of the terms, not of the (possibly cancelling)
     // result: bound the error relative to |alpha| |A| |B| + |beta| |C|.
     let tol = (1e-6 * (k.max(1) as f64).sqrt() + 1e-6) * gemm_condition(&g, &bufs);
-    compare(ctx, &format!("gemm {g:?}"), &bufs, &[2], tol, &|o, v| {
-        o.gemm(g, v[0], v[1], v[2])
-    })
+    (g, bufs, tol)
 }
 
 /// ‖|α||op(A)||op(B)| + |β||C|‖ / ‖αop(A)op(B) + βC‖ (at least 1), in f64: how much
