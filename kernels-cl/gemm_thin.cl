@@ -1,9 +1,8 @@
 // Thin GEMMs (geometry H of docs/kernel-abi.md), the design of kernels-cu/gemm_thin.cu:
 // row-major C = alpha * op(A) op(B) + beta * C where one side is at most 16 wide.
-// sgemm_thin (k > 16, n <= 16 or m <= 16): a group of 256 owns 16 long indices x (one per
-// work-item of a segment of 16) over its k range; S[kk][0..16] is staged in local memory piece
-// by piece and each of 16 segments sums 16 kk of the piece; the segments' sums are added in
-// order. Grid z
+// sgemm_thin (k > 16, n <= 16 or m <= 16): a group of 256 owns 32 long indices x (one per
+// segment lane) over its k range; S[kk][0..16] is staged in local memory piece by piece and
+// each segment of 32 sums 32 kk of the piece; the 8 segments' sums are added in order. Grid z
 // > 1: part[z] holds the raw sums of k range z, and sgemm_split_sum adds them.
 // sgemm_thin_k (k <= 16): a work-item keeps op(B)[0..k][4 columns] in registers and writes 4
 // columns of 16 rows, their op(A) values staged in local memory.
@@ -11,8 +10,8 @@
 // float4 pointers (RNN_F4, elementwise.cl), which NVIDIA's compiler keeps as 16-byte loads.
 
 #define TH_SHORT 16
-#define TH_X 16
-#define TH_WARPS 16
+#define TH_X 32
+#define TH_WARPS 8
 #define TH_PIECE 256
 #define TH_PER_WARP (TH_PIECE / TH_WARPS)
 
@@ -74,7 +73,7 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         __global const float* lx = l + (x_in ? x : 0) * l_x;
         float acc[TH_SHORT];
         for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
-        // l_x == 1: segment w takes kk = w, w + 16, ... of a piece; else kk in [16 w, 16 w + 16).
+        // l_x == 1: segment w takes kk = w, w + 8, ... of a piece; else kk in [32 w, 32 w + 32).
         const bool x_contiguous = l_x == 1;
         const uint kb = warp * TH_PER_WARP;
         for (ulong p = k0; p < k1; p += TH_PIECE) {

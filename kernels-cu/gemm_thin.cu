@@ -4,10 +4,10 @@
 //
 // sgemm_thin (k > 16, n <= 16 or m <= 16): the "long" operand L[x][kk] has one entry per long
 // output index x (rows of C when n <= 16, columns when m <= 16) and the "short" one S[kk][y] at
-// most 16 values per kk. A block owns 16 x (one per thread of a group) over its k range:
-// piece by piece, S[kk][0..16] is staged in shared memory and each of 16 k groups (half-warps)
-// sums 16 kk of the piece into 16 accumulators per thread (S read as broadcast float4s); the
-// groups' sums are then added in group order (deterministic). With grid z > 1, block z sums k in [z k_chunk, (z+1) k_chunk)
+// most 16 values per kk. A block owns 32 x (one per lane) over its k range: piece by piece,
+// S[kk][0..16] is staged in shared memory and each warp sums 32 kk of the piece into 16
+// accumulators per thread (S read as broadcast float4s); the 8 warps' sums are then added in
+// warp order (deterministic). With grid z > 1, block z sums k in [z k_chunk, (z+1) k_chunk)
 // into part[z] (the T contract) and sgemm_split_sum adds the parts.
 // sgemm_thin_k (k <= 16): a thread keeps op(B)[0..k][4 columns] in registers and writes 4
 // columns of 16 rows, whose op(A) values are staged in shared memory: a pass over C.
@@ -15,11 +15,8 @@
 // No warp primitives: the same code serves HIP's 64-wide wavefronts.
 
 #define TH_SHORT 16   // widest short side
-// 16 long indices a block and 16 k groups (half-warps): 256 threads, and twice the blocks of
-// 32 x 8, since a thin product's grid is its long side over this width (W1's 4096-row head:
-// 256 blocks, two an SM, where one an SM left its loads' latency exposed).
-#define TH_X 16       // long indices per block, one per thread of a k group
-#define TH_WARPS 16   // k groups per block
+#define TH_X 32       // long indices per block, one per lane
+#define TH_WARPS 8    // k groups per block (256 threads)
 #define TH_PIECE 256  // k values staged at once; k chunks are multiples of it
 #define TH_PER_WARP (TH_PIECE / TH_WARPS)
 #define TH_THREADS (TH_X * TH_WARPS)
@@ -106,8 +103,8 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
         float acc[TH_SHORT];
 #pragma unroll
         for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
-        // x contiguous: group w takes kk = w, w + 16, ... of a piece (a group reads 64 bytes per
-        // kk); kk contiguous: kk in [16 w, 16 w + 16), each thread along its own row.
+        // x contiguous: warp w takes kk = w, w + 8, ... of a piece (a warp reads 128 bytes per
+        // kk); kk contiguous: kk in [32 w, 32 w + 32), each thread along its own row.
         const bool x_contiguous = o.l_x == 1;
         const uint kb = warp * TH_PER_WARP;
         for (u64 p = k0; p < k1; p += TH_PIECE) {

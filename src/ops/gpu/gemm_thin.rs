@@ -15,7 +15,7 @@ use crate::ops::{Activation, Gemm, check};
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
 /// Long-side entries of one `sgemm_thin` block, and its threads.
-const THIN_X: usize = 16;
+const THIN_X: usize = 32;
 const THIN_THREADS: u32 = 256;
 /// k values staged at once (`TH_PIECE`): k ranges of a split are multiples of it.
 const THIN_PIECE: usize = 256;
@@ -273,15 +273,15 @@ mod tests {
     #[test]
     fn thin_grids_fill_the_device_in_whole_pieces() {
         let space = GEMM_PARTS;
-        // W1 batch 4096: the forward head's 256 tiles run unsplit; the weight gradient (32
-        // tiles of 512 columns, k 4096) splits into 8 ranges of two pieces.
-        assert_eq!(thin_grid(4096, 4096 * 10, 512, 132, space), (256, 1, 512));
-        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (32, 8, 512));
-        // Batch 256: 16 tiles over k 512, two ranges of one piece.
-        assert_eq!(thin_grid(256, 2560, 512, 132, space), (16, 2, 256));
-        assert_eq!(thin_grid(66 * 16, 66 * 16, 1000, 132, space), (66, 1, 1024));
+        // W1 batch 4096: the forward head's 128 tiles run unsplit; the weight gradient (16
+        // tiles of 512 columns, k 4096) splits into 16 ranges of one piece.
+        assert_eq!(thin_grid(4096, 4096 * 10, 512, 132, space), (128, 1, 512));
+        assert_eq!(thin_grid(512, 10 * 512, 4096, 132, space), (16, 16, 256));
+        // Batch 256: 8 tiles over k 512, two ranges of one piece.
+        assert_eq!(thin_grid(256, 2560, 512, 132, space), (8, 2, 256));
+        assert_eq!(thin_grid(66 * 32, 66 * 32, 1000, 132, space), (66, 1, 1024));
         // A short k is one piece; a long one is capped at 16 ranges, the last one short.
-        assert_eq!(thin_grid(40, 40 * 3, 17, 132, space), (3, 1, 256));
+        assert_eq!(thin_grid(40, 40 * 3, 17, 132, space), (2, 1, 256));
         assert_eq!(thin_grid(1, 1, 100_000, 132, space), (1, 16, 6400));
         // Bounded by the partial-sum space.
         assert_eq!(thin_grid(1, 1000, 5000, 132, 3500), (1, 3, 1792));
