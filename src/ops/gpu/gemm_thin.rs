@@ -146,14 +146,7 @@ impl<D: Device> GpuOps<D> {
         self.with_gemm_parts(|parts| {
             let parts = parts.slice(0, splits as usize * stride)?;
             launch_thin(&parts)?;
-            let args = Args::new()
-                .buf(&parts)?
-                .buf(&out)?
-                .u32(stride as u32)
-                .u32(splits)
-                .f32(g.alpha)
-                .f32(g.beta);
-            self.run("sgemm_split_sum", launch::elementwise(stride), args)
+            self.split_sum(&parts, &out, splits, g.alpha, g.beta)
         })
     }
 

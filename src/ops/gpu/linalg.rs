@@ -96,15 +96,29 @@ impl<D: Device> GpuOps<D> {
         self.with_gemm_parts(|parts| {
             let parts = parts.slice(0, splits as usize * mn)?;
             launch_tc(parts)?;
-            let args = Args::new()
-                .buf(&parts)?
-                .buf(&c)?
-                .u32(mn as u32)
-                .u32(splits)
-                .f32(g.alpha)
-                .f32(g.beta);
-            self.run("sgemm_split_sum", launch::elementwise(mn), args)
+            self.split_sum(&parts, &c, splits, g.alpha, g.beta)
         })
+    }
+
+    /// `sgemm_split_sum`: `out = alpha * Σ_z parts[z] + beta * out` over `splits` parts of
+    /// `out.len()` floats each, added in z order.
+    pub(super) fn split_sum(
+        &self,
+        parts: &View<'_>,
+        out: &View<'_>,
+        splits: u32,
+        alpha: f32,
+        beta: f32,
+    ) -> Result<()> {
+        let n = out.len();
+        let args = Args::new()
+            .buf(parts)?
+            .buf(out)?
+            .u32(n as u32)
+            .u32(splits)
+            .f32(alpha)
+            .f32(beta);
+        self.run("sgemm_split_sum", launch::elementwise(n), args)
     }
 
     pub(super) fn sum_rows_impl(
