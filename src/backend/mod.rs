@@ -55,6 +55,49 @@ pub struct SgemmKernel {
     /// Only one block fits an SM: a split-k grid then takes at most one block per SM, so that
     /// it runs in one wave.
     pub one_block_per_sm: bool,
+    /// The entry adds its k splits into C itself (the last block of a tile to arrive, geometry
+    /// L) and takes the strip tickets after the partial-sum buffer; no `sgemm_split_sum` launch
+    /// follows it.
+    pub sums_splits: bool,
+    /// How many of its blocks an SM runs at once, for the split-k rule: k is split until the
+    /// grid has this many blocks per SM (1 for the kernels whose loads are asynchronous, which
+    /// keep an SM busy with one block).
+    pub blocks_per_sm: u32,
+}
+
+/// The tensor-core kernels `sgemm_tc128` (128 x 128 tiles of 8 warps) and `sgemm_tc64` (64 x 64
+/// tiles of 4 warps): kernels-cu/gemm_tc.cu on CUDA sm_80+, kernels-cl/gemm_tc.cl on NVIDIA's
+/// OpenCL (sm_80+), the same design, arguments and geometry in both dialects.
+pub(crate) const SGEMM_TC128: SgemmKernel = SgemmKernel {
+    entry: "sgemm_tc128",
+    tile: (128, 128, 256),
+    splits_k: true,
+    shared_bytes: 0,
+    one_block_per_sm: false,
+    sums_splits: false,
+    blocks_per_sm: 1,
+};
+/// See [`SGEMM_TC128`].
+pub(crate) const SGEMM_TC64: SgemmKernel = SgemmKernel {
+    entry: "sgemm_tc64",
+    tile: (64, 64, 128),
+    splits_k: true,
+    shared_bytes: 0,
+    one_block_per_sm: false,
+    sums_splits: false,
+    blocks_per_sm: 1,
+};
+
+/// The tensor-core kernel for an `m x n` output on a device with `sms` SMs: 128-wide tiles while
+/// they fill at least three quarters of the SMs, else 64-wide ones (which split k further if
+/// they still leave SMs idle).
+pub(crate) fn tensor_core_sgemm(sms: u32, m: usize, n: usize) -> SgemmKernel {
+    let tiles = m.div_ceil(128).saturating_mul(n.div_ceil(128));
+    if tiles.saturating_mul(4) >= sms as usize * 3 {
+        SGEMM_TC128
+    } else {
+        SGEMM_TC64
+    }
 }
 
 /// The low-level seam every GPU runtime implements: memory, copies, compilation, launches.

@@ -899,6 +899,11 @@ backend_suite!(
     fn gpu_gemm_bad_tile() {
         super::gemm::bad_tile_is_an_error(T)
     },
+    // The per-launch choice: the tensor-core kernels on NVIDIA's OpenCL (sm_80+).
+    #[test]
+    fn gpu_gemm_own_kernel() {
+        super::gemm::gemm_own_kernel(T)
+    },
     #[test]
     fn gpu_sequence_launches() {
         super::kernel_times::sequence_launches(T)

@@ -1,6 +1,6 @@
 //! The built-in op-set kernel sources of this dialect, embedded at build time.
 
-use crate::backend::SgemmKernel;
+use crate::backend::{SgemmKernel, tensor_core_sgemm};
 use crate::ops::gpu::gemm_k_splits;
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
@@ -11,24 +11,8 @@ pub(crate) const SGEMM: SgemmKernel = SgemmKernel {
     splits_k: false,
     shared_bytes: 0,
     one_block_per_sm: false,
-};
-
-/// The tensor-core kernels of `kernels-cu/gemm_tc.cu` (CUDA, sm_80+): 128 x 128 tiles of 8 warps
-/// and 64 x 64 tiles of 4 warps.
-pub(crate) const SGEMM_TC128: SgemmKernel = SgemmKernel {
-    entry: "sgemm_tc128",
-    tile: (128, 128, 256),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
-};
-/// See [`SGEMM_TC128`].
-pub(crate) const SGEMM_TC64: SgemmKernel = SgemmKernel {
-    entry: "sgemm_tc64",
-    tile: (64, 64, 128),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
+    sums_splits: false,
+    blocks_per_sm: 1,
 };
 
 /// Dynamic shared memory of `sgemm_wg128` (kernels-cu/gemm_wg.cu): two stages of four 128 x 32
@@ -43,6 +27,8 @@ pub(crate) const SGEMM_WG128: SgemmKernel = SgemmKernel {
     splits_k: true,
     shared_bytes: SGEMM_WG_SHARED_BYTES,
     one_block_per_sm: true,
+    sums_splits: false,
+    blocks_per_sm: 1,
 };
 
 /// Whether `sgemm_wg128` takes an `m x n x k` product on a device with `sms` SMs: when its grid
@@ -64,12 +50,7 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
     if hip_sources || arch < 80 {
         return SGEMM;
     }
-    let tiles = m.div_ceil(128) * n.div_ceil(128);
-    if tiles * 4 >= sms as usize * 3 {
-        SGEMM_TC128
-    } else {
-        SGEMM_TC64
-    }
+    tensor_core_sgemm(sms, m, n)
 }
 
 /// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP

@@ -44,6 +44,8 @@ pub(crate) struct ClDevice {
     pub(super) timer: Option<KernelTimer>,
     /// How a GEMM picks between `sgemm_split` and `sgemm_tile64_split`.
     sgemm: SgemmChoice,
+    /// Whether the op set has the tensor-core GEMM kernels (kernels-cl/gemm_tc.cl).
+    tensor_cores: bool,
     /// Whether the op set has the persistent sequence kernels and may launch them
     /// (`persistent.rs`).
     pub(super) persistent: bool,
@@ -56,7 +58,8 @@ impl ClDevice {
     /// Opens `device` of `platform`: a context and an in-order queue. `sgemm_tile` forces the
     /// GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None` picks one per
     /// launch. `profile` turns the kernel timer on (the queue then records timestamps).
-    /// `persistent` allows the persistent sequence kernels where the device supports them.
+    /// `persistent` allows the persistent sequence kernels where the device supports them, and
+    /// `tensor_cores` the tensor-core GEMM (`sgemm.rs`).
     pub(crate) fn open(
         info: DeviceInfo,
         platform: &Platform,
@@ -64,7 +67,13 @@ impl ClDevice {
         sgemm_tile: Option<u32>,
         profile: bool,
         persistent: bool,
+        tensor_cores: bool,
     ) -> Result<Self> {
+        let platform_name = platform.name().unwrap_or_default();
+        // Not an NVIDIA device (or driver): the query fails, and the device has no tensor cores.
+        let cc_major = device.compute_capability_major_nv().unwrap_or(0);
+        let tensor_cores =
+            tensor_cores && super::sgemm::tensor_cores_supported(&info, &platform_name, cc_major);
         let limits = Limits {
             max_work_group: device
                 .max_work_group_size()
@@ -73,6 +82,7 @@ impl ClDevice {
                 .local_mem_size()
                 .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE)", e.0))?,
             compute_units: info.compute_units,
+            tensor_cores,
         };
         let local_mem = limits.local_mem;
         let sgemm = SgemmChoice::new(limits, sgemm_tile)?;
@@ -89,7 +99,6 @@ impl ClDevice {
         let max_alloc = device
             .max_mem_alloc_size()
             .map_err(|e| cl_error("clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)", e.0))?;
-        let platform_name = platform.name().unwrap_or_default();
         let persistent = persistent && super::persistent::supported(&info, &platform_name);
         let identity = format!(
             "{} {}; {}; driver {}; {}",
@@ -110,6 +119,7 @@ impl ClDevice {
             serialize_kernels: identity.contains("Portable Computing Language"),
             timer: profile.then(KernelTimer::default),
             sgemm,
+            tensor_cores,
             persistent,
             local_mem,
             identity,
@@ -136,12 +146,14 @@ impl Device for ClDevice {
     }
 
     fn op_set_source(&self) -> String {
-        let source = super::kernels::op_set_source();
+        let mut defines = String::new();
         if self.persistent {
-            format!("{}{source}", super::persistent::DEFINE)
-        } else {
-            source
+            defines.push_str(super::persistent::DEFINE);
         }
+        if self.tensor_cores {
+            defines.push_str(super::sgemm::TENSOR_CORES_DEFINE);
+        }
+        defines + &super::kernels::op_set_source()
     }
 
     fn compiler_identity(&self) -> String {

@@ -167,6 +167,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
     let from_env = profile::enabled_by_env()?;
     let profile = options.profile_kernels || from_env;
     let persistent = persistent::allowed_by_env()?;
+    let tensor_cores = sgemm::tensor_cores_allowed_by_env()?;
     let _turn = DISCOVERY.lock();
     let (_, platform, handle) = enumerate()?
         .into_iter()
@@ -179,6 +180,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
         options.opencl_sgemm_tile,
         profile,
         persistent,
+        tensor_cores,
     )?;
     crate::ops::gpu::create(device, options)
 }

@@ -1,4 +1,7 @@
-//! Which of the OpenCL GEMM kernels (kernels-cl/gemm.cl) a launch uses: `sgemm_split`, the
+//! Which of the OpenCL GEMM kernels a launch uses. On NVIDIA's OpenCL with an sm_80+ GPU, the
+//! tensor-core kernels of kernels-cl/gemm_tc.cl (`sgemm_tc128`/`sgemm_tc64`, the CUDA design
+//! and its tiles, chosen by [`cl_tensor_core_sgemm`]); `RNN_OPENCL_TENSOR_CORES=0`
+//! turns them off. Elsewhere the SIMT kernels of kernels-cl/gemm.cl: `sgemm_split`, the
 //! 128 x 128 tile of the CUDA design, or `sgemm_tile64_split`, the 64 x 64 tile. Both split k
 //! over the grid's z when the output alone has too few tiles for the device
 //! (`ops::gpu::gemm_k_splits`, the rule of the CUDA tensor-core kernels), so a weight gradient
@@ -12,7 +15,9 @@
 //! small tile's extra parallelism wins), the small one otherwise, and always on devices that
 //! cannot hold the large tile.
 
-use crate::backend::SgemmKernel;
+use crate::backend::{SGEMM_TC64, SGEMM_TC128, SgemmKernel};
+use crate::device::{DeviceInfo, DeviceKind};
+use crate::env_switch::Switch;
 use crate::error::{Error, Result};
 use crate::ops::gpu::gemm_k_splits;
 
@@ -23,6 +28,8 @@ const LARGE: SgemmKernel = SgemmKernel {
     splits_k: true,
     shared_bytes: 0,
     one_block_per_sm: false,
+    sums_splits: false,
+    blocks_per_sm: 1,
 };
 
 /// The 64 x 64 x 16 kernel, 4 x 4 outputs per work-item.
@@ -32,10 +39,68 @@ const SMALL: SgemmKernel = SgemmKernel {
     splits_k: true,
     shared_bytes: 0,
     one_block_per_sm: false,
+    sums_splits: false,
+    blocks_per_sm: 1,
 };
 
 /// Local memory `sgemm` declares: A and B, two stages of 8 x (128 + 4) floats each.
 const LARGE_LOCAL_BYTES: u64 = 2 * 2 * 8 * 132 * 4;
+
+/// `RNN_OPENCL_TENSOR_CORES`: unset, empty, `1`, `on`, `true`, `yes` allow the tensor-core
+/// kernels where the device has them; `0`, `off`, `false`, `no` keep every GEMM on the SIMT
+/// kernels; anything else is an error.
+const TENSOR_CORES_VAR: Switch = Switch {
+    name: "RNN_OPENCL_TENSOR_CORES",
+    unset: true,
+    empty: true,
+    yes_no: true,
+};
+
+/// Whether this process's `RNN_OPENCL_TENSOR_CORES` allows the tensor-core kernels.
+pub(super) fn tensor_cores_allowed_by_env() -> Result<bool> {
+    TENSOR_CORES_VAR.read_env()
+}
+
+/// Whether a device runs kernels-cl/gemm_tc.cl: an NVIDIA GPU on NVIDIA's platform (whose
+/// compiler takes inline PTX) of compute capability `cc_major` 8 or more (`mma.sync` on TF32).
+pub(super) fn tensor_cores_supported(info: &DeviceInfo, platform: &str, cc_major: u32) -> bool {
+    info.kind == DeviceKind::Gpu
+        && info.vendor.to_ascii_uppercase().contains("NVIDIA")
+        && platform.contains("NVIDIA")
+        && cc_major >= 8
+}
+
+/// Whether an `m x n x k` product takes the tensor-core kernels where the device has them: both
+/// output sides at least 128 and k at least 256. Measured on the H100 through NVIDIA's OpenCL,
+/// they win on W1's products (256-4096 x 512 over k = 784, 512, 256 and 4096: W1's step 5-10%
+/// faster) and lose on the recurrent models' thin ones (an output side of 96, or k = 96: W2
+/// and W5 4-7% slower with every product on them), which keep the SIMT kernels.
+pub(crate) fn takes_tensor_cores(m: usize, n: usize, k: usize) -> bool {
+    m.min(n) >= 128 && k >= 256
+}
+
+/// Groups of `sgemm_tc64` an SM runs at once through NVIDIA's OpenCL (about 128 registers a
+/// work-item, 20 KB of local memory: three or four), which the split-k rule fills: the loads
+/// of one group cannot keep an SM busy without cp.async.
+const TC64_BLOCKS_PER_SM: u32 = 3;
+
+/// The tensor-core kernel for an `m x n` output on a device with `compute_units` SMs:
+/// `sgemm_tc128` only where its tiles fill every SM twice over, else `sgemm_tc64`. Not CUDA's
+/// rule ([`crate::backend::tensor_core_sgemm`], three quarters of the SMs): without cp.async an OpenCL k-step
+/// waits on its global loads, which the 64 tile hides with three or four groups an SM against
+/// the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs: 10% faster on
+/// 64 tiles).
+pub(crate) fn cl_tensor_core_sgemm(compute_units: u32, m: usize, n: usize) -> SgemmKernel {
+    let tiles = m.div_ceil(128).saturating_mul(n.div_ceil(128));
+    if tiles >= 2 * compute_units as usize {
+        SGEMM_TC128
+    } else {
+        SGEMM_TC64
+    }
+}
+
+/// The preprocessor line that compiles kernels-cl/gemm_tc.cl into the op set.
+pub(super) const TENSOR_CORES_DEFINE: &str = "#define RNN_CL_NV_TC 1\n";
 
 /// What decides whether a device can run the large tile, and how many work-groups fill it.
 #[derive(Debug, Clone, Copy)]
@@ -46,20 +111,23 @@ pub(crate) struct Limits {
     pub(crate) local_mem: u64,
     /// `CL_DEVICE_MAX_COMPUTE_UNITS`.
     pub(crate) compute_units: u32,
+    /// The op set has the tensor-core kernels (kernels-cl/gemm_tc.cl).
+    pub(crate) tensor_cores: bool,
 }
 
 /// A device's rule for picking the GEMM kernel of a launch.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct SgemmChoice {
     large_fits: bool,
+    tensor_cores: bool,
     compute_units: u32,
     forced: Option<SgemmKernel>,
 }
 
 impl SgemmChoice {
     /// The rule for a device with `limits`. `forced` (a tile edge, 64 or 128, from
-    /// `ContextOptions::opencl_sgemm_tile`) makes every launch use that kernel; a device that
-    /// cannot run the large tile refuses to have it forced.
+    /// `ContextOptions::opencl_sgemm_tile`) makes every launch use that SIMT kernel, tensor
+    /// cores or not; a device that cannot run the large tile refuses to have it forced.
     pub(crate) fn new(limits: Limits, forced: Option<u32>) -> Result<Self> {
         let large_fits =
             limits.max_work_group >= LARGE.tile.2 as usize && limits.local_mem >= LARGE_LOCAL_BYTES;
@@ -82,6 +150,7 @@ impl SgemmChoice {
         };
         Ok(SgemmChoice {
             large_fits,
+            tensor_cores: limits.tensor_cores,
             compute_units: limits.compute_units,
             forced,
         })
@@ -91,6 +160,19 @@ impl SgemmChoice {
     pub(crate) fn kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
         if let Some(k) = self.forced {
             return k;
+        }
+        if self.tensor_cores && takes_tensor_cores(m, n, k) {
+            let kernel = cl_tensor_core_sgemm(self.compute_units, m, n);
+            return SgemmKernel {
+                // kernels-cl/gemm_tc.cl adds its splits in the launch.
+                sums_splits: true,
+                blocks_per_sm: if kernel == SGEMM_TC64 {
+                    TC64_BLOCKS_PER_SM
+                } else {
+                    1
+                },
+                ..kernel
+            };
         }
         if !self.large_fits {
             return SMALL;
@@ -118,6 +200,7 @@ mod tests {
             max_work_group,
             local_mem,
             compute_units,
+            tensor_cores: false,
         }
     }
 
@@ -162,6 +245,76 @@ mod tests {
             pick(limits(256, LARGE_LOCAL_BYTES, 8), 4096, 4096, 64),
             "sgemm_split"
         );
+    }
+
+    #[test]
+    fn tensor_cores_take_every_launch_unless_a_tile_is_forced() {
+        let h100 = Limits {
+            tensor_cores: true,
+            ..limits(1024, 48 << 10, 132)
+        };
+        assert_eq!(pick(h100, 4096, 4096, 4096), "sgemm_tc128");
+        // 264 tiles of 128 fill 132 compute units twice; 263 do not.
+        assert_eq!(pick(h100, 128 * 12, 128 * 22, 256), "sgemm_tc128");
+        assert_eq!(pick(h100, 128 * 12, 128 * 22 - 1, 256), "sgemm_tc128");
+        assert_eq!(pick(h100, 128 * 263, 128, 256), "sgemm_tc64");
+        // W1's products.
+        assert_eq!(pick(h100, 4096, 512, 784), "sgemm_tc64");
+        assert_eq!(pick(h100, 784, 512, 4096), "sgemm_tc64");
+        assert_eq!(pick(h100, 256, 512, 256), "sgemm_tc64");
+        // A side under 128 or k under 256: the SIMT kernels.
+        assert_eq!(pick(h100, 4096, 96, 256), "sgemm_tile64_split");
+        assert_eq!(pick(h100, 4096, 1024, 96), "sgemm_split");
+        assert_eq!(pick(h100, 96, 256, 4096), "sgemm_tile64_split");
+        let choice = SgemmChoice::new(h100, None).unwrap();
+        let tc = choice.kernel(256, 512, 784);
+        assert!(tc.sums_splits);
+        assert_eq!(tc.blocks_per_sm, TC64_BLOCKS_PER_SM);
+        assert_eq!(choice.kernel(4096, 4096, 4096).blocks_per_sm, 1);
+        assert_eq!(pick(h100, 256, 512, 784), "sgemm_tc64");
+        assert_eq!(pick(h100, 512, 784, 4096), "sgemm_tc64");
+        for (tile, entry) in [(64, "sgemm_tile64_split"), (128, "sgemm_split")] {
+            let forced = SgemmChoice::new(h100, Some(tile)).unwrap();
+            assert_eq!(forced.kernel(4096, 4096, 4096).entry, entry);
+        }
+    }
+
+    #[test]
+    fn tensor_cores_need_an_nvidia_gpu_on_nvidia_opencl_from_sm_80_and_the_variable() {
+        let gpu = DeviceInfo {
+            id: crate::device::DeviceId::OpenCl {
+                platform: 0,
+                device: 0,
+            },
+            backend: crate::device::BackendKind::OpenCl,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            vendor: "NVIDIA Corporation".into(),
+            kind: DeviceKind::Gpu,
+            memory: 80 << 30,
+            compute_units: 132,
+            arch: "OpenCL C 1.2".into(),
+            driver: String::new(),
+        };
+        assert!(tensor_cores_supported(&gpu, "NVIDIA CUDA", 9));
+        assert!(!tensor_cores_supported(&gpu, "NVIDIA CUDA", 7));
+        assert!(!tensor_cores_supported(
+            &gpu,
+            "Portable Computing Language",
+            9
+        ));
+        let cpu = DeviceInfo {
+            kind: DeviceKind::Cpu,
+            vendor: "GenuineIntel".into(),
+            ..gpu
+        };
+        assert!(!tensor_cores_supported(&cpu, "NVIDIA CUDA", 9));
+        use std::ffi::OsStr;
+        assert!(TENSOR_CORES_VAR.parse(None).unwrap());
+        assert!(!TENSOR_CORES_VAR.parse(Some(OsStr::new("0"))).unwrap());
+        let err = TENSOR_CORES_VAR
+            .parse(Some(OsStr::new("maybe")))
+            .unwrap_err();
+        assert!(err.to_string().contains("RNN_OPENCL_TENSOR_CORES"), "{err}");
     }
 
     #[test]

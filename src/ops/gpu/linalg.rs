@@ -67,17 +67,20 @@ impl<D: Device> GpuOps<D> {
             tiles,
             mn,
             g.k,
-            self.info.compute_units,
+            self.info
+                .compute_units
+                .saturating_mul(kernel.blocks_per_sm.max(1)),
             GEMM_PARTS,
             kernel.one_block_per_sm,
         );
         config.grid[2] = splits;
-        let launch_tc = |part: View<'_>| -> Result<()> {
-            let args = Args::new()
-                .buf(&a)?
-                .buf(&b)?
-                .buf(&c)?
-                .buf(&part)?
+        // The strip tickets (zero between launches) of an entry that adds its splits itself.
+        let launch_tc = |part: View<'_>, tickets: Option<View<'_>>| -> Result<()> {
+            let mut args = Args::new().buf(&a)?.buf(&b)?.buf(&c)?.buf(&part)?;
+            if let Some(t) = &tickets {
+                args = args.buf(t)?;
+            }
+            let args = args
                 .u32(g.m as u32)
                 .u32(g.n as u32)
                 .u32(g.k as u32)
@@ -89,13 +92,26 @@ impl<D: Device> GpuOps<D> {
             self.device
                 .launch(&module, kernel.entry, &config, args.as_slice())
         };
+        if kernel.sums_splits {
+            // A grid that splits has fewer tiles than compute units, so fewer than the tickets.
+            debug_assert!(splits == 1 || tiles <= STRIP_TICKETS);
+            return self.with_scratch(|scratch| {
+                let tickets = scratch.strip_tickets()?;
+                if splits == 1 {
+                    return launch_tc(c, Some(tickets));
+                }
+                self.with_gemm_parts(|parts| {
+                    launch_tc(parts.slice(0, splits as usize * mn)?, Some(tickets))
+                })
+            });
+        }
         if splits == 1 {
             // `part` is not touched without a split.
-            return launch_tc(c);
+            return launch_tc(c, None);
         }
         self.with_gemm_parts(|parts| {
             let parts = parts.slice(0, splits as usize * mn)?;
-            launch_tc(parts)?;
+            launch_tc(parts, None)?;
             self.split_sum(&parts, &c, splits, g.alpha, g.beta)
         })
     }

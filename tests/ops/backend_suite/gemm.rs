@@ -6,11 +6,16 @@
 //! shapes (`gemm_thin`); the tile tests turn them off (`ContextOptions::thin_gemm`) so that the
 //! small shapes still reach the tile kernels.
 //!
-//! - OpenCL: both kernels (`sgemm_split`, the 128 x 128 tile, and `sgemm_tile64_split`), each
-//!   forced for every launch through `ContextOptions::opencl_sgemm_tile` so that both run on every
-//!   OpenCL device, PoCL included, whatever size the per-launch choice would give them; with the
-//!   split-k shapes, which split k wherever the output has fewer tiles than the device has
-//!   compute units (2 ranges on a 2-core PoCL device, up to 16 on an H100).
+//! - OpenCL: both SIMT kernels (`sgemm_split`, the 128 x 128 tile, and `sgemm_tile64_split`),
+//!   each forced for every launch through `ContextOptions::opencl_sgemm_tile` so that both run on
+//!   every OpenCL device, PoCL included, whatever size the per-launch choice would give them;
+//!   with the split-k shapes, which split k wherever the output has fewer tiles than the device
+//!   has compute units (2 ranges on a 2-core PoCL device, up to 16 on an H100). Unforced
+//!   (`gemm_own_kernel`), NVIDIA's OpenCL on sm_80+ takes the tensor-core kernels
+//!   (kernels-cl/gemm_tc.cl) for outputs of sides >= 128 over k >= 256: [`TENSOR_CORE_SHAPES`]
+//!   and the deep split-k shapes, `sgemm_tc64` with k split (the splits added in the launch) and
+//!   `sgemm_tc128` (the first shape: 289 tiles of 128 on 132 compute units); PoCL runs them on
+//!   the SIMT kernels.
 //! - CUDA with `vendor_blas` off (else cuBLAS would take every GEMM): `sgemm`, or on sm_80+ the
 //!   tensor-core kernels, whose per-shape choice of tile and k splits the shapes here cover
 //!   (outputs of a few tiles with deep k are split into up to 16 ranges). On an H100/H200 (op
@@ -52,6 +57,11 @@ const SPLIT_K_SHAPES: [(usize, usize, usize); 5] = [
     (64, 64, 4099),
     (200, 136, 3000),
 ];
+
+/// Products the OpenCL tensor-core kernels take on an H100 (sides >= 128, k >= 256): 289 tiles
+/// of 128 (`sgemm_tc128`, k not a multiple of 16); 25 tiles of 64 with k split (`sgemm_tc64`);
+/// odd sides throughout.
+const TENSOR_CORE_SHAPES: [(usize, usize, usize); 2] = [(2100, 2113, 260), (300, 257, 515)];
 
 /// Products `sgemm_wg128` takes on a 132-SM H100: 121 tiles over a k of 40 (one k-tile, short);
 /// 15 tiles with k split 8 ways (the last range short); 100 tiles over a k of 133 (a 4-wide
@@ -135,7 +145,7 @@ pub fn gemm_tiles(t: Target) {
 
 /// GEMM with `vendor_blas` off, so a CUDA context runs the built-in kernels even where cuBLAS
 /// exists (otherwise they would never be checked there), and thin products off, so the small
-/// shapes reach the tile kernels.
+/// shapes reach the tile kernels. On OpenCL the per-launch choice of kernel (no tile forced).
 pub fn gemm_own_kernel(t: Target) {
     let test = "gpu_gemm_own_kernel";
     let ctxs = support::contexts_with(t, test, |o| {
@@ -146,8 +156,14 @@ pub fn gemm_own_kernel(t: Target) {
         for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..]] {
             edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
         }
-        if t == Target::Cuda {
-            edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
+        match t {
+            Target::Cuda => {
+                edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"))
+            }
+            Target::OpenCl => {
+                edge_shapes(ctx, &TENSOR_CORE_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"))
+            }
+            _ => {}
         }
     }
     gemm_on(ctxs, test, 12);
