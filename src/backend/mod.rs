@@ -67,7 +67,8 @@ pub struct SgemmKernel {
 
 /// The tensor-core kernels `sgemm_tc128` (128 x 128 tiles of 8 warps) and `sgemm_tc64` (64 x 64
 /// tiles of 4 warps): kernels-cu/gemm_tc.cu on CUDA sm_80+, kernels-cl/gemm_tc.cl on NVIDIA's
-/// OpenCL (sm_80+), the same design, arguments and geometry in both dialects.
+/// OpenCL (sm_80+), the same design and geometry in both dialects (the OpenCL entries also take
+/// the strip tickets and add their own splits: [`SgemmKernel::sums_splits`]).
 pub(crate) const SGEMM_TC128: SgemmKernel = SgemmKernel {
     entry: "sgemm_tc128",
     tile: (128, 128, 256),

@@ -42,7 +42,7 @@ pub(crate) struct ClDevice {
     /// The kernel timer, when profiling (`ContextOptions::profile_kernels`,
     /// `RNN_PROFILE_KERNELS`); `None` keeps launches and copies free of events.
     pub(super) timer: Option<KernelTimer>,
-    /// How a GEMM picks between `sgemm_split` and `sgemm_tile64_split`.
+    /// How a GEMM picks its kernel (`sgemm.rs`).
     sgemm: SgemmChoice,
     /// Whether the op set has the tensor-core GEMM kernels (kernels-cl/gemm_tc.cl).
     tensor_cores: bool,

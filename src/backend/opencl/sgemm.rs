@@ -72,9 +72,10 @@ pub(super) fn tensor_cores_supported(info: &DeviceInfo, platform: &str, cc_major
 
 /// Whether an `m x n x k` product takes the tensor-core kernels where the device has them: both
 /// output sides at least 128 and k at least 256. Measured on the H100 through NVIDIA's OpenCL,
-/// they win on W1's products (256-4096 x 512 over k = 784, 512, 256 and 4096: W1's step 5-10%
-/// faster) and lose on the recurrent models' thin ones (an output side of 96, or k = 96: W2
-/// and W5 4-7% slower with every product on them), which keep the SIMT kernels.
+/// they win on W1's products (256-4096 x 512 over k = 784, 512, 256 and 4096: W1's step 4-5%
+/// faster, docs/performance.md) and lose on the recurrent models' thin ones (an output side of
+/// 96, or k = 96: W2 and W5 2-7% slower with every product on them), which keep the SIMT
+/// kernels.
 pub(crate) fn takes_tensor_cores(m: usize, n: usize, k: usize) -> bool {
     m.min(n) >= 128 && k >= 256
 }
@@ -86,10 +87,10 @@ const TC64_BLOCKS_PER_SM: u32 = 3;
 
 /// The tensor-core kernel for an `m x n` output on a device with `compute_units` SMs:
 /// `sgemm_tc128` only where its tiles fill every SM twice over, else `sgemm_tc64`. Not CUDA's
-/// rule ([`crate::backend::tensor_core_sgemm`], three quarters of the SMs): without cp.async an OpenCL k-step
-/// waits on its global loads, which the 64 tile hides with three or four groups an SM against
-/// the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs: 10% faster on
-/// 64 tiles).
+/// rule ([`crate::backend::tensor_core_sgemm`], three quarters of the SMs): without cp.async an
+/// OpenCL k-step waits on its global loads, which the 64 tile hides with three or four groups
+/// an SM against the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs:
+/// the step 10% faster on 64 tiles).
 pub(crate) fn cl_tensor_core_sgemm(compute_units: u32, m: usize, n: usize) -> SgemmKernel {
     let tiles = m.div_ceil(128).saturating_mul(n.div_ceil(128));
     if tiles >= 2 * compute_units as usize {

@@ -93,7 +93,9 @@ impl<D: Device> GpuOps<D> {
                 .launch(&module, kernel.entry, &config, args.as_slice())
         };
         if kernel.sums_splits {
-            // A grid that splits has fewer tiles than compute units, so fewer than the tickets.
+            // A grid splits only with fewer tiles than compute units times `blocks_per_sm` (a
+            // few hundred), so each tile has a ticket. The scratch lock is taken before the
+            // parts' (no path takes them the other way round).
             debug_assert!(splits == 1 || tiles <= STRIP_TICKETS);
             return self.with_scratch(|scratch| {
                 let tickets = scratch.strip_tickets()?;
