@@ -2,15 +2,31 @@
 //! activation into the thin GEMM of a layer with at most 16 outputs) and `dense_param_grads`
 //! (they sum the bias gradient inside the thin weight-gradient GEMM, with a k split where the
 //! bias directly follows the weight, as in a network's flat gradient buffer). Random shapes on
-//! both sides of 16 outputs and 16 inputs, every activation, in place (`y` = `z`) and not.
+//! both sides of 16 outputs and 16 inputs, every activation, in place (`y` = `z`) and not; and
+//! [`TILE_LAYERS`], whose products NVIDIA's OpenCL runs on its tensor-core kernels.
 
 use proptest::prelude::*;
-use rnn::Activation;
+use proptest::test_runner::TestCaseError;
+use rnn::{Activation, Context};
 
-use super::{ACTIVATIONS, Values, compare_checked, nan, prop};
+use super::{ACTIVATIONS, Values, compare_checked, contexts, nan, prop};
 use crate::support::Target;
 
+/// `(rows, inputs, outputs)` of layers whose forward product the tile GEMMs take (outputs >= 128
+/// over inputs >= 256): on NVIDIA's OpenCL the tensor-core kernels, unsplit (the first, whose
+/// weight gradient, over 1100 rows, is theirs too) and with k split (the second).
+const TILE_LAYERS: [(usize, usize, usize); 2] = [(1100, 300, 257), (130, 1030, 136)];
+
 pub fn dense_ops(t: Target) {
+    for ctx in &contexts(t, "gpu_dense_ops") {
+        for (case, &(rows, inputs, outputs)) in TILE_LAYERS.iter().enumerate() {
+            for act in 0..ACTIVATIONS.len() {
+                let seed = 0x0de5_e000 + (case * ACTIVATIONS.len() + act) as u64;
+                dense_case(ctx, (rows, inputs, outputs, act, seed))
+                    .unwrap_or_else(|e| panic!("gpu_dense_ops: {e}"));
+            }
+        }
+    }
     let s = (
         prop_oneof![1..=40usize, 200..=1300usize],
         prop_oneof![1..=16usize, 17..=300usize],
@@ -18,79 +34,77 @@ pub fn dense_ops(t: Target) {
         0..ACTIVATIONS.len(),
         any::<u64>(),
     );
-    prop(
-        t,
-        "gpu_dense_ops",
-        10,
-        s,
-        |ctx, (rows, inputs, outputs, act, seed)| {
-            let act: Activation = ACTIVATIONS[act];
-            let mut r = Values(seed);
-            let pads = r.pads(5);
-            let x = r.vec(rows * inputs, -1.0, 1.0);
-            let w = r.vec(outputs * inputs, -1.0, 1.0);
-            let bias = r.vec(outputs, -1.0, 1.0);
-            let tol = 2e-5 * (inputs as f64).sqrt();
-            let what = format!("dense_forward {act:?} {rows}x{inputs}->{outputs}");
-            let bufs = [x.clone(), w, bias, nan(rows * outputs), nan(rows * outputs)];
-            compare_checked(ctx, &what, &bufs, &pads, &[3, 4], &[], tol, &|o, v| {
-                o.dense_forward(v[0], v[1], v[2], v[3], v[4], act, rows, inputs, outputs)
-            })?;
-            if act.derivative_from_output() {
-                compare_checked(
-                    ctx,
-                    &format!("{what} in place"),
-                    &bufs[..4],
-                    &pads[..4],
-                    &[3],
-                    &[],
-                    tol,
-                    &|o, v| {
-                        o.dense_forward(v[0], v[1], v[2], v[3], v[3], act, rows, inputs, outputs)
-                    },
-                )?;
-            }
+    prop(t, "gpu_dense_ops", 10, s, dense_case);
+}
 
-            // Parameter gradients: the weight and bias gradients as one flat buffer (the bias
-            // right after the weight) and as two buffers. Both are sums over the rows.
-            let dz = r.vec(rows * outputs, -1.0, 1.0);
-            let (wn, what) = (
-                outputs * inputs,
-                format!("dense_param_grads {rows}x{inputs}->{outputs}"),
-            );
-            let mut scale = vec![0.0f32; wn + outputs];
-            for row in 0..rows {
-                for o in 0..outputs {
-                    let g = dz[row * outputs + o].abs();
-                    for i in 0..inputs {
-                        scale[o * inputs + i] += g * x[row * inputs + i].abs();
-                    }
-                    scale[wn + o] += g;
-                }
-            }
-            compare_checked(
-                ctx,
-                &format!("{what}, flat"),
-                &[dz.clone(), x.clone(), nan(wn + outputs)],
-                &pads[..3],
-                &[],
-                &[(2, scale.clone())],
-                tol,
-                &|o, v| {
-                    let (dw, db) = (v[2].slice(0, wn)?, v[2].slice(wn, outputs)?);
-                    o.dense_param_grads(v[0], v[1], dw, db, rows, inputs, outputs)
-                },
-            )?;
-            compare_checked(
-                ctx,
-                &format!("{what}, apart"),
-                &[dz, x, nan(wn), nan(outputs)],
-                &pads[..4],
-                &[],
-                &[(2, scale[..wn].to_vec()), (3, scale[wn..].to_vec())],
-                tol,
-                &|o, v| o.dense_param_grads(v[0], v[1], v[2], v[3], rows, inputs, outputs),
-            )
-        },
+/// Both dense ops of one random layer against the CPU.
+fn dense_case(
+    ctx: &Context,
+    (rows, inputs, outputs, act, seed): (usize, usize, usize, usize, u64),
+) -> Result<(), TestCaseError> {
+    let act: Activation = ACTIVATIONS[act];
+    let mut r = Values(seed);
+    let pads = r.pads(5);
+    let x = r.vec(rows * inputs, -1.0, 1.0);
+    let w = r.vec(outputs * inputs, -1.0, 1.0);
+    let bias = r.vec(outputs, -1.0, 1.0);
+    let tol = 2e-5 * (inputs as f64).sqrt();
+    let what = format!("dense_forward {act:?} {rows}x{inputs}->{outputs}");
+    let bufs = [x.clone(), w, bias, nan(rows * outputs), nan(rows * outputs)];
+    compare_checked(ctx, &what, &bufs, &pads, &[3, 4], &[], tol, &|o, v| {
+        o.dense_forward(v[0], v[1], v[2], v[3], v[4], act, rows, inputs, outputs)
+    })?;
+    if act.derivative_from_output() {
+        compare_checked(
+            ctx,
+            &format!("{what} in place"),
+            &bufs[..4],
+            &pads[..4],
+            &[3],
+            &[],
+            tol,
+            &|o, v| o.dense_forward(v[0], v[1], v[2], v[3], v[3], act, rows, inputs, outputs),
+        )?;
+    }
+
+    // Parameter gradients: the weight and bias gradients as one flat buffer (the bias
+    // right after the weight) and as two buffers. Both are sums over the rows.
+    let dz = r.vec(rows * outputs, -1.0, 1.0);
+    let (wn, what) = (
+        outputs * inputs,
+        format!("dense_param_grads {rows}x{inputs}->{outputs}"),
     );
+    let mut scale = vec![0.0f32; wn + outputs];
+    for row in 0..rows {
+        for o in 0..outputs {
+            let g = dz[row * outputs + o].abs();
+            for i in 0..inputs {
+                scale[o * inputs + i] += g * x[row * inputs + i].abs();
+            }
+            scale[wn + o] += g;
+        }
+    }
+    compare_checked(
+        ctx,
+        &format!("{what}, flat"),
+        &[dz.clone(), x.clone(), nan(wn + outputs)],
+        &pads[..3],
+        &[],
+        &[(2, scale.clone())],
+        tol,
+        &|o, v| {
+            let (dw, db) = (v[2].slice(0, wn)?, v[2].slice(wn, outputs)?);
+            o.dense_param_grads(v[0], v[1], dw, db, rows, inputs, outputs)
+        },
+    )?;
+    compare_checked(
+        ctx,
+        &format!("{what}, apart"),
+        &[dz, x, nan(wn), nan(outputs)],
+        &pads[..4],
+        &[],
+        &[(2, scale[..wn].to_vec()), (3, scale[wn..].to_vec())],
+        tol,
+        &|o, v| o.dense_param_grads(v[0], v[1], v[2], v[3], rows, inputs, outputs),
+    )
 }
