@@ -51,7 +51,7 @@ TCL_INLINE uint2 tcl_split(float x) {
 // row-major operand (leading dimension ld) whose first element is (row0, col0), zero outside
 // (row_lim, col_lim).
 TCL_INLINE float4 tcl_fetch(__global const float* src, uint ld, uint row0, uint row_lim, uint col0,
-                        uint col_lim, uint cols, uint c, bool vec) {
+                            uint col_lim, uint cols, uint c, bool vec) {
     const uint r = c / (cols / 4);
     const uint cc = (c % (cols / 4)) * 4;
     return sg_load4(src, row0 + r, row_lim, col0 + cc, col_lim, ld, vec);
@@ -67,15 +67,19 @@ TCL_INLINE void tcl_put(__local float* dst, uint sld, uint cols, uint c, float4 
 
 // Local-memory row strides of A's and B's stages: A is m-major [BM][16] (TA = 0) or k-major
 // [16][BM] (TA = 1), B k-major [16][BN] (TB = 0) or n-major [BN][16] (TB = 1).
-TCL_INLINE uint tcl_a_ld(bool TA, uint BM) { return TA ? BM + TCL_PAD_DEEP : TCL_BK + TCL_PAD_WIDE; }
-TCL_INLINE uint tcl_b_ld(bool TB, uint BN) { return TB ? TCL_BK + TCL_PAD_WIDE : BN + TCL_PAD_DEEP; }
+TCL_INLINE uint tcl_a_ld(bool TA, uint BM) {
+    return TA ? BM + TCL_PAD_DEEP : TCL_BK + TCL_PAD_WIDE;
+}
+TCL_INLINE uint tcl_b_ld(bool TB, uint BN) {
+    return TB ? TCL_BK + TCL_PAD_WIDE : BN + TCL_PAD_DEEP;
+}
 
 // The work-item's chunks of the k-tile at kb of both operands, into registers.
 TCL_INLINE void tcl_fetch_tiles(float4* a_next, float4* b_next, __global const float* A,
-                            __global const float* B, uint m, uint n, uint k_end, uint bm,
-                            uint bn, uint kb, uint lda, uint ldb, bool a_vec, bool b_vec,
-                            uint tid, const bool TA, const bool TB, const uint BM, const uint BN,
-                            const uint THREADS) {
+                                __global const float* B, uint m, uint n, uint k_end, uint bm,
+                                uint bn, uint kb, uint lda, uint ldb, bool a_vec, bool b_vec,
+                                uint tid, const bool TA, const bool TB, const uint BM,
+                                const uint BN, const uint THREADS) {
 #pragma unroll
     for (uint j = 0; j < BM * TCL_BK / 4 / THREADS; ++j) {
         const uint c = tid + j * THREADS;
@@ -92,8 +96,8 @@ TCL_INLINE void tcl_fetch_tiles(float4* a_next, float4* b_next, __global const f
 
 // The registers of tcl_fetch_tiles into one stage (As, Bs) of local memory.
 TCL_INLINE void tcl_put_tiles(__local float* As, __local float* Bs, const float4* a_next,
-                          const float4* b_next, uint tid, const bool TA, const bool TB,
-                          const uint BM, const uint BN, const uint THREADS) {
+                              const float4* b_next, uint tid, const bool TA, const bool TB,
+                              const uint BM, const uint BN, const uint THREADS) {
 #pragma unroll
     for (uint j = 0; j < BM * TCL_BK / 4 / THREADS; ++j) {
         tcl_put(As, tcl_a_ld(TA, BM), TA ? BM : TCL_BK, tid + j * THREADS, a_next[j]);
@@ -129,15 +133,17 @@ TCL_INLINE void tcl_store_pair(__global float* p, float v0, float v1, float beta
     }
 }
 
-// The block tile (WM * MT * 16) x (WN * NT * 8) of group (x, y) summed over k in [k0, k_end),
-// stored as alpha * sum + beta * out. Every geometry and transpose argument is a literal at the
-// call site (tcl_dispatch), so the compiler specialises each inlined copy as C++ templates would.
+// The block tile (WM * MT * 16) x (WN * NT * 8) of group (x, y) summed over k in [k0, k_end):
+// alpha * sum + beta * C, or with a split grid the raw sum into part[z] and, by the tile's last
+// group to arrive, the splits' total into C. Every geometry and transpose argument is a literal
+// at the call site (tcl_dispatch), so the compiler specialises each inlined copy as C++
+// templates would.
 TCL_INLINE void tcl_body(__global const float* restrict A, __global const float* restrict B,
-                     __global float* restrict C, __global float* restrict part,
-                     __global uint* tickets, uint m, uint n, uint k, uint k0, uint k_end,
-                     float alpha, float beta, __local float* smem, __local uint* flag,
-                     const bool TA, const bool TB, const uint WM, const uint WN, const uint MT,
-                     const uint NT) {
+                         __global float* restrict C, __global float* restrict part,
+                         __global uint* tickets, uint m, uint n, uint k, uint k0, uint k_end,
+                         float alpha, float beta, __local float* smem, __local uint* flag,
+                         const bool TA, const bool TB, const uint WM, const uint WN,
+                         const uint MT, const uint NT) {
     const uint BM = WM * MT * 16;
     const uint BN = WN * NT * 8;
     const uint THREADS = WM * WN * 32;
@@ -299,7 +305,9 @@ TCL_INLINE void tcl_body(__global const float* restrict A, __global const float*
                 for (uint j = 0; j < NT; ++j) {
                     const uint col = bn + wn0 + j * 8 + t * 2 + q % 2;
                     float v = acc[i][j][q];
-                    if (zz != z) v = (row < m && col < n) ? tcl_load_l2(pz + (ulong)row * n + col) : 0.0f;
+                    if (zz != z) {
+                        v = (row < m && col < n) ? tcl_load_l2(pz + (ulong)row * n + col) : 0.0f;
+                    }
                     sum[i][j][q] += v;
                 }
             }
