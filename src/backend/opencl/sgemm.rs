@@ -80,16 +80,17 @@ pub(crate) fn takes_tensor_cores(m: usize, n: usize, k: usize) -> bool {
     m.min(n) >= 128 && k >= 256
 }
 
-/// Groups of `sgemm_tc64` an SM runs at once through NVIDIA's OpenCL (about 128 registers a
-/// work-item, 20 KB of local memory: three or four), which the split-k rule fills: the loads
-/// of one group cannot keep an SM busy without cp.async.
+/// Groups of `sgemm_tc64` an SM runs at once through NVIDIA's OpenCL (164-168 registers a
+/// work-item in the PTX its driver builds, by ptxas 12.9, and 20 KB of local memory: three),
+/// which the split-k rule fills: the loads of one group cannot keep an SM busy without
+/// cp.async.
 const TC64_BLOCKS_PER_SM: u32 = 3;
 
 /// The tensor-core kernel for an `m x n` output on a device with `compute_units` SMs:
 /// `sgemm_tc128` only where its tiles fill every SM twice over, else `sgemm_tc64`. Not CUDA's
 /// rule ([`crate::backend::tensor_core_sgemm`], three quarters of the SMs): without cp.async an
-/// OpenCL k-step waits on its global loads, which the 64 tile hides with three or four groups
-/// an SM against the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs:
+/// OpenCL k-step waits on its global loads, which the 64 tile hides with three groups an SM
+/// against the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs:
 /// the step 10% faster on 64 tiles).
 pub(crate) fn cl_tensor_core_sgemm(compute_units: u32, m: usize, n: usize) -> SgemmKernel {
     let tiles = m.div_ceil(128).saturating_mul(n.div_ceil(128));
