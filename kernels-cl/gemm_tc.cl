@@ -133,6 +133,29 @@ TCL_INLINE void tcl_store_pair(__global float* p, float v0, float v1, float beta
     }
 }
 
+// A warp's MT x NT mma tiles of accumulators (fragment layout: v[i][j][q] is row
+// row0 + 16 i + g + 8 (q / 2), column col0 + 8 j + 2 t + q % 2) into out, an m x n matrix, as
+// alpha v + beta out (beta = 0: out is not read).
+TCL_INLINE void tcl_store_tile(__global float* out, float v[TCL_MAX_T][TCL_MAX_T][4],
+                               float alpha, float beta, uint m, uint n, uint row0, uint col0,
+                               uint g, uint t, const uint MT, const uint NT) {
+    const bool pair = ((ulong)out % 8 == 0) && (n % 2 == 0);
+#pragma unroll
+    for (uint i = 0; i < MT; ++i) {
+#pragma unroll
+        for (uint h = 0; h < 2; ++h) {
+            const uint row = row0 + i * 16 + g + h * 8;
+            if (row >= m) continue;
+#pragma unroll
+            for (uint j = 0; j < NT; ++j) {
+                const uint col = col0 + j * 8 + t * 2;
+                tcl_store_pair(out + (ulong)row * n + col, alpha * v[i][j][2 * h],
+                               alpha * v[i][j][2 * h + 1], beta, pair, col, n);
+            }
+        }
+    }
+}
+
 // The block tile (WM * MT * 16) x (WN * NT * 8) of group (x, y) summed over k in [k0, k_end):
 // alpha * sum + beta * C, or with a split grid the raw sum into part[z] and, by the tile's last
 // group to arrive, the splits' total into C. Every geometry and transpose argument is a literal
@@ -256,28 +279,11 @@ TCL_INLINE void tcl_body(__global const float* restrict A, __global const float*
     const uint splits = get_num_groups(2);
     const uint z = get_group_id(2);
     const ulong mn = (ulong)m * n;
-    __global float* out = splits > 1 ? part + z * mn : C;
-    const bool pair = ((ulong)out % 8 == 0) && (n % 2 == 0);
-#pragma unroll
-    for (uint i = 0; i < MT; ++i) {
-#pragma unroll
-        for (uint h = 0; h < 2; ++h) {
-            const uint row = bm + wm0 + i * 16 + g + h * 8;
-            if (row >= m) continue;
-#pragma unroll
-            for (uint j = 0; j < NT; ++j) {
-                const uint col = bn + wn0 + j * 8 + t * 2;
-                if (splits > 1) {
-                    tcl_store_pair(out + (ulong)row * n + col, acc[i][j][2 * h],
-                                   acc[i][j][2 * h + 1], 0.0f, pair, col, n);
-                } else {
-                    tcl_store_pair(out + (ulong)row * n + col, alpha * acc[i][j][2 * h],
-                                   alpha * acc[i][j][2 * h + 1], beta, pair, col, n);
-                }
-            }
-        }
+    if (splits == 1) {
+        tcl_store_tile(C, acc, alpha, beta, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
+        return;
     }
-    if (splits == 1) return;
+    tcl_store_tile(part + z * mn, acc, 1.0f, 0.0f, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
 
     // The split-k reduction inside the launch (geometry L): the last of the tile's `splits`
     // groups to arrive adds the parts in z order, as sgemm_split_sum would (the same sums,
@@ -313,21 +319,7 @@ TCL_INLINE void tcl_body(__global const float* restrict A, __global const float*
             }
         }
     }
-    const bool c_pair = ((ulong)C % 8 == 0) && (n % 2 == 0);
-#pragma unroll
-    for (uint i = 0; i < MT; ++i) {
-#pragma unroll
-        for (uint h = 0; h < 2; ++h) {
-            const uint row = bm + wm0 + i * 16 + g + h * 8;
-            if (row >= m) continue;
-#pragma unroll
-            for (uint j = 0; j < NT; ++j) {
-                const uint col = bn + wn0 + j * 8 + t * 2;
-                tcl_store_pair(C + (ulong)row * n + col, alpha * sum[i][j][2 * h],
-                               alpha * sum[i][j][2 * h + 1], beta, c_pair, col, n);
-            }
-        }
-    }
+    tcl_store_tile(C, sum, alpha, beta, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
 }
 
 // The four transposes of one geometry, each a specialised inline copy of tcl_body.
