@@ -156,6 +156,46 @@ TCL_INLINE void tcl_store_tile(__global float* out, float v[TCL_MAX_T][TCL_MAX_T
     }
 }
 
+// The split-k reduction inside the launch (geometry L), run by the last of a tile's `splits`
+// groups to arrive: C = alpha * (the parts added in z order) + beta * C over the elements of
+// a warp's MT x NT fragment tiles v (tcl_store_tile's layout), as sgemm_split_sum would add
+// them (the same sums, one launch fewer: NVIDIA's OpenCL spends several microseconds on any
+// kernel). Its own split z comes from the registers, the others from L2; z is the outer loop,
+// so the loads of all of them are in flight at once.
+TCL_INLINE void tcl_add_splits(__global float* C, __global const float* part,
+                               float v[TCL_MAX_T][TCL_MAX_T][4], uint z, uint splits,
+                               float alpha, float beta, uint m, uint n, uint row0, uint col0,
+                               uint g, uint t, const uint MT, const uint NT) {
+    const ulong mn = (ulong)m * n;
+    float sum[TCL_MAX_T][TCL_MAX_T][4];
+#pragma unroll
+    for (uint i = 0; i < MT; ++i)
+#pragma unroll
+        for (uint j = 0; j < NT; ++j)
+#pragma unroll
+            for (uint q = 0; q < 4; ++q) sum[i][j][q] = 0.0f;
+    for (uint zz = 0; zz < splits; ++zz) {
+        __global const float* pz = part + zz * mn;
+#pragma unroll
+        for (uint i = 0; i < MT; ++i) {
+#pragma unroll
+            for (uint q = 0; q < 4; ++q) {
+                const uint row = row0 + i * 16 + g + (q / 2) * 8;
+#pragma unroll
+                for (uint j = 0; j < NT; ++j) {
+                    const uint col = col0 + j * 8 + t * 2 + q % 2;
+                    float x = v[i][j][q];
+                    if (zz != z) {
+                        x = (row < m && col < n) ? tcl_load_l2(pz + (ulong)row * n + col) : 0.0f;
+                    }
+                    sum[i][j][q] += x;
+                }
+            }
+        }
+    }
+    tcl_store_tile(C, sum, alpha, beta, m, n, row0, col0, g, t, MT, NT);
+}
+
 // The block tile (WM * MT * 16) x (WN * NT * 8) of group (x, y) summed over k in [k0, k_end):
 // alpha * sum + beta * C, or with a split grid the raw sum into part[z] and, by the tile's last
 // group to arrive, the splits' total into C. Every geometry and transpose argument is a literal
@@ -285,41 +325,10 @@ TCL_INLINE void tcl_body(__global const float* restrict A, __global const float*
     }
     tcl_store_tile(part + z * mn, acc, 1.0f, 0.0f, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
 
-    // The split-k reduction inside the launch (geometry L): the last of the tile's `splits`
-    // groups to arrive adds the parts in z order, as sgemm_split_sum would (the same sums,
-    // one launch fewer: NVIDIA's OpenCL spends several microseconds on any kernel). Each
-    // work-item adds the elements its accumulators hold, its own split from the registers;
-    // z is the outer loop, so the loads of all of them are in flight at once.
     mem_fence(CLK_GLOBAL_MEM_FENCE);
     const uint tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
     if (!rnn_last_arrival(tickets + tile, splits, flag)) return;
-    float sum[TCL_MAX_T][TCL_MAX_T][4];
-#pragma unroll
-    for (uint i = 0; i < MT; ++i)
-#pragma unroll
-        for (uint j = 0; j < NT; ++j)
-#pragma unroll
-            for (uint q = 0; q < 4; ++q) sum[i][j][q] = 0.0f;
-    for (uint zz = 0; zz < splits; ++zz) {
-        __global const float* pz = part + zz * mn;
-#pragma unroll
-        for (uint i = 0; i < MT; ++i) {
-#pragma unroll
-            for (uint q = 0; q < 4; ++q) {
-                const uint row = bm + wm0 + i * 16 + g + (q / 2) * 8;
-#pragma unroll
-                for (uint j = 0; j < NT; ++j) {
-                    const uint col = bn + wn0 + j * 8 + t * 2 + q % 2;
-                    float v = acc[i][j][q];
-                    if (zz != z) {
-                        v = (row < m && col < n) ? tcl_load_l2(pz + (ulong)row * n + col) : 0.0f;
-                    }
-                    sum[i][j][q] += v;
-                }
-            }
-        }
-    }
-    tcl_store_tile(C, sum, alpha, beta, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
+    tcl_add_splits(C, part, acc, z, splits, alpha, beta, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
 }
 
 // The four transposes of one geometry, each a specialised inline copy of tcl_body.

@@ -21,8 +21,10 @@ pub struct ContextOptions {
     pub vendor_blas: bool,
     /// On an H100/H200 (op set built for sm_90a), run the products that fill the GPU with the
     /// built-in warpgroup tensor-core GEMM (`sgemm_wg128`, f32 accuracy) ahead of cuBLAS, which
-    /// it outruns there. On by default; off leaves those products to cuBLAS (or, without it, to
-    /// the other built-in kernels), for comparison.
+    /// it outruns there. Through NVIDIA's OpenCL on such a GPU, the products that take the
+    /// tensor-core kernels run its OpenCL counterpart `sgemm_wg64` instead of the `mma.sync`
+    /// ones. On by default; off leaves those products to cuBLAS (or, without it, to the other
+    /// built-in kernels), for comparison.
     pub warpgroup_gemm: bool,
     /// Run GEMMs with a side of at most 16 (a classifier head's 10 outputs, a 10-wide input
     /// gradient) with the built-in thin kernels (`sgemm_thin`, `sgemm_thin_k`) on every GPU

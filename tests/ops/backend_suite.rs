@@ -907,6 +907,10 @@ backend_suite!(
     #[test]
     fn gpu_sequence_launches() {
         super::kernel_times::sequence_launches(T)
+    },
+    #[test]
+    fn gpu_gemm_launches() {
+        super::kernel_times::gemm_launches(T)
     }
 );
 backend_suite!(

@@ -8,7 +8,7 @@ use opencl3::context::Context;
 use opencl3::device::Device as ClDeviceHandle;
 use opencl3::platform::Platform;
 use parking_lot::Mutex;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::error::cl_error;
 use super::launch::ClModule;
@@ -46,6 +46,9 @@ pub(crate) struct ClDevice {
     sgemm: SgemmChoice,
     /// Whether the op set has the tensor-core GEMM kernels (kernels-cl/gemm_tc.cl).
     tensor_cores: bool,
+    /// Whether GEMMs may take the warpgroup kernel (kernels-cl/gemm_wg.cl, `sm90a.rs`): set
+    /// where the device supports it, cleared when a built or loaded op set lacks it.
+    warpgroup: AtomicBool,
     /// Whether the op set has the persistent sequence kernels and may launch them
     /// (`persistent.rs`).
     pub(super) persistent: bool,
@@ -54,26 +57,45 @@ pub(crate) struct ClDevice {
     identity: String,
 }
 
+/// What [`ClDevice::open`] may use, from the context options and the environment.
+pub(crate) struct OpenOptions {
+    /// Forces the GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None`
+    /// picks one per launch.
+    pub(crate) sgemm_tile: Option<u32>,
+    /// Turns the kernel timer on (the queue then records timestamps).
+    pub(crate) profile: bool,
+    /// Allows the persistent sequence kernels where the device supports them.
+    pub(crate) persistent: bool,
+    /// Allows the tensor-core GEMM kernels where the device has them (`sgemm.rs`).
+    pub(crate) tensor_cores: bool,
+    /// Allows the warpgroup GEMM kernel on top of them (`sm90a.rs`,
+    /// `ContextOptions::warpgroup_gemm`).
+    pub(crate) warpgroup_gemm: bool,
+}
+
 impl ClDevice {
-    /// Opens `device` of `platform`: a context and an in-order queue. `sgemm_tile` forces the
-    /// GEMM kernel of every launch (`ContextOptions::opencl_sgemm_tile`); `None` picks one per
-    /// launch. `profile` turns the kernel timer on (the queue then records timestamps).
-    /// `persistent` allows the persistent sequence kernels where the device supports them, and
-    /// `tensor_cores` the tensor-core GEMM (`sgemm.rs`).
+    /// Opens `device` of `platform`: a context and an in-order queue.
     pub(crate) fn open(
         info: DeviceInfo,
         platform: &Platform,
         device: ClDeviceHandle,
-        sgemm_tile: Option<u32>,
-        profile: bool,
-        persistent: bool,
-        tensor_cores: bool,
+        options: OpenOptions,
     ) -> Result<Self> {
+        let OpenOptions {
+            sgemm_tile,
+            profile,
+            persistent,
+            tensor_cores,
+            warpgroup_gemm,
+        } = options;
         let platform_name = platform.name().unwrap_or_default();
         // Not an NVIDIA device (or driver): the query fails, and the device has no tensor cores.
         let cc_major = device.compute_capability_major_nv().unwrap_or(0);
+        let cc_minor = device.compute_capability_minor_nv().unwrap_or(0);
         let tensor_cores =
             tensor_cores && super::sgemm::tensor_cores_supported(&info, &platform_name, cc_major);
+        let warpgroup =
+            warpgroup_gemm && super::sm90a::supported(tensor_cores, (cc_major, cc_minor));
         let limits = Limits {
             max_work_group: device
                 .max_work_group_size()
@@ -120,6 +142,7 @@ impl ClDevice {
             timer: profile.then(KernelTimer::default),
             sgemm,
             tensor_cores,
+            warpgroup: AtomicBool::new(warpgroup),
             persistent,
             local_mem,
             identity,
@@ -128,6 +151,18 @@ impl ClDevice {
 }
 
 impl ClDevice {
+    /// Keeps GEMMs off the warpgroup kernel when `module` (an op set, or any other program)
+    /// lacks it: a first build whose sm_90a step failed, or such a build from the kernel cache.
+    /// Only the op set is built with sm90a's define, so only it can have the kernel.
+    fn note_warpgroup_kernel(&self, module: &ClModule) {
+        if self.warpgroup.load(Ordering::Relaxed)
+            && module.defines(crate::backend::SGEMM_TC64.entry)
+            && !module.defines(super::sm90a::SGEMM_WG64.entry)
+        {
+            self.warpgroup.store(false, Ordering::Relaxed);
+        }
+    }
+
     /// `clFinish` on the queue.
     pub(super) fn finish(&self) -> Result<()> {
         self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
@@ -152,6 +187,9 @@ impl Device for ClDevice {
         }
         if self.tensor_cores {
             defines.push_str(super::sgemm::TENSOR_CORES_DEFINE);
+        }
+        if self.warpgroup.load(Ordering::Relaxed) {
+            defines.push_str(super::sm90a::DEFINE);
         }
         defines + &super::kernels::op_set_source()
     }
@@ -193,11 +231,44 @@ impl Device for ClDevice {
     }
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, ClModule)> {
-        self.build_program(source, options)
+        let (binary, module) = self.build_program(source, options)?;
+        if !super::sm90a::has_marked_lines(&binary) {
+            self.note_warpgroup_kernel(&module);
+            return Ok((binary, module));
+        }
+        // The second step of the sm_90a build (sm90a.rs).
+        let built = super::sm90a::retarget(&binary)
+            .map_err(|why| format!("the first build's PTX: {why}"))
+            .and_then(|ptx| {
+                self.load_program(&ptx)
+                    .map(|module| (ptx, module))
+                    .map_err(|e| e.to_string())
+            });
+        match built {
+            Ok((ptx, module)) => {
+                log::info!(
+                    "{}: warpgroup GEMM built (PTX retargeted to sm_90a)",
+                    self.info.id
+                );
+                self.note_warpgroup_kernel(&module);
+                Ok((ptx, module))
+            }
+            Err(why) => {
+                log::warn!(
+                    "{}: the warpgroup GEMM did not build for sm_90a, GEMMs stay on the mma.sync \
+                     kernels: {why}",
+                    self.info.id
+                );
+                self.warpgroup.store(false, Ordering::Relaxed);
+                Ok((binary, module))
+            }
+        }
     }
 
     fn load(&self, binary: &[u8]) -> Result<ClModule> {
-        self.load_program(binary)
+        let module = self.load_program(binary)?;
+        self.note_warpgroup_kernel(&module);
+        Ok(module)
     }
 
     fn has_entry(&self, module: &ClModule, entry: &str) -> Result<bool> {
@@ -252,7 +323,8 @@ impl Device for ClDevice {
     }
 
     fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
-        self.sgemm.kernel(m, n, k)
+        self.sgemm
+            .kernel(m, n, k, self.warpgroup.load(Ordering::Relaxed))
     }
 }
 

@@ -1,12 +1,14 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time and concatenated into one translation unit.
 
-const PARTS: [&str; 13] = [
+const PARTS: [&str; 14] = [
     include_str!("../../../kernels-cl/common.cl"),
     include_str!("../../../kernels-cl/elementwise.cl"),
     include_str!("../../../kernels-cl/gemm.cl"),
     // Only with RNN_CL_NV_TC defined (src/backend/opencl/sgemm.rs); uses gemm.cl's loads.
     include_str!("../../../kernels-cl/gemm_tc.cl"),
+    // Only with RNN_CL_NV_WGMMA defined (src/backend/opencl/sm90a.rs); uses gemm_tc.cl's helpers.
+    include_str!("../../../kernels-cl/gemm_wg.cl"),
     include_str!("../../../kernels-cl/gemm_thin.cl"),
     include_str!("../../../kernels-cl/reduce.cl"),
     include_str!("../../../kernels-cl/rnn.cl"),

@@ -9,6 +9,7 @@ mod memory;
 mod persistent;
 mod profile;
 mod sgemm;
+mod sm90a;
 
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 
-pub(crate) use device::ClDevice;
+pub(crate) use device::{ClDevice, OpenOptions};
 use error::{cl_error, status_name};
 
 fn unavailable(reason: String) -> Error {
@@ -177,10 +178,13 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
         info.clone(),
         &platform,
         handle,
-        options.opencl_sgemm_tile,
-        profile,
-        persistent,
-        tensor_cores,
+        OpenOptions {
+            sgemm_tile: options.opencl_sgemm_tile,
+            profile,
+            persistent,
+            tensor_cores,
+            warpgroup_gemm: options.warpgroup_gemm,
+        },
     )?;
     crate::ops::gpu::create(device, options)
 }

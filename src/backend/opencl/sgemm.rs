@@ -158,10 +158,15 @@ impl SgemmChoice {
         })
     }
 
-    /// The kernel for an `m x n` output summed over `k`.
-    pub(crate) fn kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
+    /// The kernel for an `m x n` output summed over `k`; `warpgroup`: the op set has
+    /// `sgemm_wg64` (kernels-cl/gemm_wg.cl, compute capability 9.0), which then takes the
+    /// products the tensor-core kernels would.
+    pub(crate) fn kernel(&self, m: usize, n: usize, k: usize, warpgroup: bool) -> SgemmKernel {
         if let Some(k) = self.forced {
             return k;
+        }
+        if self.tensor_cores && warpgroup && takes_tensor_cores(m, n, k) {
+            return super::sm90a::SGEMM_WG64;
         }
         if self.tensor_cores && takes_tensor_cores(m, n, k) {
             let kernel = cl_tensor_core_sgemm(self.compute_units, m, n);
@@ -207,7 +212,10 @@ mod tests {
     }
 
     fn pick(l: Limits, m: usize, n: usize, k: usize) -> &'static str {
-        SgemmChoice::new(l, None).unwrap().kernel(m, n, k).entry
+        SgemmChoice::new(l, None)
+            .unwrap()
+            .kernel(m, n, k, false)
+            .entry
     }
 
     #[test]
@@ -269,16 +277,50 @@ mod tests {
         assert_eq!(pick(h100, 4096, 1024, 96), "sgemm_split");
         assert_eq!(pick(h100, 96, 256, 4096), "sgemm_tile64_split");
         let choice = SgemmChoice::new(h100, None).unwrap();
-        let tc = choice.kernel(256, 512, 784);
+        let tc = choice.kernel(256, 512, 784, false);
         assert!(tc.sums_splits);
         assert_eq!(tc.blocks_per_sm, TC64_BLOCKS_PER_SM);
-        assert_eq!(choice.kernel(4096, 4096, 4096).blocks_per_sm, 1);
+        assert_eq!(choice.kernel(4096, 4096, 4096, false).blocks_per_sm, 1);
         assert_eq!(pick(h100, 256, 512, 784), "sgemm_tc64");
         assert_eq!(pick(h100, 512, 784, 4096), "sgemm_tc64");
         for (tile, entry) in [(64, "sgemm_tile64_split"), (128, "sgemm_split")] {
             let forced = SgemmChoice::new(h100, Some(tile)).unwrap();
-            assert_eq!(forced.kernel(4096, 4096, 4096).entry, entry);
+            assert_eq!(forced.kernel(4096, 4096, 4096, false).entry, entry);
         }
+    }
+
+    #[test]
+    fn the_warpgroup_kernel_takes_the_tensor_core_products_where_the_op_set_has_it() {
+        let h100 = Limits {
+            tensor_cores: true,
+            ..limits(1024, 48 << 10, 132)
+        };
+        let choice = SgemmChoice::new(h100, None).unwrap();
+        let wg = super::super::sm90a::SGEMM_WG64;
+        // W1's products, and a large square one.
+        for (m, n, k) in [
+            (4096, 512, 784),
+            (784, 512, 4096),
+            (256, 512, 256),
+            (4096, 4096, 4096),
+        ] {
+            assert_eq!(choice.kernel(m, n, k, true), wg, "{m} x {n} x {k}");
+            assert_ne!(choice.kernel(m, n, k, false), wg, "{m} x {n} x {k}");
+        }
+        // The recurrent models' thin products stay on the SIMT kernels.
+        assert_eq!(
+            choice.kernel(4096, 96, 256, true).entry,
+            "sgemm_tile64_split"
+        );
+        assert_eq!(
+            choice.kernel(96, 256, 4096, true).entry,
+            "sgemm_tile64_split"
+        );
+        // A forced tile, or no tensor cores, wins over the flag.
+        let forced = SgemmChoice::new(h100, Some(64)).unwrap();
+        assert_eq!(forced.kernel(4096, 512, 784, true), SMALL);
+        let simt = SgemmChoice::new(limits(1024, 48 << 10, 132), None).unwrap();
+        assert_eq!(simt.kernel(4096, 512, 784, true), LARGE);
     }
 
     #[test]
@@ -323,10 +365,10 @@ mod tests {
     fn a_forced_tile_wins_and_a_bad_one_is_an_error() {
         let cpu = limits(4096, 4 << 20, 64);
         let large = SgemmChoice::new(cpu, Some(128)).unwrap();
-        assert_eq!(large.kernel(1, 1, 1), LARGE);
+        assert_eq!(large.kernel(1, 1, 1, false), LARGE);
         let gpu = limits(1024, 48 << 10, 132);
         let small = SgemmChoice::new(gpu, Some(64)).unwrap();
-        assert_eq!(small.kernel(4096, 4096, 4096), SMALL);
+        assert_eq!(small.kernel(4096, 4096, 4096, false), SMALL);
         for bad in [
             SgemmChoice::new(gpu, Some(96)),
             SgemmChoice::new(limits(1024, 8 << 10, 8), Some(128)),

@@ -41,10 +41,12 @@ impl<D: Device> GpuOps<D> {
         ) {
             return done;
         }
+        // The op set first: building or loading it tells an OpenCL device whether it has the
+        // warpgroup kernel, which the choice of kernel depends on.
+        let module = self.op_set()?;
         let kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         let mut config = launch::gemm(g.m, g.n, kernel.tile)?;
         config.shared_bytes = kernel.shared_bytes;
-        let module = self.op_set()?;
         if !kernel.splits_k {
             let args = Args::new()
                 .buf(&a)?

@@ -161,12 +161,25 @@ pub fn gemm_own_kernel(t: Target) {
                 edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"))
             }
             Target::OpenCl => {
-                edge_shapes(ctx, &TENSOR_CORE_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"))
+                for shapes in [&TENSOR_CORE_SHAPES[..], &WARPGROUP_SHAPES[..]] {
+                    edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
+                }
             }
             _ => {}
         }
     }
     gemm_on(ctxs, test, 12);
+    if t == Target::OpenCl {
+        // Where the warpgroup kernel took the tensor-core products above, the mma.sync ones.
+        let test = "gpu_gemm_own_kernel_mma";
+        for ctx in support::contexts_with(t, test, |o| {
+            o.vendor_blas = false;
+            o.thin_gemm = false;
+            o.warpgroup_gemm = false;
+        }) {
+            edge_shapes(&ctx, &TENSOR_CORE_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
+        }
+    }
 }
 
 fn edge_shapes(ctx: &Context, shapes: &[(usize, usize, usize)]) -> Result<(), TestCaseError> {

@@ -253,3 +253,77 @@ pub fn sequence_launches(t: Target) {
         }
     }
 }
+
+/// An NVIDIA Hopper GPU (H100, H200: compute capability 9.0) on NVIDIA's OpenCL with the
+/// tensor-core kernels allowed, where W1's products must run the warpgroup kernel.
+fn hopper_opencl(ctx: &Context) -> bool {
+    let info = ctx.info();
+    let off = std::env::var("RNN_OPENCL_TENSOR_CORES").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "0" | "off" | "false" | "no"
+        )
+    });
+    info.kind == rnn::DeviceKind::Gpu
+        && info.driver.contains("NVIDIA")
+        && (info.name.contains("H100") || info.name.contains("H200"))
+        && !off
+}
+
+/// The GEMM kernels one of W1's products (4096 x 512 over k = 784) launches.
+fn launched_by_gemm(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
+    let ops = ctx.ops();
+    let (m, n, k) = (4096usize, 512usize, 784usize);
+    let a = ops.alloc(m * k)?;
+    let b = ops.alloc(k * n)?;
+    let c = ops.alloc(m * n)?;
+    ops.fill(a.view(), 0.5)?;
+    ops.fill(b.view(), 0.25)?;
+    ops.warm_up()?;
+    ops.kernel_times()?;
+    ops.gemm(rnn::Gemm::new(m, n, k), a.view(), b.view(), c.view())?;
+    let mut got = vec![f32::NAN; m * n];
+    ops.download(c.view(), &mut got)?;
+    let want = 0.5 * 0.25 * k as f32;
+    let err = rel_err(&got, &vec![want; m * n]);
+    assert!(err < 1e-6, "{}: values off by {err:e}", ctx.id());
+    let times = ops.kernel_times()?.expect("the timer is on");
+    Ok(by_name(&times)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("sgemm"))
+        .map(|(name, n)| (name.to_string(), n))
+        .collect())
+}
+
+/// On an H100/H200 through NVIDIA's OpenCL, W1's products run `sgemm_wg64` (PTX retargeted
+/// to sm_90a), and `sgemm_tc64` with `warpgroup_gemm` off; no other OpenCL device has either.
+/// Fails where the sm_90a build step fell back, which would otherwise pass unnoticed.
+pub fn gemm_launches(t: Target) {
+    for warpgroup in [true, false] {
+        let ctxs = support::contexts_with(t, "gpu_gemm_launches", |o| {
+            o.profile_kernels = true;
+            o.warpgroup_gemm = warpgroup;
+        });
+        for ctx in ctxs {
+            let got = launched_by_gemm(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+            let entry = if hopper_opencl(&ctx) {
+                if warpgroup {
+                    "sgemm_wg64"
+                } else {
+                    "sgemm_tc64"
+                }
+            } else {
+                "none"
+            };
+            for tc in ["sgemm_wg64", "sgemm_tc64", "sgemm_tc128"] {
+                let want = (tc == entry).then_some(&1);
+                assert_eq!(
+                    got.get(tc),
+                    want,
+                    "{} (warpgroup {warpgroup}): {got:?}",
+                    ctx.id()
+                );
+            }
+        }
+    }
+}
