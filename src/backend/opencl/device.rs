@@ -151,13 +151,15 @@ impl ClDevice {
 }
 
 impl ClDevice {
-    /// Keeps GEMMs off the warpgroup kernel when `module` (an op set, or any other program)
-    /// lacks it: a first build whose sm_90a step failed, or such a build from the kernel cache.
-    /// Only the op set is built with sm90a's define, so only it can have the kernel.
-    fn note_warpgroup_kernel(&self, module: &ClModule) {
+    /// Keeps GEMMs off the warpgroup kernel unless the op set `module` (built from `binary`)
+    /// has it in runnable form. It lacks it when built without sm90a's define; it has only the
+    /// inert first-step form (marked lines left in its PTX) when the sm_90a step failed, here
+    /// or when the kernel cache's binary was built. Other programs (no `sgemm_tc64`) say nothing.
+    fn note_warpgroup_kernel(&self, module: &ClModule, binary: &[u8]) {
         if self.warpgroup.load(Ordering::Relaxed)
             && module.defines(crate::backend::SGEMM_TC64.entry)
-            && !module.defines(super::sm90a::SGEMM_WG64.entry)
+            && (!module.defines(super::sm90a::SGEMM_WG64.entry)
+                || super::sm90a::has_marked_lines(binary))
         {
             self.warpgroup.store(false, Ordering::Relaxed);
         }
@@ -233,7 +235,7 @@ impl Device for ClDevice {
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, ClModule)> {
         let (binary, module) = self.build_program(source, options)?;
         if !super::sm90a::has_marked_lines(&binary) {
-            self.note_warpgroup_kernel(&module);
+            self.note_warpgroup_kernel(&module, &binary);
             return Ok((binary, module));
         }
         // The second step of the sm_90a build (sm90a.rs).
@@ -250,7 +252,7 @@ impl Device for ClDevice {
                     "{}: warpgroup GEMM built (PTX retargeted to sm_90a)",
                     self.info.id
                 );
-                self.note_warpgroup_kernel(&module);
+                self.note_warpgroup_kernel(&module, &ptx);
                 Ok((ptx, module))
             }
             Err(why) => {
@@ -259,7 +261,7 @@ impl Device for ClDevice {
                      kernels: {why}",
                     self.info.id
                 );
-                self.warpgroup.store(false, Ordering::Relaxed);
+                self.note_warpgroup_kernel(&module, &binary);
                 Ok((binary, module))
             }
         }
@@ -267,7 +269,7 @@ impl Device for ClDevice {
 
     fn load(&self, binary: &[u8]) -> Result<ClModule> {
         let module = self.load_program(binary)?;
-        self.note_warpgroup_kernel(&module);
+        self.note_warpgroup_kernel(&module, binary);
         Ok(module)
     }
 
