@@ -4,10 +4,12 @@
 // entry names, tiles and numerics (3xTF32: each operand split into a TF32 high part and a TF32
 // residual, three products lo*hi + hi*lo + hi*hi per 16-deep k-step summed by the tensor cores
 // and added to the f32 accumulator with an IEEE add). Two differences:
-// - OpenCL C cannot name a local-memory address as PTX's cp.async needs it, so a k-tile travels
-//   global -> registers -> local memory. Each work-item fetches its float4 chunks of the next
-//   k-tile into registers before the mma of the current one (the loads are in flight during the
-//   products) and stores them into the other local stage after; one barrier per k-step.
+// - A k-tile travels global -> registers -> local memory, not by cp.async: each work-item
+//   fetches its float4 chunks of the next k-tile into registers before the mma of the current
+//   one (the loads are in flight during the products) and stores them into the other local
+//   stage after; one barrier per k-step. (cp.async does take (uint)(size_t) of a 16-byte
+//   aligned __local pointer, as was found after this kernel was written; moving it over is left
+//   for the sm_80/sm_89 GPUs that run it, since the H100 runs gemm_wg.cl.)
 // - A split grid adds its k splits itself (the last group of a tile to arrive, geometry L), so
 //   the entries take the strip tickets after `part` and no sgemm_split_sum launch follows.
 

@@ -3,7 +3,8 @@
 //! (they sum the bias gradient inside the thin weight-gradient GEMM, with a k split where the
 //! bias directly follows the weight, as in a network's flat gradient buffer). Random shapes on
 //! both sides of 16 outputs and 16 inputs, every activation, in place (`y` = `z`) and not; and
-//! [`TILE_LAYERS`], whose products NVIDIA's OpenCL runs on its tensor-core kernels.
+//! [`TILE_LAYERS`], whose products NVIDIA's OpenCL runs on its tensor-core kernels (`sgemm_wg64`
+//! on an H100/H200).
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

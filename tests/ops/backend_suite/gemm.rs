@@ -15,7 +15,11 @@
 //!   (kernels-cl/gemm_tc.cl) for outputs of sides >= 128 over k >= 256: [`TENSOR_CORE_SHAPES`]
 //!   and the deep split-k shapes, `sgemm_tc64` with k split (the splits added in the launch) and
 //!   `sgemm_tc128` (the first shape: 289 tiles of 128 on 132 compute units); PoCL runs them on
-//!   the SIMT kernels.
+//!   the SIMT kernels. On an H100/H200 those products take the warpgroup kernel `sgemm_wg64`
+//!   (kernels-cl/gemm_wg.cl) instead, unsplit, split 2 ways and (the second of
+//!   [`WARPGROUP_SHAPES`]) 10 ways; a second set of contexts with `warpgroup_gemm` off runs
+//!   [`TENSOR_CORE_SHAPES`] on `sgemm_tc*` there. Which kernel ran is checked by
+//!   `gpu_gemm_launches` (kernel_times.rs).
 //! - CUDA with `vendor_blas` off (else cuBLAS would take every GEMM): `sgemm`, or on sm_80+ the
 //!   tensor-core kernels, whose per-shape choice of tile and k splits the shapes here cover
 //!   (outputs of a few tiles with deep k are split into up to 16 ranges). On an H100/H200 (op
