@@ -152,16 +152,47 @@ impl ClDevice {
 
 impl ClDevice {
     /// Keeps GEMMs off the warpgroup kernel unless the op set `module` (built from `binary`)
-    /// has it in runnable form. It lacks it when built without sm90a's define; it has only the
-    /// inert first-step form (marked lines left in its PTX) when the sm_90a step failed, here
-    /// or when the kernel cache's binary was built. Other programs (no `sgemm_tc64`) say nothing.
+    /// has it in runnable form: PTX retargeted to sm_90a, no marked lines left. Without
+    /// sm90a's define it lacks the kernel; a first step whose second failed (or a binary in
+    /// another form) holds it inert, without its MMAs. Other programs (no `sgemm_tc64`) say
+    /// nothing.
     fn note_warpgroup_kernel(&self, module: &ClModule, binary: &[u8]) {
         if self.warpgroup.load(Ordering::Relaxed)
             && module.defines(crate::backend::SGEMM_TC64.entry)
-            && (!module.defines(super::sm90a::SGEMM_WG64.entry)
-                || super::sm90a::has_marked_lines(binary))
+            && !(module.defines(super::sm90a::SGEMM_WG64.entry)
+                && super::sm90a::is_retargeted(binary))
         {
             self.warpgroup.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// The second step of the sm_90a build (sm90a.rs) from the first step's `binary`: the
+    /// retargeted PTX and its program, or `None` (logged) when it fails.
+    fn build_sm90a(&self, binary: &[u8]) -> Option<(Vec<u8>, ClModule)> {
+        let built = super::sm90a::retarget(binary)
+            .map_err(|why| format!("the first build's PTX: {why}"))
+            .and_then(|ptx| {
+                self.load_program(&ptx)
+                    .map(|module| (ptx, module))
+                    .map_err(|e| e.to_string())
+            });
+        match built {
+            Ok((ptx, module)) => {
+                log::info!(
+                    "{}: warpgroup GEMM built (PTX retargeted to sm_90a)",
+                    self.info.id
+                );
+                self.note_warpgroup_kernel(&module, &ptx);
+                Some((ptx, module))
+            }
+            Err(why) => {
+                log::warn!(
+                    "{}: the warpgroup GEMM did not build for sm_90a, GEMMs stay on the mma.sync \
+                     kernels: {why}",
+                    self.info.id
+                );
+                None
+            }
         }
     }
 
@@ -234,40 +265,22 @@ impl Device for ClDevice {
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, ClModule)> {
         let (binary, module) = self.build_program(source, options)?;
-        if !super::sm90a::has_marked_lines(&binary) {
-            self.note_warpgroup_kernel(&module, &binary);
-            return Ok((binary, module));
-        }
-        // The second step of the sm_90a build (sm90a.rs).
-        let built = super::sm90a::retarget(&binary)
-            .map_err(|why| format!("the first build's PTX: {why}"))
-            .and_then(|ptx| {
-                self.load_program(&ptx)
-                    .map(|module| (ptx, module))
-                    .map_err(|e| e.to_string())
-            });
-        match built {
-            Ok((ptx, module)) => {
-                log::info!(
-                    "{}: warpgroup GEMM built (PTX retargeted to sm_90a)",
-                    self.info.id
-                );
-                self.note_warpgroup_kernel(&module, &ptx);
-                Ok((ptx, module))
-            }
-            Err(why) => {
-                log::warn!(
-                    "{}: the warpgroup GEMM did not build for sm_90a, GEMMs stay on the mma.sync \
-                     kernels: {why}",
-                    self.info.id
-                );
-                self.note_warpgroup_kernel(&module, &binary);
-                Ok((binary, module))
+        if super::sm90a::has_marked_lines(&binary) {
+            if let Some((ptx, module)) = self.build_sm90a(&binary) {
+                return Ok((ptx, module));
             }
         }
+        self.note_warpgroup_kernel(&module, &binary);
+        Ok((binary, module))
     }
 
     fn load(&self, binary: &[u8]) -> Result<ClModule> {
+        // A cached first step (the second failed when it was built): try the second again.
+        if super::sm90a::has_marked_lines(binary) {
+            if let Some((_, module)) = self.build_sm90a(binary) {
+                return Ok(module);
+            }
+        }
         let module = self.load_program(binary)?;
         self.note_warpgroup_kernel(&module, binary);
         Ok(module)

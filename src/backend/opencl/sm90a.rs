@@ -12,8 +12,10 @@
 //! 2. from that build's PTX with the marker removed and the target set to `sm_90a`
 //!    ([`retarget`]), as a program binary. That binary is what the kernel cache keeps.
 //!
-//! Where step 2 fails, the device keeps the first build without `sgemm_wg64` and its GEMMs
-//! stay on the `mma.sync` kernels (device.rs).
+//! Where step 2 fails, the device keeps the first build, whose `sgemm_wg64` is inert (its MMAs
+//! are comments), and its GEMMs stay on the `mma.sync` kernels; the kernel cache keeps that
+//! build, and loading it tries step 2 again (device.rs). Only a binary that [`is_retargeted`]
+//! runs `sgemm_wg64`.
 
 use crate::backend::SgemmKernel;
 
@@ -48,9 +50,16 @@ pub(super) fn has_marked_lines(binary: &[u8]) -> bool {
     binary.windows(marker.len()).any(|w| w == marker)
 }
 
+/// Whether a program binary is the second step's: PTX for `.target sm_90a` without marked
+/// lines, so that its `sgemm_wg64` has its MMAs.
+pub(super) fn is_retargeted(binary: &[u8]) -> bool {
+    let target = b".target sm_90a";
+    !has_marked_lines(binary) && binary.windows(target.len()).any(|w| w == target)
+}
+
 /// The PTX of the first build with the marker removed and `.target sm_90` made `sm_90a`
-/// (other target options kept), NUL-terminated as the driver's binaries are. Errors say what
-/// the binary lacked.
+/// (other target options kept; a target already `sm_90a` stays), NUL-terminated as the
+/// driver's binaries are. Errors say what the binary lacked.
 pub(super) fn retarget(binary: &[u8]) -> Result<Vec<u8>, String> {
     let text = binary.split(|&b| b == 0).next().unwrap_or_default();
     let text = std::str::from_utf8(text).map_err(|e| format!("the PTX is not UTF-8: {e}"))?;
@@ -59,6 +68,7 @@ pub(super) fn retarget(binary: &[u8]) -> Result<Vec<u8>, String> {
     for line in text.split_inclusive('\n') {
         let trimmed = line.trim_start();
         if let Some(rest) = trimmed.strip_prefix(".target sm_90") {
+            let rest = rest.strip_prefix('a').unwrap_or(rest);
             if !rest.starts_with(|c: char| c.is_ascii_alphanumeric()) {
                 out.push_str(".target sm_90a");
                 out.push_str(rest);
@@ -107,6 +117,15 @@ mod tests {
         assert!(text.contains("\n\twgmma.fence.sync.aligned;\n"), "{text}");
         assert!(!text.contains(MARKER));
         assert!(!has_marked_lines(&out));
+        assert!(is_retargeted(&out));
+        assert!(!is_retargeted(&binary));
+        // Neither is PTX for sm_90 without markers, nor a binary in another form.
+        assert!(!is_retargeted(PTX.replace(MARKER, "").as_bytes()));
+        assert!(!is_retargeted(b"\x7fELF\x02\x01\x01"));
+        // A first step already for sm_90a only loses its markers.
+        let already = PTX.replace(".target sm_90", ".target sm_90a");
+        let again = retarget(already.as_bytes()).unwrap();
+        assert_eq!(again, out);
         // Everything else is unchanged.
         assert_eq!(
             text.replace(".target sm_90a", ".target sm_90"),
@@ -116,7 +135,7 @@ mod tests {
 
     #[test]
     fn retarget_refuses_other_targets() {
-        for target in [".target sm_80", ".target sm_90a", ".target sm_100"] {
+        for target in [".target sm_80", ".target sm_90ab", ".target sm_100"] {
             let ptx = PTX.replace(".target sm_90", target);
             let err = retarget(ptx.as_bytes()).unwrap_err();
             assert!(err.contains("expected PTX for .target sm_90"), "{err}");
