@@ -135,6 +135,16 @@ TCL_INLINE void tcl_store_pair(__global float* p, float v0, float v1, float beta
     }
 }
 
+// A warp's MT x NT fragment tiles (tcl_store_tile's layout) set to zero.
+TCL_INLINE void tcl_zero(float v[TCL_MAX_T][TCL_MAX_T][4], const uint MT, const uint NT) {
+#pragma unroll
+    for (uint i = 0; i < MT; ++i)
+#pragma unroll
+        for (uint j = 0; j < NT; ++j)
+#pragma unroll
+            for (uint q = 0; q < 4; ++q) v[i][j][q] = 0.0f;
+}
+
 // A warp's MT x NT mma tiles of accumulators (fragment layout: v[i][j][q] is row
 // row0 + 16 i + g + 8 (q / 2), column col0 + 8 j + 2 t + q % 2) into out, an m x n matrix, as
 // alpha v + beta out (beta = 0: out is not read).
@@ -170,12 +180,7 @@ TCL_INLINE void tcl_add_splits(__global float* C, __global const float* part,
                                uint g, uint t, const uint MT, const uint NT) {
     const ulong mn = (ulong)m * n;
     float sum[TCL_MAX_T][TCL_MAX_T][4];
-#pragma unroll
-    for (uint i = 0; i < MT; ++i)
-#pragma unroll
-        for (uint j = 0; j < NT; ++j)
-#pragma unroll
-            for (uint q = 0; q < 4; ++q) sum[i][j][q] = 0.0f;
+    tcl_zero(sum, MT, NT);
     for (uint zz = 0; zz < splits; ++zz) {
         __global const float* pz = part + zz * mn;
 #pragma unroll
@@ -233,12 +238,7 @@ TCL_INLINE void tcl_body(__global const float* restrict A, __global const float*
     const uint wn0 = (warp % WN) * NT * 8;
 
     float acc[TCL_MAX_T][TCL_MAX_T][4];
-#pragma unroll
-    for (uint i = 0; i < MT; ++i)
-#pragma unroll
-        for (uint j = 0; j < NT; ++j)
-#pragma unroll
-            for (uint q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+    tcl_zero(acc, MT, NT);
 
     // Registers of the next k-tile, between its fetch and its put.
     float4 a_next[TCL_MAX_CHUNKS], b_next[TCL_MAX_CHUNKS];
@@ -333,6 +333,23 @@ TCL_INLINE void tcl_body(__global const float* restrict A, __global const float*
     tcl_add_splits(C, part, acc, z, splits, alpha, beta, m, n, bm + wm0, bn + wn0, g, t, MT, NT);
 }
 
+// BODY(TA, TB) for the launch's transposes, with TA and TB literals: four specialised inline
+// copies of the body (gemm_wg.cl's entry uses it too).
+#define TCL_TRANSPOSES(BODY, trans_a, trans_b)                                                 \
+    if (trans_a) {                                                                             \
+        if (trans_b) {                                                                         \
+            BODY(true, true);                                                                  \
+        } else {                                                                               \
+            BODY(true, false);                                                                 \
+        }                                                                                      \
+    } else {                                                                                   \
+        if (trans_b) {                                                                         \
+            BODY(false, true);                                                                 \
+        } else {                                                                               \
+            BODY(false, false);                                                                \
+        }                                                                                      \
+    }
+
 // The four transposes of one geometry, each a specialised inline copy of tcl_body.
 TCL_INLINE void tcl_dispatch(__global const float* A, __global const float* B, __global float* C,
                              __global float* part, __global uint* tickets, uint m, uint n,
@@ -342,19 +359,7 @@ TCL_INLINE void tcl_dispatch(__global const float* A, __global const float* B, _
 #define TCL_BODY(TA, TB)                                                                       \
     tcl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, flag, TA, TB, WM, WN,  \
              MT, NT)
-    if (trans_a) {
-        if (trans_b) {
-            TCL_BODY(true, true);
-        } else {
-            TCL_BODY(true, false);
-        }
-    } else {
-        if (trans_b) {
-            TCL_BODY(false, true);
-        } else {
-            TCL_BODY(false, false);
-        }
-    }
+    TCL_TRANSPOSES(TCL_BODY, trans_a, trans_b)
 #undef TCL_BODY
 }
 

@@ -106,7 +106,7 @@ TCL_INLINE void wgl_put(__local char* hi, __local char* lo, uint q, float4 v,
 
 // The block tile of group (x, y) summed over k in [k0, k_end), as tcl_body's (unsplit: C =
 // alpha sum + beta C; split: the raw sum into part[z], and the tile's last group adds the
-// splits into C). TA, TB are literals at the call site (sgemm_wg64).
+// splits into C). TA, TB are literals at the call site (sgemm_wg64, TCL_TRANSPOSES).
 TCL_INLINE void wgl_body(__global const float* restrict A, __global const float* restrict B,
                          __global float* restrict C, __global float* restrict part,
                          __global uint* tickets, uint m, uint n, uint k, uint k0, uint k_end,
@@ -225,19 +225,7 @@ __kernel __attribute__((reqd_work_group_size(WGL_THREADS, 1, 1))) void sgemm_wg6
     __global uint* tickets = ticket_base + ticket_off;
 #define WGL_BODY(TA, TB)                                                                       \
     wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, &flag, TA, TB)
-    if (trans_a) {
-        if (trans_b) {
-            WGL_BODY(true, true);
-        } else {
-            WGL_BODY(true, false);
-        }
-    } else {
-        if (trans_b) {
-            WGL_BODY(false, true);
-        } else {
-            WGL_BODY(false, false);
-        }
-    }
+    TCL_TRANSPOSES(WGL_BODY, trans_a, trans_b)
 #undef WGL_BODY
 }
 

@@ -1,7 +1,8 @@
 //! Which of the OpenCL GEMM kernels a launch uses. On NVIDIA's OpenCL with an sm_80+ GPU, the
 //! tensor-core kernels of kernels-cl/gemm_tc.cl (`sgemm_tc128`/`sgemm_tc64`, the CUDA design
-//! and its tiles, chosen by [`cl_tensor_core_sgemm`]); `RNN_OPENCL_TENSOR_CORES=0`
-//! turns them off. Elsewhere the SIMT kernels of kernels-cl/gemm.cl: `sgemm_split`, the
+//! and its tiles, chosen by [`cl_tensor_core_sgemm`]), or on an H100/H200 the warpgroup kernel
+//! of kernels-cl/gemm_wg.cl (`sgemm_wg64`, `sm90a.rs`); `RNN_OPENCL_TENSOR_CORES=0` turns them
+//! off. Elsewhere the SIMT kernels of kernels-cl/gemm.cl: `sgemm_split`, the
 //! 128 x 128 tile of the CUDA design, or `sgemm_tile64_split`, the 64 x 64 tile. Both split k
 //! over the grid's z when the output alone has too few tiles for the device
 //! (`ops::gpu::gemm_k_splits`, the rule of the CUDA tensor-core kernels), so a weight gradient
@@ -165,10 +166,10 @@ impl SgemmChoice {
         if let Some(k) = self.forced {
             return k;
         }
-        if self.tensor_cores && warpgroup && takes_tensor_cores(m, n, k) {
-            return super::sm90a::SGEMM_WG64;
-        }
         if self.tensor_cores && takes_tensor_cores(m, n, k) {
+            if warpgroup {
+                return super::sm90a::SGEMM_WG64;
+            }
             let kernel = cl_tensor_core_sgemm(self.compute_units, m, n);
             return SgemmKernel {
                 // kernels-cl/gemm_tc.cl adds its splits in the launch.
