@@ -418,13 +418,14 @@ impl Network {
             for step in 0..steps {
                 let (net, ws) = self.workspace(local)?;
                 let idx = perm.slice(step * global + rank * local, local)?;
-                net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Gather(idx))?;
+                let rows = Rows::Gather(idx);
+                let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, false)?;
                 match &overlap {
                     None => {
                         grad_graphs.run(ops, local, || {
-                            net.forward_train_ws(ws)?;
-                            net.loss_ws(ws, Some(acc.view()))?;
-                            net.backward_ws(ws)
+                            net.forward_train_ws(ws, &batch)?;
+                            net.loss_ws(ws, &batch, Some(acc.view()))?;
+                            net.backward_ws(ws, &batch)
                         })?;
                         comm.all_reduce_mean(&ctx, net.grads.view())?;
                     }
@@ -433,9 +434,9 @@ impl Network {
                         // layers write only their own ranges, so the side stream may reduce
                         // them meanwhile. The main stream waits for all of it before the
                         // update.
-                        net.forward_train_ws(ws)?;
-                        net.loss_ws(ws, Some(acc.view()))?;
-                        net.backward_ws_then(ws, &mut |i| {
+                        net.forward_train_ws(ws, &batch)?;
+                        net.loss_ws(ws, &batch, Some(acc.view()))?;
+                        net.backward_ws_then(ws, &batch, &mut |i| {
                             let (start, len) = ranges[i];
                             if len == 0 {
                                 return Ok(());

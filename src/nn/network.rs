@@ -259,7 +259,8 @@ impl Network {
 
     /// [`Network::forward`] on input whose ids (if any) are already checked. Each batch is
     /// copied into the workspace, then runs (or replays) its recorded forward, then is copied
-    /// out: the copies, whose addresses change, stay outside the recording.
+    /// out: the copies, whose addresses change, stay outside the recording. Where the forward
+    /// runs op by op, it reads the batch's rows in place instead.
     fn forward_checked(&mut self, x: &Tensor) -> Result<Tensor> {
         let w = self.input_width();
         let n = x.len() / w;
@@ -278,15 +279,13 @@ impl Network {
             let b = (n - start).min(self.eval_batch());
             let (net, ws) = self.workspace(b)?;
             let ops = net.ctx.ops();
-            net.load_rows(ws, x.view(), None, &Rows::Range(start))?;
-            runs.push(
-                ws.graphs
-                    .lock()
-                    .run(ops, EvalKind::Forward, b, graphs, || {
-                        net.forward_ws(ws)?;
-                        net.batch_major_gather(ws)
-                    })?,
-            );
+            let mut ws_graphs = ws.graphs.lock();
+            let in_place = ws_graphs.runs_op_by_op(EvalKind::Forward, b, graphs);
+            let batch = net.load_rows(ws, x.view(), None, &Rows::Range(start), in_place)?;
+            runs.push(ws_graphs.run(ops, EvalKind::Forward, b, graphs, || {
+                net.forward_ws(ws, &batch)?;
+                net.batch_major_gather(ws)
+            })?);
             let y = net.batch_major_view(ws)?;
             ops.copy(y, out.view().slice(start * out_w, b * out_w)?)?;
             start += b;
@@ -344,7 +343,8 @@ impl Network {
     /// Evaluation over uploaded data: metrics accumulate on the device and are read once.
     /// Each batch size's forward and loss are recorded once as a graph and replayed (with
     /// `graphs`, [`Network::set_graphs`] and a device that records); the batch is copied into
-    /// the workspace and the accumulator zeroed outside the recording.
+    /// the workspace and the accumulator zeroed outside the recording. Batches that run op by
+    /// op read their rows in place.
     pub(crate) fn evaluate_device(&mut self, dd: &DeviceData, graphs: bool) -> Result<Evaluation> {
         let graphs = graphs && self.workspaces.graphs_on();
         self.workspaces.reset_eval_acc(self.ctx.ops())?;
@@ -357,15 +357,14 @@ impl Network {
             let acc = net.workspaces.eval_acc().ok_or_else(|| {
                 Error::InvalidArgument("evaluation accumulator dropped during evaluation".into())
             })?;
-            net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(start))?;
-            runs.push(
-                ws.graphs
-                    .lock()
-                    .run(net.ctx.ops(), EvalKind::Loss, b, graphs, || {
-                        net.forward_ws(ws)?;
-                        net.loss_ws(ws, Some(acc.view()))
-                    })?,
-            );
+            let mut ws_graphs = ws.graphs.lock();
+            let in_place = ws_graphs.runs_op_by_op(EvalKind::Loss, b, graphs);
+            let rows = Rows::Range(start);
+            let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, in_place)?;
+            runs.push(ws_graphs.run(net.ctx.ops(), EvalKind::Loss, b, graphs, || {
+                net.forward_ws(ws, &batch)?;
+                net.loss_ws(ws, &batch, Some(acc.view()))
+            })?);
             start += b;
         }
         self.workspaces.count(&runs);
@@ -408,10 +407,10 @@ impl Network {
         let acc = ops.alloc(2)?;
         ops.fill(acc.view(), 0.0)?;
         let (net, ws) = self.workspace(dd.n)?;
-        net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0))?;
-        net.forward_train_ws(ws)?;
-        net.loss_ws(ws, Some(acc.view()))?;
-        net.backward_ws(ws)?;
+        let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0), true)?;
+        net.forward_train_ws(ws, &batch)?;
+        net.loss_ws(ws, &batch, Some(acc.view()))?;
+        net.backward_ws(ws, &batch)?;
         let mut sums = [0.0f32; 2];
         self.ctx.ops().download(acc.view(), &mut sums)?;
         Ok(sums[0] / (dd.n * self.out_steps) as f32)

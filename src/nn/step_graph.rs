@@ -74,6 +74,13 @@ impl StepGraphs {
         }
     }
 
+    /// True when the next step of batch size `key` is known to run op by op (graphs are off,
+    /// or this device or size records none), so it may read buffers that change between
+    /// steps.
+    pub(crate) fn runs_op_by_op(&self, key: usize) -> bool {
+        !self.enabled || matches!(self.slots.get(&key), Some(Slot::OpByOp))
+    }
+
     /// Queues one run of `step` (which queues the same work with the same buffers every call)
     /// for batch size `key`: op by op, recorded then launched, or replayed.
     pub(crate) fn run(
@@ -151,6 +158,19 @@ impl EvalGraphs {
         EvalGraphs {
             loss: StepGraphs::named(true, "evaluation batch"),
             forward: StepGraphs::named(true, "forward batch"),
+        }
+    }
+
+    /// [`StepGraphs::runs_op_by_op`] for a `kind` batch of `batch` rows, `enabled` as
+    /// [`EvalGraphs::run`] takes it.
+    pub(crate) fn runs_op_by_op(&self, kind: EvalKind, batch: usize, enabled: bool) -> bool {
+        !enabled || self.graphs(kind).runs_op_by_op(batch)
+    }
+
+    fn graphs(&self, kind: EvalKind) -> &StepGraphs {
+        match kind {
+            EvalKind::Loss => &self.loss,
+            EvalKind::Forward => &self.forward,
         }
     }
 

@@ -227,9 +227,12 @@ impl Network {
                 let (net, ws) = self.workspace(b)?;
                 let ops = net.ctx.ops();
                 let idx = perm.slice(start, b)?;
-                net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Gather(idx))?;
+                let rows = Rows::Gather(idx);
+                let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, false)?;
                 let clip = config.clip_grad_norm.map(|max| (max, norm.view()));
-                graphs.run(ops, b, || net.train_step_ws(ws, acc.view(), clip, &opt))?;
+                graphs.run(ops, b, || {
+                    net.train_step_ws(ws, &batch, acc.view(), clip, &opt)
+                })?;
                 opt.count_step();
                 ops.copy(acc.slice(0, 1)?, trace.slice(step, 1)?)?;
                 start += b;

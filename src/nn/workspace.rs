@@ -30,6 +30,15 @@ pub(crate) enum Rows<'a> {
     Range(usize),
 }
 
+/// A batch's inputs and targets as a pass reads them: the workspace's own buffers or rows of
+/// the uploaded data ([`Network::load_rows`] says which).
+#[derive(Clone, Copy)]
+pub(crate) struct Batch<'a> {
+    x: View<'a>,
+    /// `None` for a batch without targets (prediction), which no loss may read.
+    y: Option<View<'a>>,
+}
+
 /// Every buffer one step at one batch size needs.
 pub(crate) struct Workspace {
     /// Evaluation and prediction batches recorded against these buffers. First, so they are
@@ -152,45 +161,70 @@ impl Network {
         Ok(ws)
     }
 
-    /// Puts a batch's inputs (and targets, when `data` has them) into the workspace, time-major
-    /// for sequence models.
-    pub(crate) fn load_rows(
-        &self,
-        ws: &Workspace,
-        x: View<'_>,
-        y: Option<View<'_>>,
+    /// Puts a batch's inputs (and targets, when `data` has them) where a pass reads them,
+    /// time-major for sequence models, and returns the views to pass on. Gathered rows and
+    /// time-major rows go into the workspace. Contiguous rows of a model without steps are
+    /// copied into the workspace too unless `in_place`, when the pass reads them where they
+    /// are: the caller says so only for a pass that runs op by op, since a recorded graph
+    /// keeps the addresses it was recorded with.
+    pub(crate) fn load_rows<'a>(
+        &'a self,
+        ws: &'a Workspace,
+        x: View<'a>,
+        y: Option<View<'a>>,
         rows: &Rows<'_>,
-    ) -> Result<()> {
+        in_place: bool,
+    ) -> Result<Batch<'a>> {
         let ops = self.ctx.ops();
         let b = ws.batch;
         let w = self.input_width();
         let tw = self.target_width();
-        match rows {
+        let (x, y, gathered) = match rows {
             Rows::Gather(idx) => {
                 ops.gather_rows(x, *idx, ws.xb.view(), w)?;
                 if let Some(y) = y {
                     ops.gather_rows(y, *idx, ws.yb.view(), tw)?;
                 }
+                (ws.xb.view(), y.map(|_| ws.yb.view()), true)
             }
             Rows::Range(start) => {
-                ops.copy(x.slice(start * w, b * w)?, ws.xb.view())?;
-                if let Some(y) = y {
-                    ops.copy(y.slice(start * tw, b * tw)?, ws.yb.view())?;
-                }
+                let y = y.map(|y| y.slice(start * tw, b * tw)).transpose()?;
+                (x.slice(start * w, b * w)?, y, false)
             }
-        }
-        if let (Some(idx), Some(x_tm)) = (&ws.idx_tm, &ws.x_tm) {
-            ops.gather_rows(ws.xb.view(), idx.view(), x_tm.view(), w / self.in_steps)?;
-        }
-        if let (Some(idx), Some(y_tm), Some(_)) = (&ws.idx_tm, &ws.y_tm, y) {
-            ops.gather_rows(ws.yb.view(), idx.view(), y_tm.view(), tw / self.out_steps)?;
-        }
-        Ok(())
+        };
+        let x = match (&ws.idx_tm, &ws.x_tm) {
+            (Some(idx), Some(x_tm)) => {
+                ops.gather_rows(x, idx.view(), x_tm.view(), w / self.in_steps)?;
+                x_tm.view()
+            }
+            _ if gathered || in_place => x,
+            _ => {
+                ops.copy(x, ws.xb.view())?;
+                ws.xb.view()
+            }
+        };
+        let y = match (y, &ws.idx_tm, &ws.y_tm) {
+            (Some(y), Some(idx), Some(y_tm)) => {
+                ops.gather_rows(y, idx.view(), y_tm.view(), tw / self.out_steps)?;
+                Some(y_tm.view())
+            }
+            (Some(y), _, _) if !gathered && !in_place => {
+                ops.copy(y, ws.yb.view())?;
+                Some(ws.yb.view())
+            }
+            (y, _, _) => y,
+        };
+        Ok(Batch { x, y })
     }
 
-    fn layer_input<'a>(&'a self, ws: &'a Workspace, i: usize) -> Result<View<'a>> {
+    fn layer_input<'a>(
+        &'a self,
+        ws: &'a Workspace,
+        batch: &Batch<'a>,
+        i: usize,
+    ) -> Result<View<'a>> {
         if i == 0 {
-            Ok(ws.x_tm.as_ref().unwrap_or(&ws.xb).view())
+            Ok(batch.x)
         } else {
             self.layers[i - 1].output(&ws.layers[i - 1])
         }
@@ -225,18 +259,18 @@ impl Network {
     }
 
     /// Forward in evaluation mode (dropout is the identity).
-    pub(crate) fn forward_ws(&self, ws: &Workspace) -> Result<()> {
-        self.forward_with(ws, &self.flat())
+    pub(crate) fn forward_ws(&self, ws: &Workspace, batch: &Batch<'_>) -> Result<()> {
+        self.forward_with(ws, batch, &self.flat())
     }
 
     /// Forward in training mode, with the masks of the random state's current step.
-    pub(crate) fn forward_train_ws(&self, ws: &Workspace) -> Result<()> {
-        self.forward_with(ws, &self.train_flat())
+    pub(crate) fn forward_train_ws(&self, ws: &Workspace, batch: &Batch<'_>) -> Result<()> {
+        self.forward_with(ws, batch, &self.train_flat())
     }
 
-    fn forward_with(&self, ws: &Workspace, f: &Flat<'_>) -> Result<()> {
+    fn forward_with(&self, ws: &Workspace, batch: &Batch<'_>, f: &Flat<'_>) -> Result<()> {
         for (i, layer) in self.layers.iter().enumerate() {
-            let x = self.layer_input(ws, i)?;
+            let x = self.layer_input(ws, batch, i)?;
             layer.forward(f, &ws.layers[i], x)?;
         }
         Ok(())
@@ -245,14 +279,21 @@ impl Network {
     /// Loss and its gradient (into the last layer's output gradient), mean over the batch's
     /// rows. With `acc` (2 elements), adds the summed loss to `acc[0]` and the number of
     /// correct rows to `acc[1]`, on the device.
-    pub(crate) fn loss_ws(&self, ws: &Workspace, acc: Option<View<'_>>) -> Result<()> {
+    pub(crate) fn loss_ws(
+        &self,
+        ws: &Workspace,
+        batch: &Batch<'_>,
+        acc: Option<View<'_>>,
+    ) -> Result<()> {
         let ops = self.ctx.ops();
         let last = self.layers.len() - 1;
         let out = self.output_view(ws)?;
         let dout = self.layers[last].grad_output(&ws.layers[last])?;
         let rows = ws.batch * self.out_steps;
         let cols = self.output_features();
-        let targets = ws.y_tm.as_ref().unwrap_or(&ws.yb).view();
+        let targets = batch.y.ok_or_else(|| {
+            crate::Error::InvalidArgument("a loss over a batch loaded without targets".into())
+        })?;
         let scale = 1.0 / rows as f32;
         match self.loss {
             Loss::SoftmaxCrossEntropy => ops.softmax_cross_entropy(
@@ -286,14 +327,15 @@ impl Network {
     pub(crate) fn train_step_ws(
         &self,
         ws: &Workspace,
+        batch: &Batch<'_>,
         acc: View<'_>,
         clip: Option<(f32, View<'_>)>,
         opt: &super::optim::OptimizerState,
     ) -> Result<()> {
         let ops = self.ctx.ops();
-        self.forward_train_ws(ws)?;
-        self.loss_ws(ws, Some(acc))?;
-        self.backward_ws(ws)?;
+        self.forward_train_ws(ws, batch)?;
+        self.loss_ws(ws, batch, Some(acc))?;
+        self.backward_ws(ws, batch)?;
         if let Some((max, norm)) = clip {
             ops.clip_grad_norm(self.grads.view(), max, norm)?;
         }
@@ -308,8 +350,8 @@ impl Network {
 
     /// Backward through every layer (after [`Self::forward_train_ws`], whose masks it
     /// reuses); overwrites the whole gradient buffer.
-    pub(crate) fn backward_ws(&self, ws: &Workspace) -> Result<()> {
-        self.backward_ws_then(ws, &mut |_| Ok(()))
+    pub(crate) fn backward_ws(&self, ws: &Workspace, batch: &Batch<'_>) -> Result<()> {
+        self.backward_ws_then(ws, batch, &mut |_| Ok(()))
     }
 
     /// [`Self::backward_ws`], calling `after(i)` once layer `i`'s gradients are queued (last
@@ -317,11 +359,12 @@ impl Network {
     pub(crate) fn backward_ws_then(
         &self,
         ws: &Workspace,
+        batch: &Batch<'_>,
         after: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
         let f = self.train_flat();
         for i in (0..self.layers.len()).rev() {
-            let x = self.layer_input(ws, i)?;
+            let x = self.layer_input(ws, batch, i)?;
             let dx = if i == 0 {
                 None
             } else {

@@ -248,3 +248,84 @@ fn hip_graphs_match_op_by_op() {
 fn hip_on_cuda_graphs_match_op_by_op() {
     graphs_match_op_by_op(Target::HipOnCuda, "hip_on_cuda_graphs_match_op_by_op");
 }
+
+/// `Trainer::step` reads its contiguous batches in place where the step runs op by op (and
+/// copies them where a recorded graph needs fixed addresses); `Network::train` gathers them
+/// through its permutation. Without shuffling both see the same batches, so both end with the
+/// same parameters: an MLP, and an LSTM whose batches are reordered time-major from the rows.
+fn trainer_matches_train(target: Target, test: &str) {
+    let data = Dataset::from_mnist_csv(MNIST).unwrap();
+    let small = data.train_test_split(500, 2).unwrap().1;
+    let corpus = CharCorpus::new(&TEXT[..6_000]).unwrap();
+    let seqs = corpus.sequences(10, 10, 70).unwrap();
+    for ctx in contexts(target, test) {
+        let lstm = || {
+            Network::builder(&ctx)
+                .seed(4)
+                .sequence_length(10)
+                .lstm(corpus.vocab_size(), 24, RnnOutput::Sequence)
+                .dense(24, corpus.vocab_size(), Activation::Identity)
+                .build(Loss::SoftmaxCrossEntropy)
+                .unwrap()
+        };
+        let cases: [(&str, &dyn Fn() -> Network, &Dataset, usize); 2] =
+            [("mlp", &|| mlp(&ctx), &small, 50), ("lstm", &lstm, &seqs, 14)];
+        for (what, build, data, batch) in cases {
+            let config = TrainingConfig {
+                shuffle: false,
+                validation_split: 0.0,
+                ..config_for(&ctx, 2, batch, 1e-3)
+            };
+            let mut trained = build();
+            let history = trained.train(data, &config).unwrap();
+            let mut stepped = build();
+            let mut trainer = stepped.trainer(data, &config).unwrap();
+            let steps_per_epoch = data.len() / batch;
+            let mut losses = Vec::new();
+            for _ in 0..config.epochs {
+                for _ in 0..steps_per_epoch {
+                    trainer.step(&mut stepped).unwrap();
+                }
+                losses.push(trainer.take_mean_loss(&stepped).unwrap());
+            }
+            let err = crate::support::rel_err(
+                &stepped.parameters().unwrap(),
+                &trained.parameters().unwrap(),
+            );
+            assert!(err <= 1e-6, "{}: {what} parameters differ by {err:e}", ctx.id());
+            for (got, want) in losses.iter().zip(history.losses()) {
+                assert!(
+                    (got - want).abs() <= 1e-5 * want.abs(),
+                    "{}: {what} epoch losses {losses:?} stepped, {:?} trained",
+                    ctx.id(),
+                    history.losses()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_trainer_matches_train() {
+    trainer_matches_train(Target::Cpu, "cpu_trainer_matches_train");
+}
+
+#[test]
+fn opencl_trainer_matches_train() {
+    trainer_matches_train(Target::OpenCl, "opencl_trainer_matches_train");
+}
+
+#[test]
+fn cuda_trainer_matches_train() {
+    trainer_matches_train(Target::Cuda, "cuda_trainer_matches_train");
+}
+
+#[test]
+fn hip_trainer_matches_train() {
+    trainer_matches_train(Target::Hip, "hip_trainer_matches_train");
+}
+
+#[test]
+fn hip_on_cuda_trainer_matches_train() {
+    trainer_matches_train(Target::HipOnCuda, "hip_on_cuda_trainer_matches_train");
+}

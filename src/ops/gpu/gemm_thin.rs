@@ -57,13 +57,31 @@ fn thin_grid(long_n: usize, mn: usize, k: usize, units: u32, space: usize) -> (u
     (tiles, k.div_ceil(chunk).max(1) as u32, chunk as u32)
 }
 
+/// Most k pieces a dense forward's thin product runs unsplit to keep its bias and activation
+/// epilogue, although [`thin_grid`] would split it. A split costs two launches more
+/// (`sgemm_split_sum` and `bias_act_forward`), each a few microseconds of device time whatever
+/// it moves and, on a host that enqueues slowly (NVIDIA's OpenCL, about 8 us a launch), more
+/// host time than that; an unsplit block only adds the staging of a few more pieces.
+const FUSED_MAX_PIECES: usize = 4;
+
+/// True when a dense forward of `rows x inputs -> outputs` runs as one `sgemm_thin` with the
+/// bias and activation epilogue (unsplit): a short output side, and either a grid that fills
+/// the device unsplit or a k of at most [`FUSED_MAX_PIECES`] pieces.
+fn fuses_dense_forward(rows: usize, inputs: usize, outputs: usize, units: u32) -> bool {
+    if outputs > THIN_SIDE || inputs <= THIN_SIDE || rows == 0 {
+        return false;
+    }
+    inputs.div_ceil(THIN_PIECE) <= FUSED_MAX_PIECES
+        || thin_grid(rows, rows * outputs, inputs, units, GEMM_PARTS).1 == 1
+}
+
 /// What `sgemm_thin` does besides the product (`TH_*` in the kernels).
 #[derive(Clone, Copy)]
 enum Epilogue<'v> {
     /// `C = alpha * product + beta * C`.
     Plain,
-    /// A dense layer's forward, unsplit: `z = product + bias[col]` into C (unless `y` is C)
-    /// and `y = act(z)`.
+    /// A dense layer's forward, always unsplit: `z = product + bias[col]` into C (unless `y`
+    /// is C) and `y = act(z)`.
     BiasAct {
         bias: &'v View<'v>,
         y: &'v View<'v>,
@@ -94,7 +112,8 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// `sgemm_thin` (k > 16, a short m or n) with `epilogue`, split over k where the tiles
-    /// leave compute units idle, the parts then added by `sgemm_split_sum`. The caller has
+    /// leave compute units idle (never with [`Epilogue::BiasAct`]), the parts then added by
+    /// `sgemm_split_sum`. The caller has
     /// checked the views; with [`Epilogue::BiasGrad`] and a split, the bias must directly follow
     /// C in its buffer (one `sgemm_split_sum` adds both).
     fn sgemm_thin(&self, g: Gemm, [a, b, c]: [&View<'_>; 3], epilogue: Epilogue<'_>) -> Result<()> {
@@ -107,8 +126,16 @@ impl<D: Device> GpuOps<D> {
         };
         // Floats one split's parts take: C, and the bias gradient after it.
         let stride = if code == 2 { mn + g.m } else { mn };
-        let (tiles, splits, k_chunk) =
-            thin_grid(long_n, stride, g.k, self.info.compute_units, GEMM_PARTS);
+        let (tiles, splits, k_chunk) = if code == 1 {
+            let tiles = long_n.div_ceil(THIN_X).max(1);
+            (
+                tiles,
+                1,
+                (g.k.div_ceil(THIN_PIECE).max(1) * THIN_PIECE) as u32,
+            )
+        } else {
+            thin_grid(long_n, stride, g.k, self.info.compute_units, GEMM_PARTS)
+        };
         let config = LaunchConfig {
             grid: [tiles.min(launch::MAX_GRID_X) as u32, 1, splits],
             block: [THIN_THREADS, 1, 1],
@@ -136,11 +163,6 @@ impl<D: Device> GpuOps<D> {
             // `part` is not touched without a split.
             return launch_thin(c);
         }
-        if code == 1 {
-            return Err(crate::Error::InvalidArgument(
-                "sgemm_thin: the bias and activation epilogue needs an unsplit product".into(),
-            ));
-        }
         // With the bias gradient, C and the bias are one span: the parts' stride.
         let out = c.buffer().slice(c.offset(), stride)?;
         self.with_gemm_parts(|parts| {
@@ -151,8 +173,8 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// [`Ops::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
-    /// epilogue where the layer has at most 16 outputs and its product is not split, else the
-    /// product and `bias_act_forward`.
+    /// epilogue where [`fuses_dense_forward`] says so, else the product and
+    /// `bias_act_forward`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn dense_forward_impl(
         &self,
@@ -163,18 +185,8 @@ impl<D: Device> GpuOps<D> {
         outputs: usize,
     ) -> Result<()> {
         let g = Gemm::new(rows, outputs, inputs).tb();
-        let fused = self.thin_gemm
-            && outputs <= THIN_SIDE
-            && inputs > THIN_SIDE
-            && rows > 0
-            && thin_grid(
-                rows,
-                rows * outputs,
-                inputs,
-                self.info.compute_units,
-                GEMM_PARTS,
-            )
-            .1 == 1;
+        let fused =
+            self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
         if !fused {
             self.gemm_impl(g, x, w, z)?;
             return self.bias_act_forward_impl(z, bias, y, act, rows, outputs);
@@ -261,6 +273,19 @@ mod tests {
         assert!(is_thin(&Gemm::new(17, 17, 0)));
         assert!(!is_thin(&Gemm::new(4096, 512, 784)));
         assert!(!is_thin(&Gemm::new(17, 17, 17)));
+    }
+
+    #[test]
+    fn short_dense_forwards_keep_their_epilogue() {
+        // W1's head at batch 256 (8 tiles, k 512) would split in two; it runs fused unsplit.
+        assert!(fuses_dense_forward(256, 512, 10, 132));
+        assert!(fuses_dense_forward(4096, 512, 10, 132));
+        // A long k splits, unless the tiles fill the device.
+        assert!(!fuses_dense_forward(256, 4096, 10, 132));
+        assert!(fuses_dense_forward(8192, 4096, 10, 132));
+        assert!(!fuses_dense_forward(256, 512, 17, 132));
+        assert!(!fuses_dense_forward(256, 16, 10, 132));
+        assert!(!fuses_dense_forward(0, 512, 10, 132));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! bias directly follows the weight, as in a network's flat gradient buffer). Random shapes on
 //! both sides of 16 outputs and 16 inputs, every activation, in place (`y` = `z`) and not; and
 //! [`TILE_LAYERS`], whose products NVIDIA's OpenCL runs on its tensor-core kernels (`sgemm_wg64`
-//! on an H100/H200).
+//! on an H100/H200), and [`HEAD_LAYERS`].
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -18,9 +18,14 @@ use crate::support::Target;
 /// weight gradient, over 1100 rows, is theirs too) and with k split (the second).
 const TILE_LAYERS: [(usize, usize, usize); 2] = [(1100, 300, 257), (130, 1030, 136)];
 
+/// Classifier heads (at most 16 outputs) whose forward the thin kernel takes: W1's at batch 256,
+/// unsplit with its epilogue over two k pieces though the grid is small; one over five pieces,
+/// split with the separate bias and activation pass.
+const HEAD_LAYERS: [(usize, usize, usize); 2] = [(256, 512, 10), (300, 1100, 10)];
+
 pub fn dense_ops(t: Target) {
     for ctx in &contexts(t, "gpu_dense_ops") {
-        for (case, &(rows, inputs, outputs)) in TILE_LAYERS.iter().enumerate() {
+        for (case, &(rows, inputs, outputs)) in TILE_LAYERS.iter().chain(&HEAD_LAYERS).enumerate() {
             for act in 0..ACTIVATIONS.len() {
                 let seed = 0x0de5_e000 + (case * ACTIVATIONS.len() + act) as u64;
                 dense_case(ctx, (rows, inputs, outputs, act, seed))
