@@ -11,6 +11,10 @@
 //!                         on OpenCL the context's kernel timer is on and a table of the
 //!                         kernels of one step is printed (scripts/opencl_roofline.py joins it
 //!                         with the ncu table of the same figure)
+//!     [--split]           no timing: per training figure, the host's enqueueing time per
+//!                         step and the device's time per step (the steps queued behind
+//!                         GEMMs that outlast the enqueueing, so the device runs them back
+//!                         to back), to tell a host-bound step from a device-bound one
 //! ```
 
 use std::process::ExitCode;
@@ -41,6 +45,54 @@ fn time_us(ctx: &Context, warm: usize, iters: usize, mut f: impl FnMut()) -> rnn
     Ok(t.elapsed().as_secs_f64() * 1e6 / iters as f64)
 }
 
+/// The host's time to enqueue one call of `step` and the device's time to run one, in
+/// microseconds, over `iters` calls, and whether the split held. The calls are queued behind
+/// square GEMMs that take about twice as long as queueing them, so the device finds them all
+/// queued and runs them back to back: their device time is the whole run's minus the GEMMs'
+/// alone. The split holds when the host finished queueing before the GEMMs did.
+fn host_and_device_us(
+    ctx: &Context,
+    iters: usize,
+    mut step: impl FnMut(),
+) -> rnn::Result<(f64, f64, bool)> {
+    let ops = ctx.ops();
+    let n = 2048;
+    let a = ctx.tensor(&[n, n], &vec![0.5f32; n * n])?;
+    let c = ctx.zeros(&[n, n])?;
+    let gemm = || ops.gemm(Gemm::new(n, n, n), a.view(), a.view(), c.view());
+    gemm()?;
+    ctx.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..4 {
+        gemm()?;
+    }
+    ctx.synchronize()?;
+    let one = t.elapsed().as_secs_f64() / 4.0;
+    let t = Instant::now();
+    (0..iters).for_each(|_| step());
+    let host_alone = t.elapsed().as_secs_f64();
+    ctx.synchronize()?;
+    let reps = ((2.0 * host_alone / one).ceil() as usize).clamp(1, 2000);
+    let t = Instant::now();
+    for _ in 0..reps {
+        gemm()?;
+    }
+    ctx.synchronize()?;
+    let blockers = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for _ in 0..reps {
+        gemm()?;
+    }
+    let h = Instant::now();
+    (0..iters).for_each(|_| step());
+    let host = h.elapsed().as_secs_f64();
+    let queued = t.elapsed().as_secs_f64();
+    ctx.synchronize()?;
+    let total = t.elapsed().as_secs_f64();
+    let per = |s: f64| s * 1e6 / iters as f64;
+    Ok((per(host), per(total - blockers), queued < blockers))
+}
+
 fn config(batch: usize, graphs: bool) -> TrainingConfig {
     TrainingConfig {
         batch_size: batch,
@@ -59,6 +111,8 @@ enum Mode {
     /// Warm up, then this many steps of the named figure inside a profiler range; no timing,
     /// but the per-kernel table where the context times its kernels (OpenCL).
     Profile(usize, &'static str),
+    /// No timing: the host and device times of one step ([`host_and_device_us`]).
+    Split(&'static str),
 }
 
 /// The kernels of one step, from the times of `steps` steps that took `wall` seconds: a
@@ -120,6 +174,19 @@ fn step_us(
     };
     let us = match mode {
         Mode::Time { .. } => time_us(ctx, warm, iters, step)?,
+        Mode::Split(figure) => {
+            (0..warm).for_each(|_| step());
+            let (host, device, ok) = host_and_device_us(ctx, iters, step)?;
+            println!(
+                "split {figure} host {host:.1} us device {device:.1} us{}",
+                if ok {
+                    ""
+                } else {
+                    " (the host outlasted the blocking GEMMs: device time is an upper bound)"
+                }
+            );
+            0.0
+        }
         Mode::Profile(steps, figure) => {
             (0..3).for_each(|_| step());
             ctx.synchronize()?;
@@ -359,6 +426,7 @@ fn run() -> Result<(), String> {
     let mut only: Option<Vec<String>> = None;
     let mut torch: Option<String> = None;
     let mut profile: Option<usize> = None;
+    let mut split = false;
     let mut vendor_blas = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -379,6 +447,7 @@ fn run() -> Result<(), String> {
                         .map_err(|_| format!("--profile: '{v}' is not a step count"))?,
                 );
             }
+            "--split" => split = true,
             "--gemm" => {
                 vendor_blas = match args.next().as_deref() {
                     Some("vendor") => true,
@@ -393,7 +462,7 @@ fn run() -> Result<(), String> {
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --only w1,w2,w3,w4,w5,w6, \
-                     --torch FILE, --profile STEPS, --gemm vendor|own)"
+                     --torch FILE, --profile STEPS, --split, --gemm vendor|own)"
                 ));
             }
         }
@@ -468,13 +537,17 @@ fn run() -> Result<(), String> {
             f(Mode::Profile(steps, name)).map_err(e)?;
             continue;
         }
+        if split {
+            f(Mode::Split(name)).map_err(e)?;
+            continue;
+        }
         for (graphs, suffix) in [(true, ""), (false, "_nograph")] {
             let us = f(Mode::Time { graphs }).map_err(e)?;
             println!("{name}{suffix} {us:.1} us");
             ours.push((format!("{name}{suffix}"), us, "us"));
         }
     }
-    if profile.is_some() {
+    if profile.is_some() || split {
         return Ok(());
     }
     if want("w3") {

@@ -268,8 +268,10 @@ fn trainer_matches_train(target: Target, test: &str) {
                 .build(Loss::SoftmaxCrossEntropy)
                 .unwrap()
         };
-        let cases: [(&str, &dyn Fn() -> Network, &Dataset, usize); 2] =
-            [("mlp", &|| mlp(&ctx), &small, 50), ("lstm", &lstm, &seqs, 14)];
+        let cases: [(&str, &dyn Fn() -> Network, &Dataset, usize); 2] = [
+            ("mlp", &|| mlp(&ctx), &small, 50),
+            ("lstm", &lstm, &seqs, 14),
+        ];
         for (what, build, data, batch) in cases {
             let config = TrainingConfig {
                 shuffle: false,
@@ -292,7 +294,11 @@ fn trainer_matches_train(target: Target, test: &str) {
                 &stepped.parameters().unwrap(),
                 &trained.parameters().unwrap(),
             );
-            assert!(err <= 1e-6, "{}: {what} parameters differ by {err:e}", ctx.id());
+            assert!(
+                err <= 1e-6,
+                "{}: {what} parameters differ by {err:e}",
+                ctx.id()
+            );
             for (got, want) in losses.iter().zip(history.losses()) {
                 assert!(
                     (got - want).abs() <= 1e-5 * want.abs(),
