@@ -176,25 +176,34 @@ __kernel void mse(__global const float* p_base, ulong p_off, __global const floa
 // strip to arrive (one ticket per strip, geometry L) adds the chunks in order.
 #define BAB_ROWS 4
 
-__kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
-                                __global const float* z_base, ulong z_off,
-                                __global const float* y_base, ulong y_off,
-                                __global float* dz_base, ulong dz_off, __global float* o_base,
-                                ulong o_off, __global float* part_base, ulong part_off,
-                                __global uint* ticket_base, ulong ticket_off, uint rows,
-                                uint cols, uint chunk_rows, uint act, uint write_dz, uint quad,
-                                float act_param, float beta) {
-    __local float sh[8][4 * 32 + 1];
-    __local uint flag;
-    __global const float* dy = dy_base + dy_off;
-    // act_derivative reads y for relu, sigmoid and tanh and z for gelu and leaky relu: load
-    // only that one, and nothing for identity.
-    __global const float* a =
-        (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+// The upstream gradient of column group `col` (1 or 4 columns) of row `row`: from dy, or with
+// pk > 0 as the product of row `row` of pg (rows x pk) and columns col.. of pw (pk x cols), the
+// input gradient of a thin layer after this one (bias_act_backward_product), in k order.
+inline float4 bab_dy(__global const float* dy, __global const float* pg,
+                     __global const float* pw, uint pk, ulong row, ulong col, uint cols,
+                     bool quad) {
+    if (pk == 0) {
+        const ulong at = row * cols + col;
+        return quad ? *RNN_CF4(dy + at) : (float4)(dy[at], 0.0f, 0.0f, 0.0f);
+    }
+    float4 o = (float4)(0.0f);
+    for (uint j = 0; j < pk; ++j) {
+        const float gj = pg[row * pk + j];
+        __global const float* wj = pw + (ulong)j * cols + col;
+        o = fma((float4)(gj), quad ? *RNN_CF4(wj) : (float4)(wj[0], 0.0f, 0.0f, 0.0f), o);
+    }
+    return o;
+}
+
+// The body of both entries (dy from `dy`, or with pk > 0 from the product of pg and pw); `a`
+// is what act_derivative reads: y for relu, sigmoid and tanh, z for gelu and leaky relu.
+inline void bab_body(__global const float* dy, __global const float* pg,
+                     __global const float* pw, uint pk, __global const float* a,
+                     __global float* dz, __global float* out, __global float* part,
+                     __global uint* tickets, uint rows, uint cols, uint chunk_rows, uint act,
+                     uint write_dz, uint quad, float act_param, float beta,
+                     __local float (*sh)[4 * 32 + 1], __local uint* flag) {
     const bool load_a = act != ACT_IDENTITY;
-    __global float* dz = dz_base + dz_off;
-    __global float* out = o_base + o_off;
-    __global float* part = part_base + part_off;
     const uint lx = get_local_id(0);
     const uint ly = get_local_id(1);
     const uint chunks = get_num_groups(1);
@@ -217,13 +226,8 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
                 const ulong at = (r + step * u) * cols + col;
                 if (r + step * u >= r1) continue;
                 av[u] = (float4)(0.0f);
-                if (quad) {
-                    g[u] = *RNN_CF4(dy + at);
-                    if (load_a) av[u] = *RNN_CF4(a + at);
-                } else {
-                    g[u] = (float4)(dy[at], 0.0f, 0.0f, 0.0f);
-                    if (load_a) av[u].x = a[at];
-                }
+                g[u] = bab_dy(dy, pg, pw, pk, r + step * u, col, cols, quad);
+                if (load_a) av[u] = quad ? *RNN_CF4(a + at) : (float4)(a[at], 0.0f, 0.0f, 0.0f);
             }
             for (int u = 0; u < BAB_ROWS; ++u) {
                 const ulong at = (r + step * u) * cols + col;
@@ -264,7 +268,7 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
         part[(ulong)get_group_id(1) * cols + strip + e] = t;
         mem_fence(CLK_GLOBAL_MEM_FENCE);
     }
-    bool last = rnn_last_arrival(ticket_base + ticket_off + get_group_id(0), chunks, &flag);
+    bool last = rnn_last_arrival(tickets + get_group_id(0), chunks, flag);
     float4 u = (float4)(0.0f);
     if (last && chunks > 1 && own_col < cols)
 #pragma unroll 4
@@ -293,6 +297,39 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
         }
         out[strip + e] = beta != 0.0f ? beta * out[strip + e] + v : v;
     }
+}
+
+__kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
+                                __global const float* z_base, ulong z_off,
+                                __global const float* y_base, ulong y_off,
+                                __global float* dz_base, ulong dz_off, __global float* o_base,
+                                ulong o_off, __global float* part_base, ulong part_off,
+                                __global uint* ticket_base, ulong ticket_off, uint rows,
+                                uint cols, uint chunk_rows, uint act, uint write_dz, uint quad,
+                                float act_param, float beta) {
+    __local float sh[8][4 * 32 + 1];
+    __local uint flag;
+    // Load only the one act_derivative reads, and nothing for identity.
+    __global const float* a =
+        (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+    bab_body(dy_base + dy_off, 0, 0, 0, a, dz_base + dz_off, o_base + o_off,
+             part_base + part_off, ticket_base + ticket_off, rows, cols, chunk_rows, act,
+             write_dz, quad, act_param, beta, sh, &flag);
+}
+
+// bias_act_backward with dy = g w (g rows x k, w k x cols, 0 < k <= 16) formed in the pass and
+// never stored; dz always written. `a_base` is z for GELU and leaky ReLU, y otherwise.
+__kernel void bias_act_backward_product(
+    __global const float* g_base, ulong g_off, __global const float* w_base, ulong w_off,
+    __global const float* a_base, ulong a_off, __global float* dz_base, ulong dz_off,
+    __global float* o_base, ulong o_off, __global float* part_base, ulong part_off,
+    __global uint* ticket_base, ulong ticket_off, uint rows, uint cols, uint k, uint chunk_rows,
+    uint act, uint quad, float act_param) {
+    __local float sh[8][4 * 32 + 1];
+    __local uint flag;
+    bab_body(0, g_base + g_off, w_base + w_off, k, a_base + a_off, dz_base + dz_off,
+             o_base + o_off, part_base + part_off, ticket_base + ticket_off, rows, cols,
+             chunk_rows, act, 1, quad, act_param, 0.0f, sh, &flag);
 }
 
 __kernel void sum_cols(__global const float* x_base, ulong x_off, __global float* o_base,

@@ -207,9 +207,33 @@ __device__ __forceinline__ float bab_grad(float g, float a, float p) {
 template <int W> struct BabVec { typedef float T; };
 template <> struct BabVec<4> { typedef float4 T; };
 
+// The upstream gradient dy[row][col..col + W) a column group reads: from dy, or with pk > 0 as
+// the product of row `row` of pg (rows x pk) and columns col.. of pw (pk x cols), the input
+// gradient of a thin layer after this one (bias_act_backward_product), in k order.
+template <int W>
+__device__ __forceinline__ typename BabVec<W>::T bab_dy(const float* dy, const float* pg,
+                                                       const float* pw, uint pk, u64 row,
+                                                       u64 col, uint cols) {
+    typedef typename BabVec<W>::T V;
+    if (pk == 0) return *reinterpret_cast<const V*>(dy + row * cols + col);
+    V out;
+    float* o = reinterpret_cast<float*>(&out);
+#pragma unroll
+    for (int q = 0; q < W; ++q) o[q] = 0.0f;
+    for (uint j = 0; j < pk; ++j) {
+        const float gj = pg[row * pk + j];
+        const V wj = *reinterpret_cast<const V*>(pw + (u64)j * cols + col);
+        const float* wi = reinterpret_cast<const float*>(&wj);
+#pragma unroll
+        for (int q = 0; q < W; ++q) o[q] = fmaf(gj, wi[q], o[q]);
+    }
+    return out;
+}
+
 // Rows first, first + step, ... below r1 of column group `col`.
 template <uint K, int W>
-__device__ __forceinline__ void bab_rows(const float* dy, const float* act_in, float* dz,
+__device__ __forceinline__ void bab_rows(const float* dy, const float* pg, const float* pw,
+                                         uint pk, const float* act_in, float* dz,
                                          bool write_dz, float p, u64 first, uint step, u64 r1,
                                          u64 col, uint cols, float (&s)[4]) {
     typedef typename BabVec<W>::T V;
@@ -219,7 +243,7 @@ __device__ __forceinline__ void bab_rows(const float* dy, const float* act_in, f
         for (int u = 0; u < BAB_ROWS; ++u) {
             const u64 rr = r + (u64)step * u;
             if (rr >= r1) continue;
-            g[u] = *reinterpret_cast<const V*>(dy + rr * cols + col);
+            g[u] = bab_dy<W>(dy, pg, pw, pk, rr, col, cols);
             if (K != ACT_IDENTITY) a[u] = *reinterpret_cast<const V*>(act_in + rr * cols + col);
         }
 #pragma unroll
@@ -240,19 +264,13 @@ __device__ __forceinline__ void bab_rows(const float* dy, const float* act_in, f
     }
 }
 
-extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, const float* z_base,
-                                             u64 z_off, const float* y_base, u64 y_off,
-                                             float* dz_base, u64 dz_off, float* out_base,
-                                             u64 out_off, float* part_base, u64 part_off,
-                                             uint* ticket_base, u64 ticket_off, uint rows,
-                                             uint cols, uint chunk_rows, uint act, uint write_dz,
-                                             uint quad, float act_param, float beta) {
+// The body of both entries: dy from `dy`, or with pk > 0 from the product of pg and pw.
+__device__ __forceinline__ void bab_body(const float* dy, const float* pg, const float* pw,
+                                         uint pk, const float* act_in, float* dz, float* out,
+                                         float* part, uint* tickets, uint rows, uint cols,
+                                         uint chunk_rows, uint act, uint write_dz, uint quad,
+                                         float act_param, float beta) {
     __shared__ float sh[8][4 * 32 + 1];
-    const float* dy = dy_base + dy_off;
-    const float* act_in = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
-    float* dz = dz_base + dz_off;
-    float* out = out_base + out_off;
-    float* part = part_base + part_off;
     const uint w = quad ? 4 : 1;
     // This thread's column group in the final sums; `col` below is the one it streams.
     const u64 own_col = ((u64)blockIdx.x * 32 + threadIdx.x) * w;
@@ -266,11 +284,11 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < cols) {
         if (quad) {
-            RNN_WITH_ACT(act, (bab_rows<K, 4>(dy, act_in, dz, write_dz, act_param, first, 8,
-                                              r1, col, cols, s)))
+            RNN_WITH_ACT(act, (bab_rows<K, 4>(dy, pg, pw, pk, act_in, dz, write_dz, act_param,
+                                              first, 8, r1, col, cols, s)))
         } else {
-            RNN_WITH_ACT(act, (bab_rows<K, 1>(dy, act_in, dz, write_dz, act_param, first,
-                                              8 * fold, r1, col, cols, s)))
+            RNN_WITH_ACT(act, (bab_rows<K, 1>(dy, pg, pw, pk, act_in, dz, write_dz, act_param,
+                                              first, 8 * fold, r1, col, cols, s)))
         }
     }
     // Thread e < 32 w of the block owns column `strip + e` (strip = 32 w blockIdx.x) in what
@@ -294,7 +312,7 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
         part[(u64)blockIdx.y * cols + strip + e] = t;
         __threadfence();
     }
-    if (!rnn_last_arrival(ticket_base + ticket_off + blockIdx.x, gridDim.y)) return;
+    if (!rnn_last_arrival(tickets + blockIdx.x, gridDim.y)) return;
     // Thread (x, y) adds chunks y, y + 8, ... of its column group; the 8 sums are then added
     // in y order.
     float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -314,6 +332,31 @@ extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, c
         for (uint j = 0; j < 8; ++j) v += sh[j][e];
         out[strip + e] = (beta == 0.0f) ? v : beta * out[strip + e] + v;
     }
+}
+
+extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, const float* z_base,
+                                             u64 z_off, const float* y_base, u64 y_off,
+                                             float* dz_base, u64 dz_off, float* out_base,
+                                             u64 out_off, float* part_base, u64 part_off,
+                                             uint* ticket_base, u64 ticket_off, uint rows,
+                                             uint cols, uint chunk_rows, uint act, uint write_dz,
+                                             uint quad, float act_param, float beta) {
+    const float* act_in = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+    bab_body(dy_base + dy_off, nullptr, nullptr, 0, act_in, dz_base + dz_off, out_base + out_off,
+             part_base + part_off, ticket_base + ticket_off, rows, cols, chunk_rows, act,
+             write_dz, quad, act_param, beta);
+}
+
+// bias_act_backward with dy = g w (g rows x k, w k x cols, 0 < k <= 16) formed in the pass and
+// never stored; dz always written. `a_base` is z for GELU and leaky ReLU, y otherwise.
+extern "C" __global__ void bias_act_backward_product(
+    const float* g_base, u64 g_off, const float* w_base, u64 w_off, const float* a_base, u64 a_off,
+    float* dz_base, u64 dz_off, float* out_base, u64 out_off, float* part_base, u64 part_off,
+    uint* ticket_base, u64 ticket_off, uint rows, uint cols, uint k, uint chunk_rows, uint act,
+    uint quad, float act_param) {
+    bab_body(nullptr, g_base + g_off, w_base + w_off, k, a_base + a_off, dz_base + dz_off,
+             out_base + out_off, part_base + part_off, ticket_base + ticket_off, rows, cols,
+             chunk_rows, act, 1, quad, act_param, 0.0f);
 }
 
 extern "C" __global__ void sum_cols(const float* x_base, u64 x_off, float* out_base, u64 out_off,

@@ -18,6 +18,16 @@ pub(crate) struct Dense {
     b: ParamRef,
 }
 
+/// The output gradient of a dense layer, given as the input gradient of the dense layer after it and not yet formed: `g w` (`g` that layer's pre-activation gradient,
+/// `rows x k`; `w` its weight, `k x outputs`). [`Dense::backward`] forms it inside its own
+/// pass ([`crate::ops::Ops::bias_act_backward_product`]), so it is never stored.
+#[derive(Clone, Copy)]
+pub(crate) struct PendingGrad<'a> {
+    g: View<'a>,
+    w: View<'a>,
+    k: usize,
+}
+
 /// Per-batch-size buffers of one dense layer (allocated once, reused every step).
 pub(crate) struct DenseWs {
     rows: usize,
@@ -90,20 +100,37 @@ impl Dense {
         )
     }
 
-    /// Reads the gradient in `ws.grad_output()` (consumed in place), writes the parameter
-    /// gradients (overwriting) and, when `dx` is given, the input gradient.
+    /// This layer's input gradient as a [`PendingGrad`] for the dense layer before it, in
+    /// place of the `dx` of [`Dense::backward`], once this layer's backward has run.
+    pub fn pending_input_grad<'a>(&self, f: &Flat<'a>, ws: &'a DenseWs) -> Result<PendingGrad<'a>> {
+        Ok(PendingGrad {
+            g: ws.dy.view(),
+            w: self.w.view(f.params)?,
+            k: self.outputs,
+        })
+    }
+
+    /// Reads the gradient in `ws.grad_output()` (consumed in place), or `upstream` where the
+    /// layer after this one left it unformed; writes the parameter gradients (overwriting)
+    /// and, when `dx` is given, the input gradient.
     pub fn backward(
         &self,
         f: &Flat<'_>,
         ws: &DenseWs,
         x: View<'_>,
         dx: Option<View<'_>>,
+        upstream: Option<PendingGrad<'_>>,
     ) -> Result<()> {
         let dz = ws.dy.view();
         let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
         let (r, o, i) = (ws.rows, self.outputs, self.inputs);
         let (dw, db) = (self.w.view(f.grads)?, self.b.view(f.grads)?);
-        if self.act == Activation::Identity {
+        if let Some(p) = upstream {
+            let y = ws.y.view();
+            f.ops
+                .bias_act_backward_product(p.g, p.w, z, y, dz, db, self.act, r, p.k, o)?;
+            f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
+        } else if self.act == Activation::Identity {
             // dz is dy: the bias gradient can come with the weight gradient's product.
             f.ops.dense_param_grads(dz, x, dw, db, r, i, o)?;
         } else {

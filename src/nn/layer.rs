@@ -288,7 +288,7 @@ impl Layer {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         match (self, ws) {
-            (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx),
+            (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx, None),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
             (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),

@@ -8,7 +8,8 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 
 use super::data::Dataset;
-use super::layer::{Flat, LayerWs};
+use super::dense::PendingGrad;
+use super::layer::{Flat, Layer, LayerWs};
 use super::loss::Loss;
 use super::network::Network;
 use super::size;
@@ -363,6 +364,10 @@ impl Network {
         after: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
         let f = self.train_flat();
+        // A dense layer under a dense layer gets its output gradient unformed (the product the
+        // layer above would have stored) and forms it in its own pass: one launch and one pass
+        // over the matrix fewer where the layer above is thin.
+        let mut pending: Option<PendingGrad<'_>> = None;
         for i in (0..self.layers.len()).rev() {
             let x = self.layer_input(ws, batch, i)?;
             let dx = if i == 0 {
@@ -370,7 +375,17 @@ impl Network {
             } else {
                 Some(self.layers[i - 1].grad_output(&ws.layers[i - 1])?)
             };
-            self.layers[i].backward(&f, &ws.layers[i], x, dx)?;
+            match (&self.layers[i], &ws.layers[i]) {
+                (Layer::Dense(d), LayerWs::Dense(dws)) => {
+                    let defer = i > 0 && matches!(&self.layers[i - 1], Layer::Dense(_));
+                    let dx = if defer { None } else { dx };
+                    d.backward(&f, dws, x, dx, pending.take())?;
+                    if defer {
+                        pending = Some(d.pending_input_grad(&f, dws)?);
+                    }
+                }
+                (layer, lws) => layer.backward(&f, lws, x, dx)?,
+            }
             after(i)?;
         }
         Ok(())

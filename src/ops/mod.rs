@@ -290,6 +290,40 @@ pub trait Ops: Send + Sync {
         self.sum_rows(dz, dbias, rows, cols, 0.0)
     }
 
+    /// [`Ops::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`, `w`
+    /// `k x cols`, both row-major): a hidden dense layer's backward whose output gradient is the
+    /// input gradient of the dense layer after it (`g` that layer's pre-activation gradient,
+    /// `w` its weight). `dz = (g w) * act'(z)` and `dbias[c] = Σ_r dz[r, c]` (overwritten);
+    /// `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the derivative
+    /// reads it. The same as [`Ops::gemm`] into `dz` then [`Ops::bias_act_backward`] in place,
+    /// which is what it does where the backend has nothing faster; GPU backends form the
+    /// product inside the column-sum pass where `k <= 16` (a classifier head), saving the
+    /// product's launch and a pass over the matrix.
+    #[allow(clippy::too_many_arguments)]
+    fn bias_act_backward_product(
+        &self,
+        g: View<'_>,
+        w: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        k: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "bias_act_backward_product";
+        for v in [&g, &w, &y] {
+            check::no_overlap(op, &dz, v, false)?;
+        }
+        if !act.derivative_from_output() {
+            check::no_overlap(op, &dz, &z, false)?;
+        }
+        self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
+        self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols)
+    }
+
     /// A dense layer's forward in one call: `z = x W^T + bias` (x `rows x inputs`, W `outputs x
     /// inputs`, PyTorch's layout) and `y = act(z)`; `y` may be the same view as `z`. The same as
     /// [`Ops::gemm`] then [`Ops::bias_act_forward`], which is what it does where the backend

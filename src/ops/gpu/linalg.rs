@@ -195,6 +195,78 @@ impl<D: Device> GpuOps<D> {
         self.column_sums(fused, [&dy, &z, &y, &dz], &dbias, rows, cols)
     }
 
+    /// [`crate::ops::Ops::bias_act_backward_product`]: one `bias_act_backward_product` launch
+    /// where `k <= 16` (the thin GEMMs' short side), else the product and
+    /// `bias_act_backward` in place.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn bias_act_backward_product_impl(
+        &self,
+        [g, w, z, y, dz]: [View<'_>; 5],
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        k: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "bias_act_backward_product";
+        self.mine(op, &[&g, &w, &z, &y, &dz, &dbias])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "g", &g, check::area(op, rows, k)?)?;
+        check::len(op, "w", &w, check::area(op, k, cols)?)?;
+        for (name, v) in [("z", &z), ("y", &y), ("dz", &dz)] {
+            check::len(op, name, v, n)?;
+        }
+        check::len(op, "dbias", &dbias, cols)?;
+        for v in [&g, &w, &y] {
+            check::no_overlap(op, &dz, v, false)?;
+        }
+        for v in [&g, &w, &z, &y, &dz] {
+            check::no_overlap(op, &dbias, v, false)?;
+        }
+        if !act.derivative_from_output() {
+            check::no_overlap(op, &dz, &z, false)?;
+        }
+        check::fits_u32(op, n)?;
+        check::fits_u32(op, rows * k)?;
+        check::fits_u32(op, k * cols)?;
+        if k == 0 || k > gemm_thin::THIN_SIDE {
+            self.gemm_impl(Gemm::new(rows, cols, k), g, w, dz)?;
+            return self.bias_act_backward_impl([dz, z, y, dz], dbias, act, rows, cols);
+        }
+        if cols == 0 {
+            return Ok(());
+        }
+        // The derivative reads z for GELU and leaky ReLU, y otherwise (as bias_act_backward).
+        let a = if act.derivative_from_output() { &y } else { &z };
+        let quad = cols % 4 == 0 && [&w, a, &dz].iter().all(|v| v.offset() % 4 == 0);
+        let (config, chunk_rows) = launch::column_sums(
+            rows,
+            cols,
+            if quad { 4 } else { 1 },
+            self.info.compute_units,
+            PARTIALS,
+            STRIP_TICKETS,
+        );
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf(&g)?
+                .buf(&w)?
+                .buf(a)?
+                .buf(&dz)?
+                .buf(&dbias)?
+                .buf(&scratch.partials()?)?
+                .buf(&scratch.strip_tickets()?)?
+                .u32(rows as u32)
+                .u32(cols as u32)
+                .u32(k as u32)
+                .u32(chunk_rows)
+                .u32(act.code())
+                .u32(quad as u32)
+                .f32(act.param());
+            self.run(op, config, args)
+        })
+    }
+
     /// One `bias_act_backward` launch (geometry C + L) over checked views `[dy, z, y, dz]`.
     fn column_sums(
         &self,

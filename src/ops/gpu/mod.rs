@@ -314,6 +314,22 @@ impl<D: Device> Ops for GpuOps<D> {
         self.bias_act_backward_impl([dy, z, y, dz], dbias, act, rows, cols)
     }
 
+    fn bias_act_backward_product(
+        &self,
+        g: View<'_>,
+        w: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        k: usize,
+        cols: usize,
+    ) -> Result<()> {
+        self.bias_act_backward_product_impl([g, w, z, y, dz], dbias, act, rows, k, cols)
+    }
+
     fn softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
         self.row_softmax("softmax", x, y, rows, cols)
     }

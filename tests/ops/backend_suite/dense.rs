@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::{Activation, Context};
 
-use super::{ACTIVATIONS, Values, compare_checked, contexts, nan, prop};
+use super::{ACTIVATIONS, Values, compare_checked, contexts, nan, prop, run_on};
 use crate::support::Target;
 
 /// `(rows, inputs, outputs)` of layers whose forward product the tile GEMMs take (outputs >= 128
@@ -50,7 +50,7 @@ fn dense_case(
 ) -> Result<(), TestCaseError> {
     let act: Activation = ACTIVATIONS[act];
     let mut r = Values(seed);
-    let pads = r.pads(5);
+    let pads = r.pads(6);
     let x = r.vec(rows * inputs, -1.0, 1.0);
     let w = r.vec(outputs * inputs, -1.0, 1.0);
     let bias = r.vec(outputs, -1.0, 1.0);
@@ -106,11 +106,44 @@ fn dense_case(
     compare_checked(
         ctx,
         &format!("{what}, apart"),
-        &[dz, x, nan(wn), nan(outputs)],
+        &[dz.clone(), x, nan(wn), nan(outputs)],
         &pads[..4],
         &[],
         &[(2, scale[..wn].to_vec()), (3, scale[wn..].to_vec())],
         tol,
         &|o, v| o.dense_param_grads(v[0], v[1], v[2], v[3], rows, inputs, outputs),
+    )?;
+
+    // The backward of a hidden layer of `inputs` units under this one: its output gradient is
+    // dz W (k = outputs; the GPUs form it inside the column-sum pass up to 16). Both sums are
+    // held to their terms' magnitudes (|act'| <= 1.2 for every activation).
+    let (k, cols) = (outputs, inputs);
+    let z = r.vec(rows * cols, -3.0, 3.0);
+    let y = run_on(&Context::cpu(), &[z.clone(), nan(rows * cols)], &|o, v| {
+        o.activation(v[0], v[1], act)
+    })
+    .map_err(|e| TestCaseError::fail(e.to_string()))?
+    .remove(1);
+    let w = r.vec(k * cols, -1.0, 1.0);
+    let mut dz_scale = vec![0.0f32; rows * cols];
+    let mut db_scale = vec![0.0f32; cols];
+    for row in 0..rows {
+        for c in 0..cols {
+            let t: f32 = (0..k)
+                .map(|j| 1.2 * (dz[row * k + j] * w[j * cols + c]).abs())
+                .sum();
+            dz_scale[row * cols + c] = t;
+            db_scale[c] += t;
+        }
+    }
+    compare_checked(
+        ctx,
+        &format!("bias_act_backward_product {act:?} {rows}x{k} x {k}x{cols}"),
+        &[dz, w, z, y, nan(rows * cols), nan(cols)],
+        &pads[..],
+        &[],
+        &[(4, dz_scale), (5, db_scale)],
+        tol,
+        &|o, v| o.bias_act_backward_product(v[0], v[1], v[2], v[3], v[4], v[5], act, rows, k, cols),
     )
 }
