@@ -13,9 +13,7 @@
 // B lo), two stages, 32 KB. Global -> registers -> split -> local memory: while the tensor cores
 // work on tile t, the work-items store tile t + 1 (loaded during tile t - 1) into the other
 // stage and issue the loads of tile t + 2. Four groups an SM hide each other's waits (a
-// k-tile's loads, the MMAs, the barrier). A grid of fewer groups than SMs has nothing to hide
-// them behind: `sgemm_wg64_deep` keeps a second register set and issues each tile's loads two
-// iterations before they are stored.
+// k-tile's loads, the MMAs, the barrier).
 //
 // NVIDIA's OpenCL compiler emits PTX for `.target sm_90`, where wgmma does not exist. Every
 // instruction only sm_90a has is therefore written behind the marker WGL_SM90A, a PTX comment:
@@ -109,14 +107,11 @@ TCL_INLINE void wgl_put(__local char* hi, __local char* lo, uint q, float4 v,
 // The block tile of group (x, y) summed over k in [k0, k_end), as tcl_body's (unsplit: C =
 // alpha sum + beta C; split: the raw sum into part[z], and the tile's last group adds the
 // splits into C). TA, TB are literals at the call site (sgemm_wg64, TCL_TRANSPOSES).
-// DEEP (sgemm_wg64_deep): two register sets, so each tile's loads are issued two iterations
-// before they are stored instead of one; for grids of fewer groups than SMs, where one group's
-// wait on its loads is not hidden by others.
 TCL_INLINE void wgl_body(__global const float* restrict A, __global const float* restrict B,
                          __global float* restrict C, __global float* restrict part,
                          __global uint* tickets, uint m, uint n, uint k, uint k0, uint k_end,
                          float alpha, float beta, __local char* smem, __local uint* flag,
-                         const bool TA, const bool TB, const bool DEEP) {
+                         const bool TA, const bool TB) {
     const uint bm = get_group_id(1) * WGL_BM, bn = get_group_id(0) * WGL_BN;
     const uint lda = TA ? m : k, ldb = TB ? k : n;
     const bool a_vec = ((ulong)A % 16 == 0) && (lda % 4 == 0);
@@ -130,37 +125,32 @@ TCL_INLINE void wgl_body(__global const float* restrict A, __global const float*
 
     // Chunks tid and tid + 128 of each operand's slab. A's k is contiguous unless it is
     // transposed; B's only when it is.
-    // Set X: tile 0, then every tile with DEEP odd, every tile without; set Y (DEEP only):
-    // the even tiles from 2 on.
-    float4 xa0, xa1, xb0, xb1, ya0, ya1, yb0, yb1;
+    float4 ra0, ra1, rb0, rb1;
     const uint ktiles = k_end > k0 ? (k_end - k0 + WGL_BK - 1) / WGL_BK : 0;
-#define WGL_FETCH(KB, R)                                                                       \
+#define WGL_FETCH(KB)                                                                          \
     do {                                                                                       \
-        R##a0 = wgl_fetch(A, lda, bm, m, (KB), k_end, tid, a_vec, !TA);                        \
-        R##a1 = wgl_fetch(A, lda, bm, m, (KB), k_end, tid + WGL_THREADS, a_vec, !TA);          \
-        R##b0 = wgl_fetch(B, ldb, bn, n, (KB), k_end, tid, b_vec, TB);                         \
-        R##b1 = wgl_fetch(B, ldb, bn, n, (KB), k_end, tid + WGL_THREADS, b_vec, TB);           \
+        ra0 = wgl_fetch(A, lda, bm, m, (KB), k_end, tid, a_vec, !TA);                          \
+        ra1 = wgl_fetch(A, lda, bm, m, (KB), k_end, tid + WGL_THREADS, a_vec, !TA);            \
+        rb0 = wgl_fetch(B, ldb, bn, n, (KB), k_end, tid, b_vec, TB);                           \
+        rb1 = wgl_fetch(B, ldb, bn, n, (KB), k_end, tid + WGL_THREADS, b_vec, TB);             \
     } while (0)
-#define WGL_PUT(STAGE, R)                                                                      \
+#define WGL_PUT(STAGE)                                                                         \
     do {                                                                                       \
         __local char* s_ = (STAGE);                                                            \
-        wgl_put(s_, s_ + WGL_A_BYTES, tid, R##a0, !TA);                                        \
-        wgl_put(s_, s_ + WGL_A_BYTES, tid + WGL_THREADS, R##a1, !TA);                          \
-        wgl_put(s_ + 2 * WGL_A_BYTES, s_ + 2 * WGL_A_BYTES + WGL_B_BYTES, tid, R##b0, TB);     \
+        wgl_put(s_, s_ + WGL_A_BYTES, tid, ra0, !TA);                                          \
+        wgl_put(s_, s_ + WGL_A_BYTES, tid + WGL_THREADS, ra1, !TA);                            \
+        wgl_put(s_ + 2 * WGL_A_BYTES, s_ + 2 * WGL_A_BYTES + WGL_B_BYTES, tid, rb0, TB);       \
         wgl_put(s_ + 2 * WGL_A_BYTES, s_ + 2 * WGL_A_BYTES + WGL_B_BYTES, tid + WGL_THREADS,   \
-                R##b1, TB);                                                                    \
+                rb1, TB);                                                                      \
         /* Generic-proxy stores must be visible to the MMA's asynchronous proxy. */            \
         __asm__ volatile("fence.proxy.async.shared::cta;" ::: "memory");                       \
     } while (0)
-    // Registers carry the tiles after the one being multiplied: their global loads are issued
-    // one whole iteration (two with DEEP) before they are stored, which hides their latency
-    // behind the MMAs.
-    const uint lead = DEEP ? 2 : 1;
+    // Registers carry the tile after the one being multiplied: its global loads are issued one
+    // whole iteration before they are stored, which hides their latency behind the MMAs.
     if (ktiles > 0) {
-        WGL_FETCH(k0, x);
-        WGL_PUT(smem, x);
-        if (ktiles > 1) WGL_FETCH(k0 + WGL_BK, x);
-        if (DEEP && ktiles > 2) WGL_FETCH(k0 + 2 * WGL_BK, y);
+        WGL_FETCH(k0);
+        WGL_PUT(smem);
+        if (ktiles > 1) WGL_FETCH(k0 + WGL_BK);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint kt = 0; kt < ktiles; ++kt) {
@@ -181,16 +171,8 @@ TCL_INLINE void wgl_body(__global const float* restrict A, __global const float*
         wgl_pin(d);
         if (kt + 1 < ktiles) {
             // The other stage was last read by the previous tile's MMAs, waited for below.
-            // Tile kt + 1 + lead goes into the set tile kt + 1 leaves (same parity).
-            __local char* next = smem + ((kt + 1) & 1) * WGL_STAGE_BYTES;
-            const uint ahead = kt + 1 + lead;
-            if (!DEEP || ((kt + 1) & 1)) {
-                WGL_PUT(next, x);
-                if (ahead < ktiles) WGL_FETCH(k0 + ahead * WGL_BK, x);
-            } else {
-                WGL_PUT(next, y);
-                if (ahead < ktiles) WGL_FETCH(k0 + ahead * WGL_BK, y);
-            }
+            WGL_PUT(smem + ((kt + 1) & 1) * WGL_STAGE_BYTES);
+            if (kt + 2 < ktiles) WGL_FETCH(k0 + (kt + 2) * WGL_BK);
         }
         __asm__ volatile(WGL_SM90A "wgmma.wait_group.sync.aligned 0;" ::: "memory");
         wgl_pin(d);
@@ -225,34 +207,26 @@ TCL_INLINE void wgl_body(__global const float* restrict A, __global const float*
 
 // The `T` arguments plus the tickets, as gemm_tc.cl's entries. Two stages and the slack to put
 // them on a 512-byte boundary.
-#define WGL_ENTRY(NAME, DEEP)                                                                  \
-    __kernel __attribute__((reqd_work_group_size(WGL_THREADS, 1, 1))) void NAME(               \
-        __global const float* restrict a_base, ulong a_off,                                    \
-        __global const float* restrict b_base, ulong b_off, __global float* restrict c_base,   \
-        ulong c_off, __global float* restrict part_base, ulong part_off,                       \
-        __global uint* ticket_base, ulong ticket_off, uint m, uint n, uint k, uint trans_a,    \
-        uint trans_b, uint k_chunk, float alpha, float beta) {                                 \
-        __local float4 smem4[(2 * WGL_STAGE_BYTES + 512) / 16];                                \
-        __local uint flag;                                                                     \
-        __local char* raw = (__local char*)smem4;                                              \
-        __local char* smem = raw + ((512u - (wgl_addr(raw) & 511u)) & 511u);                   \
-        const uint k0 = (uint)min((ulong)get_group_id(2) * k_chunk, (ulong)k);                 \
-        const uint k1 = (uint)min((ulong)k0 + k_chunk, (ulong)k);                              \
-        __global const float* A = a_base + a_off;                                              \
-        __global const float* B = b_base + b_off;                                              \
-        __global float* C = c_base + c_off;                                                    \
-        __global float* part = part_base + part_off;                                           \
-        __global uint* tickets = ticket_base + ticket_off;                                     \
-        TCL_TRANSPOSES(WGL_BODY_##DEEP, trans_a, trans_b)                                      \
-    }
-#define WGL_BODY_0(TA, TB)                                                                     \
-    wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, &flag, TA, TB, false)
-#define WGL_BODY_1(TA, TB)                                                                     \
-    wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, &flag, TA, TB, true)
-WGL_ENTRY(sgemm_wg64, 0)
-WGL_ENTRY(sgemm_wg64_deep, 1)
-#undef WGL_ENTRY
-#undef WGL_BODY_0
-#undef WGL_BODY_1
+__kernel __attribute__((reqd_work_group_size(WGL_THREADS, 1, 1))) void sgemm_wg64(
+    __global const float* restrict a_base, ulong a_off, __global const float* restrict b_base,
+    ulong b_off, __global float* restrict c_base, ulong c_off, __global float* restrict part_base,
+    ulong part_off, __global uint* ticket_base, ulong ticket_off, uint m, uint n, uint k,
+    uint trans_a, uint trans_b, uint k_chunk, float alpha, float beta) {
+    __local float4 smem4[(2 * WGL_STAGE_BYTES + 512) / 16];
+    __local uint flag;
+    __local char* raw = (__local char*)smem4;
+    __local char* smem = raw + ((512u - (wgl_addr(raw) & 511u)) & 511u);
+    const uint k0 = (uint)min((ulong)get_group_id(2) * k_chunk, (ulong)k);
+    const uint k1 = (uint)min((ulong)k0 + k_chunk, (ulong)k);
+    __global const float* A = a_base + a_off;
+    __global const float* B = b_base + b_off;
+    __global float* C = c_base + c_off;
+    __global float* part = part_base + part_off;
+    __global uint* tickets = ticket_base + ticket_off;
+#define WGL_BODY(TA, TB)                                                                       \
+    wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, &flag, TA, TB)
+    TCL_TRANSPOSES(WGL_BODY, trans_a, trans_b)
+#undef WGL_BODY
+}
 
 #endif  // RNN_CL_NV_WGMMA

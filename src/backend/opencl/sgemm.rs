@@ -168,7 +168,7 @@ impl SgemmChoice {
         }
         if self.tensor_cores && takes_tensor_cores(m, n, k) {
             if warpgroup {
-                return self.warpgroup_kernel(m, n, k);
+                return super::sm90a::SGEMM_WG64;
             }
             let kernel = cl_tensor_core_sgemm(self.compute_units, m, n);
             return SgemmKernel {
@@ -195,26 +195,6 @@ impl SgemmChoice {
             LARGE
         } else {
             SMALL
-        }
-    }
-}
-
-impl SgemmChoice {
-    /// `sgemm_wg64_deep` where the grid, k splits included, has fewer groups than the device
-    /// has compute units (one group an SM at most: its loads are the whole wait), else
-    /// `sgemm_wg64`.
-    fn warpgroup_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
-        let wide = super::sm90a::SGEMM_WG64;
-        let (tm, tn, _) = wide.tile;
-        let tiles = m
-            .div_ceil(tm as usize)
-            .saturating_mul(n.div_ceil(tn as usize));
-        let units = self.compute_units.saturating_mul(wide.blocks_per_sm);
-        let splits = gemm_k_splits(tiles, m.saturating_mul(n), k, units, false) as usize;
-        if tiles.saturating_mul(splits) < self.compute_units as usize {
-            super::sm90a::SGEMM_WG64_DEEP
-        } else {
-            wide
         }
     }
 }
@@ -318,19 +298,16 @@ mod tests {
         };
         let choice = SgemmChoice::new(h100, None).unwrap();
         let wg = super::super::sm90a::SGEMM_WG64;
-        let deep = super::super::sm90a::SGEMM_WG64_DEEP;
-        // W1's products at batch 4096, and a large square one.
-        for (m, n, k) in [(4096, 512, 784), (784, 512, 4096), (4096, 4096, 4096)] {
+        // W1's products, and a large square one.
+        for (m, n, k) in [
+            (4096, 512, 784),
+            (784, 512, 4096),
+            (256, 512, 256),
+            (4096, 4096, 4096),
+        ] {
             assert_eq!(choice.kernel(m, n, k, true), wg, "{m} x {n} x {k}");
             assert_ne!(choice.kernel(m, n, k, false), wg, "{m} x {n} x {k}");
         }
-        // W1's products at batch 256: 32 tiles split 3 ways, 64 unsplit, 104 unsplit; all
-        // fewer groups than SMs. 66 tiles split 2 ways are not.
-        for (m, n, k) in [(256, 512, 784), (512, 512, 256), (512, 784, 256)] {
-            assert_eq!(choice.kernel(m, n, k, true), deep, "{m} x {n} x {k}");
-            assert_ne!(choice.kernel(m, n, k, false), deep, "{m} x {n} x {k}");
-        }
-        assert_eq!(choice.kernel(64 * 6, 64 * 11, 512, true), wg);
         // The recurrent models' thin products stay on the SIMT kernels.
         assert_eq!(
             choice.kernel(4096, 96, 256, true).entry,

@@ -1,5 +1,5 @@
 //! Hopper's warpgroup MMA (`wgmma`) through NVIDIA's OpenCL: kernels-cl/gemm_wg.cl
-//! (`sgemm_wg64`, `sgemm_wg64_deep`).
+//! (`sgemm_wg64`).
 //!
 //! NVIDIA's OpenCL compiler emits PTX for `.target sm_90` on an H100/H200, and `wgmma` exists only
 //! in `sm_90a`; neither `-cl-nv-arch sm_90a` nor any other build option changes the target. Its
@@ -38,15 +38,6 @@ pub(crate) const SGEMM_WG64: SgemmKernel = SgemmKernel {
     one_block_per_sm: false,
     sums_splits: true,
     blocks_per_sm: 4,
-};
-
-/// `sgemm_wg64_deep`: `sgemm_wg64` with each k-tile's loads issued two iterations ahead (a
-/// second set of 16 registers), for grids of fewer groups than SMs, where nothing hides one
-/// group's wait on its loads. The same arguments; three groups an SM.
-pub(crate) const SGEMM_WG64_DEEP: SgemmKernel = SgemmKernel {
-    entry: "sgemm_wg64_deep",
-    blocks_per_sm: 3,
-    ..SGEMM_WG64
 };
 
 /// Whether a device can run `sgemm_wg64`: it runs the tensor-core kernels
@@ -178,6 +169,5 @@ mod tests {
             )
         );
         assert!(source.contains(SGEMM_WG64.entry));
-        assert!(source.contains(&format!("WGL_ENTRY({}, 1)", SGEMM_WG64_DEEP.entry)));
     }
 }

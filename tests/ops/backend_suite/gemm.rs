@@ -17,8 +17,7 @@
 //!   `sgemm_tc128` (the first shape: 289 tiles of 128 on 132 compute units); PoCL runs them on
 //!   the SIMT kernels. On an H100/H200 those products take the warpgroup kernel `sgemm_wg64`
 //!   (kernels-cl/gemm_wg.cl) instead, unsplit, split 2 ways and (the second of
-//!   [`WARPGROUP_SHAPES`]) 10 ways, or `sgemm_wg64_deep` where the grid has fewer groups than
-//!   SMs ([`DEEP_WARPGROUP_SHAPES`], the second of [`TENSOR_CORE_SHAPES`]); a second set of contexts with `warpgroup_gemm` off runs
+//!   [`WARPGROUP_SHAPES`]) 10 ways; a second set of contexts with `warpgroup_gemm` off runs
 //!   [`TENSOR_CORE_SHAPES`] on `sgemm_tc*` there. Which kernel ran is checked by
 //!   `gpu_gemm_launches` (kernel_times.rs).
 //! - CUDA with `vendor_blas` off (else cuBLAS would take every GEMM): `sgemm`, or on sm_80+ the
@@ -73,11 +72,6 @@ const TENSOR_CORE_SHAPES: [(usize, usize, usize); 2] = [(2100, 2113, 260), (300,
 /// tail). No dimension is a multiple of 128 and some are not multiples of 4.
 const WARPGROUP_SHAPES: [(usize, usize, usize); 3] =
     [(1300, 1290, 40), (384, 520, 3001), (1157, 1163, 133)];
-
-/// Tensor-core products whose grid has fewer groups of 64 x 64 than an H100 has SMs, which
-/// `sgemm_wg64_deep` takes there: W1's first layer at batch 256 (32 tiles, k split 3 ways), and
-/// 12 tiles over a k of 263 (unsplit, 17 k-tiles, the last one 7 deep).
-const DEEP_WARPGROUP_SHAPES: [(usize, usize, usize); 2] = [(256, 512, 784), (200, 136, 263)];
 
 /// Products the thin kernels take (a side of at most 16): `sgemm_thin` with a short n (k
 /// contiguous in A and float4-loaded, or not; one and two k pieces; k split over the grid) and
@@ -171,11 +165,7 @@ pub fn gemm_own_kernel(t: Target) {
                 edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"))
             }
             Target::OpenCl => {
-                for shapes in [
-                    &TENSOR_CORE_SHAPES[..],
-                    &WARPGROUP_SHAPES[..],
-                    &DEEP_WARPGROUP_SHAPES[..],
-                ] {
+                for shapes in [&TENSOR_CORE_SHAPES[..], &WARPGROUP_SHAPES[..]] {
                     edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
                 }
             }

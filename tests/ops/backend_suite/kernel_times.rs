@@ -279,12 +279,10 @@ fn hopper(ctx: &Context) -> bool {
         .any(|h| name.contains(h))
 }
 
-/// The GEMM kernels an `m x n` product over `k` launches.
-fn launched_by_gemm(
-    ctx: &Context,
-    (m, n, k): (usize, usize, usize),
-) -> rnn::Result<BTreeMap<String, u64>> {
+/// The GEMM kernels one of W1's products (4096 x 512 over k = 784) launches.
+fn launched_by_gemm(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     let ops = ctx.ops();
+    let (m, n, k) = (4096usize, 512usize, 784usize);
     let a = ops.alloc(m * k)?;
     let b = ops.alloc(k * n)?;
     let c = ops.alloc(m * n)?;
@@ -306,11 +304,11 @@ fn launched_by_gemm(
         .collect())
 }
 
-/// On a Hopper GPU through NVIDIA's OpenCL, W1's first product runs `sgemm_wg64` at batch 4096
-/// and `sgemm_wg64_deep` at batch 256 (PTX retargeted to sm_90a), and `sgemm_tc64` with
-/// `warpgroup_gemm` off; other NVIDIA GPUs never run the warpgroup kernels (and run
-/// `sgemm_tc64` from sm_80 on, which the public API cannot tell); other OpenCL devices run none
-/// of them. Fails where the sm_90a build step fell back, which would otherwise pass unnoticed.
+/// On a Hopper GPU through NVIDIA's OpenCL, W1's products run `sgemm_wg64` (PTX retargeted to
+/// sm_90a), and `sgemm_tc64` with `warpgroup_gemm` off; other NVIDIA GPUs never run
+/// `sgemm_wg64` (and run `sgemm_tc64` from sm_80 on, which the public API cannot tell); other
+/// OpenCL devices run neither. Fails where the sm_90a build step fell back, which would
+/// otherwise pass unnoticed.
 pub fn gemm_launches(t: Target) {
     for warpgroup in [true, false] {
         let ctxs = support::contexts_with(t, "gpu_gemm_launches", |o| {
@@ -318,25 +316,21 @@ pub fn gemm_launches(t: Target) {
             o.warpgroup_gemm = warpgroup;
         });
         for ctx in ctxs {
-            for (shape, wide) in [
-                ((4096, 512, 784), "sgemm_wg64"),
-                ((256, 512, 784), "sgemm_wg64_deep"),
-            ] {
-                let got =
-                    launched_by_gemm(&ctx, shape).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
-                let what = format!("{} {shape:?} (warpgroup {warpgroup}): {got:?}", ctx.id());
-                let ran = |entry: &str| got.contains_key(entry);
-                let warpgroup_ran = ran("sgemm_wg64") || ran("sgemm_wg64_deep");
-                assert!(!ran("sgemm_tc128"), "{what}");
-                if !(nvidia_opencl(&ctx) && tensor_cores_allowed()) {
-                    assert!(!warpgroup_ran && !ran("sgemm_tc64"), "{what}");
-                } else if hopper(&ctx) {
-                    let entry = if warpgroup { wide } else { "sgemm_tc64" };
-                    assert_eq!(got.get(entry), Some(&1), "{what}");
-                    assert_eq!(got.len(), 1, "{what}");
+            let got = launched_by_gemm(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+            let what = format!("{} (warpgroup {warpgroup}): {got:?}", ctx.id());
+            let ran = |entry: &str| got.contains_key(entry);
+            assert!(!ran("sgemm_tc128"), "{what}");
+            if !(nvidia_opencl(&ctx) && tensor_cores_allowed()) {
+                assert!(!ran("sgemm_wg64") && !ran("sgemm_tc64"), "{what}");
+            } else if hopper(&ctx) {
+                let entry = if warpgroup {
+                    "sgemm_wg64"
                 } else {
-                    assert!(!warpgroup_ran, "{what}");
-                }
+                    "sgemm_tc64"
+                };
+                assert_eq!(got.get(entry), Some(&1), "{what}");
+            } else {
+                assert!(!ran("sgemm_wg64"), "{what}");
             }
         }
     }
