@@ -173,13 +173,13 @@ TCL_INLINE void tcl_store_tile(__global float* out, float v[TCL_MAX_T][TCL_MAX_T
 // a warp's MT x NT fragment tiles v (tcl_store_tile's layout), as sgemm_split_sum would add
 // them (the same sums, one launch fewer: NVIDIA's OpenCL spends several microseconds on any
 // kernel). Its own split z comes from the registers, the others from L2; z is the outer loop,
-// so the loads of all of them are in flight at once. tcl_sum_splits adds them into `sum`;
-// tcl_add_splits also stores it.
-TCL_INLINE void tcl_sum_splits(__global const float* part, float v[TCL_MAX_T][TCL_MAX_T][4],
-                               float sum[TCL_MAX_T][TCL_MAX_T][4], uint z, uint splits, uint m,
-                               uint n, uint row0, uint col0, uint g, uint t, const uint MT,
-                               const uint NT) {
+// so the loads of all of them are in flight at once.
+TCL_INLINE void tcl_add_splits(__global float* C, __global const float* part,
+                               float v[TCL_MAX_T][TCL_MAX_T][4], uint z, uint splits,
+                               float alpha, float beta, uint m, uint n, uint row0, uint col0,
+                               uint g, uint t, const uint MT, const uint NT) {
     const ulong mn = (ulong)m * n;
+    float sum[TCL_MAX_T][TCL_MAX_T][4];
     tcl_zero(sum, MT, NT);
     for (uint zz = 0; zz < splits; ++zz) {
         __global const float* pz = part + zz * mn;
@@ -200,14 +200,6 @@ TCL_INLINE void tcl_sum_splits(__global const float* part, float v[TCL_MAX_T][TC
             }
         }
     }
-}
-
-TCL_INLINE void tcl_add_splits(__global float* C, __global const float* part,
-                               float v[TCL_MAX_T][TCL_MAX_T][4], uint z, uint splits,
-                               float alpha, float beta, uint m, uint n, uint row0, uint col0,
-                               uint g, uint t, const uint MT, const uint NT) {
-    float sum[TCL_MAX_T][TCL_MAX_T][4];
-    tcl_sum_splits(part, v, sum, z, splits, m, n, row0, col0, g, t, MT, NT);
     tcl_store_tile(C, sum, alpha, beta, m, n, row0, col0, g, t, MT, NT);
 }
 

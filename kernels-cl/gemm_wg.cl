@@ -107,38 +107,11 @@ TCL_INLINE void wgl_put(__local char* hi, __local char* lo, uint q, float4 v,
 // The block tile of group (x, y) summed over k in [k0, k_end), as tcl_body's (unsplit: C =
 // alpha sum + beta C; split: the raw sum into part[z], and the tile's last group adds the
 // splits into C). TA, TB are literals at the call site (sgemm_wg64, TCL_TRANSPOSES).
-// A warp's 16 x 32 half of the tile (fragment layout of tcl_store_tile, MT = 1, NT = 4) as a
-// dense layer's forward: z = v + bias[col] into Z unless Z is Y, y = act(z) into Y.
-TCL_INLINE void wgl_store_bias_act(__global float* Z, __global float* Y,
-                                   __global const float* bias, float v[TCL_MAX_T][TCL_MAX_T][4],
-                                   uint act, float act_param, uint m, uint n, uint row0,
-                                   uint col0, uint g, uint t) {
-    const bool both = Z != Y;
-#pragma unroll
-    for (uint q = 0; q < 4; ++q) {
-        const uint row = row0 + g + (q / 2) * 8;
-        if (row >= m) continue;
-#pragma unroll
-        for (uint j = 0; j < 4; ++j) {
-            const uint col = col0 + j * 8 + t * 2 + q % 2;
-            if (col >= n) continue;
-            const float z = v[0][j][q] + bias[col];
-            const ulong at = (ulong)row * n + col;
-            if (both) Z[at] = z;
-            Y[at] = act_forward(z, act, act_param);
-        }
-    }
-}
-
-// EPI (sgemm_wg64_bias_act): alpha = 1, beta = 0, and the tile stored through
-// wgl_store_bias_act (C is Z) instead of tcl_store_tile.
 TCL_INLINE void wgl_body(__global const float* restrict A, __global const float* restrict B,
                          __global float* restrict C, __global float* restrict part,
                          __global uint* tickets, uint m, uint n, uint k, uint k0, uint k_end,
                          float alpha, float beta, __local char* smem, __local uint* flag,
-                         const bool TA, const bool TB, const bool EPI,
-                         __global const float* bias, __global float* Y, uint act,
-                         float act_param) {
+                         const bool TA, const bool TB) {
     const uint bm = get_group_id(1) * WGL_BM, bn = get_group_id(0) * WGL_BN;
     const uint lda = TA ? m : k, ldb = TB ? k : n;
     const bool a_vec = ((ulong)A % 16 == 0) && (lda % 4 == 0);
@@ -218,13 +191,8 @@ TCL_INLINE void wgl_body(__global const float* restrict A, __global const float*
     const uint splits = get_num_groups(2);
     const uint z = get_group_id(2);
     if (splits == 1) {
-        if (EPI) {
-            wgl_store_bias_act(C, Y, bias, half0, act, act_param, m, n, row0, bn, g, t);
-            wgl_store_bias_act(C, Y, bias, half1, act, act_param, m, n, row0, bn + 32, g, t);
-        } else {
-            tcl_store_tile(C, half0, alpha, beta, m, n, row0, bn, g, t, 1, 4);
-            tcl_store_tile(C, half1, alpha, beta, m, n, row0, bn + 32, g, t, 1, 4);
-        }
+        tcl_store_tile(C, half0, alpha, beta, m, n, row0, bn, g, t, 1, 4);
+        tcl_store_tile(C, half1, alpha, beta, m, n, row0, bn + 32, g, t, 1, 4);
         return;
     }
     __global float* pz = part + z * ((ulong)m * n);
@@ -233,64 +201,32 @@ TCL_INLINE void wgl_body(__global const float* restrict A, __global const float*
     mem_fence(CLK_GLOBAL_MEM_FENCE);
     const uint tile = get_group_id(1) * get_num_groups(0) + get_group_id(0);
     if (!rnn_last_arrival(tickets + tile, splits, flag)) return;
-    if (EPI) {
-        float sum[TCL_MAX_T][TCL_MAX_T][4];
-        tcl_sum_splits(part, half0, sum, z, splits, m, n, row0, bn, g, t, 1, 4);
-        wgl_store_bias_act(C, Y, bias, sum, act, act_param, m, n, row0, bn, g, t);
-        tcl_sum_splits(part, half1, sum, z, splits, m, n, row0, bn + 32, g, t, 1, 4);
-        wgl_store_bias_act(C, Y, bias, sum, act, act_param, m, n, row0, bn + 32, g, t);
-        return;
-    }
     tcl_add_splits(C, part, half0, z, splits, alpha, beta, m, n, row0, bn, g, t, 1, 4);
     tcl_add_splits(C, part, half1, z, splits, alpha, beta, m, n, row0, bn + 32, g, t, 1, 4);
 }
 
 // The `T` arguments plus the tickets, as gemm_tc.cl's entries. Two stages and the slack to put
 // them on a 512-byte boundary.
-#define WGL_ENTRY_START                                                                        \
-    __local float4 smem4[(2 * WGL_STAGE_BYTES + 512) / 16];                                    \
-    __local uint flag;                                                                         \
-    __local char* raw = (__local char*)smem4;                                                  \
-    __local char* smem = raw + ((512u - (wgl_addr(raw) & 511u)) & 511u);                       \
-    const uint k0 = (uint)min((ulong)get_group_id(2) * k_chunk, (ulong)k);                     \
-    const uint k1 = (uint)min((ulong)k0 + k_chunk, (ulong)k);                                  \
-    __global const float* A = a_base + a_off;                                                  \
-    __global const float* B = b_base + b_off;                                                  \
-    __global float* C = c_base + c_off;                                                        \
-    __global float* part = part_base + part_off;                                               \
-    __global uint* tickets = ticket_base + ticket_off;
-
 __kernel __attribute__((reqd_work_group_size(WGL_THREADS, 1, 1))) void sgemm_wg64(
     __global const float* restrict a_base, ulong a_off, __global const float* restrict b_base,
     ulong b_off, __global float* restrict c_base, ulong c_off, __global float* restrict part_base,
     ulong part_off, __global uint* ticket_base, ulong ticket_off, uint m, uint n, uint k,
     uint trans_a, uint trans_b, uint k_chunk, float alpha, float beta) {
-    WGL_ENTRY_START
+    __local float4 smem4[(2 * WGL_STAGE_BYTES + 512) / 16];
+    __local uint flag;
+    __local char* raw = (__local char*)smem4;
+    __local char* smem = raw + ((512u - (wgl_addr(raw) & 511u)) & 511u);
+    const uint k0 = (uint)min((ulong)get_group_id(2) * k_chunk, (ulong)k);
+    const uint k1 = (uint)min((ulong)k0 + k_chunk, (ulong)k);
+    __global const float* A = a_base + a_off;
+    __global const float* B = b_base + b_off;
+    __global float* C = c_base + c_off;
+    __global float* part = part_base + part_off;
+    __global uint* tickets = ticket_base + ticket_off;
 #define WGL_BODY(TA, TB)                                                                       \
-    wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, &flag, TA, TB, false, \
-             0, 0, 0u, 0.0f)
+    wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, alpha, beta, smem, &flag, TA, TB)
     TCL_TRANSPOSES(WGL_BODY, trans_a, trans_b)
 #undef WGL_BODY
 }
-
-// A dense layer's forward, x W^T (trans_b) into z = C with bias[n] added and y = act(z) (y may
-// be C): sgemm_wg64's arguments without alpha and beta, then the bias, y and the activation.
-// A separate entry, so that sgemm_wg64 keeps none of the epilogue's registers.
-__kernel __attribute__((reqd_work_group_size(WGL_THREADS, 1, 1))) void sgemm_wg64_bias_act(
-    __global const float* restrict a_base, ulong a_off, __global const float* restrict b_base,
-    ulong b_off, __global float* c_base, ulong c_off, __global float* restrict part_base,
-    ulong part_off, __global uint* ticket_base, ulong ticket_off, uint m, uint n, uint k,
-    uint trans_a, uint trans_b, uint k_chunk, __global const float* restrict bias_base,
-    ulong bias_off, __global float* y_base, ulong y_off, uint act, float act_param) {
-    WGL_ENTRY_START
-    __global const float* bias = bias_base + bias_off;
-    __global float* Y = y_base + y_off;
-#define WGL_BODY(TA, TB)                                                                       \
-    wgl_body(A, B, C, part, tickets, m, n, k, k0, k1, 1.0f, 0.0f, smem, &flag, TA, TB, true,   \
-             bias, Y, act, act_param)
-    TCL_TRANSPOSES(WGL_BODY, trans_a, trans_b)
-#undef WGL_BODY
-}
-#undef WGL_ENTRY_START
 
 #endif  // RNN_CL_NV_WGMMA

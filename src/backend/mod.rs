@@ -168,15 +168,6 @@ pub trait Device: Send + Sync + 'static {
     /// summed over `k`.
     fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel;
 
-    /// A GEMM kernel that also stores a dense layer's forward (`z = product + bias[col]`,
-    /// `y = act(z)`; docs/kernel-abi.md, geometry `T` with its own k splits and the epilogue's
-    /// arguments in place of alpha and beta) for an `m x n` output over `k`, where the device
-    /// has one that pays for that product. `None` (the default): the product and
-    /// `bias_act_forward` run as two launches.
-    fn sgemm_bias_act_kernel(&self, _m: usize, _n: usize, _k: usize) -> Option<SgemmKernel> {
-        None
-    }
-
     /// How many blocks of `threads` threads, each with `shared_bytes` of dynamic shared memory,
     /// can be resident on the device at once running `entry` of `module`: the largest grid a
     /// [`Device::launch_cooperative`] of that kernel accepts (0 when one block does not fit, e.g.

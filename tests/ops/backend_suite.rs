@@ -911,10 +911,6 @@ backend_suite!(
     #[test]
     fn gpu_gemm_launches() {
         super::kernel_times::gemm_launches(T)
-    },
-    #[test]
-    fn gpu_dense_forward_launches() {
-        super::kernel_times::dense_forward_launches(T)
     }
 );
 backend_suite!(

@@ -341,11 +341,6 @@ impl Device for ClDevice {
         self.sgemm
             .kernel(m, n, k, self.warpgroup.load(Ordering::Relaxed))
     }
-
-    fn sgemm_bias_act_kernel(&self, m: usize, n: usize, k: usize) -> Option<SgemmKernel> {
-        self.sgemm
-            .bias_act_kernel(m, n, k, self.warpgroup.load(Ordering::Relaxed))
-    }
 }
 
 impl Drop for ClDevice {

@@ -199,33 +199,6 @@ impl SgemmChoice {
     }
 }
 
-impl SgemmChoice {
-    /// `sgemm_wg64_bias_act` for a dense forward whose product `sgemm_wg64` takes with a grid,
-    /// k splits included, of fewer groups than the device has compute units: a single partial
-    /// wave, where the store's extra work delays no other group, and two launches (the
-    /// bias/activation pass) cost more than it. `None` elsewhere.
-    pub(crate) fn bias_act_kernel(
-        &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        warpgroup: bool,
-    ) -> Option<SgemmKernel> {
-        let wide = self.kernel(m, n, k, warpgroup);
-        if wide != super::sm90a::SGEMM_WG64 {
-            return None;
-        }
-        let (tm, tn, _) = wide.tile;
-        let tiles = m
-            .div_ceil(tm as usize)
-            .saturating_mul(n.div_ceil(tn as usize));
-        let units = self.compute_units.saturating_mul(wide.blocks_per_sm);
-        let splits = gemm_k_splits(tiles, m.saturating_mul(n), k, units, false) as usize;
-        (tiles.saturating_mul(splits) < self.compute_units as usize)
-            .then_some(super::sm90a::SGEMM_WG64_BIAS_ACT)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,14 +308,6 @@ mod tests {
             assert_eq!(choice.kernel(m, n, k, true), wg, "{m} x {n} x {k}");
             assert_ne!(choice.kernel(m, n, k, false), wg, "{m} x {n} x {k}");
         }
-        // W1's forward products take the bias/activation epilogue at batch 256 (32 tiles split
-        // 3 and 2 ways: 96 and 64 groups), not at 4096, nor without the warpgroup kernel.
-        let epi = Some(super::super::sm90a::SGEMM_WG64_BIAS_ACT);
-        assert_eq!(choice.bias_act_kernel(256, 512, 784, true), epi);
-        assert_eq!(choice.bias_act_kernel(256, 512, 512, true), epi);
-        assert_eq!(choice.bias_act_kernel(4096, 512, 784, true), None);
-        assert_eq!(choice.bias_act_kernel(256, 512, 784, false), None);
-        assert_eq!(choice.bias_act_kernel(64 * 6, 64 * 11, 512, true), None);
         // The recurrent models' thin products stay on the SIMT kernels.
         assert_eq!(
             choice.kernel(4096, 96, 256, true).entry,

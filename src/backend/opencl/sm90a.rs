@@ -1,5 +1,5 @@
 //! Hopper's warpgroup MMA (`wgmma`) through NVIDIA's OpenCL: kernels-cl/gemm_wg.cl
-//! (`sgemm_wg64`, `sgemm_wg64_bias_act`).
+//! (`sgemm_wg64`).
 //!
 //! NVIDIA's OpenCL compiler emits PTX for `.target sm_90` on an H100/H200, and `wgmma` exists only
 //! in `sm_90a`; neither `-cl-nv-arch sm_90a` nor any other build option changes the target. Its
@@ -38,14 +38,6 @@ pub(crate) const SGEMM_WG64: SgemmKernel = SgemmKernel {
     one_block_per_sm: false,
     sums_splits: true,
     blocks_per_sm: 4,
-};
-
-/// `sgemm_wg64_bias_act`: `sgemm_wg64` storing a dense layer's forward (the bias added, the
-/// activation applied) instead of `alpha`/`beta`, for products whose grid is a single partial
-/// wave (`SgemmChoice::bias_act_kernel`).
-pub(crate) const SGEMM_WG64_BIAS_ACT: SgemmKernel = SgemmKernel {
-    entry: "sgemm_wg64_bias_act",
-    ..SGEMM_WG64
 };
 
 /// Whether a device can run `sgemm_wg64`: it runs the tensor-core kernels
@@ -177,6 +169,5 @@ mod tests {
             )
         );
         assert!(source.contains(SGEMM_WG64.entry));
-        assert!(source.contains(&format!("void {}(", SGEMM_WG64_BIAS_ACT.entry)));
     }
 }

@@ -188,45 +188,28 @@ impl<D: Device> GpuOps<D> {
         let fused =
             self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
         if !fused {
-            self.check_dense_forward([&x, &w, &bias, &z, &y], rows, inputs, outputs)?;
-            if self.tile_dense_forward(g, [&x, &w, &bias, &z, &y], act)? {
-                return Ok(());
-            }
             self.gemm_impl(g, x, w, z)?;
             return self.bias_act_forward_impl(z, bias, y, act, rows, outputs);
         }
-        self.check_dense_forward([&x, &w, &bias, &z, &y], rows, inputs, outputs)?;
+        let op = "dense_forward";
+        self.mine(op, &[&x, &w, &bias, &z, &y])?;
+        check::gemm(&g, &x, &w, &z)?;
+        for d in [rows, inputs, outputs] {
+            check::fits_u32(op, d)?;
+        }
+        check::len(op, "bias", &bias, outputs)?;
+        check::len(op, "y", &y, rows * outputs)?;
+        check::no_overlap(op, &y, &z, true)?;
+        for input in [&x, &w, &bias] {
+            check::no_overlap(op, &y, input, false)?;
+        }
+        check::no_overlap(op, &z, &bias, false)?;
         let epilogue = Epilogue::BiasAct {
             bias: &bias,
             y: &y,
             act,
         };
         self.sgemm_thin(g, [&x, &w, &z], epilogue)
-    }
-
-    /// The checks of [`Ops::dense_forward`]'s views and sizes (those of the product and of
-    /// `bias_act_forward`, with `y` allowed to be `z`).
-    fn check_dense_forward(
-        &self,
-        [x, w, bias, z, y]: [&View<'_>; 5],
-        rows: usize,
-        inputs: usize,
-        outputs: usize,
-    ) -> Result<()> {
-        let g = Gemm::new(rows, outputs, inputs).tb();
-        let op = "dense_forward";
-        self.mine(op, &[x, w, bias, z, y])?;
-        check::gemm(&g, x, w, z)?;
-        for d in [rows, inputs, outputs] {
-            check::fits_u32(op, d)?;
-        }
-        check::len(op, "bias", bias, outputs)?;
-        check::len(op, "y", y, check::area(op, rows, outputs)?)?;
-        check::no_overlap(op, y, z, true)?;
-        for input in [x, w, bias] {
-            check::no_overlap(op, y, input, false)?;
-        }
-        check::no_overlap(op, z, bias, false)
     }
 
     /// [`Ops::dense_param_grads`] on the GPU: one `sgemm_thin` that also sums the bias

@@ -4,19 +4,11 @@
 use super::launch::{self, Args, THREADS, device_ptr};
 use super::scratch::{GEMM_PARTS, PARTIALS, STRIP_TICKETS};
 use super::{GpuOps, gemm_thin};
-use crate::backend::{Device, SgemmKernel};
+use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 use crate::ops::{Activation, Gemm, check};
-
-/// A dense forward's bias and activation, stored by the GEMM kernel itself
-/// ([`GpuOps::tile_dense_forward`]).
-struct BiasAct<'v> {
-    bias: &'v View<'v>,
-    y: &'v View<'v>,
-    act: Activation,
-}
 
 /// What a column-sum launch computes besides the sums (see `bias_act_backward` in
 /// kernels-cu/reduce.cu).
@@ -53,50 +45,13 @@ impl<D: Device> GpuOps<D> {
         // warpgroup kernel, which the choice of kernel depends on.
         let module = self.op_set()?;
         let kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
-        self.launch_tile_gemm(&module, kernel, g, [&a, &b, &c], None)
-    }
-
-    /// A dense layer's forward (`z = x W^T + bias`, `y = act(z)`, checked by the caller) as one
-    /// tile-GEMM launch with the bias and activation in its store, where the device has such
-    /// a kernel for the product ([`Device::sgemm_bias_act_kernel`]). `Ok(false)` where it has
-    /// not: the caller runs the product and `bias_act_forward`.
-    pub(super) fn tile_dense_forward(
-        &self,
-        g: Gemm,
-        [x, w, bias, z, y]: [&View<'_>; 5],
-        act: Activation,
-    ) -> Result<bool> {
-        if g.m == 0 || g.n == 0 || (self.thin_gemm && gemm_thin::is_thin(&g)) {
-            return Ok(false);
-        }
-        let module = self.op_set()?;
-        let Some(kernel) = self.device.sgemm_bias_act_kernel(g.m, g.n, g.k) else {
-            return Ok(false);
-        };
-        self.count_recorded();
-        let epilogue = BiasAct { bias, y, act };
-        self.launch_tile_gemm(&module, kernel, g, [x, w, z], Some(epilogue))?;
-        Ok(true)
-    }
-
-    /// Launches a tile GEMM kernel (geometry G, or T with its k splits), with the dense
-    /// forward's `epilogue` in place of alpha and beta where given (a kernel that adds its own
-    /// splits).
-    fn launch_tile_gemm(
-        &self,
-        module: &D::Module,
-        kernel: SgemmKernel,
-        g: Gemm,
-        [a, b, c]: [&View<'_>; 3],
-        epilogue: Option<BiasAct<'_>>,
-    ) -> Result<()> {
         let mut config = launch::gemm(g.m, g.n, kernel.tile)?;
         config.shared_bytes = kernel.shared_bytes;
         if !kernel.splits_k {
             let args = Args::new()
-                .buf(a)?
-                .buf(b)?
-                .buf(c)?
+                .buf(&a)?
+                .buf(&b)?
+                .buf(&c)?
                 .u32(g.m as u32)
                 .u32(g.n as u32)
                 .u32(g.k as u32)
@@ -106,7 +61,7 @@ impl<D: Device> GpuOps<D> {
                 .f32(g.beta);
             return self
                 .device
-                .launch(module, kernel.entry, &config, args.as_slice());
+                .launch(&module, kernel.entry, &config, args.as_slice());
         }
         let tiles = config.grid[0] as usize * config.grid[1] as usize;
         let mn = g.m * g.n;
@@ -123,7 +78,7 @@ impl<D: Device> GpuOps<D> {
         config.grid[2] = splits;
         // The strip tickets (zero between launches) of an entry that adds its splits itself.
         let launch_tc = |part: View<'_>, tickets: Option<View<'_>>| -> Result<()> {
-            let mut args = Args::new().buf(a)?.buf(b)?.buf(c)?.buf(&part)?;
+            let mut args = Args::new().buf(&a)?.buf(&b)?.buf(&c)?.buf(&part)?;
             if let Some(t) = &tickets {
                 args = args.buf(t)?;
             }
@@ -133,17 +88,11 @@ impl<D: Device> GpuOps<D> {
                 .u32(g.k as u32)
                 .u32(g.trans_a as u32)
                 .u32(g.trans_b as u32)
-                .u32(k_chunk);
-            let args = match &epilogue {
-                None => args.f32(g.alpha).f32(g.beta),
-                Some(e) => args
-                    .buf(e.bias)?
-                    .buf(e.y)?
-                    .u32(e.act.code())
-                    .f32(e.act.param()),
-            };
+                .u32(k_chunk)
+                .f32(g.alpha)
+                .f32(g.beta);
             self.device
-                .launch(module, kernel.entry, &config, args.as_slice())
+                .launch(&module, kernel.entry, &config, args.as_slice())
         };
         if kernel.sums_splits {
             // A grid splits only with fewer tiles than compute units times `blocks_per_sm` (a
@@ -153,27 +102,21 @@ impl<D: Device> GpuOps<D> {
             return self.with_scratch(|scratch| {
                 let tickets = scratch.strip_tickets()?;
                 if splits == 1 {
-                    return launch_tc(*c, Some(tickets));
+                    return launch_tc(c, Some(tickets));
                 }
                 self.with_gemm_parts(|parts| {
                     launch_tc(parts.slice(0, splits as usize * mn)?, Some(tickets))
                 })
             });
         }
-        if epilogue.is_some() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the dense forward's epilogue needs a kernel that adds its own k splits",
-                kernel.entry
-            )));
-        }
         if splits == 1 {
             // `part` is not touched without a split.
-            return launch_tc(*c, None);
+            return launch_tc(c, None);
         }
         self.with_gemm_parts(|parts| {
             let parts = parts.slice(0, splits as usize * mn)?;
             launch_tc(parts, None)?;
-            self.split_sum(&parts, c, splits, g.alpha, g.beta)
+            self.split_sum(&parts, &c, splits, g.alpha, g.beta)
         })
     }
 

@@ -304,68 +304,6 @@ fn launched_by_gemm(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
         .collect())
 }
 
-/// The kernels W1's first dense forward at batch 256 (256 x 784 -> 512, ReLU) launches.
-fn launched_by_dense_forward(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
-    let ops = ctx.ops();
-    let (rows, inputs, outputs) = (256usize, 784usize, 512usize);
-    let x = ops.alloc(rows * inputs)?;
-    let w = ops.alloc(outputs * inputs)?;
-    let bias = ops.alloc(outputs)?;
-    let y = ops.alloc(rows * outputs)?;
-    ops.fill(x.view(), 0.5)?;
-    ops.fill(w.view(), -0.25)?;
-    ops.fill(bias.view(), 100.0)?;
-    ops.warm_up()?;
-    ops.kernel_times()?;
-    let act = rnn::Activation::Relu;
-    ops.dense_forward(
-        x.view(),
-        w.view(),
-        bias.view(),
-        y.view(),
-        y.view(),
-        act,
-        rows,
-        inputs,
-        outputs,
-    )?;
-    let mut got = vec![f32::NAN; rows * outputs];
-    ops.download(y.view(), &mut got)?;
-    let want = 100.0 - 0.5 * 0.25 * inputs as f32;
-    let err = rel_err(&got, &vec![want; rows * outputs]);
-    assert!(err < 1e-6, "{}: values off by {err:e}", ctx.id());
-    let times = ops.kernel_times()?.expect("the timer is on");
-    Ok(by_name(&times)
-        .into_iter()
-        .filter(|(name, _)| !name.starts_with("fill"))
-        .map(|(name, n)| (name.to_string(), n))
-        .collect())
-}
-
-/// On a Hopper GPU through NVIDIA's OpenCL, W1's first dense forward at batch 256 is one
-/// launch of `sgemm_wg64_bias_act` (its grid is one partial wave); with `warpgroup_gemm` off,
-/// or on any other device, it is never that kernel.
-pub fn dense_forward_launches(t: Target) {
-    for warpgroup in [true, false] {
-        let ctxs = support::contexts_with(t, "gpu_dense_forward_launches", |o| {
-            o.profile_kernels = true;
-            o.warpgroup_gemm = warpgroup;
-        });
-        for ctx in ctxs {
-            let got =
-                launched_by_dense_forward(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
-            let what = format!("{} (warpgroup {warpgroup}): {got:?}", ctx.id());
-            if warpgroup && nvidia_opencl(&ctx) && tensor_cores_allowed() && hopper(&ctx) {
-                let want = BTreeMap::from([("sgemm_wg64_bias_act".to_string(), 1)]);
-                assert_eq!(got, want, "{what}");
-            } else {
-                assert!(!got.contains_key("sgemm_wg64_bias_act"), "{what}");
-                assert_eq!(got.get("bias_act_forward"), Some(&1), "{what}");
-            }
-        }
-    }
-}
-
 /// On a Hopper GPU through NVIDIA's OpenCL, W1's products run `sgemm_wg64` (PTX retargeted to
 /// sm_90a), and `sgemm_tc64` with `warpgroup_gemm` off; other NVIDIA GPUs never run
 /// `sgemm_wg64` (and run `sgemm_tc64` from sm_80 on, which the public API cannot tell); other
