@@ -15,12 +15,23 @@ use crate::support::{rel_err, required};
 /// Set in the child process of the two-process rendezvous test.
 const CHILD: &str = "RNN_TEST_RENDEZVOUS_CHILD";
 
+/// A port that was free a moment ago and that no other test of this process was given: the
+/// rendezvous tests run in parallel, and a port handed back to the system by one could be the
+/// next `bind(0)` of another.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap();
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 fn env(rank: usize, world: usize, port: u16, timeout: f64) -> DistEnv {
@@ -112,8 +123,15 @@ fn rendezvous_without_rank0_times_out_with_a_clear_error() {
 
 #[test]
 fn rendezvous_rank0_names_the_ranks_that_never_came() {
-    let port = free_port();
-    let err = rendezvous::exchange(&env(0, 3, port, 0.5), || Ok(made_id(1))).unwrap_err();
+    // Another process may take the port between free_port and the listen: then try another.
+    let (port, err) = (0..5)
+        .map(|_| {
+            let port = free_port();
+            let err = rendezvous::exchange(&env(0, 3, port, 0.5), || Ok(made_id(1))).unwrap_err();
+            (port, err)
+        })
+        .find(|(_, err)| !err.to_string().contains("cannot listen"))
+        .expect("five free ports were all taken before rank 0 could listen");
     let text = err.to_string();
     assert!(matches!(err, Error::Rendezvous(_)), "{err}");
     assert!(
@@ -140,8 +158,15 @@ fn rendezvous_refuses_a_rank_with_another_world_size() {
 
 #[test]
 fn rendezvous_port_in_use_is_a_clear_error() {
-    let busy = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
-    let port = busy.local_addr().unwrap().port();
+    // A port of free_port, so that no other test is given it while this one holds it.
+    let (_busy, port) = (0..5)
+        .find_map(|_| {
+            let port = free_port();
+            std::net::TcpListener::bind(("0.0.0.0", port))
+                .ok()
+                .map(|l| (l, port))
+        })
+        .expect("five free ports were all taken before the test could hold one");
     let err = rendezvous::exchange(&env(0, 2, port, 0.5), || Ok(made_id(3))).unwrap_err();
     assert!(err.to_string().contains("cannot listen"), "{err}");
 }
