@@ -211,8 +211,9 @@ impl<D: Device> GpuOps<D> {
         let op = "bias_act_backward_product";
         self.mine(op, &[&g, &w, &z, &y, &dz, &dbias])?;
         let n = check::area(op, rows, cols)?;
-        check::len(op, "g", &g, check::area(op, rows, k)?)?;
-        check::len(op, "w", &w, check::area(op, k, cols)?)?;
+        let (g_len, w_len) = (check::area(op, rows, k)?, check::area(op, k, cols)?);
+        check::len(op, "g", &g, g_len)?;
+        check::len(op, "w", &w, w_len)?;
         for (name, v) in [("z", &z), ("y", &y), ("dz", &dz)] {
             check::len(op, name, v, n)?;
         }
@@ -226,9 +227,9 @@ impl<D: Device> GpuOps<D> {
         if !act.derivative_from_output() {
             check::no_overlap(op, &dz, &z, false)?;
         }
-        check::fits_u32(op, n)?;
-        check::fits_u32(op, rows * k)?;
-        check::fits_u32(op, k * cols)?;
+        for len in [n, g_len, w_len] {
+            check::fits_u32(op, len)?;
+        }
         if k == 0 || k > gemm_thin::THIN_SIDE {
             self.gemm_impl(Gemm::new(rows, cols, k), g, w, dz)?;
             return self.bias_act_backward_impl([dz, z, y, dz], dbias, act, rows, cols);
