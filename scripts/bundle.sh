@@ -16,6 +16,8 @@ for l in sys.stdin:
 cp "$bench" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
 # An earlier build of the bench, for before/after profiles (scripts/gpu-machine.sh profile).
+# Build it in its own clone with its own CARGO_TARGET_DIR: cargo's dep-info paths are relative,
+# so a target directory shared with another tree takes that tree's artifacts as fresh.
 if [ -n "${BASE_BENCH:-}" ]; then
   cp "$BASE_BENCH" .gpu-bundle/bin/workloads-base && strip .gpu-bundle/bin/workloads-base
 fi
