@@ -113,9 +113,8 @@ impl<D: Device> GpuOps<D> {
 
     /// `sgemm_thin` (k > 16, a short m or n) with `epilogue`, split over k where the tiles
     /// leave compute units idle (never with [`Epilogue::BiasAct`]), the parts then added by
-    /// `sgemm_split_sum`. The caller has
-    /// checked the views; with [`Epilogue::BiasGrad`] and a split, the bias must directly follow
-    /// C in its buffer (one `sgemm_split_sum` adds both).
+    /// `sgemm_split_sum`. The caller has checked the views; with [`Epilogue::BiasGrad`] and a
+    /// split, the bias must directly follow C in its buffer (one `sgemm_split_sum` adds both).
     fn sgemm_thin(&self, g: Gemm, [a, b, c]: [&View<'_>; 3], epilogue: Epilogue<'_>) -> Result<()> {
         let long_n = if g.n <= THIN_SIDE { g.m } else { g.n };
         let mn = g.m * g.n;
