@@ -541,3 +541,36 @@ pub(crate) fn scatter_add_rows(
     fits_u32(op, dst.len())?;
     Ok(dst.len() / cols)
 }
+
+/// The views of `Ops::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`, `y`,
+/// `dz` `rows x cols`, `dbias` `cols`): their lengths, and no overlap of an output with
+/// anything it is read with, `dz` being written before `g`, `w`, `y` and (where the derivative
+/// reads it) `z` are read. Returns the three areas.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn bias_act_product(
+    op: &str,
+    [g, w, z, y, dz, dbias]: [&View<'_>; 6],
+    act: Activation,
+    rows: usize,
+    k: usize,
+    cols: usize,
+) -> Result<[usize; 3]> {
+    let n = area(op, rows, cols)?;
+    let (g_len, w_len) = (area(op, rows, k)?, area(op, k, cols)?);
+    len(op, "g", g, g_len)?;
+    len(op, "w", w, w_len)?;
+    for (name, v) in [("z", z), ("y", y), ("dz", dz)] {
+        len(op, name, v, n)?;
+    }
+    len(op, "dbias", dbias, cols)?;
+    for v in [g, w, y] {
+        no_overlap(op, dz, v, false)?;
+    }
+    if !act.derivative_from_output() {
+        no_overlap(op, dz, z, false)?;
+    }
+    for v in [g, w, z, y, dz] {
+        no_overlap(op, dbias, v, false)?;
+    }
+    Ok([n, g_len, w_len])
+}

@@ -313,13 +313,8 @@ pub trait Ops: Send + Sync {
         k: usize,
         cols: usize,
     ) -> Result<()> {
-        let op = "bias_act_backward_product";
-        for v in [&g, &w, &y] {
-            check::no_overlap(op, &dz, v, false)?;
-        }
-        if !act.derivative_from_output() {
-            check::no_overlap(op, &dz, &z, false)?;
-        }
+        let views = [&g, &w, &z, &y, &dz, &dbias];
+        check::bias_act_product("bias_act_backward_product", views, act, rows, k, cols)?;
         self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
         self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols)
     }

@@ -209,25 +209,10 @@ impl<D: Device> GpuOps<D> {
         cols: usize,
     ) -> Result<()> {
         let op = "bias_act_backward_product";
-        self.mine(op, &[&g, &w, &z, &y, &dz, &dbias])?;
-        let n = check::area(op, rows, cols)?;
-        let (g_len, w_len) = (check::area(op, rows, k)?, check::area(op, k, cols)?);
-        check::len(op, "g", &g, g_len)?;
-        check::len(op, "w", &w, w_len)?;
-        for (name, v) in [("z", &z), ("y", &y), ("dz", &dz)] {
-            check::len(op, name, v, n)?;
-        }
-        check::len(op, "dbias", &dbias, cols)?;
-        for v in [&g, &w, &y] {
-            check::no_overlap(op, &dz, v, false)?;
-        }
-        for v in [&g, &w, &z, &y, &dz] {
-            check::no_overlap(op, &dbias, v, false)?;
-        }
-        if !act.derivative_from_output() {
-            check::no_overlap(op, &dz, &z, false)?;
-        }
-        for len in [n, g_len, w_len] {
+        let views = [&g, &w, &z, &y, &dz, &dbias];
+        self.mine(op, &views)?;
+        let areas = check::bias_act_product(op, views, act, rows, k, cols)?;
+        for len in areas {
             check::fits_u32(op, len)?;
         }
         if k == 0 || k > gemm_thin::THIN_SIDE {
