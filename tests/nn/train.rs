@@ -168,29 +168,38 @@ fn hip_on_cuda_training_follows_cpu() {
     follows_cpu(Target::HipOnCuda, "hip_on_cuda_training_follows_cpu");
 }
 
-/// Training with whole-step graphs (recorded on CUDA and HIP, op by op elsewhere) ends with the same
-/// parameters and losses as training op by op: shuffled batches, a smaller last batch (its own
-/// graph), an MLP with clipping and an LSTM character model.
-fn graphs_match_op_by_op(target: Target, test: &str) {
+/// 500 MNIST digits, and 70 character sequences of 10 steps with their vocabulary size.
+fn mnist_and_sequences() -> (Dataset, Dataset, usize) {
     let data = Dataset::from_mnist_csv(MNIST).unwrap();
     let small = data.train_test_split(500, 2).unwrap().1;
     let corpus = CharCorpus::new(&TEXT[..6_000]).unwrap();
     let seqs = corpus.sequences(10, 10, 70).unwrap();
+    (small, seqs, corpus.vocab_size())
+}
+
+/// An LSTM character model over 10 steps of `vocab` one-hot inputs.
+fn char_lstm(ctx: &Context, vocab: usize) -> Network {
+    Network::builder(ctx)
+        .seed(4)
+        .sequence_length(10)
+        .lstm(vocab, 24, RnnOutput::Sequence)
+        .dense(24, vocab, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap()
+}
+
+/// Training with whole-step graphs (recorded on CUDA and HIP, op by op elsewhere) ends with the same
+/// parameters and losses as training op by op: shuffled batches, a smaller last batch (its own
+/// graph), an MLP with clipping and an LSTM character model.
+fn graphs_match_op_by_op(target: Target, test: &str) {
+    let (small, seqs, vocab) = mnist_and_sequences();
     for ctx in contexts(target, test) {
         let cfg = |graphs: bool, batch: usize| TrainingConfig {
             graphs,
             clip_grad_norm: Some(5.0),
             ..config_for(&ctx, 2, batch, 1e-3)
         };
-        let lstm = || {
-            Network::builder(&ctx)
-                .seed(4)
-                .sequence_length(10)
-                .lstm(corpus.vocab_size(), 24, RnnOutput::Sequence)
-                .dense(24, corpus.vocab_size(), Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-                .unwrap()
-        };
+        let lstm = || char_lstm(&ctx, vocab);
         let mut runs = Vec::new();
         for graphs in [false, true] {
             let mut a = mlp(&ctx);
@@ -254,20 +263,9 @@ fn hip_on_cuda_graphs_match_op_by_op() {
 /// through its permutation. Without shuffling both see the same batches, so both end with the
 /// same parameters: an MLP, and an LSTM whose batches are reordered time-major from the rows.
 fn trainer_matches_train(target: Target, test: &str) {
-    let data = Dataset::from_mnist_csv(MNIST).unwrap();
-    let small = data.train_test_split(500, 2).unwrap().1;
-    let corpus = CharCorpus::new(&TEXT[..6_000]).unwrap();
-    let seqs = corpus.sequences(10, 10, 70).unwrap();
+    let (small, seqs, vocab) = mnist_and_sequences();
     for ctx in contexts(target, test) {
-        let lstm = || {
-            Network::builder(&ctx)
-                .seed(4)
-                .sequence_length(10)
-                .lstm(corpus.vocab_size(), 24, RnnOutput::Sequence)
-                .dense(24, corpus.vocab_size(), Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-                .unwrap()
-        };
+        let lstm = || char_lstm(&ctx, vocab);
         let cases: [(&str, &dyn Fn() -> Network, &Dataset, usize); 2] = [
             ("mlp", &|| mlp(&ctx), &small, 50),
             ("lstm", &lstm, &seqs, 14),
