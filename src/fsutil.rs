@@ -6,6 +6,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+/// Who may read a file [`write_atomic`] creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FileMode {
+    /// The process's default (0666 less the umask): checkpoints, which users share.
+    Default,
+    /// Readable and writable by the owner only (0600): kernel cache entries.
+    OwnerOnly,
+}
+
 /// Writes `bytes` to `path` so that readers see either the old file (or none) or the complete
 /// new one: the data goes to a uniquely named temp file in the same directory (same file
 /// system, so the rename is atomic), is flushed to disk, then renamed over `path`. Concurrent
@@ -14,12 +23,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 ///
 /// Temp files are named `.{file name}{temp_marker}{pid}-{counter}-{nanos}`, so a caller can
 /// recognise (and sweep) leftovers of a crashed writer by its marker.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], temp_marker: &str) -> io::Result<()> {
+pub(crate) fn write_atomic(
+    path: &Path,
+    bytes: &[u8],
+    temp_marker: &str,
+    mode: FileMode,
+) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
     let stem = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let (tmp, mut file) = create_temp(dir, stem, temp_marker)?;
+    let (tmp, mut file) = create_temp(dir, stem, temp_marker, mode)?;
     let written = file.write_all(bytes).and_then(|()| file.sync_all());
     drop(file);
     let result = written.and_then(|()| fs::rename(&tmp, path));
@@ -30,7 +44,12 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], temp_marker: &str) -> io::
 }
 
 /// A new, exclusively created temp file in `dir`.
-fn create_temp(dir: &Path, stem: &str, marker: &str) -> io::Result<(PathBuf, File)> {
+fn create_temp(
+    dir: &Path,
+    stem: &str,
+    marker: &str,
+    mode: FileMode,
+) -> io::Result<(PathBuf, File)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -40,7 +59,16 @@ fn create_temp(dir: &Path, stem: &str, marker: &str) -> io::Result<(PathBuf, Fil
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let name = format!(".{stem}{marker}{}-{n}-{nanos}", std::process::id());
         let tmp = dir.join(name);
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        if mode == FileMode::OwnerOnly {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        match options.open(&tmp) {
             Ok(f) => return Ok((tmp, f)),
             // A leftover from a crashed process that had our pid: try the next counter value.
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -63,7 +91,7 @@ mod tests {
                 let path = &path;
                 s.spawn(move || {
                     for _ in 0..20 {
-                        write_atomic(path, &[t; 4096], ".test-tmp-").unwrap();
+                        write_atomic(path, &[t; 4096], ".test-tmp-", FileMode::Default).unwrap();
                     }
                 });
             }

@@ -7,10 +7,15 @@
 //! directory that cannot be written (permissions, read-only file system, not a directory) makes
 //! the cache read-only for the rest of the process, with one warning; other write failures
 //! (a full disk) only skip that entry, with one warning per process.
+//!
+//! The directory is created private (0700, entries 0600), and a directory another user owns,
+//! or that its group or others may write to, is not used at all (`trust`): the binaries are
+//! run on the GPU, and a checksum proves integrity, not origin.
 
 mod config;
 mod entry;
 mod key;
+mod trust;
 
 use std::collections::HashSet;
 use std::fs;
@@ -21,6 +26,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
+use crate::fsutil::FileMode;
 
 pub use config::CacheEnv;
 pub use key::CacheKey;
@@ -234,7 +240,16 @@ impl KernelCache {
         let digest = key.digest();
         let hex = key::hex(&digest);
         let path = dir.join(entry::file_name(&hex));
-        if let Some(module) = self.try_load(&path, &digest, &load) {
+        let verdict = trust::check(dir);
+        if let trust::Verdict::Refused(why) = &verdict {
+            trust::warn_refused(dir, why);
+            return build().map(|(_, m)| m);
+        }
+        let cached = match verdict {
+            trust::Verdict::Trusted => self.try_load(&path, &digest, &load),
+            _ => None,
+        };
+        if let Some(module) = cached {
             log::debug!("kernel cache hit {hex} ({})", key.device);
             return Ok(module);
         }
@@ -303,7 +318,7 @@ impl KernelCache {
         if is_unwritable(dir) {
             return;
         }
-        let made = fs::create_dir_all(dir).map_err(|e| {
+        let made = trust::create_private_dir(dir).map_err(|e| {
             // A regular file where the directory should be: create_dir_all reports it as
             // AlreadyExists (or NotADirectory for a file further up).
             if e.kind() == io::ErrorKind::AlreadyExists && !dir.is_dir() {
@@ -312,9 +327,16 @@ impl KernelCache {
                 e
             }
         });
+        // Created by another user between the check and now, or made shared since: skip.
+        if made.is_ok() {
+            if let trust::Verdict::Refused(why) = trust::check(dir) {
+                trust::warn_refused(dir, &why);
+                return;
+            }
+        }
         let written = made.and_then(|()| {
             let bytes = entry::encode(digest, binary);
-            crate::fsutil::write_atomic(path, &bytes, entry::TEMP_MARKER)
+            crate::fsutil::write_atomic(path, &bytes, entry::TEMP_MARKER, FileMode::OwnerOnly)
         });
         match written {
             Ok(()) => log::debug!("kernel cache: stored {}", path.display()),

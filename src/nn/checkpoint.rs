@@ -36,7 +36,13 @@ impl Network {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        crate::fsutil::write_atomic(path, &encoded, TEMP_MARKER).map_err(|e| Error::io(path, e))
+        crate::fsutil::write_atomic(
+            path,
+            &encoded,
+            TEMP_MARKER,
+            crate::fsutil::FileMode::Default,
+        )
+        .map_err(|e| Error::io(path, e))
     }
 
     /// Loads parameters saved by [`Network::save`] (or by PyTorch with the same names and

@@ -144,7 +144,13 @@ pub(crate) fn save(
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     let encoded = safetensors::serialize(views, Some(meta)).map_err(|e| fmt(e.to_string()))?;
-    crate::fsutil::write_atomic(path, &encoded, TEMP_MARKER).map_err(|e| Error::io(path, e))
+    crate::fsutil::write_atomic(
+        path,
+        &encoded,
+        TEMP_MARKER,
+        crate::fsutil::FileMode::Default,
+    )
+    .map_err(|e| Error::io(path, e))
 }
 
 /// Reads a training checkpoint into `net` (its parameters) and returns the run state.

@@ -14,10 +14,10 @@ use rnn::Error;
 use rnn::cache::{CacheEnv, CacheKey, KernelCache};
 
 /// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> Self {
+    pub(super) fn new(tag: &str) -> Self {
         static N: AtomicUsize = AtomicUsize::new(0);
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
@@ -32,7 +32,7 @@ impl TempDir {
         TempDir(path)
     }
 
-    fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -45,7 +45,7 @@ impl Drop for TempDir {
 
 const OPTS: &[String] = &[];
 
-fn key(source: &str) -> CacheKey<'_> {
+pub(super) fn key(source: &str) -> CacheKey<'_> {
     CacheKey {
         source,
         options: OPTS,
@@ -57,15 +57,15 @@ fn key(source: &str) -> CacheKey<'_> {
 
 /// How often `build` and `load` ran in one `get_or_build`, and what it returned.
 #[derive(Debug)]
-struct Run {
-    module: rnn::Result<String>,
-    builds: usize,
-    loads: usize,
+pub(super) struct Run {
+    pub(super) module: rnn::Result<String>,
+    pub(super) builds: usize,
+    pub(super) loads: usize,
 }
 
 /// `get_or_build` with a build that returns `binary` and a load that accepts any binary
 /// (`accept`) or rejects it. Modules are `built:<binary>` / `loaded:<binary>`.
-fn run(cache: &KernelCache, key: &CacheKey<'_>, binary: &str, accept: bool) -> Run {
+pub(super) fn run(cache: &KernelCache, key: &CacheKey<'_>, binary: &str, accept: bool) -> Run {
     let builds = Cell::new(0);
     let loads = Cell::new(0);
     let module = cache.get_or_build(
@@ -91,7 +91,7 @@ fn run(cache: &KernelCache, key: &CacheKey<'_>, binary: &str, accept: bool) -> R
 }
 
 /// Every file name in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
+pub(super) fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -609,7 +609,7 @@ impl SpawnAsync for Command {
 const WARN_CHILD: &str = "RNN_CACHE_TEST_WARN_CHILD";
 
 /// Counts warnings logged by the cache module.
-struct CountingLogger(AtomicUsize);
+pub(super) struct CountingLogger(pub(super) AtomicUsize);
 
 impl log::Log for CountingLogger {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {

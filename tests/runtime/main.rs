@@ -2,6 +2,8 @@
 //! the HIP backend's library selection with the `tests/hip-shim` fixture.
 
 mod cache;
+#[cfg(unix)]
+mod cache_trust;
 mod cuda_compile;
 mod hip_compile;
 mod hip_shim;

@@ -233,8 +233,19 @@ pub(crate) struct Loaded {
     pub(crate) rtc: Result<RtcApi, String>,
 }
 
-const HIP_NAMES: [&str; 3] = ["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.5"];
-const RTC_NAMES: [&str; 3] = ["libhiprtc.so", "libhiprtc.so.6", "libhiprtc.so.5"];
+/// The unversioned name (a development install), then each ROCm major release, newest first.
+const HIP_NAMES: [&str; 4] = [
+    "libamdhip64.so",
+    "libamdhip64.so.7",
+    "libamdhip64.so.6",
+    "libamdhip64.so.5",
+];
+const RTC_NAMES: [&str; 4] = [
+    "libhiprtc.so",
+    "libhiprtc.so.7",
+    "libhiprtc.so.6",
+    "libhiprtc.so.5",
+];
 /// The HIP runtime to load, instead of searching for one.
 pub(crate) const LIBRARY_ENV: &str = "RNN_HIP_LIBRARY";
 /// The hiprtc library to load, instead of looking next to the runtime.

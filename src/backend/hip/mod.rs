@@ -1,16 +1,16 @@
 //! The ROCm/HIP backend: `libamdhip64` and hiprtc loaded at run time (no ROCm needed to build).
 //!
-//! - Discovery: `RNN_HIP_LIBRARY=/path/to/libamdhip64.so` loads exactly that runtime, with hiprtc
-//!   from `RNN_HIPRTC_LIBRARY` when set, else from a `libhiprtc.so` (`.so.6`, `.so.5`) in the
-//!   same directory, else from the runtime itself; a file that does not load or lacks a symbol
-//!   makes the backend unavailable with that reason. Without it, the runtime is searched in
-//!   `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the system loader paths
-//!   (`libamdhip64.so`, `.so.6`, `.so.5`), and hiprtc comes from `libhiprtc` (ROCm >= 5.3) or,
-//!   where that is absent, from `libamdhip64` itself (ROCm <= 5.2). The backend status names the
-//!   files used. A runtime that loads but reports no device (`hipInit`/`hipGetDeviceCount`
-//!   answering `hipErrorNoDevice`/`hipErrorInvalidDevice`, or a count of 0) is an available
-//!   runtime with zero devices; a missing library makes the backend unavailable with the paths
-//!   tried.
+//! - Discovery: `RNN_HIP_LIBRARY=/path/to/libamdhip64.so` loads exactly that runtime, with
+//!   hiprtc from `RNN_HIPRTC_LIBRARY` when set, else from a `libhiprtc.so` (`.so.7`, `.so.6`,
+//!   `.so.5`) in the same directory, else from the runtime itself; a file that does not load or
+//!   lacks a symbol makes the backend unavailable with that reason. Without it, the runtime is
+//!   searched in `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the system loader
+//!   paths (`libamdhip64.so`, `.so.7`, `.so.6`, `.so.5`), and hiprtc comes from `libhiprtc`
+//!   (ROCm >= 5.3) or, where that is absent, from `libamdhip64` itself (ROCm <= 5.2). The
+//!   backend status names the files used. A runtime that loads but reports no device
+//!   (`hipInit`/`hipGetDeviceCount` answering `hipErrorNoDevice`/`hipErrorInvalidDevice`, or a
+//!   count of 0) is an available runtime with zero devices; a missing library makes the backend
+//!   unavailable with the paths tried.
 //! - Device facts come from `hipDeviceGetName`, `hipDeviceTotalMem` and `hipDeviceGetAttribute`
 //!   (whose attribute numbers are the same in ROCm 5 and 6). The architecture (`gcnArchName`) is
 //!   only available in `hipDeviceProp_t`, whose layout changed in ROCm 6: it is read into a 16 KiB
