@@ -7,9 +7,9 @@
 // - A k-tile travels global -> registers -> local memory, not by cp.async: each work-item
 //   fetches its float4 chunks of the next k-tile into registers before the mma of the current
 //   one (the loads are in flight during the products) and stores them into the other local
-//   stage after; one barrier per k-step. (cp.async does take (uint)(size_t) of a 16-byte
-//   aligned __local pointer, as was found after this kernel was written; moving it over is left
-//   for the sm_80/sm_89 GPUs that run it, since the H100 runs gemm_wg.cl.)
+//   stage after; one barrier per k-step. (cp.async would take (uint)(size_t) of a 16-byte
+//   aligned __local pointer; using it here is an open lead for the sm_80/sm_89 GPUs that run
+//   this kernel, as Hopper runs gemm_wg.cl.)
 // - A split grid adds its k splits itself (the last group of a tile to arrive, geometry L), so
 //   the entries take the strip tickets after `part` and no sgemm_split_sum launch follows.
 
@@ -32,8 +32,8 @@
 // nearest with ties away from zero, as cvt.rna.tf32.f32 rounds, in two integer operations:
 // adding half a TF32 unit to the magnitude's bits and clearing the low 13 rounds; a carry into
 // the exponent is the correct round-up. Infinities and NaNs keep their bits (the add would turn
-// an infinity into a NaN). lo = x - hi is exact in f32. (On the H100, W1's steps ran 1-2% faster
-// than with cvt.rna, the same GEMM error.)
+// an infinity into a NaN). lo = x - hi is exact in f32. (Cheaper in the k loop than cvt.rna,
+// with the same GEMM error.)
 TCL_INLINE uint tcl_round_tf32(uint b) { return (b + 0x1000u) & 0xffffe000u; }
 
 TCL_INLINE uint2 tcl_split(float x) {

@@ -4,8 +4,9 @@
 // Same numerics as gemm_tc.cu (3xTF32: hi*hi + hi*lo + lo*hi of TF32 parts, each 32-deep k-tile's
 // products summed by the tensor cores and then added to the accumulator with an IEEE f32 add), but
 // on Hopper's asynchronous warpgroup MMA (wgmma), which reads both operands straight from shared
-// memory: mma.sync needs every fragment loaded into registers by every warp, which held
-// sgemm_tc128 to ~46 TFLOP/s at 4096^3 on the H100 where this kernel passes cuBLAS's f32 GEMM.
+// memory: mma.sync needs every fragment loaded into registers by every warp, which keeps
+// sgemm_tc128 below cuBLAS's f32 GEMM, while this kernel passes it where its grid fills the GPU
+// (docs/performance.md, GEMM).
 //
 // Block tile 128 x 128 x 32, 256 threads = 2 warpgroups, each 64 x 128 (m64n128k8). wgmma takes
 // TF32 operands only K-major, so both tiles are stored [row][k] (row = m for A, n for B), 128

@@ -17,9 +17,9 @@
 // the exchange buffer `xch` (2 slots of batch x hidden words, by step parity), tag = the 1-based
 // number of the step that produced it. A consumer polls the words it needs until each carries
 // the tag it wants; the value travels in the same single-copy-atomic 64-bit access as its tag,
-// so no fence orders them. Measured on the H100 (W2 shape) this halves the time of a step
-// against a barrier between steps (fence, atomic arrival, polling the counter, then loading the
-// state): one L2 round trip instead of three.
+// so no fence orders them. Against a barrier between steps (fence, atomic arrival, polling the
+// counter, then loading the state) a step waits for one L2 round trip instead of three
+// (docs/performance.md, recurrent kernels).
 // - A slot is rewritten two steps later. A block writes step s + 2's outputs only after it read
 //   every output of step s + 1 of its row, and each of those was computed (data dependence)
 //   from the reads of step s's slot by the block that wrote it: no one still reads a word when

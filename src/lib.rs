@@ -34,6 +34,11 @@ pub mod nn;
 pub mod ops;
 mod tensor;
 
+// The README's examples compile and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 pub use buffer::{Buffer, View};
 pub use context::{Context, ContextOptions};
 pub use device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
