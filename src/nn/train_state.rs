@@ -29,6 +29,7 @@ const TEMP_MARKER: &str = ".train-ckpt-tmp-";
 const MARKER: &str = "rnn.training_checkpoint";
 
 /// A run's state between epochs.
+#[derive(Clone)]
 pub(crate) struct RunState {
     /// Epochs completed.
     pub epoch: usize,

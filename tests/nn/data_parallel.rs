@@ -198,7 +198,8 @@ fn blobs(n: usize, seed: u64) -> Dataset {
 fn non_cuda_devices_are_a_clear_error() {
     let ctx = Context::cpu();
     for devices in [
-        vec![DeviceId::Cpu, DeviceId::Cpu],
+        // CPU replicas train (tests/nn/replicas.rs); a CPU beside a GPU does not.
+        vec![DeviceId::Cpu, DeviceId::Cuda(0)],
         vec![
             DeviceId::OpenCl {
                 platform: 0,
