@@ -75,6 +75,18 @@ pub(crate) fn shard(data: &Dataset, rank: usize, world: usize) -> Result<Option<
     }))
 }
 
+/// Calls the abort it holds when a panicking thread drops it: a rank that panics must not
+/// leave its peers waiting in a collective, nor the scope that joins them.
+struct AbortOnPanic<'a>(&'a (dyn Fn() + Sync));
+
+impl Drop for AbortOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            (self.0)();
+        }
+    }
+}
+
 impl Network {
     /// A copy of this network (same layers and parameters) on `ctx`.
     fn replica_on(&self, ctx: &Context) -> Result<Network> {
@@ -219,16 +231,17 @@ impl Network {
                     let state = resume.clone();
                     let finish = &finish;
                     s.spawn(move || {
+                        let _guard = AbortOnPanic(abort);
                         let r = net.run_loop(run, state, &mut |_| ControlFlow::Continue(()), rank);
                         finish(net, rank, r)
                     })
                 })
                 .collect();
+            let _guard = AbortOnPanic(abort);
             let first = self.run_loop(run, resume, on_epoch, &ranks[0]);
             let mut results = vec![finish(self, &ranks[0], first)];
             results.extend(handles.into_iter().map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    abort();
                     Err(Error::InvalidArgument("a training thread panicked".into()))
                 })
             }));

@@ -431,6 +431,11 @@ fn rnn_device_lists_select_data_parallel_devices() {
             .unwrap(),
         two
     );
+    // CPU replicas: the one device that may be listed more than once.
+    assert_eq!(
+        config.data_parallel_devices(Some("cpu,cpu")).unwrap(),
+        vec![DeviceId::Cpu, DeviceId::Cpu]
+    );
     // One id, or an explicit `device`, or `use_gpu: false`: single-device training.
     assert!(
         config
