@@ -124,7 +124,8 @@ pub(crate) fn parse_device_list_env(value: &str) -> Result<Vec<DeviceId>> {
     let mut out: Vec<DeviceId> = Vec::new();
     for part in value.split(',') {
         let id = parse_one_device_env(part, value)?;
-        if out.contains(&id) {
+        // CPU replicas share the host (`cpu,cpu`); a GPU holds one replica.
+        if id != DeviceId::Cpu && out.contains(&id) {
             return Err(Error::InvalidEnv {
                 name: "RNN_DEVICE".into(),
                 value: value.to_string(),

@@ -151,10 +151,13 @@ pub struct TrainingConfig {
     /// A specific device; overrides `RNN_DEVICE` and the automatic choice.
     pub device: Option<DeviceId>,
     /// Data-parallel training on these devices, one replica per device (two or more CUDA
-    /// devices with NCCL, or HIP devices with RCCL): each step, every replica takes an equal
-    /// share of the batch, the gradients are averaged across replicas with one all-reduce, and
-    /// every replica takes the same optimizer step. `batch_size` is the global batch and must
-    /// divide by the number of devices. Empty (the default): one device, chosen as `device`
+    /// devices with NCCL, HIP devices with RCCL, or [`DeviceId::Cpu`] listed two or more
+    /// times for CPU replicas that average on the host): each step, every replica takes an
+    /// equal share of the batch, the gradients are averaged across replicas with one
+    /// all-reduce, and every replica takes the same optimizer step. `batch_size` is the global
+    /// batch and must divide by the number of devices. Everything else (schedules, early
+    /// stopping, callbacks, validation, training checkpoints and resume) works as on one
+    /// device. Empty (the default): one device, chosen as `device`
     /// says; when `device` is also unset, an `RNN_DEVICE` holding a comma-separated list
     /// (`cuda:0,cuda:1`) fills this. See `Network::train` for the details.
     pub devices: Vec<DeviceId>,
@@ -280,13 +283,15 @@ impl TrainingConfig {
             return bad("checkpoint_every must be > 0".into());
         }
         if !self.devices.is_empty() {
-            if !self.use_gpu {
+            if !self.use_gpu && self.devices.iter().any(|&d| d != DeviceId::Cpu) {
                 return bad(
-                    "use_gpu is false but devices were listed for data-parallel training".into(),
+                    "use_gpu is false but GPU devices were listed for data-parallel training"
+                        .into(),
                 );
             }
             for (i, d) in self.devices.iter().enumerate() {
-                if self.devices[..i].contains(d) {
+                // CPU replicas share the host; a GPU holds one replica.
+                if *d != DeviceId::Cpu && self.devices[..i].contains(d) {
                     return bad(format!("device {d} is listed twice in devices"));
                 }
             }

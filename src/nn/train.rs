@@ -18,16 +18,18 @@ use crate::monitor::EpochSampler;
 
 use super::config::TrainingConfig;
 use super::data::Dataset;
+use super::data_parallel::{Run, shard, split};
 use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::progress::Progress;
 use super::progress::Reporter;
 use super::rng::Rng;
 use super::schedule::EarlyState;
 use super::size;
-use super::step_graph::StepGraphs;
+use super::strategy::{Stepper, Strategy};
 use super::train_state::{self, RunState};
-use super::workspace::Rows;
+use super::workspace::{DeviceData, Rows};
 
 /// Called after every epoch; `ControlFlow::Break(())` ends training there.
 pub type EpochCallback<'a> = dyn FnMut(&EpochStats) -> ControlFlow<()> + 'a;
@@ -70,10 +72,12 @@ impl Network {
     ///
     /// With two or more `config.devices` (or an `RNN_DEVICE` list), training is data-parallel:
     /// one replica per device on its own thread, `batch_size` is the global batch split evenly
-    /// among them, gradients are averaged with one NCCL (RCCL on HIP) all-reduce per step, and
-    /// the trailing samples that do not fill a global batch are skipped each epoch. The network
-    /// ends on the first device. Without NCCL, or with devices that are not CUDA (HIP), this
-    /// is a clear error; see `src/nn/data_parallel.rs` for the step.
+    /// among them, gradients are averaged with one NCCL (RCCL on HIP) all-reduce per step (a
+    /// host all-reduce for CPU replicas, [`crate::DeviceId::Cpu`] listed several times), and
+    /// the trailing samples that do not fill a global batch are skipped each epoch. Schedules,
+    /// early stopping, `on_epoch` (called on this thread), validation and training checkpoints
+    /// work as on one device. The network ends on the first device. GPU devices without NCCL
+    /// (RCCL), or devices of other backends, are a clear error; see `src/nn/data_parallel.rs`.
     ///
     /// Limits: the training samples, and `batch_size * steps` of a sequence model, must stay
     /// below [`super::MAX_INDEXED_ROWS`] (2^24), because the device gathers rows through f32
@@ -94,7 +98,8 @@ impl Network {
         self.run_training(data, config, None, &mut on_epoch)
     }
 
-    /// The training loop, from the start or from a training checkpoint's state.
+    /// Training from the start or from a training checkpoint's state: picks where it runs
+    /// (one device, or replicas on `config.devices`) and runs [`Self::run_loop`] there.
     pub(crate) fn run_training(
         &mut self,
         data: &Dataset,
@@ -102,13 +107,12 @@ impl Network {
         resume: Option<RunState>,
         on_epoch: &mut EpochCallback<'_>,
     ) -> Result<TrainingHistory> {
-        let started = Instant::now();
         config.validate()?;
         self.check_data(data)?;
         let env = std::env::var("RNN_DEVICE").ok();
         let devices = config.data_parallel_devices(env.as_deref())?;
         if devices.len() > 1 {
-            return self.train_replicated(data, config, &devices);
+            return self.train_replicated(data, config, &devices, resume, on_epoch);
         }
         match devices.first() {
             Some(&one) => self.move_to_configured_device(&TrainingConfig {
@@ -118,27 +122,61 @@ impl Network {
             })?,
             None => self.move_to_configured_device(config)?,
         }
-
-        let n_val = (data.len() as f64 * config.validation_split as f64).floor() as usize;
-        let (train, val) = if n_val > 0 {
-            let (t, v) = data.split_at(data.len() - n_val).map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "validation_split {} leaves no training samples of {}",
-                    config.validation_split,
-                    data.len()
-                ))
-            })?;
-            (t, Some(v))
-        } else {
-            (data.clone(), None)
+        let (train, val) = split(data, config)?;
+        let run = Run {
+            train: &train,
+            val: val.as_ref(),
+            config,
         };
-        size::check_indexed_rows(train.len(), "training samples")?;
-        let dd = self.upload(&train)?;
-        let vd = val.as_ref().map(|v| self.upload(v)).transpose()?;
-        let n = dd.n;
-        let batch = config.batch_size.min(n);
-        let steps_per_epoch = n.div_ceil(batch);
+        self.run_loop(&run, resume, on_epoch, &Strategy::Single)
+    }
+
+    /// The epoch/step loop, the same wherever it runs: `strategy` says how this rank's
+    /// gradients and figures meet the other ranks' and whether it leads (prints, calls
+    /// `on_epoch`, writes checkpoints). Each rank takes its share of every global batch of the
+    /// same shuffled order, so the ranks agree on the batches without talking.
+    pub(crate) fn run_loop(
+        &mut self,
+        run: &Run<'_>,
+        resume: Option<RunState>,
+        on_epoch: &mut EpochCallback<'_>,
+        strategy: &Strategy<'_>,
+    ) -> Result<TrainingHistory> {
+        let started = Instant::now();
+        let config = run.config;
+        let (rank, world, leads) = (strategy.rank(), strategy.world(), strategy.leads());
+        let n = run.train.len();
+        size::check_indexed_rows(n, "training samples")?;
+        // One device takes every sample (the last batch may be smaller); replicas take equal
+        // shares of full global batches, so the samples that do not fill one are skipped.
+        let global = config.batch_size.min(n - n % world);
+        if global == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{n} training samples cannot be shared by {world} devices"
+            )));
+        }
+        let steps_per_epoch = if world == 1 {
+            n.div_ceil(global)
+        } else {
+            n / global
+        };
+        let used = n.min(steps_per_epoch * global);
+        if leads && used < n {
+            log::info!(
+                "data-parallel: the last {} samples of each (shuffled) epoch are skipped so every \
+                 step has a full global batch of {global}",
+                n - used
+            );
+        }
         let total_steps = (steps_per_epoch * config.epochs) as u64;
+        strategy.share_parameters(self)?;
+        let dd = self.upload(run.train)?;
+        let vd = match run.val {
+            Some(v) => shard(v, rank, world)?
+                .map(|s| self.upload(&s))
+                .transpose()?,
+            None => None,
+        };
 
         let ops = self.ctx.ops();
         let perm = ops.alloc(n)?;
@@ -156,12 +194,13 @@ impl Network {
             self.rng.view(),
             &crate::ops::rng_state_values(config.seed, 0),
         )?;
-        let mut graphs = StepGraphs::new(config.graphs);
+        let mut stepper = Stepper::new(self, strategy, config)?;
         // The per-epoch validation creates workspaces of other sizes; the step sizes must
         // survive it.
+        let local = global / world;
         let _pins = (
-            self.pin_workspace(batch)?,
-            self.pin_workspace(if n % batch == 0 { batch } else { n % batch })?,
+            self.pin_workspace(local)?,
+            self.pin_workspace((used - (steps_per_epoch - 1) * global) / world)?,
         );
 
         let mut state = match resume {
@@ -189,22 +228,27 @@ impl Network {
             stopped: None,
             best_epoch: state.early.best.map(|(_, e)| e),
         };
-        log::info!(
-            "training {} parameters on {} ({}): {} samples, batch {}, epochs {}..={}",
-            self.layout.total,
-            history.device,
-            history.device_name,
-            n,
-            batch,
-            state.epoch + 1,
-            config.epochs
-        );
-        let mut reporter = Reporter::new(config.progress);
+        if leads {
+            log::info!(
+                "training {} parameters on {} ({}), {world} rank(s): {n} samples, batch \
+                 {global}, epochs {}..={}",
+                self.layout.total,
+                history.device,
+                history.device_name,
+                state.epoch + 1,
+                config.epochs
+            );
+        }
+        let mut reporter = Reporter::new(if leads {
+            config.progress
+        } else {
+            Progress::Off
+        });
         let sampler = EpochSampler::new(self.ctx.info());
         for epoch in state.epoch + 1..=config.epochs {
             let t0 = Instant::now();
             sampler.start();
-            reporter.start_epoch(epoch, config.epochs, n);
+            reporter.start_epoch(epoch, config.epochs, used);
             if config.shuffle {
                 rng.shuffle(&mut state.order);
             }
@@ -215,8 +259,8 @@ impl Network {
             self.ctx.ops().fill(acc.view(), 0.0)?;
             let mut start = 0;
             let mut step = 0;
-            while start < n {
-                let b = batch.min(n - start);
+            while start < used {
+                let b = global.min(used - start) / world;
                 let lr = config.schedule.learning_rate(
                     config.learning_rate,
                     opt.steps(),
@@ -226,42 +270,39 @@ impl Network {
                 opt.set_learning_rate(self.ctx.ops(), lr)?;
                 let (net, ws) = self.workspace(b)?;
                 let ops = net.ctx.ops();
-                let idx = perm.slice(start, b)?;
+                let idx = perm.slice(start + rank * b, b)?;
                 let rows = Rows::Gather(idx);
                 let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, false)?;
                 let clip = config.clip_grad_norm.map(|max| (max, norm.view()));
-                graphs.run(ops, b, || {
-                    net.train_step_ws(ws, &batch, acc.view(), clip, &opt)
-                })?;
+                stepper.step(net, ws, &batch, acc.view(), clip, &opt)?;
                 opt.count_step();
                 ops.copy(acc.slice(0, 1)?, trace.slice(step, 1)?)?;
-                start += b;
+                start += b * world;
                 step += 1;
                 reporter.advance(start);
                 if reporter.wants_read() {
                     let mut sums = [0.0f32; 2];
                     ops.download(acc.view(), &mut sums)?;
-                    let loss = sums[0] / (start * net.out_steps) as f32;
-                    if !loss.is_finite() {
-                        return Err(net.locate_non_finite(&trace, step, epoch, &opt));
+                    let loss = sums[0] / (start / world * net.out_steps) as f32;
+                    // Replicas find a non-finite loss together, at the end of the epoch.
+                    if !loss.is_finite() && world == 1 {
+                        return Err(net.locate_non_finite(strategy, &trace, step, epoch, &opt));
                     }
                     reporter.show(progress_message(loss, lr, &sampler));
                 }
             }
             let mut sums = [0.0f32; 2];
             self.ctx.ops().download(acc.view(), &mut sums)?;
+            strategy.sum(self, &mut sums)?;
             if !sums[0].is_finite() {
-                return Err(self.locate_non_finite(&trace, step, epoch, &opt));
+                return Err(self.locate_non_finite(strategy, &trace, step, epoch, &opt));
             }
             let train_secs = t0.elapsed().as_secs_f64();
             let (peak_memory_bytes, utilization) = sampler.finish();
-            let rows = (n * self.out_steps) as f32;
+            let rows = (used * self.out_steps) as f32;
             let classify = self.loss.is_classification();
-            let (val_loss, val_accuracy) = match &vd {
-                Some(v) => {
-                    let e = self.evaluate_device(v, config.graphs)?;
-                    (Some(e.loss), e.accuracy)
-                }
+            let (val_loss, val_accuracy) = match run.val {
+                Some(v) => self.validation_metrics(vd.as_ref(), v.len(), config, strategy)?,
                 None => (None, None),
             };
             let stats = EpochStats {
@@ -271,11 +312,12 @@ impl Network {
                 val_loss,
                 val_accuracy,
                 seconds: t0.elapsed().as_secs_f64(),
-                samples_per_sec: n as f64 / train_secs.max(1e-9),
+                samples_per_sec: used as f64 / train_secs.max(1e-9),
                 learning_rate: opt.learning_rate(),
                 peak_memory_bytes,
                 utilization,
             };
+            // Every rank sees the same validation loss, so every rank decides the same.
             let mut stop = None;
             if let (Some(rule), Some(vl)) = (&config.early_stopping, stats.val_loss) {
                 let (improved, exhausted) = state.early.observe(rule, epoch, vl);
@@ -289,11 +331,16 @@ impl Network {
             }
             let line = format_epoch(&stats, config.epochs);
             reporter.finish_epoch(&line);
-            if !reporter.shows_epochs() && config.log_every > 0 && epoch % config.log_every == 0 {
+            if leads
+                && !reporter.shows_epochs()
+                && config.log_every > 0
+                && epoch % config.log_every == 0
+            {
                 log::info!("{line}");
             }
             history.epochs.push(stats);
-            if let Some(path) = &config.checkpoint_path
+            if leads
+                && let Some(path) = &config.checkpoint_path
                 && (epoch % config.checkpoint_every == 0
                     || epoch == config.epochs
                     || stop.is_some())
@@ -301,16 +348,28 @@ impl Network {
                 state.epoch = epoch;
                 state.rng = rng.state();
                 state.optimizer = opt.snapshot(self.ctx.ops())?;
-                train_state::save(self, path, config, n, batch, &state, &history.epochs)?;
+                train_state::save(self, path, config, n, global, &state, &history.epochs)?;
             }
-            if stop.is_none()
-                && let Some(last) = history.epochs.last()
-                && on_epoch(last).is_break()
-            {
-                stop = Some(StopReason::Callback);
+            if stop.is_none() {
+                // The leader's callback decides for every rank.
+                let mut asked = [0.0f32];
+                if leads
+                    && history
+                        .epochs
+                        .last()
+                        .is_some_and(|e| on_epoch(e).is_break())
+                {
+                    asked[0] = 1.0;
+                }
+                strategy.sum(self, &mut asked)?;
+                if asked[0] > 0.0 {
+                    stop = Some(StopReason::Callback);
+                }
             }
             if let Some(reason) = stop {
-                log::info!("training stopped after epoch {epoch}: {reason:?}");
+                if leads {
+                    log::info!("training stopped after epoch {epoch}: {reason:?}");
+                }
                 history.stopped = Some(reason);
                 break;
             }
@@ -319,20 +378,51 @@ impl Network {
             && rule.restore_best
             && state.early.best.map(|(_, e)| e) != history.epochs.last().map(|e| e.epoch)
         {
-            log::info!(
-                "restoring the parameters of epoch {}, the best validation loss",
-                history.best_epoch.unwrap_or(0)
-            );
+            if leads {
+                log::info!(
+                    "restoring the parameters of epoch {}, the best validation loss",
+                    history.best_epoch.unwrap_or(0)
+                );
+            }
             self.set_parameters(best)?;
         }
+        strategy.finish()?;
         history.total_seconds = started.elapsed().as_secs_f64();
         Ok(history)
     }
 
+    /// Validation loss and accuracy over all ranks' shares of the validation samples (`total`
+    /// of them; this rank holds `vd`, or none when the share is empty).
+    fn validation_metrics(
+        &mut self,
+        vd: Option<&DeviceData>,
+        total: usize,
+        config: &TrainingConfig,
+        strategy: &Strategy<'_>,
+    ) -> Result<(Option<f32>, Option<f32>)> {
+        let local = vd
+            .map(|d| self.evaluate_device(d, config.graphs).map(|e| (e, d.n)))
+            .transpose()?;
+        if let (1, Some((e, _))) = (strategy.world(), &local) {
+            return Ok((Some(e.loss), e.accuracy));
+        }
+        let mut sums = [0.0f32; 2];
+        if let Some((e, rows)) = local {
+            let r = (rows * self.out_steps) as f32;
+            sums = [e.loss * r, e.accuracy.unwrap_or(0.0) * r];
+        }
+        strategy.sum(self, &mut sums)?;
+        let r = (total * self.out_steps) as f32;
+        let classify = self.loss.is_classification();
+        Ok((Some(sums[0] / r), classify.then(|| sums[1] / r)))
+    }
+
     /// The error for an epoch whose loss sum is not finite after `steps` steps: finds the first
-    /// step whose running sum was not finite in the trace (one read, only on this path).
+    /// step whose running sum (over all ranks) was not finite in the trace (one read, only on
+    /// this path).
     fn locate_non_finite(
         &self,
+        strategy: &Strategy<'_>,
         trace: &crate::buffer::Buffer,
         steps: usize,
         epoch: usize,
@@ -341,7 +431,8 @@ impl Network {
         let mut sums = vec![0.0f32; steps];
         let found = trace
             .slice(0, steps)
-            .and_then(|v| self.ctx.ops().download(v, &mut sums));
+            .and_then(|v| self.ctx.ops().download(v, &mut sums))
+            .and_then(|()| strategy.sum(self, &mut sums));
         if let Err(e) = found {
             return e;
         }

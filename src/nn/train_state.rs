@@ -29,6 +29,7 @@ const TEMP_MARKER: &str = ".train-ckpt-tmp-";
 const MARKER: &str = "rnn.training_checkpoint";
 
 /// A run's state between epochs.
+#[derive(Clone)]
 pub(crate) struct RunState {
     /// Epochs completed.
     pub epoch: usize,
@@ -274,7 +275,8 @@ impl Network {
     /// `path`: loads the parameters, optimizer state, step count, RNG state, shuffle order,
     /// early stopping state and history, then trains the remaining epochs of `config.epochs`
     /// on `data`. With the same data and configuration, the result is the one the
-    /// uninterrupted run gives on the same backend (bit for bit on the CPU backend).
+    /// uninterrupted run gives on the same backend (bit for bit on the CPU backend). With
+    /// `config.devices`, every replica continues from the checkpoint's state.
     ///
     /// A checkpoint of another architecture, a plain weights file, or a run on other data,
     /// batch size or optimizer is an error that says which.

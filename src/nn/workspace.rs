@@ -333,10 +333,20 @@ impl Network {
         clip: Option<(f32, View<'_>)>,
         opt: &super::optim::OptimizerState,
     ) -> Result<()> {
-        let ops = self.ctx.ops();
         self.forward_train_ws(ws, batch)?;
         self.loss_ws(ws, batch, Some(acc))?;
         self.backward_ws(ws, batch)?;
+        self.update_ws(clip, opt)
+    }
+
+    /// The second half of a training step, once the gradient buffer holds the step's
+    /// gradients: clipping, the optimizer update and the dropout state's advance.
+    pub(crate) fn update_ws(
+        &self,
+        clip: Option<(f32, View<'_>)>,
+        opt: &super::optim::OptimizerState,
+    ) -> Result<()> {
+        let ops = self.ctx.ops();
         if let Some((max, norm)) = clip {
             ops.clip_grad_norm(self.grads.view(), max, norm)?;
         }

@@ -198,7 +198,8 @@ fn blobs(n: usize, seed: u64) -> Dataset {
 fn non_cuda_devices_are_a_clear_error() {
     let ctx = Context::cpu();
     for devices in [
-        vec![DeviceId::Cpu, DeviceId::Cpu],
+        // CPU replicas train (tests/nn/replicas.rs); a CPU beside a GPU does not.
+        vec![DeviceId::Cpu, DeviceId::Cuda(0)],
         vec![
             DeviceId::OpenCl {
                 platform: 0,
@@ -429,6 +430,11 @@ fn rnn_device_lists_select_data_parallel_devices() {
             .data_parallel_devices(Some(" cuda:0, cuda:1 "))
             .unwrap(),
         two
+    );
+    // CPU replicas: the one device that may be listed more than once.
+    assert_eq!(
+        config.data_parallel_devices(Some("cpu,cpu")).unwrap(),
+        vec![DeviceId::Cpu, DeviceId::Cpu]
     );
     // One id, or an explicit `device`, or `use_gpu: false`: single-device training.
     assert!(

@@ -12,6 +12,7 @@ mod gated;
 mod gradcheck;
 mod layers;
 mod optim;
+mod replicas;
 mod robust;
 mod stacked;
 mod train;
