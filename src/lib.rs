@@ -21,6 +21,7 @@ pub mod backend;
 mod buffer;
 pub mod cache;
 mod context;
+mod context_options;
 mod device;
 pub mod dist;
 mod env_switch;

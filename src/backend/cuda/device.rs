@@ -12,7 +12,7 @@ use super::error;
 use super::kernels;
 use super::launch::CudaKernels;
 use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
-use crate::context::ContextOptions;
+use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};

@@ -20,7 +20,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 
 pub(crate) use device::CudaDevice;
 
-use crate::context::ContextOptions;
+use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::ops::Ops;

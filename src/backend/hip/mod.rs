@@ -62,7 +62,7 @@ pub(crate) mod smi;
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use crate::context::ContextOptions;
+use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::ops::Ops;
