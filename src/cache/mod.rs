@@ -11,6 +11,7 @@
 mod config;
 mod entry;
 mod key;
+mod rejection;
 
 use std::collections::HashSet;
 use std::fs;
@@ -21,6 +22,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
+use rejection::is_binary_rejection;
 
 pub use config::CacheEnv;
 pub use key::CacheKey;
@@ -276,7 +278,7 @@ impl KernelCache {
         };
         match load(payload) {
             Ok(module) => Some(module),
-            Err(e) if crate::backend::is_binary_rejection(&e) => {
+            Err(e) if is_binary_rejection(&e) => {
                 discard(path, &format!("rejected by the driver: {e}"));
                 None
             }
