@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+mod backend_kind;
 mod buffer;
 pub mod cache;
 mod context;
