@@ -3,9 +3,11 @@
 
 mod device;
 mod error;
+mod event;
 pub(crate) mod kernels;
 mod launch;
 mod memory;
+mod module;
 mod persistent;
 mod profile;
 mod sgemm;
