@@ -29,6 +29,11 @@
 //!   a parent whose code uses a child's item depends on the child;
 //! - test modules inside `src/` count like any other code.
 //!
+//! What it does not see: a method call (`self.launch_kernel(..)`) on a type whose `impl` block
+//! sits in another file, a name brought in by a glob, or a path written inside a macro that
+//! builds it from pieces. Such a file (the backends' `impl CudaDevice` / `impl ClDevice` files)
+//! depends on the type's file, which must then not import it back.
+//!
 //! One circle is known and allowed for now ([`KNOWN`]); any other circle, or the known one growing
 //! to more units, fails the test, and so does the known one once it is gone (remove its entry then).
 
