@@ -6,8 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
-use crate::backend::DevicePtr;
 use crate::error::{Error, Result};
+
+/// A device address as an integer: a `CUdeviceptr`, a `cl_mem` handle or a `hipDeviceptr_t`.
+/// Defined with the buffers that hold it (and re-exported as `backend::DevicePtr`), so that
+/// memory does not depend on the backends that hand it out.
+pub type DevicePtr = u64;
 
 static NEXT_CONTEXT_ID: AtomicU64 = AtomicU64::new(1);
 

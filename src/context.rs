@@ -7,67 +7,8 @@ use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
 use crate::ops::Ops;
-use crate::tensor::Tensor;
 
-/// Options fixed when a context is created.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ContextOptions {
-    /// Let a vendor BLAS (cuBLAS) use TF32 tensor cores for f32 GEMM, like PyTorch's
-    /// `allow_tf32`. Off by default: results then match f32 arithmetic.
-    pub allow_tf32: bool,
-    /// Route GEMM through the vendor library (cuBLAS) when present; otherwise the built-in
-    /// `sgemm` kernel runs. On by default.
-    pub vendor_blas: bool,
-    /// On an H100/H200 (op set built for sm_90a), run the products that fill the GPU with the
-    /// built-in warpgroup tensor-core GEMM (`sgemm_wg128`, f32 accuracy) ahead of cuBLAS, which
-    /// it outruns there. Through NVIDIA's OpenCL on such a GPU, the products that take the
-    /// tensor-core kernels run its OpenCL counterpart `sgemm_wg64` instead of the `mma.sync`
-    /// ones. On by default; off leaves those products to cuBLAS (or, without it, to the other
-    /// built-in kernels), for comparison.
-    pub warpgroup_gemm: bool,
-    /// Run GEMMs with a side of at most 16 (a classifier head's 10 outputs, a 10-wide input
-    /// gradient) with the built-in thin kernels (`sgemm_thin`, `sgemm_thin_k`) on every GPU
-    /// backend, ahead of cuBLAS and the tile kernels: they read each operand once, where a tile
-    /// kernel spends most of its tile on padding. On by default; off leaves those products to
-    /// the other routes, for comparison and to test the tile kernels at small sizes.
-    pub thin_gemm: bool,
-    /// Verification aid for machines without an AMD GPU: on a CUDA device, build the op set from
-    /// the HIP kernel sources (`kernels-hip/` over `kernels-cu/`) through NVRTC with a small
-    /// HIP-to-CUDA prelude, instead of the CUDA sources. User kernels on such a context are HIP
-    /// sources too ([`crate::Dialect::Hip`]), compiled the same way, with the prelude as the
-    /// header `<hip/hip_runtime.h>`. Such a context never uses cuBLAS, so GEMM runs the HIP
-    /// `sgemm` kernel. Off by default; ignored elsewhere.
-    #[doc(hidden)]
-    pub hip_sources_via_nvrtc: bool,
-    /// Verification aid: on an OpenCL device, run every GEMM with the kernel of this block tile
-    /// (64: `sgemm_tile64_split`, 128: `sgemm_split`) instead of picking one per launch from the output's
-    /// size and the device, so both are tested on any device. Another value, or 128 on a
-    /// device that cannot hold that tile, is [`Error::InvalidArgument`] when the context is
-    /// created. `None` by default; ignored elsewhere.
-    #[doc(hidden)]
-    pub opencl_sgemm_tile: Option<u32>,
-    /// Time every kernel launch and device-side copy on the device, per entry name, for
-    /// [`crate::Ops::kernel_times`]. OpenCL only (its queue is then created with
-    /// `CL_QUEUE_PROFILING_ENABLE` and each launch keeps its event, which costs some launch
-    /// speed); `RNN_PROFILE_KERNELS=1` turns it on for every OpenCL context too. Off by
-    /// default; ignored elsewhere (CUDA kernels are profiled with Nsight Compute).
-    pub profile_kernels: bool,
-}
-
-impl Default for ContextOptions {
-    fn default() -> Self {
-        ContextOptions {
-            allow_tf32: false,
-            vendor_blas: true,
-            warpgroup_gemm: true,
-            thin_gemm: true,
-            hip_sources_via_nvrtc: false,
-            opencl_sgemm_tile: None,
-            profile_kernels: false,
-        }
-    }
-}
+pub use crate::context_options::ContextOptions;
 
 /// One device and its op set. Cheap to clone; `Send + Sync`.
 ///
@@ -117,16 +58,6 @@ impl Context {
     /// A buffer of `len` f32 with unspecified contents.
     pub fn alloc(&self, len: usize) -> Result<Buffer> {
         self.ops.alloc(len)
-    }
-
-    /// A tensor with the given shape and contents (`data.len()` must equal the shape's product).
-    pub fn tensor(&self, shape: &[usize], data: &[f32]) -> Result<Tensor> {
-        Tensor::from_slice(self, shape, data)
-    }
-
-    /// A zero-filled tensor.
-    pub fn zeros(&self, shape: &[usize]) -> Result<Tensor> {
-        Tensor::zeros(self, shape)
     }
 
     /// Compiles a user kernel through the kernel cache. The source's dialect must be the one this

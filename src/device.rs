@@ -5,45 +5,10 @@ use std::str::FromStr;
 
 use crate::error::{Error, Result};
 
-/// A compute runtime that `rnn` can drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum BackendKind {
-    /// NVIDIA CUDA (driver API, NVRTC, cuBLAS), loaded at run time.
-    Cuda,
-    /// OpenCL through the ICD loader, any platform (NVIDIA, AMD, Intel, PoCL).
-    OpenCl,
-    /// AMD ROCm/HIP with hiprtc, loaded at run time.
-    Hip,
-    /// The multi-threaded CPU backend (Rayon); always available, and the numerical reference.
-    Cpu,
-}
+pub use crate::backend_kind::BackendKind;
 
-impl BackendKind {
-    /// Every backend, in probing order.
-    pub const ALL: [BackendKind; 4] = [
-        BackendKind::Cuda,
-        BackendKind::OpenCl,
-        BackendKind::Hip,
-        BackendKind::Cpu,
-    ];
-
-    /// The lowercase name used in device ids and `RNN_BACKENDS`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Cuda => "cuda",
-            BackendKind::OpenCl => "opencl",
-            BackendKind::Hip => "hip",
-            BackendKind::Cpu => "cpu",
-        }
-    }
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
+// Parsing a backend's name is here rather than with `BackendKind`: its error is an `Error`, and
+// `Error` holds a `BackendKind`, so `backend_kind` stays below `error` and `error` below this.
 impl FromStr for BackendKind {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {

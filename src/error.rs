@@ -1,6 +1,6 @@
 //! The crate's one error type.
 
-use crate::device::BackendKind;
+use crate::backend_kind::BackendKind;
 
 /// Everything that can go wrong in `rnn`.
 ///

@@ -18,9 +18,11 @@
 #![warn(missing_docs)]
 
 pub mod backend;
+mod backend_kind;
 mod buffer;
 pub mod cache;
 mod context;
+mod context_options;
 mod device;
 pub mod dist;
 mod env_switch;

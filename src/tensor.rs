@@ -19,6 +19,20 @@ fn element_count(shape: &[usize]) -> Result<usize> {
         .ok_or_else(|| Error::shape("tensor", format!("shape {shape:?} overflows usize")))
 }
 
+// The context's tensor constructors live here, with the tensor, so that the context (which a
+// tensor holds) does not depend on the tensor in turn.
+impl Context {
+    /// A tensor with the given shape and contents (`data.len()` must equal the shape's product).
+    pub fn tensor(&self, shape: &[usize], data: &[f32]) -> Result<Tensor> {
+        Tensor::from_slice(self, shape, data)
+    }
+
+    /// A zero-filled tensor.
+    pub fn zeros(&self, shape: &[usize]) -> Result<Tensor> {
+        Tensor::zeros(self, shape)
+    }
+}
+
 impl Tensor {
     /// Uploads `data` with the given shape.
     pub fn from_slice(ctx: &Context, shape: &[usize], data: &[f32]) -> Result<Self> {

@@ -9,18 +9,14 @@ pub mod cuda;
 #[doc(hidden)]
 pub mod hip;
 pub(crate) mod opencl;
-mod rejection;
 
+pub use crate::buffer::DevicePtr;
 pub(crate) use args::{Fnv, FunctionCache, with_param_slots};
-pub(crate) use rejection::is_binary_rejection;
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig};
 use crate::ops::Gemm;
-
-/// A device address as an integer: a `CUdeviceptr`, a `cl_mem` handle or a `hipDeviceptr_t`.
-pub type DevicePtr = u64;
 
 /// One raw kernel parameter as the backend passes it to the driver.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -146,7 +142,7 @@ pub trait Device: Send + Sync + 'static {
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)>;
     /// Loads a binary produced by [`Device::build`] (from the disk cache). On an error the
     /// cache rebuilds; it deletes the entry only when the error rejects the binary itself
-    /// (`crate::backend::is_binary_rejection`: the driver's invalid-image statuses, or
+    /// (`crate::cache::rejection::is_binary_rejection`: the driver's invalid-image statuses, or
     /// [`crate::Error::Compile`]), not after a transient failure such as out of memory.
     fn load(&self, binary: &[u8]) -> Result<Self::Module>;
     /// Whether `module` defines a kernel named `entry`, so a user kernel whose entry point the

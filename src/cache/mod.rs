@@ -15,6 +15,7 @@
 mod config;
 mod entry;
 mod key;
+mod rejection;
 mod trust;
 
 use std::collections::HashSet;
@@ -27,6 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::fsutil::FileMode;
+use rejection::is_binary_rejection;
 
 pub use config::CacheEnv;
 pub use key::CacheKey;
@@ -291,7 +293,7 @@ impl KernelCache {
         };
         match load(payload) {
             Ok(module) => Some(module),
-            Err(e) if crate::backend::is_binary_rejection(&e) => {
+            Err(e) if is_binary_rejection(&e) => {
                 discard(path, &format!("rejected by the driver: {e}"));
                 None
             }

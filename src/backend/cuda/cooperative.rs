@@ -6,7 +6,7 @@ use cudarc::driver::result;
 
 use super::device::CudaDevice;
 use super::error;
-use super::launch::CudaKernels;
+use super::module::CudaKernels;
 use crate::backend::{RawArg, with_param_slots};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;

@@ -10,9 +10,9 @@ use super::blas::Blas;
 use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::kernels;
-use super::launch::CudaKernels;
+use super::module::CudaKernels;
 use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
-use crate::context::ContextOptions;
+use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
@@ -64,7 +64,7 @@ impl CudaDevice {
                 info.id
             )));
         };
-        let driver_version = super::check_runtime()?;
+        let driver_version = super::runtime::check_runtime()?;
         let nvrtc = NvrtcInfo::query()?;
         let ctx =
             CudaContext::new(ordinal).map_err(|e| error::driver("cuDevicePrimaryCtxRetain", e))?;
@@ -86,7 +86,7 @@ impl CudaDevice {
             ))
         })?;
         if let Target::Ptx(_) = target {
-            if let Some(reason) = super::ptx_unloadable(nvrtc.version, driver_version) {
+            if let Some(reason) = super::runtime::ptx_unloadable(nvrtc.version, driver_version) {
                 return Err(error::unavailable(format!("{}: {reason}", info.id)));
             }
             log::warn!(

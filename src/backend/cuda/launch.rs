@@ -1,37 +1,19 @@
 //! Modules (`cuModuleLoadData`) and launches (`cuLaunchKernel`) with marshalled arguments.
 
-use std::sync::Arc;
-
+use cudarc::driver::result;
 use cudarc::driver::sys::{CUfunction, CUfunction_attribute};
-use cudarc::driver::{CudaModule, result};
 use cudarc::nvrtc::Ptx;
 
 use super::device::CudaDevice;
 use super::error;
-use crate::backend::{FunctionCache, RawArg, with_param_slots};
+use super::module::CudaKernels;
+use crate::backend::{RawArg, with_param_slots};
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 
 /// Dynamic shared memory every block may use without opting in.
 const DEFAULT_SHARED: u32 = 48 * 1024;
-
-/// A loaded CUBIN/PTX module and the functions looked up from it so far (raw `CUfunction`
-/// handles, valid while `module` lives).
-pub(crate) struct CudaKernels {
-    /// Always `Some` until Drop, which unloads it outside any capture.
-    module: Option<Arc<CudaModule>>,
-    functions: FunctionCache<usize>,
-}
-
-impl Drop for CudaKernels {
-    fn drop(&mut self) {
-        // cuModuleUnload may synchronize the device: not while another thread records a graph.
-        if let Some(module) = self.module.take() {
-            crate::backend::capture_gate::outside_captures(move || drop(module));
-        }
-    }
-}
 
 const ELF_MAGIC: &[u8] = b"\x7fELF";
 
@@ -56,28 +38,11 @@ impl CudaDevice {
             .ctx
             .load_module(Ptx::from_binary(binary.to_vec()))
             .map_err(|e| error::driver("cuModuleLoadData", e))?;
-        Ok(CudaKernels {
-            module: Some(module),
-            functions: FunctionCache::new(),
-        })
+        Ok(CudaKernels::new(module))
     }
 
     pub(super) fn function(&self, module: &CudaKernels, entry: &str) -> Result<CUfunction> {
-        let handle = module.functions.get_or_load(entry, || {
-            if entry.contains('\0') {
-                return Err(Error::InvalidArgument(format!(
-                    "kernel entry name {entry:?} contains a NUL byte"
-                )));
-            }
-            let loaded = module.module.as_ref().ok_or_else(|| {
-                Error::InvalidArgument(format!("kernel '{entry}' of an unloaded module"))
-            })?;
-            let f = loaded
-                .load_function(entry)
-                .map_err(|e| error::driver(&format!("cuModuleGetFunction({entry})"), e))?;
-            Ok(f.cu_function() as usize)
-        })?;
-        Ok(handle as CUfunction)
+        module.function(entry)
     }
 
     /// Raises the dynamic shared-memory limit of `entry` in `module` to `bytes` when that is

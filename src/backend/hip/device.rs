@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
 
 use super::compile;
-use super::error::{backend_error, check, version_string};
+use super::error::{backend_error, check, unavailable, version_string};
 use super::ffi::{self, Function, HIP_ERROR_OUT_OF_MEMORY, HipApi, RtcApi, Stream};
 
 /// One HIP device with its own stream.
@@ -39,12 +39,12 @@ unsafe impl Sync for HipDevice {}
 impl HipDevice {
     /// Opens device `info` (a `hip:<n>` id from the probe): selects it and creates its stream.
     pub(crate) fn new(info: &DeviceInfo, arch_full: &str) -> Result<Self> {
-        let loaded = ffi::api().map_err(super::unavailable)?;
+        let loaded = ffi::api().map_err(unavailable)?;
         let api = &loaded.hip;
         let rtc = loaded
             .rtc
             .as_ref()
-            .map_err(|reason| super::unavailable(format!("hiprtc not found: {reason}")))?;
+            .map_err(|reason| unavailable(format!("hiprtc not found: {reason}")))?;
         let ordinal = match info.id {
             crate::device::DeviceId::Hip(i) => c_int::try_from(i)
                 .map_err(|_| Error::InvalidArgument(format!("HIP ordinal {i} out of range")))?,

@@ -5,6 +5,14 @@ use crate::error::{Error, Result};
 
 use super::ffi::{HIP_SUCCESS, HipApi, HipError};
 
+/// [`Error::BackendUnavailable`] for HIP.
+pub(crate) fn unavailable(reason: impl Into<String>) -> Error {
+    Error::BackendUnavailable {
+        backend: BackendKind::Hip,
+        reason: reason.into(),
+    }
+}
+
 /// `Ok(())` for `hipSuccess`, else [`Error::Backend`] naming `call` with the runtime's
 /// `hipGetErrorName: hipGetErrorString` and the numeric code.
 pub(crate) fn check(api: &HipApi, code: HipError, call: &str) -> Result<()> {

@@ -62,21 +62,13 @@ pub(crate) mod smi;
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use crate::context::ContextOptions;
+use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::ops::Ops;
 
-use self::error::{check, version_string};
+use self::error::{check, unavailable, version_string};
 use self::ffi::{HIP_ERROR_INVALID_DEVICE, HIP_ERROR_NO_DEVICE, HIP_SUCCESS, HipApi};
-
-/// [`Error::BackendUnavailable`] for HIP.
-pub(crate) fn unavailable(reason: impl Into<String>) -> Error {
-    Error::BackendUnavailable {
-        backend: BackendKind::Hip,
-        reason: reason.into(),
-    }
-}
 
 /// Lists the HIP devices, `Ok(vec![])` when the runtime loads but sees no device, or says why the
 /// runtime cannot be used.

@@ -13,8 +13,6 @@ use std::sync::OnceLock;
 
 use libloading::Library;
 
-use crate::monitor::GpuFigures;
-
 type Status = c_uint;
 const RSMI_STATUS_SUCCESS: Status = 0;
 const RSMI_MEM_TYPE_VRAM: c_uint = 0;
@@ -131,8 +129,25 @@ pub(crate) fn status() -> String {
     }
 }
 
+/// What ROCm SMI reported for one device; each figure is `None` where its call failed. The
+/// monitor turns it into its `GpuFigures` (the backend reads, the monitor presents).
+pub(crate) struct SmiReading {
+    /// Percent of the last sample period in which the GPU was busy.
+    pub(crate) busy_percent: Option<u32>,
+    /// VRAM in use by every process, bytes.
+    pub(crate) vram_used: Option<u64>,
+    /// VRAM, bytes.
+    pub(crate) vram_total: Option<u64>,
+    /// VRAM in use by this process, bytes.
+    pub(crate) process_vram: Option<u64>,
+    /// Edge temperature, degrees Celsius.
+    pub(crate) temperature_c: Option<f32>,
+    /// Average power draw, watts.
+    pub(crate) power_watts: Option<f32>,
+}
+
 /// Live figures of HIP device `ordinal`.
-pub(crate) fn figures(ordinal: usize) -> Option<GpuFigures> {
+pub(crate) fn figures(ordinal: usize) -> Option<SmiReading> {
     let smi = smi().ok()?;
     let dv = u32::try_from(ordinal).ok()?;
     let (mut busy, mut used, mut total, mut temp, mut power) = (0u32, 0u64, 0u64, 0i64, 0u64);
@@ -158,13 +173,12 @@ pub(crate) fn figures(ordinal: usize) -> Option<GpuFigures> {
     if !(b || u || t) {
         return None;
     }
-    Some(GpuFigures {
-        source: "ROCm SMI",
-        utilization_percent: b.then_some(busy),
-        memory_used: u.then_some(used),
-        memory_total: t.then_some(total),
+    Some(SmiReading {
+        busy_percent: b.then_some(busy),
+        vram_used: u.then_some(used),
+        vram_total: t.then_some(total),
         // Summed over the process's GPUs: with one AMD GPU in use, that GPU's.
-        process_memory: pi.then_some(proc_info.vram_usage),
+        process_vram: pi.then_some(proc_info.vram_usage),
         temperature_c: c.then_some(temp as f32 / 1000.0),
         power_watts: p.then_some(power as f32 / 1e6),
     })

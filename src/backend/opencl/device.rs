@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::error::cl_error;
-use super::launch::ClModule;
+use super::module::ClModule;
 use super::profile::KernelTimer;
 use super::sgemm::{Limits, SgemmChoice};
 use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};

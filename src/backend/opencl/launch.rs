@@ -1,8 +1,6 @@
 //! Programs and launches: `clBuildProgram` with the full log on failure, program binaries for
-//! the disk cache, and `clEnqueueNDRangeKernel`.
+//! the disk cache, `clEnqueueNDRangeKernel`, and the size of a persistent grid.
 
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 use std::ptr;
 
 use std::sync::atomic::Ordering;
@@ -10,7 +8,6 @@ use std::sync::atomic::Ordering;
 use opencl3::error_codes::{
     CL_SUCCESS, ClError, DLOPEN_FUNCTION_NOT_AVAILABLE, DLOPEN_RUNTIME_LOAD_FAILED,
 };
-use opencl3::kernel::{Kernel, create_program_kernels};
 use opencl3::program::Program;
 use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_kernel, cl_mem};
 use parking_lot::Mutex;
@@ -18,25 +15,10 @@ use parking_lot::Mutex;
 use super::device::ClDevice;
 use super::error::{cl_error, status_name};
 use super::memory::as_mem;
-use crate::backend::{Fnv, RawArg};
+use super::module::{ClModule, PROGRAM_LOCK};
+use crate::backend::RawArg;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
-
-/// Serializes every creation and release of programs and kernels in the process.
-///
-/// Audit (PoCL 5 aborts in `pocl_release_dlhandle_cache` with `ref_count > 0` when test
-/// threads each create, use and drop their own context): this backend never calls
-/// `clRelease*` on programs or kernels by hand (the opencl3 wrappers release once, in `Drop`),
-/// and never clones them by handle. What it did get wrong was order: `ClModule` released its
-/// program before the kernels created from it, and `GpuOps` could release a context's device
-/// (queue and context) before that context's modules. Both are legal by the OpenCL spec
-/// (objects retain what they depend on) but are exactly the paths that leave PoCL's cache of
-/// loaded kernel libraries to sort out reference counts, which it is known to do racily under
-/// concurrent program release. So, besides fixing the order (kernels, then program; modules,
-/// then device), program build/load/release and kernel creation/release run under this lock.
-/// They are rare (once per context and op set), so the lock costs nothing measurable; launches
-/// do not take it.
-static PROGRAM_LOCK: Mutex<()> = Mutex::new(());
 
 /// PoCL 5.0 aborts (`pocl_release_dlhandle_cache: Assertion 'found->ref_count > 0'`) when
 /// kernels of several PoCL contexts complete concurrently in its worker threads: seen on the GPU
@@ -44,36 +26,6 @@ static PROGRAM_LOCK: Mutex<()> = Mutex::new(());
 /// So on PoCL each launch holds this lock until its kernel has finished (`clFinish`). PoCL is a
 /// CPU device, where the lost overlap costs little; other platforms are not affected.
 static POCL_KERNELS: Mutex<()> = Mutex::new(());
-
-/// A kernel object and what was last set on it.
-///
-/// Arguments stay set on a kernel object after a launch, and a training step launches the same
-/// kernels with mostly the same arguments every time; on NVIDIA's OpenCL each
-/// `clSetKernelArg` is a driver call of its own, a large part of a small launch. So a launch sets
-/// only the arguments that differ from the last launch of this kernel.
-struct ClKernel {
-    kernel: Kernel,
-    /// The value last set at each index (`None`: unknown, so set it).
-    args: Vec<Option<RawArg>>,
-    /// The size of the trailing `__local` argument last set.
-    local_bytes: Option<usize>,
-    /// `ClDevice::frees` when the buffer handles in `args` were set. A released `cl_mem` handle
-    /// can come back as a new buffer's handle with the same value; whether a driver still
-    /// refers to the old object through the kernel's argument is its business, so after any
-    /// release every buffer argument is set again.
-    frees: u64,
-}
-
-impl ClKernel {
-    fn new(kernel: Kernel) -> Self {
-        ClKernel {
-            kernel,
-            args: Vec::new(),
-            local_bytes: None,
-            frees: 0,
-        }
-    }
-}
 
 /// Whether two arguments are the same bits (so `-0.0` differs from `0.0` and a NaN equals
 /// itself).
@@ -118,75 +70,7 @@ fn enqueue_kernel(
     }
 }
 
-/// A built program and every kernel in it, created once.
-pub(crate) struct ClModule {
-    /// `clSetKernelArg` mutates the kernel object, so each is used under its own lock from
-    /// setting the arguments until the launch is enqueued.
-    kernels: HashMap<String, Mutex<ClKernel>, BuildHasherDefault<Fnv>>,
-    /// `None` only while dropping: released after the kernels, under [`PROGRAM_LOCK`].
-    program: Option<Program>,
-}
-
-impl ClModule {
-    /// Whether the program defines a kernel named `entry`.
-    pub(super) fn defines(&self, entry: &str) -> bool {
-        self.kernels.contains_key(entry)
-    }
-
-    /// `CL_KERNEL_WORK_GROUP_SIZE` (the largest group the kernel's registers allow) and the
-    /// static local memory of `entry` on `device` (`CL_KERNEL_LOCAL_MEM_SIZE` less the
-    /// `__local` argument set on it); `None` when the program has no such kernel.
-    pub(super) fn limits(
-        &self,
-        entry: &str,
-        device: &opencl3::device::Device,
-    ) -> Result<Option<(usize, u64)>> {
-        let Some(kernel) = self.kernels.get(entry) else {
-            return Ok(None);
-        };
-        let slot = kernel.lock();
-        let size = slot
-            .kernel
-            .get_work_group_size(device.id())
-            .map_err(|e| cl_error("clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)", e.0))?;
-        let local = slot
-            .kernel
-            .get_local_mem_size(device.id())
-            .map_err(|e| cl_error("clGetKernelWorkGroupInfo(CL_KERNEL_LOCAL_MEM_SIZE)", e.0))?;
-        // The reported size includes the `__local` argument as last set (the OpenCL spec says
-        // so, and NVIDIA's driver does it): without this a kernel launched once would seem to
-        // need its dynamic local memory twice.
-        let set = slot.local_bytes.unwrap_or(0) as u64;
-        Ok(Some((size, local.saturating_sub(set))))
-    }
-}
-
-impl Drop for ClModule {
-    fn drop(&mut self) {
-        let _serial = PROGRAM_LOCK.lock();
-        self.kernels.clear();
-        self.program.take();
-    }
-}
-
 impl ClDevice {
-    /// Creates the kernels of `program`. Called with [`PROGRAM_LOCK`] held.
-    fn kernels_of(&self, program: Program) -> Result<ClModule> {
-        let list = create_program_kernels(&program)
-            .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?;
-        let mut kernels = HashMap::with_capacity_and_hasher(list.len(), Default::default());
-        for k in list {
-            let name = k
-                .function_name()
-                .map_err(|e| cl_error("clGetKernelInfo(CL_KERNEL_FUNCTION_NAME)", e.0))?;
-            kernels.insert(name, Mutex::new(ClKernel::new(k)));
-        }
-        Ok(ClModule {
-            kernels,
-            program: Some(program),
-        })
-    }
-
     fn compile_error(&self, program: &Program, code: ClError) -> Error {
         let log = program.get_build_log(self.device.id()).unwrap_or_default();
         Error::Compile {
@@ -224,7 +108,7 @@ impl ClDevice {
             .into_iter()
             .next()
             .unwrap_or_default();
-        let module = self.kernels_of(program)?;
+        let module = ClModule::new(program)?;
         Ok((binary, module))
     }
 
@@ -246,7 +130,7 @@ impl ClDevice {
         if let Err(code) = program.build(&[self.device.id()], "") {
             return Err(self.compile_error(&program, code));
         }
-        self.kernels_of(program)
+        ClModule::new(program)
     }
 
     pub(super) fn launch_kernel(
@@ -363,5 +247,42 @@ impl ClDevice {
                 Err(self.enqueue_error(&format!("clEnqueueNDRangeKernel({entry})"), code, &buffers))
             }
         }
+    }
+}
+
+impl ClDevice {
+    /// How many groups of `entry` (`threads` work-items, `shared_bytes` of dynamic local
+    /// memory) may form one persistent grid: one per compute unit when a group fits (the
+    /// kernel's register-limited group size and the local memory left by its static use),
+    /// else 0. `None` where persistent kernels are off or the op set lacks `entry`.
+    pub(super) fn persistent_groups(
+        &self,
+        module: &ClModule,
+        entry: &str,
+        threads: u32,
+        shared_bytes: u32,
+    ) -> Option<Result<u32>> {
+        if !self.persistent {
+            return None;
+        }
+        let limits = match module.limits(entry, &self.device) {
+            Err(e) => return Some(Err(e)),
+            Ok(None) => return None,
+            Ok(Some(l)) => l,
+        };
+        let (max_threads, static_local) = limits;
+        let fits = threads as usize <= max_threads
+            && static_local.saturating_add(u64::from(shared_bytes)) <= self.local_mem;
+        if !fits {
+            log::debug!(
+                "{}: {entry} with {threads} work-items and {shared_bytes} bytes of local memory \
+                 does not fit a compute unit (kernel limit {max_threads} work-items, \
+                 {static_local} bytes of static local memory, device {} bytes)",
+                self.info.id,
+                self.local_mem
+            );
+            return Some(Ok(0));
+        }
+        Some(Ok(self.info.compute_units))
     }
 }

@@ -7,25 +7,19 @@ use std::sync::atomic::Ordering;
 use opencl3::command_queue::{
     CL_BLOCKING, enqueue_copy_buffer, enqueue_read_buffer, enqueue_write_buffer,
 };
-use opencl3::event::release_event;
+
 use opencl3::memory::{CL_MEM_READ_WRITE, create_buffer, release_mem_object};
-use opencl3::types::{cl_event, cl_int, cl_mem};
+use opencl3::types::{cl_int, cl_mem};
 
 use super::device::ClDevice;
 use super::error::{cl_error, is_allocation_failure, is_buffer_creation_oom};
+use super::event::release;
 use crate::backend::DevicePtr;
 use crate::error::{Error, Result};
 
 /// Turns a handle back into the `cl_mem` it was made from.
 pub(super) fn as_mem(ptr: DevicePtr) -> cl_mem {
     ptr as usize as cl_mem
-}
-
-/// Drops the event every enqueue returns; the command itself is unaffected.
-pub(super) fn release(event: cl_event) {
-    // SAFETY: `event` was just returned by a successful enqueue call and is released exactly
-    // once, here.
-    let _ = unsafe { release_event(event) };
 }
 
 impl ClDevice {

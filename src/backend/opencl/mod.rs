@@ -3,9 +3,11 @@
 
 mod device;
 mod error;
+mod event;
 pub(crate) mod kernels;
 mod launch;
 mod memory;
+mod module;
 mod persistent;
 mod profile;
 mod sgemm;
@@ -19,7 +21,7 @@ use opencl3::device::{
 use opencl3::error_codes::{CL_PLATFORM_NOT_FOUND_KHR, DLOPEN_RUNTIME_LOAD_FAILED};
 use opencl3::platform::{Platform, get_platforms};
 
-use crate::context::ContextOptions;
+use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::ops::Ops;

@@ -1,14 +1,13 @@
-//! Persistent (one-launch) recurrences on OpenCL: the `Device` side of geometry `Q`
-//! (kernels-cl/seq.cl). OpenCL has no cooperative launch, so whether every work-group of a
-//! grid runs at once is the driver's business. This backend relies on it only where the rule
-//! is known: NVIDIA GPUs, whose OpenCL runs the kernels of an in-order queue one at a time and
-//! starts every group of a grid no larger than the SM count when each group fits an SM (the
-//! guarantee CUDA's cooperative launch checks). There the op set is built with
-//! `RNN_CL_NV_PERSISTENT` and a grid may have one group per compute unit; everywhere else (AMD,
-//! Intel, PoCL) the sequence ops loop their step kernels. `RNN_OPENCL_PERSISTENT=0` turns it off.
+//! Persistent (one-launch) recurrences on OpenCL, geometry `Q` (kernels-cl/seq.cl): which devices
+//! run them (the size of a grid is `ClDevice::persistent_groups`, launch.rs). OpenCL has no
+//! cooperative launch, so whether every work-group of a grid runs at once is the driver's business.
+//! This backend relies on it only where the rule is known: NVIDIA GPUs, whose OpenCL runs the
+//! kernels of an in-order queue one at a time and starts every group of a grid no larger than the
+//! SM count when each group fits an SM (the guarantee CUDA's cooperative launch checks). There the
+//! op set is built with `RNN_CL_NV_PERSISTENT` and a grid may have one group per compute unit;
+//! everywhere else (AMD, Intel, PoCL) the sequence ops loop their step kernels.
+//! `RNN_OPENCL_PERSISTENT=0` turns it off.
 
-use super::device::ClDevice;
-use super::launch::ClModule;
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::env_switch::Switch;
 use crate::error::Result;
@@ -37,43 +36,6 @@ pub(super) fn supported(info: &DeviceInfo, platform: &str) -> bool {
 
 /// The preprocessor line that compiles kernels-cl/seq.cl into the op set.
 pub(super) const DEFINE: &str = "#define RNN_CL_NV_PERSISTENT 1\n";
-
-impl ClDevice {
-    /// How many groups of `entry` (`threads` work-items, `shared_bytes` of dynamic local
-    /// memory) may form one persistent grid: one per compute unit when a group fits (the
-    /// kernel's register-limited group size and the local memory left by its static use),
-    /// else 0. `None` where persistent kernels are off or the op set lacks `entry`.
-    pub(super) fn persistent_groups(
-        &self,
-        module: &ClModule,
-        entry: &str,
-        threads: u32,
-        shared_bytes: u32,
-    ) -> Option<Result<u32>> {
-        if !self.persistent {
-            return None;
-        }
-        let limits = match module.limits(entry, &self.device) {
-            Err(e) => return Some(Err(e)),
-            Ok(None) => return None,
-            Ok(Some(l)) => l,
-        };
-        let (max_threads, static_local) = limits;
-        let fits = threads as usize <= max_threads
-            && static_local.saturating_add(u64::from(shared_bytes)) <= self.local_mem;
-        if !fits {
-            log::debug!(
-                "{}: {entry} with {threads} work-items and {shared_bytes} bytes of local memory \
-                 does not fit a compute unit (kernel limit {max_threads} work-items, \
-                 {static_local} bytes of static local memory, device {} bytes)",
-                self.info.id,
-                self.local_mem
-            );
-            return Some(Ok(0));
-        }
-        Some(Ok(self.info.compute_units))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -15,7 +15,7 @@ use opencl3::types::cl_event;
 use parking_lot::Mutex;
 
 use super::error::cl_error;
-use super::memory::release;
+use super::event::release;
 use crate::env_switch::Switch;
 use crate::error::Result;
 use crate::ops::KernelTime;
