@@ -152,7 +152,7 @@ fn rnn_sequence(
     Ok(n)
 }
 
-/// Arguments of `Ops::rnn_sequence_forward`; returns one step's `batch * hidden`.
+/// Arguments of `ElmanOps::rnn_sequence_forward`; returns one step's `batch * hidden`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rnn_sequence_forward(
     pre: View<'_>,
@@ -184,7 +184,7 @@ pub(crate) fn rnn_sequence_forward(
     )
 }
 
-/// Arguments of `Ops::rnn_sequence_backward`; returns one step's `batch * hidden`.
+/// Arguments of `ElmanOps::rnn_sequence_backward`; returns one step's `batch * hidden`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rnn_sequence_backward(
     dh: View<'_>,
@@ -275,7 +275,7 @@ fn gate_params<'a, 'b>(
     ]
 }
 
-/// Arguments of `Ops::lstm_sequence_forward`; returns one step's `batch * hidden`.
+/// Arguments of `GatedSequenceOps::lstm_sequence_forward`; returns one step's `batch * hidden`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_sequence_forward(
     gates: View<'_>,
@@ -306,7 +306,7 @@ pub(crate) fn lstm_sequence_forward(
     )
 }
 
-/// Arguments of `Ops::lstm_sequence_backward`; returns one step's `batch * hidden`.
+/// Arguments of `GatedSequenceOps::lstm_sequence_backward`; returns one step's `batch * hidden`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_sequence_backward(
     dh: View<'_>,
@@ -335,7 +335,7 @@ pub(crate) fn lstm_sequence_backward(
     )
 }
 
-/// Arguments of `Ops::gru_sequence_forward`; returns one step's `batch * hidden`.
+/// Arguments of `GatedSequenceOps::gru_sequence_forward`; returns one step's `batch * hidden`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_sequence_forward(
     gx: View<'_>,
@@ -363,7 +363,7 @@ pub(crate) fn gru_sequence_forward(
     )
 }
 
-/// Arguments of `Ops::gru_sequence_backward`; returns one step's `batch * hidden`.
+/// Arguments of `GatedSequenceOps::gru_sequence_backward`; returns one step's `batch * hidden`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_sequence_backward(
     dh: View<'_>,
@@ -472,7 +472,7 @@ pub(crate) fn adam_step(
     fits_u32(op, n)
 }
 
-/// Arguments of [`crate::ops::Ops::dropout`]: `y` as long as `x` (or exactly `x`), a whole
+/// Arguments of [`crate::ops::RandomOps::dropout`]: `y` as long as `x` (or exactly `x`), a whole
 /// random state that no output overlaps, `p` in `0..=1`, an index range of 32 bits.
 pub(crate) fn dropout(x: &View<'_>, y: &View<'_>, state: &View<'_>, p: f32) -> Result<u32> {
     let op = "dropout";
@@ -488,7 +488,7 @@ pub(crate) fn dropout(x: &View<'_>, y: &View<'_>, state: &View<'_>, p: f32) -> R
     fits_u32(op, x.len())
 }
 
-/// [`crate::ops::Ops::rng_advance`]: a whole random state.
+/// [`crate::ops::RandomOps::rng_advance`]: a whole random state.
 pub(crate) fn rng_state(op: &str, state: &View<'_>) -> Result<()> {
     len(op, "state", state, crate::ops::RNG_STATE_LEN)
 }
@@ -519,7 +519,7 @@ pub(crate) fn layer_norm(
     fits_u32(op, n)
 }
 
-/// Arguments of [`crate::ops::Ops::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
+/// Arguments of [`crate::ops::IndexOps::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
 /// whole rows of `cols`, `dst` overlapping neither input. Returns the rows of `dst`.
 pub(crate) fn scatter_add_rows(
     src: &View<'_>,
@@ -542,7 +542,7 @@ pub(crate) fn scatter_add_rows(
     Ok(dst.len() / cols)
 }
 
-/// The views of `Ops::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`, `y`,
+/// The views of `ActivationOps::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`, `y`,
 /// `dz` `rows x cols`, `dbias` `cols`): their lengths, and no overlap of an output with
 /// anything it is read with, `dz` being written before `g`, `w`, `y` and (where the derivative
 /// reads it) `z` are read. Returns the three areas.

@@ -4,12 +4,12 @@
 
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{Activation, Ops};
+use crate::ops::{Activation, ElmanOps};
 
 /// `hs[t + 1] = act(pre[t] + hs[t] W_hh^T + b_ih + b_hh)` for `t = 0 .. steps`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward_by_steps(
-    ops: &(impl Ops + ?Sized),
+    ops: &(impl ElmanOps + ?Sized),
     pre: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
@@ -40,7 +40,7 @@ pub(crate) fn forward_by_steps(
 /// `dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W_hh)` for `t = steps - 1 .. 0`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn backward_by_steps(
-    ops: &(impl Ops + ?Sized),
+    ops: &(impl ElmanOps + ?Sized),
     dh: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
