@@ -368,7 +368,7 @@ impl Network {
         let overlap = match (config.overlap_allreduce, self.layer_ranges()) {
             (false, _) => None,
             (true, Some(r)) if cuda && comm.has_mean() => {
-                ops.order_streams(true)?;
+                ctx.execution().order_streams(true)?;
                 Some(r)
             }
             (true, _) => {
@@ -422,7 +422,7 @@ impl Network {
                 let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, false)?;
                 match &overlap {
                     None => {
-                        grad_graphs.run(ops, local, || {
+                        grad_graphs.run(&ctx, local, || {
                             net.forward_train_ws(ws, &batch)?;
                             net.loss_ws(ws, &batch, Some(acc.view()))?;
                             net.backward_ws(ws, &batch)
@@ -441,13 +441,13 @@ impl Network {
                             if len == 0 {
                                 return Ok(());
                             }
-                            ops.order_streams(true)?;
+                            ctx.execution().order_streams(true)?;
                             comm.all_reduce_mean_on_side(&ctx, net.grads.slice(start, len)?)
                         })?;
-                        ops.order_streams(false)?;
+                        ctx.execution().order_streams(false)?;
                     }
                 }
-                update_graphs.run(ops, local, || {
+                update_graphs.run(&ctx, local, || {
                     if let Some(max) = config.clip_grad_norm {
                         ops.clip_grad_norm(net.grads.view(), max, norm.view())?;
                     }

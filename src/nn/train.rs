@@ -230,7 +230,7 @@ impl Network {
                 let rows = Rows::Gather(idx);
                 let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, false)?;
                 let clip = config.clip_grad_norm.map(|max| (max, norm.view()));
-                graphs.run(ops, b, || {
+                graphs.run(&net.ctx, b, || {
                     net.train_step_ws(ws, &batch, acc.view(), clip, &opt)
                 })?;
                 opt.count_step();

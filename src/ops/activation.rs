@@ -37,10 +37,10 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
     ) -> Result<()>;
 
     /// The backward of [`ActivationOps::bias_act_forward`] over a `rows x cols` pre-activation:
-    /// `dz = dy * act'(z)` (as [`ActivationOps::act_backward`], with its rules: `dz` may be the same view
-    /// as `dy`, and `z` is not read and may be `y` when `act.derivative_from_output()`) and the
-    /// bias gradient `dbias[c] = Σ_r dz[r, c]` (overwritten), in one pass over the matrix where
-    /// the backend has a kernel for it. With [`Activation::Identity`], `dz` gets `dy`.
+    /// `dz = dy * act'(z)` (as [`ActivationOps::act_backward`], with its rules: `dz` may be the
+    /// same view as `dy`, and `z` is not read and may be `y` when `act.derivative_from_output()`)
+    /// and the bias gradient `dbias[c] = Σ_r dz[r, c]` (overwritten), in one pass over the matrix
+    /// where the backend has a kernel for it. With [`Activation::Identity`], `dz` gets `dy`.
     #[allow(clippy::too_many_arguments)]
     fn bias_act_backward(
         &self,
@@ -67,15 +67,16 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
         self.sum_rows(dz, dbias, rows, cols, 0.0)
     }
 
-    /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`, `w`
+    /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`,
+    /// `w`
     /// `k x cols`, both row-major): a hidden dense layer's backward whose output gradient is the
     /// input gradient of the dense layer after it (`g` that layer's pre-activation gradient,
     /// `w` its weight). `dz = (g w) * act'(z)` and `dbias[c] = Σ_r dz[r, c]` (overwritten);
     /// `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the derivative
-    /// reads it. The same as [`LinalgOps::gemm`] into `dz` then [`ActivationOps::bias_act_backward`] in place,
-    /// which is what it does where the backend has nothing faster; GPU backends form the
-    /// product inside the column-sum pass where `k <= 16` (a classifier head), saving the
-    /// product's launch and a pass over the matrix.
+    /// reads it. The same as [`LinalgOps::gemm`] into `dz` then
+    /// [`ActivationOps::bias_act_backward`] in place, which is what it does where the backend has
+    /// nothing faster; GPU backends form the product inside the column-sum pass where `k <= 16` (a
+    /// classifier head), saving the product's launch and a pass over the matrix.
     #[allow(clippy::too_many_arguments)]
     fn bias_act_backward_product(
         &self,

@@ -542,7 +542,8 @@ pub(crate) fn scatter_add_rows(
     Ok(dst.len() / cols)
 }
 
-/// The views of `ActivationOps::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`, `y`,
+/// The views of `ActivationOps::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`,
+/// `y`,
 /// `dz` `rows x cols`, `dbias` `cols`): their lengths, and no overlap of an output with
 /// anything it is read with, `dz` being written before `g`, `w`, `y` and (where the derivative
 /// reads it) `z` are read. Returns the three areas.

@@ -12,9 +12,9 @@ use crate::error::Result;
 pub trait DenseOps: ActivationOps {
     /// A dense layer's forward in one call: `z = x W^T + bias` (x `rows x inputs`, W `outputs x
     /// inputs`, PyTorch's layout) and `y = act(z)`; `y` may be the same view as `z`. The same as
-    /// [`LinalgOps::gemm`] then [`ActivationOps::bias_act_forward`], which is what it does where the backend
-    /// has nothing faster; GPU backends add the bias and activation inside the thin GEMM of a
-    /// layer with at most 16 outputs (a classifier head), saving a launch.
+    /// [`LinalgOps::gemm`] then [`ActivationOps::bias_act_forward`], which is what it does where
+    /// the backend has nothing faster; GPU backends add the bias and activation inside the thin
+    /// GEMM of a layer with at most 16 outputs (a classifier head), saving a launch.
     #[allow(clippy::too_many_arguments)]
     fn dense_forward(
         &self,

@@ -47,8 +47,8 @@ pub trait ElmanOps: MemoryOps {
     /// `pre` is `steps * batch x hidden` (`x W_ih^T` for all steps, from one GEMM); `hs` is
     /// `(steps + 1) * batch x hidden`, its block 0 the initial state (read) and blocks
     /// `1..=steps` written. `act` is `Tanh` or `Relu`; `hs` overlaps no other argument. The same
-    /// result as [`ElmanOps::rnn_step_forward`] step by step; a GPU backend with a cooperative launch
-    /// (CUDA) runs all steps in one kernel.
+    /// result as [`ElmanOps::rnn_step_forward`] step by step; a GPU backend with a cooperative
+    /// launch (CUDA) runs all steps in one kernel.
     #[allow(clippy::too_many_arguments)]
     fn rnn_sequence_forward(
         &self,

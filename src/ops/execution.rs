@@ -1,17 +1,39 @@
 //! Execution control of a context: graph capture and replay, the native streams a collective
 //! library queues on, and kernel profiling. Not ops: they steer how and where the ops run.
 
-use super::KernelTime;
+use std::sync::Arc;
+
+use super::{KernelTime, Ops};
 use crate::buffer::View;
 use crate::error::Result;
 
+/// A context's two handles on its backend object: the op set and the execution control (the
+/// same object behind both, as the backends implement both traits).
+#[derive(Clone)]
+pub(crate) struct Engine {
+    pub(crate) ops: Arc<dyn Ops>,
+    pub(crate) exec: Arc<dyn Execution>,
+}
+
+impl Engine {
+    pub(crate) fn new<T: Ops + Execution + 'static>(backend: Arc<T>) -> Self {
+        Engine {
+            ops: backend.clone(),
+            exec: backend,
+        }
+    }
+}
+
 /// Execution control of a context: graph recording and replay, native streams, profiling.
+/// Reached through [`crate::Context`] (`ctx.capture_begin()`, `ctx.kernel_times()`, or
+/// [`crate::Context::execution`] for the rest).
 pub trait Execution: Send + Sync {
     /// Starts recording the work this context queues into a graph instead of running it
     /// (CUDA or HIP stream capture). `Ok(false)` when the device cannot record graphs (OpenCL,
     /// the CPU, a HIP runtime without the graph API): the caller then just runs its work. While
-    /// recording, ops that would allocate device memory, copy from the host or wait fail with [`crate::Error::Unsupported`]; end
-    /// the recording with [`Execution::capture_end`] in every case.
+    /// recording, ops that would allocate device memory, copy from the host or wait fail with
+    /// [`crate::Error::Unsupported`]; end the recording with [`Execution::capture_end`] in every
+    /// case.
     fn capture_begin(&self) -> Result<bool>;
 
     /// Ends the recording started by [`Execution::capture_begin`] and returns the graph, ready to
@@ -28,8 +50,8 @@ pub trait Execution: Send + Sync {
     #[doc(hidden)]
     fn native_side_queue(&self, x: View<'_>) -> Result<(u64, u64)>;
 
-    /// Orders this context's side stream (see [`Execution::native_side_queue`]) after the work queued
-    /// so far on its main stream (`to_side`), or the main stream after the side stream's.
+    /// Orders this context's side stream (see [`Execution::native_side_queue`]) after the work
+    /// queued so far on its main stream (`to_side`), or the main stream after the side stream's.
     #[doc(hidden)]
     fn order_streams(&self, to_side: bool) -> Result<()>;
 

@@ -112,7 +112,8 @@ pub(crate) fn lstm_forward_by_steps(
     Ok(())
 }
 
-/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time; `carry` is `batch x hidden` scratch.
+/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time; `carry` is `batch x hidden`
+/// scratch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
@@ -180,7 +181,8 @@ pub(crate) fn gru_forward_by_steps(
     Ok(())
 }
 
-/// `GatedSequenceOps::gru_sequence_backward`, one step at a time; `carry` is `batch x hidden` scratch.
+/// `GatedSequenceOps::gru_sequence_backward`, one step at a time; `carry` is `batch x hidden`
+/// scratch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),

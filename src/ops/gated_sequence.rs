@@ -13,11 +13,11 @@ pub trait GatedSequenceOps: MemoryOps {
     ///
     /// `gates` (`steps * batch x 4H`) holds `x_t W_ih^T` of every step on entry (one GEMM over
     /// all steps, no bias) and is overwritten with the activated gates, which
-    /// [`GatedSequenceOps::lstm_sequence_backward`] reads. `hs` and `cs` are `(steps + 1) * batch x H`: block
-    /// 0 is the initial state (read), blocks `1..=steps` are written. `w_hh` is `4H x H`
+    /// [`GatedSequenceOps::lstm_sequence_backward`] reads. `hs` and `cs` are `(steps + 1) * batch x
+    /// H`: block 0 is the initial state (read), blocks `1..=steps` are written. `w_hh` is `4H x H`
     /// row-major, `b_ih` and `b_hh` are `4H`. No output overlaps another argument. The same
-    /// result as [`GatedCellOps::lstm_cell_forward`] step by step; a GPU backend with a cooperative launch
-    /// (CUDA) runs all steps in one kernel, elsewhere one fused kernel per step.
+    /// result as [`crate::ops::GatedCellOps::lstm_cell_forward`] step by step; a GPU backend with a
+    /// cooperative launch (CUDA) runs all steps in one kernel, elsewhere one fused kernel per step.
     #[allow(clippy::too_many_arguments)]
     fn lstm_sequence_forward(
         &self,
@@ -40,8 +40,8 @@ pub trait GatedSequenceOps: MemoryOps {
     /// `[dc_t g i (1-i), dc_t cs[t] f (1-f), dc_t i (1-g²), dh_t tanh(cs[t+1]) o (1-o)]`.
     ///
     /// `dh` (`steps * batch x H`) is the gradient reaching each `h_t` from above; `gates` and
-    /// `cs` are what [`GatedSequenceOps::lstm_sequence_forward`] left; `dgates` (`steps * batch x 4H`) is
-    /// written and overlaps no input. The weight and bias gradients of all steps are then
+    /// `cs` are what [`GatedSequenceOps::lstm_sequence_forward`] left; `dgates` (`steps * batch x
+    /// 4H`) is written and overlaps no input. The weight and bias gradients of all steps are then
     /// single GEMMs / reductions over `dgates`.
     #[allow(clippy::too_many_arguments)]
     fn lstm_sequence_backward(
@@ -63,10 +63,11 @@ pub trait GatedSequenceOps: MemoryOps {
     ///
     /// `gx` (`steps * batch x 3H`) is `x_t W_ih^T` of every step (one GEMM, no bias), read only.
     /// `hs` is `(steps + 1) * batch x H`, block 0 the initial state (read), blocks `1..=steps`
-    /// written. `cache` (`steps * batch x 4H`) is written for [`GatedSequenceOps::gru_sequence_backward`].
+    /// written. `cache` (`steps * batch x 4H`) is written for
+    /// [`GatedSequenceOps::gru_sequence_backward`].
     /// `w_hh` is `3H x H`, `b_ih` and `b_hh` are `3H`. No output overlaps another argument. The
-    /// same result as [`GatedCellOps::gru_cell_forward`] step by step (one kernel for all steps with a
-    /// cooperative launch, one fused kernel per step elsewhere).
+    /// same result as [`crate::ops::GatedCellOps::gru_cell_forward`] step by step (one kernel for
+    /// all steps with a cooperative launch, one fused kernel per step elsewhere).
     #[allow(clippy::too_many_arguments)]
     fn gru_sequence_forward(
         &self,

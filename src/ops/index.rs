@@ -9,9 +9,9 @@ use crate::error::Result;
 pub trait IndexOps: MemoryOps {
     /// `dst[i, :] = src[indices[i], :]` for `i in 0..indices.len()`, rows of `cols` elements.
     ///
-    /// An invalid index (not an integer in `0..src.len() / cols`, see the index rule in [`crate::ops`])
-    /// never reads outside `src`, but what happens differs by backend, because a GPU kernel
-    /// cannot return an error and validating on the host would cost a device round trip:
+    /// An invalid index (not an integer in `0..src.len() / cols`, see the index rule in
+    /// [`crate::ops`]) never reads outside `src`, but what happens differs by backend, because a
+    /// GPU kernel cannot return an error and validating on the host would cost a device round trip:
     /// - CPU: [`crate::Error::InvalidArgument`], returned before anything is written.
     /// - GPU backends: `Ok(())`, and that row of `dst` is filled with NaN (the other rows are
     ///   gathered normally), so the NaN shows up in whatever is computed from it.
@@ -27,9 +27,9 @@ pub trait IndexOps: MemoryOps {
     /// (the backward pass of [`IndexOps::gather_rows`], an embedding's weight gradient). Repeated
     /// indices accumulate. The CPU adds in index order (deterministic); GPU backends use
     /// atomic float adds, so with repeated indices the order of the additions (and so the last
-    /// bits of the sums) may differ from run to run. An invalid index (see the index rule in [`crate::ops`]):
-    /// CPU, [`crate::Error::InvalidArgument`] before anything is written; GPU backends, that
-    /// row of `src` is skipped.
+    /// bits of the sums) may differ from run to run. An invalid index (see the index rule in
+    /// [`crate::ops`]): CPU, [`crate::Error::InvalidArgument`] before anything is written; GPU
+    /// backends, that row of `src` is skipped.
     fn scatter_add_rows(
         &self,
         src: View<'_>,

@@ -16,8 +16,8 @@ pub trait LossOps: MemoryOps {
     /// `labels[r]` is the class index of row `r`. Writes `row_loss[r] = -log softmax(x_r)[label]`,
     /// `row_correct[r] = 1` if the row's arg-max equals the label else 0, and
     /// `dlogits = grad_scale * (softmax(x) - onehot(label))`. An invalid label (not an integer in
-    /// `0..cols`, see the index rule in [`crate::ops`]) yields, for that row, a NaN loss, `row_correct = 0`
-    /// and `dlogits = grad_scale * softmax(x)`; it is not an error.
+    /// `0..cols`, see the index rule in [`crate::ops`]) yields, for that row, a NaN loss,
+    /// `row_correct = 0` and `dlogits = grad_scale * softmax(x)`; it is not an error.
     ///
     /// With `totals` (2 elements), also adds the sum of the row losses to `totals[0]` and the
     /// number of correct rows to `totals[1]`, in the same launch and deterministically (the

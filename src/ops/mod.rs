@@ -1,5 +1,6 @@
 //! The op set: every computation layers, losses and optimizers need, written once per backend
-//! family (natively for the CPU, and once over [`crate::backend::Device`] for CUDA, OpenCL and HIP).
+//! family (natively for the CPU, and once over [`crate::backend::Device`] for CUDA, OpenCL and
+//! HIP).
 //!
 //! Conventions shared by every op:
 //! - Matrices are row-major and contiguous; a `rows x cols` matrix is a view of `rows * cols`
@@ -41,6 +42,7 @@ pub use activation::ActivationOps;
 pub use dense::DenseOps;
 pub use elementwise::ElementwiseOps;
 pub use elman::ElmanOps;
+pub(crate) use execution::Engine;
 pub use execution::Execution;
 pub use gated_cell::GatedCellOps;
 pub use gated_sequence::GatedSequenceOps;
@@ -169,7 +171,11 @@ impl Gemm {
 /// The whole op set: every family trait. Implemented natively by the CPU backend and once,
 /// generically, for every GPU backend over [`crate::backend::Device`]; a type that implements
 /// every family implements `Ops` (a blanket impl), so `&dyn Ops` and `Arc<dyn Ops>` reach every
-/// op. Calling an op needs its family trait in scope: `use rnn::prelude::*` brings them all.
+/// op (a trait object's supertrait methods need no import). Code generic over one family, or
+/// over a concrete backend type, brings the traits in scope with `use rnn::ops::prelude::*`.
+///
+/// Graph recording, native streams and profiling are not ops: they are the context's
+/// [`Execution`] ([`crate::Context::capture_begin`], [`crate::Context::kernel_times`], ...).
 pub trait Ops:
     MemoryOps
     + KernelOps
@@ -186,7 +192,6 @@ pub trait Ops:
     + GatedCellOps
     + GatedSequenceOps
     + OptimOps
-    + Execution
     + Send
     + Sync
 {
@@ -208,7 +213,6 @@ impl<T> Ops for T where
         + GatedCellOps
         + GatedSequenceOps
         + OptimOps
-        + Execution
         + Send
         + Sync
         + ?Sized

@@ -8,8 +8,8 @@ use crate::error::Result;
 /// [`OptimOps::adam_step`]: `[lr, steps taken, 1 - beta1^steps, 1 - beta2^steps]`.
 ///
 /// The learning rate and the step count live in device memory (not in kernel arguments) so a
-/// captured training step ([`Execution::capture_begin`]) replays correctly while they change: write a
-/// new learning rate into element 0 with [`MemoryOps::upload`] between steps. Make one with
+/// captured training step ([`crate::Context::capture_begin`]) replays correctly while they change:
+/// write a new learning rate into element 0 with [`MemoryOps::upload`] between steps. Make one with
 /// [`optimizer_state`]. The step count is a float, exact up to 2^24 (16.7 million) steps; past
 /// that it stops advancing, when Adam's bias corrections are 1 to float precision anyway.
 pub const OPTIMIZER_STATE_LEN: usize = 4;

@@ -51,8 +51,8 @@ pub fn rng_state_values(seed: u64, counter: u32) -> [f32; RNG_STATE_LEN] {
     ]
 }
 
-/// The keep threshold and scale [`RandomOps::dropout`] uses for drop probability `p`: element `i` is
-/// kept iff the top 24 bits of its hash are `>= threshold`; kept elements are multiplied by
+/// The keep threshold and scale [`RandomOps::dropout`] uses for drop probability `p`: element `i`
+/// is kept iff the top 24 bits of its hash are `>= threshold`; kept elements are multiplied by
 /// `scale`.
 pub fn dropout_params(p: f32) -> (u32, f32) {
     let p = p.clamp(0.0, 1.0);

@@ -28,7 +28,7 @@ mod softmax;
 use std::sync::Arc;
 
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
-use crate::ops::Ops;
+use crate::ops::Engine;
 
 /// The CPU backend's device description.
 pub(crate) fn device_info() -> DeviceInfo {
@@ -68,11 +68,11 @@ fn meminfo_bytes(field: &str) -> Option<u64> {
 }
 
 /// A new CPU context's ops.
-pub(crate) fn create_ops() -> Arc<dyn Ops> {
-    Arc::new(CpuOps {
+pub(crate) fn create_ops() -> Engine {
+    Engine::new(Arc::new(CpuOps {
         info: device_info(),
         context: crate::buffer::next_context_id(),
-    })
+    }))
 }
 
 /// The CPU op set: each family is implemented in its module.

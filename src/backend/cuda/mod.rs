@@ -13,8 +13,6 @@ pub(crate) mod kernels;
 mod launch;
 mod memory;
 
-use std::sync::Arc;
-
 use cudarc::driver::result;
 use cudarc::driver::sys::CUdevice_attribute;
 
@@ -23,7 +21,7 @@ pub(crate) use device::CudaDevice;
 use crate::context::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::ops::Ops;
+use crate::ops::Engine;
 
 /// Checks that the driver library loads and initializes, and that NVRTC is present and not
 /// newer than the driver; returns the driver's CUDA version (e.g. 12080).
@@ -184,7 +182,7 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 }
 
 /// Ops for one CUDA device.
-pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Engine> {
     crate::ops::gpu::create(CudaDevice::open(info, options)?, options)
 }
 

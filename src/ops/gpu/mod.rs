@@ -36,7 +36,7 @@ use crate::context::ContextOptions;
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
-use crate::ops::{Ops, check};
+use crate::ops::{Engine, check};
 
 use launch::Args;
 use pool::Pool;
@@ -109,9 +109,9 @@ impl<D: Device> Drop for GpuOps<D> {
 /// The op set of `device`, for a backend's `create_ops`. The options that change what runs
 /// (vendor BLAS, TF32, HIP sources through NVRTC) are applied by the backend's [`Device`]
 /// (`vendor_gemm`, `op_set_source`); the generic ops route thin GEMMs by `thin_gemm`.
-pub(crate) fn create<D: Device>(device: D, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+pub(crate) fn create<D: Device>(device: D, options: &ContextOptions) -> Result<Engine> {
     let device = Arc::new(device);
-    Ok(Arc::new(GpuOps {
+    Ok(Engine::new(Arc::new(GpuOps {
         info: device.info().clone(),
         context: crate::buffer::next_context_id(),
         pool: Arc::new(Pool::new(device.clone())),
@@ -125,7 +125,7 @@ pub(crate) fn create<D: Device>(device: D, options: &ContextOptions) -> Result<A
         gemm_parts: Mutex::new(None),
         thin_gemm: options.thin_gemm,
         recording: Mutex::new(None),
-    }))
+    })))
 }
 
 impl<D: Device> GpuOps<D> {

@@ -129,11 +129,11 @@ pub fn gated_sequence_graph(t: Target) {
             for s in [&eager, &recorded] {
                 run(&ctx, s, shape).unwrap();
             }
-            if !ops.capture_begin().unwrap() {
+            if !ctx.capture_begin().unwrap() {
                 return;
             }
             let recording = run(&ctx, &recorded, shape);
-            let graph = ops.capture_end();
+            let graph = ctx.capture_end();
             recording.unwrap();
             let graph = graph.unwrap();
             // One launch per op where the persistent kernels run (CUDA, the small shape: a
@@ -168,7 +168,7 @@ pub fn gated_sequence_graph(t: Target) {
                     }
                 }
                 run(&ctx, &eager, shape).unwrap();
-                ops.graph_launch(&graph).unwrap();
+                ctx.graph_launch(&graph).unwrap();
             }
             for (what, a, b) in [
                 ("lstm hs", &recorded.hs, &eager.hs),

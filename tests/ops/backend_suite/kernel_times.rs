@@ -47,14 +47,14 @@ fn some_ops(ctx: &Context) -> rnn::Result<Option<Vec<KernelTime>>> {
         .collect();
     let err = rel_err(&got, &want);
     assert!(err < 1e-6, "{}: values off by {err:e}", ctx.id());
-    ops.kernel_times()
+    ctx.kernel_times()
 }
 
 fn assert_timed(ctx: &Context) -> rnn::Result<()> {
     let ops: &dyn Ops = ctx.ops();
     // Whatever compiling the op set or allocating launched is not part of what is checked.
     ops.warm_up()?;
-    ops.kernel_times()?.expect("the timer is on");
+    ctx.kernel_times()?.expect("the timer is on");
     let times = some_ops(ctx)?.expect("the timer is on");
     let expected = BTreeMap::from([("axpy", 1), ("copy", 1), ("fill", 4), ("scale", 2)]);
     assert_eq!(by_name(&times), expected, "{}: {times:?}", ctx.id());
@@ -64,7 +64,7 @@ fn assert_timed(ctx: &Context) -> rnn::Result<()> {
         ctx.id()
     );
     assert_eq!(
-        ops.kernel_times()?,
+        ctx.kernel_times()?,
         Some(vec![]),
         "{}: reading resets the table",
         ctx.id()
@@ -73,7 +73,7 @@ fn assert_timed(ctx: &Context) -> rnn::Result<()> {
     for _ in 0..MANY {
         ops.fill(one.view(), 1.0)?;
     }
-    let times = ops.kernel_times()?.expect("the timer is on");
+    let times = ctx.kernel_times()?.expect("the timer is on");
     assert_eq!(
         by_name(&times),
         BTreeMap::from([("fill", MANY)]),
@@ -149,7 +149,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     let b1 = b.slice(0, hidden)?;
     let b3 = b.slice(0, 3 * hidden)?;
     ops.synchronize()?;
-    ops.kernel_times()?;
+    ctx.kernel_times()?;
     // Twice: a launch must not make the next one of the same kernel take another path.
     for _ in 0..2 {
         ops.rnn_sequence_forward(pre.view(), hs.view(), w1, b1, b1, act, steps, batch, hidden)?;
@@ -208,7 +208,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             hidden,
         )?;
     }
-    let times = ops.kernel_times()?.expect("the timer is on");
+    let times = ctx.kernel_times()?.expect("the timer is on");
     Ok(times.into_iter().map(|t| (t.entry, t.launches)).collect())
 }
 
@@ -289,14 +289,14 @@ fn launched_by_gemm(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     ops.fill(a.view(), 0.5)?;
     ops.fill(b.view(), 0.25)?;
     ops.warm_up()?;
-    ops.kernel_times()?;
+    ctx.kernel_times()?;
     ops.gemm(rnn::Gemm::new(m, n, k), a.view(), b.view(), c.view())?;
     let mut got = vec![f32::NAN; m * n];
     ops.download(c.view(), &mut got)?;
     let want = 0.5 * 0.25 * k as f32;
     let err = rel_err(&got, &vec![want; m * n]);
     assert!(err < 1e-6, "{}: values off by {err:e}", ctx.id());
-    let times = ops.kernel_times()?.expect("the timer is on");
+    let times = ctx.kernel_times()?.expect("the timer is on");
     Ok(by_name(&times)
         .into_iter()
         .filter(|(name, _)| name.starts_with("sgemm"))
