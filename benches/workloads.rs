@@ -17,6 +17,7 @@
 //!                         to back), to tell a host-bound step from a device-bound one
 //! ```
 
+use rnn::ops::SeqShape;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -354,8 +355,7 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
                 bh.view(),
                 out.view(),
                 Activation::Tanh,
-                b,
-                h,
+                SeqShape::step(b, h),
             ))
         })?,
     ));
@@ -369,8 +369,7 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
                 h2.view(),
                 out.view(),
                 Activation::Tanh,
-                b,
-                h,
+                SeqShape::step(b, h),
             ))
         })?,
     ));

@@ -3,8 +3,12 @@
 use super::{Activation, MemoryOps};
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
 
 /// The Elman (vanilla RNN) recurrence, one time step or a whole sequence per call.
+///
+/// `batch`, `hidden` (and `steps`) come in a [`SeqShape`]; the step ops take
+/// [`SeqShape::step`].
 pub trait ElmanOps: MemoryOps {
     /// Elman forward for one time step over `batch x hidden`, fused into one pass:
     /// `h = act(pre + h_prev W_hh^T + b_ih + b_hh)`, where `pre = x_t W_ih^T` (from one GEMM
@@ -20,8 +24,7 @@ pub trait ElmanOps: MemoryOps {
         b_hh: View<'_>,
         h: View<'_>,
         act: Activation,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// Elman backward for one time step over `batch x hidden`, fused into one pass:
@@ -38,8 +41,7 @@ pub trait ElmanOps: MemoryOps {
         h: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// Elman forward over a whole sequence: for `t in 0..steps`,
@@ -58,9 +60,7 @@ pub trait ElmanOps: MemoryOps {
         b_ih: View<'_>,
         b_hh: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// Elman backward through a whole sequence: for `t` from `steps - 1` down to 0,
@@ -69,7 +69,6 @@ pub trait ElmanOps: MemoryOps {
     /// above; `hs` is the forward's `(steps + 1) * batch x hidden` state buffer; `dpre`
     /// (`steps * batch x hidden`) is written and overlaps no input. `act` is `Tanh` or `Relu`.
     /// The same result as [`ElmanOps::rnn_step_backward`] step by step.
-    #[allow(clippy::too_many_arguments)]
     fn rnn_sequence_backward(
         &self,
         dh: View<'_>,
@@ -77,8 +76,6 @@ pub trait ElmanOps: MemoryOps {
         w_hh: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 }

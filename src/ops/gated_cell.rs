@@ -3,8 +3,11 @@
 use super::MemoryOps;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
 
 /// The gate math of one LSTM or GRU time step (the products are GEMMs by the caller).
+///
+/// `batch` and `hidden` come in a [`SeqShape::step`].
 pub trait GatedCellOps: MemoryOps {
     /// LSTM gates forward (PyTorch order i, f, g, o). `gates` is `batch x 4*hidden` holding
     /// `x W_ih^T + h_prev W_hh^T + b_ih + b_hh`; it is overwritten with the activated gates
@@ -16,8 +19,7 @@ pub trait GatedCellOps: MemoryOps {
         c_prev: View<'_>,
         c: View<'_>,
         h: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// LSTM gates backward. Inputs: activated `gates`, `c_prev`, `c`, `dh` (gradient reaching
@@ -33,8 +35,7 @@ pub trait GatedCellOps: MemoryOps {
         dh: View<'_>,
         dc: View<'_>,
         dgates: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// GRU cell forward (PyTorch order r, z, n). `gx = x W_ih^T + b_ih` and
@@ -42,7 +43,6 @@ pub trait GatedCellOps: MemoryOps {
     /// `r = σ(gx_r + gh_r)`, `z = σ(gx_z + gh_z)`, `n = tanh(gx_n + r * gh_n)`,
     /// `h = (1 - z) * n + z * h_prev`, and stores `[r, z, n, gh_n]` in `cache`
     /// (`batch x 4*hidden`) for the backward step.
-    #[allow(clippy::too_many_arguments)]
     fn gru_cell_forward(
         &self,
         gx: View<'_>,
@@ -50,8 +50,7 @@ pub trait GatedCellOps: MemoryOps {
         h_prev: View<'_>,
         h: View<'_>,
         cache: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// GRU cell backward. From `cache`, `h_prev` and `dh`, writes `dgx` and `dgh` (each
@@ -66,7 +65,6 @@ pub trait GatedCellOps: MemoryOps {
         dgx: View<'_>,
         dgh: View<'_>,
         dh_prev: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 }

@@ -11,6 +11,7 @@
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::MemoryOps;
+use crate::ops::SeqShape;
 
 /// One LSTM forward step: `gates` (`batch x 4H`, `x_t W_ih^T` on entry) becomes the activated
 /// gates of `gates + b_ih + b_hh + h_prev W_hh^T`; writes `c` and `h`.
@@ -90,10 +91,13 @@ pub(crate) fn lstm_forward_by_steps(
     w_hh: View<'_>,
     b_ih: View<'_>,
     b_hh: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in 0..steps {
         ops.lstm_step_forward(&LstmForwardStep {
@@ -123,10 +127,13 @@ pub(crate) fn lstm_backward_by_steps(
     w_hh: View<'_>,
     dgates: View<'_>,
     carry: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
         let next = if t + 1 < steps {
@@ -160,10 +167,13 @@ pub(crate) fn gru_forward_by_steps(
     b_ih: View<'_>,
     b_hh: View<'_>,
     cache: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in 0..steps {
         ops.gru_step_forward(&GruForwardStep {
@@ -193,10 +203,13 @@ pub(crate) fn gru_backward_by_steps(
     dgx: View<'_>,
     dgh: View<'_>,
     carry: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
         let next = if t + 1 < steps {

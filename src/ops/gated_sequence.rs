@@ -3,8 +3,11 @@
 use super::MemoryOps;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
 
 /// LSTM and GRU over a whole sequence, the recurrent products included.
+///
+/// `steps`, `batch` and `hidden` come in a [`SeqShape`].
 pub trait GatedSequenceOps: MemoryOps {
     /// LSTM forward over a whole sequence (PyTorch gate order i, f, g, o; `H = hidden`): for
     /// `t in 0..steps`, with `z = gates[t] + b_ih + b_hh + hs[t] W_hh^T`,
@@ -27,9 +30,7 @@ pub trait GatedSequenceOps: MemoryOps {
         w_hh: View<'_>,
         b_ih: View<'_>,
         b_hh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// LSTM backward through a whole sequence: for `t` from `steps - 1` down to 0,
@@ -43,7 +44,6 @@ pub trait GatedSequenceOps: MemoryOps {
     /// `cs` are what [`GatedSequenceOps::lstm_sequence_forward`] left; `dgates` (`steps * batch x
     /// 4H`) is written and overlaps no input. The weight and bias gradients of all steps are then
     /// single GEMMs / reductions over `dgates`.
-    #[allow(clippy::too_many_arguments)]
     fn lstm_sequence_backward(
         &self,
         dh: View<'_>,
@@ -51,9 +51,7 @@ pub trait GatedSequenceOps: MemoryOps {
         cs: View<'_>,
         w_hh: View<'_>,
         dgates: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// GRU forward over a whole sequence (PyTorch gate order r, z, n; `H = hidden`): for
@@ -77,9 +75,7 @@ pub trait GatedSequenceOps: MemoryOps {
         b_ih: View<'_>,
         b_hh: View<'_>,
         cache: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 
     /// GRU backward through a whole sequence: for `t` from `steps - 1` down to 0,
@@ -101,8 +97,6 @@ pub trait GatedSequenceOps: MemoryOps {
         w_hh: View<'_>,
         dgx: View<'_>,
         dgh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()>;
 }

@@ -37,6 +37,7 @@ mod profile;
 mod random;
 mod reduce;
 pub(crate) mod rnn_seq;
+mod shape;
 
 pub use activation::ActivationOps;
 pub use dense::DenseOps;
@@ -59,6 +60,7 @@ pub use random::{
 };
 pub(crate) use random::{rng_hash, rng_key};
 pub use reduce::ReduceOps;
+pub use shape::SeqShape;
 
 use crate::buffer::Buffer;
 use crate::error::Result;

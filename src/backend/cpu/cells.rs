@@ -10,6 +10,7 @@
 //! baseline is SSE2); without fused multiply-adds, so the results are the same bits either way.
 
 use super::CpuOps;
+use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use rayon::prelude::*;
 
@@ -345,9 +346,9 @@ impl GatedCellOps for CpuOps {
         c_prev: View<'_>,
         c: View<'_>,
         h: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "lstm_cell_forward";
         // `gates` is read and rewritten in place: it counts as an output.
@@ -374,9 +375,9 @@ impl GatedCellOps for CpuOps {
         dh: View<'_>,
         dc: View<'_>,
         dgates: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "lstm_cell_backward";
         let n = check::cell(
@@ -407,9 +408,9 @@ impl GatedCellOps for CpuOps {
         h_prev: View<'_>,
         h: View<'_>,
         cache: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "gru_cell_forward";
         let n = check::cell(
@@ -441,9 +442,9 @@ impl GatedCellOps for CpuOps {
         dgx: View<'_>,
         dgh: View<'_>,
         dh_prev: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "gru_cell_backward";
         let n = check::cell(

@@ -21,6 +21,7 @@ use super::row_groups::Groups;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::Gemm;
+use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
 
@@ -64,14 +65,16 @@ impl GatedSequenceOps for CpuOps {
         w_hh: View<'_>,
         b_ih: View<'_>,
         b_hh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "lstm_sequence_forward";
         check::same_context(op, self.context, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n =
-            check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -112,13 +115,16 @@ impl GatedSequenceOps for CpuOps {
         cs: View<'_>,
         w_hh: View<'_>,
         dgates: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "lstm_sequence_backward";
         check::same_context(op, self.context, &[&dh, &gates, &cs, &w_hh, &dgates])?;
-        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, steps, batch, hidden)?;
+        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -176,13 +182,16 @@ impl GatedSequenceOps for CpuOps {
         b_ih: View<'_>,
         b_hh: View<'_>,
         cache: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "gru_sequence_forward";
         check::same_context(op, self.context, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)?;
+        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -235,13 +244,16 @@ impl GatedSequenceOps for CpuOps {
         w_hh: View<'_>,
         dgx: View<'_>,
         dgh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "gru_sequence_backward";
         check::same_context(op, self.context, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }

@@ -11,6 +11,7 @@ use super::par::chunks;
 use super::simd;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::rnn_seq;
 use crate::ops::{Activation, Gemm, check};
@@ -68,9 +69,9 @@ impl ElmanOps for CpuOps {
         b_hh: View<'_>,
         h: View<'_>,
         act: Activation,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "rnn_step_forward";
         let n = batch.saturating_mul(hidden);
@@ -106,9 +107,9 @@ impl ElmanOps for CpuOps {
         h: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "rnn_step_backward";
         let n = batch.saturating_mul(hidden);
@@ -142,16 +143,14 @@ impl ElmanOps for CpuOps {
         b_ih: View<'_>,
         b_hh: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
         let op = "rnn_sequence_forward";
         check::same_context(op, self.context, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)? == 0 {
+        if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)? == 0 {
             return Ok(());
         }
-        rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)
+        rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
     }
 
     fn rnn_sequence_backward(
@@ -161,15 +160,13 @@ impl ElmanOps for CpuOps {
         w_hh: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
         let op = "rnn_sequence_backward";
         check::same_context(op, self.context, &[&dh, &hs, &w_hh, &dpre])?;
-        if check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, steps, batch, hidden)? == 0 {
+        if check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)? == 0 {
             return Ok(());
         }
-        rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, steps, batch, hidden)
+        rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, shape)
     }
 }

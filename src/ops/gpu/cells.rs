@@ -5,6 +5,7 @@ use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
 
@@ -33,9 +34,9 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         c_prev: View<'_>,
         c: View<'_>,
         h: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let op = "lstm_cell_forward";
         // `gates` is read and rewritten in place: it counts as an output.
         let n = self.cell_checks(
@@ -66,9 +67,9 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         dh: View<'_>,
         dc: View<'_>,
         dgates: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let op = "lstm_cell_backward";
         let n = self.cell_checks(
             op,
@@ -104,9 +105,9 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         h_prev: View<'_>,
         h: View<'_>,
         cache: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let op = "gru_cell_forward";
         let n = self.cell_checks(
             op,
@@ -137,9 +138,9 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         dgx: View<'_>,
         dgh: View<'_>,
         dh_prev: View<'_>,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let op = "gru_cell_backward";
         let n = self.cell_checks(
             op,

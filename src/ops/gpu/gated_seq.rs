@@ -14,6 +14,7 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::Dialect;
+use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::gated_seq::{
     self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
@@ -95,7 +96,14 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         gated_seq::lstm_backward_by_steps(
-            self, dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden,
+            self,
+            dh,
+            gates,
+            cs,
+            w_hh,
+            dgates,
+            carry,
+            SeqShape::new(steps, batch, hidden),
         )
     }
 
@@ -138,7 +146,15 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         gated_seq::gru_backward_by_steps(
-            self, dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden,
+            self,
+            dh,
+            hs,
+            cache,
+            w_hh,
+            dgx,
+            dgh,
+            carry,
+            SeqShape::new(steps, batch, hidden),
         )
     }
 }
@@ -247,14 +263,16 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         w_hh: View<'_>,
         b_ih: View<'_>,
         b_hh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "lstm_sequence_forward";
         self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n =
-            check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -281,9 +299,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        gated_seq::lstm_forward_by_steps(
-            self, gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden,
-        )
+        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, w_hh, b_ih, b_hh, shape)
     }
 
     fn lstm_sequence_backward(
@@ -293,13 +309,16 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         cs: View<'_>,
         w_hh: View<'_>,
         dgates: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "lstm_sequence_backward";
         self.mine(op, &[&dh, &gates, &cs, &w_hh, &dgates])?;
-        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, steps, batch, hidden)?;
+        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -316,13 +335,16 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         b_ih: View<'_>,
         b_hh: View<'_>,
         cache: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "gru_sequence_forward";
         self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)?;
+        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -349,7 +371,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
+        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, shape)
     }
 
     fn gru_sequence_backward(
@@ -360,13 +382,16 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         w_hh: View<'_>,
         dgx: View<'_>,
         dgh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         let op = "gru_sequence_backward";
         self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }

@@ -12,6 +12,7 @@ use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, check};
 
@@ -69,9 +70,9 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         b_hh: View<'_>,
         h: View<'_>,
         act: Activation,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let op = "rnn_step_forward";
         self.mine(op, &[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?;
         let n = batch.saturating_mul(hidden);
@@ -109,9 +110,9 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         h: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let op = "rnn_step_backward";
         self.mine(op, &[&dh, &w_hh, &h, &dpre])?;
         if let Some(next) = &dpre_next {
@@ -154,12 +155,15 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         b_ih: View<'_>,
         b_hh: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         self.mine("rnn_sequence_forward", &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)?;
+        let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -184,9 +188,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        crate::ops::rnn_seq::forward_by_steps(
-            self, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden,
-        )
+        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
     }
 
     fn rnn_sequence_backward(
@@ -196,12 +198,15 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         w_hh: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         self.mine("rnn_sequence_backward", &[&dh, &hs, &w_hh, &dpre])?;
-        let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, steps, batch, hidden)?;
+        let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -225,6 +230,6 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, steps, batch, hidden)
+        crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, shape)
     }
 }

@@ -5,6 +5,7 @@
 //! recorded launch count confirms), the other (W_hh slices beyond any block's shared memory) the
 //! step loop. Targets that record no graphs skip.
 
+use rnn::ops::SeqShape;
 use rnn::{Buffer, Context};
 
 use super::{Values, contexts};
@@ -74,9 +75,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.w4.view(),
         s.b4.view(),
         s.b4.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )?;
     o.lstm_sequence_backward(
         s.dh.view(),
@@ -84,9 +83,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.cs.view(),
         s.w4.view(),
         s.dgates.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )?;
     o.gru_sequence_forward(
         s.gx.view(),
@@ -95,9 +92,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.b3.view(),
         s.b3.view(),
         s.cache.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )?;
     o.gru_sequence_backward(
         s.dh.view(),
@@ -106,9 +101,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.w3.view(),
         s.dgx.view(),
         s.dgh.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )
 }
 

@@ -3,6 +3,7 @@
 //! and more launches than its event list holds between two reads are all counted. Without the
 //! option, and on every other backend (profiled with Nsight Compute instead), there is no table.
 
+use rnn::ops::SeqShape;
 use std::collections::BTreeMap;
 
 use rnn::{Context, KernelTime, Ops};
@@ -152,16 +153,22 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     ctx.kernel_times()?;
     // Twice: a launch must not make the next one of the same kernel take another path.
     for _ in 0..2 {
-        ops.rnn_sequence_forward(pre.view(), hs.view(), w1, b1, b1, act, steps, batch, hidden)?;
+        ops.rnn_sequence_forward(
+            pre.view(),
+            hs.view(),
+            w1,
+            b1,
+            b1,
+            act,
+            SeqShape::new(steps, batch, hidden),
+        )?;
         ops.rnn_sequence_backward(
             dh.view(),
             hs.view(),
             w1,
             pre.view(),
             act,
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         ops.lstm_sequence_forward(
             gates.view(),
@@ -170,9 +177,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             w.view(),
             b.view(),
             b.view(),
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         ops.lstm_sequence_backward(
             dh.view(),
@@ -180,9 +185,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             cs.view(),
             w.view(),
             dgates.slice(0, steps * 4 * n)?,
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         let gx = gates.slice(0, steps * 3 * n)?;
         ops.gru_sequence_forward(
@@ -192,9 +195,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             b3,
             b3,
             cache.view(),
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         ops.gru_sequence_backward(
             dh.view(),
@@ -203,9 +204,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             w3,
             gates.slice(0, steps * 3 * n)?,
             dgh.slice(0, steps * 3 * n)?,
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
     }
     let times = ctx.kernel_times()?.expect("the timer is on");
