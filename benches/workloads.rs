@@ -17,6 +17,7 @@
 //!                         to back), to tell a host-bound step from a device-bound one
 //! ```
 
+use rnn::ops::SeqShape;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -163,7 +164,6 @@ fn step_us(
     mode: Mode,
 ) -> rnn::Result<f64> {
     let graphs = !matches!(mode, Mode::Time { graphs: false });
-    let ops = ctx.ops();
     let mut trainer = net.trainer(data, &config(batch, graphs))?;
     let (warm, iters) = if gpu { (20, 200) } else { (3, 20) };
     let mut err = None;
@@ -191,14 +191,14 @@ fn step_us(
             (0..3).for_each(|_| step());
             ctx.synchronize()?;
             // The warm-up's kernels are not part of the table.
-            ops.kernel_times()?;
-            ops.profiler_range(true)?;
+            ctx.kernel_times()?;
+            ctx.profiler_range(true)?;
             let t = Instant::now();
             (0..steps).for_each(|_| step());
             ctx.synchronize()?;
             let wall = t.elapsed().as_secs_f64();
-            ops.profiler_range(false)?;
-            if let Some(times) = ops.kernel_times()? {
+            ctx.profiler_range(false)?;
+            if let Some(times) = ctx.kernel_times()? {
                 print_kernel_times(ctx, figure, steps, wall, &times);
             }
             0.0
@@ -355,8 +355,7 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
                 bh.view(),
                 out.view(),
                 Activation::Tanh,
-                b,
-                h,
+                SeqShape::step(b, h),
             ))
         })?,
     ));
@@ -370,8 +369,7 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
                 h2.view(),
                 out.view(),
                 Activation::Tanh,
-                b,
-                h,
+                SeqShape::step(b, h),
             ))
         })?,
     ));

@@ -1,5 +1,5 @@
 //! Exercises every device `rnn` finds: a buffer round trip, a user kernel (SAXPY) compiled at
-//! run time in the device's own dialect, a matrix product through `Ops::gemm` checked against
+//! run time in the device's own dialect, a matrix product through `LinalgOps::gemm` checked against
 //! the CPU backend, and the time it takes to build the built-in kernels, cold and from the disk
 //! cache. Exits non-zero when any check fails.
 //!

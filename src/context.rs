@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, View};
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
+use crate::graph::Graph;
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
-use crate::ops::Ops;
+use crate::ops::{Engine, Execution, KernelTime, Ops};
 
 pub use crate::context_options::ContextOptions;
 
@@ -20,6 +21,8 @@ pub use crate::context_options::ContextOptions;
 #[derive(Clone)]
 pub struct Context {
     ops: Arc<dyn Ops>,
+    /// The same backend object as `ops`, as its execution control.
+    exec: Arc<dyn Execution>,
 }
 
 impl std::fmt::Debug for Context {
@@ -29,15 +32,16 @@ impl std::fmt::Debug for Context {
 }
 
 impl Context {
-    pub(crate) fn from_ops(ops: Arc<dyn Ops>) -> Self {
-        Context { ops }
+    pub(crate) fn from_ops(engine: Engine) -> Self {
+        Context {
+            ops: engine.ops,
+            exec: engine.exec,
+        }
     }
 
     /// A context on the CPU backend (always available).
     pub fn cpu() -> Self {
-        Context {
-            ops: crate::backend::cpu::create_ops(),
-        }
+        Self::from_ops(crate::backend::cpu::create_ops())
     }
 
     /// Facts about the device.
@@ -53,6 +57,44 @@ impl Context {
     /// The op set, for code that drives the device directly.
     pub fn ops(&self) -> &dyn Ops {
         &*self.ops
+    }
+
+    /// Execution control: graph recording and replay, native streams, profiling (the common
+    /// calls are also methods of the context: [`Context::capture_begin`], ...).
+    pub fn execution(&self) -> &dyn Execution {
+        &*self.exec
+    }
+
+    /// Starts recording this context's work into a graph; see [`Execution::capture_begin`].
+    pub fn capture_begin(&self) -> Result<bool> {
+        self.exec.capture_begin()
+    }
+
+    /// Ends the recording and returns the graph; see [`Execution::capture_end`].
+    pub fn capture_end(&self) -> Result<Graph> {
+        self.exec.capture_end()
+    }
+
+    /// Queues one replay of `graph`; see [`Execution::graph_launch`].
+    pub fn graph_launch(&self, graph: &Graph) -> Result<()> {
+        self.exec.graph_launch(graph)
+    }
+
+    /// Starts or ends a region for an external profiler; see [`Execution::profiler_range`].
+    pub fn profiler_range(&self, on: bool) -> Result<()> {
+        self.exec.profiler_range(on)
+    }
+
+    /// The per-kernel device times since the last call; see [`Execution::kernel_times`].
+    pub fn kernel_times(&self) -> Result<Option<Vec<KernelTime>>> {
+        self.exec.kernel_times()
+    }
+
+    /// The raw stream handle and the device address of `x` for a collective library; see
+    /// [`Execution::native_queue`].
+    #[doc(hidden)]
+    pub fn native_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
+        self.exec.native_queue(x)
     }
 
     /// A buffer of `len` f32 with unspecified contents.

@@ -40,7 +40,7 @@ pub struct ContextOptions {
     #[doc(hidden)]
     pub opencl_sgemm_tile: Option<u32>,
     /// Time every kernel launch and device-side copy on the device, per entry name, for
-    /// [`crate::Ops::kernel_times`]. OpenCL only (its queue is then created with
+    /// [`crate::Context::kernel_times`]. OpenCL only (its queue is then created with
     /// `CL_QUEUE_PROFILING_ENABLE` and each launch keeps its event, which costs some launch
     /// speed); `RNN_PROFILE_KERNELS=1` turns it on for every OpenCL context too. Off by
     /// default; ignored elsewhere (CUDA kernels are profiled with Nsight Compute).

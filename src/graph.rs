@@ -1,5 +1,5 @@
 //! Recorded device work that replays with one launch: [`Graph`], made by
-//! [`crate::ops::Ops::capture_begin`] / [`crate::ops::Ops::capture_end`].
+//! [`crate::Context::capture_begin`] / [`crate::Context::capture_end`].
 //!
 //! A training step is dozens of small kernels; each costs the host a few microseconds to launch
 //! and the device a gap between kernels. Recorded once and replayed, the whole step is one
@@ -16,7 +16,7 @@ pub trait GraphExec: Send + Sync {
 }
 
 /// A recorded sequence of kernels of one context, replayed by
-/// [`crate::ops::Ops::graph_launch`]. The kernels keep the buffers and scalar arguments they
+/// [`crate::Context::graph_launch`]. The kernels keep the buffers and scalar arguments they
 /// were recorded with: the buffers must outlive the graph, and what changes between replays
 /// must change in device memory (the optimizer's learning rate and step count do, see
 /// [`crate::ops::OPTIMIZER_STATE_LEN`]).

@@ -47,5 +47,7 @@ pub use device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 pub use error::{Error, Result};
 pub use kernel::{Dialect, Kernel, KernelArg, KernelSource, LaunchConfig};
 pub use manager::{BackendStatus, GpuManager};
-pub use ops::{Activation, AdamStep, Gemm, KernelTime, Ops, RNG_STATE_LEN, SgdStep, rng_state};
+pub use ops::{
+    Activation, AdamStep, Gemm, KernelTime, Ops, RNG_STATE_LEN, SeqShape, SgdStep, rng_state,
+};
 pub use tensor::Tensor;

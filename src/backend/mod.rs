@@ -241,7 +241,7 @@ pub trait Device: Send + Sync + 'static {
     }
 
     /// Per-kernel device times since the last call, then reset (see
-    /// [`crate::Ops::kernel_times`]); `None` where the device keeps none.
+    /// [`crate::Context::kernel_times`]); `None` where the device keeps none.
     fn kernel_times(&self) -> Result<Option<Vec<crate::ops::KernelTime>>> {
         Ok(None)
     }

@@ -136,7 +136,7 @@ impl std::fmt::Debug for Communicator {
 /// from the current one).
 fn bind(ctx: &Context) -> Result<()> {
     let probe = ctx.alloc(1)?;
-    ctx.ops().native_queue(probe.view()).map(|_| ())
+    ctx.native_queue(probe.view()).map(|_| ())
 }
 
 impl Communicator {
@@ -243,9 +243,9 @@ impl Communicator {
             )));
         }
         let (stream, ptr) = if side {
-            ctx.ops().native_side_queue(x)?
+            ctx.execution().native_side_queue(x)?
         } else {
-            ctx.ops().native_queue(x)?
+            ctx.native_queue(x)?
         };
         Ok((stream as usize as *mut c_void, ptr as usize as *mut c_void))
     }
@@ -272,7 +272,7 @@ impl Communicator {
     }
 
     /// [`Communicator::all_reduce_mean`] queued on `ctx`'s side stream, so that it overlaps
-    /// what the main stream does next. The caller orders it: `ctx.ops().order_streams(true)`
+    /// what the main stream does next. The caller orders it: `ctx.execution().order_streams(true)`
     /// before (the side stream waits for `x` to be written) and `order_streams(false)` before
     /// the main stream touches `x` again. Needs `ncclAvg` ([`Communicator::has_mean`]).
     pub fn all_reduce_mean_on_side(&self, ctx: &Context, x: View<'_>) -> Result<()> {

@@ -21,7 +21,7 @@ pub(crate) struct Dense {
 /// The output gradient of a dense layer, given as the input gradient of the dense layer after
 /// it and not yet formed: `g w` (`g` that layer's pre-activation gradient, `rows x k`; `w` its
 /// weight, `k x outputs`). [`Dense::backward`] forms it inside its own pass
-/// ([`crate::ops::Ops::bias_act_backward_product`]), so it is never stored.
+/// ([`crate::ops::ActivationOps::bias_act_backward_product`]), so it is never stored.
 #[derive(Clone, Copy)]
 pub(crate) struct PendingGrad<'a> {
     g: View<'a>,

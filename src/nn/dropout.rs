@@ -1,5 +1,5 @@
 //! `Dropout`: inverted dropout (PyTorch's `nn.Dropout(p)`), active only while training. The
-//! mask comes from [`crate::Ops::dropout`]'s counter-based hash of the network's device-side
+//! mask comes from [`crate::ops::RandomOps::dropout`]'s counter-based hash of the network's device-side
 //! random state, so a step needs no upload, the same seed gives the same masks on a backend
 //! (and on every backend), and the backward pass regenerates the mask instead of storing it.
 

@@ -1,8 +1,8 @@
 //! `Embedding`: PyTorch's `nn.Embedding(num_embeddings, dim)` as a first layer. Each input
 //! value is a token id (an exact integer stored as f32, as data sets store labels); the layer
-//! looks its row up in `weight [num_embeddings, dim]` ([`crate::Ops::gather_rows`]) and its
+//! looks its row up in `weight [num_embeddings, dim]` ([`crate::ops::IndexOps::gather_rows`]) and its
 //! backward pass scatter-adds the output gradient into the weight gradient
-//! ([`crate::Ops::scatter_add_rows`]). Ids are validated on the host before any kernel runs
+//! ([`crate::ops::IndexOps::scatter_add_rows`]). Ids are validated on the host before any kernel runs
 //! (see [`super::Network::check_data`]), so an id outside the table is an error, never a NaN.
 
 use crate::buffer::{Buffer, View};

@@ -14,6 +14,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::SeqShape;
 use crate::ops::{Gemm, Ops};
 
 use super::layer::Flat;
@@ -102,9 +103,7 @@ impl Gru {
             self.p.b_ih.view(f.params)?,
             self.p.b_hh.view(f.params)?,
             ws.cache.view(),
-            t_n,
-            b,
-            h,
+            SeqShape::new(t_n, b, h),
         )
     }
 
@@ -125,9 +124,7 @@ impl Gru {
             self.p.w_hh.view(f.params)?,
             ws.gx.view(),
             ws.dgh.view(),
-            t_n,
-            b,
-            h,
+            SeqShape::new(t_n, b, h),
         )?;
         let d = GateGrads {
             input_side: ws.gx.view(),

@@ -1,6 +1,6 @@
 //! `LayerNorm`: PyTorch's `nn.LayerNorm(features)` over each row (every step of every
 //! sample), with `weight` (initialized to 1) and `bias` (0), forward and backward one fused
-//! op each ([`crate::Ops::layer_norm_forward`], [`crate::Ops::layer_norm_backward`]).
+//! op each ([`crate::ops::NormOps::layer_norm_forward`], [`crate::ops::NormOps::layer_norm_backward`]).
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;

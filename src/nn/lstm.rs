@@ -13,6 +13,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::SeqShape;
 use crate::ops::{Gemm, Ops};
 
 use super::layer::Flat;
@@ -103,9 +104,7 @@ impl Lstm {
             self.p.w_hh.view(f.params)?,
             self.p.b_ih.view(f.params)?,
             self.p.b_hh.view(f.params)?,
-            t_n,
-            b,
-            h,
+            SeqShape::new(t_n, b, h),
         )
     }
 
@@ -125,9 +124,7 @@ impl Lstm {
             ws.cs.view(),
             self.p.w_hh.view(f.params)?,
             ws.dgates.view(),
-            t_n,
-            b,
-            h,
+            SeqShape::new(t_n, b, h),
         )?;
         let dgates = ws.dgates.view();
         // Both biases enter the same sum, so they get the same gradient.

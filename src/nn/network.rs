@@ -282,7 +282,7 @@ impl Network {
             let mut ws_graphs = ws.graphs.lock();
             let in_place = ws_graphs.runs_op_by_op(EvalKind::Forward, b, graphs);
             let batch = net.load_rows(ws, x.view(), None, &Rows::Range(start), in_place)?;
-            runs.push(ws_graphs.run(ops, EvalKind::Forward, b, graphs, || {
+            runs.push(ws_graphs.run(&net.ctx, EvalKind::Forward, b, graphs, || {
                 net.forward_ws(ws, &batch)?;
                 net.batch_major_gather(ws)
             })?);
@@ -361,7 +361,7 @@ impl Network {
             let in_place = ws_graphs.runs_op_by_op(EvalKind::Loss, b, graphs);
             let rows = Rows::Range(start);
             let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, in_place)?;
-            runs.push(ws_graphs.run(net.ctx.ops(), EvalKind::Loss, b, graphs, || {
+            runs.push(ws_graphs.run(&net.ctx, EvalKind::Loss, b, graphs, || {
                 net.forward_ws(ws, &batch)?;
                 net.loss_ws(ws, &batch, Some(acc.view()))
             })?);

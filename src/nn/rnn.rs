@@ -5,6 +5,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm, Ops, zeros};
 
 use super::layer::Flat;
@@ -134,9 +135,7 @@ impl Rnn {
             b_ih,
             b_hh,
             self.act,
-            t_n,
-            b,
-            h,
+            SeqShape::new(t_n, b, h),
         )
     }
 
@@ -156,9 +155,7 @@ impl Rnn {
             w_hh,
             ws.dpre.view(),
             self.act,
-            t_n,
-            b,
-            h,
+            SeqShape::new(t_n, b, h),
         )?;
         let rows = t_n * b;
         let dpre = ws.dpre.view();

@@ -10,10 +10,10 @@
 
 use std::collections::HashMap;
 
+use crate::context::Context;
 use crate::env_switch::Switch;
 use crate::error::Result;
 use crate::graph::Graph;
-use crate::ops::Ops;
 
 enum Slot {
     /// One step ran op by op; the next is recorded.
@@ -85,7 +85,7 @@ impl StepGraphs {
     /// for batch size `key`: op by op, recorded then launched, or replayed.
     pub(crate) fn run(
         &mut self,
-        ops: &dyn Ops,
+        ctx: &Context,
         key: usize,
         step: impl Fn() -> Result<()>,
     ) -> Result<Ran> {
@@ -93,7 +93,7 @@ impl StepGraphs {
             return step().map(|()| Ran::OpByOp);
         }
         match self.slots.get(&key) {
-            Some(Slot::Ready(g)) => return ops.graph_launch(g).map(|()| Ran::Replayed),
+            Some(Slot::Ready(g)) => return ctx.graph_launch(g).map(|()| Ran::Replayed),
             Some(Slot::OpByOp) => return step().map(|()| Ran::OpByOp),
             None => {
                 self.slots.insert(key, Slot::Warm);
@@ -101,21 +101,21 @@ impl StepGraphs {
             }
             Some(Slot::Warm) => {}
         }
-        if !ops.capture_begin()? {
+        if !ctx.capture_begin()? {
             self.slots.insert(key, Slot::OpByOp);
             return step().map(|()| Ran::OpByOp);
         }
         let recorded = step();
-        let ended = ops.capture_end();
+        let ended = ctx.capture_end();
         match (recorded, ended) {
             (Ok(()), Ok(graph)) => {
                 log::debug!(
                     "{}: {} of batch {key} recorded as a graph of {} launches",
-                    ops.info().id,
+                    ctx.id(),
                     self.what,
                     graph.kernels()
                 );
-                let launched = ops.graph_launch(&graph);
+                let launched = ctx.graph_launch(&graph);
                 self.slots.insert(key, Slot::Ready(graph));
                 launched.map(|()| Ran::Recorded)
             }
@@ -124,7 +124,7 @@ impl StepGraphs {
                 log::warn!(
                     "{}: could not record the {} of batch {key} as a graph ({}); running it \
                      op by op",
-                    ops.info().id,
+                    ctx.id(),
                     self.what,
                     why.unwrap_or_default()
                 );
@@ -178,7 +178,7 @@ impl EvalGraphs {
     /// [`StepGraphs::run`] does.
     pub(crate) fn run(
         &mut self,
-        ops: &dyn Ops,
+        ctx: &Context,
         kind: EvalKind,
         batch: usize,
         enabled: bool,
@@ -191,6 +191,6 @@ impl EvalGraphs {
             EvalKind::Loss => &mut self.loss,
             EvalKind::Forward => &mut self.forward,
         };
-        graphs.run(ops, batch, step)
+        graphs.run(ctx, batch, step)
     }
 }

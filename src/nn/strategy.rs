@@ -142,7 +142,7 @@ impl<'s> Stepper<'s> {
                 let cuda = net.ctx.id().backend() == BackendKind::Cuda;
                 match net.layer_ranges() {
                     Some(r) if cuda && comm.has_mean() => {
-                        net.ctx.ops().order_streams(true)?;
+                        net.ctx.execution().order_streams(true)?;
                         Some(r)
                     }
                     _ => None,
@@ -175,10 +175,10 @@ impl<'s> Stepper<'s> {
         clip: Option<(f32, View<'_>)>,
         opt: &OptimizerState,
     ) -> Result<()> {
-        let (ops, rows, strategy) = (net.ctx.ops(), ws.batch, self.strategy);
+        let (ctx, rows, strategy) = (&net.ctx, ws.batch, self.strategy);
         if strategy.world() == 1 {
             self.first
-                .run(ops, rows, || net.train_step_ws(ws, batch, acc, clip, opt))?;
+                .run(ctx, rows, || net.train_step_ws(ws, batch, acc, clip, opt))?;
             return Ok(());
         }
         match (&self.overlap, strategy) {
@@ -193,13 +193,13 @@ impl<'s> Stepper<'s> {
                     if len == 0 {
                         return Ok(());
                     }
-                    ops.order_streams(true)?;
+                    ctx.execution().order_streams(true)?;
                     comm.all_reduce_mean_on_side(&net.ctx, net.grads.slice(start, len)?)
                 })?;
-                ops.order_streams(false)?;
+                ctx.execution().order_streams(false)?;
             }
             _ => {
-                self.first.run(ops, rows, || {
+                self.first.run(ctx, rows, || {
                     net.forward_train_ws(ws, batch)?;
                     net.loss_ws(ws, batch, Some(acc))?;
                     net.backward_ws(ws, batch)
@@ -207,7 +207,7 @@ impl<'s> Stepper<'s> {
                 strategy.mean_gradients(net)?;
             }
         }
-        self.update.run(ops, rows, || net.update_ws(clip, opt))?;
+        self.update.run(ctx, rows, || net.update_ws(clip, opt))?;
         Ok(())
     }
 }

@@ -91,14 +91,13 @@ impl Trainer {
             self.next = 0;
         }
         let (net, ws) = net.workspace(self.batch)?;
-        let ops = net.ctx.ops();
         let rows = Rows::Range(self.next);
         let in_place = self.graphs.runs_op_by_op(self.batch);
         let (x, y) = (self.data.x.view(), Some(self.data.y.view()));
         let batch = net.load_rows(ws, x, y, &rows, in_place)?;
         let clip = self.clip.map(|max| (max, self.norm.view()));
         let (acc, opt) = (self.acc.view(), &self.opt);
-        self.graphs.run(ops, self.batch, || {
+        self.graphs.run(&net.ctx, self.batch, || {
             net.train_step_ws(ws, &batch, acc, clip, opt)
         })?;
         self.opt.count_step();

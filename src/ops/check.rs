@@ -3,6 +3,7 @@
 
 use crate::buffer::View;
 use crate::error::{Error, Result};
+use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm};
 
 /// Every view must belong to the context `ctx`.
@@ -128,12 +129,15 @@ pub(crate) fn rnn_step(
 fn rnn_sequence(
     op: &str,
     act: Activation,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
     inputs: &[(&str, &View<'_>, usize)],
     out: (&str, &View<'_>, usize),
 ) -> Result<usize> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     if !matches!(act, Activation::Tanh | Activation::Relu) {
         return Err(Error::InvalidArgument(format!(
             "{op}: activation must be Tanh or Relu, got {act:?}"
@@ -152,8 +156,7 @@ fn rnn_sequence(
     Ok(n)
 }
 
-/// Arguments of `Ops::rnn_sequence_forward`; returns one step's `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
+/// Arguments of `ElmanOps::rnn_sequence_forward`; returns one step's `batch * hidden`.
 pub(crate) fn rnn_sequence_forward(
     pre: View<'_>,
     hs: View<'_>,
@@ -161,10 +164,13 @@ pub(crate) fn rnn_sequence_forward(
     b_ih: View<'_>,
     b_hh: View<'_>,
     act: Activation,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<usize> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch.saturating_mul(hidden);
     let inputs = [
         ("pre", &pre, steps.saturating_mul(n)),
@@ -173,29 +179,23 @@ pub(crate) fn rnn_sequence_forward(
         ("b_hh", &b_hh, hidden),
     ];
     let out = ("hs", &hs, steps.saturating_add(1).saturating_mul(n));
-    rnn_sequence(
-        "rnn_sequence_forward",
-        act,
-        steps,
-        batch,
-        hidden,
-        &inputs,
-        out,
-    )
+    rnn_sequence("rnn_sequence_forward", act, shape, &inputs, out)
 }
 
-/// Arguments of `Ops::rnn_sequence_backward`; returns one step's `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
+/// Arguments of `ElmanOps::rnn_sequence_backward`; returns one step's `batch * hidden`.
 pub(crate) fn rnn_sequence_backward(
     dh: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
     dpre: View<'_>,
     act: Activation,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<usize> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch.saturating_mul(hidden);
     let inputs = [
         ("dh", &dh, steps.saturating_mul(n)),
@@ -203,15 +203,7 @@ pub(crate) fn rnn_sequence_backward(
         ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
     ];
     let out = ("dpre", &dpre, steps.saturating_mul(n));
-    rnn_sequence(
-        "rnn_sequence_backward",
-        act,
-        steps,
-        batch,
-        hidden,
-        &inputs,
-        out,
-    )
+    rnn_sequence("rnn_sequence_backward", act, shape, &inputs, out)
 }
 
 /// A `(name, view, blocks, width)` argument of a gated sequence op: `blocks` time blocks of
@@ -223,17 +215,19 @@ pub(crate) type SeqArg<'a, 'b> = (&'a str, &'a View<'b>, usize, usize);
 /// parameter or another output, and one step's gate matrix (`batch x 4*hidden` at most: the
 /// LSTM's gates, the GRU's cache), `W_hh` and `steps` within the 32-bit kernel dimensions.
 /// Returns `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
 fn gated_sequence(
     op: &str,
     gates: usize,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
     params: &[(&str, &View<'_>, usize)],
     inputs: &[SeqArg<'_, '_>],
     outputs: &[SeqArg<'_, '_>],
 ) -> Result<usize> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = area(op, batch, hidden)?;
     fits_u32(op, area(op, n, 4)?)?;
     fits_u32(op, area(op, area(op, gates, hidden)?, hidden)?)?;
@@ -275,8 +269,7 @@ fn gate_params<'a, 'b>(
     ]
 }
 
-/// Arguments of `Ops::lstm_sequence_forward`; returns one step's `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
+/// Arguments of `GatedSequenceOps::lstm_sequence_forward`; returns one step's `batch * hidden`.
 pub(crate) fn lstm_sequence_forward(
     gates: View<'_>,
     hs: View<'_>,
@@ -284,20 +277,16 @@ pub(crate) fn lstm_sequence_forward(
     w_hh: View<'_>,
     b_ih: View<'_>,
     b_hh: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<usize> {
+    let SeqShape { steps, hidden, .. } = shape;
     let all = steps.saturating_add(1);
     gated_sequence(
         "lstm_sequence_forward",
         4,
-        steps,
-        batch,
-        hidden,
+        shape,
         &gate_params(4, hidden, &w_hh, &b_ih, &b_hh),
-        &[],
-        // `gates` is read and rewritten in place: it counts as an output.
+        &[], // `gates` is read and rewritten in place: it counts as an output.
         &[
             ("gates", &gates, steps, 4),
             ("hs", &hs, all, 1),
@@ -306,25 +295,21 @@ pub(crate) fn lstm_sequence_forward(
     )
 }
 
-/// Arguments of `Ops::lstm_sequence_backward`; returns one step's `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
+/// Arguments of `GatedSequenceOps::lstm_sequence_backward`; returns one step's `batch * hidden`.
 pub(crate) fn lstm_sequence_backward(
     dh: View<'_>,
     gates: View<'_>,
     cs: View<'_>,
     w_hh: View<'_>,
     dgates: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<usize> {
+    let SeqShape { steps, hidden, .. } = shape;
     let w = 4usize.saturating_mul(hidden).saturating_mul(hidden);
     gated_sequence(
         "lstm_sequence_backward",
         4,
-        steps,
-        batch,
-        hidden,
+        shape,
         &[("w_hh", &w_hh, w)],
         &[
             ("dh", &dh, steps, 1),
@@ -335,8 +320,7 @@ pub(crate) fn lstm_sequence_backward(
     )
 }
 
-/// Arguments of `Ops::gru_sequence_forward`; returns one step's `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
+/// Arguments of `GatedSequenceOps::gru_sequence_forward`; returns one step's `batch * hidden`.
 pub(crate) fn gru_sequence_forward(
     gx: View<'_>,
     hs: View<'_>,
@@ -344,16 +328,13 @@ pub(crate) fn gru_sequence_forward(
     b_ih: View<'_>,
     b_hh: View<'_>,
     cache: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<usize> {
+    let SeqShape { steps, hidden, .. } = shape;
     gated_sequence(
         "gru_sequence_forward",
         3,
-        steps,
-        batch,
-        hidden,
+        shape,
         &gate_params(3, hidden, &w_hh, &b_ih, &b_hh),
         &[("gx", &gx, steps, 3)],
         &[
@@ -363,8 +344,7 @@ pub(crate) fn gru_sequence_forward(
     )
 }
 
-/// Arguments of `Ops::gru_sequence_backward`; returns one step's `batch * hidden`.
-#[allow(clippy::too_many_arguments)]
+/// Arguments of `GatedSequenceOps::gru_sequence_backward`; returns one step's `batch * hidden`.
 pub(crate) fn gru_sequence_backward(
     dh: View<'_>,
     hs: View<'_>,
@@ -372,17 +352,14 @@ pub(crate) fn gru_sequence_backward(
     w_hh: View<'_>,
     dgx: View<'_>,
     dgh: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<usize> {
+    let SeqShape { steps, hidden, .. } = shape;
     let w = 3usize.saturating_mul(hidden).saturating_mul(hidden);
     gated_sequence(
         "gru_sequence_backward",
         3,
-        steps,
-        batch,
-        hidden,
+        shape,
         &[("w_hh", &w_hh, w)],
         &[
             ("dh", &dh, steps, 1),
@@ -472,7 +449,7 @@ pub(crate) fn adam_step(
     fits_u32(op, n)
 }
 
-/// Arguments of [`crate::ops::Ops::dropout`]: `y` as long as `x` (or exactly `x`), a whole
+/// Arguments of [`crate::ops::RandomOps::dropout`]: `y` as long as `x` (or exactly `x`), a whole
 /// random state that no output overlaps, `p` in `0..=1`, an index range of 32 bits.
 pub(crate) fn dropout(x: &View<'_>, y: &View<'_>, state: &View<'_>, p: f32) -> Result<u32> {
     let op = "dropout";
@@ -488,7 +465,7 @@ pub(crate) fn dropout(x: &View<'_>, y: &View<'_>, state: &View<'_>, p: f32) -> R
     fits_u32(op, x.len())
 }
 
-/// [`crate::ops::Ops::rng_advance`]: a whole random state.
+/// [`crate::ops::RandomOps::rng_advance`]: a whole random state.
 pub(crate) fn rng_state(op: &str, state: &View<'_>) -> Result<()> {
     len(op, "state", state, crate::ops::RNG_STATE_LEN)
 }
@@ -519,7 +496,7 @@ pub(crate) fn layer_norm(
     fits_u32(op, n)
 }
 
-/// Arguments of [`crate::ops::Ops::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
+/// Arguments of [`crate::ops::IndexOps::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
 /// whole rows of `cols`, `dst` overlapping neither input. Returns the rows of `dst`.
 pub(crate) fn scatter_add_rows(
     src: &View<'_>,
@@ -542,11 +519,11 @@ pub(crate) fn scatter_add_rows(
     Ok(dst.len() / cols)
 }
 
-/// The views of `Ops::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`, `y`,
+/// The views of `ActivationOps::bias_act_backward_product` (`g` `rows x k`, `w` `k x cols`, `z`,
+/// `y`,
 /// `dz` `rows x cols`, `dbias` `cols`): their lengths, and no overlap of an output with
 /// anything it is read with, `dz` being written before `g`, `w`, `y` and (where the derivative
 /// reads it) `z` are read. Returns the three areas.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn bias_act_product(
     op: &str,
     [g, w, z, y, dz, dbias]: [&View<'_>; 6],

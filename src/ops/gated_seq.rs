@@ -10,7 +10,8 @@
 
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::Ops;
+use crate::ops::MemoryOps;
+use crate::ops::SeqShape;
 
 /// One LSTM forward step: `gates` (`batch x 4H`, `x_t W_ih^T` on entry) becomes the activated
 /// gates of `gates + b_ih + b_hh + h_prev W_hh^T`; writes `c` and `h`.
@@ -73,14 +74,14 @@ pub(crate) struct GruBackwardStep<'a> {
 }
 
 /// The fused time steps of a backend (`batch * hidden > 0`).
-pub(crate) trait GatedSteps: Ops {
+pub(crate) trait GatedSteps: MemoryOps {
     fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()>;
     fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()>;
     fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()>;
     fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()>;
 }
 
-/// `Ops::lstm_sequence_forward`, one step at a time.
+/// `GatedSequenceOps::lstm_sequence_forward`, one step at a time.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
@@ -90,10 +91,13 @@ pub(crate) fn lstm_forward_by_steps(
     w_hh: View<'_>,
     b_ih: View<'_>,
     b_hh: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in 0..steps {
         ops.lstm_step_forward(&LstmForwardStep {
@@ -112,7 +116,8 @@ pub(crate) fn lstm_forward_by_steps(
     Ok(())
 }
 
-/// `Ops::lstm_sequence_backward`, one step at a time; `carry` is `batch x hidden` scratch.
+/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time; `carry` is `batch x hidden`
+/// scratch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
@@ -122,10 +127,13 @@ pub(crate) fn lstm_backward_by_steps(
     w_hh: View<'_>,
     dgates: View<'_>,
     carry: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
         let next = if t + 1 < steps {
@@ -149,7 +157,7 @@ pub(crate) fn lstm_backward_by_steps(
     Ok(())
 }
 
-/// `Ops::gru_sequence_forward`, one step at a time.
+/// `GatedSequenceOps::gru_sequence_forward`, one step at a time.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
@@ -159,10 +167,13 @@ pub(crate) fn gru_forward_by_steps(
     b_ih: View<'_>,
     b_hh: View<'_>,
     cache: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in 0..steps {
         ops.gru_step_forward(&GruForwardStep {
@@ -180,7 +191,8 @@ pub(crate) fn gru_forward_by_steps(
     Ok(())
 }
 
-/// `Ops::gru_sequence_backward`, one step at a time; `carry` is `batch x hidden` scratch.
+/// `GatedSequenceOps::gru_sequence_backward`, one step at a time; `carry` is `batch x hidden`
+/// scratch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
@@ -191,10 +203,13 @@ pub(crate) fn gru_backward_by_steps(
     dgx: View<'_>,
     dgh: View<'_>,
     carry: View<'_>,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
         let next = if t + 1 < steps {

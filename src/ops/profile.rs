@@ -2,7 +2,7 @@
 //! (Nsight Compute profiles CUDA kernels, not OpenCL ones).
 
 /// The device time of one kernel entry point, summed over its launches since the times were
-/// last read ([`crate::Ops::kernel_times`]).
+/// last read ([`crate::Context::kernel_times`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelTime {
     /// The kernel's entry name as launched (`sgemm`, `fill`, a user kernel's entry), or `copy`

@@ -2,18 +2,37 @@
 //! device memory, and the hash every backend's kernel computes from it, written once here as
 //! the reference (kernels-cu/random.cu and kernels-cl/random.cl follow it bit for bit).
 
-use super::Ops;
-use crate::buffer::Buffer;
+use super::MemoryOps;
+use crate::buffer::{Buffer, View};
 use crate::error::Result;
 
-/// Length of the device-side random state read by [`Ops::dropout`] and advanced by
-/// [`Ops::rng_advance`]: the 64-bit seed as four 16-bit limbs (least significant first), then
+/// Length of the device-side random state read by [`RandomOps::dropout`] and advanced by
+/// [`RandomOps::rng_advance`]: the 64-bit seed as four 16-bit limbs (least significant first), then
 /// the 32-bit step counter as two 16-bit limbs. Every element is an exact integer in
 /// `0..65536`, so the state survives any f32 copy. Make one with [`rng_state`].
 pub const RNG_STATE_LEN: usize = 6;
 
+/// Random masks (dropout) from a device-side counter-based state.
+pub trait RandomOps: MemoryOps {
+    /// Inverted dropout with a counter-based mask: `y[i] = x[i] * m[i]`, where
+    /// `m[i] = 1 / (1 - p)` when element `i` is kept and 0 when it is dropped (probability
+    /// `p`, in `0..=1`). Whether `i` is kept is a hash of (the seed and the step counter in
+    /// `state`, `stream`, `i`) — see [`RNG_STATE_LEN`] and [`dropout_keeps`] — so the same
+    /// state, stream and index give the same mask on every backend, bit for bit, and nothing
+    /// is uploaded per step (a captured training step replays with fresh masks once the
+    /// counter has moved on). `stream` tells apart the dropout sites of one step (a layer
+    /// uses `(layer index << 8) | site`). The backward pass is the same call on the gradient,
+    /// with the same state and stream. `y` may be the same view as `x`.
+    fn dropout(&self, x: View<'_>, y: View<'_>, state: View<'_>, p: f32, stream: u32)
+    -> Result<()>;
+
+    /// Advances the step counter of a random state (see [`RNG_STATE_LEN`]) by one, on the
+    /// device (one tiny launch, no host traffic).
+    fn rng_advance(&self, state: View<'_>) -> Result<()>;
+}
+
 /// A fresh random state for `seed`, counter 0 (see [`RNG_STATE_LEN`]).
-pub fn rng_state(ops: &dyn Ops, seed: u64) -> Result<Buffer> {
+pub fn rng_state(ops: &(impl MemoryOps + ?Sized), seed: u64) -> Result<Buffer> {
     let b = ops.alloc(RNG_STATE_LEN)?;
     ops.upload(b.view(), &rng_state_values(seed, 0))?;
     Ok(b)
@@ -32,15 +51,15 @@ pub fn rng_state_values(seed: u64, counter: u32) -> [f32; RNG_STATE_LEN] {
     ]
 }
 
-/// The keep threshold and scale [`Ops::dropout`] uses for drop probability `p`: element `i` is
-/// kept iff the top 24 bits of its hash are `>= threshold`; kept elements are multiplied by
+/// The keep threshold and scale [`RandomOps::dropout`] uses for drop probability `p`: element `i`
+/// is kept iff the top 24 bits of its hash are `>= threshold`; kept elements are multiplied by
 /// `scale`.
 pub fn dropout_params(p: f32) -> (u32, f32) {
     let p = p.clamp(0.0, 1.0);
     ((p * 16_777_216.0) as u32, 1.0 / (1.0 - p))
 }
 
-/// The reference mask of [`Ops::dropout`]: whether element `index` is kept, for the seed and
+/// The reference mask of [`RandomOps::dropout`]: whether element `index` is kept, for the seed and
 /// counter held in `state` (the values of a [`RNG_STATE_LEN`] state), `stream` and drop
 /// probability `p`. Every backend's kernel computes exactly this.
 pub fn dropout_keeps(state: &[f32; RNG_STATE_LEN], stream: u32, index: u32, p: f32) -> bool {

@@ -4,22 +4,26 @@
 
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{Activation, Ops};
+use crate::ops::SeqShape;
+use crate::ops::{Activation, ElmanOps};
 
 /// `hs[t + 1] = act(pre[t] + hs[t] W_hh^T + b_ih + b_hh)` for `t = 0 .. steps`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn forward_by_steps(
-    ops: &(impl Ops + ?Sized),
+    ops: &(impl ElmanOps + ?Sized),
     pre: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
     b_ih: View<'_>,
     b_hh: View<'_>,
     act: Activation,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in 0..steps {
         ops.rnn_step_forward(
@@ -30,26 +34,27 @@ pub(crate) fn forward_by_steps(
             b_hh,
             hs.slice((t + 1) * n, n)?,
             act,
-            batch,
-            hidden,
+            SeqShape::step(batch, hidden),
         )?;
     }
     Ok(())
 }
 
 /// `dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W_hh)` for `t = steps - 1 .. 0`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn backward_by_steps(
-    ops: &(impl Ops + ?Sized),
+    ops: &(impl ElmanOps + ?Sized),
     dh: View<'_>,
     hs: View<'_>,
     w_hh: View<'_>,
     dpre: View<'_>,
     act: Activation,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
 ) -> Result<()> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+    } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
         let next = if t + 1 < steps {
@@ -64,8 +69,7 @@ pub(crate) fn backward_by_steps(
             hs.slice((t + 1) * n, n)?,
             dpre.slice(t * n, n)?,
             act,
-            batch,
-            hidden,
+            SeqShape::step(batch, hidden),
         )?;
     }
     Ok(())

@@ -482,7 +482,7 @@ fn cpu_and_opencl_have_no_native_queue() {
     ));
     for ctx in contexts {
         let buf = ctx.alloc(4).unwrap();
-        let err = ctx.ops().native_queue(buf.view()).unwrap_err();
+        let err = ctx.native_queue(buf.view()).unwrap_err();
         assert!(
             matches!(err, Error::Unsupported { .. }),
             "{}: {err}",

@@ -291,7 +291,7 @@ fn cpu_stack_bad_options_are_errors() {
 }
 
 /// PyTorch's `dropout` argument: in training it drops outputs of every layer but the last
-/// (exactly the masks `Ops::dropout` defines, at those places); in prediction it is off.
+/// (exactly the masks `RandomOps::dropout` defines, at those places); in prediction it is off.
 #[test]
 fn cpu_stack_dropout_training_only() {
     let ctx = Context::cpu();

@@ -3,6 +3,8 @@
 //! `with_act!`/`with_grad!` match on the activation once, outside the loop, so each arm's loop is
 //! compiled for one concrete function and vectorizes.
 
+use super::CpuOps;
+use crate::ops::prelude::*;
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
@@ -63,66 +65,6 @@ macro_rules! with_act {
 }
 pub(super) use with_act;
 
-pub(super) fn activation(ctx: u64, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
-    check::len("activation", "y", &y, x.len())?;
-    lock_inplace(
-        "activation",
-        ctx,
-        [x],
-        [y],
-        0b1,
-        |[x], [y]| with_act!(act, f => unary(x, y, f)),
-    )
-}
-
-pub(super) fn bias_act_forward(
-    ctx: u64,
-    z: View<'_>,
-    bias: View<'_>,
-    y: View<'_>,
-    act: Activation,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let op = "bias_act_forward";
-    let n = check::area(op, rows, cols)?;
-    check::len(op, "z", &z, n)?;
-    check::len(op, "bias", &bias, cols)?;
-    check::len(op, "y", &y, n)?;
-    if cols == 0 {
-        return Ok(());
-    }
-    if y.same_as(&z) {
-        lock(op, ctx, [bias], [z], |[bias], [z]| {
-            with_act!(act, f => rows_of(z, cols, |zr| {
-                for (v, &b) in zr.iter_mut().zip(bias) {
-                    *v = f(*v + b);
-                }
-            }))
-        })
-    } else {
-        lock(op, ctx, [bias], [z, y], |[bias], [z, y]| {
-            with_act!(act, f => {
-                let body = |(zr, yr): (&mut [f32], &mut [f32])| {
-                    for ((v, o), &b) in zr.iter_mut().zip(yr.iter_mut()).zip(bias) {
-                        *v += b;
-                        *o = f(*v);
-                    }
-                };
-                if z.len() < super::par::PAR_MIN {
-                    z.chunks_mut(cols).zip(y.chunks_mut(cols)).for_each(body);
-                } else {
-                    z.par_chunks_mut(cols)
-                        .zip(y.par_chunks_mut(cols))
-                        .with_min_len(min_rows(cols))
-                        .for_each(body);
-                }
-            })
-        })
-    }?;
-    Ok(())
-}
-
 /// `f(row)` for every row of `cols` elements of `x`, in parallel when large.
 pub(super) fn rows_of(x: &mut [f32], cols: usize, f: impl Fn(&mut [f32]) + Sync + Send) {
     if x.len() < super::par::PAR_MIN {
@@ -132,40 +74,6 @@ pub(super) fn rows_of(x: &mut [f32], cols: usize, f: impl Fn(&mut [f32]) + Sync 
             .with_min_len(min_rows(cols))
             .for_each(f);
     }
-}
-
-pub(super) fn act_backward(
-    ctx: u64,
-    dy: View<'_>,
-    z: View<'_>,
-    y: View<'_>,
-    dz: View<'_>,
-    act: Activation,
-) -> Result<()> {
-    let op = "act_backward";
-    let n = dy.len();
-    check::len(op, "z", &z, n)?;
-    check::len(op, "y", &y, n)?;
-    check::len(op, "dz", &dz, n)?;
-    lock_inplace(op, ctx, [dy, z, y], [dz], 0b001, |[dy, z, y], [dz]| {
-        let (Src::Slice(z), Src::Slice(y)) = (z, y) else {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: dz may alias dy only"
-            )));
-        };
-        // Each arm is dz[i] = dy[i] * act'(...) from y (or z where the output cannot tell).
-        match act {
-            Activation::Identity => unary(dy, dz, |d| d),
-            Activation::Relu => scaled(dy, dz, y, |y| if y > 0.0 { 1.0 } else { 0.0 }),
-            Activation::Sigmoid => scaled(dy, dz, y, |y| y * (1.0 - y)),
-            Activation::Tanh => scaled(dy, dz, y, |y| 1.0 - y * y),
-            Activation::Gelu => scaled(dy, dz, z, gelu_grad),
-            Activation::LeakyRelu { slope } => {
-                scaled(dy, dz, z, move |z| if z > 0.0 { 1.0 } else { slope })
-            }
-        }
-        Ok(())
-    })?
 }
 
 /// `dz[i] = dy[i] * g(w[i])`, where `dy` may be `dz` itself.
@@ -183,5 +91,104 @@ fn scaled(dy: Src<'_>, dz: &mut [f32], w: &[f32], g: impl Fn(f32) -> f32 + Sync 
                 *o *= g(w);
             }
         }),
+    }
+}
+
+impl ActivationOps for CpuOps {
+    fn bias_act_forward(
+        &self,
+        z: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "bias_act_forward";
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "z", &z, n)?;
+        check::len(op, "bias", &bias, cols)?;
+        check::len(op, "y", &y, n)?;
+        if cols == 0 {
+            return Ok(());
+        }
+        if y.same_as(&z) {
+            lock(op, ctx, [bias], [z], |[bias], [z]| {
+                with_act!(act, f => rows_of(z, cols, |zr| {
+                    for (v, &b) in zr.iter_mut().zip(bias) {
+                        *v = f(*v + b);
+                    }
+                }))
+            })
+        } else {
+            lock(op, ctx, [bias], [z, y], |[bias], [z, y]| {
+                with_act!(act, f => {
+                    let body = |(zr, yr): (&mut [f32], &mut [f32])| {
+                        for ((v, o), &b) in zr.iter_mut().zip(yr.iter_mut()).zip(bias) {
+                            *v += b;
+                            *o = f(*v);
+                        }
+                    };
+                    if z.len() < super::par::PAR_MIN {
+                        z.chunks_mut(cols).zip(y.chunks_mut(cols)).for_each(body);
+                    } else {
+                        z.par_chunks_mut(cols)
+                            .zip(y.par_chunks_mut(cols))
+                            .with_min_len(min_rows(cols))
+                            .for_each(body);
+                    }
+                })
+            })
+        }?;
+        Ok(())
+    }
+
+    fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
+        let ctx = self.context;
+        check::len("activation", "y", &y, x.len())?;
+        lock_inplace(
+            "activation",
+            ctx,
+            [x],
+            [y],
+            0b1,
+            |[x], [y]| with_act!(act, f => unary(x, y, f)),
+        )
+    }
+
+    fn act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        act: Activation,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "act_backward";
+        let n = dy.len();
+        check::len(op, "z", &z, n)?;
+        check::len(op, "y", &y, n)?;
+        check::len(op, "dz", &dz, n)?;
+        lock_inplace(op, ctx, [dy, z, y], [dz], 0b001, |[dy, z, y], [dz]| {
+            let (Src::Slice(z), Src::Slice(y)) = (z, y) else {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: dz may alias dy only"
+                )));
+            };
+            // Each arm is dz[i] = dy[i] * act'(...) from y (or z where the output cannot tell).
+            match act {
+                Activation::Identity => unary(dy, dz, |d| d),
+                Activation::Relu => scaled(dy, dz, y, |y| if y > 0.0 { 1.0 } else { 0.0 }),
+                Activation::Sigmoid => scaled(dy, dz, y, |y| y * (1.0 - y)),
+                Activation::Tanh => scaled(dy, dz, y, |y| 1.0 - y * y),
+                Activation::Gelu => scaled(dy, dz, z, gelu_grad),
+                Activation::LeakyRelu { slope } => {
+                    scaled(dy, dz, z, move |z| if z > 0.0 { 1.0 } else { slope })
+                }
+            }
+            Ok(())
+        })?
     }
 }

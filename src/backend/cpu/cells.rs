@@ -9,6 +9,9 @@
 //! `simd::vectorized`, compiled for the widest vector instructions the CPU has (the crate's
 //! baseline is SSE2); without fused multiply-adds, so the results are the same bits either way.
 
+use super::CpuOps;
+use crate::ops::SeqShape;
+use crate::ops::prelude::*;
 use rayon::prelude::*;
 
 use super::access::lock;
@@ -33,32 +36,6 @@ fn gate_blocks<const K: usize>(row: &mut [f32], hidden: usize) -> [&mut [f32]; K
         let (head, tail) = std::mem::take(&mut rest).split_at_mut(hidden);
         rest = tail;
         head
-    })
-}
-
-pub(super) fn lstm_cell_forward(
-    ctx: u64,
-    gates: View<'_>,
-    c_prev: View<'_>,
-    c: View<'_>,
-    h: View<'_>,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "lstm_cell_forward";
-    // `gates` is read and rewritten in place: it counts as an output.
-    let n = check::cell(
-        op,
-        batch,
-        hidden,
-        &[("c_prev", &c_prev, 1)],
-        &[("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)],
-    )?;
-    if n == 0 {
-        return Ok(());
-    }
-    lock(op, ctx, [c_prev], [gates, c, h], |[cp], [g, c, h]| {
-        lstm_forward_rows(g, None, cp, c, h, hidden, Split::Pool)
     })
 }
 
@@ -129,40 +106,6 @@ impl Lanes for LstmForwardRow<'_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn lstm_cell_backward(
-    ctx: u64,
-    gates: View<'_>,
-    c_prev: View<'_>,
-    c: View<'_>,
-    dh: View<'_>,
-    dc: View<'_>,
-    dgates: View<'_>,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "lstm_cell_backward";
-    let n = check::cell(
-        op,
-        batch,
-        hidden,
-        &[
-            ("gates", &gates, 4),
-            ("c_prev", &c_prev, 1),
-            ("c", &c, 1),
-            ("dh", &dh, 1),
-        ],
-        &[("dc", &dc, 1), ("dgates", &dgates, 4)],
-    )?;
-    if n == 0 {
-        return Ok(());
-    }
-    let ins = [gates, c_prev, c, dh];
-    lock(op, ctx, ins, [dc, dgates], |[g, cp, c, dh], [dc, dg]| {
-        lstm_backward_rows(g, cp, c, dh, dc, dg, hidden, Split::Pool)
-    })
-}
-
 /// The LSTM backward over `rows x 4*hidden` activated gates `g`: from `dh` (reaching `h`) and
 /// `dc` (reaching `c` from the next step; overwritten with the gradient for `c_prev`), writes
 /// `dg`, the gradient w.r.t. the gate pre-activations.
@@ -231,39 +174,6 @@ impl Lanes for LstmBackwardRow<'_> {
             dcr[j] = dct * f;
         }
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gru_cell_forward(
-    ctx: u64,
-    gx: View<'_>,
-    gh: View<'_>,
-    h_prev: View<'_>,
-    h: View<'_>,
-    cache: View<'_>,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "gru_cell_forward";
-    let n = check::cell(
-        op,
-        batch,
-        hidden,
-        &[("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)],
-        &[("h", &h, 1), ("cache", &cache, 4)],
-    )?;
-    if n == 0 {
-        return Ok(());
-    }
-    lock(
-        op,
-        ctx,
-        [gx, gh, h_prev],
-        [h, cache],
-        |[gx, gh, hp], [h, cache]| {
-            gru_forward_rows(gx, None, gh, hp, h, cache, hidden, Split::Pool)
-        },
-    )
 }
 
 /// The GRU forward over `rows` rows: `gx` (plus `b_ih` when given) and `gh` are
@@ -354,36 +264,6 @@ impl Lanes for GruForwardRow<'_> {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn gru_cell_backward(
-    ctx: u64,
-    cache: View<'_>,
-    h_prev: View<'_>,
-    dh: View<'_>,
-    dgx: View<'_>,
-    dgh: View<'_>,
-    dh_prev: View<'_>,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "gru_cell_backward";
-    let n = check::cell(
-        op,
-        batch,
-        hidden,
-        &[("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)],
-        &[("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)],
-    )?;
-    if n == 0 {
-        return Ok(());
-    }
-    let ins = [cache, h_prev, dh];
-    let outs = [dgx, dgh, dh_prev];
-    lock(op, ctx, ins, outs, |[cache, hp, dh], [dgx, dgh, dhp]| {
-        gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden, Split::Pool)
-    })
-}
-
 /// The GRU backward over `rows` rows: from `cache`, `h_prev` and `dh` (the whole gradient
 /// reaching `h`), writes `dgx`, `dgh` (`rows x 3*hidden`) and `dh_prev = dh * z` (the direct
 /// part of the gradient reaching `h_prev`).
@@ -456,5 +336,131 @@ impl Lanes for GruBackwardRow<'_> {
             dh_n[j] = dn * r;
             dhpr[j] = d * z;
         }
+    }
+}
+
+impl GatedCellOps for CpuOps {
+    fn lstm_cell_forward(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        h: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let ctx = self.context;
+        let op = "lstm_cell_forward";
+        // `gates` is read and rewritten in place: it counts as an output.
+        let n = check::cell(
+            op,
+            batch,
+            hidden,
+            &[("c_prev", &c_prev, 1)],
+            &[("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        lock(op, ctx, [c_prev], [gates, c, h], |[cp], [g, c, h]| {
+            lstm_forward_rows(g, None, cp, c, h, hidden, Split::Pool)
+        })
+    }
+
+    fn lstm_cell_backward(
+        &self,
+        gates: View<'_>,
+        c_prev: View<'_>,
+        c: View<'_>,
+        dh: View<'_>,
+        dc: View<'_>,
+        dgates: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let ctx = self.context;
+        let op = "lstm_cell_backward";
+        let n = check::cell(
+            op,
+            batch,
+            hidden,
+            &[
+                ("gates", &gates, 4),
+                ("c_prev", &c_prev, 1),
+                ("c", &c, 1),
+                ("dh", &dh, 1),
+            ],
+            &[("dc", &dc, 1), ("dgates", &dgates, 4)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let ins = [gates, c_prev, c, dh];
+        lock(op, ctx, ins, [dc, dgates], |[g, cp, c, dh], [dc, dg]| {
+            lstm_backward_rows(g, cp, c, dh, dc, dg, hidden, Split::Pool)
+        })
+    }
+
+    fn gru_cell_forward(
+        &self,
+        gx: View<'_>,
+        gh: View<'_>,
+        h_prev: View<'_>,
+        h: View<'_>,
+        cache: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let ctx = self.context;
+        let op = "gru_cell_forward";
+        let n = check::cell(
+            op,
+            batch,
+            hidden,
+            &[("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)],
+            &[("h", &h, 1), ("cache", &cache, 4)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        lock(
+            op,
+            ctx,
+            [gx, gh, h_prev],
+            [h, cache],
+            |[gx, gh, hp], [h, cache]| {
+                gru_forward_rows(gx, None, gh, hp, h, cache, hidden, Split::Pool)
+            },
+        )
+    }
+
+    fn gru_cell_backward(
+        &self,
+        cache: View<'_>,
+        h_prev: View<'_>,
+        dh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        dh_prev: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let ctx = self.context;
+        let op = "gru_cell_backward";
+        let n = check::cell(
+            op,
+            batch,
+            hidden,
+            &[("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)],
+            &[("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)],
+        )?;
+        if n == 0 {
+            return Ok(());
+        }
+        let ins = [cache, h_prev, dh];
+        let outs = [dgx, dgh, dh_prev];
+        lock(op, ctx, ins, outs, |[cache, hp, dh], [dgx, dgh, dhp]| {
+            gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden, Split::Pool)
+        })
     }
 }

@@ -1,5 +1,7 @@
 //! Data movement: gathering rows by index (embedding lookups, batch assembly) and one-hot rows.
 
+use super::CpuOps;
+use crate::ops::prelude::*;
 use rayon::prelude::*;
 
 use super::access::lock;
@@ -13,110 +15,115 @@ fn row_index(v: f32, rows: usize) -> Option<usize> {
     (v >= 0.0 && v < rows as f32 && v.fract() == 0.0).then_some(v as usize)
 }
 
-pub(super) fn gather_rows(
-    ctx: u64,
-    src: View<'_>,
-    indices: View<'_>,
-    dst: View<'_>,
-    cols: usize,
-) -> Result<()> {
-    let op = "gather_rows";
-    let n = check::area(op, indices.len(), cols)?;
-    check::len(op, "dst", &dst, n)?;
-    if cols == 0 {
-        return lock(op, ctx, [src, indices], [dst], |_, _| ());
-    }
-    if src.len() % cols != 0 {
-        return Err(Error::shape(
-            op,
-            format!(
-                "src has {} elements, not a multiple of {cols} columns",
-                src.len()
-            ),
-        ));
-    }
-    let src_rows = src.len() / cols;
-    lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
-        // Validate every index before writing anything, so a bad one leaves `dst` untouched.
-        if let Some((i, &v)) = idx
-            .iter()
-            .enumerate()
-            .find(|&(_, &v)| row_index(v, src_rows).is_none())
-        {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: index {v} at position {i} is not a row of a {src_rows}-row source"
-            )));
+impl IndexOps for CpuOps {
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "gather_rows";
+        let n = check::area(op, indices.len(), cols)?;
+        check::len(op, "dst", &dst, n)?;
+        if cols == 0 {
+            return lock(op, ctx, [src, indices], [dst], |_, _| ());
         }
-        let body = |(d, &v): (&mut [f32], &f32)| {
-            let r = v as usize;
-            d.copy_from_slice(&src[r * cols..(r + 1) * cols]);
-        };
-        if n < PAR_MIN {
-            dst.chunks_mut(cols).zip(idx).for_each(body);
-        } else {
-            dst.par_chunks_mut(cols)
-                .zip(idx.par_iter())
-                .with_min_len(min_rows(cols))
-                .for_each(body);
+        if src.len() % cols != 0 {
+            return Err(Error::shape(
+                op,
+                format!(
+                    "src has {} elements, not a multiple of {cols} columns",
+                    src.len()
+                ),
+            ));
         }
-        Ok(())
-    })?
-}
-
-pub(super) fn one_hot(ctx: u64, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
-    let op = "one_hot";
-    let n = check::area(op, indices.len(), classes)?;
-    check::len(op, "out", &out, n)?;
-    if classes == 0 {
-        return lock(op, ctx, [indices], [out], |_, _| ());
-    }
-    lock(op, ctx, [indices], [out], |[idx], [out]| {
-        // An index outside 0..classes gives an all-zero row, as the GPU kernels' comparison does.
-        let body = |(o, &v): (&mut [f32], &f32)| {
-            o.fill(0.0);
-            if let Some(c) = row_index(v, classes) {
-                o[c] = 1.0;
+        let src_rows = src.len() / cols;
+        lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
+            // Validate every index before writing anything, so a bad one leaves `dst` untouched.
+            if let Some((i, &v)) = idx
+                .iter()
+                .enumerate()
+                .find(|&(_, &v)| row_index(v, src_rows).is_none())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: index {v} at position {i} is not a row of a {src_rows}-row source"
+                )));
             }
-        };
-        if n < PAR_MIN {
-            out.chunks_mut(classes).zip(idx).for_each(body);
-        } else {
-            out.par_chunks_mut(classes)
-                .zip(idx.par_iter())
-                .with_min_len(min_rows(classes))
-                .for_each(body);
-        }
-    })
-}
-
-pub(super) fn scatter_add_rows(
-    ctx: u64,
-    src: View<'_>,
-    indices: View<'_>,
-    dst: View<'_>,
-    cols: usize,
-) -> Result<()> {
-    let op = "scatter_add_rows";
-    let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
-    lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
-        if let Some((i, &v)) = idx
-            .iter()
-            .enumerate()
-            .find(|&(_, &v)| row_index(v, dst_rows).is_none())
-        {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: index {v} at position {i} is not a row of a {dst_rows}-row destination"
-            )));
-        }
-        // One pass in index order: every destination element sums its sources in the same
-        // order on every run.
-        for (i, &v) in idx.iter().enumerate() {
-            let r = v as usize;
-            let d = &mut dst[r * cols..(r + 1) * cols];
-            for (d, &s) in d.iter_mut().zip(&src[i * cols..(i + 1) * cols]) {
-                *d += s;
+            let body = |(d, &v): (&mut [f32], &f32)| {
+                let r = v as usize;
+                d.copy_from_slice(&src[r * cols..(r + 1) * cols]);
+            };
+            if n < PAR_MIN {
+                dst.chunks_mut(cols).zip(idx).for_each(body);
+            } else {
+                dst.par_chunks_mut(cols)
+                    .zip(idx.par_iter())
+                    .with_min_len(min_rows(cols))
+                    .for_each(body);
             }
+            Ok(())
+        })?
+    }
+
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "scatter_add_rows";
+        let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
+        lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
+            if let Some((i, &v)) = idx
+                .iter()
+                .enumerate()
+                .find(|&(_, &v)| row_index(v, dst_rows).is_none())
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{op}: index {v} at position {i} is not a row of a {dst_rows}-row destination"
+                )));
+            }
+            // One pass in index order: every destination element sums its sources in the same
+            // order on every run.
+            for (i, &v) in idx.iter().enumerate() {
+                let r = v as usize;
+                let d = &mut dst[r * cols..(r + 1) * cols];
+                for (d, &s) in d.iter_mut().zip(&src[i * cols..(i + 1) * cols]) {
+                    *d += s;
+                }
+            }
+            Ok(())
+        })?
+    }
+
+    fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+        let ctx = self.context;
+        let op = "one_hot";
+        let n = check::area(op, indices.len(), classes)?;
+        check::len(op, "out", &out, n)?;
+        if classes == 0 {
+            return lock(op, ctx, [indices], [out], |_, _| ());
         }
-        Ok(())
-    })?
+        lock(op, ctx, [indices], [out], |[idx], [out]| {
+            // An index outside 0..classes gives an all-zero row, as the GPU kernels' comparison does.
+            let body = |(o, &v): (&mut [f32], &f32)| {
+                o.fill(0.0);
+                if let Some(c) = row_index(v, classes) {
+                    o[c] = 1.0;
+                }
+            };
+            if n < PAR_MIN {
+                out.chunks_mut(classes).zip(idx).for_each(body);
+            } else {
+                out.par_chunks_mut(classes)
+                    .zip(idx.par_iter())
+                    .with_min_len(min_rows(classes))
+                    .for_each(body);
+            }
+        })
+    }
 }

@@ -2,9 +2,15 @@
 
 use super::access::{Src, lock, lock_inplace};
 use super::par::chunks;
+use super::{CpuOps, access, host_memory};
 use crate::buffer::View;
+use crate::buffer::{Buffer, Storage};
+use crate::device::DeviceInfo;
+use crate::error::Error;
 use crate::error::Result;
 use crate::ops::check;
+use crate::ops::prelude::*;
+use parking_lot::RwLock;
 
 /// `y[i] = f(x[i])`, or in place when `x` is the output itself.
 pub(super) fn unary(x: Src<'_>, y: &mut [f32], f: impl Fn(f32) -> f32 + Sync + Send) {
@@ -52,41 +58,6 @@ fn binary(a: Src<'_>, b: Src<'_>, out: &mut [f32], f: impl Fn(f32, f32) -> f32 +
     }
 }
 
-pub(super) fn fill(ctx: u64, x: View<'_>, value: f32) -> Result<()> {
-    lock("fill", ctx, [], [x], |[], [x]| {
-        chunks(x, |_, x| x.fill(value))
-    })
-}
-
-pub(super) fn copy(ctx: u64, src: View<'_>, dst: View<'_>) -> Result<()> {
-    check::len("copy", "dst", &dst, src.len())?;
-    lock("copy", ctx, [src], [dst], |[src], [dst]| {
-        chunks(dst, |s, d| d.copy_from_slice(&src[s..s + d.len()]))
-    })
-}
-
-pub(super) fn scale(ctx: u64, x: View<'_>, alpha: f32) -> Result<()> {
-    lock("scale", ctx, [], [x], |[], [x]| {
-        chunks(x, |_, x| {
-            for v in x {
-                *v *= alpha;
-            }
-        })
-    })
-}
-
-pub(super) fn axpy(ctx: u64, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
-    check::len("axpy", "y", &y, x.len())?;
-    lock("axpy", ctx, [x], [y], |[x], [y]| {
-        chunks(y, |s, y| {
-            let n = y.len();
-            for (y, &x) in y.iter_mut().zip(&x[s..s + n]) {
-                *y += alpha * x;
-            }
-        })
-    })
-}
-
 fn binary_op(
     op: &str,
     ctx: u64,
@@ -102,10 +73,122 @@ fn binary_op(
     })
 }
 
-pub(super) fn add(ctx: u64, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
-    binary_op("add", ctx, a, b, out, |a, b| a + b)
+impl MemoryOps for CpuOps {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn context_id(&self) -> u64 {
+        self.context
+    }
+
+    fn alloc(&self, len: usize) -> Result<Buffer> {
+        // The host's available and total memory; both 0 (and left out of the message) where
+        // the platform does not say.
+        let oom = || {
+            let (free, total) = host_memory().unwrap_or((0, 0));
+            Error::OutOfMemory {
+                device: "cpu".into(),
+                requested: len.saturating_mul(std::mem::size_of::<f32>()),
+                free: free as usize,
+                total: total as usize,
+            }
+        };
+        let mut data = Vec::new();
+        data.try_reserve_exact(len).map_err(|_| oom())?;
+        data.resize(len, 0.0);
+        Ok(Buffer::new(
+            len,
+            self.context,
+            Storage::Host(RwLock::new(data)),
+        ))
+    }
+
+    fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::shape(
+                "upload",
+                format!("{} host elements into a view of {}", src.len(), dst.len()),
+            ));
+        }
+        access::lock("upload", self.context, [], [dst], |[], [d]| {
+            d.copy_from_slice(src)
+        })
+    }
+
+    fn download(&self, src: View<'_>, dst: &mut [f32]) -> Result<()> {
+        if src.len() != dst.len() {
+            return Err(Error::shape(
+                "download",
+                format!(
+                    "a view of {} elements into {} host elements",
+                    src.len(),
+                    dst.len()
+                ),
+            ));
+        }
+        access::lock("download", self.context, [src], [], |[s], []| {
+            dst.copy_from_slice(s)
+        })
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        // Ops run to completion before returning, so nothing is ever queued.
+        Ok(())
+    }
+
+    fn warm_up(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn fill(&self, x: View<'_>, value: f32) -> Result<()> {
+        let ctx = self.context;
+        lock("fill", ctx, [], [x], |[], [x]| {
+            chunks(x, |_, x| x.fill(value))
+        })
+    }
+
+    fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        let ctx = self.context;
+        check::len("copy", "dst", &dst, src.len())?;
+        lock("copy", ctx, [src], [dst], |[src], [dst]| {
+            chunks(dst, |s, d| d.copy_from_slice(&src[s..s + d.len()]))
+        })
+    }
 }
 
-pub(super) fn mul(ctx: u64, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
-    binary_op("mul", ctx, a, b, out, |a, b| a * b)
+impl ElementwiseOps for CpuOps {
+    fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
+        let ctx = self.context;
+        lock("scale", ctx, [], [x], |[], [x]| {
+            chunks(x, |_, x| {
+                for v in x {
+                    *v *= alpha;
+                }
+            })
+        })
+    }
+
+    fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
+        let ctx = self.context;
+        check::len("axpy", "y", &y, x.len())?;
+        lock("axpy", ctx, [x], [y], |[x], [y]| {
+            chunks(y, |s, y| {
+                let n = y.len();
+                for (y, &x) in y.iter_mut().zip(&x[s..s + n]) {
+                    *y += alpha * x;
+                }
+            })
+        })
+    }
+
+    fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        let ctx = self.context;
+        binary_op("add", ctx, a, b, out, |a, b| a + b)
+    }
+
+    fn mul(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        let ctx = self.context;
+        binary_op("mul", ctx, a, b, out, |a, b| a * b)
+    }
 }

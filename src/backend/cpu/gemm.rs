@@ -11,6 +11,8 @@
 //! calling thread, and so does every product of a caller that has shared its work out over the
 //! pool already (`run_split` with `Split::Caller`).
 
+use super::CpuOps;
+use crate::ops::prelude::*;
 use std::marker::PhantomData;
 use std::ops::Range;
 
@@ -42,13 +44,6 @@ const THIN_COLS: usize = 96;
 
 /// `epi(row, first_col, segment)`: finishes a row segment of C once its product is done.
 pub(super) type Epilogue<'a> = dyn Fn(usize, usize, &mut [f32]) + Sync + 'a;
-
-pub(super) fn gemm(ctx: u64, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
-    check::gemm(&g, &a, &b, &c)?;
-    lock("gemm", ctx, [a, b], [c], |[a, b], [c]| {
-        run(&g, a, b, c, None)
-    })
-}
 
 /// `C = alpha op(A) op(B) + beta C`, then `epi(row, first_col, segment)` (when given) over
 /// every row segment of C, each right after the product of its block. `a`, `b`, `c` must have
@@ -308,6 +303,20 @@ pub(super) fn product(
             false,
             parallelism,
         );
+    }
+}
+
+/// The dense layer ops as their default compositions: GEMM, then the bias and activation
+/// (or the column sums), each already one parallel pass on the CPU.
+impl DenseOps for CpuOps {}
+
+impl LinalgOps for CpuOps {
+    fn gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
+        let ctx = self.context;
+        check::gemm(&g, &a, &b, &c)?;
+        lock("gemm", ctx, [a, b], [c], |[a, b], [c]| {
+            run(&g, a, b, c, None)
+        })
     }
 }
 

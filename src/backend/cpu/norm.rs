@@ -1,6 +1,8 @@
 //! Layer normalization, forward and backward, row-parallel; the column sums of the weight and
 //! bias gradients run over the rows in order (deterministic).
 
+use super::CpuOps;
+use crate::ops::prelude::*;
 use rayon::prelude::*;
 
 use super::access::lock;
@@ -17,141 +19,143 @@ fn row_stats(x: &[f32], eps: f32) -> (f32, f32) {
     (mean as f32, (1.0 / (var + eps as f64).sqrt()) as f32)
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn layer_norm_forward(
-    ctx: u64,
-    x: View<'_>,
-    weight: View<'_>,
-    bias: View<'_>,
-    y: View<'_>,
-    stats: View<'_>,
-    rows: usize,
-    cols: usize,
-    eps: f32,
-) -> Result<()> {
-    let op = "layer_norm_forward";
-    let n = rows * cols;
-    check::layer_norm(
-        op,
-        rows,
-        cols,
-        &[
-            ("x", &x, n),
-            ("weight", &weight, cols),
-            ("bias", &bias, cols),
-        ],
-        &[("y", &y, n), ("stats", &stats, 2 * rows)],
-    )?;
-    if n == 0 {
-        return lock(op, ctx, [x, weight, bias], [y, stats], |_, _| ());
+impl NormOps for CpuOps {
+    fn layer_norm_forward(
+        &self,
+        x: View<'_>,
+        weight: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        stats: View<'_>,
+        rows: usize,
+        cols: usize,
+        eps: f32,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "layer_norm_forward";
+        let n = rows * cols;
+        check::layer_norm(
+            op,
+            rows,
+            cols,
+            &[
+                ("x", &x, n),
+                ("weight", &weight, cols),
+                ("bias", &bias, cols),
+            ],
+            &[("y", &y, n), ("stats", &stats, 2 * rows)],
+        )?;
+        if n == 0 {
+            return lock(op, ctx, [x, weight, bias], [y, stats], |_, _| ());
+        }
+        lock(
+            op,
+            ctx,
+            [x, weight, bias],
+            [y, stats],
+            |[x, w, b], [y, stats]| {
+                let body = |((yr, st), xr): ((&mut [f32], &mut [f32]), &[f32])| {
+                    let (mean, rstd) = row_stats(xr, eps);
+                    st[0] = mean;
+                    st[1] = rstd;
+                    for c in 0..cols {
+                        yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+                    }
+                };
+                if n < PAR_MIN {
+                    y.chunks_mut(cols)
+                        .zip(stats.chunks_mut(2))
+                        .zip(x.chunks(cols))
+                        .for_each(body);
+                } else {
+                    y.par_chunks_mut(cols)
+                        .zip(stats.par_chunks_mut(2))
+                        .zip(x.par_chunks(cols))
+                        .with_min_len(min_rows(cols))
+                        .for_each(body);
+                }
+            },
+        )
     }
-    lock(
-        op,
-        ctx,
-        [x, weight, bias],
-        [y, stats],
-        |[x, w, b], [y, stats]| {
-            let body = |((yr, st), xr): ((&mut [f32], &mut [f32]), &[f32])| {
-                let (mean, rstd) = row_stats(xr, eps);
-                st[0] = mean;
-                st[1] = rstd;
-                for c in 0..cols {
-                    yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
-                }
-            };
-            if n < PAR_MIN {
-                y.chunks_mut(cols)
-                    .zip(stats.chunks_mut(2))
-                    .zip(x.chunks(cols))
-                    .for_each(body);
-            } else {
-                y.par_chunks_mut(cols)
-                    .zip(stats.par_chunks_mut(2))
-                    .zip(x.par_chunks(cols))
-                    .with_min_len(min_rows(cols))
-                    .for_each(body);
-            }
-        },
-    )
-}
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn layer_norm_backward(
-    ctx: u64,
-    dy: View<'_>,
-    x: View<'_>,
-    weight: View<'_>,
-    stats: View<'_>,
-    dx: View<'_>,
-    dweight: View<'_>,
-    dbias: View<'_>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    let op = "layer_norm_backward";
-    let n = rows * cols;
-    check::layer_norm(
-        op,
-        rows,
-        cols,
-        &[
-            ("dy", &dy, n),
-            ("x", &x, n),
-            ("weight", &weight, cols),
-            ("stats", &stats, 2 * rows),
-        ],
-        &[
-            ("dx", &dx, n),
-            ("dweight", &dweight, cols),
-            ("dbias", &dbias, cols),
-        ],
-    )?;
-    lock(
-        op,
-        ctx,
-        [dy, x, weight, stats],
-        [dx, dweight, dbias],
-        |[dy, x, w, stats], [dx, dw, db]| {
-            if cols == 0 {
-                return;
-            }
-            let inv_n = 1.0 / cols as f32;
-            let body = |(r, dxr): (usize, &mut [f32])| {
-                let (mean, rstd) = (stats[2 * r], stats[2 * r + 1]);
-                let (xr, dyr) = (&x[r * cols..(r + 1) * cols], &dy[r * cols..(r + 1) * cols]);
-                let (mut s1, mut s2) = (0.0f32, 0.0f32);
-                for c in 0..cols {
-                    let g = dyr[c] * w[c];
-                    s1 += g;
-                    s2 += g * ((xr[c] - mean) * rstd);
+    fn layer_norm_backward(
+        &self,
+        dy: View<'_>,
+        x: View<'_>,
+        weight: View<'_>,
+        stats: View<'_>,
+        dx: View<'_>,
+        dweight: View<'_>,
+        dbias: View<'_>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "layer_norm_backward";
+        let n = rows * cols;
+        check::layer_norm(
+            op,
+            rows,
+            cols,
+            &[
+                ("dy", &dy, n),
+                ("x", &x, n),
+                ("weight", &weight, cols),
+                ("stats", &stats, 2 * rows),
+            ],
+            &[
+                ("dx", &dx, n),
+                ("dweight", &dweight, cols),
+                ("dbias", &dbias, cols),
+            ],
+        )?;
+        lock(
+            op,
+            ctx,
+            [dy, x, weight, stats],
+            [dx, dweight, dbias],
+            |[dy, x, w, stats], [dx, dw, db]| {
+                if cols == 0 {
+                    return;
                 }
-                let (m1, m2) = (s1 * inv_n, s2 * inv_n);
-                for c in 0..cols {
-                    let xhat = (xr[c] - mean) * rstd;
-                    dxr[c] = rstd * (dyr[c] * w[c] - m1 - xhat * m2);
+                let inv_n = 1.0 / cols as f32;
+                let body = |(r, dxr): (usize, &mut [f32])| {
+                    let (mean, rstd) = (stats[2 * r], stats[2 * r + 1]);
+                    let (xr, dyr) = (&x[r * cols..(r + 1) * cols], &dy[r * cols..(r + 1) * cols]);
+                    let (mut s1, mut s2) = (0.0f32, 0.0f32);
+                    for c in 0..cols {
+                        let g = dyr[c] * w[c];
+                        s1 += g;
+                        s2 += g * ((xr[c] - mean) * rstd);
+                    }
+                    let (m1, m2) = (s1 * inv_n, s2 * inv_n);
+                    for c in 0..cols {
+                        let xhat = (xr[c] - mean) * rstd;
+                        dxr[c] = rstd * (dyr[c] * w[c] - m1 - xhat * m2);
+                    }
+                };
+                if n < PAR_MIN {
+                    dx.chunks_mut(cols).enumerate().for_each(body);
+                } else {
+                    dx.par_chunks_mut(cols)
+                        .enumerate()
+                        .with_min_len(min_rows(cols))
+                        .for_each(body);
                 }
-            };
-            if n < PAR_MIN {
-                dx.chunks_mut(cols).enumerate().for_each(body);
-            } else {
-                dx.par_chunks_mut(cols)
-                    .enumerate()
-                    .with_min_len(min_rows(cols))
-                    .for_each(body);
-            }
-            let (mut aw, mut ab) = (vec![0.0f64; cols], vec![0.0f64; cols]);
-            for r in 0..rows {
-                let (mean, rstd) = (stats[2 * r], stats[2 * r + 1]);
-                for c in 0..cols {
-                    let g = dy[r * cols + c];
-                    aw[c] += (g * ((x[r * cols + c] - mean) * rstd)) as f64;
-                    ab[c] += g as f64;
+                let (mut aw, mut ab) = (vec![0.0f64; cols], vec![0.0f64; cols]);
+                for r in 0..rows {
+                    let (mean, rstd) = (stats[2 * r], stats[2 * r + 1]);
+                    for c in 0..cols {
+                        let g = dy[r * cols + c];
+                        aw[c] += (g * ((x[r * cols + c] - mean) * rstd)) as f64;
+                        ab[c] += g as f64;
+                    }
                 }
-            }
-            for c in 0..cols {
-                dw[c] = aw[c] as f32;
-                db[c] = ab[c] as f32;
-            }
-        },
-    )
+                for c in 0..cols {
+                    dw[c] = aw[c] as f32;
+                    db[c] = ab[c] as f32;
+                }
+            },
+        )
+    }
 }

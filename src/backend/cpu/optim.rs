@@ -1,5 +1,7 @@
 //! Optimizer steps over the flat parameter buffer: one fused pass each.
 
+use super::CpuOps;
+use crate::ops::prelude::*;
 use rayon::prelude::*;
 
 use super::access::lock;
@@ -27,47 +29,6 @@ fn advance_state(
         st[2] = (1.0 - beta1.powf(t)) as f32;
         st[3] = (1.0 - beta2.powf(t)) as f32;
         (st[0], t)
-    })
-}
-
-pub(super) fn sgd_step(
-    ctx: u64,
-    params: View<'_>,
-    grads: View<'_>,
-    velocity: View<'_>,
-    state: View<'_>,
-    s: SgdStep,
-) -> Result<()> {
-    let op = "sgd_step";
-    let n = check::sgd_step(&params, &grads, &velocity, &state, &s)? as usize;
-    let (lr, _) = advance_state(op, ctx, state, 0.0, 0.0)?;
-    if s.momentum == 0.0 {
-        return lock(op, ctx, [grads], [params], |[g], [p]| {
-            super::par::chunks(p, |st, p| {
-                let n = p.len();
-                for (p, &g) in p.iter_mut().zip(&g[st..st + n]) {
-                    *p -= lr * (g + s.weight_decay * *p);
-                }
-            })
-        });
-    }
-    lock(op, ctx, [grads], [params, velocity], |[g], [p, v]| {
-        let body = |((p, v), g): ((&mut [f32], &mut [f32]), &[f32])| {
-            for ((p, v), &g) in p.iter_mut().zip(v.iter_mut()).zip(g) {
-                let g = g + s.weight_decay * *p;
-                *v = s.momentum * *v + g;
-                let step = if s.nesterov { g + s.momentum * *v } else { *v };
-                *p -= lr * step;
-            }
-        };
-        if n < PAR_MIN {
-            body(((p, v), g));
-        } else {
-            p.par_chunks_mut(CHUNK)
-                .zip(v.par_chunks_mut(CHUNK))
-                .zip(g.par_chunks(CHUNK))
-                .for_each(body);
-        }
     })
 }
 
@@ -123,48 +84,93 @@ impl super::simd::Lanes for AdamLanes<'_> {
     }
 }
 
-pub(super) fn adam_step(
-    ctx: u64,
-    params: View<'_>,
-    grads: View<'_>,
-    m: View<'_>,
-    v: View<'_>,
-    state: View<'_>,
-    s: AdamStep,
-) -> Result<()> {
-    let op = "adam_step";
-    let n = check::adam_step(&params, &grads, &m, &v, &state)? as usize;
-    let (b1, b2) = (s.beta1 as f64, s.beta2 as f64);
-    let (lr, t) = advance_state(op, ctx, state, b1, b2)?;
-    // PyTorch's arithmetic: denom = sqrt(v) / sqrt(1 - b2^t) + eps, p -= lr / (1 - b1^t) * m / denom.
-    let bc1 = 1.0 - b1.powf(t);
-    let bc2 = 1.0 - b2.powf(t);
-    let step_size = (lr as f64 / bc1) as f32;
-    let inv_sqrt_bc2 = (1.0 / bc2.sqrt()) as f32;
-    let decay = if s.decoupled {
-        1.0 - lr * s.weight_decay
-    } else {
-        1.0
-    };
-    let l2 = if s.decoupled { 0.0 } else { s.weight_decay };
-    let adam = Adam {
-        b1: s.beta1,
-        b2: s.beta2,
-        eps: s.eps,
-        l2,
-        decay,
-        step_size,
-        inv_sqrt_bc2,
-    };
-    lock(op, ctx, [grads], [params, m, v], |[g], [p, m, v]| {
-        if n < PAR_MIN {
-            adam.run(p, m, v, g);
-        } else {
-            p.par_chunks_mut(CHUNK)
-                .zip(m.par_chunks_mut(CHUNK))
-                .zip(v.par_chunks_mut(CHUNK))
-                .zip(g.par_chunks(CHUNK))
-                .for_each(|(((p, m), v), g)| adam.run(p, m, v, g));
+impl OptimOps for CpuOps {
+    fn sgd_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        velocity: View<'_>,
+        state: View<'_>,
+        s: SgdStep,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "sgd_step";
+        let n = check::sgd_step(&params, &grads, &velocity, &state, &s)? as usize;
+        let (lr, _) = advance_state(op, ctx, state, 0.0, 0.0)?;
+        if s.momentum == 0.0 {
+            return lock(op, ctx, [grads], [params], |[g], [p]| {
+                super::par::chunks(p, |st, p| {
+                    let n = p.len();
+                    for (p, &g) in p.iter_mut().zip(&g[st..st + n]) {
+                        *p -= lr * (g + s.weight_decay * *p);
+                    }
+                })
+            });
         }
-    })
+        lock(op, ctx, [grads], [params, velocity], |[g], [p, v]| {
+            let body = |((p, v), g): ((&mut [f32], &mut [f32]), &[f32])| {
+                for ((p, v), &g) in p.iter_mut().zip(v.iter_mut()).zip(g) {
+                    let g = g + s.weight_decay * *p;
+                    *v = s.momentum * *v + g;
+                    let step = if s.nesterov { g + s.momentum * *v } else { *v };
+                    *p -= lr * step;
+                }
+            };
+            if n < PAR_MIN {
+                body(((p, v), g));
+            } else {
+                p.par_chunks_mut(CHUNK)
+                    .zip(v.par_chunks_mut(CHUNK))
+                    .zip(g.par_chunks(CHUNK))
+                    .for_each(body);
+            }
+        })
+    }
+
+    fn adam_step(
+        &self,
+        params: View<'_>,
+        grads: View<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        state: View<'_>,
+        s: AdamStep,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "adam_step";
+        let n = check::adam_step(&params, &grads, &m, &v, &state)? as usize;
+        let (b1, b2) = (s.beta1 as f64, s.beta2 as f64);
+        let (lr, t) = advance_state(op, ctx, state, b1, b2)?;
+        // PyTorch's arithmetic: denom = sqrt(v) / sqrt(1 - b2^t) + eps, p -= lr / (1 - b1^t) * m / denom.
+        let bc1 = 1.0 - b1.powf(t);
+        let bc2 = 1.0 - b2.powf(t);
+        let step_size = (lr as f64 / bc1) as f32;
+        let inv_sqrt_bc2 = (1.0 / bc2.sqrt()) as f32;
+        let decay = if s.decoupled {
+            1.0 - lr * s.weight_decay
+        } else {
+            1.0
+        };
+        let l2 = if s.decoupled { 0.0 } else { s.weight_decay };
+        let adam = Adam {
+            b1: s.beta1,
+            b2: s.beta2,
+            eps: s.eps,
+            l2,
+            decay,
+            step_size,
+            inv_sqrt_bc2,
+        };
+        lock(op, ctx, [grads], [params, m, v], |[g], [p, m, v]| {
+            if n < PAR_MIN {
+                adam.run(p, m, v, g);
+            } else {
+                p.par_chunks_mut(CHUNK)
+                    .zip(m.par_chunks_mut(CHUNK))
+                    .zip(v.par_chunks_mut(CHUNK))
+                    .zip(g.par_chunks(CHUNK))
+                    .for_each(|(((p, m), v), g)| adam.run(p, m, v, g));
+            }
+        })
+    }
 }

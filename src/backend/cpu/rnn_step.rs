@@ -3,6 +3,7 @@
 //! derivative (backward) epilogue on the thread that computed it, all under one lock of the
 //! views.
 
+use super::CpuOps;
 use super::access::lock;
 use super::activation::with_act;
 use super::gemm;
@@ -10,82 +11,10 @@ use super::par::chunks;
 use super::simd;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
+use crate::ops::prelude::*;
+use crate::ops::rnn_seq;
 use crate::ops::{Activation, Gemm, check};
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn rnn_step_forward(
-    ctx: u64,
-    pre: View<'_>,
-    h_prev: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
-    h: View<'_>,
-    act: Activation,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "rnn_step_forward";
-    let n = batch.saturating_mul(hidden);
-    let inputs = [
-        ("pre", &pre, n),
-        ("h_prev", &h_prev, n),
-        ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-        ("b_ih", &b_ih, hidden),
-        ("b_hh", &b_hh, hidden),
-    ];
-    if check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))? == 0 {
-        return Ok(());
-    }
-    let g = Gemm::new(batch, hidden, hidden).tb();
-    let ins = [pre, h_prev, w_hh, b_ih, b_hh];
-    lock(op, ctx, ins, [h], |[pre, hp, w, bi, bh], [h]| {
-        // Two vectorized passes over each (cache-resident) segment keep the reference order of
-        // the sum, ((v + pre) + b_ih) + b_hh.
-        with_act!(act, f => gemm::run(&g, hp, w, h, Some(&|i, j0, seg: &mut [f32]| {
-            let e = j0 + seg.len();
-            let (pr, bi, bh) = (&pre[i * hidden + j0..i * hidden + e], &bi[j0..e], &bh[j0..e]);
-            simd::zip2(seg, pr, bi, |v, p, a| v + p + a);
-            simd::zip1(seg, bh, |v, b| f(v + b));
-        })))
-    })
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn rnn_step_backward(
-    ctx: u64,
-    dh: View<'_>,
-    dpre_next: Option<View<'_>>,
-    w_hh: View<'_>,
-    h: View<'_>,
-    dpre: View<'_>,
-    act: Activation,
-    batch: usize,
-    hidden: usize,
-) -> Result<()> {
-    let op = "rnn_step_backward";
-    let n = batch.saturating_mul(hidden);
-    let mut inputs = vec![
-        ("dh", &dh, n),
-        ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-        ("h", &h, n),
-    ];
-    if let Some(next) = &dpre_next {
-        inputs.push(("dpre_next", next, n));
-    }
-    if check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))? == 0 {
-        return Ok(());
-    }
-    // act' from the output: the step ops take tanh or relu only (`check::rnn_step`).
-    match act {
-        Activation::Relu => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
-            if y > 0.0 { 1.0 } else { 0.0 }
-        }),
-        _ => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
-            1.0 - y * y
-        }),
-    }
-}
 
 /// `dpre = act'(h) * (dh + dpre_next W_hh)` (no product without `dpre_next`), the product
 /// going straight into `dpre` and each block's epilogue reading it back; `grad` gives act'
@@ -127,5 +56,117 @@ fn backward(
                 simd::zip2(o, &dh[s..e], &h[s..e], |_, d, y| grad(y) * d);
             })
         }),
+    }
+}
+
+impl ElmanOps for CpuOps {
+    fn rnn_step_forward(
+        &self,
+        pre: View<'_>,
+        h_prev: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        h: View<'_>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let ctx = self.context;
+        let op = "rnn_step_forward";
+        let n = batch.saturating_mul(hidden);
+        let inputs = [
+            ("pre", &pre, n),
+            ("h_prev", &h_prev, n),
+            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
+            ("b_ih", &b_ih, hidden),
+            ("b_hh", &b_hh, hidden),
+        ];
+        if check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))? == 0 {
+            return Ok(());
+        }
+        let g = Gemm::new(batch, hidden, hidden).tb();
+        let ins = [pre, h_prev, w_hh, b_ih, b_hh];
+        lock(op, ctx, ins, [h], |[pre, hp, w, bi, bh], [h]| {
+            // Two vectorized passes over each (cache-resident) segment keep the reference order of
+            // the sum, ((v + pre) + b_ih) + b_hh.
+            with_act!(act, f => gemm::run(&g, hp, w, h, Some(&|i, j0, seg: &mut [f32]| {
+                let e = j0 + seg.len();
+                let (pr, bi, bh) = (&pre[i * hidden + j0..i * hidden + e], &bi[j0..e], &bh[j0..e]);
+                simd::zip2(seg, pr, bi, |v, p, a| v + p + a);
+                simd::zip1(seg, bh, |v, b| f(v + b));
+            })))
+        })
+    }
+
+    fn rnn_step_backward(
+        &self,
+        dh: View<'_>,
+        dpre_next: Option<View<'_>>,
+        w_hh: View<'_>,
+        h: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let ctx = self.context;
+        let op = "rnn_step_backward";
+        let n = batch.saturating_mul(hidden);
+        let mut inputs = vec![
+            ("dh", &dh, n),
+            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
+            ("h", &h, n),
+        ];
+        if let Some(next) = &dpre_next {
+            inputs.push(("dpre_next", next, n));
+        }
+        if check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))? == 0 {
+            return Ok(());
+        }
+        // act' from the output: the step ops take tanh or relu only (`check::rnn_step`).
+        match act {
+            Activation::Relu => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
+                if y > 0.0 { 1.0 } else { 0.0 }
+            }),
+            _ => backward(ctx, dh, dpre_next, w_hh, h, dpre, batch, hidden, |y| {
+                1.0 - y * y
+            }),
+        }
+    }
+
+    fn rnn_sequence_forward(
+        &self,
+        pre: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let op = "rnn_sequence_forward";
+        check::same_context(op, self.context, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
+        if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)? == 0 {
+            return Ok(());
+        }
+        rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
+    }
+
+    fn rnn_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let op = "rnn_sequence_backward";
+        check::same_context(op, self.context, &[&dh, &hs, &w_hh, &dpre])?;
+        if check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)? == 0 {
+            return Ok(());
+        }
+        rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, shape)
     }
 }

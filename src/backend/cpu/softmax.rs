@@ -1,6 +1,8 @@
 //! Row-wise softmax and log-softmax, the fused softmax cross-entropy, and MSE.
 //! Every exponential is taken of `x - max(row)`, so no row overflows.
 
+use super::CpuOps;
+use crate::ops::prelude::*;
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
@@ -88,81 +90,9 @@ fn row_op(
     })
 }
 
-pub(super) fn softmax(ctx: u64, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
-    row_op("softmax", ctx, x, y, rows, cols, softmax_row)
-}
-
-pub(super) fn log_softmax(
-    ctx: u64,
-    x: View<'_>,
-    y: View<'_>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    row_op("log_softmax", ctx, x, y, rows, cols, log_softmax_row)
-}
-
 /// The class index an f32 label names, if it is an integer in `0..cols`.
 fn label_index(label: f32, cols: usize) -> Option<usize> {
     (label >= 0.0 && label < cols as f32 && label.fract() == 0.0).then_some(label as usize)
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn softmax_cross_entropy(
-    ctx: u64,
-    logits: View<'_>,
-    labels: View<'_>,
-    dlogits: View<'_>,
-    row_loss: View<'_>,
-    row_correct: View<'_>,
-    totals: Option<View<'_>>,
-    rows: usize,
-    cols: usize,
-    grad_scale: f32,
-) -> Result<()> {
-    let op = "softmax_cross_entropy";
-    check::totals(
-        op,
-        totals.as_ref(),
-        2,
-        &[&logits, &labels, &dlogits, &row_loss, &row_correct],
-    )?;
-    let n = check::area(op, rows, cols)?;
-    check::len(op, "logits", &logits, n)?;
-    check::len(op, "labels", &labels, rows)?;
-    check::len(op, "dlogits", &dlogits, n)?;
-    check::len(op, "row_loss", &row_loss, rows)?;
-    check::len(op, "row_correct", &row_correct, rows)?;
-    if rows == 0 {
-        return Ok(());
-    }
-    if cols == 0 {
-        return Err(crate::Error::shape(op, "zero classes"));
-    }
-    let ins = [logits, labels];
-    let outs = [dlogits, row_loss, row_correct];
-    lock(op, ctx, ins, outs, |[x, labels], [dx, loss, correct]| {
-        if n < PAR_MIN {
-            x.chunks(cols)
-                .zip(dx.chunks_mut(cols))
-                .zip(labels)
-                .zip(loss.iter_mut())
-                .zip(correct.iter_mut())
-                .for_each(|((((xr, dr), &t), l), c)| (*l, *c) = xent_row(xr, dr, t, grad_scale));
-        } else {
-            x.par_chunks(cols)
-                .zip(dx.par_chunks_mut(cols))
-                .zip(labels.par_iter())
-                .zip(loss.par_iter_mut())
-                .zip(correct.par_iter_mut())
-                .with_min_len(min_rows(cols))
-                .for_each(|((((xr, dr), &t), l), c)| (*l, *c) = xent_row(xr, dr, t, grad_scale));
-        }
-    })?;
-    match totals {
-        Some(t) => add_totals(op, ctx, [row_loss, row_correct], t),
-        None => Ok(()),
-    }
 }
 
 /// `totals[i] += sum(sums[i])` for each view, the rows added in order in f64 (the same bits
@@ -178,61 +108,6 @@ fn add_totals<const K: usize>(
             *total += rows.iter().map(|&v| v as f64).sum::<f64>() as f32;
         }
     })
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn mse(
-    ctx: u64,
-    pred: View<'_>,
-    target: View<'_>,
-    dpred: View<'_>,
-    row_loss: View<'_>,
-    totals: Option<View<'_>>,
-    rows: usize,
-    cols: usize,
-    grad_scale: f32,
-) -> Result<()> {
-    let op = "mse";
-    check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
-    let n = check::area(op, rows, cols)?;
-    check::len(op, "pred", &pred, n)?;
-    check::len(op, "target", &target, n)?;
-    check::len(op, "dpred", &dpred, n)?;
-    check::len(op, "row_loss", &row_loss, rows)?;
-    if rows == 0 {
-        return Ok(());
-    }
-    if cols == 0 {
-        return Err(crate::Error::shape(op, "zero columns"));
-    }
-    let inv = 1.0 / cols as f32;
-    let g = 2.0 * grad_scale * inv;
-    lock(
-        op,
-        ctx,
-        [pred, target],
-        [dpred, row_loss],
-        |[p, t], [dp, loss]| {
-            if n < PAR_MIN {
-                p.chunks(cols)
-                    .zip(t.chunks(cols))
-                    .zip(dp.chunks_mut(cols))
-                    .zip(loss.iter_mut())
-                    .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
-            } else {
-                p.par_chunks(cols)
-                    .zip(t.par_chunks(cols))
-                    .zip(dp.par_chunks_mut(cols))
-                    .zip(loss.par_iter_mut())
-                    .with_min_len(min_rows(cols))
-                    .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
-            }
-        },
-    )?;
-    match totals {
-        Some(t) => add_totals(op, ctx, [row_loss], t),
-        None => Ok(()),
-    }
 }
 
 /// One row of the fused cross-entropy: writes the gradient, returns (loss, correct).
@@ -278,4 +153,133 @@ fn mse_row(pr: &[f32], tr: &[f32], dr: &mut [f32], g: f32, inv: f32) -> f32 {
         *d = g * e;
     }
     sq * inv
+}
+
+impl LossOps for CpuOps {
+    fn softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+        let ctx = self.context;
+        row_op("softmax", ctx, x, y, rows, cols, softmax_row)
+    }
+
+    fn log_softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()> {
+        let ctx = self.context;
+        row_op("log_softmax", ctx, x, y, rows, cols, log_softmax_row)
+    }
+
+    fn softmax_cross_entropy(
+        &self,
+        logits: View<'_>,
+        labels: View<'_>,
+        dlogits: View<'_>,
+        row_loss: View<'_>,
+        row_correct: View<'_>,
+        totals: Option<View<'_>>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "softmax_cross_entropy";
+        check::totals(
+            op,
+            totals.as_ref(),
+            2,
+            &[&logits, &labels, &dlogits, &row_loss, &row_correct],
+        )?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "logits", &logits, n)?;
+        check::len(op, "labels", &labels, rows)?;
+        check::len(op, "dlogits", &dlogits, n)?;
+        check::len(op, "row_loss", &row_loss, rows)?;
+        check::len(op, "row_correct", &row_correct, rows)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return Err(crate::Error::shape(op, "zero classes"));
+        }
+        let ins = [logits, labels];
+        let outs = [dlogits, row_loss, row_correct];
+        lock(op, ctx, ins, outs, |[x, labels], [dx, loss, correct]| {
+            if n < PAR_MIN {
+                x.chunks(cols)
+                    .zip(dx.chunks_mut(cols))
+                    .zip(labels)
+                    .zip(loss.iter_mut())
+                    .zip(correct.iter_mut())
+                    .for_each(|((((xr, dr), &t), l), c)| {
+                        (*l, *c) = xent_row(xr, dr, t, grad_scale)
+                    });
+            } else {
+                x.par_chunks(cols)
+                    .zip(dx.par_chunks_mut(cols))
+                    .zip(labels.par_iter())
+                    .zip(loss.par_iter_mut())
+                    .zip(correct.par_iter_mut())
+                    .with_min_len(min_rows(cols))
+                    .for_each(|((((xr, dr), &t), l), c)| {
+                        (*l, *c) = xent_row(xr, dr, t, grad_scale)
+                    });
+            }
+        })?;
+        match totals {
+            Some(t) => add_totals(op, ctx, [row_loss, row_correct], t),
+            None => Ok(()),
+        }
+    }
+
+    fn mse(
+        &self,
+        pred: View<'_>,
+        target: View<'_>,
+        dpred: View<'_>,
+        row_loss: View<'_>,
+        totals: Option<View<'_>>,
+        rows: usize,
+        cols: usize,
+        grad_scale: f32,
+    ) -> Result<()> {
+        let ctx = self.context;
+        let op = "mse";
+        check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "pred", &pred, n)?;
+        check::len(op, "target", &target, n)?;
+        check::len(op, "dpred", &dpred, n)?;
+        check::len(op, "row_loss", &row_loss, rows)?;
+        if rows == 0 {
+            return Ok(());
+        }
+        if cols == 0 {
+            return Err(crate::Error::shape(op, "zero columns"));
+        }
+        let inv = 1.0 / cols as f32;
+        let g = 2.0 * grad_scale * inv;
+        lock(
+            op,
+            ctx,
+            [pred, target],
+            [dpred, row_loss],
+            |[p, t], [dp, loss]| {
+                if n < PAR_MIN {
+                    p.chunks(cols)
+                        .zip(t.chunks(cols))
+                        .zip(dp.chunks_mut(cols))
+                        .zip(loss.iter_mut())
+                        .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
+                } else {
+                    p.par_chunks(cols)
+                        .zip(t.par_chunks(cols))
+                        .zip(dp.par_chunks_mut(cols))
+                        .zip(loss.par_iter_mut())
+                        .with_min_len(min_rows(cols))
+                        .for_each(|(((pr, tr), dr), l)| *l = mse_row(pr, tr, dr, g, inv));
+                }
+            },
+        )?;
+        match totals {
+            Some(t) => add_totals(op, ctx, [row_loss], t),
+            None => Ok(()),
+        }
+    }
 }

@@ -15,8 +15,6 @@ mod memory;
 mod module;
 mod runtime;
 
-use std::sync::Arc;
-
 use cudarc::driver::result;
 use cudarc::driver::sys::CUdevice_attribute;
 
@@ -26,7 +24,7 @@ use runtime::{check_runtime, ptx_unloadable, version_text};
 use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::ops::Ops;
+use crate::ops::Engine;
 
 fn attribute(dev: cudarc::driver::sys::CUdevice, attr: CUdevice_attribute) -> Result<i32> {
     // SAFETY: `dev` came from cuDeviceGet after cuInit.
@@ -121,7 +119,7 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 }
 
 /// Ops for one CUDA device.
-pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Engine> {
     crate::ops::gpu::create(CudaDevice::open(info, options)?, options)
 }
 

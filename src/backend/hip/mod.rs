@@ -60,12 +60,11 @@ pub(crate) mod kernels;
 pub(crate) mod smi;
 
 use std::ffi::{c_char, c_int};
-use std::sync::Arc;
 
 use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::ops::Ops;
+use crate::ops::Engine;
 
 use self::error::{check, unavailable, version_string};
 use self::ffi::{HIP_ERROR_INVALID_DEVICE, HIP_ERROR_NO_DEVICE, HIP_SUCCESS, HipApi};
@@ -245,7 +244,7 @@ fn arch_of(api: &HipApi, ordinal: c_int) -> Result<String> {
 }
 
 /// Ops for one HIP device.
-pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Engine> {
     let device = device::HipDevice::new(info, &info.arch)?;
     crate::ops::gpu::create(device, options)
 }

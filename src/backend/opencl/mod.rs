@@ -13,8 +13,6 @@ mod profile;
 mod sgemm;
 mod sm90a;
 
-use std::sync::Arc;
-
 use opencl3::device::{
     CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU, Device as ClDeviceHandle,
 };
@@ -24,7 +22,7 @@ use opencl3::platform::{Platform, get_platforms};
 use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
-use crate::ops::Ops;
+use crate::ops::Engine;
 
 pub(crate) use device::{ClDevice, OpenOptions};
 use error::{cl_error, status_name};
@@ -165,7 +163,7 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 }
 
 /// Ops for one device of this runtime.
-pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Arc<dyn Ops>> {
+pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Engine> {
     // Checked even when the option is on, so a bad value is reported wherever it is set.
     let from_env = profile::enabled_by_env()?;
     let profile = options.profile_kernels || from_env;

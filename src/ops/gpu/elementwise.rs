@@ -1,11 +1,14 @@
-//! Transfers and the elementwise ops (fill, copy, scale, axpy, add, mul, activations).
+//! Transfers, filling and copying (the memory family), and the elementwise arithmetic.
 
-use super::GpuOps;
 use super::launch::{self, Args, device_ptr};
+use super::{GpuOps, pool};
 use crate::backend::Device;
+use crate::buffer::Buffer;
 use crate::buffer::View;
+use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::ops::{Activation, check};
+use crate::ops::check;
+use crate::ops::prelude::*;
 
 impl<D: Device> GpuOps<D> {
     /// Geometry `V` of the streaming kernels for this device.
@@ -13,7 +16,44 @@ impl<D: Device> GpuOps<D> {
         launch::streaming(n, self.info.compute_units)
     }
 
-    pub(super) fn upload_impl(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
+    /// `add` and `mul`: same arguments, `out` may be exactly `a` or `b`.
+    pub(super) fn binary(&self, op: &str, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        self.mine(op, &[&a, &b, &out])?;
+        check::len(op, "b", &b, a.len())?;
+        check::len(op, "out", &out, a.len())?;
+        check::no_overlap(op, &out, &a, true)?;
+        check::no_overlap(op, &out, &b, true)?;
+        let n = check::fits_u32(op, a.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new().buf(&a)?.buf(&b)?.buf(&out)?.u32(n);
+        self.run(op, self.streaming(a.len()), args)
+    }
+}
+
+impl<D: Device> MemoryOps for GpuOps<D> {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn context_id(&self) -> u64 {
+        self.context
+    }
+
+    fn alloc(&self, len: usize) -> Result<Buffer> {
+        pool::alloc(&self.pool, len, self.context)
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.device.synchronize()
+    }
+
+    fn warm_up(&self) -> Result<()> {
+        self.op_set().map(|_| ())
+    }
+
+    fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
         self.mine("upload", &[&dst])?;
         if src.len() != dst.len() {
             return Err(Error::shape(
@@ -29,7 +69,7 @@ impl<D: Device> GpuOps<D> {
             .write(device_ptr(&dst)?, dst.offset() * 4, &bytes)
     }
 
-    pub(super) fn download_impl(&self, src: View<'_>, dst: &mut [f32]) -> Result<()> {
+    fn download(&self, src: View<'_>, dst: &mut [f32]) -> Result<()> {
         self.mine("download", &[&src])?;
         if src.len() != dst.len() {
             return Err(Error::shape(
@@ -49,7 +89,7 @@ impl<D: Device> GpuOps<D> {
         Ok(())
     }
 
-    pub(super) fn fill_impl(&self, x: View<'_>, value: f32) -> Result<()> {
+    fn fill(&self, x: View<'_>, value: f32) -> Result<()> {
         self.mine("fill", &[&x])?;
         let n = check::fits_u32("fill", x.len())?;
         if n == 0 {
@@ -59,7 +99,7 @@ impl<D: Device> GpuOps<D> {
         self.run("fill", self.streaming(x.len()), args)
     }
 
-    pub(super) fn copy_impl(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+    fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
         self.mine("copy", &[&src, &dst])?;
         check::len("copy", "dst", &dst, src.len())?;
         if dst.same_as(&src) || src.is_empty() {
@@ -74,8 +114,18 @@ impl<D: Device> GpuOps<D> {
             src.len() * 4,
         )
     }
+}
 
-    pub(super) fn scale_impl(&self, x: View<'_>, alpha: f32) -> Result<()> {
+impl<D: Device> ElementwiseOps for GpuOps<D> {
+    fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        self.binary("add", a, b, out)
+    }
+
+    fn mul(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
+        self.binary("mul", a, b, out)
+    }
+
+    fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
         self.mine("scale", &[&x])?;
         let n = check::fits_u32("scale", x.len())?;
         if n == 0 {
@@ -85,7 +135,7 @@ impl<D: Device> GpuOps<D> {
         self.run("scale", self.streaming(x.len()), args)
     }
 
-    pub(super) fn axpy_impl(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
+    fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
         self.mine("axpy", &[&x, &y])?;
         check::len("axpy", "y", &y, x.len())?;
         check::no_overlap("axpy", &y, &x, false)?;
@@ -95,105 +145,5 @@ impl<D: Device> GpuOps<D> {
         }
         let args = Args::new().buf(&x)?.buf(&y)?.u32(n).f32(alpha);
         self.run("axpy", self.streaming(x.len()), args)
-    }
-
-    /// `add` and `mul`: same arguments, `out` may be exactly `a` or `b`.
-    pub(super) fn binary(&self, op: &str, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
-        self.mine(op, &[&a, &b, &out])?;
-        check::len(op, "b", &b, a.len())?;
-        check::len(op, "out", &out, a.len())?;
-        check::no_overlap(op, &out, &a, true)?;
-        check::no_overlap(op, &out, &b, true)?;
-        let n = check::fits_u32(op, a.len())?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new().buf(&a)?.buf(&b)?.buf(&out)?.u32(n);
-        self.run(op, self.streaming(a.len()), args)
-    }
-
-    pub(super) fn bias_act_forward_impl(
-        &self,
-        z: View<'_>,
-        bias: View<'_>,
-        y: View<'_>,
-        act: Activation,
-        rows: usize,
-        cols: usize,
-    ) -> Result<()> {
-        let op = "bias_act_forward";
-        self.mine(op, &[&z, &bias, &y])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "z", &z, n)?;
-        check::len(op, "bias", &bias, cols)?;
-        check::len(op, "y", &y, n)?;
-        check::no_overlap(op, &y, &z, true)?;
-        check::no_overlap(op, &z, &bias, false)?;
-        check::no_overlap(op, &y, &bias, false)?;
-        check::fits_u32(op, n)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .buf(&z)?
-            .buf(&bias)?
-            .buf(&y)?
-            .u32(rows as u32)
-            .u32(cols as u32)
-            .u32(act.code())
-            .f32(act.param());
-        self.run(op, self.streaming(n), args)
-    }
-
-    pub(super) fn activation_impl(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
-        let op = "activation";
-        self.mine(op, &[&x, &y])?;
-        check::len(op, "y", &y, x.len())?;
-        check::no_overlap(op, &y, &x, true)?;
-        let n = check::fits_u32(op, x.len())?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .buf(&x)?
-            .buf(&y)?
-            .u32(n)
-            .u32(act.code())
-            .f32(act.param());
-        self.run(op, self.streaming(x.len()), args)
-    }
-
-    pub(super) fn act_backward_impl(
-        &self,
-        dy: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
-        dz: View<'_>,
-        act: Activation,
-    ) -> Result<()> {
-        let op = "act_backward";
-        self.mine(op, &[&dy, &z, &y, &dz])?;
-        let n = dy.len();
-        check::len(op, "z", &z, n)?;
-        check::len(op, "y", &y, n)?;
-        check::len(op, "dz", &dz, n)?;
-        check::no_overlap(op, &dz, &dy, true)?;
-        check::no_overlap(op, &dz, &y, false)?;
-        if !act.derivative_from_output() {
-            check::no_overlap(op, &dz, &z, false)?;
-        }
-        let n32 = check::fits_u32(op, n)?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .buf(&dy)?
-            .buf(&z)?
-            .buf(&y)?
-            .buf(&dz)?
-            .u32(n32)
-            .u32(act.code())
-            .f32(act.param());
-        self.run(op, self.streaming(n), args)
     }
 }

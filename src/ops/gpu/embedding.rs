@@ -1,15 +1,58 @@
-//! Row scatter-add, the backward pass of a row gather (kernels-cu/embedding.cu,
-//! kernels-cl/embedding.cl): one launch over `indices.len() x cols`, atomic float adds.
+//! The index family on the GPU: row gathers, one-hot rows, and the row scatter-add, the
+//! backward pass of a row gather (kernels-cu/embedding.cu, kernels-cl/embedding.cl): one launch
+//! over `indices.len() x cols`, atomic float adds.
 
 use super::GpuOps;
 use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::check;
+use crate::ops::prelude::*;
 
-impl<D: Device> GpuOps<D> {
-    pub(super) fn scatter_add_rows_impl(
+impl<D: Device> IndexOps for GpuOps<D> {
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "gather_rows";
+        self.mine(op, &[&src, &indices, &dst])?;
+        let nrows = indices.len();
+        let n = check::area(op, nrows, cols)?;
+        check::len(op, "dst", &dst, n)?;
+        if cols == 0 || src.len() % cols != 0 {
+            if n == 0 {
+                return Ok(());
+            }
+            return Err(Error::shape(
+                op,
+                format!("src of {} elements is not rows of {cols}", src.len()),
+            ));
+        }
+        check::no_overlap(op, &dst, &src, false)?;
+        check::no_overlap(op, &dst, &indices, false)?;
+        check::fits_u32(op, n)?;
+        check::fits_u32(op, src.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        // The kernel checks every index against `src_rows` (a NaN row for an invalid one), so
+        // no index can make it read outside `src`.
+        let src_rows = src.len() / cols;
+        let args = Args::new()
+            .buf(&src)?
+            .buf(&indices)?
+            .buf(&dst)?
+            .u32(nrows as u32)
+            .u32(cols as u32)
+            .u32(src_rows as u32);
+        self.run(op, launch::elementwise(n), args)
+    }
+
+    fn scatter_add_rows(
         &self,
         src: View<'_>,
         indices: View<'_>,
@@ -32,5 +75,23 @@ impl<D: Device> GpuOps<D> {
             .u32(cols as u32)
             .u32(dst_rows as u32);
         self.run(op, launch::elementwise(src.len()), args)
+    }
+
+    fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
+        let op = "one_hot";
+        self.mine(op, &[&indices, &out])?;
+        let n = check::area(op, indices.len(), classes)?;
+        check::len(op, "out", &out, n)?;
+        check::no_overlap(op, &out, &indices, false)?;
+        check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&indices)?
+            .buf(&out)?
+            .u32(indices.len() as u32)
+            .u32(classes as u32);
+        self.run(op, launch::elementwise(n), args)
     }
 }

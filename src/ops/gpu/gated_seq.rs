@@ -14,10 +14,12 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::Dialect;
+use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::gated_seq::{
     self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
 };
+use crate::ops::prelude::*;
 
 /// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu, `RQ_ROWS` in
 /// kernels-cl/seq.cl).
@@ -58,77 +60,6 @@ fn tile(gates: usize, hidden: usize, forward: bool, dialect: Dialect) -> SeqTile
 
 impl<D: Device> GpuOps<D> {
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn lstm_sequence_forward_impl(
-        &self,
-        gates: View<'_>,
-        hs: View<'_>,
-        cs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let op = "lstm_sequence_forward";
-        self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n =
-            check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden)?;
-        if n == 0 || steps == 0 {
-            return Ok(());
-        }
-        let entry = "lstm_seq_forward";
-        let launched = self.cooperative(
-            entry,
-            tile(4, hidden, true, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .buf(&gates)?
-                    .buf(&hs)?
-                    .buf(&cs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::lstm_forward_by_steps(
-            self, gates, hs, cs, w_hh, b_ih, b_hh, steps, batch, hidden,
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn lstm_sequence_backward_impl(
-        &self,
-        dh: View<'_>,
-        gates: View<'_>,
-        cs: View<'_>,
-        w_hh: View<'_>,
-        dgates: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let op = "lstm_sequence_backward";
-        self.mine(op, &[&dh, &gates, &cs, &w_hh, &dgates])?;
-        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, steps, batch, hidden)?;
-        if n == 0 || steps == 0 {
-            return Ok(());
-        }
-        self.with_carry(n, |carry| {
-            self.lstm_backward_with(dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden)
-        })
-    }
-
-    #[allow(clippy::too_many_arguments)]
     fn lstm_backward_with(
         &self,
         dh: View<'_>,
@@ -165,77 +96,15 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         gated_seq::lstm_backward_by_steps(
-            self, dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden,
+            self,
+            dh,
+            gates,
+            cs,
+            w_hh,
+            dgates,
+            carry,
+            SeqShape::new(steps, batch, hidden),
         )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn gru_sequence_forward_impl(
-        &self,
-        gx: View<'_>,
-        hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
-        cache: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let op = "gru_sequence_forward";
-        self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)?;
-        if n == 0 || steps == 0 {
-            return Ok(());
-        }
-        let entry = "gru_seq_forward";
-        let launched = self.cooperative(
-            entry,
-            tile(3, hidden, true, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .buf(&gx)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(&cache)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, steps, batch, hidden)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn gru_sequence_backward_impl(
-        &self,
-        dh: View<'_>,
-        hs: View<'_>,
-        cache: View<'_>,
-        w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let op = "gru_sequence_backward";
-        self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, steps, batch, hidden)?;
-        if n == 0 || steps == 0 {
-            return Ok(());
-        }
-        self.with_carry(n, |carry| {
-            self.gru_backward_with(dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden)
-        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -277,7 +146,15 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         gated_seq::gru_backward_by_steps(
-            self, dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden,
+            self,
+            dh,
+            hs,
+            cache,
+            w_hh,
+            dgx,
+            dgh,
+            carry,
+            SeqShape::new(steps, batch, hidden),
         )
     }
 }
@@ -374,6 +251,153 @@ impl<D: Device> GatedSteps for GpuOps<D> {
             launch::rnn_step(s.batch, s.hidden),
             args,
         )
+    }
+}
+
+impl<D: Device> GatedSequenceOps for GpuOps<D> {
+    fn lstm_sequence_forward(
+        &self,
+        gates: View<'_>,
+        hs: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
+        let op = "lstm_sequence_forward";
+        self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let entry = "lstm_seq_forward";
+        let launched = self.cooperative(
+            entry,
+            tile(4, hidden, true, self.device.dialect()),
+            batch,
+            hidden,
+            |barrier| {
+                Ok(Args::new()
+                    .buf(&gates)?
+                    .buf(&hs)?
+                    .buf(&cs)?
+                    .buf(&w_hh)?
+                    .buf(&b_ih)?
+                    .buf(&b_hh)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32))
+            },
+        )?;
+        if launched {
+            return Ok(());
+        }
+        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, w_hh, b_ih, b_hh, shape)
+    }
+
+    fn lstm_sequence_backward(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
+        let op = "lstm_sequence_backward";
+        self.mine(op, &[&dh, &gates, &cs, &w_hh, &dgates])?;
+        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        self.with_carry(n, |carry| {
+            self.lstm_backward_with(dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden)
+        })
+    }
+
+    fn gru_sequence_forward(
+        &self,
+        gx: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        cache: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
+        let op = "gru_sequence_forward";
+        self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
+        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        let entry = "gru_seq_forward";
+        let launched = self.cooperative(
+            entry,
+            tile(3, hidden, true, self.device.dialect()),
+            batch,
+            hidden,
+            |barrier| {
+                Ok(Args::new()
+                    .buf(&gx)?
+                    .buf(&hs)?
+                    .buf(&w_hh)?
+                    .buf(&b_ih)?
+                    .buf(&b_hh)?
+                    .buf(&cache)?
+                    .buf(barrier)?
+                    .u32(steps as u32)
+                    .u32(batch as u32)
+                    .u32(hidden as u32))
+            },
+        )?;
+        if launched {
+            return Ok(());
+        }
+        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, shape)
+    }
+
+    fn gru_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
+        let op = "gru_sequence_backward";
+        self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
+        if n == 0 || steps == 0 {
+            return Ok(());
+        }
+        self.with_carry(n, |carry| {
+            self.gru_backward_with(dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden)
+        })
     }
 }
 

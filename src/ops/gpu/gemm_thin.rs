@@ -10,6 +10,7 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
+use crate::ops::prelude::*;
 use crate::ops::{Activation, Gemm, check};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
@@ -93,7 +94,7 @@ enum Epilogue<'v> {
 }
 
 impl<D: Device> GpuOps<D> {
-    /// Launches the thin kernel for `g` (checked by `gemm_impl`, `m, n > 0`, [`is_thin`]).
+    /// Launches the thin kernel for `g` (checked by `gemm`, `m, n > 0`, [`is_thin`]).
     pub(super) fn thin_gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
         if g.k <= THIN_SIDE {
             let blocks_x = g.n.div_ceil(4 * THIN_K_THREADS as usize);
@@ -170,14 +171,28 @@ impl<D: Device> GpuOps<D> {
             self.split_sum(&parts, &out, splits, g.alpha, g.beta)
         })
     }
+}
 
-    /// [`Ops::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
+/// The dimension arguments every GEMM entry takes after its buffers.
+fn dims(args: Args, g: &Gemm) -> Args {
+    args.u32(g.m as u32)
+        .u32(g.n as u32)
+        .u32(g.k as u32)
+        .u32(g.trans_a as u32)
+        .u32(g.trans_b as u32)
+}
+
+impl<D: Device> DenseOps for GpuOps<D> {
+    /// [`DenseOps::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
     /// epilogue where [`fuses_dense_forward`] says so, else the product and
     /// `bias_act_forward`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn dense_forward_impl(
+    fn dense_forward(
         &self,
-        [x, w, bias, z, y]: [View<'_>; 5],
+        x: View<'_>,
+        w: View<'_>,
+        bias: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
         act: Activation,
         rows: usize,
         inputs: usize,
@@ -187,8 +202,8 @@ impl<D: Device> GpuOps<D> {
         let fused =
             self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
         if !fused {
-            self.gemm_impl(g, x, w, z)?;
-            return self.bias_act_forward_impl(z, bias, y, act, rows, outputs);
+            self.gemm(g, x, w, z)?;
+            return self.bias_act_forward(z, bias, y, act, rows, outputs);
         }
         let op = "dense_forward";
         self.mine(op, &[&x, &w, &bias, &z, &y])?;
@@ -211,14 +226,16 @@ impl<D: Device> GpuOps<D> {
         self.sgemm_thin(g, [&x, &w, &z], epilogue)
     }
 
-    /// [`Ops::dense_param_grads`] on the GPU: one `sgemm_thin` that also sums the bias
+    /// [`DenseOps::dense_param_grads`] on the GPU: one `sgemm_thin` that also sums the bias
     /// gradient where the layer has at most 16 outputs (and, if k is split, its bias directly
     /// follows its weight in memory, as a network's flat gradient buffer has them), else the
     /// product and `sum_rows`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn dense_param_grads_impl(
+    fn dense_param_grads(
         &self,
-        [dz, x, dw, dbias]: [View<'_>; 4],
+        dz: View<'_>,
+        x: View<'_>,
+        dw: View<'_>,
+        dbias: View<'_>,
         rows: usize,
         inputs: usize,
         outputs: usize,
@@ -234,8 +251,8 @@ impl<D: Device> GpuOps<D> {
             && (adjacent
                 || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1);
         if !fused {
-            self.gemm_impl(g, dz, x, dw)?;
-            return self.sum_rows_impl(dz, dbias, rows, outputs, 0.0);
+            self.gemm(g, dz, x, dw)?;
+            return self.sum_rows(dz, dbias, rows, outputs, 0.0);
         }
         let op = "dense_param_grads";
         self.mine(op, &[&dz, &x, &dw, &dbias])?;
@@ -249,15 +266,6 @@ impl<D: Device> GpuOps<D> {
         }
         self.sgemm_thin(g, [&dz, &x, &dw], Epilogue::BiasGrad { bias: &dbias })
     }
-}
-
-/// The dimension arguments every GEMM entry takes after its buffers.
-fn dims(args: Args, g: &Gemm) -> Args {
-    args.u32(g.m as u32)
-        .u32(g.n as u32)
-        .u32(g.k as u32)
-        .u32(g.trans_a as u32)
-        .u32(g.trans_b as u32)
 }
 
 #[cfg(test)]

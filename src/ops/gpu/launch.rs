@@ -131,9 +131,10 @@ const MIN_CHUNK_ROWS: usize = 64;
 const COLUMN_BLOCKS_PER_CU: usize = 4;
 
 /// `C`: blocks of (32, 8) over strips of 32 column groups of `width` columns (1, or 4 moved as
-/// float4s) (grid.x) and chunks of rows (grid.y), and the rows of a chunk. Enough chunks that the grid fills the device, as long as each chunk
-/// has [`MIN_CHUNK_ROWS`] rows, the strip count fits `strip_tickets` and the partials
-/// (`chunks * cols`) fit `partials`; otherwise one chunk (no partials).
+/// float4s) (grid.x) and chunks of rows (grid.y), and the rows of a chunk. Enough chunks that the
+/// grid fills the device, as long as each chunk has [`MIN_CHUNK_ROWS`] rows, the strip count fits
+/// `strip_tickets` and the partials (`chunks * cols`) fit `partials`; otherwise one chunk (no
+/// partials).
 pub(crate) fn column_sums(
     rows: usize,
     cols: usize,

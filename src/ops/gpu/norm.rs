@@ -11,6 +11,7 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::check;
+use crate::ops::prelude::*;
 
 /// Rows a backward block covers at least before another block (and its partials) pays off.
 const MIN_CHUNK_ROWS: usize = 16;
@@ -38,9 +39,8 @@ pub(super) fn backward_geometry(
     )
 }
 
-impl<D: Device> GpuOps<D> {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn layer_norm_forward_impl(
+impl<D: Device> NormOps for GpuOps<D> {
+    fn layer_norm_forward(
         &self,
         x: View<'_>,
         weight: View<'_>,
@@ -80,8 +80,7 @@ impl<D: Device> GpuOps<D> {
         self.run(op, launch::warp_rows(rows, 1024), args)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn layer_norm_backward_impl(
+    fn layer_norm_backward(
         &self,
         dy: View<'_>,
         x: View<'_>,
@@ -117,8 +116,8 @@ impl<D: Device> GpuOps<D> {
         }
         if rows == 0 {
             // No rows: the sums are zero (the kernel would have no block to write them).
-            self.fill_impl(dweight, 0.0)?;
-            return self.fill_impl(dbias, 0.0);
+            self.fill(dweight, 0.0)?;
+            return self.fill(dbias, 0.0);
         }
         let (config, chunk_rows) = backward_geometry(rows, cols, self.info.compute_units, PARTIALS);
         self.with_scratch(|scratch| {

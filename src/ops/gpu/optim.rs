@@ -7,10 +7,11 @@ use super::scratch::Ticket;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::prelude::*;
 use crate::ops::{AdamStep, SgdStep, check};
 
-impl<D: Device> GpuOps<D> {
-    pub(super) fn sgd_step_impl(
+impl<D: Device> OptimOps for GpuOps<D> {
+    fn sgd_step(
         &self,
         params: View<'_>,
         grads: View<'_>,
@@ -37,7 +38,7 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
-    pub(super) fn adam_step_impl(
+    fn adam_step(
         &self,
         params: View<'_>,
         grads: View<'_>,

@@ -11,6 +11,7 @@ use crate::backend::Device;
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
+use crate::ops::prelude::*;
 use parking_lot::Mutex;
 
 /// Words between two block rows' barrier counters (`RQ_GROUP_STRIDE` in kernels-cu/rnn_seq.cu):
@@ -99,8 +100,8 @@ impl<D: Device> GpuOps<D> {
         let barrier = match &*slot {
             Some(b) => b,
             None => {
-                let b = self.alloc_buffer(MAX_BARRIER_ROWS * RQ_GROUP_STRIDE)?;
-                self.fill_impl(b.view(), 0.0)?;
+                let b = self.alloc(MAX_BARRIER_ROWS * RQ_GROUP_STRIDE)?;
+                self.fill(b.view(), 0.0)?;
                 slot.insert(b)
             }
         };
@@ -134,9 +135,9 @@ impl<D: Device> GpuOps<D> {
         let mut buffers = buffers.lock();
         let current = buffers.last().map_or(0, |b| b.len());
         if current < n {
-            let b = self.alloc_buffer(n.max(current.saturating_mul(2)))?;
+            let b = self.alloc(n.max(current.saturating_mul(2)))?;
             if zeroed {
-                self.fill_impl(b.view(), 0.0)?;
+                self.fill(b.view(), 0.0)?;
             }
             buffers.push(b);
         }

@@ -6,10 +6,11 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
+use crate::ops::prelude::*;
 use crate::ops::{check, dropout_params};
 
-impl<D: Device> GpuOps<D> {
-    pub(super) fn dropout_impl(
+impl<D: Device> RandomOps for GpuOps<D> {
+    fn dropout(
         &self,
         x: View<'_>,
         y: View<'_>,
@@ -37,7 +38,7 @@ impl<D: Device> GpuOps<D> {
         self.run(op, launch::elementwise(n as usize), args)
     }
 
-    pub(super) fn rng_advance_impl(&self, state: View<'_>) -> Result<()> {
+    fn rng_advance(&self, state: View<'_>) -> Result<()> {
         let op = "rng_advance";
         self.mine(op, &[&state])?;
         check::rng_state(op, &state)?;

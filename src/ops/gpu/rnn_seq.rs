@@ -7,11 +7,13 @@
 //! step.
 
 use super::GpuOps;
-use super::launch::Args;
+use super::launch::{self, Args};
 use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::SeqShape;
+use crate::ops::prelude::*;
 use crate::ops::{Activation, check};
 
 /// Batch rows of a block tile (`RQ_ROWS` in kernels-cu/rnn_seq.cu).
@@ -42,8 +44,110 @@ fn entry_and_tile(base: &'static str, hidden: usize) -> (String, SeqTile) {
 }
 
 impl<D: Device> GpuOps<D> {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn rnn_sequence_forward_impl(
+    /// Runs `f` with the exchange words of a `batch x hidden` state (`state` elements): two
+    /// slots of one 64-bit word per element, 4 `state` floats, zero. Grow-only, like the gated
+    /// ops' carry (`with_grow_only`). Only called once a persistent launch is certain, so
+    /// devices that loop the step kernels allocate none. A new buffer is zeroed; the kernels
+    /// leave every word zero again when they finish (kernels-cu/rnn_seq.cu).
+    fn with_exchange<R>(&self, state: usize, f: impl FnOnce(View<'_>) -> Result<R>) -> Result<R> {
+        let words = state.checked_mul(4).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "{}: an exchange buffer for {state} state elements overflows",
+                self.info.id
+            ))
+        })?;
+        self.with_grow_only(&self.seq_exchange, words, true, f)
+    }
+}
+
+impl<D: Device> ElmanOps for GpuOps<D> {
+    fn rnn_step_forward(
+        &self,
+        pre: View<'_>,
+        h_prev: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        h: View<'_>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let op = "rnn_step_forward";
+        self.mine(op, &[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?;
+        let n = batch.saturating_mul(hidden);
+        let inputs = [
+            ("pre", &pre, n),
+            ("h_prev", &h_prev, n),
+            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
+            ("b_ih", &b_ih, hidden),
+            ("b_hh", &b_hh, hidden),
+        ];
+        // `rnn_step` rejects overflowing shapes before the saturated lengths above matter.
+        let n = check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&pre)?
+            .buf(&h_prev)?
+            .buf(&w_hh)?
+            .buf(&b_ih)?
+            .buf(&b_hh)?
+            .buf(&h)?
+            .u32(batch as u32)
+            .u32(hidden as u32)
+            .u32(act.code())
+            .f32(act.param());
+        self.run(op, launch::rnn_step(batch, hidden), args)
+    }
+
+    fn rnn_step_backward(
+        &self,
+        dh: View<'_>,
+        dpre_next: Option<View<'_>>,
+        w_hh: View<'_>,
+        h: View<'_>,
+        dpre: View<'_>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
+        let op = "rnn_step_backward";
+        self.mine(op, &[&dh, &w_hh, &h, &dpre])?;
+        if let Some(next) = &dpre_next {
+            self.mine(op, &[next])?;
+        }
+        let n = batch.saturating_mul(hidden);
+        let mut inputs = vec![
+            ("dh", &dh, n),
+            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
+            ("h", &h, n),
+        ];
+        if let Some(next) = &dpre_next {
+            inputs.push(("dpre_next", next, n));
+        }
+        let n = check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))?;
+        if n == 0 {
+            return Ok(());
+        }
+        // Without a next step the kernel reads no `dpre_next`; any valid buffer fills the slot.
+        let next = dpre_next.unwrap_or(dh);
+        let args = Args::new()
+            .buf(&dh)?
+            .buf(&next)?
+            .buf(&w_hh)?
+            .buf(&h)?
+            .buf(&dpre)?
+            .u32(batch as u32)
+            .u32(hidden as u32)
+            .u32(dpre_next.is_some() as u32)
+            .u32(act.code())
+            .f32(act.param());
+        self.run(op, launch::rnn_step(batch, hidden), args)
+    }
+
+    fn rnn_sequence_forward(
         &self,
         pre: View<'_>,
         hs: View<'_>,
@@ -51,12 +155,15 @@ impl<D: Device> GpuOps<D> {
         b_ih: View<'_>,
         b_hh: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         self.mine("rnn_sequence_forward", &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden)?;
+        let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -81,25 +188,25 @@ impl<D: Device> GpuOps<D> {
         if launched {
             return Ok(());
         }
-        crate::ops::rnn_seq::forward_by_steps(
-            self, pre, hs, w_hh, b_ih, b_hh, act, steps, batch, hidden,
-        )
+        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn rnn_sequence_backward_impl(
+    fn rnn_sequence_backward(
         &self,
         dh: View<'_>,
         hs: View<'_>,
         w_hh: View<'_>,
         dpre: View<'_>,
         act: Activation,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
     ) -> Result<()> {
+        let SeqShape {
+            steps,
+            batch,
+            hidden,
+        } = shape;
         self.mine("rnn_sequence_backward", &[&dh, &hs, &w_hh, &dpre])?;
-        let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, steps, batch, hidden)?;
+        let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -123,23 +230,6 @@ impl<D: Device> GpuOps<D> {
         if launched {
             return Ok(());
         }
-        crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, steps, batch, hidden)
-    }
-}
-
-impl<D: Device> GpuOps<D> {
-    /// Runs `f` with the exchange words of a `batch x hidden` state (`state` elements): two
-    /// slots of one 64-bit word per element, 4 `state` floats, zero. Grow-only, like the gated
-    /// ops' carry (`with_grow_only`). Only called once a persistent launch is certain, so
-    /// devices that loop the step kernels allocate none. A new buffer is zeroed; the kernels
-    /// leave every word zero again when they finish (kernels-cu/rnn_seq.cu).
-    fn with_exchange<R>(&self, state: usize, f: impl FnOnce(View<'_>) -> Result<R>) -> Result<R> {
-        let words = state.checked_mul(4).ok_or_else(|| {
-            crate::Error::InvalidArgument(format!(
-                "{}: an exchange buffer for {state} state elements overflows",
-                self.info.id
-            ))
-        })?;
-        self.with_grow_only(&self.seq_exchange, words, true, f)
+        crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, shape)
     }
 }

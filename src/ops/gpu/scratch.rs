@@ -8,6 +8,7 @@ use super::GpuOps;
 use crate::backend::Device;
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::prelude::*;
 
 /// Floats of partial results: column-sum chunks (`chunks * cols`), or two per block of a
 /// totals reduction (at most [`MAX_TOTALS_BLOCKS`] blocks).
@@ -60,9 +61,9 @@ impl<D: Device> GpuOps<D> {
         let scratch = match &*slot {
             Some(s) => s,
             None => {
-                let b = self.alloc_buffer(PARTIALS + TICKETS)?;
+                let b = self.alloc(PARTIALS + TICKETS)?;
                 // 0.0f32 has the bit pattern of the integer 0 the tickets start from.
-                self.fill_impl(b.view(), 0.0)?;
+                self.fill(b.view(), 0.0)?;
                 slot.insert(Scratch(b))
             }
         };
@@ -75,7 +76,7 @@ impl<D: Device> GpuOps<D> {
         let mut slot = self.gemm_parts.lock();
         let parts = match &*slot {
             Some(b) => b,
-            None => slot.insert(self.alloc_buffer(GEMM_PARTS)?),
+            None => slot.insert(self.alloc(GEMM_PARTS)?),
         };
         f(parts.view())
     }

@@ -1,6 +1,7 @@
 //! User kernels: compiled through the kernel cache, kept per context by (source hash, options,
 //! entry), launched with views expanded to base pointer + element offset.
 
+use crate::ops::prelude::*;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -12,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
 use crate::ops::check;
 
-impl<D: Device> GpuOps<D> {
-    pub(super) fn compile_user(&self, source: &KernelSource) -> Result<Kernel> {
+impl<D: Device> KernelOps for GpuOps<D> {
+    fn compile(&self, source: &KernelSource) -> Result<Kernel> {
         let dialect = self.device.dialect();
         if source.dialect != dialect {
             return Err(Error::Unsupported {
@@ -49,12 +50,7 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
-    pub(super) fn launch_user(
-        &self,
-        kernel: &Kernel,
-        config: &LaunchConfig,
-        args: &[KernelArg<'_>],
-    ) -> Result<()> {
+    fn launch(&self, kernel: &Kernel, config: &LaunchConfig, args: &[KernelArg<'_>]) -> Result<()> {
         if kernel.context != self.context {
             return Err(Error::ForeignBuffer(format!(
                 "kernel '{}' was compiled by context {}, launched on {}",

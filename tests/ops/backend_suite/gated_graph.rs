@@ -5,6 +5,7 @@
 //! recorded launch count confirms), the other (W_hh slices beyond any block's shared memory) the
 //! step loop. Targets that record no graphs skip.
 
+use rnn::ops::SeqShape;
 use rnn::{Buffer, Context};
 
 use super::{Values, contexts};
@@ -74,9 +75,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.w4.view(),
         s.b4.view(),
         s.b4.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )?;
     o.lstm_sequence_backward(
         s.dh.view(),
@@ -84,9 +83,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.cs.view(),
         s.w4.view(),
         s.dgates.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )?;
     o.gru_sequence_forward(
         s.gx.view(),
@@ -95,9 +92,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.b3.view(),
         s.b3.view(),
         s.cache.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )?;
     o.gru_sequence_backward(
         s.dh.view(),
@@ -106,9 +101,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.w3.view(),
         s.dgx.view(),
         s.dgh.view(),
-        steps,
-        batch,
-        hidden,
+        SeqShape::new(steps, batch, hidden),
     )
 }
 
@@ -129,11 +122,11 @@ pub fn gated_sequence_graph(t: Target) {
             for s in [&eager, &recorded] {
                 run(&ctx, s, shape).unwrap();
             }
-            if !ops.capture_begin().unwrap() {
+            if !ctx.capture_begin().unwrap() {
                 return;
             }
             let recording = run(&ctx, &recorded, shape);
-            let graph = ops.capture_end();
+            let graph = ctx.capture_end();
             recording.unwrap();
             let graph = graph.unwrap();
             // One launch per op where the persistent kernels run (CUDA, the small shape: a
@@ -168,7 +161,7 @@ pub fn gated_sequence_graph(t: Target) {
                     }
                 }
                 run(&ctx, &eager, shape).unwrap();
-                ops.graph_launch(&graph).unwrap();
+                ctx.graph_launch(&graph).unwrap();
             }
             for (what, a, b) in [
                 ("lstm hs", &recorded.hs, &eager.hs),

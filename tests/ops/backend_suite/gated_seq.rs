@@ -9,6 +9,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::Context;
+use rnn::ops::SeqShape;
 
 use super::{Values, compare_at, nan, prop, run_padded};
 use crate::support::Target;
@@ -40,7 +41,15 @@ fn check_lstm(
     ];
     let shape = format!("{steps}x{batch}x{hidden} pad {pad}");
     let f = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
-        o.lstm_sequence_forward(v[0], v[1], v[2], v[3], v[4], v[5], steps, batch, hidden)
+        o.lstm_sequence_forward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            SeqShape::new(steps, batch, hidden),
+        )
     };
     let what = format!("lstm_sequence_forward {shape}");
     compare_at(ctx, &what, &fwd, pad, &[0, 1, 2], 1e-4, &f)?;
@@ -57,7 +66,14 @@ fn check_lstm(
     ];
     let what = format!("lstm_sequence_backward {shape}");
     compare_at(ctx, &what, &bwd, pad, &[4], 1e-4, &|o, v| {
-        o.lstm_sequence_backward(v[0], v[1], v[2], v[3], v[4], steps, batch, hidden)
+        o.lstm_sequence_backward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            SeqShape::new(steps, batch, hidden),
+        )
     })
 }
 
@@ -81,7 +97,15 @@ fn check_gru(
     ];
     let shape = format!("{steps}x{batch}x{hidden} pad {pad}");
     let f = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
-        o.gru_sequence_forward(v[0], v[1], v[2], v[3], v[4], v[5], steps, batch, hidden)
+        o.gru_sequence_forward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            SeqShape::new(steps, batch, hidden),
+        )
     };
     let what = format!("gru_sequence_forward {shape}");
     compare_at(ctx, &what, &fwd, pad, &[1, 5], 1e-4, &f)?;
@@ -97,7 +121,15 @@ fn check_gru(
     ];
     let what = format!("gru_sequence_backward {shape}");
     compare_at(ctx, &what, &bwd, pad, &[4, 5], 1e-4, &|o, v| {
-        o.gru_sequence_backward(v[0], v[1], v[2], v[3], v[4], v[5], steps, batch, hidden)
+        o.gru_sequence_backward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            v[5],
+            SeqShape::new(steps, batch, hidden),
+        )
     })
 }
 

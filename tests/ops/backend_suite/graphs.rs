@@ -150,13 +150,13 @@ pub fn graphs(t: Target) {
         for (s, p) in [(&eager, &pe), (&recorded, &pr)] {
             run(&ctx, s, p).unwrap();
         }
-        let records = ops.capture_begin().unwrap();
+        let records = ctx.capture_begin().unwrap();
         // Every runtime this crate supports has stream capture: CUDA, and HIP (ROCm >= 5.0, or the
         // tests/hip-shim runtime over CUDA).
         let expect = matches!(t, Target::Cuda | Target::HipOnCuda | Target::Hip);
         assert_eq!(records, expect, "{}: capture_begin", ctx.id());
         if !records {
-            assert!(ops.capture_end().is_err(), "{}: capture_end", ctx.id());
+            assert!(ctx.capture_end().is_err(), "{}: capture_end", ctx.id());
             continue;
         }
         // While recording, what cannot be recorded is refused (and the recording survives).
@@ -167,7 +167,7 @@ pub fn graphs(t: Target) {
         );
         assert!(matches!(ops.synchronize(), Err(Error::Unsupported { .. })));
         let recording = run(&ctx, &recorded, &pr);
-        let graph = ops.capture_end();
+        let graph = ctx.capture_end();
         recording.unwrap();
         let graph = graph.unwrap();
         assert!(graph.kernels() >= 6, "{graph:?}");
@@ -179,7 +179,7 @@ pub fn graphs(t: Target) {
                 }
             }
             run(&ctx, &eager, &pe).unwrap();
-            ops.graph_launch(&graph).unwrap();
+            ctx.graph_launch(&graph).unwrap();
         }
         for (what, a, b) in [
             ("params", &pr, &pe),
@@ -202,7 +202,7 @@ pub fn graphs(t: Target) {
         assert_eq!(state[..2], [0.01, 5.0], "{}", ctx.id());
         // A graph belongs to its context.
         let other = Context::cpu();
-        assert!(other.ops().graph_launch(&graph).is_err());
+        assert!(other.graph_launch(&graph).is_err());
     }
 }
 
@@ -239,16 +239,16 @@ pub fn graphs_across_threads(t: Target) {
             drop(others);
         });
         ready_rx.recv().unwrap();
-        assert!(ops.capture_begin().unwrap(), "{}: capture_begin", ctx.id());
+        assert!(ctx.capture_begin().unwrap(), "{}: capture_begin", ctx.id());
         go_tx.send(()).unwrap();
         dropping_rx.recv().unwrap();
         // Long enough that an ungated drop would run inside the recording.
         std::thread::sleep(std::time::Duration::from_millis(200));
         let recording = run(&ctx, &s, &p);
-        let graph = ops.capture_end();
+        let graph = ctx.capture_end();
         recording.unwrap();
         let graph = graph.unwrap_or_else(|e| panic!("{}: capture_end: {e}", ctx.id()));
-        ops.graph_launch(&graph).unwrap();
+        ctx.graph_launch(&graph).unwrap();
         ops.synchronize().unwrap();
         other.join().unwrap();
     }

@@ -2,7 +2,7 @@
 //! negative, fractional, too large, huge (an undefined float-to-int conversion in C), infinite
 //! and NaN values, mixed with valid ones. No backend may read out of bounds; `one_hot` and the
 //! cross-entropy labels behave exactly as on the CPU; `gather_rows` is an error on the CPU and a
-//! NaN row on a GPU (a kernel cannot return an error), as `Ops::gather_rows` documents.
+//! NaN row on a GPU (a kernel cannot return an error), as `IndexOps::gather_rows` documents.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

@@ -3,6 +3,7 @@
 //! and more launches than its event list holds between two reads are all counted. Without the
 //! option, and on every other backend (profiled with Nsight Compute instead), there is no table.
 
+use rnn::ops::SeqShape;
 use std::collections::BTreeMap;
 
 use rnn::{Context, KernelTime, Ops};
@@ -47,14 +48,14 @@ fn some_ops(ctx: &Context) -> rnn::Result<Option<Vec<KernelTime>>> {
         .collect();
     let err = rel_err(&got, &want);
     assert!(err < 1e-6, "{}: values off by {err:e}", ctx.id());
-    ops.kernel_times()
+    ctx.kernel_times()
 }
 
 fn assert_timed(ctx: &Context) -> rnn::Result<()> {
     let ops: &dyn Ops = ctx.ops();
     // Whatever compiling the op set or allocating launched is not part of what is checked.
     ops.warm_up()?;
-    ops.kernel_times()?.expect("the timer is on");
+    ctx.kernel_times()?.expect("the timer is on");
     let times = some_ops(ctx)?.expect("the timer is on");
     let expected = BTreeMap::from([("axpy", 1), ("copy", 1), ("fill", 4), ("scale", 2)]);
     assert_eq!(by_name(&times), expected, "{}: {times:?}", ctx.id());
@@ -64,7 +65,7 @@ fn assert_timed(ctx: &Context) -> rnn::Result<()> {
         ctx.id()
     );
     assert_eq!(
-        ops.kernel_times()?,
+        ctx.kernel_times()?,
         Some(vec![]),
         "{}: reading resets the table",
         ctx.id()
@@ -73,7 +74,7 @@ fn assert_timed(ctx: &Context) -> rnn::Result<()> {
     for _ in 0..MANY {
         ops.fill(one.view(), 1.0)?;
     }
-    let times = ops.kernel_times()?.expect("the timer is on");
+    let times = ctx.kernel_times()?.expect("the timer is on");
     assert_eq!(
         by_name(&times),
         BTreeMap::from([("fill", MANY)]),
@@ -149,19 +150,25 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     let b1 = b.slice(0, hidden)?;
     let b3 = b.slice(0, 3 * hidden)?;
     ops.synchronize()?;
-    ops.kernel_times()?;
+    ctx.kernel_times()?;
     // Twice: a launch must not make the next one of the same kernel take another path.
     for _ in 0..2 {
-        ops.rnn_sequence_forward(pre.view(), hs.view(), w1, b1, b1, act, steps, batch, hidden)?;
+        ops.rnn_sequence_forward(
+            pre.view(),
+            hs.view(),
+            w1,
+            b1,
+            b1,
+            act,
+            SeqShape::new(steps, batch, hidden),
+        )?;
         ops.rnn_sequence_backward(
             dh.view(),
             hs.view(),
             w1,
             pre.view(),
             act,
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         ops.lstm_sequence_forward(
             gates.view(),
@@ -170,9 +177,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             w.view(),
             b.view(),
             b.view(),
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         ops.lstm_sequence_backward(
             dh.view(),
@@ -180,9 +185,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             cs.view(),
             w.view(),
             dgates.slice(0, steps * 4 * n)?,
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         let gx = gates.slice(0, steps * 3 * n)?;
         ops.gru_sequence_forward(
@@ -192,9 +195,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             b3,
             b3,
             cache.view(),
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
         ops.gru_sequence_backward(
             dh.view(),
@@ -203,12 +204,10 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             w3,
             gates.slice(0, steps * 3 * n)?,
             dgh.slice(0, steps * 3 * n)?,
-            steps,
-            batch,
-            hidden,
+            SeqShape::new(steps, batch, hidden),
         )?;
     }
-    let times = ops.kernel_times()?.expect("the timer is on");
+    let times = ctx.kernel_times()?.expect("the timer is on");
     Ok(times.into_iter().map(|t| (t.entry, t.launches)).collect())
 }
 
@@ -289,14 +288,14 @@ fn launched_by_gemm(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     ops.fill(a.view(), 0.5)?;
     ops.fill(b.view(), 0.25)?;
     ops.warm_up()?;
-    ops.kernel_times()?;
+    ctx.kernel_times()?;
     ops.gemm(rnn::Gemm::new(m, n, k), a.view(), b.view(), c.view())?;
     let mut got = vec![f32::NAN; m * n];
     ops.download(c.view(), &mut got)?;
     let want = 0.5 * 0.25 * k as f32;
     let err = rel_err(&got, &vec![want; m * n]);
     assert!(err < 1e-6, "{}: values off by {err:e}", ctx.id());
-    let times = ops.kernel_times()?.expect("the timer is on");
+    let times = ctx.kernel_times()?.expect("the timer is on");
     Ok(by_name(&times)
         .into_iter()
         .filter(|(name, _)| name.starts_with("sgemm"))

@@ -9,6 +9,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
 use super::{Values, compare_at, nan, prop, run_padded};
@@ -39,18 +40,41 @@ fn check_sequence(
     let tol = 1e-4;
     let what = format!("rnn_sequence_forward {act:?} {steps}x{batch}x{hidden} pad {pad}");
     compare_at(ctx, &what, &fwd, pad, &[1], tol, &|o, v| {
-        o.rnn_sequence_forward(v[0], v[1], v[2], v[3], v[4], act, steps, batch, hidden)
+        o.rnn_sequence_forward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            act,
+            SeqShape::new(steps, batch, hidden),
+        )
     })?;
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
     let hs = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &|o, v| {
-        o.rnn_sequence_forward(v[0], v[1], v[2], v[3], v[4], act, steps, batch, hidden)
+        o.rnn_sequence_forward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            act,
+            SeqShape::new(steps, batch, hidden),
+        )
     })
     .map_err(|e| TestCaseError::fail(e.to_string()))?
     .remove(1);
     let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
     let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
     compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {
-        o.rnn_sequence_backward(v[0], v[1], v[2], v[3], act, steps, batch, hidden)
+        o.rnn_sequence_backward(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            act,
+            SeqShape::new(steps, batch, hidden),
+        )
     })
 }
 

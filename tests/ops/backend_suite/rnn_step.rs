@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use rnn::Activation;
+use rnn::ops::SeqShape;
 
 use super::{Values, compare_at, nan, prop};
 use crate::support::Target;
@@ -43,7 +44,16 @@ pub fn rnn_steps(t: Target) {
                     &[5],
                     tol,
                     &|o, v| {
-                        o.rnn_step_forward(v[0], v[1], v[2], v[3], v[4], v[5], act, batch, hidden)
+                        o.rnn_step_forward(
+                            v[0],
+                            v[1],
+                            v[2],
+                            v[3],
+                            v[4],
+                            v[5],
+                            act,
+                            SeqShape::step(batch, hidden),
+                        )
                     },
                 )?;
                 // `h` as the forward would leave it: in (-1, 1) for tanh, >= 0 (some exact 0) for relu.
@@ -66,7 +76,15 @@ pub fn rnn_steps(t: Target) {
                     &[4],
                     tol,
                     &|o, v| {
-                        o.rnn_step_backward(v[0], Some(v[1]), v[2], v[3], v[4], act, batch, hidden)
+                        o.rnn_step_backward(
+                            v[0],
+                            Some(v[1]),
+                            v[2],
+                            v[3],
+                            v[4],
+                            act,
+                            SeqShape::step(batch, hidden),
+                        )
                     },
                 )?;
                 compare_at(
@@ -76,7 +94,17 @@ pub fn rnn_steps(t: Target) {
                     pad,
                     &[4],
                     tol,
-                    &|o, v| o.rnn_step_backward(v[0], None, v[2], v[3], v[4], act, batch, hidden),
+                    &|o, v| {
+                        o.rnn_step_backward(
+                            v[0],
+                            None,
+                            v[2],
+                            v[3],
+                            v[4],
+                            act,
+                            SeqShape::step(batch, hidden),
+                        )
+                    },
                 )?;
             }
             Ok(())

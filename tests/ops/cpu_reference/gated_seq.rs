@@ -2,6 +2,7 @@
 //! order i, f, g, o and r, z, n), and their argument checks.
 
 use super::*;
+use rnn::ops::SeqShape;
 
 /// `(steps, batch, hidden)`: one step, short odd sequences, and a batch past the parallel
 /// threshold of the row passes.
@@ -212,10 +213,7 @@ proptest! {
         );
         let (bg, bhs, bcs) = (upload(&ctx, &xg), upload(&ctx, &hs0), upload(&ctx, &cs0));
         let (bw, bbi, bbh) = (upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh));
-        ops.lstm_sequence_forward(
-            bg.view(), bhs.view(), bcs.view(), bw.view(), bbi.view(), bbh.view(),
-            steps, batch, hidden,
-        ).unwrap();
+        ops.lstm_sequence_forward(bg.view(), bhs.view(), bcs.view(), bw.view(), bbi.view(), bbh.view(), SeqShape::new(steps, batch, hidden)).unwrap();
         let (hs, cs, gates) = (read(&ctx, &bhs), read(&ctx, &bcs), read(&ctx, &bg));
         assert_eq!(&hs[..n], &hs0[..n], "block 0 of hs must be left as it was");
         assert_eq!(&cs[..n], &cs0[..n], "block 0 of cs must be left as it was");
@@ -227,9 +225,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let want = lstm_bwd_ref(&to64(&dh), &to64(&gates), &to64(&cs), &to64(&w), steps, batch, hidden);
         let (bdh, dg) = (upload(&ctx, &dh), poisoned(&ctx, steps * 4 * n));
-        ops.lstm_sequence_backward(
-            bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), steps, batch, hidden,
-        ).unwrap();
+        ops.lstm_sequence_backward(bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), SeqShape::new(steps, batch, hidden)).unwrap();
         assert_close("lstm sequence backward", &read(&ctx, &dg), &want);
     }
 
@@ -249,10 +245,7 @@ proptest! {
         );
         let (bgx, bhs, bk) = (upload(&ctx, &gx), upload(&ctx, &hs0), poisoned(&ctx, steps * 4 * n));
         let (bw, bbi, bbh) = (upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh));
-        ops.gru_sequence_forward(
-            bgx.view(), bhs.view(), bw.view(), bbi.view(), bbh.view(), bk.view(),
-            steps, batch, hidden,
-        ).unwrap();
+        ops.gru_sequence_forward(bgx.view(), bhs.view(), bw.view(), bbi.view(), bbh.view(), bk.view(), SeqShape::new(steps, batch, hidden)).unwrap();
         let (hs, cache) = (read(&ctx, &bhs), read(&ctx, &bk));
         assert_eq!(&hs[..n], &hs0[..n], "block 0 of hs must be left as it was");
         assert_eq!(read(&ctx, &bgx), gx, "gx is read only");
@@ -262,10 +255,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let (want_x, want_h) = gru_bwd_ref(&to64(&dh), &to64(&hs), &to64(&cache), &to64(&w), steps, batch, hidden);
         let (bdh, dgx, dgh) = (upload(&ctx, &dh), poisoned(&ctx, steps * 3 * n), poisoned(&ctx, steps * 3 * n));
-        ops.gru_sequence_backward(
-            bdh.view(), bhs.view(), bk.view(), bw.view(), dgx.view(), dgh.view(),
-            steps, batch, hidden,
-        ).unwrap();
+        ops.gru_sequence_backward(bdh.view(), bhs.view(), bk.view(), bw.view(), dgx.view(), dgh.view(), SeqShape::new(steps, batch, hidden)).unwrap();
         assert_close("gru sequence backward dgx", &read(&ctx, &dgx), &want_x);
         assert_close("gru sequence backward dgh", &read(&ctx, &dgh), &want_h);
     }
@@ -293,9 +283,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             w.view(),
             b4.view(),
             b4.view(),
-            steps,
-            b,
-            h,
+            SeqShape::new(steps, b, h),
         )
     };
     // hs must hold steps + 1 blocks; W_hh must be 4H x H; the gates steps blocks of 4H.
@@ -310,9 +298,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
         w4.view(),
         b4.view(),
         b4.view(),
-        t,
-        b,
-        h,
+        SeqShape::new(t, b, h),
     ));
     // No steps: nothing to do, nothing written.
     let (h1, c1) = (buf(n), buf(n));
@@ -333,9 +319,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             cs.view(),
             w4.view(),
             dg.view(),
-            steps,
-            b,
-            h,
+            SeqShape::new(steps, b, h),
         )
     };
     lb(&dg, t).unwrap();
@@ -352,9 +336,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             b3.view(),
             b3.view(),
             k.view(),
-            t,
-            b,
-            h,
+            SeqShape::new(t, b, h),
         )
     };
     gf(&gx, &k, &w3).unwrap();
@@ -369,9 +351,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
         b3.view(),
         b3.view(),
         big.view(),
-        t,
-        b,
-        h,
+        SeqShape::new(t, b, h),
     ));
     let (dgx, dgh) = (buf(t * 3 * n), buf(t * 3 * n));
     let gb = |dgx: &Buffer, dgh: &Buffer| {
@@ -382,9 +362,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             w3.view(),
             dgx.view(),
             dgh.view(),
-            t,
-            b,
-            h,
+            SeqShape::new(t, b, h),
         )
     };
     gb(&dgx, &dgh).unwrap();

@@ -1,6 +1,7 @@
 //! Optimizer steps, error paths, the runtime surface and concurrent use.
 
 use super::*;
+use rnn::ops::SeqShape;
 
 // ---- optimizers -------------------------------------------------------------------------
 
@@ -110,7 +111,7 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     shape(ops.gemm(Gemm::new(2, 3, 2), a.view(), b.view(), short.view()));
     shape(ops.softmax(a.view(), b.view(), 4, 2));
     shape(ops.sum_rows(a.view(), short.view(), 2, 3, 0.0));
-    shape(ops.lstm_cell_forward(a.view(), b.view(), b.view(), b.view(), 1, 2));
+    shape(ops.lstm_cell_forward(a.view(), b.view(), b.view(), b.view(), SeqShape::step(1, 2)));
     shape(ops.upload(a.view(), &[1.0; 3]));
     shape(ops.download(a.view(), &mut [0.0; 2]));
 

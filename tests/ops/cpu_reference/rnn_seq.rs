@@ -1,6 +1,7 @@
 //! The whole-sequence Elman ops against f64 loops over time.
 
 use super::*;
+use rnn::ops::SeqShape;
 
 /// `(steps, batch, hidden)`: one step, short odd sequences, and steps past the parallel
 /// threshold.
@@ -97,7 +98,7 @@ proptest! {
         hs0.extend(vec![f32::NAN; steps * n]);
         let want = seq_fwd_ref(act, &to64(&pre), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), steps, batch, hidden);
         let (bp, bw, bbi, bbh, bhs) = (upload(&ctx, &pre), upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh), upload(&ctx, &hs0));
-        ops.rnn_sequence_forward(bp.view(), bhs.view(), bw.view(), bbi.view(), bbh.view(), act, steps, batch, hidden).unwrap();
+        ops.rnn_sequence_forward(bp.view(), bhs.view(), bw.view(), bbi.view(), bbh.view(), act, SeqShape::new(steps, batch, hidden)).unwrap();
         let hs = read(&ctx, &bhs);
         assert_eq!(&hs[..n], &hs0[..n], "block 0 (h_0) must be left as it was");
         assert_close("rnn sequence forward", &hs, &want);
@@ -106,7 +107,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let want = seq_bwd_ref(act, &to64(&dh), &to64(&hs), &to64(&w), steps, batch, hidden);
         let (bdh, dpre) = (upload(&ctx, &dh), poisoned(&ctx, steps * n));
-        ops.rnn_sequence_backward(bdh.view(), bhs.view(), bw.view(), dpre.view(), act, steps, batch, hidden).unwrap();
+        ops.rnn_sequence_backward(bdh.view(), bhs.view(), bw.view(), dpre.view(), act, SeqShape::new(steps, batch, hidden)).unwrap();
         assert_close("rnn sequence backward", &read(&ctx, &dpre), &want);
     }
 }
@@ -132,9 +133,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
             bi.view(),
             bh.view(),
             act,
-            steps,
-            b,
-            h,
+            SeqShape::new(steps, b, h),
         )
     };
     let r = fwd(&pre, &hs, Activation::Gelu, t);
@@ -152,9 +151,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
         bi.view(),
         bh.view(),
         Activation::Tanh,
-        t,
-        b,
-        h,
+        SeqShape::new(t, b, h),
     );
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     // No steps: nothing to do, nothing written.
@@ -170,9 +167,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
         w.view(),
         dh.view(),
         Activation::Tanh,
-        t,
-        b,
-        h,
+        SeqShape::new(t, b, h),
     );
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     let r = ops.rnn_sequence_backward(
@@ -181,9 +176,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
         w.view(),
         hs.view(),
         Activation::Tanh,
-        t,
-        b,
-        h,
+        SeqShape::new(t, b, h),
     );
     assert!(matches!(r, Err(Error::Shape { .. })), "{r:?}");
     let r = ops.rnn_sequence_backward(
@@ -192,9 +185,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
         w.view(),
         dpre.view(),
         Activation::Sigmoid,
-        t,
-        b,
-        h,
+        SeqShape::new(t, b, h),
     );
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
 }

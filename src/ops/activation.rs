@@ -1,0 +1,99 @@
+//! Activations: fused bias + activation, elementwise activations and their backward passes.
+
+use super::{Activation, Gemm, LinalgOps, ReduceOps, check};
+use crate::buffer::View;
+use crate::error::Result;
+
+/// Activations and their backward passes. [`ActivationOps::bias_act_backward`] and
+/// [`ActivationOps::bias_act_backward_product`] are compositions of the other ops by default;
+/// a backend overrides them where it has a fused kernel.
+pub trait ActivationOps: LinalgOps + ReduceOps {
+    /// Fused bias + activation forward over a `rows x cols` matrix: `z[r,c] += bias[c]`, then
+    /// `y = act(z)`. `y` may be the same view as `z` (then `z` is not kept for the backward pass,
+    /// which is fine when [`Activation::derivative_from_output`]).
+    fn bias_act_forward(
+        &self,
+        z: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()>;
+
+    /// `y = act(x)` elementwise; `y` may be the same view as `x`.
+    fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()>;
+
+    /// `dz = dy * act'(z)`; `y = act(z)` is passed too since some derivatives are cheaper from it.
+    /// When `act.derivative_from_output()`, `z` is not read and may be the same view as `y`.
+    /// `dz` may be the same view as `dy`.
+    fn act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        act: Activation,
+    ) -> Result<()>;
+
+    /// The backward of [`ActivationOps::bias_act_forward`] over a `rows x cols` pre-activation:
+    /// `dz = dy * act'(z)` (as [`ActivationOps::act_backward`], with its rules: `dz` may be the
+    /// same view as `dy`, and `z` is not read and may be `y` when `act.derivative_from_output()`)
+    /// and the bias gradient `dbias[c] = Σ_r dz[r, c]` (overwritten), in one pass over the matrix
+    /// where the backend has a kernel for it. With [`Activation::Identity`], `dz` gets `dy`.
+    #[allow(clippy::too_many_arguments)]
+    fn bias_act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        check::len(
+            "bias_act_backward",
+            "dy",
+            &dy,
+            check::area("bias_act_backward", rows, cols)?,
+        )?;
+        if act != Activation::Identity {
+            self.act_backward(dy, z, y, dz, act)?;
+        } else if !dz.same_as(&dy) {
+            self.copy(dy, dz)?;
+        }
+        self.sum_rows(dz, dbias, rows, cols, 0.0)
+    }
+
+    /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`,
+    /// `w`
+    /// `k x cols`, both row-major): a hidden dense layer's backward whose output gradient is the
+    /// input gradient of the dense layer after it (`g` that layer's pre-activation gradient,
+    /// `w` its weight). `dz = (g w) * act'(z)` and `dbias[c] = Σ_r dz[r, c]` (overwritten);
+    /// `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the derivative
+    /// reads it. The same as [`LinalgOps::gemm`] into `dz` then
+    /// [`ActivationOps::bias_act_backward`] in place, which is what it does where the backend has
+    /// nothing faster; GPU backends form the product inside the column-sum pass where `k <= 16` (a
+    /// classifier head), saving the product's launch and a pass over the matrix.
+    #[allow(clippy::too_many_arguments)]
+    fn bias_act_backward_product(
+        &self,
+        g: View<'_>,
+        w: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        k: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let views = [&g, &w, &z, &y, &dz, &dbias];
+        check::bias_act_product("bias_act_backward_product", views, act, rows, k, cols)?;
+        self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
+        self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols)
+    }
+}

@@ -1,0 +1,102 @@
+//! LSTM and GRU over a whole sequence: recurrent products and gate math of every step.
+
+use super::MemoryOps;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::SeqShape;
+
+/// LSTM and GRU over a whole sequence, the recurrent products included.
+///
+/// `steps`, `batch` and `hidden` come in a [`SeqShape`].
+pub trait GatedSequenceOps: MemoryOps {
+    /// LSTM forward over a whole sequence (PyTorch gate order i, f, g, o; `H = hidden`): for
+    /// `t in 0..steps`, with `z = gates[t] + b_ih + b_hh + hs[t] W_hh^T`,
+    /// `[i, f, g, o] = [σ, σ, tanh, σ](z)`, `cs[t+1] = f * cs[t] + i * g` and
+    /// `hs[t+1] = o * tanh(cs[t+1])`.
+    ///
+    /// `gates` (`steps * batch x 4H`) holds `x_t W_ih^T` of every step on entry (one GEMM over
+    /// all steps, no bias) and is overwritten with the activated gates, which
+    /// [`GatedSequenceOps::lstm_sequence_backward`] reads. `hs` and `cs` are `(steps + 1) * batch x
+    /// H`: block 0 is the initial state (read), blocks `1..=steps` are written. `w_hh` is `4H x H`
+    /// row-major, `b_ih` and `b_hh` are `4H`. No output overlaps another argument. The same
+    /// result as [`crate::ops::GatedCellOps::lstm_cell_forward`] step by step; a GPU backend with a
+    /// cooperative launch (CUDA) runs all steps in one kernel, elsewhere one fused kernel per step.
+    #[allow(clippy::too_many_arguments)]
+    fn lstm_sequence_forward(
+        &self,
+        gates: View<'_>,
+        hs: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()>;
+
+    /// LSTM backward through a whole sequence: for `t` from `steps - 1` down to 0,
+    /// `dh_t = dh[t] + dgates[t+1] W_hh` (no product at `t = steps - 1`),
+    /// `dc_t = dc_{t+1} * f_{t+1} + dh_t * o_t * (1 - tanh²(cs[t+1]))` (only the second term at
+    /// `t = steps - 1`: nothing reaches the last cell state from beyond the sequence), and
+    /// `dgates[t]` = the gradient w.r.t. the gate pre-activations:
+    /// `[dc_t g i (1-i), dc_t cs[t] f (1-f), dc_t i (1-g²), dh_t tanh(cs[t+1]) o (1-o)]`.
+    ///
+    /// `dh` (`steps * batch x H`) is the gradient reaching each `h_t` from above; `gates` and
+    /// `cs` are what [`GatedSequenceOps::lstm_sequence_forward`] left; `dgates` (`steps * batch x
+    /// 4H`) is written and overlaps no input. The weight and bias gradients of all steps are then
+    /// single GEMMs / reductions over `dgates`.
+    fn lstm_sequence_backward(
+        &self,
+        dh: View<'_>,
+        gates: View<'_>,
+        cs: View<'_>,
+        w_hh: View<'_>,
+        dgates: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()>;
+
+    /// GRU forward over a whole sequence (PyTorch gate order r, z, n; `H = hidden`): for
+    /// `t in 0..steps`, with `gx = gx[t] + b_ih` and `gh = hs[t] W_hh^T + b_hh`,
+    /// `r = σ(gx_r + gh_r)`, `z = σ(gx_z + gh_z)`, `n = tanh(gx_n + r * gh_n)`,
+    /// `hs[t+1] = (1 - z) * n + z * hs[t]`, and `cache[t] = [r, z, n, gh_n]`.
+    ///
+    /// `gx` (`steps * batch x 3H`) is `x_t W_ih^T` of every step (one GEMM, no bias), read only.
+    /// `hs` is `(steps + 1) * batch x H`, block 0 the initial state (read), blocks `1..=steps`
+    /// written. `cache` (`steps * batch x 4H`) is written for
+    /// [`GatedSequenceOps::gru_sequence_backward`].
+    /// `w_hh` is `3H x H`, `b_ih` and `b_hh` are `3H`. No output overlaps another argument. The
+    /// same result as [`crate::ops::GatedCellOps::gru_cell_forward`] step by step (one kernel for
+    /// all steps with a cooperative launch, one fused kernel per step elsewhere).
+    #[allow(clippy::too_many_arguments)]
+    fn gru_sequence_forward(
+        &self,
+        gx: View<'_>,
+        hs: View<'_>,
+        w_hh: View<'_>,
+        b_ih: View<'_>,
+        b_hh: View<'_>,
+        cache: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()>;
+
+    /// GRU backward through a whole sequence: for `t` from `steps - 1` down to 0,
+    /// `dh_t = dh[t] + dgh[t+1] W_hh + dh_{t+1} * z_{t+1}` (only `dh[t]` at `t = steps - 1`);
+    /// then, with `r, z, n, gh_n` from `cache[t]` and `h_prev = hs[t]`,
+    /// `dn = dh_t (1-z)(1-n²)`, `dz = dh_t (h_prev - n) z (1-z)`, `dr = dn gh_n r (1-r)`,
+    /// `dgx[t] = [dr, dz, dn]` (the gradient w.r.t. `x W_ih^T + b_ih`) and
+    /// `dgh[t] = [dr, dz, dn r]` (w.r.t. `h W_hh^T + b_hh`).
+    ///
+    /// `dh` (`steps * batch x H`) is the gradient reaching each `h_t` from above; `hs` and
+    /// `cache` are what [`GatedSequenceOps::gru_sequence_forward`] left; `dgx` and `dgh` (each
+    /// `steps * batch x 3H`) are written and overlap no input and each other.
+    #[allow(clippy::too_many_arguments)]
+    fn gru_sequence_backward(
+        &self,
+        dh: View<'_>,
+        hs: View<'_>,
+        cache: View<'_>,
+        w_hh: View<'_>,
+        dgx: View<'_>,
+        dgh: View<'_>,
+        shape: SeqShape,
+    ) -> Result<()>;
+}

@@ -1,0 +1,194 @@
+//! The activation family on the GPU: fused bias + activation forward, elementwise activations,
+//! their backward passes, and the bias gradient fused into the backward column sums.
+
+use super::launch::{self, Args};
+use super::reduce::ColumnSums;
+use super::scratch::{PARTIALS, STRIP_TICKETS};
+use super::{GpuOps, gemm_thin};
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::Result;
+use crate::ops::prelude::*;
+use crate::ops::{Activation, Gemm, check};
+
+impl<D: Device> ActivationOps for GpuOps<D> {
+    fn bias_act_forward(
+        &self,
+        z: View<'_>,
+        bias: View<'_>,
+        y: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "bias_act_forward";
+        self.mine(op, &[&z, &bias, &y])?;
+        let n = check::area(op, rows, cols)?;
+        check::len(op, "z", &z, n)?;
+        check::len(op, "bias", &bias, cols)?;
+        check::len(op, "y", &y, n)?;
+        check::no_overlap(op, &y, &z, true)?;
+        check::no_overlap(op, &z, &bias, false)?;
+        check::no_overlap(op, &y, &bias, false)?;
+        check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&z)?
+            .buf(&bias)?
+            .buf(&y)?
+            .u32(rows as u32)
+            .u32(cols as u32)
+            .u32(act.code())
+            .f32(act.param());
+        self.run(op, self.streaming(n), args)
+    }
+
+    fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
+        let op = "activation";
+        self.mine(op, &[&x, &y])?;
+        check::len(op, "y", &y, x.len())?;
+        check::no_overlap(op, &y, &x, true)?;
+        let n = check::fits_u32(op, x.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&x)?
+            .buf(&y)?
+            .u32(n)
+            .u32(act.code())
+            .f32(act.param());
+        self.run(op, self.streaming(x.len()), args)
+    }
+
+    fn act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        act: Activation,
+    ) -> Result<()> {
+        let op = "act_backward";
+        self.mine(op, &[&dy, &z, &y, &dz])?;
+        let n = dy.len();
+        check::len(op, "z", &z, n)?;
+        check::len(op, "y", &y, n)?;
+        check::len(op, "dz", &dz, n)?;
+        check::no_overlap(op, &dz, &dy, true)?;
+        check::no_overlap(op, &dz, &y, false)?;
+        if !act.derivative_from_output() {
+            check::no_overlap(op, &dz, &z, false)?;
+        }
+        let n32 = check::fits_u32(op, n)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new()
+            .buf(&dy)?
+            .buf(&z)?
+            .buf(&y)?
+            .buf(&dz)?
+            .u32(n32)
+            .u32(act.code())
+            .f32(act.param());
+        self.run(op, self.streaming(n), args)
+    }
+
+    fn bias_act_backward(
+        &self,
+        dy: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "bias_act_backward";
+        self.mine(op, &[&dy, &z, &y, &dz, &dbias])?;
+        let n = check::area(op, rows, cols)?;
+        for (name, v) in [("dy", &dy), ("z", &z), ("y", &y), ("dz", &dz)] {
+            check::len(op, name, v, n)?;
+            check::no_overlap(op, &dbias, v, false)?;
+        }
+        check::len(op, "dbias", &dbias, cols)?;
+        check::no_overlap(op, &dz, &dy, true)?;
+        check::no_overlap(op, &dz, &y, false)?;
+        if !act.derivative_from_output() {
+            check::no_overlap(op, &dz, &z, false)?;
+        }
+        check::fits_u32(op, n)?;
+        let fused = ColumnSums {
+            act,
+            // The identity's gradient in place is already there.
+            write_dz: !(act == Activation::Identity && dz.same_as(&dy)),
+            beta: 0.0,
+        };
+        self.column_sums(fused, [&dy, &z, &y, &dz], &dbias, rows, cols)
+    }
+
+    /// [`crate::ops::Ops::bias_act_backward_product`]: one `bias_act_backward_product` launch
+    /// where `k <= 16` (the thin GEMMs' short side), else the product and
+    /// `bias_act_backward` in place.
+    fn bias_act_backward_product(
+        &self,
+        g: View<'_>,
+        w: View<'_>,
+        z: View<'_>,
+        y: View<'_>,
+        dz: View<'_>,
+        dbias: View<'_>,
+        act: Activation,
+        rows: usize,
+        k: usize,
+        cols: usize,
+    ) -> Result<()> {
+        let op = "bias_act_backward_product";
+        let views = [&g, &w, &z, &y, &dz, &dbias];
+        self.mine(op, &views)?;
+        let areas = check::bias_act_product(op, views, act, rows, k, cols)?;
+        for len in areas {
+            check::fits_u32(op, len)?;
+        }
+        if k == 0 || k > gemm_thin::THIN_SIDE {
+            self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
+            return self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols);
+        }
+        if cols == 0 {
+            return Ok(());
+        }
+        // The derivative reads z for GELU and leaky ReLU, y otherwise (as bias_act_backward).
+        let a = if act.derivative_from_output() { &y } else { &z };
+        let quad = cols % 4 == 0 && [&w, a, &dz].iter().all(|v| v.offset() % 4 == 0);
+        let (config, chunk_rows) = launch::column_sums(
+            rows,
+            cols,
+            if quad { 4 } else { 1 },
+            self.info.compute_units,
+            PARTIALS,
+            STRIP_TICKETS,
+        );
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf(&g)?
+                .buf(&w)?
+                .buf(a)?
+                .buf(&dz)?
+                .buf(&dbias)?
+                .buf(&scratch.partials()?)?
+                .buf(&scratch.strip_tickets()?)?
+                .u32(rows as u32)
+                .u32(cols as u32)
+                .u32(k as u32)
+                .u32(chunk_rows)
+                .u32(act.code())
+                .u32(quad as u32)
+                .f32(act.param());
+            self.run(op, config, args)
+        })
+    }
+}

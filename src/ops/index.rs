@@ -1,0 +1,44 @@
+//! Data movement by index: gathering and scattering rows, one-hot encoding.
+
+use super::MemoryOps;
+use crate::buffer::View;
+use crate::error::Result;
+
+/// Data movement by index (class labels, token ids, row indices stored as f32, see the index rule
+/// in [`crate::ops`]).
+pub trait IndexOps: MemoryOps {
+    /// `dst[i, :] = src[indices[i], :]` for `i in 0..indices.len()`, rows of `cols` elements.
+    ///
+    /// An invalid index (not an integer in `0..src.len() / cols`, see the index rule in
+    /// [`crate::ops`]) never reads outside `src`, but what happens differs by backend, because a
+    /// GPU kernel cannot return an error and validating on the host would cost a device round trip:
+    /// - CPU: [`crate::Error::InvalidArgument`], returned before anything is written.
+    /// - GPU backends: `Ok(())`, and that row of `dst` is filled with NaN (the other rows are
+    ///   gathered normally), so the NaN shows up in whatever is computed from it.
+    fn gather_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()>;
+
+    /// `dst[indices[i], :] += src[i, :]` for `i in 0..indices.len()`, rows of `cols` elements
+    /// (the backward pass of [`IndexOps::gather_rows`], an embedding's weight gradient). Repeated
+    /// indices accumulate. The CPU adds in index order (deterministic); GPU backends use
+    /// atomic float adds, so with repeated indices the order of the additions (and so the last
+    /// bits of the sums) may differ from run to run. An invalid index (see the index rule in
+    /// [`crate::ops`]): CPU, [`crate::Error::InvalidArgument`] before anything is written; GPU
+    /// backends, that row of `src` is skipped.
+    fn scatter_add_rows(
+        &self,
+        src: View<'_>,
+        indices: View<'_>,
+        dst: View<'_>,
+        cols: usize,
+    ) -> Result<()>;
+
+    /// `out[i, :] = onehot(indices[i])` over `classes` columns. An invalid index (not an integer
+    /// in `0..classes`) gives an all-zero row on every backend.
+    fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()>;
+}
