@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rnn::nn::{
-    Dataset, LayerDesc, Loss, Network, NetworkBuilder, OnnxOptions, Progress, RecurrentCell,
-    RecurrentOptions, Rng, RnnOutput, Targets, TrainingConfig,
+    Loss, Network, NetworkBuilder, OnnxOptions, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
 };
-use rnn::{Activation, Context, DeviceId, Error};
+use rnn::{Activation, Context, Error};
 
-use crate::onnx_case::write_case;
+use crate::onnx_case::{self, write_case};
 use crate::support::{self, Target};
 
 /// Samples per case (the script also runs half of them and one).
@@ -35,23 +34,11 @@ fn randomize(net: &mut Network, seed: u64) {
     net.set_parameters(&v).unwrap();
 }
 
-/// `n` random samples: token ids for an embedding first, else values in [-1, 1].
-fn features(net: &Network, n: usize, seed: u64) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
-    let len = n * net.input_width();
-    match net.layers()[0] {
-        LayerDesc::Embedding { num_embeddings, .. } => {
-            (0..len).map(|_| rng.below(num_embeddings) as f32).collect()
-        }
-        _ => (0..len).map(|_| rng.uniform_range(-1.0, 1.0)).collect(),
-    }
-}
-
 /// Builds, randomizes and exports one case.
 fn case(dir: &Path, name: &str, b: NetworkBuilder, opts: &OnnxOptions) {
     let mut net = b.build(Loss::Mse).unwrap_or_else(|e| panic!("{name}: {e}"));
     randomize(&mut net, name.len() as u64);
-    let x = features(&net, N, 7);
+    let x = onnx_case::features(&net, N, 7);
     write_case(dir, name, &mut net, &x, opts).unwrap_or_else(|e| panic!("{name}: {e}"));
 }
 
@@ -282,75 +269,12 @@ fn cpu_onnx_unsupported_opset_is_an_error() {
     assert!(matches!(e, Error::Io { .. }), "{e}");
 }
 
-/// The three example models (`examples/real_gpu_neural_network.rs`: the MNIST MLP and the
-/// Elman character model; `examples/char_lstm.rs`: embedding, 2-layer LSTM with dropout,
-/// head), trained one short epoch on `ctx` and then exported.
+/// The three example models trained one short epoch on `ctx`, then exported into `dir`.
 fn example_models(ctx: &Context, dir: &Path) {
-    let v = 30;
-    let models: [(&str, NetworkBuilder, Option<usize>); 3] = [
-        (
-            "example_mlp",
-            Network::builder(ctx)
-                .seed(1)
-                .dense(784, 256, Activation::Relu)
-                .dense(256, 128, Activation::Relu)
-                .dense(128, 10, Activation::Identity),
-            None,
-        ),
-        (
-            "example_elman",
-            Network::builder(ctx)
-                .seed(2)
-                .sequence_length(32)
-                .rnn(v, 128, Activation::Tanh, RnnOutput::Sequence)
-                .dense(128, v, Activation::Identity),
-            Some(32),
-        ),
-        (
-            "example_char_lstm",
-            Network::builder(ctx)
-                .seed(2)
-                .sequence_length(48)
-                .embedding(v, 32)
-                .recurrent(
-                    RecurrentCell::Lstm,
-                    32,
-                    128,
-                    RnnOutput::Sequence,
-                    RecurrentOptions::new().layers(2).dropout(0.2),
-                )
-                .dropout(0.2)
-                .dense(128, v, Activation::Identity),
-            Some(48),
-        ),
-    ];
-    for (name, b, steps) in models {
+    for (name, b) in onnx_case::example_models(ctx) {
         let mut net = b.build(Loss::SoftmaxCrossEntropy).unwrap();
-        let classes = net.output_features();
-        let per_sample = steps.unwrap_or(1);
-        let n = 16;
-        let x = features(&net, n, 5);
-        let mut rng = Rng::new(9);
-        let labels = (0..n * per_sample)
-            .map(|_| rng.below(classes) as u32)
-            .collect();
-        let targets = Targets::Classes {
-            labels,
-            classes,
-            per_sample,
-        };
-        let data = Dataset::new(x, net.input_width(), targets).unwrap();
-        let config = TrainingConfig {
-            device: Some(ctx.id()),
-            use_gpu: ctx.id() != DeviceId::Cpu,
-            epochs: 1,
-            batch_size: 8,
-            progress: Progress::Off,
-            ..Default::default()
-        };
-        net.train(&data, &config)
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let x = features(&net, N, 11);
+        onnx_case::train_briefly(&mut net, 1).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let x = onnx_case::features(&net, N, 11);
         let name = format!("{name}_{}", ctx.id().to_string().replace(':', "_"));
         write_case(dir, &name, &mut net, &x, &OnnxOptions::new())
             .unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -6,7 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use rnn::nn::{LayerDesc, Network, OnnxOptions};
+use rnn::nn::{
+    Dataset, LayerDesc, Network, NetworkBuilder, OnnxOptions, Progress, RecurrentCell,
+    RecurrentOptions, Rng, RnnOutput, Targets, TrainingConfig,
+};
+use rnn::{Activation, Context, DeviceId};
 
 /// The ONNX graph input's shape for `n` samples: `[n, steps]` ids, `[n, steps, features]`,
 /// or `[n, features]` (see `rnn::nn::Network::export_onnx`).
@@ -95,4 +99,87 @@ pub fn write_case(
     let json = dir.join(format!("{name}.json"));
     std::fs::write(&json, meta.to_string()).map_err(|e| rnn::Error::io(&json, e))?;
     Ok(model)
+}
+
+/// `n` random samples for `net`: token ids for an embedding first, else values in [-1, 1].
+pub fn features(net: &Network, n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    let len = n * net.input_width();
+    match net.layers()[0] {
+        LayerDesc::Embedding { num_embeddings, .. } => {
+            (0..len).map(|_| rng.below(num_embeddings) as f32).collect()
+        }
+        _ => (0..len).map(|_| rng.uniform_range(-1.0, 1.0)).collect(),
+    }
+}
+
+/// The models of the examples (vocabulary 30 for the character models):
+/// `real_gpu_neural_network`'s MNIST MLP and Elman character model, and `char_lstm`'s
+/// embedding, 2-layer LSTM with dropout between and after, and linear head.
+pub fn example_models(ctx: &Context) -> Vec<(&'static str, NetworkBuilder)> {
+    let v = 30;
+    vec![
+        (
+            "example_mlp",
+            Network::builder(ctx)
+                .seed(1)
+                .dense(784, 256, Activation::Relu)
+                .dense(256, 128, Activation::Relu)
+                .dense(128, 10, Activation::Identity),
+        ),
+        (
+            "example_elman",
+            Network::builder(ctx)
+                .seed(2)
+                .sequence_length(32)
+                .rnn(v, 128, Activation::Tanh, RnnOutput::Sequence)
+                .dense(128, v, Activation::Identity),
+        ),
+        (
+            "example_char_lstm",
+            Network::builder(ctx)
+                .seed(2)
+                .sequence_length(48)
+                .embedding(v, 32)
+                .recurrent(
+                    RecurrentCell::Lstm,
+                    32,
+                    128,
+                    RnnOutput::Sequence,
+                    RecurrentOptions::new().layers(2).dropout(0.2),
+                )
+                .dropout(0.2)
+                .dense(128, v, Activation::Identity),
+        ),
+    ]
+}
+
+/// Trains `net` (a classifier) for `epochs` on 16 random samples on its own device, so the
+/// exported weights are trained ones and dropout ran in training.
+pub fn train_briefly(net: &mut Network, epochs: usize) -> rnn::Result<()> {
+    let classes = net.output_features();
+    let per_sample = net.output_steps();
+    let n = 16;
+    let x = features(net, n, 5);
+    let mut rng = Rng::new(9);
+    let labels = (0..n * per_sample)
+        .map(|_| rng.below(classes) as u32)
+        .collect();
+    let targets = Targets::Classes {
+        labels,
+        classes,
+        per_sample,
+    };
+    let data = Dataset::new(x, net.input_width(), targets)?;
+    let id = net.context().id();
+    let config = TrainingConfig {
+        device: Some(id),
+        use_gpu: id != DeviceId::Cpu,
+        epochs,
+        batch_size: 8,
+        progress: Progress::Off,
+        ..Default::default()
+    };
+    net.train(&data, &config)?;
+    Ok(())
 }
