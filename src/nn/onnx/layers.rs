@@ -37,6 +37,17 @@ impl Params<'_> {
     }
 }
 
+/// A recurrent layer as the exporter sees it: a plain RNN, LSTM or GRU layer is one level,
+/// one direction.
+pub(crate) struct RecurrentSpec {
+    pub cell: RecurrentCell,
+    pub inputs: usize,
+    pub hidden: usize,
+    pub output: RnnOutput,
+    pub num_layers: usize,
+    pub bidirectional: bool,
+}
+
 /// Emits the layers' ops into one graph.
 pub(crate) struct Emit<'a> {
     pub g: Graph,
@@ -124,18 +135,20 @@ impl Emit<'_> {
     /// A stacked and/or bidirectional RNN, LSTM or GRU on a time-major `x`: one ONNX
     /// recurrent op per level. Returns the output and its layout: time-major
     /// `[steps, batch, dirs * hidden]` for `Sequence`, `[batch, dirs * hidden]` for `Last`.
-    #[allow(clippy::too_many_arguments)]
     pub fn recurrent(
         &mut self,
         i: usize,
-        cell: RecurrentCell,
-        inputs: usize,
-        hidden: usize,
-        output: RnnOutput,
-        num_layers: usize,
-        bidirectional: bool,
+        spec: &RecurrentSpec,
         x: &str,
     ) -> Result<(String, Layout)> {
+        let RecurrentSpec {
+            cell,
+            inputs,
+            hidden,
+            output,
+            num_layers,
+            bidirectional,
+        } = *spec;
         let stem = i.to_string();
         let dirs = if bidirectional { 2 } else { 1 };
         // ONNX's gate order as blocks of PyTorch's: LSTM i,o,f,c from i,f,g,o; GRU z,r,h

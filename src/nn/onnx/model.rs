@@ -12,7 +12,7 @@ use super::super::network::Network;
 use super::super::stack::RecurrentCell;
 use super::OnnxOptions;
 use super::graph::{Attr, Dim, Graph, value_info};
-use super::layers::{Emit, Layout, Params};
+use super::layers::{Emit, Layout, Params, RecurrentSpec};
 use super::proto::{GraphProto, ModelProto, OperatorSetIdProto, tensor_proto::DataType};
 
 /// Marker in the names of temp files an export is written through.
@@ -60,7 +60,7 @@ pub(crate) fn to_bytes(net: &Network, opts: &OnnxOptions) -> Result<Vec<u8>> {
     };
     let steps = net.in_steps;
     let ids = matches!(net.layers[0], Layer::Embedding(_));
-    let seq = steps > 1 || net.layers.iter().any(is_recurrent);
+    let seq = steps > 1 || net.layers.iter().any(|l| recurrent_spec(l).is_some());
     let (input, mut layout) = if ids {
         let dims = [Dim::Named(BATCH), Dim::Fixed(steps)];
         (
@@ -85,32 +85,14 @@ pub(crate) fn to_bytes(net: &Network, opts: &OnnxOptions) -> Result<Vec<u8>> {
             Layer::Dropout(_) => x,
             Layer::LayerNorm(n) => e.layer_norm(i, n.features, n.eps, &x)?,
             Layer::Embedding(m) => e.embedding(i, m.num, m.dim, &x)?,
-            _ => {
+            Layer::Rnn(_) | Layer::Lstm(_) | Layer::Gru(_) | Layer::Stack(_) => {
                 if layout == Layout::BatchMajor {
                     x = transpose_steps(&mut e.g, i, &x);
                 }
-                let (c, inputs, hidden, output, layers, bi) = match layer {
-                    Layer::Rnn(r) => (
-                        RecurrentCell::Rnn(r.act),
-                        r.inputs,
-                        r.hidden,
-                        r.output,
-                        1,
-                        false,
-                    ),
-                    Layer::Lstm(l) => (RecurrentCell::Lstm, l.inputs, l.hidden, l.output, 1, false),
-                    Layer::Gru(g) => (RecurrentCell::Gru, g.inputs, g.hidden, g.output, 1, false),
-                    Layer::Stack(s) => (
-                        s.cell,
-                        s.inputs,
-                        s.hidden,
-                        s.output,
-                        s.opts.num_layers,
-                        s.opts.bidirectional,
-                    ),
-                    _ => unreachable!("the other kinds are matched above"),
-                };
-                let (y, l) = e.recurrent(i, c, inputs, hidden, output, layers, bi, &x)?;
+                let spec = recurrent_spec(layer).ok_or_else(|| {
+                    Error::InvalidArgument(format!("ONNX export: layer {i} is not recurrent"))
+                })?;
+                let (y, l) = e.recurrent(i, &spec, &x)?;
                 layout = l;
                 y
             }
@@ -161,11 +143,32 @@ pub(crate) fn to_bytes(net: &Network, opts: &OnnxOptions) -> Result<Vec<u8>> {
     Ok(model.encode_to_vec())
 }
 
-fn is_recurrent(l: &Layer) -> bool {
-    matches!(
-        l,
-        Layer::Rnn(_) | Layer::Lstm(_) | Layer::Gru(_) | Layer::Stack(_)
-    )
+/// What the exporter needs of a recurrent layer; `None` for the other kinds.
+fn recurrent_spec(l: &Layer) -> Option<RecurrentSpec> {
+    let plain = |cell, inputs, hidden, output| RecurrentSpec {
+        cell,
+        inputs,
+        hidden,
+        output,
+        num_layers: 1,
+        bidirectional: false,
+    };
+    Some(match l {
+        Layer::Rnn(r) => plain(RecurrentCell::Rnn(r.act), r.inputs, r.hidden, r.output),
+        Layer::Lstm(l) => plain(RecurrentCell::Lstm, l.inputs, l.hidden, l.output),
+        Layer::Gru(g) => plain(RecurrentCell::Gru, g.inputs, g.hidden, g.output),
+        Layer::Stack(s) => RecurrentSpec {
+            cell: s.cell,
+            inputs: s.inputs,
+            hidden: s.hidden,
+            output: s.output,
+            num_layers: s.opts.num_layers,
+            bidirectional: s.opts.bidirectional,
+        },
+        Layer::Dense(_) | Layer::Dropout(_) | Layer::LayerNorm(_) | Layer::Embedding(_) => {
+            return None;
+        }
+    })
 }
 
 /// `[a, b, f] -> [b, a, f]`: between batch-major and time-major.
