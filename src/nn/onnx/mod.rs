@@ -12,6 +12,8 @@ mod graph;
 mod layers;
 mod model;
 mod proto;
+#[cfg(test)]
+mod tests;
 
 use std::path::Path;
 
