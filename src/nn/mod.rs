@@ -53,6 +53,8 @@ mod layer_norm;
 mod loss;
 mod lstm;
 mod network;
+#[cfg(feature = "onnx")]
+mod onnx;
 mod optim;
 mod params;
 mod plot;
@@ -79,6 +81,8 @@ pub use history::{EpochStats, Evaluation, StopReason, TrainingHistory};
 pub use layer::LayerDesc;
 pub use loss::Loss;
 pub use network::Network;
+#[cfg(feature = "onnx")]
+pub use onnx::OnnxOptions;
 pub use optim::OptimizerState;
 pub use params::ParamInfo;
 pub use plot::{PlotFormat, plot_history};

@@ -1,5 +1,8 @@
 //! Layers, losses, optimizers and training: gradient checks, convergence, bad input.
 
+#[cfg(feature = "onnx")]
+#[path = "../support/onnx_case.rs"]
+mod onnx_case;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -11,6 +14,8 @@ mod follow;
 mod gated;
 mod gradcheck;
 mod layers;
+#[cfg(feature = "onnx")]
+mod onnx;
 mod optim;
 mod replicas;
 mod robust;
