@@ -8,7 +8,7 @@ mod launch;
 mod memory;
 mod persistent;
 mod profile;
-mod sgemm;
+pub(crate) mod sgemm;
 mod sm90a;
 
 use std::sync::Arc;
