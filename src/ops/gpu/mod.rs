@@ -2,6 +2,8 @@
 //! validates its arguments (shared checks in [`crate::ops::check`]) and launches the kernels of
 //! docs/kernel-abi.md, which every dialect defines with the same names and parameters.
 
+#[cfg(test)]
+mod contract;
 mod elementwise;
 mod embedding;
 mod gated_seq;
