@@ -6,7 +6,7 @@
 use std::fmt;
 
 /// The C type of one kernel parameter, as far as the launch ABI cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum CType {
     /// A pointer to device memory (`float*`, `__global uint*`, ...).
     Pointer,

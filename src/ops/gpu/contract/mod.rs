@@ -28,8 +28,9 @@ enum Scope {
 }
 
 /// The entries of the doc's kernel tables, by scope (sections `## Kernels`, `## CUDA-only ...`,
-/// `## Hopper-only ...`, `## OpenCL-only ...`; a row's first cell names one entry or several).
-fn table_entries() -> Vec<(Scope, String)> {
+/// `## Hopper-only ...`, `## OpenCL-only ...`; a row's first cell names one entry or several),
+/// each with its parameter cell.
+fn table_entries() -> Vec<(Scope, String, String)> {
     let mut out = Vec::new();
     let mut scope = None;
     for line in DOC.lines() {
@@ -48,9 +49,42 @@ fn table_entries() -> Vec<(Scope, String)> {
         let Some(row) = line.strip_prefix("| ").filter(|r| r.starts_with('`')) else {
             continue;
         };
-        let cell = row.split('|').next().unwrap_or_default();
+        let mut cells = row.split('|');
+        let cell = cells.next().unwrap_or_default();
+        let params = cells.next().unwrap_or_default().trim();
         for name in cell.split('`').skip(1).step_by(2) {
-            out.push((scope, name.to_string()));
+            out.push((scope, name.to_string(), params.to_string()));
+        }
+    }
+    out
+}
+
+/// The parameters a row's cell names, as the doc's conventions spell them: the views of the
+/// first group (base and offset each), then groups that alternate sizes (`uint`) and `float`s;
+/// "as `other`" is the list of the row `other` of the same scope.
+fn doc_params(
+    tables: &[(Scope, String, String)],
+    scope: Scope,
+    cell: &str,
+) -> Vec<(CType, String)> {
+    if let Some(other) = cell.strip_prefix("as `") {
+        let other = other.trim_end_matches('`');
+        return tables
+            .iter()
+            .find(|(s, e, p)| *s == scope && e == other && !p.starts_with("as "))
+            .map_or_else(Vec::new, |(_, _, p)| doc_params(tables, scope, p));
+    }
+    let mut out = Vec::new();
+    for (i, group) in cell.trim_matches('`').split(';').enumerate() {
+        for name in group.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match i {
+                0 => {
+                    out.push((CType::Pointer, name.to_string()));
+                    out.push((CType::U64, format!("{name} offset")));
+                }
+                i if i % 2 == 1 => out.push((CType::U32, name.to_string())),
+                _ => out.push((CType::F32, name.to_string())),
+            }
         }
     }
     out
@@ -118,6 +152,13 @@ fn imitations() -> Vec<Imitate> {
     ]
 }
 
+fn dialect_named(name: &str) -> Dialect {
+    DIALECTS
+        .into_iter()
+        .find(|d| format!("{d:?}") == name)
+        .expect("a dialect")
+}
+
 fn kind(a: &RawArg) -> CType {
     match a {
         RawArg::Ptr(_) => CType::Pointer,
@@ -183,12 +224,7 @@ fn record(errors: &mut Vec<String>) -> Recorded {
 
 /// Compares one definition with the arguments the Rust side passes: the first position that
 /// differs, and both lists.
-fn compare(
-    entry: &str,
-    dialect: Dialect,
-    params: &[(CType, String)],
-    rust: &[CType],
-) -> Option<String> {
+fn compare(entry: &str, place: &str, params: &[(CType, String)], rust: &[CType]) -> Option<String> {
     let i =
         (0..params.len().max(rust.len())).find(|&i| params.get(i).map(|p| &p.0) != rust.get(i))?;
     let source = params
@@ -197,8 +233,8 @@ fn compare(
     let passed = rust.get(i).map_or("nothing".into(), ToString::to_string);
     let types: Vec<CType> = params.iter().map(|p| p.0.clone()).collect();
     Some(format!(
-        "`{entry}`, {dialect:?}: parameter {} is {source} in the source, the Rust side passes \
-         {passed}\n    source ({}): {}\n    Rust   ({}): {}",
+        "`{entry}`, {place}: parameter {} is {source} there, the Rust side passes {passed}\n    \
+         {place} ({}): {}\n    Rust ({}): {}",
         i + 1,
         params.len(),
         list(&types),
@@ -215,7 +251,7 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
     let in_scope = |d: Dialect, e: &str| {
         tables
             .iter()
-            .any(|(s, t)| t == e && (*s == Scope::All || *s == Scope::Only(d)))
+            .any(|(s, t, _)| t == e && (*s == Scope::All || *s == Scope::Only(d)))
     };
     let recorded = record(&mut errors);
 
@@ -235,7 +271,7 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
                 ));
             }
         }
-        for (scope, entry) in &tables {
+        for (scope, entry, _) in &tables {
             if *scope != Scope::All && *scope != Scope::Only(dialect) {
                 continue;
             }
@@ -259,29 +295,34 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
                 ));
             }
             for s in mine {
-                errors.extend(compare(entry, dialect, &s.params, &passed(dialect, rust)));
+                let place = format!("{dialect:?} source");
+                errors.extend(compare(entry, &place, &s.params, &passed(dialect, rust)));
             }
         }
     }
-    // The table promises one parameter list in every dialect for its first section.
-    for (scope, entry) in &tables {
-        let lists: BTreeSet<_> = recorded
+    // The table's own parameter column, against the launches of the dialects it covers; its
+    // first section promises one list in every dialect.
+    for (scope, entry, cell) in &tables {
+        let launches: BTreeSet<_> = recorded
             .iter()
-            .filter(|((_, e), _)| *scope == Scope::All && e == entry)
-            .map(|(_, (kinds, _))| list(kinds))
+            .filter(|((d, e), _)| {
+                e == entry && (*scope == Scope::All || Scope::Only(dialect_named(d)) == *scope)
+            })
+            .map(|(_, (kinds, _))| kinds.clone())
             .collect();
-        if lists.len() > 1 {
+        if launches.len() > 1 {
+            let lists: Vec<String> = launches.iter().map(|k| list(k)).collect();
             errors.push(format!(
                 "`{entry}` is launched with different arguments by dialect: {lists:?}"
             ));
         }
+        let doc = doc_params(&tables, *scope, cell);
+        for rust in launches.iter().take(1) {
+            errors.extend(compare(entry, "docs/kernel-abi.md", &doc, rust));
+        }
     }
     for (dialect, entry) in recorded.keys() {
-        let d = DIALECTS
-            .into_iter()
-            .find(|d| format!("{d:?}") == *dialect)
-            .expect("a dialect");
-        if !in_scope(d, entry) {
+        if !in_scope(dialect_named(dialect), entry) {
             errors.push(format!(
                 "`{entry}` is launched on {dialect} but in no table of docs/kernel-abi.md for it"
             ));
