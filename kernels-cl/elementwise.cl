@@ -187,7 +187,7 @@ __kernel void act_backward(__global const float* dy_base, ulong dy_off,
     __global float* dz = dz_base + dz_off;
     // z is only read by the activations whose derivative needs it (the host may pass y as z).
     if (act == ACT_GELU || act == ACT_LEAKY) {
-#define D(g, zi, yi) act_derivative(g, zi, yi, K, act_param)
+#define D(g, zi, yi) ((g) * act_grad(zi, yi, K, act_param))
 #define L(k, v) (v.a = RNN_CF4(dy)[k], v.b = RNN_CF4(z)[k], v.c = RNN_CF4(y)[k])
 #define S(k, v)                                                                          \
     RNN_F4(dz)[k] = (float4)(D(v.a.x, v.b.x, v.c.x), D(v.a.y, v.b.y, v.c.y),             \

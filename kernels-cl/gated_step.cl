@@ -46,10 +46,10 @@ void lstm_step_forward(__global float* g_base, ulong g_off, __global const float
             if (row < batch) {
                 ulong at = (ulong)row * H + col;
                 __global float* gr = gates + (ulong)row * 4 * H + col;
-                float gi = sigmoid_f(GS_GATE_SUM(acc[0], i) + gr[0] + bias[0]);
-                float gf = sigmoid_f(GS_GATE_SUM(acc[1], i) + gr[H] + bias[1]);
+                float gi = rnn_sigmoid(GS_GATE_SUM(acc[0], i) + gr[0] + bias[0]);
+                float gf = rnn_sigmoid(GS_GATE_SUM(acc[1], i) + gr[H] + bias[1]);
                 float gg = tanh(GS_GATE_SUM(acc[2], i) + gr[2 * H] + bias[2]);
-                float go = sigmoid_f(GS_GATE_SUM(acc[3], i) + gr[3 * H] + bias[3]);
+                float go = rnn_sigmoid(GS_GATE_SUM(acc[3], i) + gr[3 * H] + bias[3]);
                 gr[0] = gi;
                 gr[H] = gf;
                 gr[2 * H] = gg;
@@ -164,8 +164,8 @@ void gru_step_forward(__global const float* gx_base, ulong gx_off,
                 float ghr = GS_GATE_SUM(acc[0], i) + bh[0];
                 float ghz = GS_GATE_SUM(acc[1], i) + bh[1];
                 float ghn = GS_GATE_SUM(acc[2], i) + bh[2];
-                float r = sigmoid_f((xr[0] + bi[0]) + ghr);
-                float z = sigmoid_f((xr[H] + bi[1]) + ghz);
+                float r = rnn_sigmoid((xr[0] + bi[0]) + ghr);
+                float z = rnn_sigmoid((xr[H] + bi[1]) + ghz);
                 float n = tanh((xr[2 * H] + bi[2]) + r * ghn);
                 h[at] = (1.0f - z) * n + z * h_prev[at];
                 __global float* kr = cache + (ulong)row * 4 * H + col;

@@ -196,7 +196,7 @@ inline float4 bab_dy(__global const float* dy, __global const float* pg,
 }
 
 // The body of both entries (dy from `dy`, or with pk > 0 from the product of pg and pw); `a`
-// is what act_derivative reads: y for relu, sigmoid and tanh, z for gelu and leaky relu.
+// is what act_grad reads: y for relu, sigmoid and tanh, z for gelu and leaky relu.
 inline void bab_body(__global const float* dy, __global const float* pg,
                      __global const float* pw, uint pk, __global const float* a,
                      __global float* dz, __global float* out, __global float* part,
@@ -232,10 +232,10 @@ inline void bab_body(__global const float* dy, __global const float* pg,
             for (int u = 0; u < BAB_ROWS; ++u) {
                 const ulong at = (r + step * u) * cols + col;
                 if (r + step * u >= r1) continue;
-                float4 v = (float4)(act_derivative(g[u].x, av[u].x, av[u].x, act, act_param),
-                                    act_derivative(g[u].y, av[u].y, av[u].y, act, act_param),
-                                    act_derivative(g[u].z, av[u].z, av[u].z, act, act_param),
-                                    act_derivative(g[u].w, av[u].w, av[u].w, act, act_param));
+                float4 v = (float4)(g[u].x * act_grad(av[u].x, av[u].x, act, act_param),
+                                    g[u].y * act_grad(av[u].y, av[u].y, act, act_param),
+                                    g[u].z * act_grad(av[u].z, av[u].z, act, act_param),
+                                    g[u].w * act_grad(av[u].w, av[u].w, act, act_param));
                 s += v;
                 if (write_dz) {
                     if (quad) {
@@ -309,7 +309,7 @@ __kernel void bias_act_backward(__global const float* dy_base, ulong dy_off,
                                 float act_param, float beta) {
     __local float sh[8][4 * 32 + 1];
     __local uint flag;
-    // Load only the one act_derivative reads, and nothing for identity.
+    // Load only the one act_grad reads, and nothing for identity.
     __global const float* a =
         (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
     bab_body(dy_base + dy_off, 0, 0, 0, a, dz_base + dz_off, o_base + o_off,

@@ -188,9 +188,9 @@ void rnn_step_backward(__global const float* dh_base, ulong dh_off,
             uint row = bm + tr + 4 * i;
             if (row < batch) {
                 ulong at = (ulong)row * hidden + col;
-                // act_derivative(dy, z, y): z is unused for relu and tanh.
+                // act_grad(z, y): z is unused for relu and tanh.
                 float g = dh[at] + acc[i] + acc[RS_ROWS + i];
-                dpre[at] = act_derivative(g, 0.0f, h[at], act, act_param);
+                dpre[at] = act_grad(0.0f, h[at], act, act_param) * g;
             }
         }
     }
@@ -209,10 +209,10 @@ __kernel void lstm_cell_forward(__global float* g_base, ulong g_off,
         uint b = e / hidden;
         uint j = e - b * hidden;
         ulong base = (ulong)b * 4 * hidden + j;
-        float ig = sigmoid_f(gates[base]);
-        float fg = sigmoid_f(gates[base + hidden]);
+        float ig = rnn_sigmoid(gates[base]);
+        float fg = rnn_sigmoid(gates[base + hidden]);
         float gg = tanh(gates[base + 2 * hidden]);
-        float og = sigmoid_f(gates[base + 3 * hidden]);
+        float og = rnn_sigmoid(gates[base + 3 * hidden]);
         gates[base] = ig;
         gates[base + hidden] = fg;
         gates[base + 2 * hidden] = gg;
@@ -271,8 +271,8 @@ __kernel void gru_cell_forward(__global const float* gx_base, ulong gx_off,
         uint j = e - b * hidden;
         ulong g3 = (ulong)b * 3 * hidden + j;
         ulong g4 = (ulong)b * 4 * hidden + j;
-        float r = sigmoid_f(gx[g3] + gh[g3]);
-        float z = sigmoid_f(gx[g3 + hidden] + gh[g3 + hidden]);
+        float r = rnn_sigmoid(gx[g3] + gh[g3]);
+        float z = rnn_sigmoid(gx[g3 + hidden] + gh[g3 + hidden]);
         float ghn = gh[g3 + 2 * hidden];
         float nn = tanh(gx[g3 + 2 * hidden] + r * ghn);
         h[e] = (1.0f - z) * nn + z * h_prev[e];

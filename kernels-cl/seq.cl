@@ -319,9 +319,9 @@ __attribute__((always_inline)) inline void rq_backward(__global const float* dh,
                 barrier(CLK_LOCAL_MEM_FENCE);
                 acc = regs ? rq_tile_dot_regs(as, w, hidden) : rq_tile_dot(as, smem, hidden);
             }
-            // act_derivative(dy, z, y): the sequence ops take only activations whose
+            // act_grad(z, y): the sequence ops take only activations whose
             // derivative follows from y.
-            float v = act_derivative(d + acc, 0.0f, y, act, act_param);
+            float v = act_grad(0.0f, y, act, act_param) * (d + acc);
             if (store) {
                 out[at] = v;
                 if (s + 1 < steps) rq_xstore(xch + ((s + 1) & 1) * block + at, v, s + 1);
@@ -547,10 +547,10 @@ void lstm_seq_forward(__global float* gates_base, ulong gates_off, __global floa
             gq_forward_products(h_prev, 4, batch, hidden, tile * RQ_ROWS, ws, as, red);
             if (store) {
                 __local const float* p = red + r * (4 * PQ_UNITS) + u;
-                float gi = sigmoid_f(p[0] + x[0] + bias[0]);
-                float gf = sigmoid_f(p[PQ_UNITS] + x[1] + bias[1]);
+                float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
+                float gf = rnn_sigmoid(p[PQ_UNITS] + x[1] + bias[1]);
                 float gg = tanh(p[2 * PQ_UNITS] + x[2] + bias[2]);
-                float go = sigmoid_f(p[3 * PQ_UNITS] + x[3] + bias[3]);
+                float go = rnn_sigmoid(p[3 * PQ_UNITS] + x[3] + bias[3]);
                 gr[0] = gi;
                 gr[H] = gf;
                 gr[2 * H] = gg;
@@ -676,8 +676,8 @@ void gru_seq_forward(__global const float* gx_base, ulong gx_off, __global float
                 float ghr = p[0] + bh[0];
                 float ghz = p[PQ_UNITS] + bh[1];
                 float ghn = p[2 * PQ_UNITS] + bh[2];
-                float rg = sigmoid_f(x[0] + ghr);
-                float z = sigmoid_f(x[1] + ghz);
+                float rg = rnn_sigmoid(x[0] + ghr);
+                float z = rnn_sigmoid(x[1] + ghz);
                 float n = tanh(x[2] + rg * ghn);
                 // h_t of this row and unit, as staged for the products.
                 float hp = as[r * hidden + j];

@@ -107,7 +107,7 @@ __device__ __forceinline__ void rnn_stream3(const float* a, const float* b, cons
 }
 
 // Runs BODY with the activation code as the compile-time constant K, so each activation gets a
-// loop of its own instead of a switch per element. Unknown codes act as identity (act_apply's
+// loop of its own instead of a switch per element. Unknown codes act as identity (act_forward's
 // default).
 #define RNN_WITH_ACT(act, BODY)                                        \
     switch (act) {                                                     \
@@ -182,7 +182,7 @@ __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float*
 #define RNN_S(k, v)                                                         \
     {                                                                       \
         if (!same) z4[k] = v.a;                                             \
-        y4[k] = rnn_map4(v.a, [=](float t) { return act_apply(t, K, p); }); \
+        y4[k] = rnn_map4(v.a, [=](float t) { return act_forward(t, K, p); }); \
     }
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
@@ -192,7 +192,7 @@ __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float*
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) {
         const float v = z[i] + bias[i % cols];
         z[i] = v;
-        y[i] = act_apply(v, K, p);
+        y[i] = act_forward(v, K, p);
     }
 }
 
@@ -212,7 +212,7 @@ extern "C" __global__ void activation(const float* x_base, u64 x_off, float* y_b
                                       uint n, uint act, float act_param) {
     const float* x = x_base + x_off;
     float* y = y_base + y_off;
-    RNN_WITH_ACT(act, rnn_stream1(x, y, n, [=](float v) { return act_apply(v, K, act_param); }))
+    RNN_WITH_ACT(act, rnn_stream1(x, y, n, [=](float v) { return act_forward(v, K, act_param); }))
 }
 
 extern "C" __global__ void act_backward(const float* dy_base, u64 dy_off, const float* z_base,

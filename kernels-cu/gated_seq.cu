@@ -218,10 +218,10 @@ extern "C" __global__ void __launch_bounds__(512)
             gq_forward_products<4>(h_prev, batch, hidden, tile * GQ_ROWS, ws, as, red);
             if (store) {
                 const float* p = red + r * (4 * GQ_UNITS) + u;
-                const float gi = sigmoidf_(p[0] + x[0] + bias[0]);
-                const float gf = sigmoidf_(p[GQ_UNITS] + x[1] + bias[1]);
+                const float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
+                const float gf = rnn_sigmoid(p[GQ_UNITS] + x[1] + bias[1]);
                 const float gg = tanhf(p[2 * GQ_UNITS] + x[2] + bias[2]);
-                const float go = sigmoidf_(p[3 * GQ_UNITS] + x[3] + bias[3]);
+                const float go = rnn_sigmoid(p[3 * GQ_UNITS] + x[3] + bias[3]);
                 gr[0] = gi;
                 gr[H] = gf;
                 gr[2 * H] = gg;
@@ -363,8 +363,8 @@ extern "C" __global__ void __launch_bounds__(384)
                 const float ghr = p[0] + bh[0];
                 const float ghz = p[GQ_UNITS] + bh[1];
                 const float ghn = p[2 * GQ_UNITS] + bh[2];
-                const float rg = sigmoidf_(x[0] + ghr);
-                const float z = sigmoidf_(x[1] + ghz);
+                const float rg = rnn_sigmoid(x[0] + ghr);
+                const float z = rnn_sigmoid(x[1] + ghz);
                 const float n = tanhf(x[2] + rg * ghn);
                 // h_t of this row and unit, as staged for the products.
                 const float hp = as[r * hidden + j];

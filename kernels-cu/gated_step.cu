@@ -65,10 +65,10 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
             if (row < batch) {
                 const u64 at = (u64)row * H + col;
                 float* gr = gates + (u64)row * 4 * H + col;
-                const float gi = sigmoidf_(GS_GATE_SUM(acc[0], i) + gr[0] + bias[0]);
-                const float gf = sigmoidf_(GS_GATE_SUM(acc[1], i) + gr[H] + bias[1]);
+                const float gi = rnn_sigmoid(GS_GATE_SUM(acc[0], i) + gr[0] + bias[0]);
+                const float gf = rnn_sigmoid(GS_GATE_SUM(acc[1], i) + gr[H] + bias[1]);
                 const float gg = tanhf(GS_GATE_SUM(acc[2], i) + gr[2 * H] + bias[2]);
-                const float go = sigmoidf_(GS_GATE_SUM(acc[3], i) + gr[3 * H] + bias[3]);
+                const float go = rnn_sigmoid(GS_GATE_SUM(acc[3], i) + gr[3 * H] + bias[3]);
                 gr[0] = gi;
                 gr[H] = gf;
                 gr[2 * H] = gg;
@@ -197,8 +197,8 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
                 const float ghr = GS_GATE_SUM(acc[0], i) + bh[0];
                 const float ghz = GS_GATE_SUM(acc[1], i) + bh[1];
                 const float ghn = GS_GATE_SUM(acc[2], i) + bh[2];
-                const float r = sigmoidf_((xr[0] + bi[0]) + ghr);
-                const float z = sigmoidf_((xr[H] + bi[1]) + ghz);
+                const float r = rnn_sigmoid((xr[0] + bi[0]) + ghr);
+                const float z = rnn_sigmoid((xr[H] + bi[1]) + ghz);
                 const float n = tanhf((xr[2 * H] + bi[2]) + r * ghn);
                 h[at] = (1.0f - z) * n + z * h_prev[at];
                 float* kr = cache + (u64)row * 4 * H + col;

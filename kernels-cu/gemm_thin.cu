@@ -194,7 +194,7 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
             } else if (epilogue == TH_BIAS_ACT) {
                 const float zv = s + bias[y];
                 if (y_out != c) c[at] = zv;
-                y_out[at] = act_apply(zv, act, act_param);
+                y_out[at] = act_forward(zv, act, act_param);
             } else {
                 c[at] = (beta == 0.0f) ? alpha * s : alpha * s + beta * c[at];
             }

@@ -189,7 +189,7 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
             const uint row = bm + tr + 4 * i;
             if (row < batch) {
                 const u64 at = (u64)row * hidden + col;
-                h[at] = act_apply(acc[i] + acc[RS_ROWS + i] + pre[at] + bias, act, act_param);
+                h[at] = act_forward(acc[i] + acc[RS_ROWS + i] + pre[at] + bias, act, act_param);
             }
         }
     }
@@ -252,10 +252,10 @@ extern "C" __global__ void lstm_cell_forward(float* gates_base, u64 gates_off,
         const u64 b = i / hidden;
         const u64 j = i - b * hidden;
         float* g = gates + b * 4 * hidden + j;
-        const float gi = sigmoidf_(g[0]);
-        const float gf = sigmoidf_(g[hidden]);
+        const float gi = rnn_sigmoid(g[0]);
+        const float gf = rnn_sigmoid(g[hidden]);
         const float gg = tanhf(g[2 * (u64)hidden]);
-        const float go = sigmoidf_(g[3 * (u64)hidden]);
+        const float go = rnn_sigmoid(g[3 * (u64)hidden]);
         g[0] = gi;
         g[hidden] = gf;
         g[2 * (u64)hidden] = gg;
@@ -313,8 +313,8 @@ extern "C" __global__ void gru_cell_forward(const float* gx_base, u64 gx_off, co
         const u64 b = i / hidden;
         const u64 j = i - b * hidden;
         const u64 g3 = b * 3 * H + j;
-        const float r = sigmoidf_(gx[g3] + gh[g3]);
-        const float z = sigmoidf_(gx[g3 + H] + gh[g3 + H]);
+        const float r = rnn_sigmoid(gx[g3] + gh[g3]);
+        const float z = rnn_sigmoid(gx[g3 + H] + gh[g3 + H]);
         const float ghn = gh[g3 + 2 * H];
         const float nn = tanhf(gx[g3 + 2 * H] + r * ghn);
         const float hp = h_prev[i];

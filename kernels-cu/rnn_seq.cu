@@ -340,7 +340,7 @@ __device__ __forceinline__ void rq_forward(const float* pre, float* hs, const fl
                 rq_stage_tagged(xch + (t & 1) * block, batch, hidden, r0, t, as);
             }
             __syncthreads();
-            const float v = act_apply(slice.dot(as, hidden) + p + bias, act, act_param);
+            const float v = act_forward(slice.dot(as, hidden) + p + bias, act, act_param);
             if (store) {
                 h[at] = v;
                 if (t + 1 < steps) rq_xstore(xch + ((t + 1) & 1) * block + at, v, t + 1);

@@ -9,6 +9,8 @@ pub mod cuda;
 #[doc(hidden)]
 pub mod hip;
 pub(crate) mod opencl;
+#[cfg(test)]
+pub(crate) mod recording;
 
 pub use crate::buffer::DevicePtr;
 pub(crate) use args::{Fnv, FunctionCache, with_param_slots};

@@ -25,6 +25,9 @@ fn nvrtc_or_skip(test: &str) -> bool {
 /// Section of docs/kernel-abi.md whose entries only sm_90a op sets have.
 const HOPPER_SECTION: &str = "## Hopper-only kernels (sm_90a)";
 
+/// Section of docs/kernel-abi.md whose entries only OpenCL op sets have (after the sm_90a one).
+const OPENCL_SECTION: &str = "OpenCL-only kernels";
+
 /// Entry points listed in the kernel tables of `doc`.
 fn table_entries(doc: &str) -> Vec<String> {
     doc.lines()
@@ -44,7 +47,11 @@ fn abi_entries() -> (Vec<String>, Vec<String>) {
         .expect("kernel-abi.md has the sm_90a section");
     let (hopper, rest) = hopper.split_once("\n## ").unwrap_or((hopper, ""));
     let mut entries = table_entries(all);
-    entries.extend(table_entries(rest));
+    for section in rest.split("\n## ") {
+        if !section.starts_with(OPENCL_SECTION) {
+            entries.extend(table_entries(section));
+        }
+    }
     assert!(entries.len() >= 25, "kernel table not found: {entries:?}");
     let hopper = table_entries(hopper);
     assert!(!hopper.is_empty(), "sm_90a table not found");

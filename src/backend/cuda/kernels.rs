@@ -53,42 +53,77 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
     tensor_core_sgemm(sms, m, n)
 }
 
-/// The files of `kernels-cu/`, in translation-unit order: the shared header first (the HIP
-/// dialect reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 15] = [
-    ("common.cuh", include_str!("../../../kernels-cu/common.cuh")),
+/// The files of the CUDA op set (repository paths), in translation-unit order: the scalar core
+/// every dialect shares first, then `kernels-cu/`, its common header first (the HIP dialect
+/// reuses this list after its vendor header).
+pub(crate) const FILES: [(&str, &str); 16] = [
     (
-        "elementwise.cu",
+        "kernels-common/scalar_core.h",
+        include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-cu/common.cuh",
+        include_str!("../../../kernels-cu/common.cuh"),
+    ),
+    (
+        "kernels-cu/elementwise.cu",
         include_str!("../../../kernels-cu/elementwise.cu"),
     ),
-    ("reduce.cu", include_str!("../../../kernels-cu/reduce.cu")),
-    ("gemm.cu", include_str!("../../../kernels-cu/gemm.cu")),
+    (
+        "kernels-cu/reduce.cu",
+        include_str!("../../../kernels-cu/reduce.cu"),
+    ),
+    (
+        "kernels-cu/gemm.cu",
+        include_str!("../../../kernels-cu/gemm.cu"),
+    ),
     // Also holds sgemm_split_sum, which every build needs.
     (
-        "gemm_thin.cu",
+        "kernels-cu/gemm_thin.cu",
         include_str!("../../../kernels-cu/gemm_thin.cu"),
     ),
     // CUDA sm_80+ only; empty in HIP and older-architecture builds.
-    ("gemm_tc.cu", include_str!("../../../kernels-cu/gemm_tc.cu")),
+    (
+        "kernels-cu/gemm_tc.cu",
+        include_str!("../../../kernels-cu/gemm_tc.cu"),
+    ),
     // CUDA sm_90a only; empty elsewhere.
-    ("gemm_wg.cu", include_str!("../../../kernels-cu/gemm_wg.cu")),
-    ("rnn.cu", include_str!("../../../kernels-cu/rnn.cu")),
+    (
+        "kernels-cu/gemm_wg.cu",
+        include_str!("../../../kernels-cu/gemm_wg.cu"),
+    ),
+    (
+        "kernels-cu/rnn.cu",
+        include_str!("../../../kernels-cu/rnn.cu"),
+    ),
     // Uses rnn.cu's tile product.
     (
-        "gated_step.cu",
+        "kernels-cu/gated_step.cu",
         include_str!("../../../kernels-cu/gated_step.cu"),
     ),
-    ("rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")),
+    (
+        "kernels-cu/rnn_seq.cu",
+        include_str!("../../../kernels-cu/rnn_seq.cu"),
+    ),
     // Uses rnn_seq.cu's row barrier.
     (
-        "gated_seq.cu",
+        "kernels-cu/gated_seq.cu",
         include_str!("../../../kernels-cu/gated_seq.cu"),
     ),
-    ("optim.cu", include_str!("../../../kernels-cu/optim.cu")),
-    ("random.cu", include_str!("../../../kernels-cu/random.cu")),
-    ("norm.cu", include_str!("../../../kernels-cu/norm.cu")),
     (
-        "embedding.cu",
+        "kernels-cu/optim.cu",
+        include_str!("../../../kernels-cu/optim.cu"),
+    ),
+    (
+        "kernels-cu/random.cu",
+        include_str!("../../../kernels-cu/random.cu"),
+    ),
+    (
+        "kernels-cu/norm.cu",
+        include_str!("../../../kernels-cu/norm.cu"),
+    ),
+    (
+        "kernels-cu/embedding.cu",
         include_str!("../../../kernels-cu/embedding.cu"),
     ),
 ];
@@ -97,7 +132,7 @@ pub(crate) const FILES: [(&str, &str); 15] = [
 pub(crate) fn op_set_source() -> String {
     let mut out = String::new();
     for (name, text) in FILES {
-        out.push_str("// ---- kernels-cu/");
+        out.push_str("// ---- ");
         out.push_str(name);
         out.push_str(" ----\n");
         out.push_str(text);

@@ -1,5 +1,5 @@
 //! The HIP op-set translation unit: the vendor header (`kernels-hip/`) over the CUDA kernel
-//! sources (`kernels-cu/`, in the CUDA backend's order, common first), so a kernel
+//! sources (the scalar core and `kernels-cu/`, in the CUDA backend's order), so a kernel
 //! that is the same algorithm on both vendors has one source. Only what must differ on AMD lives
 //! in `kernels-hip/`: the CUDA-to-HIP spellings and the wavefront-width reductions.
 
@@ -24,7 +24,7 @@ pub(crate) fn op_set_source() -> String {
     s.push_str("\n// ---- kernels-hip/wave_reduce.h\n");
     s.push_str(WAVE_REDUCE);
     for (name, text) in crate::backend::cuda::kernels::FILES {
-        s.push_str(&format!("\n// ---- kernels-cu/{name} (unchanged)\n"));
+        s.push_str(&format!("\n// ---- {name} (unchanged)\n"));
         s.push_str(text);
     }
     s

@@ -1,7 +1,9 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time and concatenated into one translation unit.
 
-const PARTS: [&str; 14] = [
+const PARTS: [&str; 15] = [
+    // The scalar core every dialect shares (activations, index rule).
+    include_str!("../../../kernels-common/scalar_core.h"),
     include_str!("../../../kernels-cl/common.cl"),
     include_str!("../../../kernels-cl/elementwise.cl"),
     include_str!("../../../kernels-cl/gemm.cl"),

@@ -10,7 +10,7 @@ mod memory;
 mod module;
 mod persistent;
 mod profile;
-mod sgemm;
+pub(crate) mod sgemm;
 mod sm90a;
 
 use opencl3::device::{

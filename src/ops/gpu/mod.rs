@@ -6,6 +6,8 @@
 
 mod activation;
 mod cells;
+#[cfg(test)]
+mod contract;
 mod elementwise;
 mod embedding;
 mod execution;

@@ -1,0 +1,78 @@
+// The scalar core of the op set, one text for every dialect (CUDA and HIP C++, OpenCL C): the
+// activation codes, the activation formulas, the index rule and the constants they share. It
+// opens every op-set translation unit (src/backend/{cuda,hip,opencl}/kernels.rs), so a kernel
+// in any dialect computes an activation the same way, in the same order of operations as the
+// CPU reference (src/backend/cpu/activation.rs). The codes are tested against
+// `ops::Activation::code` (src/ops/gpu/contract.rs).
+//
+// Only the common subset of OpenCL C and CUDA C++ is used; the spellings that differ are the
+// RNN_* macros of the first block.
+
+#ifdef __OPENCL_VERSION__
+#define RNN_DEVICE_FN inline
+#define RNN_EXP(x) exp(x)
+#define RNN_TANH(x) tanh(x)
+#define RNN_ERFC(x) erfc(x)
+#define RNN_FLOOR(x) floor(x)
+#else
+#define RNN_DEVICE_FN __device__ __forceinline__
+#define RNN_EXP(x) expf(x)
+#define RNN_TANH(x) tanhf(x)
+#define RNN_ERFC(x) erfcf(x)
+#define RNN_FLOOR(x) floorf(x)
+#endif
+
+// Activation codes (`ops::Activation::code`).
+#define ACT_IDENTITY 0u
+#define ACT_RELU 1u
+#define ACT_SIGMOID 2u
+#define ACT_TANH 3u
+#define ACT_GELU 4u
+#define ACT_LEAKY 5u
+
+// 1 / sqrt(2) and 1 / sqrt(2 pi), for the exact (erf) GELU.
+#define RNN_SQRT1_2 0.70710678118654752f
+#define RNN_INV_SQRT_2PI 0.39894228040143268f
+
+RNN_DEVICE_FN float rnn_sigmoid(float z) {
+    return 1.0f / (1.0f + RNN_EXP(-z));
+}
+
+// y = act(z); unknown codes act as identity. `p` is the leaky slope.
+RNN_DEVICE_FN float act_forward(float z, unsigned int act, float p) {
+    switch (act) {
+    case ACT_RELU: return z > 0.0f ? z : 0.0f;
+    case ACT_SIGMOID: return rnn_sigmoid(z);
+    case ACT_TANH: return RNN_TANH(z);
+    // 1 + erf(x) as erfc(-x): the sum cancels for z below about -3 (1e-3 relative at -4).
+    case ACT_GELU: return 0.5f * z * RNN_ERFC(-z * RNN_SQRT1_2);
+    case ACT_LEAKY: return z > 0.0f ? z : p * z;
+    default: return z;
+    }
+}
+
+// act'(z), which callers multiply into dL/dy (`dy * act_grad(..)`, as the CPU backend does).
+// Identity, relu, sigmoid and tanh read the output y (z may be unset for those); gelu and leaky
+// relu read z.
+RNN_DEVICE_FN float act_grad(float z, float y, unsigned int act, float p) {
+    switch (act) {
+    case ACT_RELU: return y > 0.0f ? 1.0f : 0.0f;
+    case ACT_SIGMOID: return y * (1.0f - y);
+    case ACT_TANH: return 1.0f - y * y;
+    case ACT_GELU: {
+        const float cdf = 0.5f * RNN_ERFC(-z * RNN_SQRT1_2);
+        const float pdf = RNN_INV_SQRT_2PI * RNN_EXP(-0.5f * z * z);
+        return cdf + z * pdf;
+    }
+    case ACT_LEAKY: return z > 0.0f ? 1.0f : p;
+    default: return 1.0f;
+    }
+}
+
+// The index rule of docs/kernel-abi.md, the same as the CPU backend's: an index value `v`
+// (labels, row indices) names entry `v` converted to an integer iff it is an integer in 0..n.
+// Negative, fractional, too large and NaN values are invalid; the test runs before any
+// conversion, since converting an out-of-range float to an integer is undefined.
+RNN_DEVICE_FN bool rnn_valid_index(float v, unsigned int n) {
+    return v >= 0.0f && v < (float)n && v == RNN_FLOOR(v);
+}

@@ -1,0 +1,219 @@
+//! A [`Device`] that runs nothing and records every launch, so tests can see the argument
+//! sequence the generic GPU ops build for each entry point (the kernel-contract test,
+//! src/ops/gpu/contract). Memory is host memory; `build` reads the entry names of the source.
+
+pub(crate) mod signatures;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Device, DevicePtr, RawArg, SgemmKernel};
+use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
+use crate::error::{Error, Result};
+use crate::kernel::{Dialect, LaunchConfig};
+
+/// One recorded launch: the entry and its arguments, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Launch {
+    pub(crate) entry: String,
+    pub(crate) args: Vec<RawArg>,
+    /// Dynamic shared memory of the launch: the OpenCL backend passes it as a trailing
+    /// `__local` argument.
+    pub(crate) shared_bytes: u32,
+}
+
+/// The GEMM kernel rule of the device being imitated.
+pub(crate) type SgemmRule = Box<dyn Fn(usize, usize, usize) -> SgemmKernel + Send + Sync>;
+
+/// What the recorded device claims to be; the generic ops pick their entries by these.
+pub(crate) struct Imitate {
+    /// The dialect, which also decides the op-set source.
+    pub(crate) dialect: Dialect,
+    /// Compute units (SMs), which size grids and k splits.
+    pub(crate) compute_units: u32,
+    /// The device's `sgemm_kernel`.
+    pub(crate) sgemm: SgemmRule,
+    /// Co-resident blocks of a cooperative launch (`None`: the device has none, so the
+    /// sequence ops loop the step kernels).
+    pub(crate) co_resident: Option<u32>,
+}
+
+/// The module of a recording device: the entry points its source defines.
+pub(crate) struct Module {
+    entries: Vec<String>,
+}
+
+/// A device that records launches instead of running them.
+pub(crate) struct RecordingDevice {
+    imitate: Imitate,
+    info: DeviceInfo,
+    memory: Mutex<HashMap<DevicePtr, Vec<u8>>>,
+    next_ptr: Mutex<DevicePtr>,
+    launches: Arc<Mutex<Vec<Launch>>>,
+}
+
+impl RecordingDevice {
+    /// A device imitating `imitate`, and the log its launches go to.
+    pub(crate) fn new(imitate: Imitate) -> (Self, Arc<Mutex<Vec<Launch>>>) {
+        let (id, backend, vendor, arch) = match imitate.dialect {
+            Dialect::Cuda => (DeviceId::Cuda(0), BackendKind::Cuda, "NVIDIA", "sm_90"),
+            Dialect::Hip => (DeviceId::Hip(0), BackendKind::Hip, "AMD", "gfx90a"),
+            Dialect::OpenCl => (
+                DeviceId::OpenCl {
+                    platform: 0,
+                    device: 0,
+                },
+                BackendKind::OpenCl,
+                "NVIDIA",
+                "OpenCL 3.0",
+            ),
+        };
+        let info = DeviceInfo {
+            id,
+            backend,
+            name: "recording device".into(),
+            vendor: vendor.into(),
+            kind: DeviceKind::Gpu,
+            memory: 1 << 36,
+            compute_units: imitate.compute_units,
+            arch: arch.into(),
+            driver: "none".into(),
+        };
+        let launches = Arc::new(Mutex::new(Vec::new()));
+        let device = RecordingDevice {
+            imitate,
+            info,
+            memory: Mutex::new(HashMap::new()),
+            next_ptr: Mutex::new(1 << 20),
+            launches: launches.clone(),
+        };
+        (device, launches)
+    }
+
+    fn record(&self, entry: &str, config: &LaunchConfig, args: &[RawArg]) {
+        self.launches.lock().push(Launch {
+            entry: entry.to_string(),
+            args: args.to_vec(),
+            shared_bytes: config.shared_bytes,
+        });
+    }
+
+    fn module_of(&self, source: &str) -> Module {
+        let opencl = self.imitate.dialect == Dialect::OpenCl;
+        Module {
+            entries: signatures::kernels(source, opencl)
+                .into_iter()
+                .map(|s| s.entry)
+                .collect(),
+        }
+    }
+
+    fn bytes_at<R>(&self, ptr: DevicePtr, f: impl FnOnce(&mut Vec<u8>) -> R) -> Result<R> {
+        let mut memory = self.memory.lock();
+        let buf = memory
+            .get_mut(&ptr)
+            .ok_or_else(|| Error::InvalidArgument(format!("no allocation at {ptr:#x}")))?;
+        Ok(f(buf))
+    }
+}
+
+/// The op-set translation unit a device of `dialect` builds (without the optional defines).
+pub(crate) fn op_set_source(dialect: Dialect) -> String {
+    match dialect {
+        Dialect::Cuda => super::cuda::kernels::op_set_source(),
+        Dialect::Hip => super::hip::kernels::op_set_source(),
+        Dialect::OpenCl => super::opencl::kernels::op_set_source(),
+    }
+}
+
+impl Device for RecordingDevice {
+    type Module = Module;
+
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn dialect(&self) -> Dialect {
+        self.imitate.dialect
+    }
+
+    fn op_set_source(&self) -> String {
+        op_set_source(self.imitate.dialect)
+    }
+
+    fn compiler_identity(&self) -> String {
+        "recording".into()
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevicePtr> {
+        let mut next = self.next_ptr.lock();
+        let ptr = *next;
+        *next += (bytes as u64).max(1).next_multiple_of(256);
+        self.memory.lock().insert(ptr, vec![0; bytes]);
+        Ok(ptr)
+    }
+
+    fn free(&self, ptr: DevicePtr) {
+        self.memory.lock().remove(&ptr);
+    }
+
+    fn memory_info(&self) -> Result<(u64, u64)> {
+        Ok((self.info.memory, self.info.memory))
+    }
+
+    fn write(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        self.bytes_at(dst, |b| b[offset..offset + src.len()].copy_from_slice(src))
+    }
+
+    fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
+        self.bytes_at(src, |b| dst.copy_from_slice(&b[offset..offset + dst.len()]))
+    }
+
+    fn copy(&self, src: DevicePtr, so: usize, dst: DevicePtr, d: usize, n: usize) -> Result<()> {
+        let data = self.bytes_at(src, |b| b[so..so + n].to_vec())?;
+        self.bytes_at(dst, |b| b[d..d + n].copy_from_slice(&data))
+    }
+
+    fn build(&self, source: &str, _options: &[String]) -> Result<(Vec<u8>, Module)> {
+        Ok((source.as_bytes().to_vec(), self.module_of(source)))
+    }
+
+    fn load(&self, binary: &[u8]) -> Result<Module> {
+        Ok(self.module_of(&String::from_utf8_lossy(binary)))
+    }
+
+    fn has_entry(&self, module: &Module, entry: &str) -> Result<bool> {
+        Ok(module.entries.iter().any(|e| e == entry))
+    }
+
+    fn launch(&self, _: &Module, entry: &str, c: &LaunchConfig, args: &[RawArg]) -> Result<()> {
+        self.record(entry, c, args);
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
+        (self.imitate.sgemm)(m, n, k)
+    }
+
+    fn cooperative_blocks(&self, _: &Module, _: &str, _: u32, _: u32) -> Option<Result<u32>> {
+        self.imitate.co_resident.map(Ok)
+    }
+
+    fn launch_cooperative(
+        &self,
+        _: &Module,
+        entry: &str,
+        config: &LaunchConfig,
+        args: &[RawArg],
+    ) -> Option<Result<()>> {
+        self.imitate.co_resident?;
+        self.record(entry, config, args);
+        Some(Ok(()))
+    }
+}

@@ -1,0 +1,326 @@
+//! The op calls the kernel-contract test records: every op of the trait that launches a
+//! kernel, with shapes that reach each entry point (thin and tiled products, split k, hidden
+//! sizes on both sides of the persistent kernels' register limit). Kept in one place so a
+//! change of the `Ops` signatures is one edit here.
+
+use crate::buffer::Buffer;
+use crate::error::Result;
+use crate::ops::{Activation, AdamStep, Gemm, Ops, RNG_STATE_LEN, SeqShape, SgdStep};
+
+/// Runs every launching op of `ops` once or more.
+pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
+    let z = |n: usize| -> Result<Buffer> {
+        let b = ops.alloc(n)?;
+        ops.fill(b.view(), 0.0)?;
+        Ok(b)
+    };
+    let (rows, cols) = (64, 40);
+    let n = rows * cols;
+    let (a, b, c, d) = (z(n)?, z(n)?, z(n)?, z(n)?);
+    let (v, bias, stats) = (z(rows)?, z(cols)?, z(2 * rows)?);
+
+    // Memory and elementwise.
+    ops.scale(a.view(), 2.0)?;
+    ops.axpy(0.5, a.view(), b.view())?;
+    ops.add(a.view(), b.view(), c.view())?;
+    ops.mul(a.view(), b.view(), c.view())?;
+    ops.copy(a.view(), b.view())?;
+
+    // Products: tiled, split k, and the thin kernels (with and without a split).
+    for (m, nn, k) in [
+        (256, 256, 256),
+        (512, 512, 512),
+        (1024, 1024, 2048),
+        (2048, 1024, 512),
+        (128, 128, 8192),
+        (64, 8, 4096),
+        (8, 64, 300),
+        (64, 64, 8),
+    ] {
+        let (ga, gb, gc) = (z(m * k)?, z(k * nn)?, z(m * nn)?);
+        ops.gemm(Gemm::new(m, nn, k), ga.view(), gb.view(), gc.view())?;
+    }
+
+    // Activations, dense layers and their backward.
+    let (small_out, k16) = (8, 16);
+    for act in [Activation::Tanh, Activation::Gelu] {
+        ops.bias_act_forward(a.view(), bias.view(), b.view(), act, rows, cols)?;
+        ops.activation(a.view(), b.view(), act)?;
+        ops.act_backward(a.view(), b.view(), c.view(), d.view(), act)?;
+        ops.bias_act_backward(
+            a.view(),
+            b.view(),
+            c.view(),
+            d.view(),
+            bias.view(),
+            act,
+            rows,
+            cols,
+        )?;
+        let (g, w) = (z(rows * k16)?, z(k16 * cols)?);
+        let views = (
+            g.view(),
+            w.view(),
+            a.view(),
+            b.view(),
+            c.view(),
+            bias.view(),
+        );
+        ops.bias_act_backward_product(
+            views.0, views.1, views.2, views.3, views.4, views.5, act, rows, k16, cols,
+        )?;
+        let (x, wt, zb, yb, bo) = (
+            z(rows * 300)?,
+            z(small_out * 300)?,
+            z(rows * small_out)?,
+            z(rows * small_out)?,
+            z(small_out)?,
+        );
+        ops.dense_forward(
+            x.view(),
+            wt.view(),
+            bo.view(),
+            zb.view(),
+            yb.view(),
+            act,
+            rows,
+            300,
+            small_out,
+        )?;
+        ops.dense_param_grads(
+            zb.view(),
+            x.view(),
+            wt.view(),
+            bo.view(),
+            rows,
+            300,
+            small_out,
+        )?;
+    }
+
+    // Softmax, losses and reductions.
+    let (labels, loss, correct, totals) = (z(rows)?, z(rows)?, z(rows)?, z(2)?);
+    ops.softmax(a.view(), b.view(), rows, cols)?;
+    ops.log_softmax(a.view(), b.view(), rows, cols)?;
+    for t in [Some(totals.view()), None] {
+        ops.softmax_cross_entropy(
+            a.view(),
+            labels.view(),
+            b.view(),
+            loss.view(),
+            correct.view(),
+            t,
+            rows,
+            cols,
+            1.0,
+        )?;
+        ops.mse(
+            a.view(),
+            c.view(),
+            b.view(),
+            loss.view(),
+            t,
+            rows,
+            cols,
+            1.0,
+        )?;
+    }
+    ops.sum_rows(a.view(), bias.view(), rows, cols, 0.0)?;
+    ops.sum_cols(a.view(), v.view(), rows, cols, 0.0)?;
+    ops.sum_all(a.view(), totals.slice(0, 1)?, 0.0)?;
+    ops.clip_grad_norm(a.view(), 1.0, totals.slice(0, 1)?)?;
+
+    // Rows by index, random masks, normalization.
+    let idx = z(rows)?;
+    ops.gather_rows(a.view(), idx.view(), b.view(), cols)?;
+    ops.scatter_add_rows(a.view(), idx.view(), b.view(), cols)?;
+    let hot = z(rows * 10)?;
+    ops.one_hot(idx.view(), hot.view(), 10)?;
+    let rng = z(RNG_STATE_LEN)?;
+    ops.dropout(a.view(), b.view(), rng.view(), 0.5, 1)?;
+    ops.rng_advance(rng.view())?;
+    let (w, wb, dw, db) = (z(cols)?, z(cols)?, z(cols)?, z(cols)?);
+    ops.layer_norm_forward(
+        a.view(),
+        w.view(),
+        wb.view(),
+        b.view(),
+        stats.view(),
+        rows,
+        cols,
+        1e-5,
+    )?;
+    ops.layer_norm_backward(
+        c.view(),
+        a.view(),
+        w.view(),
+        stats.view(),
+        d.view(),
+        dw.view(),
+        db.view(),
+        rows,
+        cols,
+    )?;
+
+    // Recurrent cells, steps and sequences, below and above 256 hidden units.
+    let batch = 4;
+    for hidden in [32, 272] {
+        recurrent(ops, &z, batch, hidden)?;
+    }
+
+    // Optimizers.
+    let state = z(crate::ops::OPTIMIZER_STATE_LEN)?;
+    let sgd = SgdStep {
+        momentum: 0.9,
+        weight_decay: 0.0,
+        nesterov: false,
+    };
+    ops.sgd_step(a.view(), b.view(), c.view(), state.view(), sgd)?;
+    let adam = AdamStep {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled: true,
+    };
+    ops.adam_step(a.view(), b.view(), c.view(), d.view(), state.view(), adam)?;
+    ops.synchronize()
+}
+
+/// The recurrent ops at one size.
+fn recurrent(
+    ops: &dyn Ops,
+    z: &dyn Fn(usize) -> Result<Buffer>,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let steps = 3;
+    let bh = batch * hidden;
+    let act = Activation::Tanh;
+    let (pre, h_prev, h, dh) = (z(bh)?, z(bh)?, z(bh)?, z(bh)?);
+    let (w_hh, b_ih, b_hh) = (z(hidden * hidden)?, z(hidden)?, z(hidden)?);
+    ops.rnn_step_forward(
+        pre.view(),
+        h_prev.view(),
+        w_hh.view(),
+        b_ih.view(),
+        b_hh.view(),
+        h.view(),
+        act,
+        SeqShape::step(batch, hidden),
+    )?;
+    for next in [None, Some(pre.view())] {
+        ops.rnn_step_backward(
+            dh.view(),
+            next,
+            w_hh.view(),
+            h.view(),
+            h_prev.view(),
+            act,
+            SeqShape::step(batch, hidden),
+        )?;
+    }
+    let (seq, hs) = (z(steps * bh)?, z((steps + 1) * bh)?);
+    ops.rnn_sequence_forward(
+        seq.view(),
+        hs.view(),
+        w_hh.view(),
+        b_ih.view(),
+        b_hh.view(),
+        act,
+        SeqShape::new(steps, batch, hidden),
+    )?;
+    let dpre = z(steps * bh)?;
+    ops.rnn_sequence_backward(
+        seq.view(),
+        hs.view(),
+        w_hh.view(),
+        dpre.view(),
+        act,
+        SeqShape::new(steps, batch, hidden),
+    )?;
+
+    // LSTM (4 gates) and GRU (3 gates).
+    let (gates, dgates, c_prev, c, dc) = (z(4 * bh)?, z(4 * bh)?, z(bh)?, z(bh)?, z(bh)?);
+    ops.lstm_cell_forward(
+        gates.view(),
+        c_prev.view(),
+        c.view(),
+        h.view(),
+        SeqShape::step(batch, hidden),
+    )?;
+    ops.lstm_cell_backward(
+        gates.view(),
+        c_prev.view(),
+        c.view(),
+        dh.view(),
+        dc.view(),
+        dgates.view(),
+        SeqShape::step(batch, hidden),
+    )?;
+    let (gx, gh, cache, dgx, dgh) = (z(3 * bh)?, z(3 * bh)?, z(4 * bh)?, z(3 * bh)?, z(3 * bh)?);
+    ops.gru_cell_forward(
+        gx.view(),
+        gh.view(),
+        h_prev.view(),
+        h.view(),
+        cache.view(),
+        SeqShape::step(batch, hidden),
+    )?;
+    ops.gru_cell_backward(
+        cache.view(),
+        h_prev.view(),
+        dh.view(),
+        dgx.view(),
+        dgh.view(),
+        c.view(),
+        SeqShape::step(batch, hidden),
+    )?;
+
+    let w4 = z(4 * hidden * hidden)?;
+    let (b4i, b4h) = (z(4 * hidden)?, z(4 * hidden)?);
+    let (sg, cs, sdg) = (z(steps * 4 * bh)?, z((steps + 1) * bh)?, z(steps * 4 * bh)?);
+    ops.lstm_sequence_forward(
+        sg.view(),
+        hs.view(),
+        cs.view(),
+        w4.view(),
+        b4i.view(),
+        b4h.view(),
+        SeqShape::new(steps, batch, hidden),
+    )?;
+    ops.lstm_sequence_backward(
+        seq.view(),
+        sg.view(),
+        cs.view(),
+        w4.view(),
+        sdg.view(),
+        SeqShape::new(steps, batch, hidden),
+    )?;
+    let w3 = z(3 * hidden * hidden)?;
+    let (b3i, b3h) = (z(3 * hidden)?, z(3 * hidden)?);
+    let (sgx, scache, sdgx, sdgh) = (
+        z(steps * 3 * bh)?,
+        z(steps * 4 * bh)?,
+        z(steps * 3 * bh)?,
+        z(steps * 3 * bh)?,
+    );
+    ops.gru_sequence_forward(
+        sgx.view(),
+        hs.view(),
+        w3.view(),
+        b3i.view(),
+        b3h.view(),
+        scache.view(),
+        SeqShape::new(steps, batch, hidden),
+    )?;
+    ops.gru_sequence_backward(
+        seq.view(),
+        hs.view(),
+        scache.view(),
+        w3.view(),
+        sdgx.view(),
+        sdgh.view(),
+        SeqShape::new(steps, batch, hidden),
+    )
+}

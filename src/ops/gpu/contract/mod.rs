@@ -1,0 +1,382 @@
+//! The kernel contract, checked without a GPU: for every entry point in the tables of
+//! docs/kernel-abi.md, the parameter list each dialect's source declares (CUDA, HIP, OpenCL)
+//! against the argument sequence the generic GPU ops build for it, recorded by
+//! [`RecordingDevice`] while [`calls::exercise`] runs the ops on devices that imitate the
+//! backends (so that shape- and device-dependent entries are reached); and the activation codes
+//! of the shared scalar core (kernels-common/scalar_core.h) against [`Activation::code`].
+
+mod calls;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::backend::recording::signatures::{self, CType};
+use crate::backend::recording::{Imitate, RecordingDevice, op_set_source};
+use crate::backend::{RawArg, cuda, opencl, tensor_core_sgemm};
+use crate::context::ContextOptions;
+use crate::kernel::Dialect;
+use crate::ops::Activation;
+
+const DOC: &str = include_str!("../../../../docs/kernel-abi.md");
+const SCALAR_CORE: &str = include_str!("../../../../kernels-common/scalar_core.h");
+const DIALECTS: [Dialect; 3] = [Dialect::Cuda, Dialect::Hip, Dialect::OpenCl];
+
+/// Which dialects a table of the doc covers: every one, or one only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Scope {
+    All,
+    Only(Dialect),
+}
+
+/// The entries of the doc's kernel tables, by scope (sections `## Kernels`, `## CUDA-only ...`,
+/// `## Hopper-only ...`, `## OpenCL-only ...`; a row's first cell names one entry or several),
+/// each with its parameter cell.
+fn table_entries() -> Vec<(Scope, String, String)> {
+    let mut out = Vec::new();
+    let mut scope = None;
+    for line in DOC.lines() {
+        if let Some(title) = line.strip_prefix("## ") {
+            scope = match title {
+                "Kernels" => Some(Scope::All),
+                t if t.starts_with("CUDA-only") || t.starts_with("Hopper-only") => {
+                    Some(Scope::Only(Dialect::Cuda))
+                }
+                t if t.starts_with("OpenCL-only") => Some(Scope::Only(Dialect::OpenCl)),
+                _ => None,
+            };
+            continue;
+        }
+        let Some(scope) = scope else { continue };
+        let Some(row) = line.strip_prefix("| ").filter(|r| r.starts_with('`')) else {
+            continue;
+        };
+        let mut cells = row.split('|');
+        let cell = cells.next().unwrap_or_default();
+        let params = cells.next().unwrap_or_default().trim();
+        for name in cell.split('`').skip(1).step_by(2) {
+            out.push((scope, name.to_string(), params.to_string()));
+        }
+    }
+    out
+}
+
+/// The parameters a row's cell names, as the doc's conventions spell them: the views of the
+/// first group (base and offset each), then groups that alternate sizes (`uint`) and `float`s;
+/// "as `other`" is the list of the row `other` of the same scope.
+fn doc_params(
+    tables: &[(Scope, String, String)],
+    scope: Scope,
+    cell: &str,
+) -> Vec<(CType, String)> {
+    if let Some(other) = cell.strip_prefix("as `") {
+        let other = other.trim_end_matches('`');
+        return tables
+            .iter()
+            .find(|(s, e, p)| *s == scope && e == other && !p.starts_with("as "))
+            .map_or_else(Vec::new, |(_, _, p)| doc_params(tables, scope, p));
+    }
+    let mut out = Vec::new();
+    for (i, group) in cell.trim_matches('`').split(';').enumerate() {
+        for name in group.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match i {
+                0 => {
+                    out.push((CType::Pointer, name.to_string()));
+                    out.push((CType::U64, format!("{name} offset")));
+                }
+                i if i % 2 == 1 => out.push((CType::U32, name.to_string())),
+                _ => out.push((CType::F32, name.to_string())),
+            }
+        }
+    }
+    out
+}
+
+/// The devices the ops are recorded on: each dialect, with and without cooperative launches,
+/// and every GEMM rule (CUDA sm_90a and sm_80, HIP, OpenCL tensor cores with and without
+/// warpgroup MMA, OpenCL SIMT).
+fn imitations() -> Vec<Imitate> {
+    let coop = Some(1 << 20);
+    let cl = |units: u32, tensor_cores: bool, warpgroup: bool| {
+        let limits = opencl::sgemm::Limits {
+            max_work_group: 1024,
+            local_mem: 48 << 10,
+            compute_units: units,
+            tensor_cores,
+        };
+        let choice = opencl::sgemm::SgemmChoice::new(limits, None).expect("valid limits");
+        Box::new(move |m, n, k| choice.kernel(m, n, k, warpgroup)) as _
+    };
+    vec![
+        Imitate {
+            dialect: Dialect::Cuda,
+            compute_units: 132,
+            sgemm: Box::new(|m, n, k| {
+                if cuda::kernels::warpgroup_gemm_fits(132, m, n, k) {
+                    cuda::kernels::SGEMM_WG128
+                } else {
+                    cuda::kernels::sgemm_for(90, false, 132, m, n)
+                }
+            }),
+            co_resident: coop,
+        },
+        Imitate {
+            dialect: Dialect::Cuda,
+            compute_units: 108,
+            sgemm: Box::new(|m, n, _| tensor_core_sgemm(108, m, n)),
+            co_resident: None,
+        },
+        Imitate {
+            dialect: Dialect::Hip,
+            compute_units: 104,
+            sgemm: Box::new(|_, _, _| cuda::kernels::SGEMM),
+            co_resident: None,
+        },
+        Imitate {
+            dialect: Dialect::OpenCl,
+            compute_units: 132,
+            sgemm: cl(132, true, true),
+            co_resident: coop,
+        },
+        Imitate {
+            dialect: Dialect::OpenCl,
+            // Few compute units, so that products fill them twice with `sgemm_tc128` tiles.
+            compute_units: 32,
+            sgemm: cl(32, true, false),
+            co_resident: None,
+        },
+        Imitate {
+            dialect: Dialect::OpenCl,
+            compute_units: 132,
+            sgemm: cl(132, false, false),
+            co_resident: None,
+        },
+    ]
+}
+
+fn dialect_named(name: &str) -> Dialect {
+    DIALECTS
+        .into_iter()
+        .find(|d| format!("{d:?}") == name)
+        .expect("a dialect")
+}
+
+fn kind(a: &RawArg) -> CType {
+    match a {
+        RawArg::Ptr(_) => CType::Pointer,
+        RawArg::F32(_) => CType::F32,
+        RawArg::U32(_) => CType::U32,
+        RawArg::I32(_) => CType::I32,
+        RawArg::U64(_) => CType::U64,
+    }
+}
+
+fn list(kinds: &[CType]) -> String {
+    let parts: Vec<String> = kinds.iter().map(ToString::to_string).collect();
+    parts.join(", ")
+}
+
+/// `(dialect, entry)` to the argument kinds the op passes and whether the launch has dynamic
+/// shared memory.
+type Recorded = BTreeMap<(String, String), (Vec<CType>, bool)>;
+
+/// What a launch passes in `dialect`: the op's arguments, then (OpenCL) the `__local` argument
+/// of its dynamic shared memory.
+fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> {
+    let mut out = kinds.clone();
+    if dialect == Dialect::OpenCl && *shared {
+        out.push(CType::Local);
+    }
+    out
+}
+
+/// Records every launch of [`calls::exercise`] on each imitated device: `(dialect, entry)` to
+/// its argument kinds. Two different lists for one entry of one dialect are an error.
+fn record(errors: &mut Vec<String>) -> Recorded {
+    let mut recorded = Recorded::new();
+    for imitate in imitations() {
+        let dialect = format!("{:?}", imitate.dialect);
+        let (device, log) = RecordingDevice::new(imitate);
+        let ops = super::create(device, &ContextOptions::default()).expect("recording ops");
+        if let Err(e) = calls::exercise(&*ops.ops) {
+            errors.push(format!("{dialect}: the recorded ops failed: {e}"));
+        }
+        for launch in log.lock().iter() {
+            let kinds = (
+                launch.args.iter().map(kind).collect(),
+                launch.shared_bytes > 0,
+            );
+            let key = (dialect.clone(), launch.entry.clone());
+            match recorded.get(&key) {
+                Some(k) if *k != kinds => errors.push(format!(
+                    "`{}` launched on {dialect} with two argument lists: ({}) and ({})",
+                    launch.entry,
+                    list(&k.0),
+                    list(&kinds.0)
+                )),
+                Some(_) => {}
+                None => {
+                    recorded.insert(key, kinds);
+                }
+            }
+        }
+    }
+    recorded
+}
+
+/// Compares one definition with the arguments the Rust side passes: the first position that
+/// differs, and both lists.
+fn compare(entry: &str, place: &str, params: &[(CType, String)], rust: &[CType]) -> Option<String> {
+    let i =
+        (0..params.len().max(rust.len())).find(|&i| params.get(i).map(|p| &p.0) != rust.get(i))?;
+    let source = params
+        .get(i)
+        .map_or("nothing".into(), |(t, d)| format!("`{d}` ({t})"));
+    let passed = rust.get(i).map_or("nothing".into(), ToString::to_string);
+    let types: Vec<CType> = params.iter().map(|p| p.0.clone()).collect();
+    Some(format!(
+        "`{entry}`, {place}: parameter {} is {source} there, the Rust side passes {passed}\n    \
+         {place} ({}): {}\n    Rust ({}): {}",
+        i + 1,
+        params.len(),
+        list(&types),
+        rust.len(),
+        list(rust)
+    ))
+}
+
+#[test]
+fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
+    let mut errors = Vec::new();
+    let tables = table_entries();
+    assert!(tables.len() > 40, "kernel tables not found: {tables:?}");
+    let in_scope = |d: Dialect, e: &str| {
+        tables
+            .iter()
+            .any(|(s, t, _)| t == e && (*s == Scope::All || *s == Scope::Only(d)))
+    };
+    let recorded = record(&mut errors);
+
+    for dialect in DIALECTS {
+        let defs = signatures::kernels(&op_set_source(dialect), dialect == Dialect::OpenCl);
+        let defined: BTreeSet<&str> = defs.iter().map(|s| s.entry.as_str()).collect();
+        // HIP compiles the CUDA text, whose CUDA-only entries are compiled out by `#if`.
+        let listed_for = if dialect == Dialect::Hip {
+            Dialect::Cuda
+        } else {
+            dialect
+        };
+        for e in &defined {
+            if !in_scope(listed_for, e) {
+                errors.push(format!(
+                    "`{e}` is defined in {dialect:?} but in no table of docs/kernel-abi.md for it"
+                ));
+            }
+        }
+        for (scope, entry, _) in &tables {
+            if *scope != Scope::All && *scope != Scope::Only(dialect) {
+                continue;
+            }
+            let own = recorded.get(&(format!("{dialect:?}"), entry.clone()));
+            // An entry every dialect has may be reached on another one (OpenCL never launches
+            // its `sgemm`, HIP no persistent kernel); the lists must then agree anyway.
+            let any = recorded
+                .iter()
+                .find(|((_, e), _)| e == entry)
+                .map(|(_, k)| k);
+            let Some(rust) = own.or(if *scope == Scope::All { any } else { None }) else {
+                errors.push(format!(
+                    "`{entry}` ({dialect:?}) is never launched by the recorded ops"
+                ));
+                continue;
+            };
+            let mine: Vec<_> = defs.iter().filter(|s| s.entry == *entry).collect();
+            if mine.is_empty() {
+                errors.push(format!(
+                    "`{entry}` is in the table but not defined in {dialect:?}"
+                ));
+            }
+            for s in mine {
+                let place = format!("{dialect:?} source");
+                errors.extend(compare(entry, &place, &s.params, &passed(dialect, rust)));
+            }
+        }
+    }
+    // The table's own parameter column, against the launches of the dialects it covers; its
+    // first section promises one list in every dialect.
+    for (scope, entry, cell) in &tables {
+        let launches: BTreeSet<_> = recorded
+            .iter()
+            .filter(|((d, e), _)| {
+                e == entry && (*scope == Scope::All || Scope::Only(dialect_named(d)) == *scope)
+            })
+            .map(|(_, (kinds, _))| kinds.clone())
+            .collect();
+        if launches.len() > 1 {
+            let lists: Vec<String> = launches.iter().map(|k| list(k)).collect();
+            errors.push(format!(
+                "`{entry}` is launched with different arguments by dialect: {lists:?}"
+            ));
+        }
+        let doc = doc_params(&tables, *scope, cell);
+        for rust in launches.iter().take(1) {
+            errors.extend(compare(entry, "docs/kernel-abi.md", &doc, rust));
+        }
+    }
+    for (dialect, entry) in recorded.keys() {
+        if !in_scope(dialect_named(dialect), entry) {
+            errors.push(format!(
+                "`{entry}` is launched on {dialect} but in no table of docs/kernel-abi.md for it"
+            ));
+        }
+    }
+    assert!(
+        errors.is_empty(),
+        "kernel contract broken:\n{}",
+        errors.join("\n")
+    );
+}
+
+/// The header's name of each activation; a new variant does not compile until it has one.
+fn header_name(act: Activation) -> &'static str {
+    match act {
+        Activation::Identity => "ACT_IDENTITY",
+        Activation::Relu => "ACT_RELU",
+        Activation::Sigmoid => "ACT_SIGMOID",
+        Activation::Tanh => "ACT_TANH",
+        Activation::Gelu => "ACT_GELU",
+        Activation::LeakyRelu { .. } => "ACT_LEAKY",
+    }
+}
+
+#[test]
+fn scalar_core_activation_codes_are_the_enum_codes() {
+    let defined: BTreeMap<&str, u32> = SCALAR_CORE
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define "))
+        .filter(|l| l.starts_with("ACT_"))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(' ')?;
+            Some((name, value.trim().trim_end_matches('u').parse().ok()?))
+        })
+        .collect();
+    let all = [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Gelu,
+        Activation::LeakyRelu { slope: 0.01 },
+    ];
+    for act in all {
+        assert_eq!(
+            defined.get(header_name(act)),
+            Some(&act.code()),
+            "{} in kernels-common/scalar_core.h against Activation::{act:?}.code()",
+            header_name(act)
+        );
+    }
+    assert_eq!(
+        defined.len(),
+        all.len(),
+        "codes without a variant: {defined:?}"
+    );
+}
