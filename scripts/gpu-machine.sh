@@ -26,6 +26,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export RNN_REQUIRE_BACKENDS=${RNN_REQUIRE_BACKENDS:-cuda,opencl,hip-nvrtc,nvrtc}
 export RNN_CACHE_DIR=${RNN_CACHE_DIR:-/tmp/rnn-cache}
 run=.gpu-bundle/run.sh
+# scripts/bundle.sh packs the binaries into one archive to stay within the carry limit.
+if [ -f .gpu-bundle/bin.tar.xz ] && [ ! -d .gpu-bundle/bin ]; then
+  tar -C .gpu-bundle -xJf .gpu-bundle/bin.tar.xz || { echo "!!! cannot unpack the bundle"; exit 1; }
+fi
 # The prebuilt HIP-runtime shim (scripts/bundle.sh): the runtime tests use it instead of building
 # one, which needs a C compiler this machine may lack.
 [ -d .gpu-bundle/hipshim ] && export RNN_HIPSHIM_DIR=${RNN_HIPSHIM_DIR:-$PWD/.gpu-bundle/hipshim}
