@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 
 /// A compute runtime that `rnn` can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum BackendKind {
     /// NVIDIA CUDA (driver API, NVRTC, cuBLAS), loaded at run time.
     Cuda,
@@ -61,6 +62,7 @@ impl FromStr for BackendKind {
 
 /// Identifies one device: `cuda:0`, `opencl:0:1` (platform 0, device 1), `hip:0`, or `cpu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum DeviceId {
     /// CUDA device ordinal.
     Cuda(usize),
@@ -137,6 +139,7 @@ impl FromStr for DeviceId {
 
 /// What sort of processor a device is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeviceKind {
     /// A discrete or integrated GPU.
     Gpu,

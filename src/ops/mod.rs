@@ -33,6 +33,7 @@ use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
 
 /// An elementwise nonlinearity, fused into bias-add and RNN cell ops.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Activation {
     /// `y = z`.
     Identity,
