@@ -15,6 +15,9 @@
 
 mod comm;
 mod env;
+// Without the `nccl` feature the loader answers "built without the `nccl` feature" and the
+// binding behind it is never reached.
+#[cfg_attr(not(feature = "nccl"), allow(dead_code))]
 mod ffi;
 pub mod rendezvous;
 

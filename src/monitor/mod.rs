@@ -3,13 +3,16 @@
 //! loaded with `libloading`), the process's resident memory for the CPU backend. A machine
 //! without the library simply has no figures; nothing is estimated. OpenCL devices report only
 //! their total memory ([`crate::DeviceInfo::memory`]), so they have no figures here either.
+//!
+//! NVML is built with the `monitor` and `cuda` features, ROCm SMI with `monitor` and `hip`.
 
+#[cfg(all(feature = "monitor", feature = "cuda"))]
 mod nvml;
 mod sampler;
 
 use std::fmt;
 
-use crate::device::{DeviceId, DeviceInfo};
+use crate::device::DeviceInfo;
 
 pub(crate) use sampler::EpochSampler;
 
@@ -62,15 +65,37 @@ impl fmt::Display for GpuFigures {
 /// knows, or an OpenCL/CPU device).
 pub fn figures(device: &DeviceInfo) -> Option<GpuFigures> {
     match device.id {
-        DeviceId::Cuda(n) => nvml::figures(n),
-        DeviceId::Hip(n) => crate::backend::hip::smi::figures(n),
+        #[cfg(all(feature = "monitor", feature = "cuda"))]
+        crate::DeviceId::Cuda(n) => nvml::figures(n),
+        #[cfg(all(feature = "monitor", feature = "hip"))]
+        crate::DeviceId::Hip(n) => crate::backend::hip::smi::figures(n),
         _ => None,
     }
 }
 
 /// One line per management library: loaded (with its driver version) or why not.
 pub fn libraries() -> Vec<String> {
-    vec![nvml::status(), crate::backend::hip::smi::status()]
+    vec![nvml_status(), rocm_smi_status()]
+}
+
+fn nvml_status() -> String {
+    #[cfg(all(feature = "monitor", feature = "cuda"))]
+    return nvml::status();
+    #[cfg(not(all(feature = "monitor", feature = "cuda")))]
+    not_built("NVML", "cuda")
+}
+
+fn rocm_smi_status() -> String {
+    #[cfg(all(feature = "monitor", feature = "hip"))]
+    return crate::backend::hip::smi::status();
+    #[cfg(not(all(feature = "monitor", feature = "hip")))]
+    not_built("ROCm SMI", "hip")
+}
+
+/// The line of a library this build leaves out.
+#[cfg(not(all(feature = "monitor", feature = "cuda", feature = "hip")))]
+fn not_built(library: &str, runtime: &str) -> String {
+    format!("{library}: not built (needs the `monitor` and `{runtime}` features)")
 }
 
 /// This process's resident memory in bytes (`VmRSS` of `/proc/self/status`; Linux).

@@ -54,6 +54,7 @@ mod lstm;
 mod network;
 mod optim;
 mod params;
+#[cfg(feature = "plot")]
 mod plot;
 mod progress;
 mod recurrent;
@@ -79,6 +80,7 @@ pub use loss::Loss;
 pub use network::Network;
 pub use optim::OptimizerState;
 pub use params::ParamInfo;
+#[cfg(feature = "plot")]
 pub use plot::{PlotFormat, plot_history};
 pub use progress::{Progress, READS_PER_SECOND};
 pub use rng::Rng;
