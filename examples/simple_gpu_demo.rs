@@ -54,6 +54,7 @@ fn saxpy_source(dialect: Dialect) -> KernelSource {
         Dialect::OpenCl => SAXPY_OPENCL,
         Dialect::Cuda => SAXPY_CUDA,
         Dialect::Hip => SAXPY_HIP,
+        other => unreachable!("no saxpy source for {other:?}"),
     };
     KernelSource::new(dialect, text, "saxpy")
 }
@@ -63,7 +64,8 @@ fn dialect_of(backend: BackendKind) -> Option<Dialect> {
         BackendKind::Cuda => Some(Dialect::Cuda),
         BackendKind::OpenCl => Some(Dialect::OpenCl),
         BackendKind::Hip => Some(Dialect::Hip),
-        BackendKind::Cpu => None,
+        // The CPU backend compiles no kernels, nor would a runtime this demo does not know.
+        _ => None,
     }
 }
 

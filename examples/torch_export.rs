@@ -288,6 +288,7 @@ fn activation(a: Activation) -> Value {
         Activation::Tanh => json!("tanh"),
         Activation::Gelu => json!("gelu"),
         Activation::LeakyRelu { slope } => json!({"leaky_relu": slope}),
+        other => unreachable!("the models here use no {other:?}"),
     }
 }
 
@@ -353,8 +354,14 @@ fn describe(d: &LayerDesc) -> rnn::Result<Value> {
                 RecurrentCell::Rnn(a) => ("rnn", activation(a)),
                 RecurrentCell::Lstm => ("lstm", Value::Null),
                 RecurrentCell::Gru => ("gru", Value::Null),
+                other => unreachable!("the models here use no {other:?}"),
             };
             recurrent(c, nl, inputs, hidden, o, num_layers, bidirectional, dropout)
+        }
+        ref other => {
+            return Err(rnn::Error::InvalidArgument(format!(
+                "torch_export has no PyTorch layer for {other:?}"
+            )));
         }
     })
 }

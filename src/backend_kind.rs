@@ -5,6 +5,7 @@ use std::fmt;
 
 /// A compute runtime that `rnn` can drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum BackendKind {
     /// NVIDIA CUDA (driver API, NVRTC, cuBLAS), loaded at run time.
     Cuda,

@@ -30,15 +30,22 @@ pub struct ContextOptions {
     /// sources too ([`crate::Dialect::Hip`]), compiled the same way, with the prelude as the
     /// header `<hip/hip_runtime.h>`. Such a context never uses cuBLAS, so GEMM runs the HIP
     /// `sgemm` kernel. Off by default; ignored elsewhere.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub hip_sources_via_nvrtc: bool,
+    // Without the `testing` feature, the verification aids are not part of the API.
+    #[cfg(not(feature = "testing"))]
+    pub(crate) hip_sources_via_nvrtc: bool,
     /// Verification aid: on an OpenCL device, run every GEMM with the kernel of this block tile
     /// (64: `sgemm_tile64_split`, 128: `sgemm_split`) instead of picking one per launch from the output's
     /// size and the device, so both are tested on any device. Another value, or 128 on a
     /// device that cannot hold that tile, is [`crate::Error::InvalidArgument`] when the context is
     /// created. `None` by default; ignored elsewhere.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub opencl_sgemm_tile: Option<u32>,
+    #[cfg(not(feature = "testing"))]
+    pub(crate) opencl_sgemm_tile: Option<u32>,
     /// Time every kernel launch and device-side copy on the device, per entry name, for
     /// [`crate::Context::kernel_times`]. OpenCL only (its queue is then created with
     /// `CL_QUEUE_PROFILING_ENABLE` and each launch keeps its event, which costs some launch

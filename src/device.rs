@@ -26,6 +26,7 @@ impl FromStr for BackendKind {
 
 /// Identifies one device: `cuda:0`, `opencl:0:1` (platform 0, device 1), `hip:0`, or `cpu`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum DeviceId {
     /// CUDA device ordinal.
     Cuda(usize),
@@ -102,6 +103,7 @@ impl FromStr for DeviceId {
 
 /// What sort of processor a device is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum DeviceKind {
     /// A discrete or integrated GPU.
     Gpu,

@@ -8,6 +8,7 @@ use crate::backend_kind::BackendKind;
 /// compiler's full build log; running out of device memory is its own variant so callers can
 /// react (smaller batch, another device).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A runtime (CUDA, OpenCL, HIP) could not be used: library missing, no device, init failure.
     #[error("{backend} backend unavailable: {reason}")]

@@ -8,6 +8,7 @@ use crate::buffer::View;
 
 /// The source language a GPU backend compiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Dialect {
     /// CUDA C++ compiled by NVRTC.
     Cuda,
@@ -105,6 +106,7 @@ impl LaunchConfig {
 /// `ulong` in OpenCL). OpenCL cannot offset a `cl_mem`, so every dialect uses this convention,
 /// and the built-in kernels do too.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum KernelArg<'a> {
     /// A buffer view: base pointer, then `u64` element offset.
     Buffer(View<'a>),

@@ -15,7 +15,40 @@
 //! assert_eq!(t.to_vec()?, vec![1.0, 2.0, 3.0]);
 //! # Ok::<(), rnn::Error>(())
 //! ```
+//!
+//! ## Cargo features
+//!
+//! All are on by default. Each runtime is loaded at run time either way; a feature decides
+//! whether its binding is compiled at all.
+//!
+//! | Feature    | What it builds | Dependencies |
+//! |------------|----------------|--------------|
+//! | `cuda`     | the CUDA backend (driver API, NVRTC, cuBLAS) | `cudarc` |
+//! | `opencl`   | the OpenCL backend | `opencl3`, `cl3` |
+//! | `hip`      | the ROCm/HIP backend (`libamdhip64`, hiprtc) | — (`libloading`) |
+//! | `nccl`     | the NCCL/RCCL binding of [`dist`] (several GPUs); useful with `cuda` (NCCL) or `hip` (RCCL), and implies neither | — (`libloading`) |
+//! | `plot`     | `TrainingHistory::plot` and `nn::plot_history` (PNG, SVG) | `plotters`, `png` |
+//! | `progress` | the progress bar of [`nn::Progress::Auto`] on a terminal | `indicatif` |
+//! | `monitor`  | live device figures in [`monitor`]: NVML with `cuda`, ROCm SMI with `hip` | `nvml-wrapper` |
+//!
+//! Without a runtime's feature, [`GpuManager::backends`] lists that runtime as unavailable,
+//! "built without the `cuda` feature", and `RNN_DEVICE=cuda:0` is an error that says so; the
+//! CPU backend is always built. Without `nccl`, multi-GPU training is
+//! [`Error::CollectiveUnavailable`] with the same kind of reason. Without `plot`, the plotting
+//! functions are absent (a compile error where they are called, rather than a run-time one);
+//! without `progress`, `Progress::Auto` prints one plain line per epoch; without `monitor`,
+//! [`monitor::figures`] is `None` and [`monitor::libraries`] says which feature is missing.
+//!
+//! The `testing` feature (off by default) exposes hooks for this crate's own tests and
+//! benches; it is not part of the API.
 #![warn(missing_docs)]
+// The GPU op set (`ops::gpu`) and its launch machinery are generic over `backend::Device`: a
+// build without any GPU runtime instantiates none of it. The default build's lints keep that
+// code honest.
+#![cfg_attr(
+    not(any(feature = "cuda", feature = "opencl", feature = "hip")),
+    allow(dead_code, unused_imports)
+)]
 
 pub mod backend;
 mod backend_kind;
@@ -47,7 +80,6 @@ pub use device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 pub use error::{Error, Result};
 pub use kernel::{Dialect, Kernel, KernelArg, KernelSource, LaunchConfig};
 pub use manager::{BackendStatus, GpuManager};
-pub use ops::{
-    Activation, AdamStep, Gemm, KernelTime, Ops, RNG_STATE_LEN, SeqShape, SgdStep, rng_state,
-};
+// The op layer's argument types, beside the trait that takes them; its helpers stay in `ops`.
+pub use ops::{Activation, AdamStep, Gemm, KernelTime, Ops, SeqShape, SgdStep};
 pub use tensor::Tensor;

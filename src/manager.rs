@@ -379,6 +379,39 @@ mod tests {
         assert_eq!(parse_device_env(" hip:2 ").unwrap(), DeviceId::Hip(2));
     }
 
+    /// A runtime this build leaves out is listed, unavailable, with the feature that builds it;
+    /// asking for its device names that cause.
+    #[cfg(not(all(feature = "cuda", feature = "opencl", feature = "hip")))]
+    #[test]
+    fn left_out_runtime_is_unavailable_with_its_feature() {
+        let m = GpuManager::with_backends(&BackendKind::ALL);
+        let (kind, id, feature) = if cfg!(not(feature = "cuda")) {
+            (BackendKind::Cuda, DeviceId::Cuda(0), "`cuda`")
+        } else if cfg!(not(feature = "opencl")) {
+            (
+                BackendKind::OpenCl,
+                DeviceId::OpenCl {
+                    platform: 0,
+                    device: 0,
+                },
+                "`opencl`",
+            )
+        } else {
+            (BackendKind::Hip, DeviceId::Hip(0), "`hip`")
+        };
+        let status = m.backend(kind);
+        assert!(!status.available, "{status}");
+        assert_eq!(
+            status.detail,
+            format!("built without the {feature} feature")
+        );
+        let err = m.device(id).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("built without the {feature} feature")),
+            "{err}"
+        );
+    }
+
     #[test]
     fn unknown_device_lists_valid_ids() {
         let m = GpuManager::with_backends(&[BackendKind::Cpu]);

@@ -1,19 +1,109 @@
 //! Backends. GPU runtimes implement the small [`Device`] trait; the op set is written once over
 //! it (`src/ops/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
 
+// Parameter slots serve the driver-API launches of CUDA and HIP; OpenCL uses only the hasher.
+#[cfg(any(feature = "cuda", feature = "opencl", feature = "hip"))]
+#[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
 mod args;
+// The capture gate serves the runtimes that record graphs.
+#[cfg(any(feature = "cuda", feature = "hip"))]
 pub(crate) mod capture_gate;
 pub(crate) mod cpu;
+// The CUDA and HIP modules are public only for the compile tests (the `testing` feature).
+#[cfg(all(feature = "cuda", feature = "testing"))]
 #[doc(hidden)]
 pub mod cuda;
+#[cfg(all(feature = "cuda", not(feature = "testing")))]
+pub(crate) mod cuda;
+#[cfg(all(feature = "hip", feature = "testing"))]
 #[doc(hidden)]
 pub mod hip;
+#[cfg(all(feature = "hip", not(feature = "testing")))]
+pub(crate) mod hip;
+#[cfg(feature = "opencl")]
 pub(crate) mod opencl;
-#[cfg(test)]
+// The kernel contract needs every dialect's sources and launch rules.
+#[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
 pub(crate) mod recording;
 
 pub use crate::buffer::DevicePtr;
-pub(crate) use args::{Fnv, FunctionCache, with_param_slots};
+/// A runtime this build leaves out: [`crate::GpuManager`] lists it as unavailable with the
+/// feature that would build it, so that `RNN_DEVICE=cuda:0` names the cause.
+#[cfg(not(all(feature = "cuda", feature = "opencl", feature = "hip")))]
+mod not_built {
+    use crate::context::ContextOptions;
+    use crate::device::{BackendKind, DeviceInfo};
+    use crate::error::{Error, Result};
+    use crate::ops::Engine;
+
+    pub(crate) fn unavailable(backend: BackendKind, feature: &str) -> Error {
+        Error::BackendUnavailable {
+            backend,
+            reason: format!("built without the `{feature}` feature"),
+        }
+    }
+
+    /// `probe` and `create_ops` of a left-out runtime, as the manager calls them.
+    macro_rules! left_out {
+        ($kind:ident, $feature:literal) => {
+            pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
+                Err(unavailable(BackendKind::$kind, $feature))
+            }
+            pub(crate) fn create_ops(_: &DeviceInfo, _: &ContextOptions) -> Result<Engine> {
+                Err(unavailable(BackendKind::$kind, $feature))
+            }
+        };
+    }
+
+    #[cfg(not(feature = "cuda"))]
+    pub(crate) mod cuda {
+        use super::*;
+        left_out!(Cuda, "cuda");
+    }
+    #[cfg(not(feature = "opencl"))]
+    pub(crate) mod opencl {
+        use super::*;
+        left_out!(OpenCl, "opencl");
+    }
+    #[cfg(not(feature = "hip"))]
+    pub(crate) mod hip {
+        use super::*;
+        left_out!(Hip, "hip");
+    }
+}
+
+/// Without the `cuda` feature: the CUDA kernel sources stay, since the HIP backend compiles them
+/// behind its vendor header.
+#[cfg(not(feature = "cuda"))]
+pub(crate) mod cuda {
+    // The HIP backend uses the sources and the `sgemm` geometry only.
+    #[cfg(feature = "hip")]
+    #[allow(dead_code)]
+    pub(crate) mod kernels;
+    pub(crate) use super::not_built::cuda::*;
+}
+#[cfg(not(feature = "opencl"))]
+pub(crate) use not_built::opencl;
+/// Without the `hip` feature: the HIP sources stay, since a CUDA context can compile them through
+/// NVRTC (`ContextOptions::hip_sources_via_nvrtc`).
+#[cfg(not(feature = "hip"))]
+pub(crate) mod hip {
+    // The CUDA backend uses the sources behind the NVRTC prelude only.
+    #[cfg(feature = "cuda")]
+    #[allow(dead_code)]
+    pub(crate) mod kernels;
+    pub(crate) use super::not_built::hip::*;
+
+    /// No runtime loaded: the status says why.
+    pub(crate) fn origin() -> Option<String> {
+        None
+    }
+}
+
+#[cfg(feature = "opencl")]
+pub(crate) use args::Fnv;
+#[cfg(any(feature = "cuda", feature = "hip"))]
+pub(crate) use args::{FunctionCache, with_param_slots};
 
 use crate::device::DeviceInfo;
 use crate::error::Result;
@@ -90,6 +180,7 @@ pub(crate) const SGEMM_TC64: SgemmKernel = SgemmKernel {
 /// The tensor-core kernel for an `m x n` output on a device with `sms` SMs: 128-wide tiles while
 /// they fill at least three quarters of the SMs, else 64-wide ones (which split k further if
 /// they still leave SMs idle).
+#[cfg(any(feature = "cuda", feature = "hip"))]
 pub(crate) fn tensor_core_sgemm(sms: u32, m: usize, n: usize) -> SgemmKernel {
     let tiles = m.div_ceil(128).saturating_mul(n.div_ceil(128));
     if tiles.saturating_mul(4) >= sms as usize * 3 {

@@ -2,13 +2,16 @@
 //! corrupt, foreign or outdated cache entry, to be deleted and rebuilt), as opposed to a
 //! transient failure (out of memory, a lost context) after which the entry is still good.
 
+#[cfg(feature = "cuda")]
 use cudarc::driver::sys::CUresult;
+#[cfg(feature = "opencl")]
 use opencl3::error_codes::{CL_BUILD_PROGRAM_FAILURE, CL_INVALID_BINARY};
 
 use crate::device::BackendKind;
 use crate::error::Error;
 
 /// CUDA driver statuses that reject a CUBIN/PTX image itself.
+#[cfg(feature = "cuda")]
 const CUDA_REJECTS: [CUresult; 5] = [
     CUresult::CUDA_ERROR_INVALID_IMAGE,
     CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU,
@@ -26,11 +29,13 @@ const HIP_REJECTS: [i64; 4] = [200, 209, 218, 300];
 /// context or launch-resource errors) is transient and must not cost the cache its entry.
 pub(crate) fn is_binary_rejection(e: &Error) -> bool {
     match e {
+        #[cfg(feature = "cuda")]
         Error::Backend {
             backend: BackendKind::Cuda,
             code,
             ..
         } => CUDA_REJECTS.iter().any(|&r| r as i64 == *code),
+        #[cfg(feature = "opencl")]
         Error::Backend {
             backend: BackendKind::OpenCl,
             code,
@@ -63,8 +68,12 @@ mod tests {
 
     #[test]
     fn format_rejections_are_told_apart_from_transient_failures() {
-        assert!(is_binary_rejection(&backend(BackendKind::Cuda, 200)));
-        assert!(is_binary_rejection(&backend(BackendKind::Cuda, 222)));
+        #[cfg(feature = "cuda")]
+        {
+            assert!(is_binary_rejection(&backend(BackendKind::Cuda, 200)));
+            assert!(is_binary_rejection(&backend(BackendKind::Cuda, 222)));
+        }
+        #[cfg(feature = "opencl")]
         assert!(is_binary_rejection(&backend(BackendKind::OpenCl, -42)));
         assert!(is_binary_rejection(&backend(BackendKind::Hip, 209)));
         // Out of memory (CUDA 2, HIP 2), a destroyed context (CUDA 201), CL_OUT_OF_RESOURCES.

@@ -70,6 +70,7 @@ type FnErrorString = unsafe extern "C" fn(NcclResult) -> *const c_char;
 
 /// Which collective library: NCCL for CUDA devices, RCCL (same API) for HIP devices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CollectiveLibrary {
     /// NVIDIA's NCCL.
     Nccl,
@@ -282,6 +283,7 @@ static RCCL: OnceLock<Result<Api, String>> = OnceLock::new();
 
 /// The loaded library, or why it cannot be loaded (library names tried and how to install it).
 /// Loaded once per process.
+#[cfg(feature = "nccl")]
 pub(crate) fn api(library: CollectiveLibrary) -> Result<&'static Api, String> {
     let slot = match library {
         CollectiveLibrary::Nccl => &NCCL,
@@ -290,4 +292,10 @@ pub(crate) fn api(library: CollectiveLibrary) -> Result<&'static Api, String> {
     slot.get_or_init(|| Api::load(library))
         .as_ref()
         .map_err(Clone::clone)
+}
+
+/// Without the `nccl` feature: no library is loaded.
+#[cfg(not(feature = "nccl"))]
+pub(crate) fn api(_: CollectiveLibrary) -> Result<&'static Api, String> {
+    Err("built without the `nccl` feature".into())
 }

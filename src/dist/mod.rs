@@ -10,11 +10,18 @@
 //! Training uses these through `TrainingConfig::devices` (one process, several GPUs) and
 //! `Network::train_distributed` (one process per GPU).
 //!
+//! The binding is the `nccl` feature (it serves NCCL on CUDA and RCCL on HIP, so it implies
+//! neither runtime); without it, [`probe`] and the communicators answer
+//! [`crate::Error::CollectiveUnavailable`], "built without the `nccl` feature".
+//!
 //! RCCL is bound exactly as NCCL is (same symbols, `librccl.so`); it has not been executed,
 //! for want of an AMD GPU.
 
 mod comm;
 mod env;
+// Without the `nccl` feature the loader answers "built without the `nccl` feature" and the
+// binding behind it is never reached.
+#[cfg_attr(not(feature = "nccl"), allow(dead_code))]
 mod ffi;
 pub mod rendezvous;
 

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+#[cfg(all(feature = "monitor", feature = "hip"))]
 use crate::backend::hip::smi::SmiReading;
 
 /// A device's live figures. Each is `None` when the library does not report it.
@@ -51,6 +52,7 @@ impl fmt::Display for GpuFigures {
     }
 }
 
+#[cfg(all(feature = "monitor", feature = "hip"))]
 impl From<SmiReading> for GpuFigures {
     fn from(r: SmiReading) -> Self {
         GpuFigures {

@@ -12,6 +12,7 @@ use super::schedule::{EarlyStopping, LrSchedule};
 
 /// The optimizer and its hyper-parameters (the learning rate lives in [`TrainingConfig`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Optimizer {
     /// Stochastic gradient descent, PyTorch semantics.
     Sgd {

@@ -11,6 +11,7 @@ use super::size;
 
 /// What each sample is trained against.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Targets {
     /// Class indices: `per_sample` labels per sample (1, or the sequence length when a model
     /// predicts at every step), each in `0..classes`.

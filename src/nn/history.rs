@@ -40,6 +40,7 @@ pub struct EpochStats {
 
 /// Why training ended before its last epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopReason {
     /// Early stopping: the validation loss stopped improving.
     EarlyStopping,

@@ -49,6 +49,7 @@ pub(crate) enum LayerWs {
 
 /// A read-only description of one layer, for summaries and tooling.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum LayerDesc {
     /// A dense layer.
     Dense {

@@ -3,6 +3,7 @@
 
 /// What the network's output is trained against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Loss {
     /// Softmax + cross-entropy over class logits; targets are class indices; reports accuracy.
     SoftmaxCrossEntropy,

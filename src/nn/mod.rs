@@ -57,6 +57,7 @@ mod network;
 mod onnx;
 mod optim;
 mod params;
+#[cfg(feature = "plot")]
 mod plot;
 mod progress;
 mod recurrent;
@@ -85,6 +86,7 @@ pub use network::Network;
 pub use onnx::OnnxOptions;
 pub use optim::OptimizerState;
 pub use params::ParamInfo;
+#[cfg(feature = "plot")]
 pub use plot::{PlotFormat, plot_history};
 pub use progress::{Progress, READS_PER_SECOND};
 pub use rng::Rng;

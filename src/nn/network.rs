@@ -390,6 +390,7 @@ impl Network {
 
     /// `(recorded, replayed)`: how many evaluation and prediction batches were recorded as
     /// graphs, and how many were replayed from one, since the network was built. For tests.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn eval_graph_counts(&self) -> (u64, u64) {
         self.workspaces.counts()

@@ -4,17 +4,43 @@
 //! The bar's running loss comes from the device, and reading it waits for the queued steps; so
 //! it is read at most [`READS_PER_SECOND`] times a second, never once per step. Samples per
 //! second and the ETA are host-side counts.
+//!
+//! The bar is drawn by `indicatif` (the `progress` feature); without it, `Progress::Auto` prints
+//! the plain lines on a terminal too.
 
+#[cfg(feature = "progress")]
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "progress")]
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Without the `progress` feature no bar is ever made.
+#[cfg(not(feature = "progress"))]
+enum ProgressBar {}
+
+#[cfg(not(feature = "progress"))]
+impl ProgressBar {
+    fn set_position(&self, _: u64) {
+        match *self {}
+    }
+    fn set_message(&self, _: String) {
+        match *self {}
+    }
+    fn finish_and_clear(&self) {
+        match *self {}
+    }
+    fn abandon(&self) {
+        match *self {}
+    }
+}
 
 /// How [`crate::nn::Network::train`] reports progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Progress {
-    /// A progress bar per epoch when stderr is a terminal, else one plain line per epoch on
-    /// stderr.
+    /// A progress bar per epoch when stderr is a terminal (and the `progress` feature is on),
+    /// else one plain line per epoch on stderr.
     #[default]
     Auto,
     /// One plain line per epoch on stderr, terminal or not.
@@ -27,6 +53,7 @@ pub enum Progress {
 pub const READS_PER_SECOND: u32 = 4;
 
 enum Mode {
+    #[cfg(feature = "progress")]
     Bar,
     Lines,
     Off,
@@ -42,6 +69,7 @@ pub(crate) struct Reporter {
 impl Reporter {
     pub(crate) fn new(progress: Progress) -> Self {
         let mode = match progress {
+            #[cfg(feature = "progress")]
             Progress::Auto if std::io::stderr().is_terminal() => Mode::Bar,
             Progress::Auto | Progress::Lines => Mode::Lines,
             Progress::Off => Mode::Off,
@@ -59,29 +87,13 @@ impl Reporter {
     }
 
     /// Starts the bar of epoch `epoch` of `epochs` over `samples` samples.
+    #[cfg_attr(not(feature = "progress"), allow(unused_variables))]
     pub(crate) fn start_epoch(&mut self, epoch: usize, epochs: usize, samples: usize) {
-        if !matches!(self.mode, Mode::Bar) {
-            return;
+        #[cfg(feature = "progress")]
+        if matches!(self.mode, Mode::Bar) {
+            self.bar = Some(bar(epoch, epochs, samples));
+            self.last_read = Instant::now();
         }
-        let style = ProgressStyle::with_template(
-            "{prefix} [{bar:25}] {percent:>3}% {rate} eta {eta} {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .with_key(
-            "rate",
-            |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                let _ = write!(w, "{:.0} samples/s", s.per_sec());
-            },
-        )
-        .progress_chars("=> ");
-        let bar = ProgressBar::with_draw_target(
-            Some(samples as u64),
-            ProgressDrawTarget::stderr_with_hz(10),
-        )
-        .with_style(style)
-        .with_prefix(format!("epoch {epoch}/{epochs}"));
-        self.bar = Some(bar);
-        self.last_read = Instant::now();
     }
 
     /// Moves the bar to `done` samples (host-side; no device access).
@@ -118,6 +130,24 @@ impl Reporter {
             eprintln!("{line}");
         }
     }
+}
+
+/// The bar of epoch `epoch` of `epochs` over `samples` samples.
+#[cfg(feature = "progress")]
+fn bar(epoch: usize, epochs: usize, samples: usize) -> ProgressBar {
+    let style =
+        ProgressStyle::with_template("{prefix} [{bar:25}] {percent:>3}% {rate} eta {eta} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .with_key(
+                "rate",
+                |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0} samples/s", s.per_sec());
+                },
+            )
+            .progress_chars("=> ");
+    ProgressBar::with_draw_target(Some(samples as u64), ProgressDrawTarget::stderr_with_hz(10))
+        .with_style(style)
+        .with_prefix(format!("epoch {epoch}/{epochs}"))
 }
 
 impl Drop for Reporter {

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 /// [`super::TrainingConfig::learning_rate`], `s` the 0-based global step about to run and `T`
 /// the run's total steps (`epochs * steps per epoch`).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub enum LrSchedule {
     /// `base` throughout.
     #[default]

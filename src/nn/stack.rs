@@ -22,6 +22,7 @@ use super::size;
 
 /// The cell of a recurrent layer.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum RecurrentCell {
     /// Elman RNN with `Tanh` or `Relu` (PyTorch's `nonlinearity`).
     Rnn(Activation),

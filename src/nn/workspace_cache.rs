@@ -66,6 +66,7 @@ impl Workspaces {
     }
 
     /// `(recorded, replayed)` evaluation and prediction batches.
+    #[cfg(feature = "testing")]
     pub fn counts(&self) -> (u64, u64) {
         (self.recorded, self.replayed)
     }

@@ -67,6 +67,7 @@ use crate::error::Result;
 
 /// An elementwise nonlinearity, fused into bias-add and RNN cell ops.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Activation {
     /// `y = z`.
     Identity,

@@ -25,6 +25,7 @@ fn gates(cell: RecurrentCell) -> usize {
         RecurrentCell::Rnn(_) => 1,
         RecurrentCell::Lstm => 4,
         RecurrentCell::Gru => 3,
+        other => unreachable!("no reference for {other:?}"),
     }
 }
 
@@ -81,6 +82,7 @@ fn run_cell(
                     let n = (gx[2 * h + j] + r * gh[2 * h + j]).tanh();
                     hs[j] = (1.0 - z) * n + z * hs[j];
                 }
+                other => unreachable!("no reference for {other:?}"),
             }
         }
         out.push(hs.clone());

@@ -455,17 +455,20 @@ fn history_saves_csv_json_and_draws_png_and_svg_curves() {
         h.epochs[3].loss
     );
 
-    let png_path = dir.join("curves.png");
-    h.plot("blobs MLP", &png_path).unwrap();
-    check_png(&png_path, true);
-    let svg = dir.join("curves.svg");
-    h.plot("blobs MLP", &svg).unwrap();
-    let text = std::fs::read_to_string(&svg).unwrap();
-    assert!(text.starts_with("<svg") && text.contains("accuracy") && text.contains("epoch"));
-    assert!(matches!(
-        h.plot("x", dir.join("curves.gif")),
-        Err(Error::InvalidArgument(_))
-    ));
+    #[cfg(feature = "plot")]
+    {
+        let png_path = dir.join("curves.png");
+        h.plot("blobs MLP", &png_path).unwrap();
+        check_png(&png_path, true);
+        let svg = dir.join("curves.svg");
+        h.plot("blobs MLP", &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.starts_with("<svg") && text.contains("accuracy") && text.contains("epoch"));
+        assert!(matches!(
+            h.plot("x", dir.join("curves.gif")),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
     if std::env::var_os("RNN_UX_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -473,6 +476,7 @@ fn history_saves_csv_json_and_draws_png_and_svg_curves() {
 
 /// Decodes a curves PNG: the expected size, mostly white, the blue (train) and, with a
 /// validation split, red (validation) curves drawn, plus dark text and axes.
+#[cfg(feature = "plot")]
 pub fn check_png(path: &std::path::Path, with_validation: bool) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(path).unwrap()));
     let mut reader = decoder.read_info().unwrap();
@@ -503,6 +507,7 @@ pub fn check_png(path: &std::path::Path, with_validation: bool) {
 /// `real_gpu_neural_network --plot DIR` writes a PNG of curves per model (decoded and checked)
 /// and the histories. `cargo test` builds the examples; a filtered run (`--test nn`) may not,
 /// and then this skips unless `RNN_REQUIRE_BACKENDS` is set (as in CI).
+#[cfg(feature = "plot")]
 #[test]
 fn example_plot_writes_png_curves() {
     let exe = std::env::current_exe().unwrap();

@@ -102,6 +102,7 @@ fn act_ref(act: Activation, z: f64) -> f64 {
                 slope as f64 * z
             }
         }
+        other => unreachable!("no reference for {other:?}"),
     }
 }
 

@@ -344,7 +344,9 @@ fn cache_entry_survives_a_transient_load_failure() {
     assert_eq!((r.builds, r.loads), (0, 1));
     assert_eq!(r.module.unwrap(), "loaded:OLD");
 
-    // A driver's invalid-image status does delete it.
+    // A driver's invalid-image status does delete it (CUDA's statuses are known to a build
+    // with the CUDA backend).
+    #[cfg(feature = "cuda")]
     let _ = cache.get_or_build(
         &k,
         || -> rnn::Result<(Vec<u8>, ())> { Err(Error::InvalidArgument("no".into())) },
@@ -357,6 +359,7 @@ fn cache_entry_survives_a_transient_load_failure() {
             })
         },
     );
+    #[cfg(feature = "cuda")]
     assert!(!path.exists());
 }
 

@@ -255,6 +255,7 @@ fn hip_wave_width_is_64_on_cdna_and_32_on_rdna() {
     }
 }
 
+#[cfg(feature = "cuda")]
 #[test]
 fn hip_sources_compile_with_nvrtc_behind_the_prelude() {
     let test = "hip_sources_compile_with_nvrtc_behind_the_prelude";
@@ -304,6 +305,7 @@ extern "C" __global__ void user_wave_sum(const float* x, unsigned long long xo, 
 }
 "#;
 
+#[cfg(feature = "cuda")]
 /// NVRTC of a CUDA context in `hip_sources_via_nvrtc` mode, or SKIP (fail when
 /// `RNN_REQUIRE_BACKENDS` names nvrtc).
 fn nvrtc_hip(test: &str, source: &str) -> Option<rnn::Result<Vec<u8>>> {
@@ -319,6 +321,7 @@ fn nvrtc_hip(test: &str, source: &str) -> Option<rnn::Result<Vec<u8>>> {
     }
 }
 
+#[cfg(feature = "cuda")]
 #[test]
 fn hip_user_kernel_compiles_with_nvrtc_through_the_runtime_header() {
     let test = "hip_user_kernel_compiles_with_nvrtc_through_the_runtime_header";
@@ -344,6 +347,7 @@ fn hip_user_kernel_compiles_with_nvrtc_through_the_runtime_header() {
     ));
 }
 
+#[cfg(feature = "cuda")]
 #[test]
 fn hip_user_kernel_error_under_nvrtc_is_a_compile_error_with_the_log() {
     let test = "hip_user_kernel_error_under_nvrtc_is_a_compile_error_with_the_log";

@@ -5,8 +5,11 @@
 mod cache;
 #[cfg(unix)]
 mod cache_trust;
+#[cfg(feature = "cuda")]
 mod cuda_compile;
+#[cfg(feature = "hip")]
 mod hip_compile;
+#[cfg(feature = "hip")]
 mod hip_shim;
 mod module_graph;
 #[path = "../support/mod.rs"]

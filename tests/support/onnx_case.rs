@@ -34,6 +34,7 @@ pub fn input_shape(net: &Network, n: usize) -> (Vec<usize>, &'static str) {
         | LayerDesc::Gru { inputs, .. }
         | LayerDesc::Recurrent { inputs, .. } => *inputs,
         LayerDesc::LayerNorm { features, .. } | LayerDesc::Dropout { features, .. } => *features,
+        other => panic!("no ONNX input shape for {other:?}"),
     };
     let steps = w / first_in;
     if steps > 1 || recurrent {

@@ -329,6 +329,7 @@ pub(crate) fn compile(
 }
 
 /// Parses `sm_XY` into the number `XY`.
+#[cfg(feature = "testing")]
 pub(crate) fn parse_sm(arch: &str) -> Option<u32> {
     arch.strip_prefix("sm_")
         .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))

@@ -124,6 +124,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
 }
 
 /// The complete CUDA op-set translation unit (`kernels-cu/`, common header first).
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn op_set_source() -> String {
     kernels::op_set_source()
@@ -132,6 +133,7 @@ pub fn op_set_source() -> String {
 /// Compiles `source` with NVRTC to a CUBIN for `arch` (`sm_80`, `sm_90`, the
 /// architecture-specific `sm_90a`, ...) with the options every CUDA build uses. Needs NVRTC, not
 /// a GPU. For tests and tools.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
     let (base, specific) = match arch.strip_suffix('a') {
@@ -159,6 +161,7 @@ pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
 /// `ContextOptions::hip_sources_via_nvrtc` compiles a user's HIP kernel: the HIP-to-CUDA prelude
 /// is the in-memory `hip/hip_runtime.h` and is pre-included. Needs NVRTC, not a GPU. For tests
 /// and tools.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn compile_hip_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
     let sm = compile::parse_sm(arch)
@@ -181,6 +184,7 @@ pub fn compile_hip_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
 /// The PCI bus id of CUDA device `ordinal` as NVML spells it (`00000000:BB:DD.0`), so the
 /// monitor can find the same GPU in NVML whatever order `CUDA_DEVICE_ORDER` and
 /// `CUDA_VISIBLE_DEVICES` give the CUDA ordinals. `None` when the driver is absent or says no.
+#[cfg(feature = "monitor")]
 pub(crate) fn pci_bus_id(ordinal: usize) -> Option<String> {
     use cudarc::driver::sys::CUdevice_attribute as A;
     // SAFETY: only tries to dlopen the candidate names of libcuda; loads no symbols.

@@ -9,9 +9,11 @@ const VENDOR_HEADER: &str = include_str!("../../../kernels-hip/hip_vendor.h");
 const WAVE_REDUCE: &str = include_str!("../../../kernels-hip/wave_reduce.h");
 /// HIP spellings to CUDA, for compiling HIP sources with NVRTC: inlined at the top of the op set,
 /// and the in-memory `hip/hip_runtime.h` of a user's HIP kernel.
+#[cfg(feature = "cuda")]
 pub(crate) const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_prelude.h");
 /// The include name a HIP source uses for the runtime header (hiprtc pre-includes it); NVRTC is
 /// given the prelude under this name.
+#[cfg(feature = "cuda")]
 pub(crate) const NVRTC_RUNTIME_HEADER: &str = "hip/hip_runtime.h";
 
 /// The complete HIP op-set translation unit for hiprtc (see docs/kernel-abi.md).
@@ -34,6 +36,7 @@ pub(crate) fn op_set_source() -> String {
 /// sources' numerics are checked on an NVIDIA GPU (the CUDA backend uses it when
 /// `ContextOptions::hip_sources_via_nvrtc` is set). On NVIDIA the wave width is 32, so the
 /// reductions run their generic `WARP_SIZE` code at 32 lanes.
+#[cfg(feature = "cuda")]
 pub(crate) fn op_set_source_for_nvrtc() -> String {
     let hip = op_set_source();
     let mut s = String::with_capacity(NVRTC_PRELUDE.len() + hip.len() + 48);

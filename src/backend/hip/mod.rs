@@ -57,6 +57,7 @@ mod error;
 mod ffi;
 mod graph;
 pub(crate) mod kernels;
+#[cfg(feature = "monitor")]
 pub(crate) mod smi;
 
 use std::ffi::{c_char, c_int};
@@ -252,6 +253,7 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
 /// Compiles `source` with hiprtc for `arch` (e.g. `gfx90a`) with the backend's options
 /// (`--offload-arch=<arch> -O3`) and returns the code object. Needs no AMD GPU. For tests and
 /// tools; a compile failure is [`Error::Compile`] with hiprtc's log.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
     let loaded = ffi::api().map_err(unavailable)?;
@@ -263,6 +265,7 @@ pub fn compile_for_arch(source: &str, arch: &str) -> Result<Vec<u8>> {
 }
 
 /// `(major, minor)` of the hiprtc found, or why there is none.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn hiprtc_version() -> Result<(i32, i32)> {
     let loaded = ffi::api().map_err(unavailable)?;
@@ -273,12 +276,14 @@ pub fn hiprtc_version() -> Result<(i32, i32)> {
 }
 
 /// The HIP op-set translation unit (hiprtc input). For tests and tools.
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub fn op_set_source() -> String {
     kernels::op_set_source()
 }
 
 /// The HIP op-set translation unit behind the HIP-to-CUDA prelude (NVRTC input). For tests.
+#[cfg(all(feature = "testing", feature = "cuda"))]
 #[doc(hidden)]
 pub fn op_set_source_for_nvrtc() -> String {
     kernels::op_set_source_for_nvrtc()
