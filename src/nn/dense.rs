@@ -3,6 +3,7 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::{Activation, Gemm, Ops};
+use crate::ops::{DenseParams, DenseShape};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -90,14 +91,11 @@ impl Dense {
         let b = self.b.view(f.params)?;
         f.ops.dense_forward(
             x,
-            w,
-            b,
+            DenseParams::new(w, b),
             z,
             ws.y.view(),
             self.act,
-            ws.rows,
-            self.inputs,
-            self.outputs,
+            DenseShape::new(ws.rows, self.inputs, self.outputs),
         )
     }
 
@@ -133,7 +131,8 @@ impl Dense {
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
         } else if self.act == Activation::Identity {
             // dz is dy: the bias gradient can come with the weight gradient's product.
-            f.ops.dense_param_grads(dz, x, dw, db, r, i, o)?;
+            f.ops
+                .dense_param_grads(dz, x, DenseParams::new(dw, db), DenseShape::new(r, i, o))?;
         } else {
             // The activation's backward and the bias gradient in one pass, in place.
             f.ops

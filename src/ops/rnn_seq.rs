@@ -4,18 +4,16 @@
 
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::{Activation, ElmanOps};
 
 /// `hs[t + 1] = act(pre[t] + hs[t] W_hh^T + b_ih + b_hh)` for `t = 0 .. steps`.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn forward_by_steps(
     ops: &(impl ElmanOps + ?Sized),
     pre: View<'_>,
     hs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     act: Activation,
     shape: SeqShape,
 ) -> Result<()> {
@@ -29,9 +27,7 @@ pub(crate) fn forward_by_steps(
         ops.rnn_step_forward(
             pre.slice(t * n, n)?,
             hs.slice(t * n, n)?,
-            w_hh,
-            b_ih,
-            b_hh,
+            weights,
             hs.slice((t + 1) * n, n)?,
             act,
             SeqShape::step(batch, hidden),

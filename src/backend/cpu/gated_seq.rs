@@ -21,6 +21,8 @@ use super::row_groups::Groups;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::Gemm;
+use crate::ops::GruGateGrads;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
@@ -62,11 +64,10 @@ impl GatedSequenceOps for CpuOps {
         gates: View<'_>,
         hs: View<'_>,
         cs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -178,12 +179,11 @@ impl GatedSequenceOps for CpuOps {
         &self,
         gx: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -242,10 +242,10 @@ impl GatedSequenceOps for CpuOps {
         hs: View<'_>,
         cache: View<'_>,
         w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape {
             steps,
             batch,

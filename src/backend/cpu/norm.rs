@@ -3,6 +3,7 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
+use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
 use rayon::prelude::*;
 
 use super::access::lock;
@@ -23,14 +24,14 @@ impl NormOps for CpuOps {
     fn layer_norm_forward(
         &self,
         x: View<'_>,
-        weight: View<'_>,
-        bias: View<'_>,
+        params: LayerNormParams<'_>,
         y: View<'_>,
         stats: View<'_>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         eps: f32,
     ) -> Result<()> {
+        let LayerNormParams { weight, bias } = params;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "layer_norm_forward";
         let n = rows * cols;
@@ -84,12 +85,11 @@ impl NormOps for CpuOps {
         x: View<'_>,
         weight: View<'_>,
         stats: View<'_>,
-        dx: View<'_>,
-        dweight: View<'_>,
-        dbias: View<'_>,
-        rows: usize,
-        cols: usize,
+        grads: LayerNormGrads<'_>,
+        shape: MatShape,
     ) -> Result<()> {
+        let LayerNormGrads { dx, dweight, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "layer_norm_backward";
         let n = rows * cols;

@@ -11,6 +11,7 @@ use super::par::chunks;
 use super::simd;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::rnn_seq;
@@ -64,13 +65,12 @@ impl ElmanOps for CpuOps {
         &self,
         pre: View<'_>,
         h_prev: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         h: View<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "rnn_step_forward";
@@ -139,18 +139,17 @@ impl ElmanOps for CpuOps {
         &self,
         pre: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let op = "rnn_sequence_forward";
         check::same_context(op, self.context, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
         if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)? == 0 {
             return Ok(());
         }
-        rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
+        rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)
     }
 
     fn rnn_sequence_backward(

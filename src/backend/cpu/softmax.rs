@@ -3,6 +3,7 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
+use crate::ops::{LossOutputs, MatShape};
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
@@ -170,14 +171,17 @@ impl LossOps for CpuOps {
         &self,
         logits: View<'_>,
         labels: View<'_>,
-        dlogits: View<'_>,
-        row_loss: View<'_>,
+        out: LossOutputs<'_>,
         row_correct: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dlogits,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "softmax_cross_entropy";
         check::totals(
@@ -232,13 +236,16 @@ impl LossOps for CpuOps {
         &self,
         pred: View<'_>,
         target: View<'_>,
-        dpred: View<'_>,
-        row_loss: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        out: LossOutputs<'_>,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dpred,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "mse";
         check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;

@@ -5,6 +5,7 @@ use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::GruGateGrads;
 use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
@@ -135,11 +136,11 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         cache: View<'_>,
         h_prev: View<'_>,
         dh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         dh_prev: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape { batch, hidden, .. } = shape;
         let op = "gru_cell_backward";
         let n = self.cell_checks(

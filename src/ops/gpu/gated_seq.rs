@@ -14,10 +14,13 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::Dialect;
+use crate::ops::GruGateGrads;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::gated_seq::{
-    self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
+    self, GatedSteps, GruBackwardSeq, GruBackwardStep, GruForwardStep, LstmBackwardSeq,
+    LstmBackwardStep, LstmForwardStep,
 };
 use crate::ops::prelude::*;
 
@@ -55,107 +58,6 @@ fn tile(gates: usize, hidden: usize, forward: bool, dialect: Dialect) -> SeqTile
         units,
         threads: (8 * units * gates) as u32,
         shared_floats: floats,
-    }
-}
-
-impl<D: Device> GpuOps<D> {
-    #[allow(clippy::too_many_arguments)]
-    fn lstm_backward_with(
-        &self,
-        dh: View<'_>,
-        gates: View<'_>,
-        cs: View<'_>,
-        w_hh: View<'_>,
-        dgates: View<'_>,
-        carry: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let entry = "lstm_seq_backward";
-        let launched = self.cooperative(
-            entry,
-            tile(4, hidden, false, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .buf(&dh)?
-                    .buf(&gates)?
-                    .buf(&cs)?
-                    .buf(&w_hh)?
-                    .buf(&dgates)?
-                    .buf(&carry)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::lstm_backward_by_steps(
-            self,
-            dh,
-            gates,
-            cs,
-            w_hh,
-            dgates,
-            carry,
-            SeqShape::new(steps, batch, hidden),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn gru_backward_with(
-        &self,
-        dh: View<'_>,
-        hs: View<'_>,
-        cache: View<'_>,
-        w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
-        carry: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let entry = "gru_seq_backward";
-        let launched = self.cooperative(
-            entry,
-            tile(3, hidden, false, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .buf(&dh)?
-                    .buf(&hs)?
-                    .buf(&cache)?
-                    .buf(&w_hh)?
-                    .buf(&dgx)?
-                    .buf(&dgh)?
-                    .buf(&carry)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::gru_backward_by_steps(
-            self,
-            dh,
-            hs,
-            cache,
-            w_hh,
-            dgx,
-            dgh,
-            carry,
-            SeqShape::new(steps, batch, hidden),
-        )
     }
 }
 
@@ -260,11 +162,10 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         gates: View<'_>,
         hs: View<'_>,
         cs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -299,7 +200,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, w_hh, b_ih, b_hh, shape)
+        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, weights, shape)
     }
 
     fn lstm_sequence_backward(
@@ -323,7 +224,39 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             return Ok(());
         }
         self.with_carry(n, |carry| {
-            self.lstm_backward_with(dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden)
+            let entry = "lstm_seq_backward";
+            let launched = self.cooperative(
+                entry,
+                tile(4, hidden, false, self.device.dialect()),
+                batch,
+                hidden,
+                |barrier| {
+                    Ok(Args::new()
+                        .buf(&dh)?
+                        .buf(&gates)?
+                        .buf(&cs)?
+                        .buf(&w_hh)?
+                        .buf(&dgates)?
+                        .buf(&carry)?
+                        .buf(barrier)?
+                        .u32(steps as u32)
+                        .u32(batch as u32)
+                        .u32(hidden as u32))
+                },
+            )?;
+            if launched {
+                return Ok(());
+            }
+            let seq = LstmBackwardSeq {
+                dh,
+                gates,
+                cs,
+                w_hh,
+                dgates,
+                carry,
+                shape,
+            };
+            gated_seq::lstm_backward_by_steps(self, &seq)
         })
     }
 
@@ -331,12 +264,11 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         &self,
         gx: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -371,7 +303,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, shape)
+        gated_seq::gru_forward_by_steps(self, gx, hs, weights, cache, shape)
     }
 
     fn gru_sequence_backward(
@@ -380,10 +312,10 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         hs: View<'_>,
         cache: View<'_>,
         w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape {
             steps,
             batch,
@@ -396,7 +328,40 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             return Ok(());
         }
         self.with_carry(n, |carry| {
-            self.gru_backward_with(dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden)
+            let entry = "gru_seq_backward";
+            let launched = self.cooperative(
+                entry,
+                tile(3, hidden, false, self.device.dialect()),
+                batch,
+                hidden,
+                |barrier| {
+                    Ok(Args::new()
+                        .buf(&dh)?
+                        .buf(&hs)?
+                        .buf(&cache)?
+                        .buf(&w_hh)?
+                        .buf(&dgx)?
+                        .buf(&dgh)?
+                        .buf(&carry)?
+                        .buf(barrier)?
+                        .u32(steps as u32)
+                        .u32(batch as u32)
+                        .u32(hidden as u32))
+                },
+            )?;
+            if launched {
+                return Ok(());
+            }
+            let seq = GruBackwardSeq {
+                dh,
+                hs,
+                cache,
+                w_hh,
+                grads,
+                carry,
+                shape,
+            };
+            gated_seq::gru_backward_by_steps(self, &seq)
         })
     }
 }

@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, Gemm, check};
+use crate::ops::{DenseParams, DenseShape};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
@@ -189,15 +190,18 @@ impl<D: Device> DenseOps for GpuOps<D> {
     fn dense_forward(
         &self,
         x: View<'_>,
-        w: View<'_>,
-        bias: View<'_>,
+        params: DenseParams<'_>,
         z: View<'_>,
         y: View<'_>,
         act: Activation,
-        rows: usize,
-        inputs: usize,
-        outputs: usize,
+        shape: DenseShape,
     ) -> Result<()> {
+        let DenseParams { w, bias } = params;
+        let DenseShape {
+            rows,
+            inputs,
+            outputs,
+        } = shape;
         let g = Gemm::new(rows, outputs, inputs).tb();
         let fused =
             self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
@@ -234,12 +238,15 @@ impl<D: Device> DenseOps for GpuOps<D> {
         &self,
         dz: View<'_>,
         x: View<'_>,
-        dw: View<'_>,
-        dbias: View<'_>,
-        rows: usize,
-        inputs: usize,
-        outputs: usize,
+        grads: DenseParams<'_>,
+        shape: DenseShape,
     ) -> Result<()> {
+        let DenseParams { w: dw, bias: dbias } = grads;
+        let DenseShape {
+            rows,
+            inputs,
+            outputs,
+        } = shape;
         let g = Gemm::new(outputs, inputs, rows).ta();
         let stride = outputs * inputs + outputs;
         let adjacent = std::ptr::eq(dw.buffer(), dbias.buffer())

@@ -8,6 +8,7 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::check;
 use crate::ops::prelude::*;
+use crate::ops::{LossOutputs, MatShape};
 
 impl<D: Device> GpuOps<D> {
     /// Runs `launch(totals, partials, ticket)` for a loss kernel: with `totals`, the kernel
@@ -65,14 +66,17 @@ impl<D: Device> LossOps for GpuOps<D> {
         &self,
         logits: View<'_>,
         labels: View<'_>,
-        dlogits: View<'_>,
-        row_loss: View<'_>,
+        out: LossOutputs<'_>,
         row_correct: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dlogits,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let op = "softmax_cross_entropy";
         self.mine(op, &[&logits, &labels, &dlogits, &row_loss, &row_correct])?;
         check::totals(
@@ -127,13 +131,16 @@ impl<D: Device> LossOps for GpuOps<D> {
         &self,
         pred: View<'_>,
         target: View<'_>,
-        dpred: View<'_>,
-        row_loss: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        out: LossOutputs<'_>,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dpred,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let op = "mse";
         self.mine(op, &[&pred, &target, &dpred, &row_loss])?;
         check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;

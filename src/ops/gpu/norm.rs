@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::check;
 use crate::ops::prelude::*;
+use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
 
 /// Rows a backward block covers at least before another block (and its partials) pays off.
 const MIN_CHUNK_ROWS: usize = 16;
@@ -43,14 +44,14 @@ impl<D: Device> NormOps for GpuOps<D> {
     fn layer_norm_forward(
         &self,
         x: View<'_>,
-        weight: View<'_>,
-        bias: View<'_>,
+        params: LayerNormParams<'_>,
         y: View<'_>,
         stats: View<'_>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         eps: f32,
     ) -> Result<()> {
+        let LayerNormParams { weight, bias } = params;
+        let MatShape { rows, cols } = shape;
         let op = "layer_norm_forward";
         self.mine(op, &[&x, &weight, &bias, &y, &stats])?;
         let n = rows.saturating_mul(cols);
@@ -86,12 +87,11 @@ impl<D: Device> NormOps for GpuOps<D> {
         x: View<'_>,
         weight: View<'_>,
         stats: View<'_>,
-        dx: View<'_>,
-        dweight: View<'_>,
-        dbias: View<'_>,
-        rows: usize,
-        cols: usize,
+        grads: LayerNormGrads<'_>,
+        shape: MatShape,
     ) -> Result<()> {
+        let LayerNormGrads { dx, dweight, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         let op = "layer_norm_backward";
         self.mine(op, &[&dy, &x, &weight, &stats, &dx, &dweight, &dbias])?;
         let n = rows.saturating_mul(cols);

@@ -12,6 +12,7 @@ use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, check};
@@ -65,13 +66,12 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         &self,
         pre: View<'_>,
         h_prev: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         h: View<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape { batch, hidden, .. } = shape;
         let op = "rnn_step_forward";
         self.mine(op, &[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?;
@@ -151,12 +151,11 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         &self,
         pre: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -188,7 +187,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
+        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)
     }
 
     fn rnn_sequence_backward(
