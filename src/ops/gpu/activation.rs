@@ -35,11 +35,8 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&z)?
-            .buf(&bias)?
-            .buf(&y)?
-            .u32(rows as u32)
-            .u32(cols as u32)
+            .bufs(&[&z, &bias, &y])?
+            .dims(&[rows, cols])
             .u32(act.code())
             .f32(act.param());
         self.run(op, self.streaming(n), args)
@@ -55,8 +52,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&x)?
-            .buf(&y)?
+            .bufs(&[&x, &y])?
             .u32(n)
             .u32(act.code())
             .f32(act.param());
@@ -87,10 +83,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&dy)?
-            .buf(&z)?
-            .buf(&y)?
-            .buf(&dz)?
+            .bufs(&[&dy, &z, &y, &dz])?
             .u32(n32)
             .u32(act.code())
             .f32(act.param());
@@ -174,16 +167,16 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         );
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&g)?
-                .buf(&w)?
-                .buf(a)?
-                .buf(&dz)?
-                .buf(&dbias)?
-                .buf(&scratch.partials()?)?
-                .buf(&scratch.strip_tickets()?)?
-                .u32(rows as u32)
-                .u32(cols as u32)
-                .u32(k as u32)
+                .bufs(&[
+                    &g,
+                    &w,
+                    a,
+                    &dz,
+                    &dbias,
+                    &scratch.partials()?,
+                    &scratch.strip_tickets()?,
+                ])?
+                .dims(&[rows, cols, k])
                 .u32(chunk_rows)
                 .u32(act.code())
                 .u32(quad as u32)

@@ -77,14 +77,9 @@ impl<D: Device> GpuOps<D> {
 impl<D: Device> GatedSteps for GpuOps<D> {
     fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()> {
         let args = Args::new()
-            .buf(&s.gates)?
-            .buf(&s.h_prev)?
-            .buf(&s.c_prev)?
-            .buf(&s.w_hh)?
-            .buf(&s.b_ih)?
-            .buf(&s.b_hh)?
-            .buf(&s.c)?
-            .buf(&s.h)?
+            .bufs(&[
+                &s.gates, &s.h_prev, &s.c_prev, &s.w_hh, &s.b_ih, &s.b_hh, &s.c, &s.h,
+            ])?
             .u32(s.batch as u32)
             .u32(s.hidden as u32);
         self.run(
@@ -98,16 +93,10 @@ impl<D: Device> GatedSteps for GpuOps<D> {
         // Without a next step the kernel reads no `dnext`; any valid buffer fills the slot.
         let next = s.next.unwrap_or(s.dh);
         let args = Args::new()
-            .buf(&s.dh)?
-            .buf(&next)?
-            .buf(&s.w_hh)?
-            .buf(&s.gates)?
-            .buf(&s.c_prev)?
-            .buf(&s.c)?
-            .buf(&s.carry)?
-            .buf(&s.dgates)?
-            .u32(s.batch as u32)
-            .u32(s.hidden as u32)
+            .bufs(&[
+                &s.dh, &next, &s.w_hh, &s.gates, &s.c_prev, &s.c, &s.carry, &s.dgates,
+            ])?
+            .dims(&[s.batch, s.hidden])
             .u32(s.next.is_some() as u32);
         self.run(
             "lstm_step_backward",
@@ -118,13 +107,7 @@ impl<D: Device> GatedSteps for GpuOps<D> {
 
     fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()> {
         let args = Args::new()
-            .buf(&s.gx)?
-            .buf(&s.h_prev)?
-            .buf(&s.w_hh)?
-            .buf(&s.b_ih)?
-            .buf(&s.b_hh)?
-            .buf(&s.h)?
-            .buf(&s.cache)?
+            .bufs(&[&s.gx, &s.h_prev, &s.w_hh, &s.b_ih, &s.b_hh, &s.h, &s.cache])?
             .u32(s.batch as u32)
             .u32(s.hidden as u32);
         self.run(
@@ -137,16 +120,10 @@ impl<D: Device> GatedSteps for GpuOps<D> {
     fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()> {
         let next = s.next.unwrap_or(s.dh);
         let args = Args::new()
-            .buf(&s.dh)?
-            .buf(&next)?
-            .buf(&s.w_hh)?
-            .buf(&s.cache)?
-            .buf(&s.h_prev)?
-            .buf(&s.carry)?
-            .buf(&s.dgx)?
-            .buf(&s.dgh)?
-            .u32(s.batch as u32)
-            .u32(s.hidden as u32)
+            .bufs(&[
+                &s.dh, &next, &s.w_hh, &s.cache, &s.h_prev, &s.carry, &s.dgx, &s.dgh,
+            ])?
+            .dims(&[s.batch, s.hidden])
             .u32(s.next.is_some() as u32);
         self.run(
             "gru_step_backward",
@@ -185,16 +162,8 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             hidden,
             |barrier| {
                 Ok(Args::new()
-                    .buf(&gates)?
-                    .buf(&hs)?
-                    .buf(&cs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
+                    .bufs(&[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh, barrier])?
+                    .dims(&[steps, batch, hidden]))
             },
         )?;
         if launched {
@@ -232,16 +201,8 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
                 hidden,
                 |barrier| {
                     Ok(Args::new()
-                        .buf(&dh)?
-                        .buf(&gates)?
-                        .buf(&cs)?
-                        .buf(&w_hh)?
-                        .buf(&dgates)?
-                        .buf(&carry)?
-                        .buf(barrier)?
-                        .u32(steps as u32)
-                        .u32(batch as u32)
-                        .u32(hidden as u32))
+                        .bufs(&[&dh, &gates, &cs, &w_hh, &dgates, &carry, barrier])?
+                        .dims(&[steps, batch, hidden]))
                 },
             )?;
             if launched {
@@ -288,16 +249,8 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             hidden,
             |barrier| {
                 Ok(Args::new()
-                    .buf(&gx)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(&cache)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
+                    .bufs(&[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache, barrier])?
+                    .dims(&[steps, batch, hidden]))
             },
         )?;
         if launched {
@@ -336,17 +289,8 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
                 hidden,
                 |barrier| {
                     Ok(Args::new()
-                        .buf(&dh)?
-                        .buf(&hs)?
-                        .buf(&cache)?
-                        .buf(&w_hh)?
-                        .buf(&dgx)?
-                        .buf(&dgh)?
-                        .buf(&carry)?
-                        .buf(barrier)?
-                        .u32(steps as u32)
-                        .u32(batch as u32)
-                        .u32(hidden as u32))
+                        .bufs(&[&dh, &hs, &cache, &w_hh, &dgx, &dgh, &carry, barrier])?
+                        .dims(&[steps, batch, hidden]))
                 },
             )?;
             if launched {

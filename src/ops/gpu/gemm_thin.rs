@@ -105,7 +105,9 @@ impl<D: Device> GpuOps<D> {
                 block: [THIN_K_THREADS, 1, 1],
                 shared_bytes: 0,
             };
-            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?, &g)
+            let args = Args::new()
+                .bufs(&[&a, &b, &c])?
+                .gemm(&g)
                 .f32(g.alpha)
                 .f32(g.beta);
             return self.run("sgemm_thin_k", config, args);
@@ -143,14 +145,9 @@ impl<D: Device> GpuOps<D> {
             shared_bytes: 0,
         };
         let launch_thin = |part: &View<'_>| -> Result<()> {
-            let args = Args::new()
-                .buf(a)?
-                .buf(b)?
-                .buf(c)?
-                .buf(part)?
-                .buf(bias)?
-                .buf(y)?;
-            let args = dims(args, &g)
+            let args = Args::new().bufs(&[a, b, c, part, bias, y])?;
+            let args = args
+                .gemm(&g)
                 .u32(k_chunk)
                 .u32(stride as u32)
                 .u32(code)
@@ -172,15 +169,6 @@ impl<D: Device> GpuOps<D> {
             self.split_sum(&parts, &out, splits, g.alpha, g.beta)
         })
     }
-}
-
-/// The dimension arguments every GEMM entry takes after its buffers.
-fn dims(args: Args, g: &Gemm) -> Args {
-    args.u32(g.m as u32)
-        .u32(g.n as u32)
-        .u32(g.k as u32)
-        .u32(g.trans_a as u32)
-        .u32(g.trans_b as u32)
 }
 
 impl<D: Device> DenseOps for GpuOps<D> {

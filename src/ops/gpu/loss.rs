@@ -45,8 +45,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&x)?
-            .buf(&y)?
+            .bufs(&[&x, &y])?
             .u32(rows as u32)
             .u32(cols as u32);
         self.run(op, launch::rows(rows), args)
@@ -107,16 +106,17 @@ impl<D: Device> LossOps for GpuOps<D> {
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .buf(&logits)?
-                .buf(&labels)?
-                .buf(&dlogits)?
-                .buf(&row_loss)?
-                .buf(&row_correct)?
-                .buf(totals)?
-                .buf(partials)?
-                .buf(ticket)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[
+                    &logits,
+                    &labels,
+                    &dlogits,
+                    &row_loss,
+                    &row_correct,
+                    totals,
+                    partials,
+                    ticket,
+                ])?
+                .dims(&[rows, cols])
                 .f32(grad_scale)
                 .u32(with_totals);
             self.run(
@@ -161,15 +161,8 @@ impl<D: Device> LossOps for GpuOps<D> {
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .buf(&pred)?
-                .buf(&target)?
-                .buf(&dpred)?
-                .buf(&row_loss)?
-                .buf(totals)?
-                .buf(partials)?
-                .buf(ticket)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[&pred, &target, &dpred, &row_loss, totals, partials, ticket])?
+                .dims(&[rows, cols])
                 .f32(grad_scale)
                 .u32(with_totals);
             self.run(op, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)

@@ -70,13 +70,8 @@ impl<D: Device> NormOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&x)?
-            .buf(&weight)?
-            .buf(&bias)?
-            .buf(&y)?
-            .buf(&stats)?
-            .u32(rows as u32)
-            .u32(cols as u32)
+            .bufs(&[&x, &weight, &bias, &y, &stats])?
+            .dims(&[rows, cols])
             .f32(eps);
         self.run(op, launch::warp_rows(rows, 1024), args)
     }
@@ -122,17 +117,18 @@ impl<D: Device> NormOps for GpuOps<D> {
         let (config, chunk_rows) = backward_geometry(rows, cols, self.info.compute_units, PARTIALS);
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&dy)?
-                .buf(&x)?
-                .buf(&weight)?
-                .buf(&stats)?
-                .buf(&dx)?
-                .buf(&dweight)?
-                .buf(&dbias)?
-                .buf(&scratch.partials()?)?
-                .buf(&scratch.ticket(Ticket::LayerNorm)?)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[
+                    &dy,
+                    &x,
+                    &weight,
+                    &stats,
+                    &dx,
+                    &dweight,
+                    &dbias,
+                    &scratch.partials()?,
+                    &scratch.ticket(Ticket::LayerNorm)?,
+                ])?
+                .dims(&[rows, cols])
                 .u32(chunk_rows);
             self.run(op, config, args)
         })

@@ -89,14 +89,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&pre)?
-            .buf(&h_prev)?
-            .buf(&w_hh)?
-            .buf(&b_ih)?
-            .buf(&b_hh)?
-            .buf(&h)?
-            .u32(batch as u32)
-            .u32(hidden as u32)
+            .bufs(&[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?
+            .dims(&[batch, hidden])
             .u32(act.code())
             .f32(act.param());
         self.run(op, launch::rnn_step(batch, hidden), args)
@@ -134,13 +128,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         // Without a next step the kernel reads no `dpre_next`; any valid buffer fills the slot.
         let next = dpre_next.unwrap_or(dh);
         let args = Args::new()
-            .buf(&dh)?
-            .buf(&next)?
-            .buf(&w_hh)?
-            .buf(&h)?
-            .buf(&dpre)?
-            .u32(batch as u32)
-            .u32(hidden as u32)
+            .bufs(&[&dh, &next, &w_hh, &h, &dpre])?
+            .dims(&[batch, hidden])
             .u32(dpre_next.is_some() as u32)
             .u32(act.code())
             .f32(act.param());
@@ -170,16 +159,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
             self.with_exchange(n, |xch| {
                 Ok(Args::new()
-                    .buf(&pre)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(barrier)?
-                    .buf(&xch)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32)
+                    .bufs(&[&pre, &hs, &w_hh, &b_ih, &b_hh, barrier, &xch])?
+                    .dims(&[steps, batch, hidden])
                     .u32(act.code())
                     .f32(act.param()))
             })
@@ -213,15 +194,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
             self.with_exchange(n, |xch| {
                 Ok(Args::new()
-                    .buf(&dh)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&dpre)?
-                    .buf(barrier)?
-                    .buf(&xch)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32)
+                    .bufs(&[&dh, &hs, &w_hh, &dpre, barrier, &xch])?
+                    .dims(&[steps, batch, hidden])
                     .u32(act.code())
                     .f32(act.param()))
             })
