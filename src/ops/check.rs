@@ -5,6 +5,7 @@ use crate::buffer::View;
 use crate::error::{Error, Result};
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm};
+use crate::ops::{GruGateGrads, RecurrentWeights};
 
 /// Every view must belong to the context `ctx`.
 pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
@@ -160,12 +161,11 @@ fn rnn_sequence(
 pub(crate) fn rnn_sequence_forward(
     pre: View<'_>,
     hs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     act: Activation,
     shape: SeqShape,
 ) -> Result<usize> {
+    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
     let SeqShape {
         steps,
         batch,
@@ -257,15 +257,13 @@ fn gated_sequence(
 fn gate_params<'a, 'b>(
     gates: usize,
     hidden: usize,
-    w_hh: &'a View<'b>,
-    b_ih: &'a View<'b>,
-    b_hh: &'a View<'b>,
+    weights: &'a RecurrentWeights<'b>,
 ) -> [(&'static str, &'a View<'b>, usize); 3] {
     let g = gates.saturating_mul(hidden);
     [
-        ("w_hh", w_hh, g.saturating_mul(hidden)),
-        ("b_ih", b_ih, g),
-        ("b_hh", b_hh, g),
+        ("w_hh", &weights.w_hh, g.saturating_mul(hidden)),
+        ("b_ih", &weights.b_ih, g),
+        ("b_hh", &weights.b_hh, g),
     ]
 }
 
@@ -274,9 +272,7 @@ pub(crate) fn lstm_sequence_forward(
     gates: View<'_>,
     hs: View<'_>,
     cs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     shape: SeqShape,
 ) -> Result<usize> {
     let SeqShape { steps, hidden, .. } = shape;
@@ -285,7 +281,7 @@ pub(crate) fn lstm_sequence_forward(
         "lstm_sequence_forward",
         4,
         shape,
-        &gate_params(4, hidden, &w_hh, &b_ih, &b_hh),
+        &gate_params(4, hidden, &weights),
         &[], // `gates` is read and rewritten in place: it counts as an output.
         &[
             ("gates", &gates, steps, 4),
@@ -324,9 +320,7 @@ pub(crate) fn lstm_sequence_backward(
 pub(crate) fn gru_sequence_forward(
     gx: View<'_>,
     hs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     cache: View<'_>,
     shape: SeqShape,
 ) -> Result<usize> {
@@ -335,7 +329,7 @@ pub(crate) fn gru_sequence_forward(
         "gru_sequence_forward",
         3,
         shape,
-        &gate_params(3, hidden, &w_hh, &b_ih, &b_hh),
+        &gate_params(3, hidden, &weights),
         &[("gx", &gx, steps, 3)],
         &[
             ("hs", &hs, steps.saturating_add(1), 1),
@@ -350,8 +344,7 @@ pub(crate) fn gru_sequence_backward(
     hs: View<'_>,
     cache: View<'_>,
     w_hh: View<'_>,
-    dgx: View<'_>,
-    dgh: View<'_>,
+    grads: GruGateGrads<'_>,
     shape: SeqShape,
 ) -> Result<usize> {
     let SeqShape { steps, hidden, .. } = shape;
@@ -366,7 +359,7 @@ pub(crate) fn gru_sequence_backward(
             ("hs", &hs, steps.saturating_add(1), 1),
             ("cache", &cache, steps, 4),
         ],
-        &[("dgx", &dgx, steps, 3), ("dgh", &dgh, steps, 3)],
+        &[("dgx", &grads.dgx, steps, 3), ("dgh", &grads.dgh, steps, 3)],
     )
 }
 

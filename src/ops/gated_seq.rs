@@ -12,6 +12,7 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::MemoryOps;
 use crate::ops::SeqShape;
+use crate::ops::rnn_seq::next_block;
 use crate::ops::{GruGateGrads, RecurrentWeights};
 
 /// One LSTM forward step: `gates` (`batch x 4H`, `x_t W_ih^T` on entry) becomes the activated
@@ -148,14 +149,9 @@ pub(crate) fn lstm_backward_by_steps(
     } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
-        let next = if t + 1 < steps {
-            Some(dgates.slice((t + 1) * 4 * n, 4 * n)?)
-        } else {
-            None
-        };
         ops.lstm_step_backward(&LstmBackwardStep {
             dh: dh.slice(t * n, n)?,
-            next,
+            next: next_block(dgates, t, steps, 4 * n)?,
             w_hh,
             gates: gates.slice(t * 4 * n, 4 * n)?,
             c_prev: cs.slice(t * n, n)?,
@@ -234,14 +230,9 @@ pub(crate) fn gru_backward_by_steps(
     } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
-        let next = if t + 1 < steps {
-            Some(dgh.slice((t + 1) * 3 * n, 3 * n)?)
-        } else {
-            None
-        };
         ops.gru_step_backward(&GruBackwardStep {
             dh: dh.slice(t * n, n)?,
-            next,
+            next: next_block(dgh, t, steps, 3 * n)?,
             w_hh,
             cache: cache.slice(t * 4 * n, 4 * n)?,
             h_prev: hs.slice(t * n, n)?,

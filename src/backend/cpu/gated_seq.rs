@@ -75,7 +75,7 @@ impl GatedSequenceOps for CpuOps {
         } = shape;
         let op = "lstm_sequence_forward";
         check::same_context(op, self.context, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -191,7 +191,7 @@ impl GatedSequenceOps for CpuOps {
         } = shape;
         let op = "gru_sequence_forward";
         check::same_context(op, self.context, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
+        let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -253,7 +253,7 @@ impl GatedSequenceOps for CpuOps {
         } = shape;
         let op = "gru_sequence_backward";
         check::same_context(op, self.context, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }

@@ -146,7 +146,7 @@ impl ElmanOps for CpuOps {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let op = "rnn_sequence_forward";
         check::same_context(op, self.context, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)? == 0 {
+        if check::rnn_sequence_forward(pre, hs, weights, act, shape)? == 0 {
             return Ok(());
         }
         rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)

@@ -150,7 +150,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         } = shape;
         let op = "lstm_sequence_forward";
         self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -237,7 +237,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         } = shape;
         let op = "gru_sequence_forward";
         self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
+        let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -276,7 +276,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         } = shape;
         let op = "gru_sequence_backward";
         self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }

@@ -151,7 +151,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
             hidden,
         } = shape;
         self.mine("rnn_sequence_forward", &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)?;
+        let n = check::rnn_sequence_forward(pre, hs, weights, act, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
