@@ -63,7 +63,8 @@ pub(crate) use random::{rng_hash, rng_key};
 pub use reduce::ReduceOps;
 pub use shape::{DenseShape, MatShape, SeqShape};
 pub use views::{
-    DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs, RecurrentWeights,
+    BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs,
+    RecurrentWeights,
 };
 
 use crate::buffer::Buffer;

@@ -117,3 +117,20 @@ impl<'a> GruGateGrads<'a> {
         GruGateGrads { dgx, dgh }
     }
 }
+
+/// What the backward pass of a bias + activation writes: `dz` (`rows x cols`, the gradient
+/// w.r.t. the pre-activation) and `dbias` (`cols`, its column sums).
+#[derive(Clone, Copy)]
+pub struct BiasActGrads<'a> {
+    /// Gradient w.r.t. the pre-activation, `rows x cols`.
+    pub dz: View<'a>,
+    /// Gradient w.r.t. the bias, `cols`.
+    pub dbias: View<'a>,
+}
+
+impl<'a> BiasActGrads<'a> {
+    /// The pre-activation gradient `dz` and the bias gradient `dbias`.
+    pub const fn new(dz: View<'a>, dbias: View<'a>) -> Self {
+        BiasActGrads { dz, dbias }
+    }
+}

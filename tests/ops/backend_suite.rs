@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use rnn::ops::BiasActGrads;
 use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Activation, AdamStep, Context, Ops, SgdStep, View};
 
@@ -478,7 +479,16 @@ pub fn activations(t: Target) {
                 &[3],
                 &[(4, scale.clone())],
                 tol,
-                &|o, v| o.bias_act_backward(v[0], v[1], v[2], v[3], v[4], act, rows, cols),
+                &|o, v| {
+                    o.bias_act_backward(
+                        v[0],
+                        v[1],
+                        v[2],
+                        BiasActGrads::new(v[3], v[4]),
+                        act,
+                        MatShape::new(rows, cols),
+                    )
+                },
             )?;
             fused.remove(3);
             compare_checked(
@@ -489,7 +499,16 @@ pub fn activations(t: Target) {
                 &[0],
                 &[(3, scale)],
                 tol,
-                &|o, v| o.bias_act_backward(v[0], v[1], v[2], v[0], v[3], act, rows, cols),
+                &|o, v| {
+                    o.bias_act_backward(
+                        v[0],
+                        v[1],
+                        v[2],
+                        BiasActGrads::new(v[0], v[3]),
+                        act,
+                        MatShape::new(rows, cols),
+                    )
+                },
             )?;
         }
         Ok(())

@@ -10,6 +10,7 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, Gemm, check};
+use crate::ops::{BiasActGrads, MatShape};
 
 impl<D: Device> ActivationOps for GpuOps<D> {
     fn bias_act_forward(
@@ -95,12 +96,12 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         dy: View<'_>,
         z: View<'_>,
         y: View<'_>,
-        dz: View<'_>,
-        dbias: View<'_>,
+        grads: BiasActGrads<'_>,
         act: Activation,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
     ) -> Result<()> {
+        let BiasActGrads { dz, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         let op = "bias_act_backward";
         self.mine(op, &[&dy, &z, &y, &dz, &dbias])?;
         let n = check::area(op, rows, cols)?;
@@ -133,13 +134,13 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         w: View<'_>,
         z: View<'_>,
         y: View<'_>,
-        dz: View<'_>,
-        dbias: View<'_>,
+        grads: BiasActGrads<'_>,
         act: Activation,
         rows: usize,
         k: usize,
         cols: usize,
     ) -> Result<()> {
+        let BiasActGrads { dz, dbias } = grads;
         let op = "bias_act_backward_product";
         let views = [&g, &w, &z, &y, &dz, &dbias];
         self.mine(op, &views)?;
@@ -149,7 +150,14 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         }
         if k == 0 || k > gemm_thin::THIN_SIDE {
             self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-            return self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols);
+            return self.bias_act_backward(
+                dz,
+                z,
+                y,
+                BiasActGrads::new(dz, dbias),
+                act,
+                MatShape::new(rows, cols),
+            );
         }
         if cols == 0 {
             return Ok(());

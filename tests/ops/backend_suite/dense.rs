@@ -8,6 +8,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::BiasActGrads;
 use rnn::ops::{DenseParams, DenseShape};
 use rnn::{Activation, Context};
 
@@ -173,6 +174,18 @@ fn dense_case(
         &[],
         &[(4, dz_scale), (5, db_scale)],
         tol,
-        &|o, v| o.bias_act_backward_product(v[0], v[1], v[2], v[3], v[4], v[5], act, rows, k, cols),
+        &|o, v| {
+            o.bias_act_backward_product(
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                BiasActGrads::new(v[4], v[5]),
+                act,
+                rows,
+                k,
+                cols,
+            )
+        },
     )
 }
