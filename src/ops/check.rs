@@ -6,6 +6,8 @@ use crate::error::{Error, Result};
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm};
 use crate::ops::{GruGateGrads, RecurrentWeights};
+use crate::ops::{LayerNormGrads, LayerNormParams};
+use crate::ops::{LossOutputs, MatShape};
 
 /// Every view must belong to the context `ctx`.
 pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
@@ -489,6 +491,58 @@ pub(crate) fn layer_norm(
     fits_u32(op, n)
 }
 
+/// Arguments of `NormOps::layer_norm_forward`, through [`layer_norm`].
+pub(crate) fn layer_norm_forward(
+    x: &View<'_>,
+    params: &LayerNormParams<'_>,
+    y: &View<'_>,
+    stats: &View<'_>,
+    shape: MatShape,
+) -> Result<u32> {
+    let MatShape { rows, cols } = shape;
+    let n = rows.saturating_mul(cols);
+    layer_norm(
+        "layer_norm_forward",
+        rows,
+        cols,
+        &[
+            ("x", x, n),
+            ("weight", &params.weight, cols),
+            ("bias", &params.bias, cols),
+        ],
+        &[("y", y, n), ("stats", stats, 2 * rows)],
+    )
+}
+
+/// Arguments of `NormOps::layer_norm_backward`, through [`layer_norm`].
+pub(crate) fn layer_norm_backward(
+    dy: &View<'_>,
+    x: &View<'_>,
+    weight: &View<'_>,
+    stats: &View<'_>,
+    grads: &LayerNormGrads<'_>,
+    shape: MatShape,
+) -> Result<u32> {
+    let MatShape { rows, cols } = shape;
+    let n = rows.saturating_mul(cols);
+    layer_norm(
+        "layer_norm_backward",
+        rows,
+        cols,
+        &[
+            ("dy", dy, n),
+            ("x", x, n),
+            ("weight", weight, cols),
+            ("stats", stats, 2 * rows),
+        ],
+        &[
+            ("dx", &grads.dx, n),
+            ("dweight", &grads.dweight, cols),
+            ("dbias", &grads.dbias, cols),
+        ],
+    )
+}
+
 /// Arguments of [`crate::ops::IndexOps::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
 /// whole rows of `cols`, `dst` overlapping neither input. Returns the rows of `dst`.
 pub(crate) fn scatter_add_rows(
@@ -543,4 +597,47 @@ pub(crate) fn bias_act_product(
         no_overlap(op, dbias, v, false)?;
     }
     Ok([n, g_len, w_len])
+}
+
+/// The lengths of `LossOps::softmax_cross_entropy`'s arguments and its totals (2 elements);
+/// returns `rows * cols`.
+pub(crate) fn softmax_cross_entropy(
+    logits: &View<'_>,
+    labels: &View<'_>,
+    out: &LossOutputs<'_>,
+    row_correct: &View<'_>,
+    shape: MatShape,
+) -> Result<usize> {
+    let op = "softmax_cross_entropy";
+    let MatShape { rows, cols } = shape;
+    let (dlogits, row_loss) = (&out.grad, &out.row_loss);
+    let views = [logits, labels, dlogits, row_loss, row_correct];
+    totals(op, out.totals.as_ref(), 2, &views)?;
+    let n = area(op, rows, cols)?;
+    len(op, "logits", logits, n)?;
+    len(op, "labels", labels, rows)?;
+    len(op, "dlogits", dlogits, n)?;
+    len(op, "row_loss", row_loss, rows)?;
+    len(op, "row_correct", row_correct, rows)?;
+    Ok(n)
+}
+
+/// The lengths of `LossOps::mse`'s arguments and its totals (1 element or more); returns
+/// `rows * cols`.
+pub(crate) fn mse(
+    pred: &View<'_>,
+    target: &View<'_>,
+    out: &LossOutputs<'_>,
+    shape: MatShape,
+) -> Result<usize> {
+    let op = "mse";
+    let MatShape { rows, cols } = shape;
+    let (dpred, row_loss) = (&out.grad, &out.row_loss);
+    totals(op, out.totals.as_ref(), 1, &[pred, target, dpred, row_loss])?;
+    let n = area(op, rows, cols)?;
+    len(op, "pred", pred, n)?;
+    len(op, "target", target, n)?;
+    len(op, "dpred", dpred, n)?;
+    len(op, "row_loss", row_loss, rows)?;
+    Ok(n)
 }

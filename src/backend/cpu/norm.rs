@@ -34,18 +34,8 @@ impl NormOps for CpuOps {
         let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "layer_norm_forward";
+        check::layer_norm_forward(&x, &params, &y, &stats, shape)?;
         let n = rows * cols;
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("bias", &bias, cols),
-            ],
-            &[("y", &y, n), ("stats", &stats, 2 * rows)],
-        )?;
         if n == 0 {
             return lock(op, ctx, [x, weight, bias], [y, stats], |_, _| ());
         }
@@ -92,23 +82,8 @@ impl NormOps for CpuOps {
         let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "layer_norm_backward";
+        check::layer_norm_backward(&dy, &x, &weight, &stats, &grads, shape)?;
         let n = rows * cols;
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("dy", &dy, n),
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("stats", &stats, 2 * rows),
-            ],
-            &[
-                ("dx", &dx, n),
-                ("dweight", &dweight, cols),
-                ("dbias", &dbias, cols),
-            ],
-        )?;
         lock(
             op,
             ctx,

@@ -184,18 +184,7 @@ impl LossOps for CpuOps {
         let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "softmax_cross_entropy";
-        check::totals(
-            op,
-            totals.as_ref(),
-            2,
-            &[&logits, &labels, &dlogits, &row_loss, &row_correct],
-        )?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "logits", &logits, n)?;
-        check::len(op, "labels", &labels, rows)?;
-        check::len(op, "dlogits", &dlogits, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
-        check::len(op, "row_correct", &row_correct, rows)?;
+        let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
         if rows == 0 {
             return Ok(());
         }
@@ -248,12 +237,7 @@ impl LossOps for CpuOps {
         let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "mse";
-        check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "pred", &pred, n)?;
-        check::len(op, "target", &target, n)?;
-        check::len(op, "dpred", &dpred, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
+        let n = check::mse(&pred, &target, &out, shape)?;
         if rows == 0 {
             return Ok(());
         }

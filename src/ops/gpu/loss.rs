@@ -78,18 +78,7 @@ impl<D: Device> LossOps for GpuOps<D> {
         let MatShape { rows, cols } = shape;
         let op = "softmax_cross_entropy";
         self.mine(op, &[&logits, &labels, &dlogits, &row_loss, &row_correct])?;
-        check::totals(
-            op,
-            totals.as_ref(),
-            2,
-            &[&logits, &labels, &dlogits, &row_loss, &row_correct],
-        )?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "logits", &logits, n)?;
-        check::len(op, "labels", &labels, rows)?;
-        check::len(op, "dlogits", &dlogits, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
-        check::len(op, "row_correct", &row_correct, rows)?;
+        let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
         let outs = [&dlogits, &row_loss, &row_correct];
         for (i, o) in outs.iter().enumerate() {
             for input in [&logits, &labels] {
@@ -143,12 +132,7 @@ impl<D: Device> LossOps for GpuOps<D> {
         let MatShape { rows, cols } = shape;
         let op = "mse";
         self.mine(op, &[&pred, &target, &dpred, &row_loss])?;
-        check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "pred", &pred, n)?;
-        check::len(op, "target", &target, n)?;
-        check::len(op, "dpred", &dpred, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
+        let n = check::mse(&pred, &target, &out, shape)?;
         for o in [&dpred, &row_loss] {
             check::no_overlap(op, o, &pred, false)?;
             check::no_overlap(op, o, &target, false)?;

@@ -55,17 +55,7 @@ impl<D: Device> NormOps for GpuOps<D> {
         let op = "layer_norm_forward";
         self.mine(op, &[&x, &weight, &bias, &y, &stats])?;
         let n = rows.saturating_mul(cols);
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("bias", &bias, cols),
-            ],
-            &[("y", &y, n), ("stats", &stats, 2 * rows)],
-        )?;
+        check::layer_norm_forward(&x, &params, &y, &stats, shape)?;
         if n == 0 {
             return Ok(());
         }
@@ -89,23 +79,7 @@ impl<D: Device> NormOps for GpuOps<D> {
         let MatShape { rows, cols } = shape;
         let op = "layer_norm_backward";
         self.mine(op, &[&dy, &x, &weight, &stats, &dx, &dweight, &dbias])?;
-        let n = rows.saturating_mul(cols);
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("dy", &dy, n),
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("stats", &stats, 2 * rows),
-            ],
-            &[
-                ("dx", &dx, n),
-                ("dweight", &dweight, cols),
-                ("dbias", &dbias, cols),
-            ],
-        )?;
+        check::layer_norm_backward(&dy, &x, &weight, &stats, &grads, shape)?;
         if cols == 0 {
             return Ok(());
         }
