@@ -159,6 +159,58 @@ fn rnn_sequence(
     Ok(n)
 }
 
+/// Arguments of `ElmanOps::rnn_step_forward`, through [`rnn_step`].
+pub(crate) fn rnn_step_forward(
+    pre: &View<'_>,
+    h_prev: &View<'_>,
+    weights: &RecurrentWeights<'_>,
+    h: &View<'_>,
+    act: Activation,
+    shape: SeqShape,
+) -> Result<usize> {
+    let SeqShape { batch, hidden, .. } = shape;
+    // `rnn_step` rejects overflowing shapes before the saturated lengths matter.
+    let n = batch.saturating_mul(hidden);
+    let inputs = [
+        ("pre", pre, n),
+        ("h_prev", h_prev, n),
+        ("w_hh", &weights.w_hh, hidden.saturating_mul(hidden)),
+        ("b_ih", &weights.b_ih, hidden),
+        ("b_hh", &weights.b_hh, hidden),
+    ];
+    rnn_step("rnn_step_forward", act, batch, hidden, &inputs, ("h", h))
+}
+
+/// Arguments of `ElmanOps::rnn_step_backward`, through [`rnn_step`].
+pub(crate) fn rnn_step_backward(
+    dh: &View<'_>,
+    dpre_next: Option<&View<'_>>,
+    w_hh: &View<'_>,
+    h: &View<'_>,
+    dpre: &View<'_>,
+    act: Activation,
+    shape: SeqShape,
+) -> Result<usize> {
+    let SeqShape { batch, hidden, .. } = shape;
+    let n = batch.saturating_mul(hidden);
+    let mut inputs = vec![
+        ("dh", dh, n),
+        ("w_hh", w_hh, hidden.saturating_mul(hidden)),
+        ("h", h, n),
+    ];
+    if let Some(next) = dpre_next {
+        inputs.push(("dpre_next", next, n));
+    }
+    rnn_step(
+        "rnn_step_backward",
+        act,
+        batch,
+        hidden,
+        &inputs,
+        ("dpre", dpre),
+    )
+}
+
 /// Arguments of `ElmanOps::rnn_sequence_forward`; returns one step's `batch * hidden`.
 pub(crate) fn rnn_sequence_forward(
     pre: View<'_>,

@@ -74,15 +74,7 @@ impl ElmanOps for CpuOps {
         let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "rnn_step_forward";
-        let n = batch.saturating_mul(hidden);
-        let inputs = [
-            ("pre", &pre, n),
-            ("h_prev", &h_prev, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("b_ih", &b_ih, hidden),
-            ("b_hh", &b_hh, hidden),
-        ];
-        if check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))? == 0 {
+        if check::rnn_step_forward(&pre, &h_prev, &weights, &h, act, shape)? == 0 {
             return Ok(());
         }
         let g = Gemm::new(batch, hidden, hidden).tb();
@@ -111,17 +103,8 @@ impl ElmanOps for CpuOps {
     ) -> Result<()> {
         let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
-        let op = "rnn_step_backward";
-        let n = batch.saturating_mul(hidden);
-        let mut inputs = vec![
-            ("dh", &dh, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("h", &h, n),
-        ];
-        if let Some(next) = &dpre_next {
-            inputs.push(("dpre_next", next, n));
-        }
-        if check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))? == 0 {
+        let next = dpre_next.as_ref();
+        if check::rnn_step_backward(&dh, next, &w_hh, &h, &dpre, act, shape)? == 0 {
             return Ok(());
         }
         // act' from the output: the step ops take tanh or relu only (`check::rnn_step`).

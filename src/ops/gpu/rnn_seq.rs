@@ -75,17 +75,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let SeqShape { batch, hidden, .. } = shape;
         let op = "rnn_step_forward";
         self.mine(op, &[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?;
-        let n = batch.saturating_mul(hidden);
-        let inputs = [
-            ("pre", &pre, n),
-            ("h_prev", &h_prev, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("b_ih", &b_ih, hidden),
-            ("b_hh", &b_hh, hidden),
-        ];
-        // `rnn_step` rejects overflowing shapes before the saturated lengths above matter.
-        let n = check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))?;
-        if n == 0 {
+        if check::rnn_step_forward(&pre, &h_prev, &weights, &h, act, shape)? == 0 {
             return Ok(());
         }
         let args = Args::new()
@@ -112,17 +102,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         if let Some(next) = &dpre_next {
             self.mine(op, &[next])?;
         }
-        let n = batch.saturating_mul(hidden);
-        let mut inputs = vec![
-            ("dh", &dh, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("h", &h, n),
-        ];
-        if let Some(next) = &dpre_next {
-            inputs.push(("dpre_next", next, n));
-        }
-        let n = check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))?;
-        if n == 0 {
+        let next = dpre_next.as_ref();
+        if check::rnn_step_backward(&dh, next, &w_hh, &h, &dpre, act, shape)? == 0 {
             return Ok(());
         }
         // Without a next step the kernel reads no `dpre_next`; any valid buffer fills the slot.
