@@ -17,6 +17,7 @@
 //!                         to back), to tell a host-bound step from a device-bound one
 //! ```
 
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -350,9 +351,7 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
             keep(ops.rnn_step_forward(
                 pre.view(),
                 hp.view(),
-                w.view(),
-                bi.view(),
-                bh.view(),
+                RecurrentWeights::new(w.view(), bi.view(), bh.view()),
                 out.view(),
                 Activation::Tanh,
                 SeqShape::step(b, h),

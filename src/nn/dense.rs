@@ -3,6 +3,8 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::{Activation, Gemm, Ops};
+use crate::ops::{BiasActGrads, MatShape};
+use crate::ops::{DenseParams, DenseShape};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -90,14 +92,11 @@ impl Dense {
         let b = self.b.view(f.params)?;
         f.ops.dense_forward(
             x,
-            w,
-            b,
+            DenseParams::new(w, b),
             z,
             ws.y.view(),
             self.act,
-            ws.rows,
-            self.inputs,
-            self.outputs,
+            DenseShape::new(ws.rows, self.inputs, self.outputs),
         )
     }
 
@@ -128,16 +127,32 @@ impl Dense {
         let (dw, db) = (self.w.view(f.grads)?, self.b.view(f.grads)?);
         if let Some(p) = upstream {
             let y = ws.y.view();
-            f.ops
-                .bias_act_backward_product(p.g, p.w, z, y, dz, db, self.act, r, p.k, o)?;
+            f.ops.bias_act_backward_product(
+                p.g,
+                p.w,
+                z,
+                y,
+                BiasActGrads::new(dz, db),
+                self.act,
+                r,
+                p.k,
+                o,
+            )?;
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
         } else if self.act == Activation::Identity {
             // dz is dy: the bias gradient can come with the weight gradient's product.
-            f.ops.dense_param_grads(dz, x, dw, db, r, i, o)?;
+            f.ops
+                .dense_param_grads(dz, x, DenseParams::new(dw, db), DenseShape::new(r, i, o))?;
         } else {
             // The activation's backward and the bias gradient in one pass, in place.
-            f.ops
-                .bias_act_backward(dz, z, ws.y.view(), dz, db, self.act, r, o)?;
+            f.ops.bias_act_backward(
+                dz,
+                z,
+                ws.y.view(),
+                BiasActGrads::new(dz, db),
+                self.act,
+                MatShape::new(r, o),
+            )?;
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
         }
         if let Some(dx) = dx {

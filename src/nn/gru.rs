@@ -14,6 +14,8 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::GruGateGrads;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::{Gemm, Ops};
 
@@ -99,9 +101,11 @@ impl Gru {
         f.ops.gru_sequence_forward(
             gx,
             ws.seq.states(),
-            self.p.w_hh.view(f.params)?,
-            self.p.b_ih.view(f.params)?,
-            self.p.b_hh.view(f.params)?,
+            RecurrentWeights::new(
+                self.p.w_hh.view(f.params)?,
+                self.p.b_ih.view(f.params)?,
+                self.p.b_hh.view(f.params)?,
+            ),
             ws.cache.view(),
             SeqShape::new(t_n, b, h),
         )
@@ -122,8 +126,7 @@ impl Gru {
             ws.seq.states(),
             ws.cache.view(),
             self.p.w_hh.view(f.params)?,
-            ws.gx.view(),
-            ws.dgh.view(),
+            GruGateGrads::new(ws.gx.view(), ws.dgh.view()),
             SeqShape::new(t_n, b, h),
         )?;
         let d = GateGrads {
@@ -131,8 +134,7 @@ impl Gru {
             hidden_side: ws.dgh.view(),
         };
         let prev = ws.seq.prev_states()?;
-        self.p
-            .backward_weights(f, &d, x, prev, dx, t_n * b, self.inputs, h, 3)?;
+        self.p.backward_weights(f, &d, x, prev, dx, t_n * b)?;
         Ok(())
     }
 }

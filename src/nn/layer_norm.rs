@@ -5,6 +5,7 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::Ops;
+use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
 
 use super::layer::Flat;
 use super::params::{Init, ParamLayout, ParamRef};
@@ -86,12 +87,10 @@ impl LayerNorm {
     pub fn forward(&self, f: &Flat<'_>, ws: &LayerNormWs, x: View<'_>) -> Result<()> {
         f.ops.layer_norm_forward(
             x,
-            self.w.view(f.params)?,
-            self.b.view(f.params)?,
+            LayerNormParams::new(self.w.view(f.params)?, self.b.view(f.params)?),
             ws.y.view(),
             ws.stats.view(),
-            ws.rows,
-            self.features,
+            MatShape::new(ws.rows, self.features),
             self.eps,
         )
     }
@@ -116,11 +115,8 @@ impl LayerNorm {
             x,
             self.w.view(f.params)?,
             ws.stats.view(),
-            dx,
-            self.w.view(f.grads)?,
-            self.b.view(f.grads)?,
-            ws.rows,
-            self.features,
+            LayerNormGrads::new(dx, self.w.view(f.grads)?, self.b.view(f.grads)?),
+            MatShape::new(ws.rows, self.features),
         )
     }
 }

@@ -13,6 +13,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::{Gemm, Ops};
 
@@ -101,9 +102,11 @@ impl Lstm {
             gates,
             ws.seq.states(),
             ws.cs.view(),
-            self.p.w_hh.view(f.params)?,
-            self.p.b_ih.view(f.params)?,
-            self.p.b_hh.view(f.params)?,
+            RecurrentWeights::new(
+                self.p.w_hh.view(f.params)?,
+                self.p.b_ih.view(f.params)?,
+                self.p.b_hh.view(f.params)?,
+            ),
             SeqShape::new(t_n, b, h),
         )
     }
@@ -133,8 +136,7 @@ impl Lstm {
             hidden_side: dgates,
         };
         let prev = ws.seq.prev_states()?;
-        self.p
-            .backward_weights(f, &d, x, prev, dx, t_n * b, self.inputs, h, 4)?;
+        self.p.backward_weights(f, &d, x, prev, dx, t_n * b)?;
         Ok(())
     }
 }

@@ -11,13 +11,19 @@ use super::rnn::RnnOutput;
 use super::size;
 
 /// `weight_ih_l0 [G*H, I]`, `weight_hh_l0 [G*H, H]`, `bias_ih_l0 [G*H]`, `bias_hh_l0 [G*H]` for
-/// a cell with `G` gates stacked in PyTorch's order.
+/// a cell with `G` gates stacked in PyTorch's order, with the sizes they were made for.
 #[derive(Debug, Clone)]
 pub(crate) struct GateParams {
     pub w_ih: ParamRef,
     pub w_hh: ParamRef,
     pub b_ih: ParamRef,
     pub b_hh: ParamRef,
+    /// `I`: input features.
+    inputs: usize,
+    /// `H`: hidden units.
+    hidden: usize,
+    /// `G`: gates.
+    gates: usize,
 }
 
 impl GateParams {
@@ -39,6 +45,9 @@ impl GateParams {
             w_hh: layout.add(format!("{name}.weight_hh_l0"), vec![g, hidden], bound),
             b_ih: layout.add(format!("{name}.bias_ih_l0"), vec![g], bound),
             b_hh: layout.add(format!("{name}.bias_hh_l0"), vec![g], bound),
+            inputs,
+            hidden,
+            gates,
         }
     }
 }
@@ -53,8 +62,8 @@ pub(crate) struct GateGrads<'a> {
 
 impl GateParams {
     /// The weight and bias gradients from all time steps at once (one GEMM each, written over
-    /// the old values), and, when asked, the gradient w.r.t. the input sequence `dx`.
-    #[allow(clippy::too_many_arguments)]
+    /// the old values), and, when asked, the gradient w.r.t. the input sequence `dx`; `rows`
+    /// is `steps * batch`.
     pub fn backward_weights(
         &self,
         f: &Flat<'_>,
@@ -63,11 +72,9 @@ impl GateParams {
         prev_states: View<'_>,
         dx: Option<View<'_>>,
         rows: usize,
-        inputs: usize,
-        hidden: usize,
-        gates: usize,
     ) -> Result<()> {
-        let g = gates * hidden;
+        let (inputs, hidden) = (self.inputs, self.hidden);
+        let g = self.gates * hidden;
         f.ops.gemm(
             Gemm::new(g, inputs, rows).ta(),
             d.input_side,

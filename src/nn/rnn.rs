@@ -5,6 +5,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm, Ops, zeros};
 
@@ -131,9 +132,7 @@ impl Rnn {
         f.ops.rnn_sequence_forward(
             ws.pre.view(),
             ws.hs.view(),
-            w_hh,
-            b_ih,
-            b_hh,
+            RecurrentWeights::new(w_hh, b_ih, b_hh),
             self.act,
             SeqShape::new(t_n, b, h),
         )

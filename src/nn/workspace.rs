@@ -2,6 +2,7 @@
 //! backward) that training, evaluation and prediction share. Nothing here allocates or reads
 //! back once a workspace exists.
 
+use crate::ops::{LossOutputs, MatShape};
 use parking_lot::Mutex;
 
 use crate::buffer::{Buffer, View};
@@ -300,22 +301,16 @@ impl Network {
             Loss::SoftmaxCrossEntropy => ops.softmax_cross_entropy(
                 out,
                 targets,
-                dout,
-                ws.row_loss.view(),
+                LossOutputs::new(dout, ws.row_loss.view(), acc),
                 ws.row_correct.view(),
-                acc,
-                rows,
-                cols,
+                MatShape::new(rows, cols),
                 scale,
             ),
             Loss::Mse => ops.mse(
                 out,
                 targets,
-                dout,
-                ws.row_loss.view(),
-                acc,
-                rows,
-                cols,
+                LossOutputs::new(dout, ws.row_loss.view(), acc),
+                MatShape::new(rows, cols),
                 scale,
             ),
         }

@@ -3,6 +3,7 @@
 use super::{Activation, Gemm, LinalgOps, ReduceOps, check};
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::{BiasActGrads, MatShape};
 
 /// Activations and their backward passes. [`ActivationOps::bias_act_backward`] and
 /// [`ActivationOps::bias_act_backward_product`] are compositions of the other ops by default;
@@ -36,23 +37,23 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
         act: Activation,
     ) -> Result<()>;
 
-    /// The backward of [`ActivationOps::bias_act_forward`] over a `rows x cols` pre-activation:
-    /// `dz = dy * act'(z)` (as [`ActivationOps::act_backward`], with its rules: `dz` may be the
-    /// same view as `dy`, and `z` is not read and may be `y` when `act.derivative_from_output()`)
-    /// and the bias gradient `dbias[c] = Σ_r dz[r, c]` (overwritten), in one pass over the matrix
-    /// where the backend has a kernel for it. With [`Activation::Identity`], `dz` gets `dy`.
-    #[allow(clippy::too_many_arguments)]
+    /// The backward of [`ActivationOps::bias_act_forward`] over a `rows x cols` pre-activation
+    /// (`shape`): `grads.dz = dy * act'(z)` (as [`ActivationOps::act_backward`], with its rules:
+    /// `dz` may be the same view as `dy`, and `z` is not read and may be `y` when
+    /// `act.derivative_from_output()`) and the bias gradient `grads.dbias[c] = Σ_r dz[r, c]`
+    /// (overwritten), in one pass over the matrix where the backend has a kernel for it. With
+    /// [`Activation::Identity`], `dz` gets `dy`.
     fn bias_act_backward(
         &self,
         dy: View<'_>,
         z: View<'_>,
         y: View<'_>,
-        dz: View<'_>,
-        dbias: View<'_>,
+        grads: BiasActGrads<'_>,
         act: Activation,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
     ) -> Result<()> {
+        let BiasActGrads { dz, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         check::len(
             "bias_act_backward",
             "dy",
@@ -68,12 +69,11 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
     }
 
     /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`,
-    /// `w`
-    /// `k x cols`, both row-major): a hidden dense layer's backward whose output gradient is the
-    /// input gradient of the dense layer after it (`g` that layer's pre-activation gradient,
-    /// `w` its weight). `dz = (g w) * act'(z)` and `dbias[c] = Σ_r dz[r, c]` (overwritten);
-    /// `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the derivative
-    /// reads it. The same as [`LinalgOps::gemm`] into `dz` then
+    /// `w` `k x cols`, both row-major): a hidden dense layer's backward whose output gradient is
+    /// the input gradient of the dense layer after it (`g` that layer's pre-activation gradient,
+    /// `w` its weight). `grads.dz = (g w) * act'(z)` and `grads.dbias[c] = Σ_r dz[r, c]`
+    /// (overwritten); `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the
+    /// derivative reads it. The same as [`LinalgOps::gemm`] into `dz` then
     /// [`ActivationOps::bias_act_backward`] in place, which is what it does where the backend has
     /// nothing faster; GPU backends form the product inside the column-sum pass where `k <= 16` (a
     /// classifier head), saving the product's launch and a pass over the matrix.
@@ -84,16 +84,23 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
         w: View<'_>,
         z: View<'_>,
         y: View<'_>,
-        dz: View<'_>,
-        dbias: View<'_>,
+        grads: BiasActGrads<'_>,
         act: Activation,
         rows: usize,
         k: usize,
         cols: usize,
     ) -> Result<()> {
+        let BiasActGrads { dz, dbias } = grads;
         let views = [&g, &w, &z, &y, &dz, &dbias];
         check::bias_act_product("bias_act_backward_product", views, act, rows, k, cols)?;
         self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-        self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols)
+        self.bias_act_backward(
+            dz,
+            z,
+            y,
+            BiasActGrads::new(dz, dbias),
+            act,
+            MatShape::new(rows, cols),
+        )
     }
 }

@@ -5,6 +5,9 @@ use crate::buffer::View;
 use crate::error::{Error, Result};
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm};
+use crate::ops::{GruGateGrads, RecurrentWeights};
+use crate::ops::{LayerNormGrads, LayerNormParams};
+use crate::ops::{LossOutputs, MatShape};
 
 /// Every view must belong to the context `ctx`.
 pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
@@ -156,16 +159,67 @@ fn rnn_sequence(
     Ok(n)
 }
 
+/// Arguments of `ElmanOps::rnn_step_forward`, through [`rnn_step`].
+pub(crate) fn rnn_step_forward(
+    pre: &View<'_>,
+    h_prev: &View<'_>,
+    weights: &RecurrentWeights<'_>,
+    h: &View<'_>,
+    act: Activation,
+    shape: SeqShape,
+) -> Result<usize> {
+    let SeqShape { batch, hidden, .. } = shape;
+    // `rnn_step` rejects overflowing shapes before the saturated lengths matter.
+    let n = batch.saturating_mul(hidden);
+    let inputs = [
+        ("pre", pre, n),
+        ("h_prev", h_prev, n),
+        ("w_hh", &weights.w_hh, hidden.saturating_mul(hidden)),
+        ("b_ih", &weights.b_ih, hidden),
+        ("b_hh", &weights.b_hh, hidden),
+    ];
+    rnn_step("rnn_step_forward", act, batch, hidden, &inputs, ("h", h))
+}
+
+/// Arguments of `ElmanOps::rnn_step_backward`, through [`rnn_step`].
+pub(crate) fn rnn_step_backward(
+    dh: &View<'_>,
+    dpre_next: Option<&View<'_>>,
+    w_hh: &View<'_>,
+    h: &View<'_>,
+    dpre: &View<'_>,
+    act: Activation,
+    shape: SeqShape,
+) -> Result<usize> {
+    let SeqShape { batch, hidden, .. } = shape;
+    let n = batch.saturating_mul(hidden);
+    let mut inputs = vec![
+        ("dh", dh, n),
+        ("w_hh", w_hh, hidden.saturating_mul(hidden)),
+        ("h", h, n),
+    ];
+    if let Some(next) = dpre_next {
+        inputs.push(("dpre_next", next, n));
+    }
+    rnn_step(
+        "rnn_step_backward",
+        act,
+        batch,
+        hidden,
+        &inputs,
+        ("dpre", dpre),
+    )
+}
+
 /// Arguments of `ElmanOps::rnn_sequence_forward`; returns one step's `batch * hidden`.
 pub(crate) fn rnn_sequence_forward(
     pre: View<'_>,
     hs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     act: Activation,
     shape: SeqShape,
 ) -> Result<usize> {
+    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
     let SeqShape {
         steps,
         batch,
@@ -257,15 +311,13 @@ fn gated_sequence(
 fn gate_params<'a, 'b>(
     gates: usize,
     hidden: usize,
-    w_hh: &'a View<'b>,
-    b_ih: &'a View<'b>,
-    b_hh: &'a View<'b>,
+    weights: &'a RecurrentWeights<'b>,
 ) -> [(&'static str, &'a View<'b>, usize); 3] {
     let g = gates.saturating_mul(hidden);
     [
-        ("w_hh", w_hh, g.saturating_mul(hidden)),
-        ("b_ih", b_ih, g),
-        ("b_hh", b_hh, g),
+        ("w_hh", &weights.w_hh, g.saturating_mul(hidden)),
+        ("b_ih", &weights.b_ih, g),
+        ("b_hh", &weights.b_hh, g),
     ]
 }
 
@@ -274,9 +326,7 @@ pub(crate) fn lstm_sequence_forward(
     gates: View<'_>,
     hs: View<'_>,
     cs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     shape: SeqShape,
 ) -> Result<usize> {
     let SeqShape { steps, hidden, .. } = shape;
@@ -285,7 +335,7 @@ pub(crate) fn lstm_sequence_forward(
         "lstm_sequence_forward",
         4,
         shape,
-        &gate_params(4, hidden, &w_hh, &b_ih, &b_hh),
+        &gate_params(4, hidden, &weights),
         &[], // `gates` is read and rewritten in place: it counts as an output.
         &[
             ("gates", &gates, steps, 4),
@@ -324,9 +374,7 @@ pub(crate) fn lstm_sequence_backward(
 pub(crate) fn gru_sequence_forward(
     gx: View<'_>,
     hs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     cache: View<'_>,
     shape: SeqShape,
 ) -> Result<usize> {
@@ -335,7 +383,7 @@ pub(crate) fn gru_sequence_forward(
         "gru_sequence_forward",
         3,
         shape,
-        &gate_params(3, hidden, &w_hh, &b_ih, &b_hh),
+        &gate_params(3, hidden, &weights),
         &[("gx", &gx, steps, 3)],
         &[
             ("hs", &hs, steps.saturating_add(1), 1),
@@ -350,8 +398,7 @@ pub(crate) fn gru_sequence_backward(
     hs: View<'_>,
     cache: View<'_>,
     w_hh: View<'_>,
-    dgx: View<'_>,
-    dgh: View<'_>,
+    grads: GruGateGrads<'_>,
     shape: SeqShape,
 ) -> Result<usize> {
     let SeqShape { steps, hidden, .. } = shape;
@@ -366,7 +413,7 @@ pub(crate) fn gru_sequence_backward(
             ("hs", &hs, steps.saturating_add(1), 1),
             ("cache", &cache, steps, 4),
         ],
-        &[("dgx", &dgx, steps, 3), ("dgh", &dgh, steps, 3)],
+        &[("dgx", &grads.dgx, steps, 3), ("dgh", &grads.dgh, steps, 3)],
     )
 }
 
@@ -496,6 +543,58 @@ pub(crate) fn layer_norm(
     fits_u32(op, n)
 }
 
+/// Arguments of `NormOps::layer_norm_forward`, through [`layer_norm`].
+pub(crate) fn layer_norm_forward(
+    x: &View<'_>,
+    params: &LayerNormParams<'_>,
+    y: &View<'_>,
+    stats: &View<'_>,
+    shape: MatShape,
+) -> Result<u32> {
+    let MatShape { rows, cols } = shape;
+    let n = rows.saturating_mul(cols);
+    layer_norm(
+        "layer_norm_forward",
+        rows,
+        cols,
+        &[
+            ("x", x, n),
+            ("weight", &params.weight, cols),
+            ("bias", &params.bias, cols),
+        ],
+        &[("y", y, n), ("stats", stats, 2 * rows)],
+    )
+}
+
+/// Arguments of `NormOps::layer_norm_backward`, through [`layer_norm`].
+pub(crate) fn layer_norm_backward(
+    dy: &View<'_>,
+    x: &View<'_>,
+    weight: &View<'_>,
+    stats: &View<'_>,
+    grads: &LayerNormGrads<'_>,
+    shape: MatShape,
+) -> Result<u32> {
+    let MatShape { rows, cols } = shape;
+    let n = rows.saturating_mul(cols);
+    layer_norm(
+        "layer_norm_backward",
+        rows,
+        cols,
+        &[
+            ("dy", dy, n),
+            ("x", x, n),
+            ("weight", weight, cols),
+            ("stats", stats, 2 * rows),
+        ],
+        &[
+            ("dx", &grads.dx, n),
+            ("dweight", &grads.dweight, cols),
+            ("dbias", &grads.dbias, cols),
+        ],
+    )
+}
+
 /// Arguments of [`crate::ops::IndexOps::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`
 /// whole rows of `cols`, `dst` overlapping neither input. Returns the rows of `dst`.
 pub(crate) fn scatter_add_rows(
@@ -550,4 +649,47 @@ pub(crate) fn bias_act_product(
         no_overlap(op, dbias, v, false)?;
     }
     Ok([n, g_len, w_len])
+}
+
+/// The lengths of `LossOps::softmax_cross_entropy`'s arguments and its totals (2 elements);
+/// returns `rows * cols`.
+pub(crate) fn softmax_cross_entropy(
+    logits: &View<'_>,
+    labels: &View<'_>,
+    out: &LossOutputs<'_>,
+    row_correct: &View<'_>,
+    shape: MatShape,
+) -> Result<usize> {
+    let op = "softmax_cross_entropy";
+    let MatShape { rows, cols } = shape;
+    let (dlogits, row_loss) = (&out.grad, &out.row_loss);
+    let views = [logits, labels, dlogits, row_loss, row_correct];
+    totals(op, out.totals.as_ref(), 2, &views)?;
+    let n = area(op, rows, cols)?;
+    len(op, "logits", logits, n)?;
+    len(op, "labels", labels, rows)?;
+    len(op, "dlogits", dlogits, n)?;
+    len(op, "row_loss", row_loss, rows)?;
+    len(op, "row_correct", row_correct, rows)?;
+    Ok(n)
+}
+
+/// The lengths of `LossOps::mse`'s arguments and its totals (1 element or more); returns
+/// `rows * cols`.
+pub(crate) fn mse(
+    pred: &View<'_>,
+    target: &View<'_>,
+    out: &LossOutputs<'_>,
+    shape: MatShape,
+) -> Result<usize> {
+    let op = "mse";
+    let MatShape { rows, cols } = shape;
+    let (dpred, row_loss) = (&out.grad, &out.row_loss);
+    totals(op, out.totals.as_ref(), 1, &[pred, target, dpred, row_loss])?;
+    let n = area(op, rows, cols)?;
+    len(op, "pred", pred, n)?;
+    len(op, "target", target, n)?;
+    len(op, "dpred", dpred, n)?;
+    len(op, "row_loss", row_loss, rows)?;
+    Ok(n)
 }

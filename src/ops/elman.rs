@@ -3,6 +3,7 @@
 use super::{Activation, MemoryOps};
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 
 /// The Elman (vanilla RNN) recurrence, one time step or a whole sequence per call.
@@ -14,14 +15,11 @@ pub trait ElmanOps: MemoryOps {
     /// `h = act(pre + h_prev W_hh^T + b_ih + b_hh)`, where `pre = x_t W_ih^T` (from one GEMM
     /// over all steps) and `w_hh` is `hidden x hidden`, row-major (PyTorch's layout). `act` is
     /// `Tanh` or `Relu`. `h` overlaps no input (at `t = 0` a zero block serves as `h_prev`).
-    #[allow(clippy::too_many_arguments)]
     fn rnn_step_forward(
         &self,
         pre: View<'_>,
         h_prev: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         h: View<'_>,
         act: Activation,
         shape: SeqShape,
@@ -51,14 +49,11 @@ pub trait ElmanOps: MemoryOps {
     /// `1..=steps` written. `act` is `Tanh` or `Relu`; `hs` overlaps no other argument. The same
     /// result as [`ElmanOps::rnn_step_forward`] step by step; a GPU backend with a cooperative
     /// launch (CUDA) runs all steps in one kernel.
-    #[allow(clippy::too_many_arguments)]
     fn rnn_sequence_forward(
         &self,
         pre: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()>;

@@ -3,6 +3,7 @@
 use super::MemoryOps;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::GruGateGrads;
 use crate::ops::SeqShape;
 
 /// The gate math of one LSTM or GRU time step (the products are GEMMs by the caller).
@@ -53,17 +54,15 @@ pub trait GatedCellOps: MemoryOps {
         shape: SeqShape,
     ) -> Result<()>;
 
-    /// GRU cell backward. From `cache`, `h_prev` and `dh`, writes `dgx` and `dgh` (each
-    /// `batch x 3*hidden`: gradients w.r.t. `gx` and `gh`) and `dh_prev` (the direct part,
-    /// `dh * z`; the GEMM through `W_hh` is added by the caller).
-    #[allow(clippy::too_many_arguments)]
+    /// GRU cell backward. From `cache`, `h_prev` and `dh`, writes `grads.dgx` and `grads.dgh`
+    /// (each `batch x 3*hidden`: gradients w.r.t. `gx` and `gh`) and `dh_prev` (the direct
+    /// part, `dh * z`; the GEMM through `W_hh` is added by the caller).
     fn gru_cell_backward(
         &self,
         cache: View<'_>,
         h_prev: View<'_>,
         dh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         dh_prev: View<'_>,
         shape: SeqShape,
     ) -> Result<()>;

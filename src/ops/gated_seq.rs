@@ -12,6 +12,8 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::MemoryOps;
 use crate::ops::SeqShape;
+use crate::ops::rnn_seq::next_block;
+use crate::ops::{GruGateGrads, RecurrentWeights};
 
 /// One LSTM forward step: `gates` (`batch x 4H`, `x_t W_ih^T` on entry) becomes the activated
 /// gates of `gates + b_ih + b_hh + h_prev W_hh^T`; writes `c` and `h`.
@@ -82,17 +84,15 @@ pub(crate) trait GatedSteps: MemoryOps {
 }
 
 /// `GatedSequenceOps::lstm_sequence_forward`, one step at a time.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn lstm_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     gates: View<'_>,
     hs: View<'_>,
     cs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     shape: SeqShape,
 ) -> Result<()> {
+    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
     let SeqShape {
         steps,
         batch,
@@ -116,19 +116,32 @@ pub(crate) fn lstm_forward_by_steps(
     Ok(())
 }
 
-/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time; `carry` is `batch x hidden`
-/// scratch.
-#[allow(clippy::too_many_arguments)]
+/// `GatedSequenceOps::lstm_sequence_backward`'s checked arguments for the step loop, with
+/// `carry` (`batch x hidden` scratch).
+pub(crate) struct LstmBackwardSeq<'a> {
+    pub dh: View<'a>,
+    pub gates: View<'a>,
+    pub cs: View<'a>,
+    pub w_hh: View<'a>,
+    pub dgates: View<'a>,
+    pub carry: View<'a>,
+    pub shape: SeqShape,
+}
+
+/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time.
 pub(crate) fn lstm_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    dh: View<'_>,
-    gates: View<'_>,
-    cs: View<'_>,
-    w_hh: View<'_>,
-    dgates: View<'_>,
-    carry: View<'_>,
-    shape: SeqShape,
+    s: &LstmBackwardSeq<'_>,
 ) -> Result<()> {
+    let LstmBackwardSeq {
+        dh,
+        gates,
+        cs,
+        w_hh,
+        dgates,
+        carry,
+        shape,
+    } = *s;
     let SeqShape {
         steps,
         batch,
@@ -136,14 +149,9 @@ pub(crate) fn lstm_backward_by_steps(
     } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
-        let next = if t + 1 < steps {
-            Some(dgates.slice((t + 1) * 4 * n, 4 * n)?)
-        } else {
-            None
-        };
         ops.lstm_step_backward(&LstmBackwardStep {
             dh: dh.slice(t * n, n)?,
-            next,
+            next: next_block(dgates, t, steps, 4 * n)?,
             w_hh,
             gates: gates.slice(t * 4 * n, 4 * n)?,
             c_prev: cs.slice(t * n, n)?,
@@ -158,17 +166,15 @@ pub(crate) fn lstm_backward_by_steps(
 }
 
 /// `GatedSequenceOps::gru_sequence_forward`, one step at a time.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn gru_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     gx: View<'_>,
     hs: View<'_>,
-    w_hh: View<'_>,
-    b_ih: View<'_>,
-    b_hh: View<'_>,
+    weights: RecurrentWeights<'_>,
     cache: View<'_>,
     shape: SeqShape,
 ) -> Result<()> {
+    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
     let SeqShape {
         steps,
         batch,
@@ -191,20 +197,32 @@ pub(crate) fn gru_forward_by_steps(
     Ok(())
 }
 
-/// `GatedSequenceOps::gru_sequence_backward`, one step at a time; `carry` is `batch x hidden`
-/// scratch.
-#[allow(clippy::too_many_arguments)]
+/// `GatedSequenceOps::gru_sequence_backward`'s checked arguments for the step loop, with
+/// `carry` (`batch x hidden` scratch).
+pub(crate) struct GruBackwardSeq<'a> {
+    pub dh: View<'a>,
+    pub hs: View<'a>,
+    pub cache: View<'a>,
+    pub w_hh: View<'a>,
+    pub grads: GruGateGrads<'a>,
+    pub carry: View<'a>,
+    pub shape: SeqShape,
+}
+
+/// `GatedSequenceOps::gru_sequence_backward`, one step at a time.
 pub(crate) fn gru_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    dh: View<'_>,
-    hs: View<'_>,
-    cache: View<'_>,
-    w_hh: View<'_>,
-    dgx: View<'_>,
-    dgh: View<'_>,
-    carry: View<'_>,
-    shape: SeqShape,
+    s: &GruBackwardSeq<'_>,
 ) -> Result<()> {
+    let GruBackwardSeq {
+        dh,
+        hs,
+        cache,
+        w_hh,
+        grads: GruGateGrads { dgx, dgh },
+        carry,
+        shape,
+    } = *s;
     let SeqShape {
         steps,
         batch,
@@ -212,14 +230,9 @@ pub(crate) fn gru_backward_by_steps(
     } = shape;
     let n = batch * hidden;
     for t in (0..steps).rev() {
-        let next = if t + 1 < steps {
-            Some(dgh.slice((t + 1) * 3 * n, 3 * n)?)
-        } else {
-            None
-        };
         ops.gru_step_backward(&GruBackwardStep {
             dh: dh.slice(t * n, n)?,
-            next,
+            next: next_block(dgh, t, steps, 3 * n)?,
             w_hh,
             cache: cache.slice(t * 4 * n, 4 * n)?,
             h_prev: hs.slice(t * n, n)?,

@@ -3,6 +3,8 @@
 use super::MemoryOps;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::GruGateGrads;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 
 /// LSTM and GRU over a whole sequence, the recurrent products included.
@@ -21,15 +23,12 @@ pub trait GatedSequenceOps: MemoryOps {
     /// row-major, `b_ih` and `b_hh` are `4H`. No output overlaps another argument. The same
     /// result as [`crate::ops::GatedCellOps::lstm_cell_forward`] step by step; a GPU backend with a
     /// cooperative launch (CUDA) runs all steps in one kernel, elsewhere one fused kernel per step.
-    #[allow(clippy::too_many_arguments)]
     fn lstm_sequence_forward(
         &self,
         gates: View<'_>,
         hs: View<'_>,
         cs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         shape: SeqShape,
     ) -> Result<()>;
 
@@ -66,14 +65,11 @@ pub trait GatedSequenceOps: MemoryOps {
     /// `w_hh` is `3H x H`, `b_ih` and `b_hh` are `3H`. No output overlaps another argument. The
     /// same result as [`crate::ops::GatedCellOps::gru_cell_forward`] step by step (one kernel for
     /// all steps with a cooperative launch, one fused kernel per step elsewhere).
-    #[allow(clippy::too_many_arguments)]
     fn gru_sequence_forward(
         &self,
         gx: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()>;
@@ -86,17 +82,15 @@ pub trait GatedSequenceOps: MemoryOps {
     /// `dgh[t] = [dr, dz, dn r]` (w.r.t. `h W_hh^T + b_hh`).
     ///
     /// `dh` (`steps * batch x H`) is the gradient reaching each `h_t` from above; `hs` and
-    /// `cache` are what [`GatedSequenceOps::gru_sequence_forward`] left; `dgx` and `dgh` (each
-    /// `steps * batch x 3H`) are written and overlap no input and each other.
-    #[allow(clippy::too_many_arguments)]
+    /// `cache` are what [`GatedSequenceOps::gru_sequence_forward`] left; `grads.dgx` and
+    /// `grads.dgh` (each `steps * batch x 3H`) are written and overlap no input and each other.
     fn gru_sequence_backward(
         &self,
         dh: View<'_>,
         hs: View<'_>,
         cache: View<'_>,
         w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         shape: SeqShape,
     ) -> Result<()>;
 }

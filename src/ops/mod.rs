@@ -38,6 +38,7 @@ mod random;
 mod reduce;
 pub(crate) mod rnn_seq;
 mod shape;
+mod views;
 
 pub use activation::ActivationOps;
 pub use dense::DenseOps;
@@ -60,7 +61,11 @@ pub use random::{
 };
 pub(crate) use random::{rng_hash, rng_key};
 pub use reduce::ReduceOps;
-pub use shape::SeqShape;
+pub use shape::{DenseShape, MatShape, SeqShape};
+pub use views::{
+    BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs,
+    RecurrentWeights,
+};
 
 use crate::buffer::Buffer;
 use crate::error::Result;

@@ -28,3 +28,42 @@ impl SeqShape {
         SeqShape::new(1, batch, hidden)
     }
 }
+
+/// The shape of a row-wise op over a `rows x cols` matrix, row-major (one row per sample).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MatShape {
+    /// Rows (samples).
+    pub rows: usize,
+    /// Columns (features or classes of a row).
+    pub cols: usize,
+}
+
+impl MatShape {
+    /// `rows x cols`.
+    pub const fn new(rows: usize, cols: usize) -> Self {
+        MatShape { rows, cols }
+    }
+}
+
+/// The shape of a dense layer over a batch: `rows` samples of `inputs` features in, `outputs`
+/// units out (its weight is `outputs x inputs`, PyTorch's layout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DenseShape {
+    /// Samples (rows of the input and of the output).
+    pub rows: usize,
+    /// Input features (columns of the input).
+    pub inputs: usize,
+    /// Output units (columns of the output, rows of the weight).
+    pub outputs: usize,
+}
+
+impl DenseShape {
+    /// `rows` samples, `inputs` in, `outputs` out.
+    pub const fn new(rows: usize, inputs: usize, outputs: usize) -> Self {
+        DenseShape {
+            rows,
+            inputs,
+            outputs,
+        }
+    }
+}

@@ -4,6 +4,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use rnn::ops::BiasActGrads;
+use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Activation, AdamStep, Context, Ops, SgdStep, View};
 
 use crate::support::{self, Target, rel_err};
@@ -477,7 +479,16 @@ pub fn activations(t: Target) {
                 &[3],
                 &[(4, scale.clone())],
                 tol,
-                &|o, v| o.bias_act_backward(v[0], v[1], v[2], v[3], v[4], act, rows, cols),
+                &|o, v| {
+                    o.bias_act_backward(
+                        v[0],
+                        v[1],
+                        v[2],
+                        BiasActGrads::new(v[3], v[4]),
+                        act,
+                        MatShape::new(rows, cols),
+                    )
+                },
             )?;
             fused.remove(3);
             compare_checked(
@@ -488,7 +499,16 @@ pub fn activations(t: Target) {
                 &[0],
                 &[(3, scale)],
                 tol,
-                &|o, v| o.bias_act_backward(v[0], v[1], v[2], v[0], v[3], act, rows, cols),
+                &|o, v| {
+                    o.bias_act_backward(
+                        v[0],
+                        v[1],
+                        v[2],
+                        BiasActGrads::new(v[0], v[3]),
+                        act,
+                        MatShape::new(rows, cols),
+                    )
+                },
             )?;
         }
         Ok(())
@@ -534,7 +554,16 @@ pub fn softmax_losses(t: Target) {
             &bufs,
             &[2, 3, 4],
             1e-5,
-            &|o, v| o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], None, rows, cols, scale),
+            &|o, v| {
+                o.softmax_cross_entropy(
+                    v[0],
+                    v[1],
+                    LossOutputs::new(v[2], v[3], None),
+                    v[4],
+                    MatShape::new(rows, cols),
+                    scale,
+                )
+            },
         )?;
         // With totals: the loss sum and correct count added to what the buffer held (a third
         // element past them stays untouched).
@@ -558,16 +587,35 @@ pub fn softmax_losses(t: Target) {
             &[2, 3, 4, 5],
             1e-5,
             &|o, v| {
-                o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], Some(v[5]), rows, cols, scale)
+                o.softmax_cross_entropy(
+                    v[0],
+                    v[1],
+                    LossOutputs::new(v[2], v[3], Some(v[5])),
+                    v[4],
+                    MatShape::new(rows, cols),
+                    scale,
+                )
             },
         )?;
         let bufs = [x.clone(), r.vec(n, -8.0, 8.0), nan(n), nan(rows)];
         compare(ctx, "mse", &bufs, &[2, 3], tol, &|o, v| {
-            o.mse(v[0], v[1], v[2], v[3], None, rows, cols, scale)
+            o.mse(
+                v[0],
+                v[1],
+                LossOutputs::new(v[2], v[3], None),
+                MatShape::new(rows, cols),
+                scale,
+            )
         })?;
         let bufs = [x, r.vec(n, -8.0, 8.0), nan(n), nan(rows), totals];
         compare(ctx, "mse with totals", &bufs, &[2, 3, 4], tol, &|o, v| {
-            o.mse(v[0], v[1], v[2], v[3], Some(v[4]), rows, cols, scale)
+            o.mse(
+                v[0],
+                v[1],
+                LossOutputs::new(v[2], v[3], Some(v[4])),
+                MatShape::new(rows, cols),
+                scale,
+            )
         })
     });
 }

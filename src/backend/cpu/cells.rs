@@ -10,6 +10,7 @@
 //! baseline is SSE2); without fused multiply-adds, so the results are the same bits either way.
 
 use super::CpuOps;
+use crate::ops::GruGateGrads;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use rayon::prelude::*;
@@ -439,11 +440,11 @@ impl GatedCellOps for CpuOps {
         cache: View<'_>,
         h_prev: View<'_>,
         dh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         dh_prev: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "gru_cell_backward";

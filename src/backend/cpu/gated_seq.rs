@@ -21,6 +21,8 @@ use super::row_groups::Groups;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::Gemm;
+use crate::ops::GruGateGrads;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
@@ -62,11 +64,10 @@ impl GatedSequenceOps for CpuOps {
         gates: View<'_>,
         hs: View<'_>,
         cs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -74,7 +75,7 @@ impl GatedSequenceOps for CpuOps {
         } = shape;
         let op = "lstm_sequence_forward";
         check::same_context(op, self.context, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -178,12 +179,11 @@ impl GatedSequenceOps for CpuOps {
         &self,
         gx: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -191,7 +191,7 @@ impl GatedSequenceOps for CpuOps {
         } = shape;
         let op = "gru_sequence_forward";
         check::same_context(op, self.context, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
+        let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -242,10 +242,10 @@ impl GatedSequenceOps for CpuOps {
         hs: View<'_>,
         cache: View<'_>,
         w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape {
             steps,
             batch,
@@ -253,7 +253,7 @@ impl GatedSequenceOps for CpuOps {
         } = shape;
         let op = "gru_sequence_backward";
         check::same_context(op, self.context, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }

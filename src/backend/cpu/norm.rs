@@ -3,6 +3,7 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
+use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
 use rayon::prelude::*;
 
 use super::access::lock;
@@ -23,28 +24,18 @@ impl NormOps for CpuOps {
     fn layer_norm_forward(
         &self,
         x: View<'_>,
-        weight: View<'_>,
-        bias: View<'_>,
+        params: LayerNormParams<'_>,
         y: View<'_>,
         stats: View<'_>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         eps: f32,
     ) -> Result<()> {
+        let LayerNormParams { weight, bias } = params;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "layer_norm_forward";
+        check::layer_norm_forward(&x, &params, &y, &stats, shape)?;
         let n = rows * cols;
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("bias", &bias, cols),
-            ],
-            &[("y", &y, n), ("stats", &stats, 2 * rows)],
-        )?;
         if n == 0 {
             return lock(op, ctx, [x, weight, bias], [y, stats], |_, _| ());
         }
@@ -84,31 +75,15 @@ impl NormOps for CpuOps {
         x: View<'_>,
         weight: View<'_>,
         stats: View<'_>,
-        dx: View<'_>,
-        dweight: View<'_>,
-        dbias: View<'_>,
-        rows: usize,
-        cols: usize,
+        grads: LayerNormGrads<'_>,
+        shape: MatShape,
     ) -> Result<()> {
+        let LayerNormGrads { dx, dweight, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "layer_norm_backward";
+        check::layer_norm_backward(&dy, &x, &weight, &stats, &grads, shape)?;
         let n = rows * cols;
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("dy", &dy, n),
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("stats", &stats, 2 * rows),
-            ],
-            &[
-                ("dx", &dx, n),
-                ("dweight", &dweight, cols),
-                ("dbias", &dbias, cols),
-            ],
-        )?;
         lock(
             op,
             ctx,

@@ -11,6 +11,7 @@ use super::par::chunks;
 use super::simd;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::rnn_seq;
@@ -64,25 +65,16 @@ impl ElmanOps for CpuOps {
         &self,
         pre: View<'_>,
         h_prev: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         h: View<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
         let op = "rnn_step_forward";
-        let n = batch.saturating_mul(hidden);
-        let inputs = [
-            ("pre", &pre, n),
-            ("h_prev", &h_prev, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("b_ih", &b_ih, hidden),
-            ("b_hh", &b_hh, hidden),
-        ];
-        if check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))? == 0 {
+        if check::rnn_step_forward(&pre, &h_prev, &weights, &h, act, shape)? == 0 {
             return Ok(());
         }
         let g = Gemm::new(batch, hidden, hidden).tb();
@@ -111,17 +103,8 @@ impl ElmanOps for CpuOps {
     ) -> Result<()> {
         let SeqShape { batch, hidden, .. } = shape;
         let ctx = self.context;
-        let op = "rnn_step_backward";
-        let n = batch.saturating_mul(hidden);
-        let mut inputs = vec![
-            ("dh", &dh, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("h", &h, n),
-        ];
-        if let Some(next) = &dpre_next {
-            inputs.push(("dpre_next", next, n));
-        }
-        if check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))? == 0 {
+        let next = dpre_next.as_ref();
+        if check::rnn_step_backward(&dh, next, &w_hh, &h, &dpre, act, shape)? == 0 {
             return Ok(());
         }
         // act' from the output: the step ops take tanh or relu only (`check::rnn_step`).
@@ -139,18 +122,17 @@ impl ElmanOps for CpuOps {
         &self,
         pre: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let op = "rnn_sequence_forward";
         check::same_context(op, self.context, &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        if check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)? == 0 {
+        if check::rnn_sequence_forward(pre, hs, weights, act, shape)? == 0 {
             return Ok(());
         }
-        rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
+        rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)
     }
 
     fn rnn_sequence_backward(

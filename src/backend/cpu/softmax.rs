@@ -3,6 +3,7 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
+use crate::ops::{LossOutputs, MatShape};
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
@@ -170,28 +171,20 @@ impl LossOps for CpuOps {
         &self,
         logits: View<'_>,
         labels: View<'_>,
-        dlogits: View<'_>,
-        row_loss: View<'_>,
+        out: LossOutputs<'_>,
         row_correct: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dlogits,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "softmax_cross_entropy";
-        check::totals(
-            op,
-            totals.as_ref(),
-            2,
-            &[&logits, &labels, &dlogits, &row_loss, &row_correct],
-        )?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "logits", &logits, n)?;
-        check::len(op, "labels", &labels, rows)?;
-        check::len(op, "dlogits", &dlogits, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
-        check::len(op, "row_correct", &row_correct, rows)?;
+        let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
         if rows == 0 {
             return Ok(());
         }
@@ -232,21 +225,19 @@ impl LossOps for CpuOps {
         &self,
         pred: View<'_>,
         target: View<'_>,
-        dpred: View<'_>,
-        row_loss: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        out: LossOutputs<'_>,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dpred,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "mse";
-        check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "pred", &pred, n)?;
-        check::len(op, "target", &target, n)?;
-        check::len(op, "dpred", &dpred, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
+        let n = check::mse(&pred, &target, &out, shape)?;
         if rows == 0 {
             return Ok(());
         }

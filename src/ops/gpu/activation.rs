@@ -10,6 +10,7 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, Gemm, check};
+use crate::ops::{BiasActGrads, MatShape};
 
 impl<D: Device> ActivationOps for GpuOps<D> {
     fn bias_act_forward(
@@ -35,11 +36,8 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&z)?
-            .buf(&bias)?
-            .buf(&y)?
-            .u32(rows as u32)
-            .u32(cols as u32)
+            .bufs(&[&z, &bias, &y])?
+            .dims(&[rows, cols])
             .u32(act.code())
             .f32(act.param());
         self.run(op, self.streaming(n), args)
@@ -55,8 +53,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&x)?
-            .buf(&y)?
+            .bufs(&[&x, &y])?
             .u32(n)
             .u32(act.code())
             .f32(act.param());
@@ -87,10 +84,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&dy)?
-            .buf(&z)?
-            .buf(&y)?
-            .buf(&dz)?
+            .bufs(&[&dy, &z, &y, &dz])?
             .u32(n32)
             .u32(act.code())
             .f32(act.param());
@@ -102,12 +96,12 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         dy: View<'_>,
         z: View<'_>,
         y: View<'_>,
-        dz: View<'_>,
-        dbias: View<'_>,
+        grads: BiasActGrads<'_>,
         act: Activation,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
     ) -> Result<()> {
+        let BiasActGrads { dz, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         let op = "bias_act_backward";
         self.mine(op, &[&dy, &z, &y, &dz, &dbias])?;
         let n = check::area(op, rows, cols)?;
@@ -140,13 +134,13 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         w: View<'_>,
         z: View<'_>,
         y: View<'_>,
-        dz: View<'_>,
-        dbias: View<'_>,
+        grads: BiasActGrads<'_>,
         act: Activation,
         rows: usize,
         k: usize,
         cols: usize,
     ) -> Result<()> {
+        let BiasActGrads { dz, dbias } = grads;
         let op = "bias_act_backward_product";
         let views = [&g, &w, &z, &y, &dz, &dbias];
         self.mine(op, &views)?;
@@ -156,7 +150,14 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         }
         if k == 0 || k > gemm_thin::THIN_SIDE {
             self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-            return self.bias_act_backward(dz, z, y, dz, dbias, act, rows, cols);
+            return self.bias_act_backward(
+                dz,
+                z,
+                y,
+                BiasActGrads::new(dz, dbias),
+                act,
+                MatShape::new(rows, cols),
+            );
         }
         if cols == 0 {
             return Ok(());
@@ -174,16 +175,16 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         );
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&g)?
-                .buf(&w)?
-                .buf(a)?
-                .buf(&dz)?
-                .buf(&dbias)?
-                .buf(&scratch.partials()?)?
-                .buf(&scratch.strip_tickets()?)?
-                .u32(rows as u32)
-                .u32(cols as u32)
-                .u32(k as u32)
+                .bufs(&[
+                    &g,
+                    &w,
+                    a,
+                    &dz,
+                    &dbias,
+                    &scratch.partials()?,
+                    &scratch.strip_tickets()?,
+                ])?
+                .dims(&[rows, cols, k])
                 .u32(chunk_rows)
                 .u32(act.code())
                 .u32(quad as u32)

@@ -5,6 +5,7 @@ use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::GruGateGrads;
 use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
@@ -50,10 +51,7 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&gates)?
-            .buf(&c_prev)?
-            .buf(&c)?
-            .buf(&h)?
+            .bufs(&[&gates, &c_prev, &c, &h])?
             .u32(batch as u32)
             .u32(hidden as u32);
         self.run(op, launch::elementwise(n as usize), args)
@@ -87,12 +85,7 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&gates)?
-            .buf(&c_prev)?
-            .buf(&c)?
-            .buf(&dh)?
-            .buf(&dc)?
-            .buf(&dgates)?
+            .bufs(&[&gates, &c_prev, &c, &dh, &dc, &dgates])?
             .u32(batch as u32)
             .u32(hidden as u32);
         self.run(op, launch::elementwise(n as usize), args)
@@ -120,11 +113,7 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&gx)?
-            .buf(&gh)?
-            .buf(&h_prev)?
-            .buf(&h)?
-            .buf(&cache)?
+            .bufs(&[&gx, &gh, &h_prev, &h, &cache])?
             .u32(batch as u32)
             .u32(hidden as u32);
         self.run(op, launch::elementwise(n as usize), args)
@@ -135,11 +124,11 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         cache: View<'_>,
         h_prev: View<'_>,
         dh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         dh_prev: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape { batch, hidden, .. } = shape;
         let op = "gru_cell_backward";
         let n = self.cell_checks(
@@ -153,12 +142,7 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&cache)?
-            .buf(&h_prev)?
-            .buf(&dh)?
-            .buf(&dgx)?
-            .buf(&dgh)?
-            .buf(&dh_prev)?
+            .bufs(&[&cache, &h_prev, &dh, &dgx, &dgh, &dh_prev])?
             .u32(batch as u32)
             .u32(hidden as u32);
         self.run(op, launch::elementwise(n as usize), args)

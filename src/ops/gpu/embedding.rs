@@ -43,12 +43,8 @@ impl<D: Device> IndexOps for GpuOps<D> {
         // no index can make it read outside `src`.
         let src_rows = src.len() / cols;
         let args = Args::new()
-            .buf(&src)?
-            .buf(&indices)?
-            .buf(&dst)?
-            .u32(nrows as u32)
-            .u32(cols as u32)
-            .u32(src_rows as u32);
+            .bufs(&[&src, &indices, &dst])?
+            .dims(&[nrows, cols, src_rows]);
         self.run(op, launch::elementwise(n), args)
     }
 
@@ -67,13 +63,10 @@ impl<D: Device> IndexOps for GpuOps<D> {
         }
         // The kernel checks every index against `dst_rows` and skips an invalid one, so no
         // index can make it write outside `dst`.
-        let args = Args::new()
-            .buf(&src)?
-            .buf(&indices)?
-            .buf(&dst)?
-            .u32(indices.len() as u32)
-            .u32(cols as u32)
-            .u32(dst_rows as u32);
+        let args =
+            Args::new()
+                .bufs(&[&src, &indices, &dst])?
+                .dims(&[indices.len(), cols, dst_rows]);
         self.run(op, launch::elementwise(src.len()), args)
     }
 
@@ -88,8 +81,7 @@ impl<D: Device> IndexOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&indices)?
-            .buf(&out)?
+            .bufs(&[&indices, &out])?
             .u32(indices.len() as u32)
             .u32(classes as u32);
         self.run(op, launch::elementwise(n), args)

@@ -14,10 +14,13 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::Dialect;
+use crate::ops::GruGateGrads;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::gated_seq::{
-    self, GatedSteps, GruBackwardStep, GruForwardStep, LstmBackwardStep, LstmForwardStep,
+    self, GatedSteps, GruBackwardSeq, GruBackwardStep, GruForwardStep, LstmBackwardSeq,
+    LstmBackwardStep, LstmForwardStep,
 };
 use crate::ops::prelude::*;
 
@@ -59,107 +62,6 @@ fn tile(gates: usize, hidden: usize, forward: bool, dialect: Dialect) -> SeqTile
 }
 
 impl<D: Device> GpuOps<D> {
-    #[allow(clippy::too_many_arguments)]
-    fn lstm_backward_with(
-        &self,
-        dh: View<'_>,
-        gates: View<'_>,
-        cs: View<'_>,
-        w_hh: View<'_>,
-        dgates: View<'_>,
-        carry: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let entry = "lstm_seq_backward";
-        let launched = self.cooperative(
-            entry,
-            tile(4, hidden, false, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .buf(&dh)?
-                    .buf(&gates)?
-                    .buf(&cs)?
-                    .buf(&w_hh)?
-                    .buf(&dgates)?
-                    .buf(&carry)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::lstm_backward_by_steps(
-            self,
-            dh,
-            gates,
-            cs,
-            w_hh,
-            dgates,
-            carry,
-            SeqShape::new(steps, batch, hidden),
-        )
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn gru_backward_with(
-        &self,
-        dh: View<'_>,
-        hs: View<'_>,
-        cache: View<'_>,
-        w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
-        carry: View<'_>,
-        steps: usize,
-        batch: usize,
-        hidden: usize,
-    ) -> Result<()> {
-        let entry = "gru_seq_backward";
-        let launched = self.cooperative(
-            entry,
-            tile(3, hidden, false, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .buf(&dh)?
-                    .buf(&hs)?
-                    .buf(&cache)?
-                    .buf(&w_hh)?
-                    .buf(&dgx)?
-                    .buf(&dgh)?
-                    .buf(&carry)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::gru_backward_by_steps(
-            self,
-            dh,
-            hs,
-            cache,
-            w_hh,
-            dgx,
-            dgh,
-            carry,
-            SeqShape::new(steps, batch, hidden),
-        )
-    }
-}
-
-impl<D: Device> GpuOps<D> {
     /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
     /// recorded training step may hold several gated layers of one size, and while recording,
     /// the pool keeps each released temporary for the graph, so the second layer would need a
@@ -175,14 +77,9 @@ impl<D: Device> GpuOps<D> {
 impl<D: Device> GatedSteps for GpuOps<D> {
     fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()> {
         let args = Args::new()
-            .buf(&s.gates)?
-            .buf(&s.h_prev)?
-            .buf(&s.c_prev)?
-            .buf(&s.w_hh)?
-            .buf(&s.b_ih)?
-            .buf(&s.b_hh)?
-            .buf(&s.c)?
-            .buf(&s.h)?
+            .bufs(&[
+                &s.gates, &s.h_prev, &s.c_prev, &s.w_hh, &s.b_ih, &s.b_hh, &s.c, &s.h,
+            ])?
             .u32(s.batch as u32)
             .u32(s.hidden as u32);
         self.run(
@@ -196,16 +93,10 @@ impl<D: Device> GatedSteps for GpuOps<D> {
         // Without a next step the kernel reads no `dnext`; any valid buffer fills the slot.
         let next = s.next.unwrap_or(s.dh);
         let args = Args::new()
-            .buf(&s.dh)?
-            .buf(&next)?
-            .buf(&s.w_hh)?
-            .buf(&s.gates)?
-            .buf(&s.c_prev)?
-            .buf(&s.c)?
-            .buf(&s.carry)?
-            .buf(&s.dgates)?
-            .u32(s.batch as u32)
-            .u32(s.hidden as u32)
+            .bufs(&[
+                &s.dh, &next, &s.w_hh, &s.gates, &s.c_prev, &s.c, &s.carry, &s.dgates,
+            ])?
+            .dims(&[s.batch, s.hidden])
             .u32(s.next.is_some() as u32);
         self.run(
             "lstm_step_backward",
@@ -216,13 +107,7 @@ impl<D: Device> GatedSteps for GpuOps<D> {
 
     fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()> {
         let args = Args::new()
-            .buf(&s.gx)?
-            .buf(&s.h_prev)?
-            .buf(&s.w_hh)?
-            .buf(&s.b_ih)?
-            .buf(&s.b_hh)?
-            .buf(&s.h)?
-            .buf(&s.cache)?
+            .bufs(&[&s.gx, &s.h_prev, &s.w_hh, &s.b_ih, &s.b_hh, &s.h, &s.cache])?
             .u32(s.batch as u32)
             .u32(s.hidden as u32);
         self.run(
@@ -235,16 +120,10 @@ impl<D: Device> GatedSteps for GpuOps<D> {
     fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()> {
         let next = s.next.unwrap_or(s.dh);
         let args = Args::new()
-            .buf(&s.dh)?
-            .buf(&next)?
-            .buf(&s.w_hh)?
-            .buf(&s.cache)?
-            .buf(&s.h_prev)?
-            .buf(&s.carry)?
-            .buf(&s.dgx)?
-            .buf(&s.dgh)?
-            .u32(s.batch as u32)
-            .u32(s.hidden as u32)
+            .bufs(&[
+                &s.dh, &next, &s.w_hh, &s.cache, &s.h_prev, &s.carry, &s.dgx, &s.dgh,
+            ])?
+            .dims(&[s.batch, s.hidden])
             .u32(s.next.is_some() as u32);
         self.run(
             "gru_step_backward",
@@ -260,11 +139,10 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         gates: View<'_>,
         hs: View<'_>,
         cs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -272,7 +150,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         } = shape;
         let op = "lstm_sequence_forward";
         self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::lstm_sequence_forward(gates, hs, cs, w_hh, b_ih, b_hh, shape)?;
+        let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -284,22 +162,14 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             hidden,
             |barrier| {
                 Ok(Args::new()
-                    .buf(&gates)?
-                    .buf(&hs)?
-                    .buf(&cs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
+                    .bufs(&[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh, barrier])?
+                    .dims(&[steps, batch, hidden]))
             },
         )?;
         if launched {
             return Ok(());
         }
-        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, w_hh, b_ih, b_hh, shape)
+        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, weights, shape)
     }
 
     fn lstm_sequence_backward(
@@ -323,7 +193,31 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             return Ok(());
         }
         self.with_carry(n, |carry| {
-            self.lstm_backward_with(dh, gates, cs, w_hh, dgates, carry, steps, batch, hidden)
+            let entry = "lstm_seq_backward";
+            let launched = self.cooperative(
+                entry,
+                tile(4, hidden, false, self.device.dialect()),
+                batch,
+                hidden,
+                |barrier| {
+                    Ok(Args::new()
+                        .bufs(&[&dh, &gates, &cs, &w_hh, &dgates, &carry, barrier])?
+                        .dims(&[steps, batch, hidden]))
+                },
+            )?;
+            if launched {
+                return Ok(());
+            }
+            let seq = LstmBackwardSeq {
+                dh,
+                gates,
+                cs,
+                w_hh,
+                dgates,
+                carry,
+                shape,
+            };
+            gated_seq::lstm_backward_by_steps(self, &seq)
         })
     }
 
@@ -331,12 +225,11 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         &self,
         gx: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
@@ -344,7 +237,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         } = shape;
         let op = "gru_sequence_forward";
         self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, w_hh, b_ih, b_hh, cache, shape)?;
+        let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -356,22 +249,14 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             hidden,
             |barrier| {
                 Ok(Args::new()
-                    .buf(&gx)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(&cache)?
-                    .buf(barrier)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32))
+                    .bufs(&[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache, barrier])?
+                    .dims(&[steps, batch, hidden]))
             },
         )?;
         if launched {
             return Ok(());
         }
-        gated_seq::gru_forward_by_steps(self, gx, hs, w_hh, b_ih, b_hh, cache, shape)
+        gated_seq::gru_forward_by_steps(self, gx, hs, weights, cache, shape)
     }
 
     fn gru_sequence_backward(
@@ -380,10 +265,10 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         hs: View<'_>,
         cache: View<'_>,
         w_hh: View<'_>,
-        dgx: View<'_>,
-        dgh: View<'_>,
+        grads: GruGateGrads<'_>,
         shape: SeqShape,
     ) -> Result<()> {
+        let GruGateGrads { dgx, dgh } = grads;
         let SeqShape {
             steps,
             batch,
@@ -391,12 +276,36 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         } = shape;
         let op = "gru_sequence_backward";
         self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, dgx, dgh, shape)?;
+        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
         self.with_carry(n, |carry| {
-            self.gru_backward_with(dh, hs, cache, w_hh, dgx, dgh, carry, steps, batch, hidden)
+            let entry = "gru_seq_backward";
+            let launched = self.cooperative(
+                entry,
+                tile(3, hidden, false, self.device.dialect()),
+                batch,
+                hidden,
+                |barrier| {
+                    Ok(Args::new()
+                        .bufs(&[&dh, &hs, &cache, &w_hh, &dgx, &dgh, &carry, barrier])?
+                        .dims(&[steps, batch, hidden]))
+                },
+            )?;
+            if launched {
+                return Ok(());
+            }
+            let seq = GruBackwardSeq {
+                dh,
+                hs,
+                cache,
+                w_hh,
+                grads,
+                carry,
+                shape,
+            };
+            gated_seq::gru_backward_by_steps(self, &seq)
         })
     }
 }

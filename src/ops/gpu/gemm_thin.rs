@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, Gemm, check};
+use crate::ops::{DenseParams, DenseShape};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
@@ -104,7 +105,9 @@ impl<D: Device> GpuOps<D> {
                 block: [THIN_K_THREADS, 1, 1],
                 shared_bytes: 0,
             };
-            let args = dims(Args::new().buf(&a)?.buf(&b)?.buf(&c)?, &g)
+            let args = Args::new()
+                .bufs(&[&a, &b, &c])?
+                .gemm(&g)
                 .f32(g.alpha)
                 .f32(g.beta);
             return self.run("sgemm_thin_k", config, args);
@@ -142,14 +145,9 @@ impl<D: Device> GpuOps<D> {
             shared_bytes: 0,
         };
         let launch_thin = |part: &View<'_>| -> Result<()> {
-            let args = Args::new()
-                .buf(a)?
-                .buf(b)?
-                .buf(c)?
-                .buf(part)?
-                .buf(bias)?
-                .buf(y)?;
-            let args = dims(args, &g)
+            let args = Args::new().bufs(&[a, b, c, part, bias, y])?;
+            let args = args
+                .gemm(&g)
                 .u32(k_chunk)
                 .u32(stride as u32)
                 .u32(code)
@@ -173,15 +171,6 @@ impl<D: Device> GpuOps<D> {
     }
 }
 
-/// The dimension arguments every GEMM entry takes after its buffers.
-fn dims(args: Args, g: &Gemm) -> Args {
-    args.u32(g.m as u32)
-        .u32(g.n as u32)
-        .u32(g.k as u32)
-        .u32(g.trans_a as u32)
-        .u32(g.trans_b as u32)
-}
-
 impl<D: Device> DenseOps for GpuOps<D> {
     /// [`DenseOps::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
     /// epilogue where [`fuses_dense_forward`] says so, else the product and
@@ -189,15 +178,18 @@ impl<D: Device> DenseOps for GpuOps<D> {
     fn dense_forward(
         &self,
         x: View<'_>,
-        w: View<'_>,
-        bias: View<'_>,
+        params: DenseParams<'_>,
         z: View<'_>,
         y: View<'_>,
         act: Activation,
-        rows: usize,
-        inputs: usize,
-        outputs: usize,
+        shape: DenseShape,
     ) -> Result<()> {
+        let DenseParams { w, bias } = params;
+        let DenseShape {
+            rows,
+            inputs,
+            outputs,
+        } = shape;
         let g = Gemm::new(rows, outputs, inputs).tb();
         let fused =
             self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
@@ -234,12 +226,15 @@ impl<D: Device> DenseOps for GpuOps<D> {
         &self,
         dz: View<'_>,
         x: View<'_>,
-        dw: View<'_>,
-        dbias: View<'_>,
-        rows: usize,
-        inputs: usize,
-        outputs: usize,
+        grads: DenseParams<'_>,
+        shape: DenseShape,
     ) -> Result<()> {
+        let DenseParams { w: dw, bias: dbias } = grads;
+        let DenseShape {
+            rows,
+            inputs,
+            outputs,
+        } = shape;
         let g = Gemm::new(outputs, inputs, rows).ta();
         let stride = outputs * inputs + outputs;
         let adjacent = std::ptr::eq(dw.buffer(), dbias.buffer())

@@ -5,6 +5,7 @@ use crate::backend::RawArg;
 use crate::buffer::{Storage, View};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
+use crate::ops::Gemm;
 
 /// Threads per block of the elementwise, row and two-pass kernels.
 pub(crate) const THREADS: u32 = 256;
@@ -60,6 +61,30 @@ impl Args {
         self.push(RawArg::Ptr(device_ptr(v)?));
         self.push(RawArg::U64(v.offset() as u64));
         Ok(self)
+    }
+
+    /// Buffer views in order, each packed as [`Args::buf`] packs it.
+    pub(crate) fn bufs(mut self, views: &[&View<'_>]) -> Result<Self> {
+        for v in views {
+            self = self.buf(v)?;
+        }
+        Ok(self)
+    }
+
+    /// Sizes in order, each packed as a `u32` (callers have checked that they fit).
+    pub(crate) fn dims(mut self, dims: &[usize]) -> Self {
+        for &d in dims {
+            self = self.u32(d as u32);
+        }
+        self
+    }
+
+    /// A product's sizes and transposes as the GEMM kernels take them: `m, n, k, trans_a,
+    /// trans_b`.
+    pub(crate) fn gemm(self, g: &Gemm) -> Self {
+        self.dims(&[g.m, g.n, g.k])
+            .u32(g.trans_a as u32)
+            .u32(g.trans_b as u32)
     }
 
     pub(crate) fn u32(mut self, x: u32) -> Self {

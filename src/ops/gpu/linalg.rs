@@ -23,8 +23,7 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let n = out.len();
         let args = Args::new()
-            .buf(parts)?
-            .buf(out)?
+            .bufs(&[parts, out])?
             .u32(n as u32)
             .u32(splits)
             .f32(alpha)
@@ -63,14 +62,8 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         config.shared_bytes = kernel.shared_bytes;
         if !kernel.splits_k {
             let args = Args::new()
-                .buf(&a)?
-                .buf(&b)?
-                .buf(&c)?
-                .u32(g.m as u32)
-                .u32(g.n as u32)
-                .u32(g.k as u32)
-                .u32(g.trans_a as u32)
-                .u32(g.trans_b as u32)
+                .bufs(&[&a, &b, &c])?
+                .gemm(&g)
                 .f32(g.alpha)
                 .f32(g.beta);
             return self
@@ -96,15 +89,7 @@ impl<D: Device> LinalgOps for GpuOps<D> {
             if let Some(t) = &tickets {
                 args = args.buf(t)?;
             }
-            let args = args
-                .u32(g.m as u32)
-                .u32(g.n as u32)
-                .u32(g.k as u32)
-                .u32(g.trans_a as u32)
-                .u32(g.trans_b as u32)
-                .u32(k_chunk)
-                .f32(g.alpha)
-                .f32(g.beta);
+            let args = args.gemm(&g).u32(k_chunk).f32(g.alpha).f32(g.beta);
             self.device
                 .launch(&module, kernel.entry, &config, args.as_slice())
         };

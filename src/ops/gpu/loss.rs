@@ -8,6 +8,7 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::check;
 use crate::ops::prelude::*;
+use crate::ops::{LossOutputs, MatShape};
 
 impl<D: Device> GpuOps<D> {
     /// Runs `launch(totals, partials, ticket)` for a loss kernel: with `totals`, the kernel
@@ -44,8 +45,7 @@ impl<D: Device> GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&x)?
-            .buf(&y)?
+            .bufs(&[&x, &y])?
             .u32(rows as u32)
             .u32(cols as u32);
         self.run(op, launch::rows(rows), args)
@@ -65,28 +65,20 @@ impl<D: Device> LossOps for GpuOps<D> {
         &self,
         logits: View<'_>,
         labels: View<'_>,
-        dlogits: View<'_>,
-        row_loss: View<'_>,
+        out: LossOutputs<'_>,
         row_correct: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dlogits,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let op = "softmax_cross_entropy";
         self.mine(op, &[&logits, &labels, &dlogits, &row_loss, &row_correct])?;
-        check::totals(
-            op,
-            totals.as_ref(),
-            2,
-            &[&logits, &labels, &dlogits, &row_loss, &row_correct],
-        )?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "logits", &logits, n)?;
-        check::len(op, "labels", &labels, rows)?;
-        check::len(op, "dlogits", &dlogits, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
-        check::len(op, "row_correct", &row_correct, rows)?;
+        let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
         let outs = [&dlogits, &row_loss, &row_correct];
         for (i, o) in outs.iter().enumerate() {
             for input in [&logits, &labels] {
@@ -103,16 +95,17 @@ impl<D: Device> LossOps for GpuOps<D> {
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .buf(&logits)?
-                .buf(&labels)?
-                .buf(&dlogits)?
-                .buf(&row_loss)?
-                .buf(&row_correct)?
-                .buf(totals)?
-                .buf(partials)?
-                .buf(ticket)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[
+                    &logits,
+                    &labels,
+                    &dlogits,
+                    &row_loss,
+                    &row_correct,
+                    totals,
+                    partials,
+                    ticket,
+                ])?
+                .dims(&[rows, cols])
                 .f32(grad_scale)
                 .u32(with_totals);
             self.run(
@@ -127,21 +120,19 @@ impl<D: Device> LossOps for GpuOps<D> {
         &self,
         pred: View<'_>,
         target: View<'_>,
-        dpred: View<'_>,
-        row_loss: View<'_>,
-        totals: Option<View<'_>>,
-        rows: usize,
-        cols: usize,
+        out: LossOutputs<'_>,
+        shape: MatShape,
         grad_scale: f32,
     ) -> Result<()> {
+        let LossOutputs {
+            grad: dpred,
+            row_loss,
+            totals,
+        } = out;
+        let MatShape { rows, cols } = shape;
         let op = "mse";
         self.mine(op, &[&pred, &target, &dpred, &row_loss])?;
-        check::totals(op, totals.as_ref(), 1, &[&pred, &target, &dpred, &row_loss])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "pred", &pred, n)?;
-        check::len(op, "target", &target, n)?;
-        check::len(op, "dpred", &dpred, n)?;
-        check::len(op, "row_loss", &row_loss, rows)?;
+        let n = check::mse(&pred, &target, &out, shape)?;
         for o in [&dpred, &row_loss] {
             check::no_overlap(op, o, &pred, false)?;
             check::no_overlap(op, o, &target, false)?;
@@ -154,15 +145,8 @@ impl<D: Device> LossOps for GpuOps<D> {
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .buf(&pred)?
-                .buf(&target)?
-                .buf(&dpred)?
-                .buf(&row_loss)?
-                .buf(totals)?
-                .buf(partials)?
-                .buf(ticket)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[&pred, &target, &dpred, &row_loss, totals, partials, ticket])?
+                .dims(&[rows, cols])
                 .f32(grad_scale)
                 .u32(with_totals);
             self.run(op, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)

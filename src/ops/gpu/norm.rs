@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::check;
 use crate::ops::prelude::*;
+use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
 
 /// Rows a backward block covers at least before another block (and its partials) pays off.
 const MIN_CHUNK_ROWS: usize = 16;
@@ -43,39 +44,24 @@ impl<D: Device> NormOps for GpuOps<D> {
     fn layer_norm_forward(
         &self,
         x: View<'_>,
-        weight: View<'_>,
-        bias: View<'_>,
+        params: LayerNormParams<'_>,
         y: View<'_>,
         stats: View<'_>,
-        rows: usize,
-        cols: usize,
+        shape: MatShape,
         eps: f32,
     ) -> Result<()> {
+        let LayerNormParams { weight, bias } = params;
+        let MatShape { rows, cols } = shape;
         let op = "layer_norm_forward";
         self.mine(op, &[&x, &weight, &bias, &y, &stats])?;
         let n = rows.saturating_mul(cols);
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("bias", &bias, cols),
-            ],
-            &[("y", &y, n), ("stats", &stats, 2 * rows)],
-        )?;
+        check::layer_norm_forward(&x, &params, &y, &stats, shape)?;
         if n == 0 {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&x)?
-            .buf(&weight)?
-            .buf(&bias)?
-            .buf(&y)?
-            .buf(&stats)?
-            .u32(rows as u32)
-            .u32(cols as u32)
+            .bufs(&[&x, &weight, &bias, &y, &stats])?
+            .dims(&[rows, cols])
             .f32(eps);
         self.run(op, launch::warp_rows(rows, 1024), args)
     }
@@ -86,31 +72,14 @@ impl<D: Device> NormOps for GpuOps<D> {
         x: View<'_>,
         weight: View<'_>,
         stats: View<'_>,
-        dx: View<'_>,
-        dweight: View<'_>,
-        dbias: View<'_>,
-        rows: usize,
-        cols: usize,
+        grads: LayerNormGrads<'_>,
+        shape: MatShape,
     ) -> Result<()> {
+        let LayerNormGrads { dx, dweight, dbias } = grads;
+        let MatShape { rows, cols } = shape;
         let op = "layer_norm_backward";
         self.mine(op, &[&dy, &x, &weight, &stats, &dx, &dweight, &dbias])?;
-        let n = rows.saturating_mul(cols);
-        check::layer_norm(
-            op,
-            rows,
-            cols,
-            &[
-                ("dy", &dy, n),
-                ("x", &x, n),
-                ("weight", &weight, cols),
-                ("stats", &stats, 2 * rows),
-            ],
-            &[
-                ("dx", &dx, n),
-                ("dweight", &dweight, cols),
-                ("dbias", &dbias, cols),
-            ],
-        )?;
+        check::layer_norm_backward(&dy, &x, &weight, &stats, &grads, shape)?;
         if cols == 0 {
             return Ok(());
         }
@@ -122,17 +91,18 @@ impl<D: Device> NormOps for GpuOps<D> {
         let (config, chunk_rows) = backward_geometry(rows, cols, self.info.compute_units, PARTIALS);
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&dy)?
-                .buf(&x)?
-                .buf(&weight)?
-                .buf(&stats)?
-                .buf(&dx)?
-                .buf(&dweight)?
-                .buf(&dbias)?
-                .buf(&scratch.partials()?)?
-                .buf(&scratch.ticket(Ticket::LayerNorm)?)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[
+                    &dy,
+                    &x,
+                    &weight,
+                    &stats,
+                    &dx,
+                    &dweight,
+                    &dbias,
+                    &scratch.partials()?,
+                    &scratch.ticket(Ticket::LayerNorm)?,
+                ])?
+                .dims(&[rows, cols])
                 .u32(chunk_rows);
             self.run(op, config, args)
         })

@@ -25,11 +25,13 @@ impl<D: Device> OptimOps for GpuOps<D> {
         // Launched even for n == 0: the state still advances.
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&params)?
-                .buf(&grads)?
-                .buf(&velocity)?
-                .buf(&state)?
-                .buf(&scratch.ticket(Ticket::Optimizer)?)?
+                .bufs(&[
+                    &params,
+                    &grads,
+                    &velocity,
+                    &state,
+                    &scratch.ticket(Ticket::Optimizer)?,
+                ])?
                 .u32(n)
                 .u32(s.nesterov as u32)
                 .f32(s.momentum)
@@ -52,12 +54,14 @@ impl<D: Device> OptimOps for GpuOps<D> {
         let n = check::adam_step(&params, &grads, &m, &v, &state)?;
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(&params)?
-                .buf(&grads)?
-                .buf(&m)?
-                .buf(&v)?
-                .buf(&state)?
-                .buf(&scratch.ticket(Ticket::Optimizer)?)?
+                .bufs(&[
+                    &params,
+                    &grads,
+                    &m,
+                    &v,
+                    &state,
+                    &scratch.ticket(Ticket::Optimizer)?,
+                ])?
                 .u32(n)
                 .u32(s.decoupled as u32)
                 .f32(s.beta1)

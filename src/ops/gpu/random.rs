@@ -28,9 +28,7 @@ impl<D: Device> RandomOps for GpuOps<D> {
         // them, so the masks and the kept values agree bit for bit.
         let (threshold, scale) = dropout_params(p);
         let args = Args::new()
-            .buf(&x)?
-            .buf(&y)?
-            .buf(&state)?
+            .bufs(&[&x, &y, &state])?
             .u32(n)
             .u32(stream)
             .u32(threshold)

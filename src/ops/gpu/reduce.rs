@@ -46,15 +46,16 @@ impl<D: Device> GpuOps<D> {
         );
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .buf(dy)?
-                .buf(z)?
-                .buf(y)?
-                .buf(dz)?
-                .buf(out)?
-                .buf(&scratch.partials()?)?
-                .buf(&scratch.strip_tickets()?)?
-                .u32(rows as u32)
-                .u32(cols as u32)
+                .bufs(&[
+                    dy,
+                    z,
+                    y,
+                    dz,
+                    out,
+                    &scratch.partials()?,
+                    &scratch.strip_tickets()?,
+                ])?
+                .dims(&[rows, cols])
                 .u32(chunk_rows)
                 .u32(c.act.code())
                 .u32(c.write_dz as u32)
@@ -73,8 +74,7 @@ impl<D: Device> GpuOps<D> {
         let g = launch::partials(x.len());
         let scratch = self.alloc(g)?;
         let args = Args::new()
-            .buf(x)?
-            .buf(&scratch.view())?
+            .bufs(&[x, &scratch.view()])?
             .u32(n)
             .u32(square as u32);
         self.run("sum_partial", LaunchConfig::linear(g as u32, THREADS), args)?;
@@ -124,12 +124,7 @@ impl<D: Device> ReduceOps for GpuOps<D> {
         if rows == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .buf(&x)?
-            .buf(&out)?
-            .u32(rows as u32)
-            .u32(cols as u32)
-            .f32(beta);
+        let args = Args::new().bufs(&[&x, &out])?.dims(&[rows, cols]).f32(beta);
         self.run(op, launch::rows(rows), args)
     }
 
@@ -139,11 +134,7 @@ impl<D: Device> ReduceOps for GpuOps<D> {
         check::len(op, "out", &out, 1)?;
         check::no_overlap(op, &out, &x, false)?;
         let (scratch, g) = self.partial_sums(&x, false)?;
-        let args = Args::new()
-            .buf(&scratch.view())?
-            .buf(&out)?
-            .u32(g)
-            .f32(beta);
+        let args = Args::new().bufs(&[&scratch.view(), &out])?.u32(g).f32(beta);
         self.run("sum_final", LaunchConfig::linear(1, THREADS), args)
     }
 
@@ -164,8 +155,7 @@ impl<D: Device> ReduceOps for GpuOps<D> {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&grads)?
-            .buf(&norm_out)?
+            .bufs(&[&grads, &norm_out])?
             .u32(grads.len() as u32)
             .f32(max_norm);
         self.run("clip_scale", launch::elementwise(grads.len()), args)

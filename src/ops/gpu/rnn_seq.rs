@@ -12,6 +12,7 @@ use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, check};
@@ -65,38 +66,21 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         &self,
         pre: View<'_>,
         h_prev: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         h: View<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape { batch, hidden, .. } = shape;
         let op = "rnn_step_forward";
         self.mine(op, &[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?;
-        let n = batch.saturating_mul(hidden);
-        let inputs = [
-            ("pre", &pre, n),
-            ("h_prev", &h_prev, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("b_ih", &b_ih, hidden),
-            ("b_hh", &b_hh, hidden),
-        ];
-        // `rnn_step` rejects overflowing shapes before the saturated lengths above matter.
-        let n = check::rnn_step(op, act, batch, hidden, &inputs, ("h", &h))?;
-        if n == 0 {
+        if check::rnn_step_forward(&pre, &h_prev, &weights, &h, act, shape)? == 0 {
             return Ok(());
         }
         let args = Args::new()
-            .buf(&pre)?
-            .buf(&h_prev)?
-            .buf(&w_hh)?
-            .buf(&b_ih)?
-            .buf(&b_hh)?
-            .buf(&h)?
-            .u32(batch as u32)
-            .u32(hidden as u32)
+            .bufs(&[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?
+            .dims(&[batch, hidden])
             .u32(act.code())
             .f32(act.param());
         self.run(op, launch::rnn_step(batch, hidden), args)
@@ -118,29 +102,15 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         if let Some(next) = &dpre_next {
             self.mine(op, &[next])?;
         }
-        let n = batch.saturating_mul(hidden);
-        let mut inputs = vec![
-            ("dh", &dh, n),
-            ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-            ("h", &h, n),
-        ];
-        if let Some(next) = &dpre_next {
-            inputs.push(("dpre_next", next, n));
-        }
-        let n = check::rnn_step(op, act, batch, hidden, &inputs, ("dpre", &dpre))?;
-        if n == 0 {
+        let next = dpre_next.as_ref();
+        if check::rnn_step_backward(&dh, next, &w_hh, &h, &dpre, act, shape)? == 0 {
             return Ok(());
         }
         // Without a next step the kernel reads no `dpre_next`; any valid buffer fills the slot.
         let next = dpre_next.unwrap_or(dh);
         let args = Args::new()
-            .buf(&dh)?
-            .buf(&next)?
-            .buf(&w_hh)?
-            .buf(&h)?
-            .buf(&dpre)?
-            .u32(batch as u32)
-            .u32(hidden as u32)
+            .bufs(&[&dh, &next, &w_hh, &h, &dpre])?
+            .dims(&[batch, hidden])
             .u32(dpre_next.is_some() as u32)
             .u32(act.code())
             .f32(act.param());
@@ -151,19 +121,18 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         &self,
         pre: View<'_>,
         hs: View<'_>,
-        w_hh: View<'_>,
-        b_ih: View<'_>,
-        b_hh: View<'_>,
+        weights: RecurrentWeights<'_>,
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
+        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
         let SeqShape {
             steps,
             batch,
             hidden,
         } = shape;
         self.mine("rnn_sequence_forward", &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::rnn_sequence_forward(pre, hs, w_hh, b_ih, b_hh, act, shape)?;
+        let n = check::rnn_sequence_forward(pre, hs, weights, act, shape)?;
         if n == 0 || steps == 0 {
             return Ok(());
         }
@@ -171,16 +140,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
             self.with_exchange(n, |xch| {
                 Ok(Args::new()
-                    .buf(&pre)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&b_ih)?
-                    .buf(&b_hh)?
-                    .buf(barrier)?
-                    .buf(&xch)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32)
+                    .bufs(&[&pre, &hs, &w_hh, &b_ih, &b_hh, barrier, &xch])?
+                    .dims(&[steps, batch, hidden])
                     .u32(act.code())
                     .f32(act.param()))
             })
@@ -188,7 +149,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         if launched {
             return Ok(());
         }
-        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, w_hh, b_ih, b_hh, act, shape)
+        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)
     }
 
     fn rnn_sequence_backward(
@@ -214,15 +175,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
             self.with_exchange(n, |xch| {
                 Ok(Args::new()
-                    .buf(&dh)?
-                    .buf(&hs)?
-                    .buf(&w_hh)?
-                    .buf(&dpre)?
-                    .buf(barrier)?
-                    .buf(&xch)?
-                    .u32(steps as u32)
-                    .u32(batch as u32)
-                    .u32(hidden as u32)
+                    .bufs(&[&dh, &hs, &w_hh, &dpre, barrier, &xch])?
+                    .dims(&[steps, batch, hidden])
                     .u32(act.code())
                     .f32(act.param()))
             })

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::Context;
+use rnn::ops::GruGateGrads;
 use rnn::ops::SeqShape;
 
 use super::{Values, compare, nan, prop, run_on};
@@ -77,8 +78,7 @@ pub fn cells(t: Target) {
                 v[0],
                 v[1],
                 v[2],
-                v[3],
-                v[4],
+                GruGateGrads::new(v[3], v[4]),
                 v[5],
                 SeqShape::step(batch, hidden),
             )

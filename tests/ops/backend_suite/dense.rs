@@ -8,6 +8,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::BiasActGrads;
+use rnn::ops::{DenseParams, DenseShape};
 use rnn::{Activation, Context};
 
 use super::{ACTIVATIONS, Values, compare_checked, contexts, nan, prop, run_on};
@@ -58,7 +60,14 @@ fn dense_case(
     let what = format!("dense_forward {act:?} {rows}x{inputs}->{outputs}");
     let bufs = [x.clone(), w, bias, nan(rows * outputs), nan(rows * outputs)];
     compare_checked(ctx, &what, &bufs, &pads, &[3, 4], &[], tol, &|o, v| {
-        o.dense_forward(v[0], v[1], v[2], v[3], v[4], act, rows, inputs, outputs)
+        o.dense_forward(
+            v[0],
+            DenseParams::new(v[1], v[2]),
+            v[3],
+            v[4],
+            act,
+            DenseShape::new(rows, inputs, outputs),
+        )
     })?;
     if act.derivative_from_output() {
         compare_checked(
@@ -69,7 +78,16 @@ fn dense_case(
             &[3],
             &[],
             tol,
-            &|o, v| o.dense_forward(v[0], v[1], v[2], v[3], v[3], act, rows, inputs, outputs),
+            &|o, v| {
+                o.dense_forward(
+                    v[0],
+                    DenseParams::new(v[1], v[2]),
+                    v[3],
+                    v[3],
+                    act,
+                    DenseShape::new(rows, inputs, outputs),
+                )
+            },
         )?;
     }
 
@@ -100,7 +118,12 @@ fn dense_case(
         tol,
         &|o, v| {
             let (dw, db) = (v[2].slice(0, wn)?, v[2].slice(wn, outputs)?);
-            o.dense_param_grads(v[0], v[1], dw, db, rows, inputs, outputs)
+            o.dense_param_grads(
+                v[0],
+                v[1],
+                DenseParams::new(dw, db),
+                DenseShape::new(rows, inputs, outputs),
+            )
         },
     )?;
     compare_checked(
@@ -111,7 +134,14 @@ fn dense_case(
         &[],
         &[(2, scale[..wn].to_vec()), (3, scale[wn..].to_vec())],
         tol,
-        &|o, v| o.dense_param_grads(v[0], v[1], v[2], v[3], rows, inputs, outputs),
+        &|o, v| {
+            o.dense_param_grads(
+                v[0],
+                v[1],
+                DenseParams::new(v[2], v[3]),
+                DenseShape::new(rows, inputs, outputs),
+            )
+        },
     )?;
 
     // The backward of a hidden layer of `inputs` units under this one: its output gradient is
@@ -144,6 +174,18 @@ fn dense_case(
         &[],
         &[(4, dz_scale), (5, db_scale)],
         tol,
-        &|o, v| o.bias_act_backward_product(v[0], v[1], v[2], v[3], v[4], v[5], act, rows, k, cols),
+        &|o, v| {
+            o.bias_act_backward_product(
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                BiasActGrads::new(v[4], v[5]),
+                act,
+                rows,
+                k,
+                cols,
+            )
+        },
     )
 }

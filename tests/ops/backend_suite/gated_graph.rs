@@ -5,6 +5,8 @@
 //! recorded launch count confirms), the other (W_hh slices beyond any block's shared memory) the
 //! step loop. Targets that record no graphs skip.
 
+use rnn::ops::GruGateGrads;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 use rnn::{Buffer, Context};
 
@@ -72,9 +74,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.gates.view(),
         s.hs.view(),
         s.cs.view(),
-        s.w4.view(),
-        s.b4.view(),
-        s.b4.view(),
+        RecurrentWeights::new(s.w4.view(), s.b4.view(), s.b4.view()),
         SeqShape::new(steps, batch, hidden),
     )?;
     o.lstm_sequence_backward(
@@ -88,9 +88,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
     o.gru_sequence_forward(
         s.gx.view(),
         s.ghs.view(),
-        s.w3.view(),
-        s.b3.view(),
-        s.b3.view(),
+        RecurrentWeights::new(s.w3.view(), s.b3.view(), s.b3.view()),
         s.cache.view(),
         SeqShape::new(steps, batch, hidden),
     )?;
@@ -99,8 +97,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.ghs.view(),
         s.cache.view(),
         s.w3.view(),
-        s.dgx.view(),
-        s.dgh.view(),
+        GruGateGrads::new(s.dgx.view(), s.dgh.view()),
         SeqShape::new(steps, batch, hidden),
     )
 }

@@ -9,6 +9,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::Context;
+use rnn::ops::GruGateGrads;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
 use super::{Values, compare_at, nan, prop, run_padded};
@@ -45,9 +47,7 @@ fn check_lstm(
             v[0],
             v[1],
             v[2],
-            v[3],
-            v[4],
-            v[5],
+            RecurrentWeights::new(v[3], v[4], v[5]),
             SeqShape::new(steps, batch, hidden),
         )
     };
@@ -100,9 +100,7 @@ fn check_gru(
         o.gru_sequence_forward(
             v[0],
             v[1],
-            v[2],
-            v[3],
-            v[4],
+            RecurrentWeights::new(v[2], v[3], v[4]),
             v[5],
             SeqShape::new(steps, batch, hidden),
         )
@@ -126,8 +124,7 @@ fn check_gru(
             v[1],
             v[2],
             v[3],
-            v[4],
-            v[5],
+            GruGateGrads::new(v[4], v[5]),
             SeqShape::new(steps, batch, hidden),
         )
     })

@@ -7,6 +7,7 @@
 //! weight gradient in 4) through the context's partial-sum scratch.
 
 use rnn::ops::optimizer_state;
+use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
 
 use super::contexts;
@@ -89,12 +90,9 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
     o.softmax_cross_entropy(
         s.logits.view(),
         s.labels.view(),
-        s.dlogits.view(),
-        s.row_loss.view(),
+        LossOutputs::new(s.dlogits.view(), s.row_loss.view(), Some(s.totals.view())),
         s.row_correct.view(),
-        Some(s.totals.view()),
-        ROWS,
-        OUT,
+        MatShape::new(ROWS, OUT),
         1.0 / ROWS as f32,
     )?;
     let (gw, gb) = (s.grads.slice(0, OUT * IN)?, s.grads.slice(OUT * IN, OUT)?);

@@ -6,6 +6,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Context, Error};
 
 use super::{Values, compare, nan, prop, run_on};
@@ -102,7 +103,14 @@ pub fn invalid_indices(t: Target) {
             let scale = r.uniform(0.1, 2.0);
             let bufs = [logits, idx.clone(), nan(rows * n), nan(rows), nan(rows)];
             let xent = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
-                o.softmax_cross_entropy(v[0], v[1], v[2], v[3], v[4], None, rows, n, scale)
+                o.softmax_cross_entropy(
+                    v[0],
+                    v[1],
+                    LossOutputs::new(v[2], v[3], None),
+                    v[4],
+                    MatShape::new(rows, n),
+                    scale,
+                )
             };
             let want = run_on(&Context::cpu(), &bufs, &xent)
                 .map_err(|e| fail("softmax_cross_entropy", &Context::cpu(), e))?;

@@ -3,6 +3,8 @@
 //! and more launches than its event list holds between two reads are all counted. Without the
 //! option, and on every other backend (profiled with Nsight Compute instead), there is no table.
 
+use rnn::ops::GruGateGrads;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 use std::collections::BTreeMap;
 
@@ -156,9 +158,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
         ops.rnn_sequence_forward(
             pre.view(),
             hs.view(),
-            w1,
-            b1,
-            b1,
+            RecurrentWeights::new(w1, b1, b1),
             act,
             SeqShape::new(steps, batch, hidden),
         )?;
@@ -174,9 +174,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             gates.view(),
             hs.view(),
             cs.view(),
-            w.view(),
-            b.view(),
-            b.view(),
+            RecurrentWeights::new(w.view(), b.view(), b.view()),
             SeqShape::new(steps, batch, hidden),
         )?;
         ops.lstm_sequence_backward(
@@ -191,9 +189,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
         ops.gru_sequence_forward(
             gx,
             hs.view(),
-            w3,
-            b3,
-            b3,
+            RecurrentWeights::new(w3, b3, b3),
             cache.view(),
             SeqShape::new(steps, batch, hidden),
         )?;
@@ -202,8 +198,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             hs.view(),
             cache.view(),
             w3,
-            gates.slice(0, steps * 3 * n)?,
-            dgh.slice(0, steps * 3 * n)?,
+            GruGateGrads::new(gates.slice(0, steps * 3 * n)?, dgh.slice(0, steps * 3 * n)?),
             SeqShape::new(steps, batch, hidden),
         )?;
     }

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::ops::rng_state_values;
+use rnn::ops::{LayerNormGrads, LayerNormParams, MatShape};
 
 use super::{Values, compare, compare_padded, compare_sums, nan, prop};
 use crate::support::Target;
@@ -93,10 +94,26 @@ pub fn layer_norm(t: Target) {
             &fwd,
             &[3, 4],
             1e-5,
-            &|o, v| o.layer_norm_forward(v[0], v[1], v[2], v[3], v[4], rows, cols, 1e-5),
+            &|o, v| {
+                o.layer_norm_forward(
+                    v[0],
+                    LayerNormParams::new(v[1], v[2]),
+                    v[3],
+                    v[4],
+                    MatShape::new(rows, cols),
+                    1e-5,
+                )
+            },
         )?;
         let stats = super::run_on(&rnn::Context::cpu(), &fwd, &|o, v| {
-            o.layer_norm_forward(v[0], v[1], v[2], v[3], v[4], rows, cols, 1e-5)
+            o.layer_norm_forward(
+                v[0],
+                LayerNormParams::new(v[1], v[2]),
+                v[3],
+                v[4],
+                MatShape::new(rows, cols),
+                1e-5,
+            )
         })
         .map_err(|e| TestCaseError::fail(e.to_string()))?[4]
             .clone();
@@ -122,7 +139,16 @@ pub fn layer_norm(t: Target) {
             check,
             &[(5, dw_scale), (6, db_scale)],
             1e-4,
-            &|o, v| o.layer_norm_backward(v[0], v[1], v[2], v[3], v[4], v[5], v[6], rows, cols),
+            &|o, v| {
+                o.layer_norm_backward(
+                    v[0],
+                    v[1],
+                    v[2],
+                    v[3],
+                    LayerNormGrads::new(v[4], v[5], v[6]),
+                    MatShape::new(rows, cols),
+                )
+            },
         )
     });
 }

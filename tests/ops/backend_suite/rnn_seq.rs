@@ -9,6 +9,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
@@ -43,9 +44,7 @@ fn check_sequence(
         o.rnn_sequence_forward(
             v[0],
             v[1],
-            v[2],
-            v[3],
-            v[4],
+            RecurrentWeights::new(v[2], v[3], v[4]),
             act,
             SeqShape::new(steps, batch, hidden),
         )
@@ -55,9 +54,7 @@ fn check_sequence(
         o.rnn_sequence_forward(
             v[0],
             v[1],
-            v[2],
-            v[3],
-            v[4],
+            RecurrentWeights::new(v[2], v[3], v[4]),
             act,
             SeqShape::new(steps, batch, hidden),
         )

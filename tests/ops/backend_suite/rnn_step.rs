@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use rnn::Activation;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
 use super::{Values, compare_at, nan, prop};
@@ -47,9 +48,7 @@ pub fn rnn_steps(t: Target) {
                         o.rnn_step_forward(
                             v[0],
                             v[1],
-                            v[2],
-                            v[3],
-                            v[4],
+                            RecurrentWeights::new(v[2], v[3], v[4]),
                             v[5],
                             act,
                             SeqShape::step(batch, hidden),

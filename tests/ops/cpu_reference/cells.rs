@@ -1,6 +1,8 @@
 //! Recurrent cells; backward steps checked against central differences of f64 forwards.
 
 use super::*;
+use rnn::ops::GruGateGrads;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
 // ---- recurrent cells --------------------------------------------------------------------
@@ -18,7 +20,6 @@ fn cell_shape() -> impl Strategy<Value = (usize, usize)> {
 }
 
 /// `act(pre + hp W^T + bi + bh)` in f64, W `hd x hd` row-major.
-#[allow(clippy::too_many_arguments)]
 fn rnn_fwd_ref(
     act: Activation,
     pre: &[f64],
@@ -26,9 +27,13 @@ fn rnn_fwd_ref(
     w: &[f64],
     bi: &[f64],
     bh: &[f64],
-    b: usize,
-    hd: usize,
+    shape: SeqShape,
 ) -> Vec<f64> {
+    let SeqShape {
+        batch: b,
+        hidden: hd,
+        ..
+    } = shape;
     let mut out = vec![0.0; b * hd];
     for r in 0..b {
         for j in 0..hd {
@@ -138,10 +143,10 @@ proptest! {
         let w = r.vec(hidden * hidden, -bound, bound);
         let (pre, hp) = (r.vec(n, -2.0, 2.0), r.vec(n, -1.0, 1.0));
         let (bi, bh) = (r.vec(hidden, -1.0, 1.0), r.vec(hidden, -1.0, 1.0));
-        let want = rnn_fwd_ref(act, &to64(&pre), &to64(&hp), &to64(&w), &to64(&bi), &to64(&bh), batch, hidden);
+        let want = rnn_fwd_ref(act, &to64(&pre), &to64(&hp), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::step(batch, hidden));
         let bw = upload(&ctx, &w);
         let (bp, bhp, bbi, bbh, out) = (upload(&ctx, &pre), upload(&ctx, &hp), upload(&ctx, &bi), upload(&ctx, &bh), poisoned(&ctx, n));
-        ops.rnn_step_forward(bp.view(), bhp.view(), bw.view(), bbi.view(), bbh.view(), out.view(), act, SeqShape::step(batch, hidden)).unwrap();
+        ops.rnn_step_forward(bp.view(), bhp.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), out.view(), act, SeqShape::step(batch, hidden)).unwrap();
         assert_close("rnn step forward", &read(&ctx, &out), &want);
 
         // `h` as the forward leaves it, so act' is taken where the op takes it.
@@ -220,7 +225,7 @@ proptest! {
         assert_close("gru cache", &read(&ctx, &bcache), &cache_want);
 
         let (bdh, bdgx, bdgh, bdhp) = (upload(&ctx, &dh), poisoned(&ctx, n3), poisoned(&ctx, n3), poisoned(&ctx, n));
-        ops.gru_cell_backward(bcache.view(), bhp.view(), bdh.view(), bdgx.view(), bdgh.view(), bdhp.view(), SeqShape::step(batch, hidden)).unwrap();
+        ops.gru_cell_backward(bcache.view(), bhp.view(), bdh.view(), GruGateGrads::new(bdgx.view(), bdgh.view()), bdhp.view(), SeqShape::step(batch, hidden)).unwrap();
         let (gx64, gh64, hp64, dh64) = (to64(&gx), to64(&gh), to64(&hp), to64(&dh));
         let (mut wx, mut wh, mut whp) = (vec![0.0; n3], vec![0.0; n3], vec![0.0; n]);
         for row in 0..batch {
@@ -258,9 +263,7 @@ fn cpu_rnn_step_rejects_bad_arguments() {
     let sig = ops.rnn_step_forward(
         pre.view(),
         hp.view(),
-        w.view(),
-        bi.view(),
-        bh.view(),
+        RecurrentWeights::new(w.view(), bi.view(), bh.view()),
         out.view(),
         Activation::Sigmoid,
         SeqShape::step(b, h),
@@ -270,9 +273,7 @@ fn cpu_rnn_step_rejects_bad_arguments() {
     let len = ops.rnn_step_forward(
         pre.view(),
         hp.view(),
-        short.view(),
-        bi.view(),
-        bh.view(),
+        RecurrentWeights::new(short.view(), bi.view(), bh.view()),
         out.view(),
         Activation::Tanh,
         SeqShape::step(b, h),
@@ -282,9 +283,7 @@ fn cpu_rnn_step_rejects_bad_arguments() {
     let alias = ops.rnn_step_forward(
         pre.view(),
         hp.view(),
-        w.view(),
-        bi.view(),
-        bh.view(),
+        RecurrentWeights::new(w.view(), bi.view(), bh.view()),
         hp.view(),
         Activation::Tanh,
         SeqShape::step(b, h),

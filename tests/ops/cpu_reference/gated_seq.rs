@@ -2,6 +2,8 @@
 //! order i, f, g, o and r, z, n), and their argument checks.
 
 use super::*;
+use rnn::ops::GruGateGrads;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
 /// `(steps, batch, hidden)`: one step, short odd sequences, and a batch past the parallel
@@ -20,7 +22,6 @@ fn dot(x: &[f64], w: &[f64], row: usize, hd: usize) -> f64 {
 }
 
 /// LSTM forward in f64: `(hs, cs, activated gates)`, `hs`/`cs` with `steps + 1` blocks.
-#[allow(clippy::too_many_arguments)]
 fn lstm_fwd_ref(
     xg: &[f64],
     h0: &[f64],
@@ -28,10 +29,13 @@ fn lstm_fwd_ref(
     w: &[f64],
     bi: &[f64],
     bh: &[f64],
-    steps: usize,
-    b: usize,
-    hd: usize,
+    shape: SeqShape,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let SeqShape {
+        steps,
+        batch: b,
+        hidden: hd,
+    } = shape;
     let n = b * hd;
     let (mut hs, mut cs) = (h0.to_vec(), c0.to_vec());
     let mut gates = vec![0.0; steps * 4 * n];
@@ -107,17 +111,19 @@ fn lstm_bwd_ref(
 }
 
 /// GRU forward in f64: `(hs, cache)`, `hs` with `steps + 1` blocks, `cache = [r, z, n, gh_n]`.
-#[allow(clippy::too_many_arguments)]
 fn gru_fwd_ref(
     gx: &[f64],
     h0: &[f64],
     w: &[f64],
     bi: &[f64],
     bh: &[f64],
-    steps: usize,
-    b: usize,
-    hd: usize,
+    shape: SeqShape,
 ) -> (Vec<f64>, Vec<f64>) {
+    let SeqShape {
+        steps,
+        batch: b,
+        hidden: hd,
+    } = shape;
     let n = b * hd;
     let mut hs = h0.to_vec();
     let mut cache = vec![0.0; steps * 4 * n];
@@ -207,13 +213,10 @@ proptest! {
         let xg = r.vec(steps * 4 * n, -2.0, 2.0);
         let (bi, bh) = (r.vec(4 * hidden, -1.0, 1.0), r.vec(4 * hidden, -1.0, 1.0));
         let (hs0, cs0) = (states(&mut r, steps, n), states(&mut r, steps, n));
-        let (want_h, want_c, want_g) = lstm_fwd_ref(
-            &to64(&xg), &to64(&hs0[..n]), &to64(&cs0[..n]), &to64(&w), &to64(&bi), &to64(&bh),
-            steps, batch, hidden,
-        );
+        let (want_h, want_c, want_g) = lstm_fwd_ref(&to64(&xg), &to64(&hs0[..n]), &to64(&cs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bg, bhs, bcs) = (upload(&ctx, &xg), upload(&ctx, &hs0), upload(&ctx, &cs0));
         let (bw, bbi, bbh) = (upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh));
-        ops.lstm_sequence_forward(bg.view(), bhs.view(), bcs.view(), bw.view(), bbi.view(), bbh.view(), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.lstm_sequence_forward(bg.view(), bhs.view(), bcs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), SeqShape::new(steps, batch, hidden)).unwrap();
         let (hs, cs, gates) = (read(&ctx, &bhs), read(&ctx, &bcs), read(&ctx, &bg));
         assert_eq!(&hs[..n], &hs0[..n], "block 0 of hs must be left as it was");
         assert_eq!(&cs[..n], &cs0[..n], "block 0 of cs must be left as it was");
@@ -240,12 +243,10 @@ proptest! {
         let gx = r.vec(steps * 3 * n, -2.0, 2.0);
         let (bi, bh) = (r.vec(3 * hidden, -1.0, 1.0), r.vec(3 * hidden, -1.0, 1.0));
         let hs0 = states(&mut r, steps, n);
-        let (want_h, want_k) = gru_fwd_ref(
-            &to64(&gx), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), steps, batch, hidden,
-        );
+        let (want_h, want_k) = gru_fwd_ref(&to64(&gx), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bgx, bhs, bk) = (upload(&ctx, &gx), upload(&ctx, &hs0), poisoned(&ctx, steps * 4 * n));
         let (bw, bbi, bbh) = (upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh));
-        ops.gru_sequence_forward(bgx.view(), bhs.view(), bw.view(), bbi.view(), bbh.view(), bk.view(), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.gru_sequence_forward(bgx.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), bk.view(), SeqShape::new(steps, batch, hidden)).unwrap();
         let (hs, cache) = (read(&ctx, &bhs), read(&ctx, &bk));
         assert_eq!(&hs[..n], &hs0[..n], "block 0 of hs must be left as it was");
         assert_eq!(read(&ctx, &bgx), gx, "gx is read only");
@@ -255,7 +256,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let (want_x, want_h) = gru_bwd_ref(&to64(&dh), &to64(&hs), &to64(&cache), &to64(&w), steps, batch, hidden);
         let (bdh, dgx, dgh) = (upload(&ctx, &dh), poisoned(&ctx, steps * 3 * n), poisoned(&ctx, steps * 3 * n));
-        ops.gru_sequence_backward(bdh.view(), bhs.view(), bk.view(), bw.view(), dgx.view(), dgh.view(), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.gru_sequence_backward(bdh.view(), bhs.view(), bk.view(), bw.view(), GruGateGrads::new(dgx.view(), dgh.view()), SeqShape::new(steps, batch, hidden)).unwrap();
         assert_close("gru sequence backward dgx", &read(&ctx, &dgx), &want_x);
         assert_close("gru sequence backward dgh", &read(&ctx, &dgh), &want_h);
     }
@@ -280,9 +281,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             g.view(),
             hs.view(),
             cs.view(),
-            w.view(),
-            b4.view(),
-            b4.view(),
+            RecurrentWeights::new(w.view(), b4.view(), b4.view()),
             SeqShape::new(steps, b, h),
         )
     };
@@ -295,9 +294,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
         g.view(),
         hs.view(),
         hs.view(),
-        w4.view(),
-        b4.view(),
-        b4.view(),
+        RecurrentWeights::new(w4.view(), b4.view(), b4.view()),
         SeqShape::new(t, b, h),
     ));
     // No steps: nothing to do, nothing written.
@@ -332,9 +329,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
         ops.gru_sequence_forward(
             gx.view(),
             hs.view(),
-            w.view(),
-            b3.view(),
-            b3.view(),
+            RecurrentWeights::new(w.view(), b3.view(), b3.view()),
             k.view(),
             SeqShape::new(t, b, h),
         )
@@ -347,9 +342,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
     overlap(ops.gru_sequence_forward(
         big.slice(0, t * 3 * n).unwrap(),
         hs.view(),
-        w3.view(),
-        b3.view(),
-        b3.view(),
+        RecurrentWeights::new(w3.view(), b3.view(), b3.view()),
         big.view(),
         SeqShape::new(t, b, h),
     ));
@@ -360,8 +353,7 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             hs.view(),
             k.view(),
             w3.view(),
-            dgx.view(),
-            dgh.view(),
+            GruGateGrads::new(dgx.view(), dgh.view()),
             SeqShape::new(t, b, h),
         )
     };

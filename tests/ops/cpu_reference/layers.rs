@@ -1,6 +1,7 @@
 //! The layer ops (dropout and the random state) against references written here.
 
 use super::*;
+use rnn::ops::{LayerNormGrads, LayerNormParams, MatShape};
 use rnn::ops::{RNG_STATE_LEN, dropout_keeps, rng_state_values};
 
 /// The documented mask, transcribed from docs/kernel-abi.md independently of the crate.
@@ -192,11 +193,11 @@ proptest! {
         let (y, st, dx, dw, db) = layer_norm_ref(&x, &w, &b, &dy, rows, cols, 1e-5);
         let (bx, bw, bb, bdy) = (upload(&ctx, &x), upload(&ctx, &w), upload(&ctx, &b), upload(&ctx, &dy));
         let (by, bst) = (poisoned(&ctx, rows * cols), poisoned(&ctx, 2 * rows));
-        ops.layer_norm_forward(bx.view(), bw.view(), bb.view(), by.view(), bst.view(), rows, cols, 1e-5).unwrap();
+        ops.layer_norm_forward(bx.view(), LayerNormParams::new(bw.view(), bb.view()), by.view(), bst.view(), MatShape::new(rows, cols), 1e-5).unwrap();
         assert_close("layer_norm y", &read(&ctx, &by), &y);
         assert_close("layer_norm stats", &read(&ctx, &bst), &st);
         let (bdx, bdw, bdb) = (poisoned(&ctx, rows * cols), poisoned(&ctx, cols), poisoned(&ctx, cols));
-        ops.layer_norm_backward(bdy.view(), bx.view(), bw.view(), bst.view(), bdx.view(), bdw.view(), bdb.view(), rows, cols).unwrap();
+        ops.layer_norm_backward(bdy.view(), bx.view(), bw.view(), bst.view(), LayerNormGrads::new(bdx.view(), bdw.view(), bdb.view()), MatShape::new(rows, cols)).unwrap();
         // dx cancels (its three terms sum to ~0 for constant dy), so bound it by its terms.
         let got = read(&ctx, &bdx);
         let scale = dx.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-3 * (rows * cols) as f64);
@@ -217,12 +218,10 @@ fn cpu_layer_norm_rejects_bad_shapes() {
     let st = poisoned(&ctx, 6);
     ops.layer_norm_forward(
         x.view(),
-        w.view(),
-        w.view(),
+        LayerNormParams::new(w.view(), w.view()),
         y.view(),
         st.view(),
-        3,
-        4,
+        MatShape::new(3, 4),
         1e-5,
     )
     .unwrap();
@@ -230,12 +229,10 @@ fn cpu_layer_norm_rejects_bad_shapes() {
     let err = ops
         .layer_norm_forward(
             x.view(),
-            w.view(),
-            w.view(),
+            LayerNormParams::new(w.view(), w.view()),
             y.view(),
             short.view(),
-            3,
-            4,
+            MatShape::new(3, 4),
             1e-5,
         )
         .unwrap_err();
@@ -243,12 +240,10 @@ fn cpu_layer_norm_rejects_bad_shapes() {
     let err = ops
         .layer_norm_forward(
             x.view(),
-            w.view(),
-            w.view(),
+            LayerNormParams::new(w.view(), w.view()),
             x.view(),
             st.view(),
-            3,
-            4,
+            MatShape::new(3, 4),
             1e-5,
         )
         .unwrap_err();

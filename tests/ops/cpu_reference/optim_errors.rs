@@ -2,6 +2,7 @@
 
 use super::*;
 use rnn::ops::SeqShape;
+use rnn::ops::{LossOutputs, MatShape};
 
 // ---- optimizers -------------------------------------------------------------------------
 
@@ -136,11 +137,8 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     invalid(ops.mse(
         a.view(),
         b.view(),
-        s0.view(),
-        s0.slice(0, 2).unwrap(),
-        None,
-        2,
-        3,
+        LossOutputs::new(s0.view(), s0.slice(0, 2).unwrap(), None),
+        MatShape::new(2, 3),
         1.0,
     ));
     let adam = AdamStep {
@@ -167,11 +165,8 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     invalid(ops.mse(
         a.view(),
         b.view(),
-        s0.view(),
-        s1.view(),
-        Some(s1.view()),
-        2,
-        3,
+        LossOutputs::new(s0.view(), s1.view(), Some(s1.view())),
+        MatShape::new(2, 3),
         1.0,
     ));
     // A state of the wrong length is a shape error.

@@ -1,6 +1,7 @@
 //! The whole-sequence Elman ops against f64 loops over time.
 
 use super::*;
+use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
 /// `(steps, batch, hidden)`: one step, short odd sequences, and steps past the parallel
@@ -22,7 +23,6 @@ fn act_grad_from_output(act: Activation, y: f64) -> f64 {
 }
 
 /// All `steps + 1` state blocks in f64 (block 0 is `h0`).
-#[allow(clippy::too_many_arguments)]
 fn seq_fwd_ref(
     act: Activation,
     pre: &[f64],
@@ -30,10 +30,13 @@ fn seq_fwd_ref(
     w: &[f64],
     bi: &[f64],
     bh: &[f64],
-    steps: usize,
-    b: usize,
-    hd: usize,
+    shape: SeqShape,
 ) -> Vec<f64> {
+    let SeqShape {
+        steps,
+        batch: b,
+        hidden: hd,
+    } = shape;
     let n = b * hd;
     let mut hs = h0.to_vec();
     for t in 0..steps {
@@ -96,9 +99,9 @@ proptest! {
         // A random initial state; every later block poisoned.
         let mut hs0 = r.vec(n, -1.0, 1.0);
         hs0.extend(vec![f32::NAN; steps * n]);
-        let want = seq_fwd_ref(act, &to64(&pre), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), steps, batch, hidden);
+        let want = seq_fwd_ref(act, &to64(&pre), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bp, bw, bbi, bbh, bhs) = (upload(&ctx, &pre), upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh), upload(&ctx, &hs0));
-        ops.rnn_sequence_forward(bp.view(), bhs.view(), bw.view(), bbi.view(), bbh.view(), act, SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.rnn_sequence_forward(bp.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), act, SeqShape::new(steps, batch, hidden)).unwrap();
         let hs = read(&ctx, &bhs);
         assert_eq!(&hs[..n], &hs0[..n], "block 0 (h_0) must be left as it was");
         assert_close("rnn sequence forward", &hs, &want);
@@ -129,9 +132,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
         ops.rnn_sequence_forward(
             pre.view(),
             hs.view(),
-            w.view(),
-            bi.view(),
-            bh.view(),
+            RecurrentWeights::new(w.view(), bi.view(), bh.view()),
             act,
             SeqShape::new(steps, b, h),
         )
@@ -147,9 +148,7 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
     let r = ops.rnn_sequence_forward(
         hs.slice(0, t * b * h).unwrap(),
         hs.view(),
-        w.view(),
-        bi.view(),
-        bh.view(),
+        RecurrentWeights::new(w.view(), bi.view(), bh.view()),
         Activation::Tanh,
         SeqShape::new(t, b, h),
     );

@@ -5,7 +5,11 @@
 
 use crate::buffer::Buffer;
 use crate::error::Result;
-use crate::ops::{Activation, AdamStep, Gemm, Ops, RNG_STATE_LEN, SeqShape, SgdStep};
+use crate::ops::{
+    Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, Gemm, GruGateGrads,
+    LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, RNG_STATE_LEN, RecurrentWeights,
+    SeqShape, SgdStep,
+};
 
 /// Runs every launching op of `ops` once or more.
 pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
@@ -15,6 +19,7 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         Ok(b)
     };
     let (rows, cols) = (64, 40);
+    let shape = MatShape::new(rows, cols);
     let n = rows * cols;
     let (a, b, c, d) = (z(n)?, z(n)?, z(n)?, z(n)?);
     let (v, bias, stats) = (z(rows)?, z(cols)?, z(2 * rows)?);
@@ -47,16 +52,8 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.bias_act_forward(a.view(), bias.view(), b.view(), act, rows, cols)?;
         ops.activation(a.view(), b.view(), act)?;
         ops.act_backward(a.view(), b.view(), c.view(), d.view(), act)?;
-        ops.bias_act_backward(
-            a.view(),
-            b.view(),
-            c.view(),
-            d.view(),
-            bias.view(),
-            act,
-            rows,
-            cols,
-        )?;
+        let grads = BiasActGrads::new(d.view(), bias.view());
+        ops.bias_act_backward(a.view(), b.view(), c.view(), grads, act, shape)?;
         let (g, w) = (z(rows * k16)?, z(k16 * cols)?);
         let views = (
             g.view(),
@@ -67,7 +64,15 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
             bias.view(),
         );
         ops.bias_act_backward_product(
-            views.0, views.1, views.2, views.3, views.4, views.5, act, rows, k16, cols,
+            views.0,
+            views.1,
+            views.2,
+            views.3,
+            BiasActGrads::new(views.4, views.5),
+            act,
+            rows,
+            k16,
+            cols,
         )?;
         let (x, wt, zb, yb, bo) = (
             z(rows * 300)?,
@@ -76,26 +81,10 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
             z(rows * small_out)?,
             z(small_out)?,
         );
-        ops.dense_forward(
-            x.view(),
-            wt.view(),
-            bo.view(),
-            zb.view(),
-            yb.view(),
-            act,
-            rows,
-            300,
-            small_out,
-        )?;
-        ops.dense_param_grads(
-            zb.view(),
-            x.view(),
-            wt.view(),
-            bo.view(),
-            rows,
-            300,
-            small_out,
-        )?;
+        let dense = DenseShape::new(rows, 300, small_out);
+        let params = DenseParams::new(wt.view(), bo.view());
+        ops.dense_forward(x.view(), params, zb.view(), yb.view(), act, dense)?;
+        ops.dense_param_grads(zb.view(), x.view(), params, dense)?;
     }
 
     // Softmax, losses and reductions.
@@ -103,27 +92,9 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.softmax(a.view(), b.view(), rows, cols)?;
     ops.log_softmax(a.view(), b.view(), rows, cols)?;
     for t in [Some(totals.view()), None] {
-        ops.softmax_cross_entropy(
-            a.view(),
-            labels.view(),
-            b.view(),
-            loss.view(),
-            correct.view(),
-            t,
-            rows,
-            cols,
-            1.0,
-        )?;
-        ops.mse(
-            a.view(),
-            c.view(),
-            b.view(),
-            loss.view(),
-            t,
-            rows,
-            cols,
-            1.0,
-        )?;
+        let out = LossOutputs::new(b.view(), loss.view(), t);
+        ops.softmax_cross_entropy(a.view(), labels.view(), out, correct.view(), shape, 1.0)?;
+        ops.mse(a.view(), c.view(), out, shape, 1.0)?;
     }
     ops.sum_rows(a.view(), bias.view(), rows, cols, 0.0)?;
     ops.sum_cols(a.view(), v.view(), rows, cols, 0.0)?;
@@ -140,27 +111,10 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.dropout(a.view(), b.view(), rng.view(), 0.5, 1)?;
     ops.rng_advance(rng.view())?;
     let (w, wb, dw, db) = (z(cols)?, z(cols)?, z(cols)?, z(cols)?);
-    ops.layer_norm_forward(
-        a.view(),
-        w.view(),
-        wb.view(),
-        b.view(),
-        stats.view(),
-        rows,
-        cols,
-        1e-5,
-    )?;
-    ops.layer_norm_backward(
-        c.view(),
-        a.view(),
-        w.view(),
-        stats.view(),
-        d.view(),
-        dw.view(),
-        db.view(),
-        rows,
-        cols,
-    )?;
+    let params = LayerNormParams::new(w.view(), wb.view());
+    ops.layer_norm_forward(a.view(), params, b.view(), stats.view(), shape, 1e-5)?;
+    let grads = LayerNormGrads::new(d.view(), dw.view(), db.view());
+    ops.layer_norm_backward(c.view(), a.view(), w.view(), stats.view(), grads, shape)?;
 
     // Recurrent cells, steps and sequences, below and above 256 hidden units.
     let batch = 4;
@@ -202,9 +156,7 @@ fn recurrent(
     ops.rnn_step_forward(
         pre.view(),
         h_prev.view(),
-        w_hh.view(),
-        b_ih.view(),
-        b_hh.view(),
+        RecurrentWeights::new(w_hh.view(), b_ih.view(), b_hh.view()),
         h.view(),
         act,
         SeqShape::step(batch, hidden),
@@ -224,9 +176,7 @@ fn recurrent(
     ops.rnn_sequence_forward(
         seq.view(),
         hs.view(),
-        w_hh.view(),
-        b_ih.view(),
-        b_hh.view(),
+        RecurrentWeights::new(w_hh.view(), b_ih.view(), b_hh.view()),
         act,
         SeqShape::new(steps, batch, hidden),
     )?;
@@ -271,8 +221,7 @@ fn recurrent(
         cache.view(),
         h_prev.view(),
         dh.view(),
-        dgx.view(),
-        dgh.view(),
+        GruGateGrads::new(dgx.view(), dgh.view()),
         c.view(),
         SeqShape::step(batch, hidden),
     )?;
@@ -284,9 +233,7 @@ fn recurrent(
         sg.view(),
         hs.view(),
         cs.view(),
-        w4.view(),
-        b4i.view(),
-        b4h.view(),
+        RecurrentWeights::new(w4.view(), b4i.view(), b4h.view()),
         SeqShape::new(steps, batch, hidden),
     )?;
     ops.lstm_sequence_backward(
@@ -308,9 +255,7 @@ fn recurrent(
     ops.gru_sequence_forward(
         sgx.view(),
         hs.view(),
-        w3.view(),
-        b3i.view(),
-        b3h.view(),
+        RecurrentWeights::new(w3.view(), b3i.view(), b3h.view()),
         scache.view(),
         SeqShape::new(steps, batch, hidden),
     )?;
@@ -319,8 +264,7 @@ fn recurrent(
         hs.view(),
         scache.view(),
         w3.view(),
-        sdgx.view(),
-        sdgh.view(),
+        GruGateGrads::new(sdgx.view(), sdgh.view()),
         SeqShape::new(steps, batch, hidden),
     )
 }
