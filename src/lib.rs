@@ -42,7 +42,7 @@
 //! The `testing` feature (off by default) exposes hooks for this crate's own tests and
 //! benches; it is not part of the API.
 #![warn(missing_docs)]
-// The GPU op set (`ops::gpu`) and its launch machinery are generic over `backend::Device`: a
+// The GPU op set (`backend::gpu`) and its launch machinery are generic over `backend::Device`: a
 // build without any GPU runtime instantiates none of it. The default build's lints keep that
 // code honest.
 #![cfg_attr(

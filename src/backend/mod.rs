@@ -1,10 +1,12 @@
 //! Backends. GPU runtimes implement the small [`Device`] trait; the op set is written once over
-//! it (`src/ops/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
+//! it (`src/backend/gpu`). The CPU backend implements [`crate::ops::Ops`] natively.
 
 // Parameter slots serve the driver-API launches of CUDA and HIP; OpenCL uses only the hasher.
 #[cfg(any(feature = "cuda", feature = "opencl", feature = "hip"))]
 #[cfg_attr(not(any(feature = "cuda", feature = "hip")), allow(dead_code))]
 mod args;
+// The op set written once over `Device` for every GPU runtime.
+pub(crate) mod gpu;
 // The capture gate serves the runtimes that record graphs.
 #[cfg(any(feature = "cuda", feature = "hip"))]
 pub(crate) mod capture_gate;

@@ -25,7 +25,6 @@ mod execution;
 mod gated_cell;
 pub(crate) mod gated_seq;
 mod gated_sequence;
-pub(crate) mod gpu;
 mod index;
 mod kernels;
 mod linalg;

@@ -1,7 +1,7 @@
 //! The built-in op-set kernel sources of this dialect, embedded at build time.
 
+use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SgemmKernel, tensor_core_sgemm};
-use crate::ops::gpu::gemm_k_splits;
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.

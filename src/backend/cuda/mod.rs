@@ -120,7 +120,7 @@ pub(crate) fn probe() -> Result<Vec<DeviceInfo>> {
 
 /// Ops for one CUDA device.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Engine> {
-    crate::ops::gpu::create(CudaDevice::open(info, options)?, options)
+    crate::backend::gpu::create(CudaDevice::open(info, options)?, options)
 }
 
 /// The complete CUDA op-set translation unit (`kernels-cu/`, common header first).

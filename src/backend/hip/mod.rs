@@ -247,7 +247,7 @@ fn arch_of(api: &HipApi, ordinal: c_int) -> Result<String> {
 /// Ops for one HIP device.
 pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<Engine> {
     let device = device::HipDevice::new(info, &info.arch)?;
-    crate::ops::gpu::create(device, options)
+    crate::backend::gpu::create(device, options)
 }
 
 /// Compiles `source` with hiprtc for `arch` (e.g. `gfx90a`) with the backend's options

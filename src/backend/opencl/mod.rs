@@ -186,5 +186,5 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
             warpgroup_gemm: options.warpgroup_gemm,
         },
     )?;
-    crate::ops::gpu::create(device, options)
+    crate::backend::gpu::create(device, options)
 }

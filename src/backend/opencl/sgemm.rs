@@ -5,7 +5,7 @@
 //! off. Elsewhere the SIMT kernels of kernels-cl/gemm.cl: `sgemm_split`, the
 //! 128 x 128 tile of the CUDA design, or `sgemm_tile64_split`, the 64 x 64 tile. Both split k
 //! over the grid's z when the output alone has too few tiles for the device
-//! (`ops::gpu::gemm_k_splits`, the rule of the CUDA tensor-core kernels), so a weight gradient
+//! (`backend::gpu::gemm_k_splits`, the rule of the CUDA tensor-core kernels), so a weight gradient
 //! (a small output summed over a whole batch) still spreads over every compute unit.
 //!
 //! Both run 256 work-items. The large tile does four times the work per work-group at a higher
@@ -16,11 +16,11 @@
 //! small tile's extra parallelism wins), the small one otherwise, and always on devices that
 //! cannot hold the large tile.
 
+use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SGEMM_TC64, SGEMM_TC128, SgemmKernel};
 use crate::device::{DeviceInfo, DeviceKind};
 use crate::env_switch::Switch;
 use crate::error::{Error, Result};
-use crate::ops::gpu::gemm_k_splits;
 
 /// The 128 x 128 x 8 kernel, double-buffered, 8 x 8 outputs per work-item.
 const LARGE: SgemmKernel = SgemmKernel {

@@ -1,6 +1,6 @@
 //! A [`Device`] that runs nothing and records every launch, so tests can see the argument
 //! sequence the generic GPU ops build for each entry point (the kernel-contract test,
-//! src/ops/gpu/contract). Memory is host memory; `build` reads the entry names of the source.
+//! src/backend/gpu/contract). Memory is host memory; `build` reads the entry names of the source.
 
 pub(crate) mod signatures;
 
