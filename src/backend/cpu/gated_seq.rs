@@ -7,8 +7,8 @@
 //! `W_hh` is packed once per sequence into panels of the product's columns (`packed`), which
 //! every step of every group then reads in place: the GEMM crate otherwise walks a wide operand
 //! unpacked at a row's stride for a group's few rows, or repacks it on every call (for the
-//! forward's transposed `W_hh`, which on an AVX-512 Xeon doubled the time of a 64 x 1024 x 256
-//! step). The sums are those of the per-step ops, in the same order (the products' own
+//! forward's transposed `W_hh`, which costs as much as the step's product; docs/performance.md,
+//! CPU). The sums are those of the per-step ops, in the same order (the products' own
 //! blocking aside).
 
 use super::CpuOps;

@@ -3,15 +3,14 @@
 //! `k x width`, row-major and contiguous, which the GEMM crate reads in place a panel row at a
 //! time. Read in place from the whole matrix instead, op(B)'s rows lie a full row apart (4 KB
 //! for a 1024-wide op(B)), and the crate walks them so, unpacked, whenever C has few rows (a
-//! row group): a 32 x 1024 x 256 step took 385 us on one EPYC core, 226 from panels; and
-//! where it does pack, it packs again on every call (a transposed op(B) on every step).
+//! row group), markedly slower than reading packed panels; and where it does pack, it packs again on every call (a transposed op(B) on every step).
 
 use super::gemm::{Dst, Epilogue, OpB, SPLIT_MIN_MACS, product};
 use super::par::{Split, spread};
 use crate::ops::Gemm;
 
 /// Columns per panel: a whole number of the crate's f32 microkernel heights under AVX2 (16),
-/// and few panels per product (each is a crate call). 96 and 192 timed the same on a Xeon.
+/// and few panels per product (each is a crate call); the width within 96-192 does not matter.
 const PANEL: usize = 128;
 
 /// op(B), `k x n`, in panels of [`PANEL`] columns (the last one narrower).

@@ -14,9 +14,8 @@ use std::ops::Range;
 
 use super::par::Split;
 
-/// Rows a group takes where the batch has enough. On two Xeon cores W5's LSTM (batch 64) took
-/// 57 to 63 ms a training step in four groups of 16 rows, 60 to 83 in two of 32 and 66 to 72 in
-/// one (a noisy host; four to twelve runs each).
+/// Rows a group takes where the batch has enough: 16 gave W5's LSTM its fastest steps, against
+/// groups of 32 and a single group (docs/performance.md, CPU).
 const GROUP_ROWS: usize = 16;
 /// Fewest rows a group takes to give each pool thread one: a thinner group leaves the GEMM
 /// microkernels (up to 8 rows of C at a time) mostly empty for the `W_hh` it reads.

@@ -33,9 +33,8 @@ pub(crate) const SGEMM_WG128: SgemmKernel = SgemmKernel {
 
 /// Whether `sgemm_wg128` takes an `m x n x k` product on a device with `sms` SMs: when its grid
 /// (one block per SM, k split to fill them) covers at least three quarters of the SMs. There it
-/// beats cuBLAS's f32 GEMM on the H100 (W1's batch-4096 products 35-79 us against 49-84, 4096^3
-/// 70-78 TFLOP/s against 50-54); on smaller grids cuBLAS's smaller tiles win (a 256 x 512 x 784
-/// product: 28 us against 13).
+/// beats cuBLAS's f32 GEMM on the H100; on smaller grids cuBLAS's smaller tiles win
+/// (docs/performance.md, GEMM).
 pub(crate) fn warpgroup_gemm_fits(sms: u32, m: usize, n: usize, k: usize) -> bool {
     let tiles = m.div_ceil(128) * n.div_ceil(128);
     let splits = gemm_k_splits(tiles, m.saturating_mul(n), k, sms, true) as usize;

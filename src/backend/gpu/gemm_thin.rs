@@ -62,7 +62,7 @@ fn thin_grid(long_n: usize, mn: usize, k: usize, units: u32, space: usize) -> (u
 /// Most k pieces a dense forward's thin product runs unsplit to keep its bias and activation
 /// epilogue, although [`thin_grid`] would split it. A split costs two launches more
 /// (`sgemm_split_sum` and `bias_act_forward`), each a few microseconds of device time whatever
-/// it moves and, on a host that enqueues slowly (NVIDIA's OpenCL, about 8 us a launch), more
+/// it moves and, on a host that enqueues slowly (NVIDIA's OpenCL), more
 /// host time than that; an unsplit block only adds the staging of a few more pieces.
 const FUSED_MAX_PIECES: usize = 4;
 

@@ -9,8 +9,8 @@
 //! (a small output summed over a whole batch) still spreads over every compute unit.
 //!
 //! Both run 256 work-items. The large tile does four times the work per work-group at a higher
-//! rate per compute unit (at 4096^3 on an H100 it reaches 36 TFLOP/s through NVIDIA's OpenCL,
-//! the small tile 16), but gives four times fewer work-groups. So the large tile is used when
+//! rate per compute unit (more than twice the small tile's rate at 4096^3 on an H100 through
+//! NVIDIA's OpenCL), but gives four times fewer work-groups. So the large tile is used when
 //! its work-groups, k splits included, number at least half the compute units (a crude model:
 //! one resident large work-group runs about as fast as two small ones, so below that line the
 //! small tile's extra parallelism wins), the small one otherwise, and always on devices that
@@ -72,11 +72,10 @@ pub(super) fn tensor_cores_supported(info: &DeviceInfo, platform: &str, cc_major
 }
 
 /// Whether an `m x n x k` product takes the tensor-core kernels where the device has them: both
-/// output sides at least 128 and k at least 256. Measured on the H100 through NVIDIA's OpenCL,
-/// they win on W1's products (256-4096 x 512 over k = 784, 512, 256 and 4096: W1's step 4-5%
-/// faster, docs/performance.md) and lose on the recurrent models' thin ones (an output side of
-/// 96, or k = 96: W2 and W5 2-7% slower with every product on them), which keep the SIMT
-/// kernels.
+/// output sides at least 128 and k at least 256. Through NVIDIA's OpenCL they win on W1's
+/// products (256-4096 x 512 over k = 784, 512, 256 and 4096) and lose on the recurrent models'
+/// thin ones (an output side of 96, or k = 96), which keep the SIMT kernels
+/// (docs/performance.md, OpenCL).
 pub(crate) fn takes_tensor_cores(m: usize, n: usize, k: usize) -> bool {
     m.min(n) >= 128 && k >= 256
 }
@@ -91,8 +90,8 @@ const TC64_BLOCKS_PER_SM: u32 = 3;
 /// `sgemm_tc128` only where its tiles fill every SM twice over, else `sgemm_tc64`. Not CUDA's
 /// rule ([`crate::backend::tensor_core_sgemm`], three quarters of the SMs): without cp.async an
 /// OpenCL k-step waits on its global loads, which the 64 tile hides with three groups an SM
-/// against the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs:
-/// the step 10% faster on 64 tiles).
+/// against the 128 tile's one (W1's 4096 x 512 products, 128 tiles of 128 on 132 SMs, run
+/// faster on 64 tiles).
 pub(crate) fn cl_tensor_core_sgemm(compute_units: u32, m: usize, n: usize) -> SgemmKernel {
     let tiles = m.div_ceil(128).saturating_mul(n.div_ceil(128));
     if tiles >= 2 * compute_units as usize {
