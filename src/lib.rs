@@ -30,6 +30,7 @@
 //! | `plot`     | `TrainingHistory::plot` and `nn::plot_history` (PNG, SVG) | `plotters`, `png` |
 //! | `progress` | the progress bar of [`nn::Progress::Auto`] on a terminal | `indicatif` |
 //! | `monitor`  | live device figures in [`monitor`]: NVML with `cuda`, ROCm SMI with `hip` | `nvml-wrapper` |
+//! | `onnx`     | `Network::export_onnx` (ONNX files for ONNX Runtime and other tools) | `prost` |
 //!
 //! Without a runtime's feature, [`GpuManager::backends`] lists that runtime as unavailable,
 //! "built without the `cuda` feature", and `RNN_DEVICE=cuda:0` is an error that says so; the
