@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// A device address as an integer: a `CUdeviceptr`, a `cl_mem` handle or a `hipDeviceptr_t`.
@@ -44,27 +45,46 @@ pub(crate) enum Storage {
     /// CPU backend: host memory behind a lock so views of one buffer can be read and written
     /// from shared references.
     Host(RwLock<Vec<f32>>),
+    /// CPU backend, any type other than f32: the elements' native-endian bytes, behind a lock.
+    /// Only type-independent ops (copy, transfers) touch them; the f32 storage above stays the
+    /// one every computing op reads.
+    HostBytes(RwLock<Vec<u8>>),
     /// A GPU backend's memory.
     Device(DeviceMemory),
 }
 
-/// `len` f32 elements of memory owned by one context. Freed (returned to the pool) on drop.
+/// `len` elements of one [`DType`] (f32 unless allocated with
+/// [`crate::ops::MemoryOps::alloc_as`]) owned by one context: `len * dtype.size()` bytes. Freed
+/// (returned to the pool) on drop.
 pub struct Buffer {
     len: usize,
+    dtype: DType,
     context: u64,
     storage: Storage,
 }
 
 impl Buffer {
+    /// A buffer of `len` f32.
     pub(crate) fn new(len: usize, context: u64, storage: Storage) -> Self {
+        Buffer::typed(DType::F32, len, context, storage)
+    }
+
+    /// A buffer of `len` elements of `dtype`.
+    pub(crate) fn typed(dtype: DType, len: usize, context: u64, storage: Storage) -> Self {
         Buffer {
             len,
+            dtype,
             context,
             storage,
         }
     }
 
-    /// Number of f32 elements.
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Number of elements (of [`Buffer::dtype`]).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -101,13 +121,13 @@ impl Buffer {
 impl fmt::Debug for Buffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let place = match self.storage {
-            Storage::Host(_) => "host",
+            Storage::Host(_) | Storage::HostBytes(_) => "host",
             Storage::Device(_) => "device",
         };
         write!(
             f,
-            "Buffer({} f32, {place}, context {})",
-            self.len, self.context
+            "Buffer({} {}, {place}, context {})",
+            self.len, self.dtype, self.context
         )
     }
 }
@@ -125,6 +145,11 @@ impl<'a> View<'a> {
     /// The buffer this view points into.
     pub fn buffer(&self) -> &'a Buffer {
         self.buffer
+    }
+
+    /// The element type (the buffer's).
+    pub fn dtype(&self) -> DType {
+        self.buffer.dtype
     }
 
     /// First element, counted from the start of the buffer.

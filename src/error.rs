@@ -98,6 +98,19 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A view of the wrong element type was passed to an op (every computing op takes f32
+    /// views; `copy` needs both sides of one type; the typed transfers need the view's type).
+    #[error("{op}: {arg} must hold {expected} elements, but holds {found}")]
+    DTypeMismatch {
+        /// The op that checked.
+        op: String,
+        /// Which argument (its name, or its position among the op's views).
+        arg: String,
+        /// The type the op needs.
+        expected: crate::DType,
+        /// The view's type.
+        found: crate::DType,
+    },
     /// A buffer from one context was handed to another context's ops.
     #[error("buffer belongs to another context ({0})")]
     ForeignBuffer(String),

@@ -2,9 +2,12 @@
 
 use crate::buffer::{Buffer, View};
 use crate::context::Context;
+use crate::dtype::{DType, Element};
 use crate::error::{Error, Result};
+use crate::ops::TypedMemory;
 
-/// A dense row-major f32 tensor living on a context's device.
+/// A dense row-major tensor living on a context's device; its elements are f32 unless made
+/// with [`Context::tensor_as`] ([`Tensor::dtype`]).
 #[derive(Debug)]
 pub struct Tensor {
     ctx: Context,
@@ -25,6 +28,11 @@ impl Context {
     /// A tensor with the given shape and contents (`data.len()` must equal the shape's product).
     pub fn tensor(&self, shape: &[usize], data: &[f32]) -> Result<Tensor> {
         Tensor::from_slice(self, shape, data)
+    }
+
+    /// A tensor of any [`Element`] type with the given shape and contents.
+    pub fn tensor_as<T: Element>(&self, shape: &[usize], data: &[T]) -> Result<Tensor> {
+        Tensor::from_slice_as(self, shape, data)
     }
 
     /// A zero-filled tensor.
@@ -55,6 +63,27 @@ impl Tensor {
         })
     }
 
+    /// Uploads `data`, elements of any [`Element`] type, with the given shape.
+    pub fn from_slice_as<T: Element>(ctx: &Context, shape: &[usize], data: &[T]) -> Result<Self> {
+        let n = element_count(shape)?;
+        if n != data.len() {
+            return Err(Error::shape(
+                "tensor",
+                format!(
+                    "shape {shape:?} holds {n} elements but {} were given",
+                    data.len()
+                ),
+            ));
+        }
+        let buffer = ctx.ops().alloc_as(T::DTYPE, n)?;
+        ctx.ops().upload_as(buffer.view(), data)?;
+        Ok(Tensor {
+            ctx: ctx.clone(),
+            shape: shape.to_vec(),
+            buffer,
+        })
+    }
+
     /// A zero-filled tensor.
     pub fn zeros(ctx: &Context, shape: &[usize]) -> Result<Self> {
         let n = element_count(shape)?;
@@ -69,6 +98,11 @@ impl Tensor {
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         &self.shape
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.buffer.dtype()
     }
 
     /// Number of elements.
@@ -91,10 +125,19 @@ impl Tensor {
         self.buffer.view()
     }
 
-    /// Copies the contents to the host (waits for queued work).
+    /// Copies the contents of an f32 tensor to the host (waits for queued work); another
+    /// element type is [`Error::DTypeMismatch`] (see [`Tensor::to_vec_as`]).
     pub fn to_vec(&self) -> Result<Vec<f32>> {
         let mut out = vec![0.0; self.len()];
         self.ctx.ops().download(self.view(), &mut out)?;
+        Ok(out)
+    }
+
+    /// Copies the contents to the host as `T`, which must be the tensor's element type, else
+    /// [`Error::DTypeMismatch`] (waits for queued work).
+    pub fn to_vec_as<T: Element>(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::default(); self.len()];
+        self.ctx.ops().download_as(self.view(), &mut out)?;
         Ok(out)
     }
 

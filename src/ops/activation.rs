@@ -54,6 +54,14 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
     ) -> Result<()> {
         let BiasActGrads { dz, dbias } = grads;
         let MatShape { rows, cols } = shape;
+        let views = [
+            ("dy", &dy),
+            ("z", &z),
+            ("y", &y),
+            ("dz", &dz),
+            ("dbias", &dbias),
+        ];
+        check::all_f32("bias_act_backward", &views)?;
         check::len(
             "bias_act_backward",
             "dy",

@@ -2,6 +2,7 @@
 //! the same clear errors before touching memory.
 
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm};
@@ -9,8 +10,48 @@ use crate::ops::{GruGateGrads, RecurrentWeights};
 use crate::ops::{LayerNormGrads, LayerNormParams};
 use crate::ops::{LossOutputs, MatShape};
 
-/// Every view must belong to the context `ctx`.
+/// Every view must belong to the context `ctx` and hold f32: the boundary check every op makes
+/// with all its views, so that no op (a new one included) lets another element type reach a
+/// kernel. The type-independent ops (`copy`, the byte transfers) call [`context_only`] instead.
 pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
+    for (i, v) in views.iter().enumerate() {
+        view(op, ctx, i, v)?;
+    }
+    Ok(())
+}
+
+/// [`same_context`] for one view, the `index`-th (from 0) of the op's views.
+pub(crate) fn view(op: &str, ctx: u64, index: usize, v: &View<'_>) -> Result<()> {
+    context_only(op, ctx, &[v])?;
+    dtype(op, &format!("view {index}"), v, DType::F32)
+}
+
+/// The view holds elements of `expected`, else [`Error::DTypeMismatch`] naming `op` and `arg`.
+pub(crate) fn dtype(op: &str, arg: &str, v: &View<'_>, expected: DType) -> Result<()> {
+    if v.dtype() != expected {
+        return Err(Error::DTypeMismatch {
+            op: op.into(),
+            arg: arg.into(),
+            expected,
+            found: v.dtype(),
+        });
+    }
+    Ok(())
+}
+
+/// Every named view holds f32: for ops made of several others (whose own checks come one op at
+/// a time) and ops with a first step of their own, so that nothing is written before a view of
+/// another type is rejected.
+pub(crate) fn all_f32(op: &str, views: &[(&str, &View<'_>)]) -> Result<()> {
+    for (name, v) in views {
+        dtype(op, name, v, DType::F32)?;
+    }
+    Ok(())
+}
+
+/// Every view must belong to the context `ctx`; their element types are not checked (for the
+/// type-independent ops only).
+pub(crate) fn context_only(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
     for v in views {
         if v.buffer().context_id() != ctx {
             return Err(Error::ForeignBuffer(format!(
@@ -20,6 +61,29 @@ pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()
         }
     }
     Ok(())
+}
+
+/// The arguments of a byte transfer: `dst`/`src` of this context (any type), and `bytes` host
+/// bytes for its `len * dtype.size()`. Returns the view's size in bytes.
+pub(crate) fn transfer(op: &str, ctx: u64, v: &View<'_>, bytes: usize) -> Result<usize> {
+    context_only(op, ctx, &[v])?;
+    let want = v.len().checked_mul(v.dtype().size()).ok_or_else(|| {
+        Error::shape(
+            op,
+            format!("{} elements overflow the address space", v.len()),
+        )
+    })?;
+    if bytes != want {
+        return Err(Error::shape(
+            op,
+            format!(
+                "{bytes} host bytes for a view of {} {} ({want} bytes)",
+                v.len(),
+                v.dtype()
+            ),
+        ));
+    }
+    Ok(want)
 }
 
 /// `view.len() == expected`.
@@ -631,6 +695,10 @@ pub(crate) fn bias_act_product(
     k: usize,
     cols: usize,
 ) -> Result<[usize; 3]> {
+    let names = ["g", "w", "z", "y", "dz", "dbias"];
+    for (name, v) in names.iter().zip([g, w, z, y, dz, dbias]) {
+        dtype(op, name, v, DType::F32)?;
+    }
     let n = area(op, rows, cols)?;
     let (g_len, w_len) = (area(op, rows, k)?, area(op, k, cols)?);
     len(op, "g", g, g_len)?;

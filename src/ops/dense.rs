@@ -1,6 +1,6 @@
 //! A dense layer's forward pass and parameter gradients in one call each.
 
-use super::{Activation, ActivationOps, Gemm};
+use super::{Activation, ActivationOps, Gemm, check};
 #[cfg(doc)]
 use super::{LinalgOps, ReduceOps};
 use crate::buffer::View;
@@ -32,6 +32,8 @@ pub trait DenseOps: ActivationOps {
             inputs,
             outputs,
         } = shape;
+        let views = [("x", &x), ("w", &w), ("bias", &bias), ("z", &z), ("y", &y)];
+        check::all_f32("dense_forward", &views)?;
         self.gemm(Gemm::new(rows, outputs, inputs).tb(), x, w, z)?;
         self.bias_act_forward(z, bias, y, act, rows, outputs)
     }
@@ -55,6 +57,8 @@ pub trait DenseOps: ActivationOps {
             inputs,
             outputs,
         } = shape;
+        let views = [("dz", &dz), ("x", &x), ("dw", &dw), ("dbias", &dbias)];
+        check::all_f32("dense_param_grads", &views)?;
         self.gemm(Gemm::new(outputs, inputs, rows).ta(), dz, x, dw)?;
         self.sum_rows(dz, dbias, rows, outputs, 0.0)
     }

@@ -10,6 +10,12 @@
 //! - An output must not overlap an input, except where an op says "may be the same view as":
 //!   then exactly the same view (same buffer, offset and length) is allowed and means in place.
 //! - Every view must belong to this context's device, else [`crate::Error::ForeignBuffer`].
+//! - Every view has an element type ([`crate::DType`]); lengths and offsets count its
+//!   elements. Every computing op takes f32 views only (index data included, see below) and
+//!   rejects another type with [`crate::Error::DTypeMismatch`] naming the op and argument,
+//!   before any work: the shared `check::same_context`, which each op calls with all its views,
+//!   checks it. `copy` takes any type, the same on both sides; `alloc_as`, `upload_bytes`,
+//!   `download_bytes` and [`TypedMemory`]'s `upload_as`/`download_as` any type.
 //! - Ops queue work; they need not wait for it. `download` and `synchronize` wait.
 //! - Index data (class labels, row indices) is stored as f32 holding exact integers (integers
 //!   up to 2^24 are exact in f32). Every backend applies one rule: `v` is a valid index into `n`
@@ -51,7 +57,7 @@ pub use index::IndexOps;
 pub use kernels::KernelOps;
 pub use linalg::LinalgOps;
 pub use loss::LossOps;
-pub use memory::MemoryOps;
+pub use memory::{MemoryOps, TypedMemory};
 pub use norm::NormOps;
 pub use optim::{AdamStep, OPTIMIZER_STATE_LEN, OptimOps, SgdStep, optimizer_state};
 pub use profile::KernelTime;
@@ -232,7 +238,7 @@ pub mod prelude {
     pub use super::{
         ActivationOps, DenseOps, ElementwiseOps, ElmanOps, Execution, GatedCellOps,
         GatedSequenceOps, IndexOps, KernelOps, LinalgOps, LossOps, MemoryOps, NormOps, Ops,
-        OptimOps, RandomOps, ReduceOps,
+        OptimOps, RandomOps, ReduceOps, TypedMemory,
     };
 }
 

@@ -12,6 +12,7 @@ use crate::support::{self, Target, rel_err};
 
 mod cells;
 mod dense;
+pub(crate) mod dtypes;
 mod edges;
 mod gated_graph;
 mod gated_seq;
@@ -915,6 +916,14 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_kernel_cache() {
                 super::memory::kernel_cache(T)
+            }
+            #[test]
+            fn gpu_typed_round_trips() {
+                super::dtypes::typed_round_trips(T)
+            }
+            #[test]
+            fn gpu_rejects_other_types() {
+                super::dtypes::rejects_other_types(T)
             }
             #[test]
             fn gpu_kernel_times() {

@@ -140,3 +140,15 @@ mod layers;
 mod optim_errors;
 mod reductions_data;
 mod rnn_seq;
+
+/// The element-type suite of the GPU targets, on the CPU backend.
+#[test]
+fn typed_round_trips() {
+    crate::backend_suite::dtypes::typed_round_trips(crate::support::Target::Cpu)
+}
+
+/// Every op family rejects a non-f32 view with `DTypeMismatch`, on the CPU backend.
+#[test]
+fn rejects_other_types() {
+    crate::backend_suite::dtypes::rejects_other_types(crate::support::Target::Cpu)
+}

@@ -33,10 +33,95 @@ enum Guard<'a> {
 fn host_lock<'b>(op: &str, b: &'b Buffer) -> Result<&'b parking_lot::RwLock<Vec<f32>>> {
     match b.storage() {
         Storage::Host(lock) => Ok(lock),
+        // `check::view` rejects other element types first; kept as an error all the same.
+        Storage::HostBytes(_) => Err(Error::InvalidArgument(format!(
+            "{op}: a buffer of {} reached an f32 op",
+            b.dtype()
+        ))),
         Storage::Device(_) => Err(Error::ForeignBuffer(format!(
             "{op}: a device buffer was passed to the CPU backend"
         ))),
     }
+}
+
+/// The storage of a host buffer of any type.
+fn host_storage<'b>(op: &str, b: &'b Buffer) -> Result<&'b Storage> {
+    match b.storage() {
+        Storage::Device(_) => Err(Error::ForeignBuffer(format!(
+            "{op}: a device buffer was passed to the CPU backend"
+        ))),
+        s => Ok(s),
+    }
+}
+
+/// Writes `src`, the native-endian bytes of `dst`'s elements (any type), into `dst`; the
+/// caller has checked the context and the byte count.
+pub(super) fn write_bytes(op: &str, dst: &View<'_>, src: &[u8]) -> Result<()> {
+    let (off, len) = (dst.offset(), dst.len());
+    match host_storage(op, dst.buffer())? {
+        Storage::Host(l) => {
+            let mut g = l.write();
+            for (d, c) in g[off..off + len].iter_mut().zip(src.chunks_exact(4)) {
+                *d = f32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
+            }
+        }
+        Storage::HostBytes(l) => {
+            let size = dst.dtype().size();
+            l.write()[off * size..(off + len) * size].copy_from_slice(src);
+        }
+        Storage::Device(_) => {}
+    }
+    Ok(())
+}
+
+/// Reads the elements of `src` (any type) into `dst` as their native-endian bytes; the caller
+/// has checked the context and the byte count.
+pub(super) fn read_bytes(op: &str, src: &View<'_>, dst: &mut [u8]) -> Result<()> {
+    let (off, len) = (src.offset(), src.len());
+    match host_storage(op, src.buffer())? {
+        Storage::Host(l) => {
+            let g = l.read();
+            for (v, c) in g[off..off + len].iter().zip(dst.chunks_exact_mut(4)) {
+                c.copy_from_slice(&v.to_ne_bytes());
+            }
+        }
+        Storage::HostBytes(l) => {
+            let size = src.dtype().size();
+            dst.copy_from_slice(&l.read()[off * size..(off + len) * size]);
+        }
+        Storage::Device(_) => {}
+    }
+    Ok(())
+}
+
+/// The byte storage of a non-f32 host buffer.
+fn byte_lock<'b>(op: &str, b: &'b Buffer) -> Result<&'b parking_lot::RwLock<Vec<u8>>> {
+    match host_storage(op, b)? {
+        Storage::HostBytes(l) => Ok(l),
+        _ => Err(Error::InvalidArgument(format!(
+            "{op}: a buffer of {} without byte storage",
+            b.dtype()
+        ))),
+    }
+}
+
+/// Copies `src` into `dst`, both of one non-f32 type, equal lengths, not overlapping (checked
+/// by the caller). One buffer is locked once; two are locked in address order.
+pub(super) fn copy_bytes(op: &str, src: &View<'_>, dst: &View<'_>) -> Result<()> {
+    let size = src.dtype().size();
+    let from = src.offset() * size..(src.offset() + src.len()) * size;
+    let to = dst.offset() * size;
+    let (s, d) = (byte_lock(op, src.buffer())?, byte_lock(op, dst.buffer())?);
+    if std::ptr::eq(s, d) {
+        d.write().copy_within(from, to);
+    } else if (s as *const _ as usize) < (d as *const _ as usize) {
+        let g = s.read();
+        d.write()[to..to + from.len()].copy_from_slice(&g[from]);
+    } else {
+        let mut w = d.write();
+        w[to..to + from.len()].copy_from_slice(&s.read()[from]);
+    }
+    Ok(())
 }
 
 /// Runs `f` over the inputs and outputs; no view may overlap an output (inputs may share
@@ -74,8 +159,9 @@ pub(super) fn lock_inplace<'v, const I: usize, const O: usize, R>(
             I + O
         )));
     }
-    for v in ins.iter().chain(outs.iter()) {
-        check::same_context(op, ctx, &[v])?;
+    // Context and element type (f32), inputs then outputs, numbered in that order.
+    for (i, v) in ins.iter().chain(outs.iter()).enumerate() {
+        check::view(op, ctx, i, v)?;
     }
     for (o, out) in outs.iter().enumerate() {
         for (i, input) in ins.iter().enumerate() {

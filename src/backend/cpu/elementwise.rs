@@ -6,6 +6,7 @@ use super::{CpuOps, access, host_memory};
 use crate::buffer::View;
 use crate::buffer::{Buffer, Storage};
 use crate::device::DeviceInfo;
+use crate::dtype::DType;
 use crate::error::Error;
 use crate::error::Result;
 use crate::ops::check;
@@ -104,6 +105,42 @@ impl MemoryOps for CpuOps {
         ))
     }
 
+    fn alloc_as(&self, dtype: DType, len: usize) -> Result<Buffer> {
+        if dtype == DType::F32 {
+            return self.alloc(len);
+        }
+        let bytes = len.checked_mul(dtype.size()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{len} {dtype} overflow the address space"))
+        })?;
+        let mut data = Vec::new();
+        data.try_reserve_exact(bytes).map_err(|_| {
+            let (free, total) = host_memory().unwrap_or((0, 0));
+            Error::OutOfMemory {
+                device: "cpu".into(),
+                requested: bytes,
+                free: free as usize,
+                total: total as usize,
+            }
+        })?;
+        data.resize(bytes, 0);
+        Ok(Buffer::typed(
+            dtype,
+            len,
+            self.context,
+            Storage::HostBytes(RwLock::new(data)),
+        ))
+    }
+
+    fn upload_bytes(&self, dst: View<'_>, src: &[u8]) -> Result<()> {
+        check::transfer("upload_bytes", self.context, &dst, src.len())?;
+        access::write_bytes("upload_bytes", &dst, src)
+    }
+
+    fn download_bytes(&self, src: View<'_>, dst: &mut [u8]) -> Result<()> {
+        check::transfer("download_bytes", self.context, &src, dst.len())?;
+        access::read_bytes("download_bytes", &src, dst)
+    }
+
     fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
         if src.len() != dst.len() {
             return Err(Error::shape(
@@ -150,7 +187,17 @@ impl MemoryOps for CpuOps {
 
     fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
         let ctx = self.context;
+        // Type-independent: any element type, the same on both sides.
+        check::context_only("copy", ctx, &[&src, &dst])?;
+        check::dtype("copy", "dst", &dst, src.dtype())?;
         check::len("copy", "dst", &dst, src.len())?;
+        if src.dtype() != DType::F32 {
+            if dst.same_as(&src) || src.is_empty() {
+                return Ok(());
+            }
+            check::no_overlap("copy", &dst, &src, false)?;
+            return access::copy_bytes("copy", &src, &dst);
+        }
         lock("copy", ctx, [src], [dst], |[src], [dst]| {
             chunks(dst, |s, d| d.copy_from_slice(&src[s..s + d.len()]))
         })

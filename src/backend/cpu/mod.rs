@@ -1,8 +1,9 @@
 //! The CPU backend: every op natively, parallel with Rayon, GEMM through the `gemm` crate.
 //! It is the reference every GPU backend is tested against.
 //!
-//! Buffers are `Storage::Host` vectors behind a `RwLock`; [`access`] turns an op's views into
-//! slices (one lock per buffer), and each op family is implemented in its own module
+//! f32 buffers are `Storage::Host` vectors behind a `RwLock`, buffers of the other element types
+//! `Storage::HostBytes` byte vectors (only `copy` and the transfers touch those); [`access`] turns
+//! an op's views into slices (one lock per buffer), and each op family is implemented in its own module
 //! (`impl NormOps for CpuOps` in `norm.rs`, ...).
 
 mod access;

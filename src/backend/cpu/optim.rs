@@ -95,6 +95,8 @@ impl OptimOps for CpuOps {
     ) -> Result<()> {
         let ctx = self.context;
         let op = "sgd_step";
+        // Every view before the state advances.
+        check::same_context(op, ctx, &[&params, &grads, &velocity, &state])?;
         let n = check::sgd_step(&params, &grads, &velocity, &state, &s)? as usize;
         let (lr, _) = advance_state(op, ctx, state, 0.0, 0.0)?;
         if s.momentum == 0.0 {
@@ -138,6 +140,8 @@ impl OptimOps for CpuOps {
     ) -> Result<()> {
         let ctx = self.context;
         let op = "adam_step";
+        // Every view before the state advances.
+        check::same_context(op, ctx, &[&params, &grads, &m, &v, &state])?;
         let n = check::adam_step(&params, &grads, &m, &v, &state)? as usize;
         let (b1, b2) = (s.beta1 as f64, s.beta2 as f64);
         let (lr, t) = advance_state(op, ctx, state, b1, b2)?;

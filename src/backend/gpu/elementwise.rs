@@ -6,6 +6,7 @@ use crate::backend::Device;
 use crate::buffer::Buffer;
 use crate::buffer::View;
 use crate::device::DeviceInfo;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::check;
 use crate::ops::prelude::*;
@@ -42,7 +43,31 @@ impl<D: Device> MemoryOps for GpuOps<D> {
     }
 
     fn alloc(&self, len: usize) -> Result<Buffer> {
-        pool::alloc(&self.pool, len, self.context)
+        pool::alloc(&self.pool, DType::F32, len, self.context)
+    }
+
+    fn alloc_as(&self, dtype: DType, len: usize) -> Result<Buffer> {
+        pool::alloc(&self.pool, dtype, len, self.context)
+    }
+
+    fn upload_bytes(&self, dst: View<'_>, src: &[u8]) -> Result<()> {
+        check::transfer("upload_bytes", self.context, &dst, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let size = dst.dtype().size();
+        self.device
+            .write(device_ptr(&dst)?, dst.offset() * size, src)
+    }
+
+    fn download_bytes(&self, src: View<'_>, dst: &mut [u8]) -> Result<()> {
+        check::transfer("download_bytes", self.context, &src, dst.len())?;
+        if dst.is_empty() {
+            return self.device.synchronize();
+        }
+        let size = src.dtype().size();
+        self.device
+            .read(device_ptr(&src)?, src.offset() * size, dst)
     }
 
     fn synchronize(&self) -> Result<()> {
@@ -100,18 +125,21 @@ impl<D: Device> MemoryOps for GpuOps<D> {
     }
 
     fn copy(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
-        self.mine("copy", &[&src, &dst])?;
+        // Type-independent: any element type, the same on both sides.
+        check::context_only("copy", self.context, &[&src, &dst])?;
+        check::dtype("copy", "dst", &dst, src.dtype())?;
         check::len("copy", "dst", &dst, src.len())?;
         if dst.same_as(&src) || src.is_empty() {
             return Ok(());
         }
         check::no_overlap("copy", &dst, &src, false)?;
+        let size = src.dtype().size();
         self.device.copy(
             device_ptr(&src)?,
-            src.offset() * 4,
+            src.offset() * size,
             device_ptr(&dst)?,
-            dst.offset() * 4,
-            src.len() * 4,
+            dst.offset() * size,
+            src.len() * size,
         )
     }
 }

@@ -193,12 +193,13 @@ impl<D: Device> DenseOps for GpuOps<D> {
         let g = Gemm::new(rows, outputs, inputs).tb();
         let fused =
             self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
+        let op = "dense_forward";
+        // Every view before either path writes anything.
+        self.mine(op, &[&x, &w, &bias, &z, &y])?;
         if !fused {
             self.gemm(g, x, w, z)?;
             return self.bias_act_forward(z, bias, y, act, rows, outputs);
         }
-        let op = "dense_forward";
-        self.mine(op, &[&x, &w, &bias, &z, &y])?;
         check::gemm(&g, &x, &w, &z)?;
         for d in [rows, inputs, outputs] {
             check::fits_u32(op, d)?;
@@ -245,12 +246,13 @@ impl<D: Device> DenseOps for GpuOps<D> {
             && rows > THIN_SIDE
             && (adjacent
                 || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1);
+        let op = "dense_param_grads";
+        // Every view before either path writes anything.
+        self.mine(op, &[&dz, &x, &dw, &dbias])?;
         if !fused {
             self.gemm(g, dz, x, dw)?;
             return self.sum_rows(dz, dbias, rows, outputs, 0.0);
         }
-        let op = "dense_param_grads";
-        self.mine(op, &[&dz, &x, &dw, &dbias])?;
         check::gemm(&g, &dz, &x, &dw)?;
         for d in [rows, inputs, outputs] {
             check::fits_u32(op, d)?;

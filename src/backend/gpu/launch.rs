@@ -5,7 +5,7 @@ use crate::backend::RawArg;
 use crate::buffer::{Storage, View};
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
-use crate::ops::Gemm;
+use crate::ops::{Gemm, check};
 
 /// Threads per block of the elementwise, row and two-pass kernels.
 pub(crate) const THREADS: u32 = 256;
@@ -58,6 +58,9 @@ impl Args {
 
     /// A buffer view: its base handle, then its offset in elements.
     pub(crate) fn buf(mut self, v: &View<'_>) -> Result<Self> {
+        // Every kernel takes f32 pointers and element offsets; the ops' boundary checks reject
+        // other types first, and this keeps any that slipped through from a kernel.
+        check::dtype("launch", "buffer", v, crate::dtype::DType::F32)?;
         self.push(RawArg::Ptr(device_ptr(v)?));
         self.push(RawArg::U64(v.offset() as u64));
         Ok(self)
@@ -112,7 +115,7 @@ impl Args {
 pub(crate) fn device_ptr(v: &View<'_>) -> Result<u64> {
     match v.buffer().storage() {
         Storage::Device(mem) => Ok(mem.ptr),
-        Storage::Host(_) => Err(Error::ForeignBuffer(
+        Storage::Host(_) | Storage::HostBytes(_) => Err(Error::ForeignBuffer(
             "a host (CPU backend) buffer was passed to a GPU op".into(),
         )),
     }

@@ -8,6 +8,7 @@ use parking_lot::Mutex;
 
 use crate::backend::{Device, DevicePtr};
 use crate::buffer::{Buffer, DeviceMemory, ReleaseMemory, Storage};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// Size classes: multiples of 256 bytes up to 4 KiB, then 8 classes per power of two (at most
@@ -137,14 +138,20 @@ impl<D: Device> Drop for Pool<D> {
     }
 }
 
-/// A pooled buffer of `len` f32 for context `context`.
-pub(crate) fn alloc<D: Device>(pool: &Arc<Pool<D>>, len: usize, context: u64) -> Result<Buffer> {
-    let bytes = len
-        .checked_mul(4)
-        .ok_or_else(|| Error::InvalidArgument(format!("{len} f32 overflow the address space")))?;
+/// A pooled buffer of `len` elements of `dtype` for context `context`.
+pub(crate) fn alloc<D: Device>(
+    pool: &Arc<Pool<D>>,
+    dtype: DType,
+    len: usize,
+    context: u64,
+) -> Result<Buffer> {
+    let bytes = len.checked_mul(dtype.size()).ok_or_else(|| {
+        Error::InvalidArgument(format!("{len} {dtype} overflow the address space"))
+    })?;
     let (ptr, class) = pool.take(bytes)?;
     let owner: Arc<dyn ReleaseMemory> = pool.clone();
-    Ok(Buffer::new(
+    Ok(Buffer::typed(
+        dtype,
         len,
         context,
         Storage::Device(DeviceMemory {
