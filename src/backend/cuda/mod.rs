@@ -23,7 +23,9 @@ use runtime::{check_runtime, ptx_unloadable, version_text};
 
 use crate::context_options::ContextOptions;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
-use crate::error::{Error, Result};
+#[cfg(feature = "testing")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::ops::Engine;
 
 fn attribute(dev: cudarc::driver::sys::CUdevice, attr: CUdevice_attribute) -> Result<i32> {
