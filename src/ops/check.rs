@@ -23,7 +23,11 @@ pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()
 /// [`same_context`] for one view, the `index`-th (from 0) of the op's views.
 pub(crate) fn view(op: &str, ctx: u64, index: usize, v: &View<'_>) -> Result<()> {
     context_only(op, ctx, &[v])?;
-    dtype(op, &format!("view {index}"), v, DType::F32)
+    // Every op checks every view on every call: the argument's name is formed only on error.
+    if v.dtype() != DType::F32 {
+        return dtype(op, &format!("view {index}"), v, DType::F32);
+    }
+    Ok(())
 }
 
 /// The view holds elements of `expected`, else [`Error::DTypeMismatch`] naming `op` and `arg`.
