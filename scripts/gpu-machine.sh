@@ -216,7 +216,7 @@ for what in "${@:-all}"; do
       nvidia-smi topo -m 2>/dev/null | head -n $((gpus + 2))
       bash $run exec devices 2>&1 | sed -n '/^Collectives/,/^$/p' | tee "$OUT/multi-devices.log"
       step "correctness: N replicas with batch B/N == one GPU with batch B (RNN_REQUIRE_BACKENDS=cuda,nccl)"
-      RNN_REQUIRE_BACKENDS=cuda,nccl timeout 300 .gpu-bundle/bin/nn data_parallel --nocapture \
+      RNN_REQUIRE_BACKENDS=cuda,nccl timeout 300 .gpu-bundle/bin/nn data_parallel nccl_loop --nocapture \
         > "$OUT/multi-tests.log" 2>&1 || { status=1; echo "!!! data_parallel tests FAILED"; }
       grep -E "^test |rel err|NCCL|SKIP|panicked|test result" "$OUT/multi-tests.log"
       step "MNIST example, one process per GPU through torchrun (rendezvous + ncclCommInitRank)"

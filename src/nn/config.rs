@@ -160,7 +160,9 @@ pub struct TrainingConfig {
     /// stopping, callbacks, validation, training checkpoints and resume) works as on one
     /// device. Empty (the default): one device, chosen as `device`
     /// says; when `device` is also unset, an `RNN_DEVICE` holding a comma-separated list
-    /// (`cuda:0,cuda:1`) fills this. See `Network::train` for the details.
+    /// (`cuda:0,cuda:1`) fills this. Two GPU data-parallel runs started at once in one process
+    /// take turns (NCCL communicators sharing a device can deadlock each other). See
+    /// `Network::train` for the details.
     pub devices: Vec<DeviceId>,
     /// Data-parallel only: start each layer's gradient all-reduce on a second stream as soon
     /// as its backward is queued, so it overlaps the backward of the layers before it (as

@@ -30,6 +30,12 @@ use super::train::EpochCallback;
 use super::train_state::RunState;
 use super::workspace_cache::Workspaces;
 
+/// Held by an in-process data-parallel run on GPUs while its communicators live. NCCL kernels of
+/// two communicators that share a device wait on each other's peers, so two such runs at once
+/// in one process (two threads, or two tests) can each hold a GPU the other needs and hang for
+/// good; they take turns instead.
+static GPU_COLLECTIVE_RUN: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+
 /// What one run of the training loop trains on, and how.
 pub(crate) struct Run<'a> {
     /// The training samples (every rank holds all of them).
@@ -185,6 +191,15 @@ impl Network {
             .map(|c| self.replica_on(c))
             .collect::<Result<Vec<_>>>()?;
         let group = cpu.then(|| HostGroup::new(devices.len()));
+        let _turn = (!cpu).then(|| {
+            GPU_COLLECTIVE_RUN.try_lock().unwrap_or_else(|| {
+                log::info!(
+                    "waiting for another data-parallel run of this process to finish \
+                     (concurrent NCCL/RCCL runs can deadlock on shared devices)"
+                );
+                GPU_COLLECTIVE_RUN.lock()
+            })
+        });
         let comms = match cpu {
             true => Vec::new(),
             false => Communicator::for_contexts(&contexts)?,

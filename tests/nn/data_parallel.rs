@@ -171,7 +171,7 @@ fn rendezvous_port_in_use_is_a_clear_error() {
     assert!(err.to_string().contains("cannot listen"), "{err}");
 }
 
-fn mlp(ctx: &Context, seed: u64) -> Network {
+pub(crate) fn mlp(ctx: &Context, seed: u64) -> Network {
     Network::builder(ctx)
         .seed(seed)
         .dense(24, 48, Activation::Relu)
@@ -181,7 +181,7 @@ fn mlp(ctx: &Context, seed: u64) -> Network {
         .unwrap()
 }
 
-fn blobs(n: usize, seed: u64) -> Dataset {
+pub(crate) fn blobs(n: usize, seed: u64) -> Dataset {
     let mut rng = Rng::new(seed);
     let labels: Vec<u32> = (0..n).map(|_| rng.below(5) as u32).collect();
     let mut x = Vec::with_capacity(n * 24);
@@ -308,11 +308,9 @@ fn multi_gpu_training_without_gpus_or_nccl_is_a_clear_error() {
     }
 }
 
-/// N replicas with batch B/N each end with the parameters of one GPU with batch B, within f32
-/// reduction-order tolerance, after several steps (SGD with momentum, and Adam). Runs where
-/// `RNN_REQUIRE_BACKENDS` names `nccl`; elsewhere it needs two CUDA GPUs and NCCL or skips.
-#[test]
-fn gpu_replicas_match_one_gpu_with_the_whole_batch() {
+/// The manager and its CUDA devices where NCCL loads and there are two or more; `None` (the
+/// test skips, saying why) elsewhere, unless `RNN_REQUIRE_BACKENDS` names `nccl`: then it fails.
+pub(crate) fn nccl_gpus(test: &str) -> Option<(GpuManager, Vec<DeviceId>)> {
     let must = required().iter().any(|r| r == "nccl");
     let manager = GpuManager::new().unwrap();
     let gpus: Vec<DeviceId> = manager
@@ -329,10 +327,21 @@ fn gpu_replicas_match_one_gpu_with_the_whole_batch() {
     };
     if let Some(why) = why {
         assert!(!must, "nccl is required (RNN_REQUIRE_BACKENDS) but: {why}");
-        println!("SKIP gpu_replicas_match_one_gpu_with_the_whole_batch: {why}");
-        return;
+        println!("SKIP {test}: {why}");
+        return None;
     }
     println!("NCCL {:?}", nccl.unwrap());
+    Some((manager, gpus))
+}
+
+/// N replicas with batch B/N each end with the parameters of one GPU with batch B, within f32
+/// reduction-order tolerance, after several steps (SGD with momentum, and Adam). Runs where
+/// `RNN_REQUIRE_BACKENDS` names `nccl`; elsewhere it needs two CUDA GPUs and NCCL or skips.
+#[test]
+fn gpu_replicas_match_one_gpu_with_the_whole_batch() {
+    let Some((manager, gpus)) = nccl_gpus("gpu_replicas_match_one_gpu_with_the_whole_batch") else {
+        return;
+    };
     let data = blobs(8 * 96, 5);
     let worlds = if gpus.len() >= 4 { vec![2, 4] } else { vec![2] };
     for world in worlds {

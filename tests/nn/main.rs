@@ -14,6 +14,7 @@ mod follow;
 mod gated;
 mod gradcheck;
 mod layers;
+mod nccl_loop;
 #[cfg(feature = "onnx")]
 mod onnx;
 mod optim;
