@@ -17,6 +17,16 @@ for l in sys.stdin:
         print(m["executable"])')
 cp "$bench" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
+# The recurrent shape grid (scripts/gpu-machine.sh grid): its bench, the grid, PyTorch's side and
+# the table script.
+grid=$(cargo bench --no-run --bench recurrent_grid --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "recurrent_grid":
+        print(m["executable"])')
+cp "$grid" .gpu-bundle/bin/recurrent_grid && strip .gpu-bundle/bin/recurrent_grid
+cp benches/recurrent_grid.points scripts/recurrent_grid.py scripts/recurrent_grid_table.py .gpu-bundle/
 # An earlier build of the bench, for before/after profiles (scripts/gpu-machine.sh profile).
 # Build it in its own clone with its own CARGO_TARGET_DIR: cargo's dep-info paths are relative,
 # so a target directory shared with another tree takes that tree's artifacts as fresh.
@@ -26,4 +36,4 @@ fi
 bash tests/hip-shim/build.sh .gpu-bundle/hipshim
 strip --strip-unneeded .gpu-bundle/hipshim/rocm*/libamdhip64.so .gpu-bundle/hipshim/selftest
 tar -C .gpu-bundle -cJf .gpu-bundle/bin.tar.xz bin && rm -rf .gpu-bundle/bin
-echo "bundle: + workloads, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
+echo "bundle: + workloads, recurrent_grid, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
