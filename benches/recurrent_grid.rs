@@ -372,8 +372,8 @@ fn paths_from_fallbacks(cell: Cell, fell_back: &[String]) -> (Path, Path) {
 
 /// How the bench learns which algorithm a point ran.
 enum Detector {
-    /// A second context of the device that times its kernels (OpenCL).
-    KernelTimer(Context),
+    /// A second context of the device that times its kernels (OpenCL), one per point.
+    KernelTimer,
     /// The fallback records (CUDA, checked at start to arrive).
     FallbackRecords,
     /// The CPU backend: no GPU algorithm to tell.
@@ -383,19 +383,13 @@ enum Detector {
 }
 
 /// The detector for `ctx`: on OpenCL the kernel timer of a second, profiling context of the
-/// device; on CUDA and HIP the fallback records where a model that cannot run persistent kernels anywhere
-/// (an LSTM of hidden 2048: its 16-unit W slice alone is 512 KB of shared memory) produces one.
-fn detector(manager: &GpuManager, ctx: &Context) -> Detector {
+/// device; on CUDA and HIP the fallback records, where a model that cannot run persistent
+/// kernels anywhere (an LSTM of hidden 2048: its 16-unit W slice alone is 512 KB of shared
+/// memory) produces one.
+fn detector(ctx: &Context) -> Detector {
     match ctx.info().backend {
         BackendKind::Cpu => return Detector::Cpu,
-        BackendKind::OpenCl => {
-            let mut options = ContextOptions::default();
-            options.profile_kernels = true;
-            return match manager.create_context_with(ctx.id(), options) {
-                Ok(profiled) => Detector::KernelTimer(profiled),
-                Err(e) => Detector::Unknown(format!("no profiling context: {e}")),
-            };
-        }
+        BackendKind::OpenCl => return Detector::KernelTimer,
         _ => {}
     }
     let probe = Point {
@@ -423,9 +417,17 @@ fn detector(manager: &GpuManager, ctx: &Context) -> Detector {
     }
 }
 
-/// The train and inference algorithms of `p` from one step and one forward on the profiling
-/// context.
-fn algorithms_by_timer(profiled: &Context, p: &Point) -> rnn::Result<(String, String)> {
+/// The train and inference algorithms of `p` from one step and one forward on a profiling
+/// context of device `id`, dropped on return: each context's pool keeps the memory its models
+/// released, so a context kept for the next point would hold memory the timing context needs.
+fn algorithms_by_timer(
+    manager: &GpuManager,
+    id: DeviceId,
+    p: &Point,
+) -> rnn::Result<(String, String)> {
+    let mut options = ContextOptions::default();
+    options.profile_kernels = true;
+    let profiled = &manager.create_context_with(id, options)?;
     let mut m = model(profiled, p)?;
     let mut trainer = m.net.trainer(&m.data, &config(p.batch))?;
     let entries = |ctx: &Context| -> rnn::Result<Vec<String>> {
@@ -445,13 +447,32 @@ fn algorithms_by_timer(profiled: &Context, p: &Point) -> rnn::Result<(String, St
 /// A figure's microseconds and algorithm, or why it failed.
 type Figure = Result<(f64, String), String>;
 
-/// Times one point on `ctx`; the algorithms from `detector`. Returns the train and inference
-/// lines' `(us, alg)`.
-fn run_point(ctx: &Context, detector: &Detector, plan: &Plan, p: &Point) -> (Figure, Figure) {
+/// Where a point runs: the device's context, or (OpenCL) a fresh context of it per point, since
+/// there the profiling context of [`algorithms_by_timer`] runs beside it, and each context's
+/// pool keeps the memory its models released.
+struct Runner<'a> {
+    manager: &'a GpuManager,
+    shared: &'a Context,
+    detector: Detector,
+    plan: Plan,
+}
+
+/// Times one point; the algorithms from the runner's detector. Returns the train and
+/// inference lines' `(us, alg)`.
+fn run_point(runner: &Runner<'_>, p: &Point) -> (Figure, Figure) {
+    let (detector, plan, id) = (&runner.detector, &runner.plan, runner.shared.id());
     let by_timer = match detector {
-        Detector::KernelTimer(profiled) => Some(algorithms_by_timer(profiled, p)),
+        Detector::KernelTimer => Some(algorithms_by_timer(runner.manager, id, p)),
         _ => None,
     };
+    let fresh = match detector {
+        Detector::KernelTimer => match runner.manager.create_context(id) {
+            Ok(c) => Some(c),
+            Err(e) => return (Err(e.to_string()), Err(e.to_string())),
+        },
+        _ => None,
+    };
+    let ctx = fresh.as_ref().unwrap_or(runner.shared);
     let mut m = match model(ctx, p) {
         Ok(m) => m,
         Err(e) => return (Err(e.to_string()), Err(e.to_string())),
@@ -557,9 +578,9 @@ fn run() -> Result<(), String> {
             max_calls: 200,
         }
     };
-    let detector = detector(&manager, &ctx);
+    let detector = detector(&ctx);
     let how = match &detector {
-        Detector::KernelTimer(_) => "kernel names (the context's kernel timer)".to_string(),
+        Detector::KernelTimer => "kernel names (the context's kernel timer)".to_string(),
         Detector::FallbackRecords => "the op set's fallback records".to_string(),
         Detector::Cpu => "none (CPU backend)".to_string(),
         Detector::Unknown(why) => format!("unknown: {why}"),
@@ -570,9 +591,15 @@ fn run() -> Result<(), String> {
         ctx.info().name,
         selected.len()
     );
+    let runner = Runner {
+        manager: &manager,
+        shared: &ctx,
+        detector,
+        plan,
+    };
     for p in &selected {
         let name = p.name();
-        let (train, infer) = run_point(&ctx, &detector, &plan, p);
+        let (train, infer) = run_point(&runner, p);
         print_figure(&format!("{name}_train"), train);
         print_figure(&format!("{name}_infer"), infer);
     }
