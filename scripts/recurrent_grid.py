@@ -118,6 +118,19 @@ def time_points(points):
     def loss_fn(m, x, y):
         return F.cross_entropy(m(x).reshape(-1, VOCAB), y.reshape(-1))
 
+    def graphed(fn):
+        """`fn` run three times on a side stream, then captured once in a CUDA graph: its replay."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        return g.replay
+
     def train_step(p, graph):
         """pytorch_reference.py's train_step: eager, or the whole step in one CUDA graph."""
         model, x, y = case(p)
@@ -129,18 +142,7 @@ def time_points(points):
             loss.backward()
             opt.step()
 
-        if not graph:
-            return step
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step()
-        return g.replay
+        return graphed(step) if graph else step
 
     def infer(p, graph):
         model, x, _ = case(p)
@@ -150,18 +152,7 @@ def time_points(points):
             with torch.no_grad():
                 return model(x)
 
-        if not graph:
-            return forward
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                forward()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            forward()
-        return g.replay
+        return graphed(forward) if graph else forward
 
     def emit(name, make):
         try:
