@@ -9,14 +9,20 @@ cd "$(git rev-parse --show-toplevel)"
 # The tool refuses (exit 1) a bundle over its size limit after writing it whole; the binaries are
 # packed into one xz archive below, which scripts/gpu-machine.sh unpacks on the GPU machine.
 ../shared/tools/gpu-bundle "$@" || [ -x .gpu-bundle/run.sh ]
-bench=$(cargo bench --no-run --bench workloads --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
+# The bench binaries: `workloads`, and `recurrent_grid` for the recurrent shape grid
+# (scripts/gpu-machine.sh grid).
+for name in workloads recurrent_grid; do
+  exe=$(cargo bench --no-run --bench $name --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "workloads":
-        print(m["executable"])')
-cp "$bench" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' $name)
+  cp "$exe" .gpu-bundle/bin/$name && strip .gpu-bundle/bin/$name
+done
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
+# The grid, PyTorch's side of it and the table script.
+cp benches/recurrent_grid.points scripts/recurrent_grid.py scripts/recurrent_grid_table.py .gpu-bundle/
 # An earlier build of the bench, for before/after profiles (scripts/gpu-machine.sh profile).
 # Build it in its own clone with its own CARGO_TARGET_DIR: cargo's dep-info paths are relative,
 # so a target directory shared with another tree takes that tree's artifacts as fresh.
@@ -26,4 +32,4 @@ fi
 bash tests/hip-shim/build.sh .gpu-bundle/hipshim
 strip --strip-unneeded .gpu-bundle/hipshim/rocm*/libamdhip64.so .gpu-bundle/hipshim/selftest
 tar -C .gpu-bundle -cJf .gpu-bundle/bin.tar.xz bin && rm -rf .gpu-bundle/bin
-echo "bundle: + workloads, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
+echo "bundle: + workloads, recurrent_grid, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"

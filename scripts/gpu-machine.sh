@@ -8,6 +8,8 @@
 #   bash scripts/gpu-machine.sh racecheck     (not in all: compute-sanitizer racecheck over the
 #                                              persistent sequence kernels, CUDA only)
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
+#   bash scripts/gpu-machine.sh grid          (not in all: the recurrent shape grid, PyTorch and
+#                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 # `profile` runs Nsight Compute over two training steps of each figure ($PROFILE_FIGURES) and
 # writes $OUT/ncu-<figure>.csv and $OUT/roofline.md. `profile-opencl` times the same steps on the
@@ -96,6 +98,30 @@ for what in "${@:-all}"; do
       [ -n "$ocl" ] && bash $run exec workloads --device "$ocl" "${torch[@]}" 2>&1 | tee "$OUT/bench-rnn-opencl.log"
       step "real_gpu_neural_network on $ocl"
       [ -n "$ocl" ] && bash $run exec real_gpu_neural_network --device "$ocl" 2>&1 | tail -n 6 ;;&
+    grid)
+      # The recurrent shape grid (benches/recurrent_grid.points): PyTorch eager and _graph, ours
+      # on cuda:0 and on NVIDIA OpenCL, joined into $OUT/grid.md. Not in `all`.
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      points=.gpu-bundle/recurrent_grid.points
+      step "recurrent grid: PyTorch cuda (eager and _graph, train and inference)"
+      python3 .gpu-bundle/recurrent_grid.py cuda --points $points 2>&1 | tee "$OUT/grid-torch.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid.py failed"; status=1; }
+      step "recurrent grid: rnn on cuda:0"
+      bash $run exec recurrent_grid --device cuda:0 --points $points 2>&1 | tee "$OUT/grid-rnn-cuda.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid on cuda:0 failed"; status=1; }
+      opencl=()
+      if [ -n "$ocl" ]; then
+        step "recurrent grid: rnn on NVIDIA OpenCL ($ocl)"
+        bash $run exec recurrent_grid --device "$ocl" --points $points 2>&1 | tee "$OUT/grid-rnn-opencl.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid on $ocl failed"; status=1; }
+        opencl=(--opencl "$OUT/grid-rnn-opencl.log")
+      else
+        echo "!!! no NVIDIA OpenCL device"; status=1
+      fi
+      python3 .gpu-bundle/recurrent_grid_table.py --torch "$OUT/grid-torch.log" \
+        --cuda "$OUT/grid-rnn-cuda.log" "${opencl[@]}" > "$OUT/grid.md" \
+        || { echo "!!! recurrent_grid_table.py failed"; status=1; }
+      cat "$OUT/grid.md" ;;&
     profile)
       # One graph-replayed training step of each workload under Nsight Compute, then the
       # roofline table per workload (scripts/roofline.py). With .gpu-bundle/bin/workloads-base
