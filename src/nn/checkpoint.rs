@@ -1,12 +1,14 @@
 //! Checkpoints as safetensors with PyTorch tensor names (`0.weight`, `1.weight_ih_l0`, ...),
 //! written atomically (a uniquely named temp file in the same directory, synced, then renamed)
-//! and loadable on any backend.
+//! and loadable on any backend. Parameters are stored in f32, bf16 or f16 (published weights
+//! mostly come in the half types); loading converts whichever of the three a file holds.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 use super::network::Network;
@@ -17,14 +19,27 @@ const TEMP_MARKER: &str = ".ckpt-tmp-";
 impl Network {
     /// Saves every parameter to `path` (safetensors, f32, little-endian).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
+        self.save_as(path, DType::F32)
+    }
+
+    /// Saves every parameter to `path` in `dtype`: [`DType::F32`] (what [`Network::save`]
+    /// writes), or [`DType::Bf16`] / [`DType::F16`] (each value rounded to nearest even; half
+    /// the file, as published half-precision weights come). PyTorch loads each with
+    /// `load_state_dict(strict=True)` into a model of that dtype. An f16 file holds values up
+    /// to 65504 in magnitude: a larger parameter is an error rather than an infinity.
+    pub fn save_as(&self, path: impl AsRef<Path>, dtype: DType) -> Result<()> {
         let path = path.as_ref();
         let values = self.parameters()?;
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (st_dtype, bytes) = encode(&values, dtype).map_err(|reason| Error::Format {
+            path: path.display().to_string(),
+            reason,
+        })?;
+        let size = dtype.size();
         let mut views = Vec::new();
         for t in &self.layout.tensors {
-            let data = &bytes[t.offset * 4..(t.offset + t.len()) * 4];
+            let data = &bytes[t.offset * size..(t.offset + t.len()) * size];
             let view =
-                TensorView::new(Dtype::F32, t.shape.clone(), data).map_err(|e| Error::Format {
+                TensorView::new(st_dtype, t.shape.clone(), data).map_err(|e| Error::Format {
                     path: path.display().to_string(),
                     reason: format!("tensor {}: {e}", t.name),
                 })?;
@@ -45,10 +60,11 @@ impl Network {
         .map_err(|e| Error::io(path, e))
     }
 
-    /// Loads parameters saved by [`Network::save`] (or by PyTorch with the same names and
-    /// shapes) into this network. Every tensor must be present with the same shape and dtype
-    /// f32; extra tensors are errors too, except the `rnn.`-prefixed run state of a training
-    /// checkpoint (whose weights this loads).
+    /// Loads parameters saved by [`Network::save`] / [`Network::save_as`] (or by PyTorch with
+    /// the same names and shapes) into this network. Every tensor must be present with the same
+    /// shape, in f32, bf16 or f16 (converted to the network's f32 parameters exactly: both half
+    /// types are subsets of f32); extra tensors are errors too, except the `rnn.`-prefixed run
+    /// state of a training checkpoint (whose weights this loads).
     pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
@@ -62,13 +78,6 @@ impl Network {
             let view = st
                 .tensor(&t.name)
                 .map_err(|_| fmt(format!("tensor {} is missing", t.name)))?;
-            if view.dtype() != Dtype::F32 {
-                return Err(fmt(format!(
-                    "tensor {} is {:?}, expected F32",
-                    t.name,
-                    view.dtype()
-                )));
-            }
             if view.shape() != t.shape.as_slice() {
                 return Err(Error::shape(
                     "checkpoint",
@@ -81,12 +90,12 @@ impl Network {
                     ),
                 ));
             }
-            for (dst, chunk) in values[t.offset..t.offset + t.len()]
-                .iter_mut()
-                .zip(view.data().chunks_exact(4))
-            {
-                *dst = f32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
-            }
+            decode(
+                view.dtype(),
+                view.data(),
+                &mut values[t.offset..t.offset + t.len()],
+            )
+            .map_err(|reason| fmt(format!("tensor {}: {reason}", t.name)))?;
         }
         // A training checkpoint also holds `rnn.`-prefixed optimizer and run state.
         let own = st.names().iter().filter(|n| !n.starts_with("rnn.")).count();
@@ -107,4 +116,52 @@ impl Network {
         }
         self.set_parameters(&values)
     }
+}
+
+/// `values` as little-endian bytes of `dtype`, with the matching safetensors type.
+fn encode(values: &[f32], dtype: DType) -> std::result::Result<(Dtype, Vec<u8>), String> {
+    match dtype {
+        DType::F32 => Ok((
+            Dtype::F32,
+            values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        )),
+        DType::Bf16 => Ok((
+            Dtype::BF16,
+            values
+                .iter()
+                .flat_map(|&v| half::bf16::from_f32(v).to_le_bytes())
+                .collect(),
+        )),
+        DType::F16 => {
+            if let Some(v) = values.iter().find(|v| v.is_finite() && v.abs() > 65504.0) {
+                return Err(format!(
+                    "parameter {v} does not fit f16 (largest 65504): save in bf16 or f32"
+                ));
+            }
+            Ok((
+                Dtype::F16,
+                values
+                    .iter()
+                    .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+                    .collect(),
+            ))
+        }
+        other => Err(format!(
+            "parameters are saved as f32, bf16 or f16, not {other}"
+        )),
+    }
+}
+
+/// Converts one tensor's little-endian `data` of type `dtype` into `out` (its element count).
+fn decode(dtype: Dtype, data: &[u8], out: &mut [f32]) -> std::result::Result<(), String> {
+    let (width, read): (usize, fn(&[u8]) -> f32) = match dtype {
+        Dtype::F32 => (4, |c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+        Dtype::BF16 => (2, |c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()),
+        Dtype::F16 => (2, |c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()),
+        other => return Err(format!("{other:?}; parameters load from F32, BF16 or F16")),
+    };
+    for (o, c) in out.iter_mut().zip(data.chunks_exact(width)) {
+        *o = read(c);
+    }
+    Ok(())
 }
