@@ -140,3 +140,57 @@ impl fmt::Debug for Kernel {
         write!(f, "Kernel({} in context {})", self.entry, self.context)
     }
 }
+
+/// A family of the built-in op set that compiles on its own: its files (repository path and
+/// text, after the dialect's shared headers) and the entry points they define. A table of these
+/// per dialect (`backend/{cuda,opencl}/kernels.rs`) says which module holds which kernel; a test
+/// holds it against the sources.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OpFamily {
+    /// The module's name (the family's), in logs and benchmark tables.
+    pub name: &'static str,
+    /// Its files, in translation-unit order.
+    pub files: &'static [(&'static str, &'static str)],
+    /// The entry points these files define.
+    pub entries: &'static [&'static str],
+}
+
+/// One module of the built-in op set as a device compiles it: the families are compiled, cached
+/// and loaded independently, each on the first launch of one of its kernels.
+#[derive(Debug, Clone)]
+pub struct OpModule {
+    /// The family's name (`elementwise`, `gemm_tc`, ...).
+    pub name: &'static str,
+    /// The entry points the module defines; `None`: every built-in entry (a device that builds
+    /// its op set as one module).
+    pub entries: Option<&'static [&'static str]>,
+    /// The complete translation unit: the dialect's shared headers, then the family's files.
+    pub source: String,
+}
+
+impl OpFamily {
+    /// This family's module: `prelude` (defines and shared headers), then its files, each after
+    /// a `// ---- path` line so that compiler messages can be traced to a file.
+    pub(crate) fn module(&self, prelude: &str) -> OpModule {
+        let mut source = String::from(prelude);
+        source.push_str(&concatenate(self.files));
+        OpModule {
+            name: self.name,
+            entries: Some(self.entries),
+            source,
+        }
+    }
+}
+
+/// `files` concatenated, each after a `// ---- path` line: a dialect's shared headers.
+pub(crate) fn concatenate(files: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (path, text) in files {
+        out.push_str("// ---- ");
+        out.push_str(path);
+        out.push_str(" ----\n");
+        out.push_str(text);
+        out.push('\n');
+    }
+    out
+}

@@ -15,7 +15,7 @@ use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
-use crate::kernel::{Dialect, LaunchConfig};
+use crate::kernel::{Dialect, LaunchConfig, OpModule};
 use crate::ops::Gemm;
 
 /// A CUDA device as the generic GPU op set drives it.
@@ -254,6 +254,14 @@ impl Device for CudaDevice {
             crate::backend::hip::kernels::op_set_source_for_nvrtc()
         } else {
             super::kernels::op_set_source()
+        }
+    }
+
+    fn op_set_modules(&self) -> Vec<OpModule> {
+        if self.hip_sources {
+            crate::backend::hip::kernels::op_set_modules_for_nvrtc()
+        } else {
+            super::kernels::op_set_modules()
         }
     }
 

@@ -75,7 +75,7 @@ impl<D: Device> MemoryOps for GpuOps<D> {
     }
 
     fn warm_up(&self) -> Result<()> {
-        self.op_set().map(|_| ())
+        self.op_set.build_all(super::modules::build_threads())
     }
 
     fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {

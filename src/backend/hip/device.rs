@@ -7,7 +7,7 @@ use crate::backend::capture_gate::outside_captures;
 use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, SgemmKernel, with_param_slots};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::kernel::{Dialect, LaunchConfig};
+use crate::kernel::{Dialect, LaunchConfig, OpModule};
 
 use super::compile;
 use super::error::{backend_error, check, unavailable, version_string};
@@ -200,6 +200,10 @@ impl Device for HipDevice {
 
     fn op_set_source(&self) -> String {
         super::kernels::op_set_source()
+    }
+
+    fn op_set_modules(&self) -> Vec<OpModule> {
+        super::kernels::op_set_modules()
     }
 
     fn compiler_identity(&self) -> String {
