@@ -9,13 +9,18 @@ cd "$(git rev-parse --show-toplevel)"
 # The tool refuses (exit 1) a bundle over its size limit after writing it whole; the binaries are
 # packed into one xz archive below, which scripts/gpu-machine.sh unpacks on the GPU machine.
 ../shared/tools/gpu-bundle "$@" || [ -x .gpu-bundle/run.sh ]
-bench=$(cargo bench --no-run --bench workloads --message-format=json 2>/dev/null \
-  | python3 -c 'import json,sys
+# The executable cargo built for bench target $1.
+bench_exe() {
+  cargo bench --no-run --bench "$1" --message-format=json 2>/dev/null \
+    | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "workloads":
-        print(m["executable"])')
-cp "$bench" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
+        print(m["executable"])' "$1"
+}
+cp "$(bench_exe workloads)" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
+# Cold and warm start (scripts/gpu-machine.sh cold-start); finds the example next to it in bin/.
+cp "$(bench_exe cold_start)" .gpu-bundle/bin/cold_start && strip .gpu-bundle/bin/cold_start
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
 # An earlier build of the bench, for before/after profiles (scripts/gpu-machine.sh profile).
 # Build it in its own clone with its own CARGO_TARGET_DIR: cargo's dep-info paths are relative,
@@ -26,4 +31,4 @@ fi
 bash tests/hip-shim/build.sh .gpu-bundle/hipshim
 strip --strip-unneeded .gpu-bundle/hipshim/rocm*/libamdhip64.so .gpu-bundle/hipshim/selftest
 tar -C .gpu-bundle -cJf .gpu-bundle/bin.tar.xz bin && rm -rf .gpu-bundle/bin
-echo "bundle: + workloads, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
+echo "bundle: + workloads, cold_start, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"

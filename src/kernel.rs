@@ -182,6 +182,16 @@ impl OpFamily {
     }
 }
 
+/// A dialect's whole op set as one translation unit: `headers`, then every family's files (what
+/// the compile tests and the kernel contract read).
+pub(crate) fn whole_op_set(headers: &[(&str, &str)], families: &[OpFamily]) -> String {
+    let mut out = concatenate(headers);
+    for family in families {
+        out.push_str(&concatenate(family.files));
+    }
+    out
+}
+
 /// `files` concatenated, each after a `// ---- path` line: a dialect's shared headers.
 pub(crate) fn concatenate(files: &[(&str, &str)]) -> String {
     let mut out = String::new();

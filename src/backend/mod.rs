@@ -112,6 +112,9 @@ use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig};
 use crate::ops::Gemm;
 
+/// A place in device memory: an allocation and a byte offset into it.
+pub type ByteAddr = (DevicePtr, usize);
+
 /// One raw kernel parameter as the backend passes it to the driver.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RawArg {
@@ -232,15 +235,8 @@ pub trait Device: Send + Sync + 'static {
     fn write(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()>;
     /// Waits for queued work, then copies from `src + offset` (bytes) to the host.
     fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()>;
-    /// Device-to-device copy, queued.
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()>;
+    /// Device-to-device copy of `bytes` from `src` to `dst`, queued.
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()>;
 
     /// Compiles source to a binary for this device (CUBIN, OpenCL program binary, HIP code
     /// object) and loads it. A compile failure is [`crate::Error::Compile`] with the full log.

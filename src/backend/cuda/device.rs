@@ -11,7 +11,7 @@ use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::kernels;
 use super::module::CudaKernels;
-use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
+use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
@@ -300,15 +300,8 @@ impl Device for CudaDevice {
         self.read_bytes(src, offset, dst)
     }
 
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
-        self.copy_bytes(src, src_offset, dst, dst_offset, bytes)
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
+        self.copy_bytes(src, dst, bytes)
     }
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)> {

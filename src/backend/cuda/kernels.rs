@@ -2,7 +2,7 @@
 
 use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SgemmKernel, tensor_core_sgemm};
-use crate::kernel::{OpFamily, OpModule, concatenate};
+use crate::kernel::{OpFamily, OpModule, concatenate, whole_op_set};
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
@@ -77,56 +77,153 @@ pub(crate) const HEADERS: [(&str, &str); 3] = [
 pub(crate) const FAMILIES: [OpFamily; 10] = [
     OpFamily {
         name: "elementwise",
-        files: &[("kernels-cu/elementwise.cu", include_str!("../../../kernels-cu/elementwise.cu"))],
-        entries: &["fill", "scale", "axpy", "add", "mul", "bias_act_forward", "activation", "act_backward", "clip_scale", "gather_rows", "one_hot"],
+        files: &[(
+            "kernels-cu/elementwise.cu",
+            include_str!("../../../kernels-cu/elementwise.cu"),
+        )],
+        entries: &[
+            "fill",
+            "scale",
+            "axpy",
+            "add",
+            "mul",
+            "bias_act_forward",
+            "activation",
+            "act_backward",
+            "clip_scale",
+            "gather_rows",
+            "one_hot",
+        ],
     },
     OpFamily {
         name: "reduce",
-        files: &[("kernels-cu/reduce.cu", include_str!("../../../kernels-cu/reduce.cu"))],
-        entries: &["softmax", "log_softmax", "softmax_xent", "mse", "bias_act_backward", "bias_act_backward_product", "sum_cols", "sum_partial", "sum_final", "clip_final"],
+        files: &[(
+            "kernels-cu/reduce.cu",
+            include_str!("../../../kernels-cu/reduce.cu"),
+        )],
+        entries: &[
+            "softmax",
+            "log_softmax",
+            "softmax_xent",
+            "mse",
+            "bias_act_backward",
+            "bias_act_backward_product",
+            "sum_cols",
+            "sum_partial",
+            "sum_final",
+            "clip_final",
+        ],
     },
     OpFamily {
         name: "optim",
-        files: &[("kernels-cu/optim.cu", include_str!("../../../kernels-cu/optim.cu"))],
+        files: &[(
+            "kernels-cu/optim.cu",
+            include_str!("../../../kernels-cu/optim.cu"),
+        )],
         entries: &["sgd_step", "adam_step"],
     },
     // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.
     OpFamily {
         name: "gemm",
-        files: &[("kernels-cu/gemm.cu", include_str!("../../../kernels-cu/gemm.cu")), ("kernels-cu/gemm_thin.cu", include_str!("../../../kernels-cu/gemm_thin.cu"))],
+        files: &[
+            (
+                "kernels-cu/gemm.cu",
+                include_str!("../../../kernels-cu/gemm.cu"),
+            ),
+            (
+                "kernels-cu/gemm_thin.cu",
+                include_str!("../../../kernels-cu/gemm_thin.cu"),
+            ),
+        ],
         entries: &["sgemm", "sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"],
     },
     // gemm_tc.cu: sm_80+ only, gemm_wg.cu (which uses its stores): sm_90a only; empty elsewhere.
     OpFamily {
         name: "gemm_tc",
-        files: &[("kernels-cu/gemm_tc.cu", include_str!("../../../kernels-cu/gemm_tc.cu")), ("kernels-cu/gemm_wg.cu", include_str!("../../../kernels-cu/gemm_wg.cu"))],
+        files: &[
+            (
+                "kernels-cu/gemm_tc.cu",
+                include_str!("../../../kernels-cu/gemm_tc.cu"),
+            ),
+            (
+                "kernels-cu/gemm_wg.cu",
+                include_str!("../../../kernels-cu/gemm_wg.cu"),
+            ),
+        ],
         entries: &["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"],
     },
     // gated_step.cu uses rnn.cu's tile product.
     OpFamily {
         name: "rnn",
-        files: &[("kernels-cu/rnn.cu", include_str!("../../../kernels-cu/rnn.cu")), ("kernels-cu/gated_step.cu", include_str!("../../../kernels-cu/gated_step.cu"))],
-        entries: &["rnn_step_forward", "rnn_step_backward", "lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward", "lstm_step_forward", "lstm_step_backward", "gru_step_forward", "gru_step_backward"],
+        files: &[
+            (
+                "kernels-cu/rnn.cu",
+                include_str!("../../../kernels-cu/rnn.cu"),
+            ),
+            (
+                "kernels-cu/gated_step.cu",
+                include_str!("../../../kernels-cu/gated_step.cu"),
+            ),
+        ],
+        entries: &[
+            "rnn_step_forward",
+            "rnn_step_backward",
+            "lstm_cell_forward",
+            "lstm_cell_backward",
+            "gru_cell_forward",
+            "gru_cell_backward",
+            "lstm_step_forward",
+            "lstm_step_backward",
+            "gru_step_forward",
+            "gru_step_backward",
+        ],
     },
     // gated_seq.cu uses rnn_seq.cu's row barrier.
     OpFamily {
         name: "rnn_seq",
-        files: &[("kernels-cu/rnn_seq.cu", include_str!("../../../kernels-cu/rnn_seq.cu")), ("kernels-cu/gated_seq.cu", include_str!("../../../kernels-cu/gated_seq.cu"))],
-        entries: &["rnn_seq_forward", "rnn_seq_forward_regs", "rnn_seq_backward", "rnn_seq_backward_regs", "lstm_seq_forward", "lstm_seq_backward", "gru_seq_forward", "gru_seq_backward"],
+        files: &[
+            (
+                "kernels-cu/rnn_seq.cu",
+                include_str!("../../../kernels-cu/rnn_seq.cu"),
+            ),
+            (
+                "kernels-cu/gated_seq.cu",
+                include_str!("../../../kernels-cu/gated_seq.cu"),
+            ),
+        ],
+        entries: &[
+            "rnn_seq_forward",
+            "rnn_seq_forward_regs",
+            "rnn_seq_backward",
+            "rnn_seq_backward_regs",
+            "lstm_seq_forward",
+            "lstm_seq_backward",
+            "gru_seq_forward",
+            "gru_seq_backward",
+        ],
     },
     OpFamily {
         name: "random",
-        files: &[("kernels-cu/random.cu", include_str!("../../../kernels-cu/random.cu"))],
+        files: &[(
+            "kernels-cu/random.cu",
+            include_str!("../../../kernels-cu/random.cu"),
+        )],
         entries: &["dropout", "rng_advance"],
     },
     OpFamily {
         name: "norm",
-        files: &[("kernels-cu/norm.cu", include_str!("../../../kernels-cu/norm.cu"))],
+        files: &[(
+            "kernels-cu/norm.cu",
+            include_str!("../../../kernels-cu/norm.cu"),
+        )],
         entries: &["layer_norm_forward", "layer_norm_backward"],
     },
     OpFamily {
         name: "embedding",
-        files: &[("kernels-cu/embedding.cu", include_str!("../../../kernels-cu/embedding.cu"))],
+        files: &[(
+            "kernels-cu/embedding.cu",
+            include_str!("../../../kernels-cu/embedding.cu"),
+        )],
         entries: &["scatter_add_rows"],
     },
 ];
@@ -134,11 +231,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
 /// The complete op-set translation unit for this dialect, every family in one (see
 /// docs/kernel-abi.md): what the compile tests and the kernel contract read.
 pub(crate) fn op_set_source() -> String {
-    let mut out = concatenate(&HEADERS);
-    for family in &FAMILIES {
-        out.push_str(&concatenate(family.files));
-    }
-    out
+    whole_op_set(&HEADERS, &FAMILIES)
 }
 
 /// The op set as one module per family.

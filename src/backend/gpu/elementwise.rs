@@ -135,10 +135,8 @@ impl<D: Device> MemoryOps for GpuOps<D> {
         check::no_overlap("copy", &dst, &src, false)?;
         let size = src.dtype().size();
         self.device.copy(
-            device_ptr(&src)?,
-            src.offset() * size,
-            device_ptr(&dst)?,
-            dst.offset() * size,
+            (device_ptr(&src)?, src.offset() * size),
+            (device_ptr(&dst)?, dst.offset() * size),
             src.len() * size,
         )
     }

@@ -292,3 +292,125 @@ impl<D: Device> OpSet<D> {
 pub(super) fn build_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+
+// The tables are checked against the sources with the kernel contract's reader, which every
+// dialect's sources build.
+#[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::backend::recording::{Imitate, RecordingDevice, signatures};
+    use crate::kernel::{Dialect, OpFamily, concatenate};
+
+    /// Every entry the families' files define is in exactly one family's list, and each list
+    /// is what its files define; together they are the whole op set's entries.
+    fn check(families: &[OpFamily], whole: &str, opencl: bool) {
+        let mut seen = BTreeSet::new();
+        for f in families {
+            let defined: Vec<String> = signatures::kernels(&concatenate(f.files), opencl)
+                .into_iter()
+                .map(|s| s.entry)
+                .collect();
+            let listed: BTreeSet<String> = f.entries.iter().map(|e| e.to_string()).collect();
+            assert_eq!(
+                listed.len(),
+                f.entries.len(),
+                "{}: an entry listed twice",
+                f.name
+            );
+            assert_eq!(
+                defined.iter().cloned().collect::<BTreeSet<_>>(),
+                listed,
+                "{}: the table's entries differ from what its files define",
+                f.name
+            );
+            for e in listed {
+                assert!(seen.insert(e.clone()), "{e} is in two families");
+            }
+        }
+        let all: BTreeSet<String> = signatures::kernels(whole, opencl)
+            .into_iter()
+            .map(|s| s.entry)
+            .collect();
+        assert_eq!(seen, all, "the families cover the whole op set");
+    }
+
+    #[test]
+    fn family_tables_cover_every_entry_once_and_match_the_sources() {
+        use crate::backend::{cuda, opencl};
+        check(
+            &cuda::kernels::FAMILIES,
+            &cuda::kernels::op_set_source(),
+            false,
+        );
+        check(
+            &opencl::kernels::FAMILIES,
+            &opencl::kernels::op_set_source(),
+            true,
+        );
+        // HIP compiles the CUDA families behind its headers: the same entries per module.
+        let hip = crate::backend::hip::kernels::op_set_modules();
+        let cuda = cuda::kernels::op_set_modules();
+        assert_eq!(hip.len(), cuda.len());
+        for (h, c) in hip.iter().zip(&cuda) {
+            assert_eq!((h.name, h.entries), (c.name, c.entries));
+            assert!(h.source.ends_with(&c.source[c.source.len() - 200..]));
+        }
+    }
+
+    fn recording_set() -> OpSet<RecordingDevice> {
+        let (device, _) = RecordingDevice::new(Imitate {
+            dialect: Dialect::OpenCl,
+            compute_units: 4,
+            sgemm: Box::new(|_, _, _| crate::backend::SGEMM_TC64),
+            co_resident: None,
+        });
+        OpSet::new(Arc::new(device)).unwrap()
+    }
+
+    #[test]
+    fn concurrent_first_uses_build_a_module_once() {
+        let set = recording_set();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| set.module_for("fill", || false).unwrap());
+            }
+        });
+        assert_eq!(set.builds(), 1);
+        assert_eq!(set.built(), ["op_set"]);
+        // Later uses, recording or not, find it built.
+        set.module_for("softmax", || true).unwrap();
+        assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn a_module_first_used_while_recording_is_built_all_the_same() {
+        let set = recording_set();
+        set.module_for("fill", || true).unwrap();
+        assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn build_all_builds_each_module_once_and_prefetch_shares_the_set() {
+        let set = Arc::new(recording_set());
+        set.build_all(4).unwrap();
+        assert_eq!(set.builds(), 1);
+        set.prefetch(2);
+        set.stop();
+        set.module_for("adam_step", || false).unwrap();
+        assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn the_prefetch_switch_defaults_to_gpus_only() {
+        assert!(PREFETCH.parse(None).unwrap());
+        for off in ["0", "off", "no"] {
+            assert!(!PREFETCH.parse(Some(std::ffi::OsStr::new(off))).unwrap());
+        }
+        let err = PREFETCH
+            .parse(Some(std::ffi::OsStr::new("soon")))
+            .unwrap_err();
+        assert!(err.to_string().contains("RNN_KERNEL_PREFETCH"), "{err}");
+    }
+}

@@ -4,7 +4,7 @@
 //! in `kernels-hip/`: the CUDA-to-HIP spellings and the wavefront-width reductions.
 
 use crate::backend::cuda::kernels as cuda_kernels;
-use crate::kernel::{OpModule, concatenate};
+use crate::kernel::{OpModule, concatenate, whole_op_set};
 
 /// CUDA spellings to HIP, `RNN_HIP`, `WARP_SIZE` per target.
 const VENDOR_HEADER: &str = include_str!("../../../kernels-hip/hip_vendor.h");
@@ -22,28 +22,23 @@ pub(crate) const NVRTC_RUNTIME_HEADER: &str = "hip/hip_runtime.h";
 /// What every HIP module starts with: the vendor header and the wave reductions, then the CUDA
 /// headers. wave_reduce.h uses nothing from common.cuh, and common.cuh's block reductions need
 /// the wave helpers declared first.
-fn headers() -> String {
-    let mut s = concatenate(&[
-        ("kernels-hip/hip_vendor.h", VENDOR_HEADER),
-        ("kernels-hip/wave_reduce.h", WAVE_REDUCE),
-    ]);
-    s.push_str(&concatenate(&cuda_kernels::HEADERS));
-    s
-}
+const HEADERS: [(&str, &str); 5] = [
+    ("kernels-hip/hip_vendor.h", VENDOR_HEADER),
+    ("kernels-hip/wave_reduce.h", WAVE_REDUCE),
+    cuda_kernels::HEADERS[0],
+    cuda_kernels::HEADERS[1],
+    cuda_kernels::HEADERS[2],
+];
 
 /// The complete HIP op-set translation unit for hiprtc, every family in one (see
 /// docs/kernel-abi.md).
 pub(crate) fn op_set_source() -> String {
-    let mut s = headers();
-    for family in &cuda_kernels::FAMILIES {
-        s.push_str(&concatenate(family.files));
-    }
-    s
+    whole_op_set(&HEADERS, &cuda_kernels::FAMILIES)
 }
 
 /// The HIP op set as one module per family (the CUDA families), each for hiprtc.
 pub(crate) fn op_set_modules() -> Vec<OpModule> {
-    let prelude = headers();
+    let prelude = concatenate(&HEADERS);
     cuda_kernels::FAMILIES
         .iter()
         .map(|f| f.module(&prelude))

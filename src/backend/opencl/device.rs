@@ -14,7 +14,7 @@ use super::error::cl_error;
 use super::module::ClModule;
 use super::profile::KernelTimer;
 use super::sgemm::{Limits, SgemmChoice};
-use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
+use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig, OpModule};
@@ -265,15 +265,8 @@ impl Device for ClDevice {
         self.read_buffer(src, offset, dst)
     }
 
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
-        self.copy_buffer(src, src_offset, dst, dst_offset, bytes)
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
+        self.copy_buffer(src, dst, bytes)
     }
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, ClModule)> {

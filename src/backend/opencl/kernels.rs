@@ -1,14 +1,23 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time: the shared headers and the families, each family compiled as a module of its own.
 
-use crate::kernel::{OpFamily, OpModule, concatenate};
+use crate::kernel::{OpFamily, OpModule, concatenate, whole_op_set};
 
 /// What every module starts with, after the device's defines: the scalar core every dialect
 /// shares (activations, index rule), the common header, the streaming helpers.
 const HEADERS: [(&str, &str); 3] = [
-    ("kernels-common/scalar_core.h", include_str!("../../../kernels-common/scalar_core.h")),
-    ("kernels-cl/common.cl", include_str!("../../../kernels-cl/common.cl")),
-    ("kernels-cl/stream.cl", include_str!("../../../kernels-cl/stream.cl")),
+    (
+        "kernels-common/scalar_core.h",
+        include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-cl/common.cl",
+        include_str!("../../../kernels-cl/common.cl"),
+    ),
+    (
+        "kernels-cl/stream.cl",
+        include_str!("../../../kernels-cl/stream.cl"),
+    ),
 ];
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
@@ -16,17 +25,49 @@ const HEADERS: [(&str, &str); 3] = [
 pub(crate) const FAMILIES: [OpFamily; 10] = [
     OpFamily {
         name: "elementwise",
-        files: &[("kernels-cl/elementwise.cl", include_str!("../../../kernels-cl/elementwise.cl"))],
-        entries: &["fill", "scale", "axpy", "add", "mul", "bias_act_forward", "activation", "act_backward", "clip_scale", "gather_rows", "one_hot"],
+        files: &[(
+            "kernels-cl/elementwise.cl",
+            include_str!("../../../kernels-cl/elementwise.cl"),
+        )],
+        entries: &[
+            "fill",
+            "scale",
+            "axpy",
+            "add",
+            "mul",
+            "bias_act_forward",
+            "activation",
+            "act_backward",
+            "clip_scale",
+            "gather_rows",
+            "one_hot",
+        ],
     },
     OpFamily {
         name: "reduce",
-        files: &[("kernels-cl/reduce.cl", include_str!("../../../kernels-cl/reduce.cl"))],
-        entries: &["softmax", "log_softmax", "softmax_xent", "mse", "bias_act_backward", "bias_act_backward_product", "sum_cols", "sum_partial", "sum_final", "clip_final"],
+        files: &[(
+            "kernels-cl/reduce.cl",
+            include_str!("../../../kernels-cl/reduce.cl"),
+        )],
+        entries: &[
+            "softmax",
+            "log_softmax",
+            "softmax_xent",
+            "mse",
+            "bias_act_backward",
+            "bias_act_backward_product",
+            "sum_cols",
+            "sum_partial",
+            "sum_final",
+            "clip_final",
+        ],
     },
     OpFamily {
         name: "optim",
-        files: &[("kernels-cl/optim.cl", include_str!("../../../kernels-cl/optim.cl"))],
+        files: &[(
+            "kernels-cl/optim.cl",
+            include_str!("../../../kernels-cl/optim.cl"),
+        )],
         entries: &["sgd_step", "adam_step"],
     },
     // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;
@@ -34,39 +75,104 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
     // helpers. The sm_90a build (sm90a.rs) is this module's.
     OpFamily {
         name: "gemm",
-        files: &[("kernels-cl/gemm.cl", include_str!("../../../kernels-cl/gemm.cl")), ("kernels-cl/gemm_tc.cl", include_str!("../../../kernels-cl/gemm_tc.cl")), ("kernels-cl/gemm_wg.cl", include_str!("../../../kernels-cl/gemm_wg.cl"))],
-        entries: &["sgemm", "sgemm_split", "sgemm_tile64_split", "sgemm_split_sum", "sgemm_tc128", "sgemm_tc64", "sgemm_wg64"],
+        files: &[
+            (
+                "kernels-cl/gemm.cl",
+                include_str!("../../../kernels-cl/gemm.cl"),
+            ),
+            (
+                "kernels-cl/gemm_tc.cl",
+                include_str!("../../../kernels-cl/gemm_tc.cl"),
+            ),
+            (
+                "kernels-cl/gemm_wg.cl",
+                include_str!("../../../kernels-cl/gemm_wg.cl"),
+            ),
+        ],
+        entries: &[
+            "sgemm",
+            "sgemm_split",
+            "sgemm_tile64_split",
+            "sgemm_split_sum",
+            "sgemm_tc128",
+            "sgemm_tc64",
+            "sgemm_wg64",
+        ],
     },
     OpFamily {
         name: "gemm_thin",
-        files: &[("kernels-cl/gemm_thin.cl", include_str!("../../../kernels-cl/gemm_thin.cl"))],
+        files: &[(
+            "kernels-cl/gemm_thin.cl",
+            include_str!("../../../kernels-cl/gemm_thin.cl"),
+        )],
         entries: &["sgemm_thin", "sgemm_thin_k"],
     },
     // gated_step.cl uses rnn.cl's tile product.
     OpFamily {
         name: "rnn",
-        files: &[("kernels-cl/rnn.cl", include_str!("../../../kernels-cl/rnn.cl")), ("kernels-cl/gated_step.cl", include_str!("../../../kernels-cl/gated_step.cl"))],
-        entries: &["rnn_step_forward", "rnn_step_backward", "lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward", "lstm_step_forward", "lstm_step_backward", "gru_step_forward", "gru_step_backward"],
+        files: &[
+            (
+                "kernels-cl/rnn.cl",
+                include_str!("../../../kernels-cl/rnn.cl"),
+            ),
+            (
+                "kernels-cl/gated_step.cl",
+                include_str!("../../../kernels-cl/gated_step.cl"),
+            ),
+        ],
+        entries: &[
+            "rnn_step_forward",
+            "rnn_step_backward",
+            "lstm_cell_forward",
+            "lstm_cell_backward",
+            "gru_cell_forward",
+            "gru_cell_backward",
+            "lstm_step_forward",
+            "lstm_step_backward",
+            "gru_step_forward",
+            "gru_step_backward",
+        ],
     },
     // Only with RNN_CL_NV_PERSISTENT defined (src/backend/opencl/persistent.rs).
     OpFamily {
         name: "seq",
-        files: &[("kernels-cl/seq.cl", include_str!("../../../kernels-cl/seq.cl"))],
-        entries: &["lstm_seq_forward", "lstm_seq_backward", "gru_seq_forward", "gru_seq_backward", "rnn_seq_forward", "rnn_seq_forward_regs", "rnn_seq_backward", "rnn_seq_backward_regs"],
+        files: &[(
+            "kernels-cl/seq.cl",
+            include_str!("../../../kernels-cl/seq.cl"),
+        )],
+        entries: &[
+            "lstm_seq_forward",
+            "lstm_seq_backward",
+            "gru_seq_forward",
+            "gru_seq_backward",
+            "rnn_seq_forward",
+            "rnn_seq_forward_regs",
+            "rnn_seq_backward",
+            "rnn_seq_backward_regs",
+        ],
     },
     OpFamily {
         name: "random",
-        files: &[("kernels-cl/random.cl", include_str!("../../../kernels-cl/random.cl"))],
+        files: &[(
+            "kernels-cl/random.cl",
+            include_str!("../../../kernels-cl/random.cl"),
+        )],
         entries: &["dropout", "rng_advance"],
     },
     OpFamily {
         name: "norm",
-        files: &[("kernels-cl/norm.cl", include_str!("../../../kernels-cl/norm.cl"))],
+        files: &[(
+            "kernels-cl/norm.cl",
+            include_str!("../../../kernels-cl/norm.cl"),
+        )],
         entries: &["layer_norm_forward", "layer_norm_backward"],
     },
     OpFamily {
         name: "embedding",
-        files: &[("kernels-cl/embedding.cl", include_str!("../../../kernels-cl/embedding.cl"))],
+        files: &[(
+            "kernels-cl/embedding.cl",
+            include_str!("../../../kernels-cl/embedding.cl"),
+        )],
         entries: &["scatter_add_rows"],
     },
 ];
@@ -74,11 +180,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
 /// The complete op-set translation unit for this dialect, every family in one (see
 /// docs/kernel-abi.md): what the kernel contract reads.
 pub(crate) fn op_set_source() -> String {
-    let mut out = concatenate(&HEADERS);
-    for family in &FAMILIES {
-        out.push_str(&concatenate(family.files));
-    }
-    out
+    whole_op_set(&HEADERS, &FAMILIES)
 }
 
 /// The op set as one module per family, each after `defines`.
