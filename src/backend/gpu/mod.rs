@@ -108,6 +108,7 @@ impl<D: Device> Drop for GpuOps<D> {
         if let Err(e) = self.device.synchronize() {
             log::warn!("{}: queued work failed at context drop: {e}", self.info.id);
         }
+        // No prefetch thread outlives the context (it holds the op set and the device).
         self.op_set.stop();
     }
 }

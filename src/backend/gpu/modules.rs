@@ -3,7 +3,8 @@
 //! only the module holding its entry, on first use; each module has its own lock, so concurrent
 //! first uses of one module compile it once and different modules compile at the same time.
 //! `warm_up` compiles every module on a few threads; a context may also prefetch them all in
-//! the background as it is created ([`PREFETCH`]).
+//! the background as it is created ([`PREFETCH`]); dropping the context stops the prefetch and
+//! waits for the modules it is compiling.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -87,6 +88,8 @@ pub(super) struct OpSet<D: Device> {
     catch_all: Option<usize>,
     /// Set when the context is dropped: a prefetch starts no further module.
     stop: AtomicBool,
+    /// The background prefetch threads, joined when the context is dropped.
+    prefetchers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Modules built so far (compiled, or loaded from the disk cache), for tests.
     builds: AtomicUsize,
     device: Arc<D>,
@@ -125,6 +128,7 @@ impl<D: Device> OpSet<D> {
             by_entry,
             catch_all,
             stop: AtomicBool::new(false),
+            prefetchers: Mutex::new(Vec::new()),
             builds: AtomicUsize::new(0),
             device,
         })
@@ -232,9 +236,9 @@ impl<D: Device> OpSet<D> {
     }
 
     /// Starts building every module on background threads (at most `threads`) and returns at
-    /// once. The threads hold the set until they finish; after [`OpSet::stop`] they start no
-    /// further module. A failed build is logged and left unbuilt: the first use builds it
-    /// again and returns the error, with the compiler's full log.
+    /// once. The threads hold the set until they finish; [`OpSet::stop`] makes them start no
+    /// further module and waits for them. A failed build is logged and left unbuilt: the first
+    /// use builds it again and returns the error, with the compiler's full log.
     pub(super) fn prefetch(self: &Arc<Self>, threads: usize) {
         let next = Arc::new(AtomicUsize::new(0));
         for _ in 0..threads.clamp(1, self.slots.len().max(1)) {
@@ -258,17 +262,32 @@ impl<D: Device> OpSet<D> {
                         }
                     }
                 });
-            if let Err(e) = spawned {
-                // Every module still builds on first use.
-                log::debug!("no kernel prefetch thread: {e}");
-                return;
+            match spawned {
+                Ok(handle) => self.prefetchers.lock().push(handle),
+                Err(e) => {
+                    // Every module still builds on first use.
+                    log::debug!("no kernel prefetch thread: {e}");
+                    return;
+                }
             }
         }
     }
 
-    /// Tells a running prefetch to start no further module.
+    /// Makes a running prefetch start no further module, and waits for the modules it is
+    /// building: when the context goes, no thread of it is left inside a compiler or driver (a
+    /// process exiting under such a thread may crash in the library's teardown). Called from
+    /// the context's drop, never from a prefetch thread.
     pub(super) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
+        let threads = std::mem::take(&mut *self.prefetchers.lock());
+        for t in threads {
+            if t.join().is_err() {
+                log::warn!(
+                    "{}: a kernel prefetch thread panicked",
+                    self.device.info().id
+                );
+            }
+        }
     }
 
     /// The names of the modules built so far (compiled or loaded), in table order.
@@ -400,6 +419,21 @@ mod tests {
         set.stop();
         set.module_for("adam_step", || false).unwrap();
         assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn a_prefetch_builds_each_module_once_and_stop_waits_for_it() {
+        let set = Arc::new(recording_set());
+        set.prefetch(4);
+        set.module_for("adam_step", || false).unwrap();
+        set.stop();
+        assert_eq!(set.builds(), 1);
+        assert!(set.prefetchers.lock().is_empty());
+        assert_eq!(
+            Arc::strong_count(&set),
+            1,
+            "a prefetch thread still holds the set"
+        );
     }
 
     #[test]
