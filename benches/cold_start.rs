@@ -38,12 +38,17 @@ fn child(id: &str) -> rnn::Result<()> {
     let features: Vec<f32> = (0..batch * 784).map(|_| rng.uniform()).collect();
     let labels: Vec<u32> = (0..batch as u32).map(|i| i % 10).collect();
     let data = Dataset::classification(features, 784, labels, 10)?;
-    let mut net = Network::builder(&ctx)
-        .seed(1)
-        .dense(784, 256, Activation::Relu)
-        .dense(256, 128, Activation::Relu)
-        .dense(128, 10, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)?;
+    let layers = [
+        (784, 256, Activation::Relu),
+        (256, 128, Activation::Relu),
+        (128, 10, Activation::Identity),
+    ];
+    let builder = layers
+        .into_iter()
+        .fold(Network::builder(&ctx).seed(1), |b, (i, o, a)| {
+            b.dense(i, o, a)
+        });
+    let mut net = builder.build(Loss::SoftmaxCrossEntropy)?;
     let config = TrainingConfig {
         device: Some(id),
         use_gpu: true,

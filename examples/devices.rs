@@ -39,7 +39,7 @@ fn main() -> ExitCode {
     }
     // With --warm-cache, each module's line (compiled or loaded, and how long it took).
     let filter = if warm {
-        "warn,rnn::backend::gpu::modules=info"
+        "warn,rnn::backend::gpu::modules=debug"
     } else {
         "warn"
     };

@@ -155,6 +155,70 @@ pub(crate) struct OpFamily {
     pub entries: &'static [&'static str],
 }
 
+/// The entry points of the families that every dialect splits the same way (docs/kernel-abi.md),
+/// for the dialects' family tables.
+pub(crate) mod family_entries {
+    /// Elementwise ops, activations, gathers.
+    pub(crate) const ELEMENTWISE: &[&str] = &[
+        "fill",
+        "scale",
+        "axpy",
+        "add",
+        "mul",
+        "bias_act_forward",
+        "activation",
+        "act_backward",
+        "clip_scale",
+        "gather_rows",
+        "one_hot",
+    ];
+    /// Softmax, losses, bias-activation backward, reductions.
+    pub(crate) const REDUCE: &[&str] = &[
+        "softmax",
+        "log_softmax",
+        "softmax_xent",
+        "mse",
+        "bias_act_backward",
+        "bias_act_backward_product",
+        "sum_cols",
+        "sum_partial",
+        "sum_final",
+        "clip_final",
+    ];
+    /// One-launch optimizer steps.
+    pub(crate) const OPTIM: &[&str] = &["sgd_step", "adam_step"];
+    /// Elman, LSTM and GRU steps and cells.
+    pub(crate) const RNN_STEP: &[&str] = &[
+        "rnn_step_forward",
+        "rnn_step_backward",
+        "lstm_cell_forward",
+        "lstm_cell_backward",
+        "gru_cell_forward",
+        "gru_cell_backward",
+        "lstm_step_forward",
+        "lstm_step_backward",
+        "gru_step_forward",
+        "gru_step_backward",
+    ];
+    /// The persistent (one-launch) sequence kernels.
+    pub(crate) const SEQUENCE: &[&str] = &[
+        "rnn_seq_forward",
+        "rnn_seq_forward_regs",
+        "rnn_seq_backward",
+        "rnn_seq_backward_regs",
+        "lstm_seq_forward",
+        "lstm_seq_backward",
+        "gru_seq_forward",
+        "gru_seq_backward",
+    ];
+    /// Dropout and the generator.
+    pub(crate) const RANDOM: &[&str] = &["dropout", "rng_advance"];
+    /// Layer normalization.
+    pub(crate) const NORM: &[&str] = &["layer_norm_forward", "layer_norm_backward"];
+    /// Embedding gradients.
+    pub(crate) const EMBEDDING: &[&str] = &["scatter_add_rows"];
+}
+
 /// One module of the built-in op set as a device compiles it: the families are compiled, cached
 /// and loaded independently, each on the first launch of one of its kernels.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 
 use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SgemmKernel, tensor_core_sgemm};
-use crate::kernel::{OpFamily, OpModule, concatenate, whole_op_set};
+use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
@@ -81,19 +81,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/elementwise.cu",
             include_str!("../../../kernels-cu/elementwise.cu"),
         )],
-        entries: &[
-            "fill",
-            "scale",
-            "axpy",
-            "add",
-            "mul",
-            "bias_act_forward",
-            "activation",
-            "act_backward",
-            "clip_scale",
-            "gather_rows",
-            "one_hot",
-        ],
+        entries: family_entries::ELEMENTWISE,
     },
     OpFamily {
         name: "reduce",
@@ -101,18 +89,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/reduce.cu",
             include_str!("../../../kernels-cu/reduce.cu"),
         )],
-        entries: &[
-            "softmax",
-            "log_softmax",
-            "softmax_xent",
-            "mse",
-            "bias_act_backward",
-            "bias_act_backward_product",
-            "sum_cols",
-            "sum_partial",
-            "sum_final",
-            "clip_final",
-        ],
+        entries: family_entries::REDUCE,
     },
     OpFamily {
         name: "optim",
@@ -120,7 +97,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/optim.cu",
             include_str!("../../../kernels-cu/optim.cu"),
         )],
-        entries: &["sgd_step", "adam_step"],
+        entries: family_entries::OPTIM,
     },
     // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.
     OpFamily {
@@ -165,18 +142,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cu/gated_step.cu"),
             ),
         ],
-        entries: &[
-            "rnn_step_forward",
-            "rnn_step_backward",
-            "lstm_cell_forward",
-            "lstm_cell_backward",
-            "gru_cell_forward",
-            "gru_cell_backward",
-            "lstm_step_forward",
-            "lstm_step_backward",
-            "gru_step_forward",
-            "gru_step_backward",
-        ],
+        entries: family_entries::RNN_STEP,
     },
     // gated_seq.cu uses rnn_seq.cu's row barrier.
     OpFamily {
@@ -191,16 +157,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cu/gated_seq.cu"),
             ),
         ],
-        entries: &[
-            "rnn_seq_forward",
-            "rnn_seq_forward_regs",
-            "rnn_seq_backward",
-            "rnn_seq_backward_regs",
-            "lstm_seq_forward",
-            "lstm_seq_backward",
-            "gru_seq_forward",
-            "gru_seq_backward",
-        ],
+        entries: family_entries::SEQUENCE,
     },
     OpFamily {
         name: "random",
@@ -208,7 +165,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/random.cu",
             include_str!("../../../kernels-cu/random.cu"),
         )],
-        entries: &["dropout", "rng_advance"],
+        entries: family_entries::RANDOM,
     },
     OpFamily {
         name: "norm",
@@ -216,7 +173,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/norm.cu",
             include_str!("../../../kernels-cu/norm.cu"),
         )],
-        entries: &["layer_norm_forward", "layer_norm_backward"],
+        entries: family_entries::NORM,
     },
     OpFamily {
         name: "embedding",
@@ -224,7 +181,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/embedding.cu",
             include_str!("../../../kernels-cu/embedding.cu"),
         )],
-        entries: &["scatter_add_rows"],
+        entries: family_entries::EMBEDDING,
     },
 ];
 

@@ -165,18 +165,10 @@ impl<D: Device> OpSet<D> {
             return std::thread::scope(|s| {
                 s.spawn(|| self.ensure(index))
                     .join()
-                    .unwrap_or_else(|_| Err(self.panicked(index)))
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             });
         }
         self.ensure(index)
-    }
-
-    fn panicked(&self, index: usize) -> Error {
-        Error::InvalidArgument(format!(
-            "{}: building op-set module {} panicked",
-            self.device.info().id,
-            self.slots[index].name
-        ))
     }
 
     /// Module `index`, built (or loaded) now if it is not yet.
@@ -189,7 +181,7 @@ impl<D: Device> OpSet<D> {
         let started = Instant::now();
         let (module, compiled) = build(&*self.device, &slot.source, &[])?;
         self.builds.fetch_add(1, Ordering::Relaxed);
-        log::info!(
+        log::debug!(
             "{}: op-set module {} {} in {:.2} s",
             self.device.info().id,
             slot.name,

@@ -1,7 +1,7 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time: the shared headers and the families, each family compiled as a module of its own.
 
-use crate::kernel::{OpFamily, OpModule, concatenate, whole_op_set};
+use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
 
 /// What every module starts with, after the device's defines: the scalar core every dialect
 /// shares (activations, index rule), the common header, the streaming helpers.
@@ -29,19 +29,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/elementwise.cl",
             include_str!("../../../kernels-cl/elementwise.cl"),
         )],
-        entries: &[
-            "fill",
-            "scale",
-            "axpy",
-            "add",
-            "mul",
-            "bias_act_forward",
-            "activation",
-            "act_backward",
-            "clip_scale",
-            "gather_rows",
-            "one_hot",
-        ],
+        entries: family_entries::ELEMENTWISE,
     },
     OpFamily {
         name: "reduce",
@@ -49,18 +37,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/reduce.cl",
             include_str!("../../../kernels-cl/reduce.cl"),
         )],
-        entries: &[
-            "softmax",
-            "log_softmax",
-            "softmax_xent",
-            "mse",
-            "bias_act_backward",
-            "bias_act_backward_product",
-            "sum_cols",
-            "sum_partial",
-            "sum_final",
-            "clip_final",
-        ],
+        entries: family_entries::REDUCE,
     },
     OpFamily {
         name: "optim",
@@ -68,7 +45,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/optim.cl",
             include_str!("../../../kernels-cl/optim.cl"),
         )],
-        entries: &["sgd_step", "adam_step"],
+        entries: family_entries::OPTIM,
     },
     // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;
     // gemm_wg.cl (only with RNN_CL_NV_WGMMA defined, src/backend/opencl/sm90a.rs) uses gemm_tc.cl's
@@ -120,18 +97,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cl/gated_step.cl"),
             ),
         ],
-        entries: &[
-            "rnn_step_forward",
-            "rnn_step_backward",
-            "lstm_cell_forward",
-            "lstm_cell_backward",
-            "gru_cell_forward",
-            "gru_cell_backward",
-            "lstm_step_forward",
-            "lstm_step_backward",
-            "gru_step_forward",
-            "gru_step_backward",
-        ],
+        entries: family_entries::RNN_STEP,
     },
     // Only with RNN_CL_NV_PERSISTENT defined (src/backend/opencl/persistent.rs).
     OpFamily {
@@ -140,16 +106,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/seq.cl",
             include_str!("../../../kernels-cl/seq.cl"),
         )],
-        entries: &[
-            "lstm_seq_forward",
-            "lstm_seq_backward",
-            "gru_seq_forward",
-            "gru_seq_backward",
-            "rnn_seq_forward",
-            "rnn_seq_forward_regs",
-            "rnn_seq_backward",
-            "rnn_seq_backward_regs",
-        ],
+        entries: family_entries::SEQUENCE,
     },
     OpFamily {
         name: "random",
@@ -157,7 +114,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/random.cl",
             include_str!("../../../kernels-cl/random.cl"),
         )],
-        entries: &["dropout", "rng_advance"],
+        entries: family_entries::RANDOM,
     },
     OpFamily {
         name: "norm",
@@ -165,7 +122,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/norm.cl",
             include_str!("../../../kernels-cl/norm.cl"),
         )],
-        entries: &["layer_norm_forward", "layer_norm_backward"],
+        entries: family_entries::NORM,
     },
     OpFamily {
         name: "embedding",
@@ -173,7 +130,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cl/embedding.cl",
             include_str!("../../../kernels-cl/embedding.cl"),
         )],
-        entries: &["scatter_add_rows"],
+        entries: family_entries::EMBEDDING,
     },
 ];
 
