@@ -22,7 +22,7 @@ const HEADERS: [(&str, &str); 3] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 10] = [
+pub(crate) const FAMILIES: [OpFamily; 9] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -33,11 +33,31 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
     },
     OpFamily {
         name: "reduce",
-        files: &[(
-            "kernels-cl/reduce.cl",
-            include_str!("../../../kernels-cl/reduce.cl"),
-        )],
-        entries: family_entries::REDUCE,
+        // norm.cl uses reduce.cl's row-segment loop (geometry W).
+        files: &[
+            (
+                "kernels-cl/reduce.cl",
+                include_str!("../../../kernels-cl/reduce.cl"),
+            ),
+            (
+                "kernels-cl/norm.cl",
+                include_str!("../../../kernels-cl/norm.cl"),
+            ),
+        ],
+        entries: &[
+            "softmax",
+            "log_softmax",
+            "softmax_xent",
+            "mse",
+            "bias_act_backward",
+            "bias_act_backward_product",
+            "sum_cols",
+            "sum_partial",
+            "sum_final",
+            "clip_final",
+            "layer_norm_forward",
+            "layer_norm_backward",
+        ],
     },
     OpFamily {
         name: "optim",
@@ -115,14 +135,6 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             include_str!("../../../kernels-cl/random.cl"),
         )],
         entries: family_entries::RANDOM,
-    },
-    OpFamily {
-        name: "norm",
-        files: &[(
-            "kernels-cl/norm.cl",
-            include_str!("../../../kernels-cl/norm.cl"),
-        )],
-        entries: family_entries::NORM,
     },
     OpFamily {
         name: "embedding",

@@ -74,8 +74,18 @@ impl ClModule {
     /// Creates the kernels of `program`. Called with [`PROGRAM_LOCK`] held where the device
     /// serializes builds.
     pub(super) fn new(program: Program) -> Result<Self> {
-        let list = create_program_kernels(&program)
-            .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?;
+        // A module whose kernels are all left out by the device's defines (the persistent
+        // kernels where they do not run) has none, and clCreateKernelsInProgram refuses to
+        // list nothing on some drivers (PoCL: CL_INVALID_VALUE).
+        let count = program
+            .get_num_kernels()
+            .map_err(|e| cl_error("clGetProgramInfo(CL_PROGRAM_NUM_KERNELS)", e.0))?;
+        let list = if count == 0 {
+            Vec::new()
+        } else {
+            create_program_kernels(&program)
+                .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?
+        };
         let mut kernels = HashMap::with_capacity_and_hasher(list.len(), Default::default());
         for k in list {
             let name = k
