@@ -9,17 +9,20 @@ cd "$(git rev-parse --show-toplevel)"
 # The tool refuses (exit 1) a bundle over its size limit after writing it whole; the binaries are
 # packed into one xz archive below, which scripts/gpu-machine.sh unpacks on the GPU machine.
 ../shared/tools/gpu-bundle "$@" || [ -x .gpu-bundle/run.sh ]
-# The bench binaries: `workloads`, and `recurrent_grid` for the recurrent shape grid
-# (scripts/gpu-machine.sh grid).
-for name in workloads recurrent_grid; do
-  exe=$(cargo bench --no-run --bench $name --message-format=json 2>/dev/null \
+# The executable cargo built for bench target $1.
+bench_exe() {
+  cargo bench --no-run --bench "$1" --message-format=json 2>/dev/null \
     | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == sys.argv[1]:
-        print(m["executable"])' $name)
-  cp "$exe" .gpu-bundle/bin/$name && strip .gpu-bundle/bin/$name
-done
+        print(m["executable"])' "$1"
+}
+cp "$(bench_exe workloads)" .gpu-bundle/bin/workloads && strip .gpu-bundle/bin/workloads
+# Cold and warm start (scripts/gpu-machine.sh cold-start); finds the example next to it in bin/.
+cp "$(bench_exe cold_start)" .gpu-bundle/bin/cold_start && strip .gpu-bundle/bin/cold_start
+# The recurrent shape grid (scripts/gpu-machine.sh grid).
+cp "$(bench_exe recurrent_grid)" .gpu-bundle/bin/recurrent_grid && strip .gpu-bundle/bin/recurrent_grid
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
 # The grid, PyTorch's side of it and the table script.
 cp benches/recurrent_grid.points scripts/recurrent_grid.py scripts/recurrent_grid_table.py .gpu-bundle/
@@ -32,4 +35,4 @@ fi
 bash tests/hip-shim/build.sh .gpu-bundle/hipshim
 strip --strip-unneeded .gpu-bundle/hipshim/rocm*/libamdhip64.so .gpu-bundle/hipshim/selftest
 tar -C .gpu-bundle -cJf .gpu-bundle/bin.tar.xz bin && rm -rf .gpu-bundle/bin
-echo "bundle: + workloads, recurrent_grid, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
+echo "bundle: + workloads, cold_start, recurrent_grid, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"

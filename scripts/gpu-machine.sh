@@ -10,6 +10,9 @@
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 #   bash scripts/gpu-machine.sh grid          (not in all: the recurrent shape grid, PyTorch and
 #                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
+#   bash scripts/gpu-machine.sh cold-start    (not in all: time to context, first training step and
+#                                              the whole example, empty and warm kernel cache, on
+#                                              cuda:0, NVIDIA OpenCL and HIP through the shim)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 # `profile` runs Nsight Compute over two training steps of each figure ($PROFILE_FIGURES) and
 # writes $OUT/ncu-<figure>.csv and $OUT/roofline.md. `profile-opencl` times the same steps on the
@@ -221,6 +224,28 @@ for what in "${@:-all}"; do
         --test-threads=1 > "$OUT/hipshim-sanitize-ops.log" 2>&1; rc=$?
       grep -E "ERROR SUMMARY|test result|FAILED" "$OUT/hipshim-sanitize-ops.log" | tail -5
       [ $rc = 0 ] || { echo "!!! sanitize hip exit $rc"; status=1; } ;;
+    cold-start)
+      # benches/cold_start.rs: each figure in a fresh process, cold (empty RNN_CACHE_DIR) then
+      # warm, with the op-set modules built on first use and prefetched; the example binary is
+      # found next to the bench in .gpu-bundle/bin.
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      step "cold start: cuda:0 and ${ocl:-no NVIDIA OpenCL device}"
+      [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; }
+      bash $run exec cold_start --device cuda:0 ${ocl:+--device "$ocl"} 2>&1 | tee "$OUT/cold-start.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! cold_start failed"; status=1; }
+      shim=$PWD/.gpu-bundle/hipshim
+      step "cold start: hip:0 through the shim (tests/hip-shim)"
+      if [ -f "$shim/rocm6/libamdhip64.so" ]; then
+        env RNN_HIP_LIBRARY="$shim/rocm6/libamdhip64.so" RNN_HIPSHIM_DIR="$shim" RNN_BACKENDS=hip \
+          bash $run exec cold_start --device hip:0 2>&1 | tee "$OUT/cold-start-hip.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! cold_start on hip:0 failed"; status=1; }
+      else
+        echo "!!! $shim/rocm6/libamdhip64.so missing: build the bundle with scripts/bundle.sh"; status=1
+      fi
+      step "devices --warm-cache (every device, into an empty cache)"
+      RNN_CACHE_DIR=/tmp/rnn-cache-warm-cmd bash $run exec devices --warm-cache 2>&1 \
+        | sed -n '/^Warm cache/,$p' | tee "$OUT/warm-cache.log"
+      rm -rf /tmp/rnn-cache-warm-cmd ;;
     multi-gpu)
       # NVLink multicast stays off on these shared hosts (KINDS.md): keep it so for every
       # process started here, rnn's and torchrun's.

@@ -140,3 +140,131 @@ impl fmt::Debug for Kernel {
         write!(f, "Kernel({} in context {})", self.entry, self.context)
     }
 }
+
+/// A family of the built-in op set that compiles on its own: its files (repository path and
+/// text, after the dialect's shared headers) and the entry points they define. A table of these
+/// per dialect (`backend/{cuda,opencl}/kernels.rs`) says which module holds which kernel; a test
+/// holds it against the sources.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OpFamily {
+    /// The module's name (the family's), in logs and benchmark tables.
+    pub name: &'static str,
+    /// Its files, in translation-unit order.
+    pub files: &'static [(&'static str, &'static str)],
+    /// The entry points these files define.
+    pub entries: &'static [&'static str],
+}
+
+/// The entry points of the families that every dialect splits the same way (docs/kernel-abi.md),
+/// for the dialects' family tables.
+pub(crate) mod family_entries {
+    /// Elementwise ops, activations, gathers.
+    pub(crate) const ELEMENTWISE: &[&str] = &[
+        "fill",
+        "scale",
+        "axpy",
+        "add",
+        "mul",
+        "bias_act_forward",
+        "activation",
+        "act_backward",
+        "clip_scale",
+        "gather_rows",
+        "one_hot",
+    ];
+    /// Softmax, losses, bias-activation backward, reductions.
+    pub(crate) const REDUCE: &[&str] = &[
+        "softmax",
+        "log_softmax",
+        "softmax_xent",
+        "mse",
+        "bias_act_backward",
+        "bias_act_backward_product",
+        "sum_cols",
+        "sum_partial",
+        "sum_final",
+        "clip_final",
+    ];
+    /// One-launch optimizer steps.
+    pub(crate) const OPTIM: &[&str] = &["sgd_step", "adam_step"];
+    /// Elman, LSTM and GRU steps and cells.
+    pub(crate) const RNN_STEP: &[&str] = &[
+        "rnn_step_forward",
+        "rnn_step_backward",
+        "lstm_cell_forward",
+        "lstm_cell_backward",
+        "gru_cell_forward",
+        "gru_cell_backward",
+        "lstm_step_forward",
+        "lstm_step_backward",
+        "gru_step_forward",
+        "gru_step_backward",
+    ];
+    /// The persistent (one-launch) sequence kernels.
+    pub(crate) const SEQUENCE: &[&str] = &[
+        "rnn_seq_forward",
+        "rnn_seq_forward_regs",
+        "rnn_seq_backward",
+        "rnn_seq_backward_regs",
+        "lstm_seq_forward",
+        "lstm_seq_backward",
+        "gru_seq_forward",
+        "gru_seq_backward",
+    ];
+    /// Dropout and the generator.
+    pub(crate) const RANDOM: &[&str] = &["dropout", "rng_advance"];
+    /// Layer normalization.
+    pub(crate) const NORM: &[&str] = &["layer_norm_forward", "layer_norm_backward"];
+    /// Embedding gradients.
+    pub(crate) const EMBEDDING: &[&str] = &["scatter_add_rows"];
+}
+
+/// One module of the built-in op set as a device compiles it: the families are compiled, cached
+/// and loaded independently, each on the first launch of one of its kernels.
+#[derive(Debug, Clone)]
+pub struct OpModule {
+    /// The family's name (`elementwise`, `gemm_tc`, ...).
+    pub name: &'static str,
+    /// The entry points the module defines; `None`: every built-in entry (a device that builds
+    /// its op set as one module).
+    pub entries: Option<&'static [&'static str]>,
+    /// The complete translation unit: the dialect's shared headers, then the family's files.
+    pub source: String,
+}
+
+impl OpFamily {
+    /// This family's module: `prelude` (defines and shared headers), then its files, each after
+    /// a `// ---- path` line so that compiler messages can be traced to a file.
+    pub(crate) fn module(&self, prelude: &str) -> OpModule {
+        let mut source = String::from(prelude);
+        source.push_str(&concatenate(self.files));
+        OpModule {
+            name: self.name,
+            entries: Some(self.entries),
+            source,
+        }
+    }
+}
+
+/// A dialect's whole op set as one translation unit: `headers`, then every family's files (what
+/// the compile tests and the kernel contract read).
+pub(crate) fn whole_op_set(headers: &[(&str, &str)], families: &[OpFamily]) -> String {
+    let mut out = concatenate(headers);
+    for family in families {
+        out.push_str(&concatenate(family.files));
+    }
+    out
+}
+
+/// `files` concatenated, each after a `// ---- path` line: a dialect's shared headers.
+pub(crate) fn concatenate(files: &[(&str, &str)]) -> String {
+    let mut out = String::new();
+    for (path, text) in files {
+        out.push_str("// ---- ");
+        out.push_str(path);
+        out.push_str(" ----\n");
+        out.push_str(text);
+        out.push('\n');
+    }
+    out
+}

@@ -37,6 +37,21 @@ pub(crate) fn outside_captures<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Whether a free of `ptr` on `device` is skipped because `recording` (a graph is being
+/// recorded from the device's stream). Only the pool frees, and only when it trims after an
+/// allocation failed, which cannot happen while recording (allocations are refused): the block
+/// is kept rather than a free recorded into the graph.
+pub(crate) fn keeps_block_while_recording(
+    recording: bool,
+    device: crate::DeviceId,
+    ptr: crate::backend::DevicePtr,
+) -> bool {
+    if recording {
+        log::warn!("{device}: not freeing {ptr:#x} while recording a graph");
+    }
+    recording
+}
+
 /// Counts a capture of this thread in; called before the driver starts recording, so a
 /// device-wide synchronization of another thread cannot slip in between.
 pub(crate) fn capture_started() {

@@ -112,6 +112,9 @@ use crate::error::Result;
 use crate::kernel::{Dialect, LaunchConfig};
 use crate::ops::Gemm;
 
+/// A place in device memory: an allocation and a byte offset into it.
+pub type ByteAddr = (DevicePtr, usize);
+
 /// One raw kernel parameter as the backend passes it to the driver.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum RawArg {
@@ -207,6 +210,16 @@ pub trait Device: Send + Sync + 'static {
     /// The complete built-in op-set translation unit this device compiles (docs/kernel-abi.md):
     /// the sources of its dialect, embedded at build time.
     fn op_set_source(&self) -> String;
+    /// The built-in op set as modules that compile independently, one per kernel family, each
+    /// with the entries it defines: a context builds a module on the first launch of one of
+    /// them. The default is one module of [`Device::op_set_source`] holding every entry.
+    fn op_set_modules(&self) -> Vec<crate::kernel::OpModule> {
+        vec![crate::kernel::OpModule {
+            name: "op_set",
+            entries: None,
+            source: self.op_set_source(),
+        }]
+    }
     /// Everything besides the source that decides what binary a compile produces: compiler and
     /// driver versions, target arch. Part of the disk-cache key.
     fn compiler_identity(&self) -> String;
@@ -222,15 +235,8 @@ pub trait Device: Send + Sync + 'static {
     fn write(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()>;
     /// Waits for queued work, then copies from `src + offset` (bytes) to the host.
     fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()>;
-    /// Device-to-device copy, queued.
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()>;
+    /// Device-to-device copy of `bytes` from `src` to `dst`, queued.
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()>;
 
     /// Compiles source to a binary for this device (CUBIN, OpenCL program binary, HIP code
     /// object) and loads it. A compile failure is [`crate::Error::Compile`] with the full log.

@@ -138,6 +138,52 @@ fn cuda_op_set_compiles_to_cubin_with_every_abi_entry() {
     }
 }
 
+/// Each module of the op set compiles alone (a context compiles them one by one, on first use)
+/// and defines exactly the entries the table gives it; the compile time of each is printed.
+#[test]
+fn cuda_op_set_modules_compile_alone_with_their_entries() {
+    let test = "cuda_op_set_modules_compile_alone_with_their_entries";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    let (_, hopper) = abi_entries();
+    let modules = rnn::backend::cuda::op_set_modules();
+    assert!(modules.len() > 1, "the op set is split by family");
+    let results: Vec<_> = std::thread::scope(|s| {
+        let jobs: Vec<_> = modules
+            .iter()
+            .flat_map(|m| ["sm_80", "sm_90a"].map(|arch| (m, arch)))
+            .map(|(m, arch)| {
+                s.spawn(move || {
+                    let t = std::time::Instant::now();
+                    let cubin = compile_for_arch(&m.source, arch);
+                    (m, arch, cubin, t.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    for (m, arch, cubin, secs) in results {
+        let cubin = cubin.unwrap_or_else(|e| panic!("module {} for {arch}: {e}", m.name));
+        println!(
+            "module {} {arch}: {secs:.2} s (compiled in parallel)",
+            m.name
+        );
+        let functions = elf_functions(&cubin);
+        let entries = m.entries.expect("a family module lists its entries");
+        for e in entries {
+            // The sm_90a kernels are there exactly when the build targets sm_90a.
+            let expected = arch == "sm_90a" || !hopper.iter().any(|h| h == e);
+            assert_eq!(
+                functions.iter().any(|f| f == e),
+                expected,
+                "module {} for {arch}: entry {e}; it has {functions:?}",
+                m.name
+            );
+        }
+    }
+}
+
 #[test]
 fn cuda_broken_kernel_is_a_compile_error_with_the_log() {
     let test = "cuda_broken_kernel_is_a_compile_error_with_the_log";

@@ -187,6 +187,40 @@ fn hip_op_set_compiles_for_amd_targets_with_every_entry_point() {
     }
 }
 
+/// Each module of the HIP op set compiles alone for gfx90a (a context compiles them one by one)
+/// with the entries its table lists.
+#[test]
+fn hip_op_set_modules_compile_alone_with_their_entries() {
+    let test = "hip_op_set_modules_compile_alone_with_their_entries";
+    if !amd_hiprtc(test) {
+        return;
+    }
+    let modules = rnn::backend::hip::op_set_modules();
+    let built: Vec<_> = std::thread::scope(|s| {
+        let jobs: Vec<_> = modules
+            .iter()
+            .map(|m| s.spawn(move || (m, rnn::backend::hip::compile_for_arch(&m.source, "gfx90a"))))
+            .collect();
+        jobs.into_iter().map(|j| j.join().unwrap()).collect()
+    });
+    for (m, binary) in built {
+        let binary = binary.unwrap_or_else(|e| panic!("module {}: {e}", m.name));
+        let (_, symbols) = elf_symbols(amdgpu_elf(&binary));
+        let entries = m.entries.expect("a family module lists its entries");
+        // The tensor-core and warpgroup GEMMs are CUDA-only: empty in the HIP build.
+        for e in entries
+            .iter()
+            .filter(|e| !e.starts_with("sgemm_tc") && !e.starts_with("sgemm_wg"))
+        {
+            assert!(
+                symbols.iter().any(|s| s == e),
+                "module {}: no entry {e}",
+                m.name
+            );
+        }
+    }
+}
+
 #[test]
 fn hip_broken_kernel_is_a_compile_error_with_the_log() {
     let test = "hip_broken_kernel_is_a_compile_error_with_the_log";

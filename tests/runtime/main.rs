@@ -11,6 +11,8 @@ mod cuda_compile;
 mod hip_compile;
 #[cfg(feature = "hip")]
 mod hip_shim;
+#[cfg(feature = "opencl")]
+mod lazy_modules;
 mod module_graph;
 #[path = "../support/mod.rs"]
 mod support;

@@ -11,11 +11,11 @@ use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::kernels;
 use super::module::CudaKernels;
-use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
+use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
 use crate::error::{Error, Result};
-use crate::kernel::{Dialect, LaunchConfig};
+use crate::kernel::{Dialect, LaunchConfig, OpModule};
 use crate::ops::Gemm;
 
 /// A CUDA device as the generic GPU op set drives it.
@@ -257,6 +257,14 @@ impl Device for CudaDevice {
         }
     }
 
+    fn op_set_modules(&self) -> Vec<OpModule> {
+        if self.hip_sources {
+            crate::backend::hip::kernels::op_set_modules_for_nvrtc()
+        } else {
+            super::kernels::op_set_modules()
+        }
+    }
+
     fn compiler_identity(&self) -> String {
         let base = format!(
             "nvrtc {}.{}; driver {}; {}",
@@ -292,15 +300,8 @@ impl Device for CudaDevice {
         self.read_bytes(src, offset, dst)
     }
 
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
-        self.copy_bytes(src, src_offset, dst, dst_offset, bytes)
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
+        self.copy_bytes(src, dst, bytes)
     }
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, Self::Module)> {

@@ -2,6 +2,7 @@
 
 use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SgemmKernel, tensor_core_sgemm};
+use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
@@ -52,10 +53,10 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
     tensor_core_sgemm(sms, m, n)
 }
 
-/// The files of the CUDA op set (repository paths), in translation-unit order: the scalar core
-/// every dialect shares first, then `kernels-cu/`, its common header first (the HIP dialect
-/// reuses this list after its vendor header).
-pub(crate) const FILES: [(&str, &str); 16] = [
+/// The headers every module of the CUDA op set starts with (repository paths and texts): the
+/// scalar core every dialect shares, the common header, the streaming helpers (the HIP dialect
+/// puts its vendor header before them).
+pub(crate) const HEADERS: [(&str, &str); 3] = [
     (
         "kernels-common/scalar_core.h",
         include_str!("../../../kernels-common/scalar_core.h"),
@@ -65,79 +66,135 @@ pub(crate) const FILES: [(&str, &str); 16] = [
         include_str!("../../../kernels-cu/common.cuh"),
     ),
     (
-        "kernels-cu/elementwise.cu",
-        include_str!("../../../kernels-cu/elementwise.cu"),
-    ),
-    (
-        "kernels-cu/reduce.cu",
-        include_str!("../../../kernels-cu/reduce.cu"),
-    ),
-    (
-        "kernels-cu/gemm.cu",
-        include_str!("../../../kernels-cu/gemm.cu"),
-    ),
-    // Also holds sgemm_split_sum, which every build needs.
-    (
-        "kernels-cu/gemm_thin.cu",
-        include_str!("../../../kernels-cu/gemm_thin.cu"),
-    ),
-    // CUDA sm_80+ only; empty in HIP and older-architecture builds.
-    (
-        "kernels-cu/gemm_tc.cu",
-        include_str!("../../../kernels-cu/gemm_tc.cu"),
-    ),
-    // CUDA sm_90a only; empty elsewhere.
-    (
-        "kernels-cu/gemm_wg.cu",
-        include_str!("../../../kernels-cu/gemm_wg.cu"),
-    ),
-    (
-        "kernels-cu/rnn.cu",
-        include_str!("../../../kernels-cu/rnn.cu"),
-    ),
-    // Uses rnn.cu's tile product.
-    (
-        "kernels-cu/gated_step.cu",
-        include_str!("../../../kernels-cu/gated_step.cu"),
-    ),
-    (
-        "kernels-cu/rnn_seq.cu",
-        include_str!("../../../kernels-cu/rnn_seq.cu"),
-    ),
-    // Uses rnn_seq.cu's row barrier.
-    (
-        "kernels-cu/gated_seq.cu",
-        include_str!("../../../kernels-cu/gated_seq.cu"),
-    ),
-    (
-        "kernels-cu/optim.cu",
-        include_str!("../../../kernels-cu/optim.cu"),
-    ),
-    (
-        "kernels-cu/random.cu",
-        include_str!("../../../kernels-cu/random.cu"),
-    ),
-    (
-        "kernels-cu/norm.cu",
-        include_str!("../../../kernels-cu/norm.cu"),
-    ),
-    (
-        "kernels-cu/embedding.cu",
-        include_str!("../../../kernels-cu/embedding.cu"),
+        "kernels-cu/stream.cuh",
+        include_str!("../../../kernels-cu/stream.cuh"),
     ),
 ];
 
-/// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).
+/// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
+/// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
+/// device functions share a module.
+pub(crate) const FAMILIES: [OpFamily; 10] = [
+    OpFamily {
+        name: "elementwise",
+        files: &[(
+            "kernels-cu/elementwise.cu",
+            include_str!("../../../kernels-cu/elementwise.cu"),
+        )],
+        entries: family_entries::ELEMENTWISE,
+    },
+    OpFamily {
+        name: "reduce",
+        files: &[(
+            "kernels-cu/reduce.cu",
+            include_str!("../../../kernels-cu/reduce.cu"),
+        )],
+        entries: family_entries::REDUCE,
+    },
+    OpFamily {
+        name: "optim",
+        files: &[(
+            "kernels-cu/optim.cu",
+            include_str!("../../../kernels-cu/optim.cu"),
+        )],
+        entries: family_entries::OPTIM,
+    },
+    // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.
+    OpFamily {
+        name: "gemm",
+        files: &[
+            (
+                "kernels-cu/gemm.cu",
+                include_str!("../../../kernels-cu/gemm.cu"),
+            ),
+            (
+                "kernels-cu/gemm_thin.cu",
+                include_str!("../../../kernels-cu/gemm_thin.cu"),
+            ),
+        ],
+        entries: &["sgemm", "sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"],
+    },
+    // gemm_tc.cu: sm_80+ only, gemm_wg.cu (which uses its stores): sm_90a only; empty elsewhere.
+    OpFamily {
+        name: "gemm_tc",
+        files: &[
+            (
+                "kernels-cu/gemm_tc.cu",
+                include_str!("../../../kernels-cu/gemm_tc.cu"),
+            ),
+            (
+                "kernels-cu/gemm_wg.cu",
+                include_str!("../../../kernels-cu/gemm_wg.cu"),
+            ),
+        ],
+        entries: &["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"],
+    },
+    // gated_step.cu uses rnn.cu's tile product.
+    OpFamily {
+        name: "rnn",
+        files: &[
+            (
+                "kernels-cu/rnn.cu",
+                include_str!("../../../kernels-cu/rnn.cu"),
+            ),
+            (
+                "kernels-cu/gated_step.cu",
+                include_str!("../../../kernels-cu/gated_step.cu"),
+            ),
+        ],
+        entries: family_entries::RNN_STEP,
+    },
+    // gated_seq.cu uses rnn_seq.cu's row barrier.
+    OpFamily {
+        name: "rnn_seq",
+        files: &[
+            (
+                "kernels-cu/rnn_seq.cu",
+                include_str!("../../../kernels-cu/rnn_seq.cu"),
+            ),
+            (
+                "kernels-cu/gated_seq.cu",
+                include_str!("../../../kernels-cu/gated_seq.cu"),
+            ),
+        ],
+        entries: family_entries::SEQUENCE,
+    },
+    OpFamily {
+        name: "random",
+        files: &[(
+            "kernels-cu/random.cu",
+            include_str!("../../../kernels-cu/random.cu"),
+        )],
+        entries: family_entries::RANDOM,
+    },
+    OpFamily {
+        name: "norm",
+        files: &[(
+            "kernels-cu/norm.cu",
+            include_str!("../../../kernels-cu/norm.cu"),
+        )],
+        entries: family_entries::NORM,
+    },
+    OpFamily {
+        name: "embedding",
+        files: &[(
+            "kernels-cu/embedding.cu",
+            include_str!("../../../kernels-cu/embedding.cu"),
+        )],
+        entries: family_entries::EMBEDDING,
+    },
+];
+
+/// The complete op-set translation unit for this dialect, every family in one (see
+/// docs/kernel-abi.md): what the compile tests and the kernel contract read.
 pub(crate) fn op_set_source() -> String {
-    let mut out = String::new();
-    for (name, text) in FILES {
-        out.push_str("// ---- ");
-        out.push_str(name);
-        out.push_str(" ----\n");
-        out.push_str(text);
-        out.push('\n');
-    }
-    out
+    whole_op_set(&HEADERS, &FAMILIES)
+}
+
+/// The op set as one module per family.
+pub(crate) fn op_set_modules() -> Vec<OpModule> {
+    let prelude = concatenate(&HEADERS);
+    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
 }
 
 #[cfg(test)]

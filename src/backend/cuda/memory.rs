@@ -4,7 +4,8 @@ use cudarc::driver::result;
 
 use super::device::CudaDevice;
 use super::error;
-use crate::backend::DevicePtr;
+use crate::backend::capture_gate::keeps_block_while_recording;
+use crate::backend::{ByteAddr, DevicePtr};
 use crate::error::{Error, Result};
 
 fn at(ptr: DevicePtr, offset: usize) -> DevicePtr {
@@ -58,14 +59,8 @@ impl CudaDevice {
     }
 
     pub(super) fn free_ptr(&self, ptr: DevicePtr) {
-        if self.refuse_while_capturing("free").is_err() {
-            // Only the pool frees, and only when it trims after an allocation failed, which
-            // cannot happen while recording (allocations are refused): keep the block rather
-            // than record a free into the graph.
-            log::warn!(
-                "{}: not freeing {ptr:#x} while recording a graph",
-                self.info.id
-            );
+        let recording = self.refuse_while_capturing("free").is_err();
+        if keeps_block_while_recording(recording, self.info.id, ptr) {
             return;
         }
         if let Err(e) = self.bind() {
@@ -129,14 +124,7 @@ impl CudaDevice {
             .map_err(|e| error::driver("cuStreamSynchronize", e))
     }
 
-    pub(super) fn copy_bytes(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
+    pub(super) fn copy_bytes(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
@@ -144,8 +132,8 @@ impl CudaDevice {
         // SAFETY: both ranges checked by the caller and allocated in this context.
         unsafe {
             result::memcpy_dtod_async(
-                at(dst, dst_offset),
-                at(src, src_offset),
+                at(dst.0, dst.1),
+                at(src.0, src.1),
                 bytes,
                 self.stream.cu_stream(),
             )

@@ -132,6 +132,13 @@ pub fn op_set_source() -> String {
     kernels::op_set_source()
 }
 
+/// The CUDA op set as the modules a context compiles, one per kernel family.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub fn op_set_modules() -> Vec<crate::kernel::OpModule> {
+    kernels::op_set_modules()
+}
+
 /// Compiles `source` with NVRTC to a CUBIN for `arch` (`sm_80`, `sm_90`, the
 /// architecture-specific `sm_90a`, ...) with the options every CUDA build uses. Needs NVRTC, not
 /// a GPU. For tests and tools.

@@ -75,7 +75,7 @@ impl<D: Device> MemoryOps for GpuOps<D> {
     }
 
     fn warm_up(&self) -> Result<()> {
-        self.op_set().map(|_| ())
+        self.op_set.build_all(super::modules::build_threads())
     }
 
     fn upload(&self, dst: View<'_>, src: &[f32]) -> Result<()> {
@@ -135,10 +135,8 @@ impl<D: Device> MemoryOps for GpuOps<D> {
         check::no_overlap("copy", &dst, &src, false)?;
         let size = src.dtype().size();
         self.device.copy(
-            device_ptr(&src)?,
-            src.offset() * size,
-            device_ptr(&dst)?,
-            dst.offset() * size,
+            (device_ptr(&src)?, src.offset() * size),
+            (device_ptr(&dst)?, dst.offset() * size),
             src.len() * size,
         )
     }

@@ -10,8 +10,8 @@ use crate::ops::Execution;
 
 impl<D: Device> Execution for GpuOps<D> {
     fn capture_begin(&self) -> Result<bool> {
-        // Compiled before recording: loading a module is not something a graph can record.
-        self.op_set()?;
+        // Modules are built on first use; one first used while recording is built on another
+        // thread (`modules.rs`), so the recording sees no module load.
         let mut recording = self.recording.lock();
         if recording.is_some() {
             return Err(crate::Error::InvalidArgument(format!(

@@ -54,10 +54,16 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         ) {
             return done;
         }
-        // The op set first: building or loading it tells an OpenCL device whether it has the
-        // warpgroup kernel, which the choice of kernel depends on.
-        let module = self.op_set()?;
-        let kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
+        // Building or loading the chosen kernel's module tells an OpenCL device whether its
+        // GEMM module has the warpgroup kernel, which the choice depends on: choose again once
+        // it is built (every GEMM entry of that dialect is in the one module).
+        let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
+        let mut module = self.module_for(kernel.entry)?;
+        let settled = self.device.sgemm_kernel(g.m, g.n, g.k);
+        if settled != kernel {
+            kernel = settled;
+            module = self.module_for(kernel.entry)?;
+        }
         let mut config = launch::gemm(g.m, g.n, kernel.tile)?;
         config.shared_bytes = kernel.shared_bytes;
         if !kernel.splits_k {

@@ -17,6 +17,7 @@ mod gemm_thin;
 mod launch;
 mod linalg;
 mod loss;
+mod modules;
 mod norm;
 mod optim;
 mod persistent;
@@ -34,7 +35,6 @@ use parking_lot::Mutex;
 
 use crate::backend::Device;
 use crate::buffer::{Buffer, View};
-use crate::cache::{CacheKey, KernelCache};
 use crate::context::ContextOptions;
 use crate::device::DeviceInfo;
 use crate::error::Result;
@@ -42,6 +42,7 @@ use crate::kernel::LaunchConfig;
 use crate::ops::{Engine, check};
 
 use launch::Args;
+use modules::OpSet;
 use pool::Pool;
 
 /// How a split-k GEMM divides k, for backends that pick their GEMM kernel by the launch's grid
@@ -73,8 +74,9 @@ type UserKey = ([u8; 32], Vec<String>, String);
 /// waited for the queued kernels that use them), then the pool (which frees its cached blocks
 /// through the device), then the device itself.
 pub(crate) struct GpuOps<D: Device> {
-    /// The built-in op set, compiled on first use (or by `warm_up`).
-    op_set: Mutex<Option<Arc<D::Module>>>,
+    /// The built-in op set, one module per kernel family, each compiled on first use (or by
+    /// `warm_up`, or a background prefetch that shares it).
+    op_set: Arc<OpSet<D>>,
     user: Mutex<HashMap<UserKey, Arc<D::Module>>>,
     /// The grid-barrier counter of the persistent sequence kernels (`persistent`), allocated and
     /// zeroed on first use.
@@ -106,66 +108,61 @@ impl<D: Device> Drop for GpuOps<D> {
         if let Err(e) = self.device.synchronize() {
             log::warn!("{}: queued work failed at context drop: {e}", self.info.id);
         }
+        // No prefetch thread outlives the context (it holds the op set and the device).
+        self.op_set.stop();
     }
 }
 
 /// The op set of `device`, for a backend's `create_ops`. The options that change what runs
 /// (vendor BLAS, TF32, HIP sources through NVRTC) are applied by the backend's [`Device`]
-/// (`vendor_gemm`, `op_set_source`); the generic ops route thin GEMMs by `thin_gemm`.
+/// (`vendor_gemm`, `op_set_modules`); the generic ops route thin GEMMs by `thin_gemm`. A GPU
+/// starts building its op-set modules in the background (`modules::PREFETCH`).
 pub(crate) fn create<D: Device>(device: D, options: &ContextOptions) -> Result<Engine> {
-    let device = Arc::new(device);
-    Ok(Engine::new(Arc::new(GpuOps {
-        info: device.info().clone(),
-        context: crate::buffer::next_context_id(),
-        pool: Arc::new(Pool::new(device.clone())),
-        device,
-        op_set: Mutex::new(None),
-        user: Mutex::new(HashMap::new()),
-        seq_barrier: Mutex::new(None),
-        seq_carry: Mutex::new(Vec::new()),
-        seq_exchange: Mutex::new(Vec::new()),
-        scratch: Mutex::new(None),
-        gemm_parts: Mutex::new(None),
-        thin_gemm: options.thin_gemm,
-        recording: Mutex::new(None),
-    })))
+    let prefetch = modules::prefetch_wanted(device.info().kind)?;
+    let ops = GpuOps::new(device, options)?;
+    if prefetch {
+        ops.op_set.prefetch(modules::build_threads());
+    }
+    Ok(Engine::new(Arc::new(ops)))
 }
 
 impl<D: Device> GpuOps<D> {
-    /// Compiles (or loads from the kernel cache) `source`.
+    /// The op set of `device`, nothing compiled yet.
+    fn new(device: D, options: &ContextOptions) -> Result<Self> {
+        let device = Arc::new(device);
+        Ok(GpuOps {
+            info: device.info().clone(),
+            context: crate::buffer::next_context_id(),
+            pool: Arc::new(Pool::new(device.clone())),
+            op_set: Arc::new(OpSet::new(device.clone())?),
+            device,
+            user: Mutex::new(HashMap::new()),
+            seq_barrier: Mutex::new(None),
+            seq_carry: Mutex::new(Vec::new()),
+            seq_exchange: Mutex::new(Vec::new()),
+            scratch: Mutex::new(None),
+            gemm_parts: Mutex::new(None),
+            thin_gemm: options.thin_gemm,
+            recording: Mutex::new(None),
+        })
+    }
+
+    /// Compiles (or loads from the kernel cache) a user's `source`.
     fn build_module(&self, source: &str, options: &[String]) -> Result<Arc<D::Module>> {
-        let compiler = self.device.compiler_identity();
-        let key = CacheKey {
-            source,
-            options,
-            device: &self.info.name,
-            arch: &self.info.arch,
-            compiler: &compiler,
-        };
-        let module = KernelCache::from_env().get_or_build(
-            &key,
-            || self.device.build(source, options),
-            |binary| self.device.load(binary),
-        )?;
+        let (module, _) = modules::build(&*self.device, source, options)?;
         Ok(Arc::new(module))
     }
 
-    /// The built-in op set, compiled on first use. The lock is held while compiling so that
-    /// concurrent first uses compile once.
-    fn op_set(&self) -> Result<Arc<D::Module>> {
-        let mut slot = self.op_set.lock();
-        if let Some(m) = slot.as_ref() {
-            return Ok(m.clone());
-        }
-        log::debug!("{}: compiling the built-in op set", self.info.id);
-        let module = self.build_module(&self.device.op_set_source(), &[])?;
-        *slot = Some(module.clone());
-        Ok(module)
+    /// The op-set module that holds built-in kernel `entry`, compiled (or loaded from the disk
+    /// cache) on its first use.
+    fn module_for(&self, entry: &str) -> Result<Arc<D::Module>> {
+        self.op_set
+            .module_for(entry, || self.recording.lock().is_some())
     }
 
     /// Launches built-in kernel `entry`.
     fn run(&self, entry: &str, config: LaunchConfig, args: Args) -> Result<()> {
-        let module = self.op_set()?;
+        let module = self.module_for(entry)?;
         self.count_recorded();
         self.device.launch(&module, entry, &config, args.as_slice())
     }

@@ -71,7 +71,7 @@ impl<D: Device> GpuOps<D> {
         let Some(shared) = shared else {
             return Ok(false);
         };
-        let module = self.op_set()?;
+        let module = self.module_for(entry)?;
         let limit = match self
             .device
             .cooperative_blocks(&module, entry, tile.threads, shared)

@@ -3,11 +3,13 @@
 use std::ffi::{CString, c_int, c_void};
 use std::sync::atomic::AtomicBool;
 
-use crate::backend::capture_gate::outside_captures;
-use crate::backend::{Device, DevicePtr, FunctionCache, RawArg, SgemmKernel, with_param_slots};
+use crate::backend::capture_gate::{keeps_block_while_recording, outside_captures};
+use crate::backend::{
+    ByteAddr, Device, DevicePtr, FunctionCache, RawArg, SgemmKernel, with_param_slots,
+};
 use crate::device::DeviceInfo;
 use crate::error::{Error, Result};
-use crate::kernel::{Dialect, LaunchConfig};
+use crate::kernel::{Dialect, LaunchConfig, OpModule};
 
 use super::compile;
 use super::error::{backend_error, check, unavailable, version_string};
@@ -202,6 +204,10 @@ impl Device for HipDevice {
         super::kernels::op_set_source()
     }
 
+    fn op_set_modules(&self) -> Vec<OpModule> {
+        super::kernels::op_set_modules()
+    }
+
     fn compiler_identity(&self) -> String {
         self.identity.clone()
     }
@@ -233,13 +239,8 @@ impl Device for HipDevice {
         if ptr == 0 {
             return;
         }
-        if self.refuse_while_capturing("free").is_err() {
-            // Only the pool frees, and only when it trims after an allocation failed, which
-            // cannot happen while recording (allocations are refused): keep the block.
-            log::warn!(
-                "{}: not freeing {ptr:#x} while recording a graph",
-                self.info.id
-            );
+        let recording = self.refuse_while_capturing("free").is_err();
+        if keeps_block_while_recording(recording, self.info.id, ptr) {
             return;
         }
         if let Err(e) = self.bind() {
@@ -294,18 +295,11 @@ impl Device for HipDevice {
         self.sync_stream()
     }
 
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());
         }
-        let (src, dst) = (offset_ptr(src, src_offset)?, offset_ptr(dst, dst_offset)?);
+        let (src, dst) = (offset_ptr(src.0, src.1)?, offset_ptr(dst.0, dst.1)?);
         // SAFETY: both ranges lie in allocations of this device (checked by the op layer), which
         // stay allocated until the queued copy has run (buffers outlive their queued work).
         let code = unsafe { (self.api.memcpy_dtod_async)(dst, src, bytes, self.stream) };

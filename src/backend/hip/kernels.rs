@@ -3,6 +3,9 @@
 //! that is the same algorithm on both vendors has one source. Only what must differ on AMD lives
 //! in `kernels-hip/`: the CUDA-to-HIP spellings and the wavefront-width reductions.
 
+use crate::backend::cuda::kernels as cuda_kernels;
+use crate::kernel::{OpModule, concatenate, whole_op_set};
+
 /// CUDA spellings to HIP, `RNN_HIP`, `WARP_SIZE` per target.
 const VENDOR_HEADER: &str = include_str!("../../../kernels-hip/hip_vendor.h");
 /// `warp_reduce_sum`/`max`/`argmax` over a wavefront of `WARP_SIZE` lanes.
@@ -16,19 +19,40 @@ pub(crate) const NVRTC_PRELUDE: &str = include_str!("../../../kernels-hip/nvrtc_
 #[cfg(feature = "cuda")]
 pub(crate) const NVRTC_RUNTIME_HEADER: &str = "hip/hip_runtime.h";
 
-/// The complete HIP op-set translation unit for hiprtc (see docs/kernel-abi.md).
+/// What every HIP module starts with: the vendor header and the wave reductions, then the CUDA
+/// headers. wave_reduce.h uses nothing from common.cuh, and common.cuh's block reductions need
+/// the wave helpers declared first.
+const HEADERS: [(&str, &str); 5] = [
+    ("kernels-hip/hip_vendor.h", VENDOR_HEADER),
+    ("kernels-hip/wave_reduce.h", WAVE_REDUCE),
+    cuda_kernels::HEADERS[0],
+    cuda_kernels::HEADERS[1],
+    cuda_kernels::HEADERS[2],
+];
+
+/// The complete HIP op-set translation unit for hiprtc, every family in one (see
+/// docs/kernel-abi.md).
 pub(crate) fn op_set_source() -> String {
-    let mut s = String::new();
-    s.push_str("// ---- kernels-hip/hip_vendor.h\n");
-    s.push_str(VENDOR_HEADER);
-    // wave_reduce.h uses nothing from common.cuh, and common.cuh's block reductions need the
-    // wave helpers declared first.
-    s.push_str("\n// ---- kernels-hip/wave_reduce.h\n");
-    s.push_str(WAVE_REDUCE);
-    for (name, text) in crate::backend::cuda::kernels::FILES {
-        s.push_str(&format!("\n// ---- {name} (unchanged)\n"));
-        s.push_str(text);
-    }
+    whole_op_set(&HEADERS, &cuda_kernels::FAMILIES)
+}
+
+/// The HIP op set as one module per family (the CUDA families), each for hiprtc.
+pub(crate) fn op_set_modules() -> Vec<OpModule> {
+    let prelude = concatenate(&HEADERS);
+    cuda_kernels::FAMILIES
+        .iter()
+        .map(|f| f.module(&prelude))
+        .collect()
+}
+
+/// The HIP-to-CUDA prelude before `hip`, for NVRTC.
+#[cfg(feature = "cuda")]
+fn for_nvrtc(hip: &str) -> String {
+    let mut s = String::with_capacity(NVRTC_PRELUDE.len() + hip.len() + 48);
+    s.push_str("// ---- kernels-hip/nvrtc_prelude.h\n");
+    s.push_str(NVRTC_PRELUDE);
+    s.push('\n');
+    s.push_str(hip);
     s
 }
 
@@ -38,11 +62,15 @@ pub(crate) fn op_set_source() -> String {
 /// reductions run their generic `WARP_SIZE` code at 32 lanes.
 #[cfg(feature = "cuda")]
 pub(crate) fn op_set_source_for_nvrtc() -> String {
-    let hip = op_set_source();
-    let mut s = String::with_capacity(NVRTC_PRELUDE.len() + hip.len() + 48);
-    s.push_str("// ---- kernels-hip/nvrtc_prelude.h\n");
-    s.push_str(NVRTC_PRELUDE);
-    s.push('\n');
-    s.push_str(&hip);
-    s
+    for_nvrtc(&op_set_source())
+}
+
+/// [`op_set_modules`] behind the HIP-to-CUDA prelude, for NVRTC.
+#[cfg(feature = "cuda")]
+pub(crate) fn op_set_modules_for_nvrtc() -> Vec<OpModule> {
+    let mut modules = op_set_modules();
+    for m in &mut modules {
+        m.source = for_nvrtc(&m.source);
+    }
+    modules
 }

@@ -282,6 +282,13 @@ pub fn op_set_source() -> String {
     kernels::op_set_source()
 }
 
+/// The HIP op set as the modules a context compiles, one per kernel family (hiprtc input).
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub fn op_set_modules() -> Vec<crate::kernel::OpModule> {
+    kernels::op_set_modules()
+}
+
 /// The HIP op-set translation unit behind the HIP-to-CUDA prelude (NVRTC input). For tests.
 #[cfg(all(feature = "testing", feature = "cuda"))]
 #[doc(hidden)]

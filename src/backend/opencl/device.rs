@@ -14,10 +14,10 @@ use super::error::cl_error;
 use super::module::ClModule;
 use super::profile::KernelTimer;
 use super::sgemm::{Limits, SgemmChoice};
-use crate::backend::{Device, DevicePtr, RawArg, SgemmKernel};
+use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::DeviceInfo;
 use crate::error::Result;
-use crate::kernel::{Dialect, LaunchConfig};
+use crate::kernel::{Dialect, LaunchConfig, OpModule};
 use crate::ops::KernelTime;
 
 /// One OpenCL device: its context, one in-order command queue, and the live allocations.
@@ -39,6 +39,9 @@ pub(crate) struct ClDevice {
     /// PoCL: kernels of all PoCL contexts in the process run one at a time (see
     /// `launch.rs`, `POCL_KERNELS`).
     pub(super) serialize_kernels: bool,
+    /// Builds and loads programs under `PROGRAM_LOCK` (module.rs): everywhere but NVIDIA's
+    /// OpenCL, whose compiler builds the op set's modules in parallel.
+    pub(super) serialize_builds: bool,
     /// The kernel timer, when profiling (`ContextOptions::profile_kernels`,
     /// `RNN_PROFILE_KERNELS`); `None` keeps launches and copies free of events.
     pub(super) timer: Option<KernelTimer>,
@@ -139,6 +142,7 @@ impl ClDevice {
             live: Mutex::new(HashMap::new()),
             frees: AtomicU64::new(0),
             serialize_kernels: identity.contains("Portable Computing Language"),
+            serialize_builds: !platform_name.contains("NVIDIA"),
             timer: profile.then(KernelTimer::default),
             sgemm,
             tensor_cores,
@@ -196,6 +200,21 @@ impl ClDevice {
         }
     }
 
+    /// The preprocessor lines that select the optional kernels this device runs.
+    fn defines(&self) -> String {
+        let mut defines = String::new();
+        if self.persistent {
+            defines.push_str(super::persistent::DEFINE);
+        }
+        if self.tensor_cores {
+            defines.push_str(super::sgemm::TENSOR_CORES_DEFINE);
+        }
+        if self.warpgroup.load(Ordering::Relaxed) {
+            defines.push_str(super::sm90a::DEFINE);
+        }
+        defines
+    }
+
     /// `clFinish` on the queue.
     pub(super) fn finish(&self) -> Result<()> {
         self.queue.finish().map_err(|e| cl_error("clFinish", e.0))
@@ -214,17 +233,11 @@ impl Device for ClDevice {
     }
 
     fn op_set_source(&self) -> String {
-        let mut defines = String::new();
-        if self.persistent {
-            defines.push_str(super::persistent::DEFINE);
-        }
-        if self.tensor_cores {
-            defines.push_str(super::sgemm::TENSOR_CORES_DEFINE);
-        }
-        if self.warpgroup.load(Ordering::Relaxed) {
-            defines.push_str(super::sm90a::DEFINE);
-        }
-        defines + &super::kernels::op_set_source()
+        self.defines() + &super::kernels::op_set_source()
+    }
+
+    fn op_set_modules(&self) -> Vec<OpModule> {
+        super::kernels::op_set_modules(&self.defines())
     }
 
     fn compiler_identity(&self) -> String {
@@ -252,15 +265,8 @@ impl Device for ClDevice {
         self.read_buffer(src, offset, dst)
     }
 
-    fn copy(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
-        self.copy_buffer(src, src_offset, dst, dst_offset, bytes)
+    fn copy(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
+        self.copy_buffer(src, dst, bytes)
     }
 
     fn build(&self, source: &str, options: &[String]) -> Result<(Vec<u8>, ClModule)> {

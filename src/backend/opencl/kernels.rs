@@ -1,30 +1,159 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
-//! time and concatenated into one translation unit.
+//! time: the shared headers and the families, each family compiled as a module of its own.
 
-const PARTS: [&str; 15] = [
-    // The scalar core every dialect shares (activations, index rule).
-    include_str!("../../../kernels-common/scalar_core.h"),
-    include_str!("../../../kernels-cl/common.cl"),
-    include_str!("../../../kernels-cl/elementwise.cl"),
-    include_str!("../../../kernels-cl/gemm.cl"),
-    // Only with RNN_CL_NV_TC defined (src/backend/opencl/sgemm.rs); uses gemm.cl's loads.
-    include_str!("../../../kernels-cl/gemm_tc.cl"),
-    // Only with RNN_CL_NV_WGMMA defined (src/backend/opencl/sm90a.rs); uses gemm_tc.cl's helpers.
-    include_str!("../../../kernels-cl/gemm_wg.cl"),
-    include_str!("../../../kernels-cl/gemm_thin.cl"),
-    include_str!("../../../kernels-cl/reduce.cl"),
-    include_str!("../../../kernels-cl/rnn.cl"),
-    // Uses rnn.cl's tile product.
-    include_str!("../../../kernels-cl/gated_step.cl"),
-    // Only with RNN_CL_NV_PERSISTENT defined (src/backend/opencl/persistent.rs).
-    include_str!("../../../kernels-cl/seq.cl"),
-    include_str!("../../../kernels-cl/optim.cl"),
-    include_str!("../../../kernels-cl/random.cl"),
-    include_str!("../../../kernels-cl/norm.cl"),
-    include_str!("../../../kernels-cl/embedding.cl"),
+use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
+
+/// What every module starts with, after the device's defines: the scalar core every dialect
+/// shares (activations, index rule), the common header, the streaming helpers.
+const HEADERS: [(&str, &str); 3] = [
+    (
+        "kernels-common/scalar_core.h",
+        include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-cl/common.cl",
+        include_str!("../../../kernels-cl/common.cl"),
+    ),
+    (
+        "kernels-cl/stream.cl",
+        include_str!("../../../kernels-cl/stream.cl"),
+    ),
 ];
 
-/// The complete op-set translation unit for this dialect (see docs/kernel-abi.md).
+/// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
+/// (docs/kernel-abi.md). Files that call each other's functions share a module.
+pub(crate) const FAMILIES: [OpFamily; 9] = [
+    OpFamily {
+        name: "elementwise",
+        files: &[(
+            "kernels-cl/elementwise.cl",
+            include_str!("../../../kernels-cl/elementwise.cl"),
+        )],
+        entries: family_entries::ELEMENTWISE,
+    },
+    OpFamily {
+        name: "reduce",
+        // norm.cl uses reduce.cl's row-segment loop (geometry W).
+        files: &[
+            (
+                "kernels-cl/reduce.cl",
+                include_str!("../../../kernels-cl/reduce.cl"),
+            ),
+            (
+                "kernels-cl/norm.cl",
+                include_str!("../../../kernels-cl/norm.cl"),
+            ),
+        ],
+        entries: &[
+            "softmax",
+            "log_softmax",
+            "softmax_xent",
+            "mse",
+            "bias_act_backward",
+            "bias_act_backward_product",
+            "sum_cols",
+            "sum_partial",
+            "sum_final",
+            "clip_final",
+            "layer_norm_forward",
+            "layer_norm_backward",
+        ],
+    },
+    OpFamily {
+        name: "optim",
+        files: &[(
+            "kernels-cl/optim.cl",
+            include_str!("../../../kernels-cl/optim.cl"),
+        )],
+        entries: family_entries::OPTIM,
+    },
+    // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;
+    // gemm_wg.cl (only with RNN_CL_NV_WGMMA defined, src/backend/opencl/sm90a.rs) uses gemm_tc.cl's
+    // helpers. The sm_90a build (sm90a.rs) is this module's.
+    OpFamily {
+        name: "gemm",
+        files: &[
+            (
+                "kernels-cl/gemm.cl",
+                include_str!("../../../kernels-cl/gemm.cl"),
+            ),
+            (
+                "kernels-cl/gemm_tc.cl",
+                include_str!("../../../kernels-cl/gemm_tc.cl"),
+            ),
+            (
+                "kernels-cl/gemm_wg.cl",
+                include_str!("../../../kernels-cl/gemm_wg.cl"),
+            ),
+        ],
+        entries: &[
+            "sgemm",
+            "sgemm_split",
+            "sgemm_tile64_split",
+            "sgemm_split_sum",
+            "sgemm_tc128",
+            "sgemm_tc64",
+            "sgemm_wg64",
+        ],
+    },
+    OpFamily {
+        name: "gemm_thin",
+        files: &[(
+            "kernels-cl/gemm_thin.cl",
+            include_str!("../../../kernels-cl/gemm_thin.cl"),
+        )],
+        entries: &["sgemm_thin", "sgemm_thin_k"],
+    },
+    // gated_step.cl uses rnn.cl's tile product.
+    OpFamily {
+        name: "rnn",
+        files: &[
+            (
+                "kernels-cl/rnn.cl",
+                include_str!("../../../kernels-cl/rnn.cl"),
+            ),
+            (
+                "kernels-cl/gated_step.cl",
+                include_str!("../../../kernels-cl/gated_step.cl"),
+            ),
+        ],
+        entries: family_entries::RNN_STEP,
+    },
+    // Only with RNN_CL_NV_PERSISTENT defined (src/backend/opencl/persistent.rs).
+    OpFamily {
+        name: "seq",
+        files: &[(
+            "kernels-cl/seq.cl",
+            include_str!("../../../kernels-cl/seq.cl"),
+        )],
+        entries: family_entries::SEQUENCE,
+    },
+    OpFamily {
+        name: "random",
+        files: &[(
+            "kernels-cl/random.cl",
+            include_str!("../../../kernels-cl/random.cl"),
+        )],
+        entries: family_entries::RANDOM,
+    },
+    OpFamily {
+        name: "embedding",
+        files: &[(
+            "kernels-cl/embedding.cl",
+            include_str!("../../../kernels-cl/embedding.cl"),
+        )],
+        entries: family_entries::EMBEDDING,
+    },
+];
+
+/// The complete op-set translation unit for this dialect, every family in one (see
+/// docs/kernel-abi.md): what the kernel contract reads.
 pub(crate) fn op_set_source() -> String {
-    PARTS.join("\n")
+    whole_op_set(&HEADERS, &FAMILIES)
+}
+
+/// The op set as one module per family, each after `defines`.
+pub(crate) fn op_set_modules(defines: &str) -> Vec<OpModule> {
+    let prelude = format!("{defines}{}", concatenate(&HEADERS));
+    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
 }

@@ -96,7 +96,7 @@ impl ClDevice {
                 "OpenCL source and options must not contain NUL bytes".into(),
             ));
         }
-        let _serial = PROGRAM_LOCK.lock();
+        let _serial = self.serialize_builds.then(|| PROGRAM_LOCK.lock());
         let mut program = Program::create_from_source(&self.context, source)
             .map_err(|e| cl_error("clCreateProgramWithSource", e.0))?;
         if let Err(code) = program.build(&[self.device.id()], &opts) {
@@ -121,7 +121,7 @@ impl ClDevice {
                 message: "CL_INVALID_BINARY: empty program binary".into(),
             });
         }
-        let _serial = PROGRAM_LOCK.lock();
+        let _serial = self.serialize_builds.then(|| PROGRAM_LOCK.lock());
         // SAFETY: one device and one binary, as the call requires; the driver validates the
         // binary and reports a bad one as an error status.
         let mut program =

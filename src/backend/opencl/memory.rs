@@ -14,7 +14,7 @@ use opencl3::types::{cl_int, cl_mem};
 use super::device::ClDevice;
 use super::error::{cl_error, is_allocation_failure, is_buffer_creation_oom};
 use super::event::release;
-use crate::backend::DevicePtr;
+use crate::backend::{ByteAddr, DevicePtr};
 use crate::error::{Error, Result};
 
 /// Turns a handle back into the `cl_mem` it was made from.
@@ -157,14 +157,8 @@ impl ClDevice {
         Ok(())
     }
 
-    pub(super) fn copy_buffer(
-        &self,
-        src: DevicePtr,
-        src_offset: usize,
-        dst: DevicePtr,
-        dst_offset: usize,
-        bytes: usize,
-    ) -> Result<()> {
+    pub(super) fn copy_buffer(&self, src: ByteAddr, dst: ByteAddr, bytes: usize) -> Result<()> {
+        let ((src, src_offset), (dst, dst_offset)) = (src, dst);
         if bytes == 0 {
             return Ok(());
         }

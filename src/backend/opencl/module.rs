@@ -25,8 +25,10 @@ use crate::error::Result;
 /// loaded kernel libraries to sort out reference counts, which it is known to do racily under
 /// concurrent program release. So, besides fixing the order (kernels, then program; modules,
 /// then device), program build/load/release and kernel creation/release run under this lock.
-/// They are rare (once per context and op set), so the lock costs nothing measurable; launches
-/// do not take it.
+/// They are rare (once per context and op-set module), so the lock costs nothing measurable;
+/// launches do not take it. NVIDIA's OpenCL builds and loads programs without it
+/// (`ClDevice::serialize_builds`), so that a context's modules compile in parallel there;
+/// releases still take it.
 pub(super) static PROGRAM_LOCK: Mutex<()> = Mutex::new(());
 
 /// A kernel object and what was last set on it.
@@ -69,10 +71,21 @@ pub(crate) struct ClModule {
 }
 
 impl ClModule {
-    /// Creates the kernels of `program`. Called with [`PROGRAM_LOCK`] held.
+    /// Creates the kernels of `program`. Called with [`PROGRAM_LOCK`] held where the device
+    /// serializes builds.
     pub(super) fn new(program: Program) -> Result<Self> {
-        let list = create_program_kernels(&program)
-            .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?;
+        // A module whose kernels are all left out by the device's defines (the persistent
+        // kernels where they do not run) has none, and clCreateKernelsInProgram refuses to
+        // list nothing on some drivers (PoCL: CL_INVALID_VALUE).
+        let count = program
+            .get_num_kernels()
+            .map_err(|e| cl_error("clGetProgramInfo(CL_PROGRAM_NUM_KERNELS)", e.0))?;
+        let list = if count == 0 {
+            Vec::new()
+        } else {
+            create_program_kernels(&program)
+                .map_err(|e| cl_error("clCreateKernelsInProgram", e.0))?
+        };
         let mut kernels = HashMap::with_capacity_and_hasher(list.len(), Default::default());
         for k in list {
             let name = k

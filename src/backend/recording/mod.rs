@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Device, DevicePtr, RawArg, SgemmKernel};
+use super::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
@@ -171,7 +171,7 @@ impl Device for RecordingDevice {
         self.bytes_at(src, |b| dst.copy_from_slice(&b[offset..offset + dst.len()]))
     }
 
-    fn copy(&self, src: DevicePtr, so: usize, dst: DevicePtr, d: usize, n: usize) -> Result<()> {
+    fn copy(&self, (src, so): ByteAddr, (dst, d): ByteAddr, n: usize) -> Result<()> {
         let data = self.bytes_at(src, |b| b[so..so + n].to_vec())?;
         self.bytes_at(dst, |b| b[d..d + n].copy_from_slice(&data))
     }

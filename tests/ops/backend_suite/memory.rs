@@ -117,6 +117,8 @@ fn run_child(t: Target, dir: &Path) -> CacheEvents {
         .env(CACHE_CHILD, "1")
         .env("RNN_CACHE_DIR", dir)
         .env_remove("RNN_CACHE")
+        // Only the user kernel's entry: no op-set modules prefetched in the background.
+        .env("RNN_KERNEL_PREFETCH", "0")
         .output()
         .expect("the test binary starts");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -1,0 +1,60 @@
+// Streaming helpers of geometry V (docs/kernel-abi.md), shared by every op-set module: the
+// elementwise kernels, and the reductions, thin GEMMs and optimizer steps that load float4s.
+//
+// The streaming elementwise kernels (fill, scale, axpy, add, mul, activation,
+// act_backward, bias_act_forward) run geometry V of docs/kernel-abi.md: when every view offset
+// is a multiple of 4 (cl_mem bases are aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN, at least 128
+// bytes) they move float4s, RNN_VEC_UNROLL independent ones in flight per work-item, and finish
+// the n % 4 tail with scalars; otherwise they run the scalar loop. Both loops are grid-stride,
+// so any global size is correct.
+//
+// The vector path dereferences float4 pointers rather than calling vload4: vload4 may only
+// assume the alignment of a float, so compilers (NVIDIA's among them) split it into four scalar
+// loads, while a float4 access is one 16-byte load; the alignment test makes it valid.
+
+#define RNN_VEC_UNROLL 4
+
+typedef struct { float4 a; } rnn_v1;
+typedef struct { float4 a, b; } rnn_v2;
+typedef struct { float4 a, b, c; } rnn_v3;
+
+#define RNN_F4(p) ((__global float4*)(p))
+#define RNN_CF4(p) ((__global const float4*)(p))
+#define RNN_MAP4(v, F) ((float4)(F((v).x), F((v).y), F((v).z), F((v).w)))
+
+// Runs the vector loop when `aligned` (float4 k covers elements 4k..4k+3; each round loads
+// RNN_VEC_UNROLL float4s one global size apart, so neighbouring work-items stay contiguous,
+// before storing any), then SCALAR(i) for the elements the vector loop did not cover.
+#define RNN_STREAM(n, aligned, T, LOAD, STORE, SCALAR)                                 \
+    {                                                                                  \
+        const ulong n_ = (ulong)(n), tid_ = get_global_id(0), st_ = get_global_size(0);\
+        ulong done_ = 0;                                                               \
+        if (aligned) {                                                                 \
+            const ulong n4_ = n_ / 4;                                                  \
+            for (ulong i_ = tid_; i_ < n4_; i_ += RNN_VEC_UNROLL * st_) {               \
+                T v_[RNN_VEC_UNROLL];                                                  \
+                for (uint u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {                         \
+                    const ulong k_ = i_ + u_ * st_;                                    \
+                    if (k_ < n4_) LOAD(k_, v_[u_]);                                    \
+                }                                                                      \
+                for (uint u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {                         \
+                    const ulong k_ = i_ + u_ * st_;                                    \
+                    if (k_ < n4_) STORE(k_, v_[u_]);                                   \
+                }                                                                      \
+            }                                                                          \
+            done_ = n4_ * 4;                                                           \
+        }                                                                              \
+        for (ulong i_ = done_ + tid_; i_ < n_; i_ += st_) SCALAR(i_);                  \
+    }
+
+// Runs BODY with the activation code as the constant K, so each activation gets a loop of its
+// own instead of a switch per element. Unknown codes act as identity (act_forward's default).
+#define RNN_WITH_ACT(act, BODY)                                      \
+    switch (act) {                                                   \
+    case ACT_RELU: { const uint K = ACT_RELU; BODY; } break;         \
+    case ACT_SIGMOID: { const uint K = ACT_SIGMOID; BODY; } break;   \
+    case ACT_TANH: { const uint K = ACT_TANH; BODY; } break;         \
+    case ACT_GELU: { const uint K = ACT_GELU; BODY; } break;         \
+    case ACT_LEAKY: { const uint K = ACT_LEAKY; BODY; } break;       \
+    default: { const uint K = ACT_IDENTITY; BODY; } break;           \
+    }

@@ -1,0 +1,123 @@
+// Streaming helpers of geometry V (docs/kernel-abi.md), shared by every op-set module: the
+// elementwise kernels, and the reductions and optimizer steps that stream the same way.
+//
+// The streaming elementwise kernels (fill, scale, axpy, add, mul, activation,
+// act_backward, bias_act_forward) run geometry V of docs/kernel-abi.md: when every pointer they
+// touch is 16-byte aligned (the view offsets are multiples of 4 on the allocator's aligned
+// bases) they move float4s, RNN_VEC_UNROLL independent ones in flight per thread, and finish the
+// n % 4 tail with scalars; otherwise they run the scalar loop. Both loops are grid-stride, so
+// any grid is correct.
+
+#define RNN_VEC_UNROLL 4
+
+__device__ __forceinline__ bool rnn_aligned16(const void* p) {
+    return ((u64)p & 15ull) == 0ull;
+}
+
+__device__ __forceinline__ u64 rnn_tid() { return (u64)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ u64 rnn_threads() { return (u64)gridDim.x * blockDim.x; }
+
+template <typename F>
+__device__ __forceinline__ float4 rnn_map4(float4 a, F f) {
+    return make_float4(f(a.x), f(a.y), f(a.z), f(a.w));
+}
+template <typename F>
+__device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, F f) {
+    return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
+}
+template <typename F>
+__device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
+    return make_float4(f(a.x, b.x, c.x), f(a.y, b.y, c.y), f(a.z, b.z, c.z), f(a.w, b.w, c.w));
+}
+
+// The vector loop: float4 index i covers elements 4i..4i+3. Each round loads RNN_VEC_UNROLL
+// float4s (one grid stride apart, so a warp's accesses stay contiguous) before storing any,
+// which keeps that many independent loads in flight. `LOAD(k, v)` fills v for float4 k,
+// `STORE(k, v)` writes the result for it. Covers the first n / 4 * 4 elements.
+#define RNN_VEC_LOOP(n, T, LOAD, STORE)                                                  \
+    {                                                                                    \
+        const u64 n4_ = (u64)(n) / 4, tid_ = rnn_tid(), st_ = rnn_threads();            \
+        for (u64 i_ = tid_; i_ < n4_; i_ += RNN_VEC_UNROLL * st_) {                      \
+            T v_[RNN_VEC_UNROLL];                                                        \
+            _Pragma("unroll") for (int u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {              \
+                const u64 k_ = i_ + u_ * st_;                                            \
+                if (k_ < n4_) LOAD(k_, v_[u_]);                                          \
+            }                                                                            \
+            _Pragma("unroll") for (int u_ = 0; u_ < RNN_VEC_UNROLL; ++u_) {              \
+                const u64 k_ = i_ + u_ * st_;                                            \
+                if (k_ < n4_) STORE(k_, v_[u_]);                                         \
+            }                                                                            \
+        }                                                                                \
+    }
+
+// y[i] = f(x[i]); y may be x.
+template <typename F>
+__device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f) {
+    u64 done = 0;
+    if (rnn_aligned16(x) && rnn_aligned16(y)) {
+        const float4* x4 = (const float4*)x;
+        float4* y4 = (float4*)y;
+        struct V { float4 a; };
+#define RNN_L(k, v) v.a = x4[k]
+#define RNN_S(k, v) y4[k] = rnn_map4(v.a, f)
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = f(x[i]);
+}
+
+// out[i] = f(a[i], b[i]); out may be a or b.
+template <typename F>
+__device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
+                                            F f) {
+    u64 done = 0;
+    if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(out)) {
+        const float4* a4 = (const float4*)a;
+        const float4* b4 = (const float4*)b;
+        float4* o4 = (float4*)out;
+        struct V { float4 a, b; };
+#define RNN_L(k, v) (v.a = a4[k], v.b = b4[k])
+#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, f)
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i]);
+}
+
+// out[i] = f(a[i], b[i], c[i]); out may be a, b or c.
+template <typename F>
+__device__ __forceinline__ void rnn_stream3(const float* a, const float* b, const float* c,
+                                            float* out, u64 n, F f) {
+    u64 done = 0;
+    if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(c) && rnn_aligned16(out)) {
+        const float4* a4 = (const float4*)a;
+        const float4* b4 = (const float4*)b;
+        const float4* c4 = (const float4*)c;
+        float4* o4 = (float4*)out;
+        struct V { float4 a, b, c; };
+#define RNN_L(k, v) (v.a = a4[k], v.b = b4[k], v.c = c4[k])
+#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, v.c, f)
+        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
+#undef RNN_L
+#undef RNN_S
+        done = n / 4 * 4;
+    }
+    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i], c[i]);
+}
+
+// Runs BODY with the activation code as the compile-time constant K, so each activation gets a
+// loop of its own instead of a switch per element. Unknown codes act as identity (act_forward's
+// default).
+#define RNN_WITH_ACT(act, BODY)                                        \
+    switch (act) {                                                     \
+        case ACT_RELU: { constexpr uint K = ACT_RELU; BODY; } break;       \
+        case ACT_SIGMOID: { constexpr uint K = ACT_SIGMOID; BODY; } break; \
+        case ACT_TANH: { constexpr uint K = ACT_TANH; BODY; } break;       \
+        case ACT_GELU: { constexpr uint K = ACT_GELU; BODY; } break;       \
+        case ACT_LEAKY: { constexpr uint K = ACT_LEAKY; BODY; } break;     \
+        default: { constexpr uint K = ACT_IDENTITY; BODY; } break;         \
+    }

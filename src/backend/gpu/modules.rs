@@ -1,0 +1,442 @@
+//! The built-in op set as independent modules, one per kernel family
+//! ([`crate::backend::Device::op_set_modules`]): a launch compiles (or loads from the disk cache)
+//! only the module holding its entry, on first use; each module has its own lock, so concurrent
+//! first uses of one module compile it once and different modules compile at the same time.
+//! `warm_up` compiles every module on a few threads; a context may also prefetch them all in
+//! the background as it is created ([`PREFETCH`]); dropping the context stops the prefetch and
+//! waits for the modules it is compiling.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+
+use crate::backend::Device;
+use crate::cache::{CacheKey, KernelCache};
+use crate::device::DeviceKind;
+use crate::env_switch::Switch;
+use crate::error::{Error, Result};
+use crate::kernel::OpModule;
+
+/// `RNN_KERNEL_PREFETCH`: `1`/`on` makes every new context compile (or load) the op set's
+/// modules on background threads while it starts working, `0`/`off` leaves each to its first
+/// use. Unset: on for GPUs, off for OpenCL CPU devices (PoCL), whose programs build one at a
+/// time.
+pub(crate) const PREFETCH: Switch = Switch {
+    name: "RNN_KERNEL_PREFETCH",
+    unset: true,
+    empty: true,
+    yes_no: true,
+};
+
+/// Whether a new context on a device of `kind` prefetches its modules (see [`PREFETCH`]).
+pub(super) fn prefetch_wanted(kind: DeviceKind) -> Result<bool> {
+    match std::env::var_os(PREFETCH.name) {
+        None => Ok(kind == DeviceKind::Gpu),
+        Some(v) => PREFETCH.parse(Some(&v)),
+    }
+}
+
+/// Compiles (or loads from the kernel cache) `source` for `device`; `Ok(true)` in the second
+/// element when it was compiled, not loaded.
+pub(super) fn build<D: Device>(
+    device: &D,
+    source: &str,
+    options: &[String],
+) -> Result<(D::Module, bool)> {
+    let info = device.info();
+    let compiler = device.compiler_identity();
+    let key = CacheKey {
+        source,
+        options,
+        device: &info.name,
+        arch: &info.arch,
+        compiler: &compiler,
+    };
+    let compiled = AtomicBool::new(false);
+    let module = KernelCache::from_env().get_or_build(
+        &key,
+        || {
+            compiled.store(true, Ordering::Relaxed);
+            device.build(source, options)
+        },
+        |binary| device.load(binary),
+    )?;
+    Ok((module, compiled.into_inner()))
+}
+
+/// One module: its source and, once built, the loaded module.
+struct Slot<M> {
+    name: &'static str,
+    source: String,
+    /// Held while the module is built, so that it is built once.
+    loaded: Mutex<Option<Arc<M>>>,
+}
+
+/// The op set of one device as modules, built on first use.
+///
+/// Field order is drop order: the modules go before the device they were loaded on. A
+/// background prefetch holds the set through an `Arc`, so whichever of the context and the
+/// prefetch lets go last drops the modules, then the device.
+pub(super) struct OpSet<D: Device> {
+    slots: Vec<Slot<D::Module>>,
+    /// Entry point -> index in `slots`.
+    by_entry: HashMap<&'static str, usize>,
+    /// The module of a device that builds its op set as one (`OpModule::entries` is `None`).
+    catch_all: Option<usize>,
+    /// Set when the context is dropped: a prefetch starts no further module.
+    stop: AtomicBool,
+    /// The background prefetch threads, joined when the context is dropped.
+    prefetchers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Modules built so far (compiled, or loaded from the disk cache), for tests.
+    builds: AtomicUsize,
+    device: Arc<D>,
+}
+
+impl<D: Device> OpSet<D> {
+    /// The op set `device` compiles, as modules, none built yet.
+    pub(super) fn new(device: Arc<D>) -> Result<Self> {
+        let modules: Vec<OpModule> = device.op_set_modules();
+        let mut by_entry = HashMap::new();
+        let mut catch_all = None;
+        for (i, m) in modules.iter().enumerate() {
+            let Some(entries) = m.entries else {
+                catch_all = Some(i);
+                continue;
+            };
+            for &entry in entries {
+                if let Some(other) = by_entry.insert(entry, i) {
+                    return Err(Error::InvalidArgument(format!(
+                        "op-set modules {} and {} both define '{entry}'",
+                        modules[other].name, m.name
+                    )));
+                }
+            }
+        }
+        let slots = modules
+            .into_iter()
+            .map(|m| Slot {
+                name: m.name,
+                source: m.source,
+                loaded: Mutex::new(None),
+            })
+            .collect();
+        Ok(OpSet {
+            slots,
+            by_entry,
+            catch_all,
+            stop: AtomicBool::new(false),
+            prefetchers: Mutex::new(Vec::new()),
+            builds: AtomicUsize::new(0),
+            device,
+        })
+    }
+
+    /// The index of the module that defines `entry`.
+    fn index_of(&self, entry: &str) -> Result<usize> {
+        self.by_entry
+            .get(entry)
+            .copied()
+            .or(self.catch_all)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{}: no module of the op set defines a kernel named '{entry}'",
+                    self.device.info().id
+                ))
+            })
+    }
+
+    /// The module holding `entry`, built (or loaded from the disk cache) on first use. While
+    /// `recording` a graph, a module still to build is built on another thread: the recording
+    /// thread makes no driver call that a recording could refuse (a module load), and the
+    /// load from another thread leaves the recording intact (see `capture_gate.rs`).
+    pub(super) fn module_for(
+        &self,
+        entry: &str,
+        recording: impl FnOnce() -> bool,
+    ) -> Result<Arc<D::Module>> {
+        let index = self.index_of(entry)?;
+        if let Some(m) = self.slots[index].loaded.lock().as_ref() {
+            return Ok(m.clone());
+        }
+        if recording() {
+            return std::thread::scope(|s| {
+                s.spawn(|| self.ensure(index))
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
+        }
+        self.ensure(index)
+    }
+
+    /// Module `index`, built (or loaded) now if it is not yet.
+    fn ensure(&self, index: usize) -> Result<Arc<D::Module>> {
+        let slot = &self.slots[index];
+        let mut loaded = slot.loaded.lock();
+        if let Some(m) = loaded.as_ref() {
+            return Ok(m.clone());
+        }
+        let started = Instant::now();
+        let (module, compiled) = build(&*self.device, &slot.source, &[])?;
+        self.builds.fetch_add(1, Ordering::Relaxed);
+        log::debug!(
+            "{}: op-set module {} {} in {:.2} s",
+            self.device.info().id,
+            slot.name,
+            if compiled {
+                "compiled"
+            } else {
+                "loaded from the kernel cache"
+            },
+            started.elapsed().as_secs_f64()
+        );
+        let module = Arc::new(module);
+        *loaded = Some(module.clone());
+        Ok(module)
+    }
+
+    /// Builds every module not yet built, on up to `threads` threads at once; the first error
+    /// (in module order) is returned once all have been tried.
+    pub(super) fn build_all(&self, threads: usize) -> Result<()> {
+        let next = AtomicUsize::new(0);
+        let errors: Mutex<Vec<(usize, Error)>> = Mutex::new(Vec::new());
+        let work = || {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= self.slots.len() {
+                    return;
+                }
+                if let Err(e) = self.ensure(i) {
+                    errors.lock().push((i, e));
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 1..threads.clamp(1, self.slots.len().max(1)) {
+                s.spawn(work);
+            }
+            work();
+        });
+        let mut errors = errors.into_inner();
+        errors.sort_by_key(|(i, _)| *i);
+        match errors.into_iter().next() {
+            Some((_, e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts building every module on background threads (at most `threads`) and returns at
+    /// once. The threads hold the set until they finish; [`OpSet::stop`] makes them start no
+    /// further module and waits for them. A failed build is logged and left unbuilt: the first
+    /// use builds it again and returns the error, with the compiler's full log.
+    pub(super) fn prefetch(self: &Arc<Self>, threads: usize) {
+        let next = Arc::new(AtomicUsize::new(0));
+        for _ in 0..threads.clamp(1, self.slots.len().max(1)) {
+            let set = self.clone();
+            let next = next.clone();
+            let spawned = std::thread::Builder::new()
+                .name("rnn-kernel-prefetch".into())
+                .spawn(move || {
+                    while !set.stop.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= set.slots.len() {
+                            return;
+                        }
+                        if let Err(e) = set.ensure(i) {
+                            log::debug!(
+                                "{}: prefetching op-set module {} failed (its first use \
+                                 reports it): {e}",
+                                set.device.info().id,
+                                set.slots[i].name
+                            );
+                        }
+                    }
+                });
+            match spawned {
+                Ok(handle) => self.prefetchers.lock().push(handle),
+                Err(e) => {
+                    // Every module still builds on first use.
+                    log::debug!("no kernel prefetch thread: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Makes a running prefetch start no further module, and waits for the modules it is
+    /// building: when the context goes, no thread of it is left inside a compiler or driver (a
+    /// process exiting under such a thread may crash in the library's teardown). Called from
+    /// the context's drop, never from a prefetch thread.
+    pub(super) fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let threads = std::mem::take(&mut *self.prefetchers.lock());
+        for t in threads {
+            if t.join().is_err() {
+                log::warn!(
+                    "{}: a kernel prefetch thread panicked",
+                    self.device.info().id
+                );
+            }
+        }
+    }
+
+    /// The names of the modules built so far (compiled or loaded), in table order.
+    #[cfg(test)]
+    pub(super) fn built(&self) -> Vec<&'static str> {
+        self.slots
+            .iter()
+            .filter(|s| s.loaded.lock().is_some())
+            .map(|s| s.name)
+            .collect()
+    }
+
+    /// How many module builds (compiles or disk-cache loads) this set has done.
+    #[cfg(test)]
+    pub(super) fn builds(&self) -> usize {
+        self.builds.load(Ordering::Relaxed)
+    }
+}
+
+/// Threads for building modules at once: the cores this process may use.
+pub(super) fn build_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+// The tables are checked against the sources with the kernel contract's reader, which every
+// dialect's sources build.
+#[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::backend::recording::{Imitate, RecordingDevice, signatures};
+    use crate::kernel::{Dialect, OpFamily, concatenate};
+
+    /// Every entry the families' files define is in exactly one family's list, and each list
+    /// is what its files define; together they are the whole op set's entries.
+    fn check(families: &[OpFamily], whole: &str, opencl: bool) {
+        let mut seen = BTreeSet::new();
+        for f in families {
+            let defined: Vec<String> = signatures::kernels(&concatenate(f.files), opencl)
+                .into_iter()
+                .map(|s| s.entry)
+                .collect();
+            let listed: BTreeSet<String> = f.entries.iter().map(|e| e.to_string()).collect();
+            assert_eq!(
+                listed.len(),
+                f.entries.len(),
+                "{}: an entry listed twice",
+                f.name
+            );
+            assert_eq!(
+                defined.iter().cloned().collect::<BTreeSet<_>>(),
+                listed,
+                "{}: the table's entries differ from what its files define",
+                f.name
+            );
+            for e in listed {
+                assert!(seen.insert(e.clone()), "{e} is in two families");
+            }
+        }
+        let all: BTreeSet<String> = signatures::kernels(whole, opencl)
+            .into_iter()
+            .map(|s| s.entry)
+            .collect();
+        assert_eq!(seen, all, "the families cover the whole op set");
+    }
+
+    #[test]
+    fn family_tables_cover_every_entry_once_and_match_the_sources() {
+        use crate::backend::{cuda, opencl};
+        check(
+            &cuda::kernels::FAMILIES,
+            &cuda::kernels::op_set_source(),
+            false,
+        );
+        check(
+            &opencl::kernels::FAMILIES,
+            &opencl::kernels::op_set_source(),
+            true,
+        );
+        // HIP compiles the CUDA families behind its headers: the same entries per module.
+        let hip = crate::backend::hip::kernels::op_set_modules();
+        let cuda = cuda::kernels::op_set_modules();
+        assert_eq!(hip.len(), cuda.len());
+        for (h, c) in hip.iter().zip(&cuda) {
+            assert_eq!((h.name, h.entries), (c.name, c.entries));
+            assert!(h.source.ends_with(&c.source[c.source.len() - 200..]));
+        }
+    }
+
+    fn recording_set() -> OpSet<RecordingDevice> {
+        let (device, _) = RecordingDevice::new(Imitate {
+            dialect: Dialect::OpenCl,
+            compute_units: 4,
+            sgemm: Box::new(|_, _, _| crate::backend::SGEMM_TC64),
+            co_resident: None,
+        });
+        OpSet::new(Arc::new(device)).unwrap()
+    }
+
+    #[test]
+    fn concurrent_first_uses_build_a_module_once() {
+        let set = recording_set();
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| set.module_for("fill", || false).unwrap());
+            }
+        });
+        assert_eq!(set.builds(), 1);
+        assert_eq!(set.built(), ["op_set"]);
+        // Later uses, recording or not, find it built.
+        set.module_for("softmax", || true).unwrap();
+        assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn a_module_first_used_while_recording_is_built_all_the_same() {
+        let set = recording_set();
+        set.module_for("fill", || true).unwrap();
+        assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn build_all_builds_each_module_once_and_prefetch_shares_the_set() {
+        let set = Arc::new(recording_set());
+        set.build_all(4).unwrap();
+        assert_eq!(set.builds(), 1);
+        set.prefetch(2);
+        set.stop();
+        set.module_for("adam_step", || false).unwrap();
+        assert_eq!(set.builds(), 1);
+    }
+
+    #[test]
+    fn a_prefetch_builds_each_module_once_and_stop_waits_for_it() {
+        let set = Arc::new(recording_set());
+        set.prefetch(4);
+        set.module_for("adam_step", || false).unwrap();
+        set.stop();
+        assert_eq!(set.builds(), 1);
+        assert!(set.prefetchers.lock().is_empty());
+        assert_eq!(
+            Arc::strong_count(&set),
+            1,
+            "a prefetch thread still holds the set"
+        );
+    }
+
+    #[test]
+    fn the_prefetch_switch_defaults_to_gpus_only() {
+        assert!(PREFETCH.parse(None).unwrap());
+        for off in ["0", "off", "no"] {
+            assert!(!PREFETCH.parse(Some(std::ffi::OsStr::new(off))).unwrap());
+        }
+        let err = PREFETCH
+            .parse(Some(std::ffi::OsStr::new("soon")))
+            .unwrap_err();
+        assert!(err.to_string().contains("RNN_KERNEL_PREFETCH"), "{err}");
+    }
+}

@@ -1,0 +1,98 @@
+//! The op set builds per kernel family on first use: a context that runs one elementwise op
+//! builds (and caches) one module, `warm_up` builds them all. Observed through the entries of
+//! a fresh kernel cache directory, in child processes (each a cold start, with its own
+//! `RNN_CACHE_DIR`) on the first OpenCL CPU device (PoCL), with the background prefetch off.
+//! Only the children load a runtime, and only OpenCL: PoCL's LLVM and hiprtc's, which other tests
+//! of this binary load, abort a process that holds both.
+
+use std::process::Command;
+
+use rnn::cache::KernelCache;
+use rnn::{DeviceKind, GpuManager};
+
+use super::cache::TempDir;
+use super::support::{Target, is_required};
+
+/// Set in the children: what to run (`fill`, `fill+softmax` or `warm_up`).
+const CHILD_WORK: &str = "RNN_LAZY_MODULES_CHILD";
+
+fn child(work: &str) {
+    let manager = GpuManager::new().unwrap();
+    let Some(device) = manager
+        .devices()
+        .iter()
+        .find(|d| d.backend == rnn::BackendKind::OpenCl && d.kind == DeviceKind::Cpu)
+    else {
+        println!("child: no OpenCL CPU device");
+        return;
+    };
+    let device = device.id;
+    let ctx = manager.create_context(device).unwrap();
+    let ops = ctx.ops();
+    let x = ops.alloc(64).unwrap();
+    let y = ops.alloc(64).unwrap();
+    for step in work.split('+') {
+        match step {
+            "fill" => ops.fill(x.view(), 0.5).unwrap(),
+            "softmax" => ops.softmax(x.view(), y.view(), 8, 8).unwrap(),
+            "warm_up" => ctx.warm_up().unwrap(),
+            other => panic!("unknown step {other}"),
+        }
+    }
+    ops.synchronize().unwrap();
+    println!("child done");
+}
+
+/// Runs the children's `work` in a fresh cache directory; the number of entries it left, or
+/// `None` when the child found no OpenCL CPU device.
+fn entries_after(work: &str) -> Option<usize> {
+    let tmp = TempDir::new("lazy");
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "lazy_modules::op_set_modules_build_on_first_use",
+            "--nocapture",
+        ])
+        .env(CHILD_WORK, work)
+        .env("RNN_CACHE_DIR", tmp.path())
+        .env("RNN_KERNEL_PREFETCH", "0")
+        .env("RNN_BACKENDS", "opencl")
+        .env_remove("RNN_CACHE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if stdout.contains("child: no OpenCL CPU device") {
+        return None;
+    }
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "{work}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(KernelCache::at(tmp.path()).stats().unwrap().entries)
+}
+
+#[test]
+fn op_set_modules_build_on_first_use() {
+    if let Ok(work) = std::env::var(CHILD_WORK) {
+        return child(&work);
+    }
+    let Some(one) = entries_after("fill") else {
+        assert!(
+            !is_required(Target::OpenCl),
+            "required backend missing (RNN_REQUIRE_BACKENDS): no OpenCL CPU device"
+        );
+        println!("SKIP op_set_modules_build_on_first_use: no OpenCL CPU device");
+        return;
+    };
+    assert_eq!(one, 1, "one elementwise op, one module");
+    assert_eq!(
+        entries_after("fill+softmax"),
+        Some(2),
+        "elementwise and reduce"
+    );
+    let all = entries_after("warm_up").unwrap();
+    assert!(all >= 8, "warm_up built every family: {all} entries");
+    assert_eq!(entries_after("fill+warm_up"), Some(all), "each module once");
+}
