@@ -181,7 +181,7 @@ type Recorded = BTreeMap<(String, String), (Vec<CType>, bool)>;
 
 /// `(dialect, entry)` to the element type of each pointer the op passes (`None` for the other
 /// arguments), from every launch of that entry.
-type PointerTypes = BTreeMap<(String, String), BTreeSet<Vec<Option<DType>>>>;
+type PointerTypes = BTreeMap<(String, String), Vec<Vec<Option<DType>>>>;
 
 /// What a launch passes in `dialect`: the op's arguments, then (OpenCL) the `__local` argument
 /// of its dynamic shared memory.
@@ -211,10 +211,10 @@ fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
                 launch.shared_bytes > 0,
             );
             let key = (dialect.clone(), launch.entry.clone());
-            pointers
-                .entry(key.clone())
-                .or_default()
-                .insert(launch.pointer_types.clone());
+            let types = pointers.entry(key.clone()).or_default();
+            if !types.contains(&launch.pointer_types) {
+                types.push(launch.pointer_types.clone());
+            }
             match recorded.get(&key) {
                 Some(k) if *k != kinds => errors.push(format!(
                     "`{}` launched on {dialect} with two argument lists: ({}) and ({})",
@@ -266,7 +266,7 @@ fn pointer_errors(
     entry: &str,
     place: &str,
     params: &[(CType, String)],
-    launches: &BTreeSet<Vec<Option<DType>>>,
+    launches: &[Vec<Option<DType>>],
 ) -> Vec<String> {
     let mut errors = Vec::new();
     for types in launches {
@@ -412,6 +412,24 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
         "kernel contract broken:\n{}",
         errors.join("\n")
     );
+}
+
+#[test]
+fn a_pointer_of_another_element_type_is_an_error() {
+    let source = "extern \"C\" __global__ void k(const float* x_base, u64 x_off, \
+                  const uint* i_base, u64 i_off, uint* ticket_base, u64 ticket_off, uint n) {}";
+    let params = signatures::kernels(source, false)[0].params.clone();
+    let (f, u) = (Some(DType::F32), Some(DType::U32));
+    let right = vec![f, None, u, None, f, None, None];
+    assert_eq!(pointer_errors("k", "t", &params, &[right]), Vec::<String>::new());
+    // u32 indices where the kernel reads floats, f32 where it reads indices.
+    let swapped = vec![u, None, f, None, f, None, None];
+    let errors = pointer_errors("k", "t", &params, &[swapped]);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("points to float") && errors[0].contains("view of u32"));
+    assert!(errors[1].contains("points to uint") && errors[1].contains("view of f32"));
+    let untyped = vec![None, None, u, None, f, None, None];
+    assert_eq!(pointer_errors("k", "t", &params, &[untyped]).len(), 1);
 }
 
 /// The header's name of each activation; a new variant does not compile until it has one.
