@@ -15,8 +15,8 @@ use crate::device::DeviceId;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::manager::GpuManager;
-use crate::ops::TypedMemory;
 use crate::monitor::EpochSampler;
+use crate::ops::TypedMemory;
 
 use super::config::TrainingConfig;
 use super::data::Dataset;

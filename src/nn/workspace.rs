@@ -7,8 +7,8 @@ use parking_lot::Mutex;
 
 use crate::buffer::{Buffer, View};
 use crate::dtype::DType;
-use crate::ops::TypedMemory;
 use crate::error::Result;
+use crate::ops::TypedMemory;
 
 use super::data::{Dataset, Targets};
 use super::dense::PendingGrad;
@@ -187,7 +187,11 @@ impl Network {
             ops.upload_as(a.view(), &tm)?;
             let c = ops.alloc_as(DType::U32, bm.len())?;
             ops.upload_as(c.view(), &bm)?;
-            (Some(a), Some(c), Some(ops.alloc_as(self.input_dtype(), x_len)?))
+            (
+                Some(a),
+                Some(c),
+                Some(ops.alloc_as(self.input_dtype(), x_len)?),
+            )
         } else {
             (None, None, None)
         };

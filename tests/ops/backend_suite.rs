@@ -5,8 +5,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rnn::ops::BiasActGrads;
-use rnn::ops::{LossOutputs, MatShape};
 use rnn::ops::TypedMemory;
+use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Activation, AdamStep, Context, DType, Ops, SgdStep, View};
 
 use crate::support::{self, Target, rel_err};

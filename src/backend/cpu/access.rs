@@ -130,7 +130,10 @@ pub(super) fn write_u32(op: &str, ctx: u64, dst: &View<'_>, values: &[u32]) -> R
     check::typed(op, ctx, &[("dst", dst, DType::U32)])?;
     let off = dst.offset() * 4;
     let mut bytes = byte_lock(op, dst.buffer())?.write();
-    for (c, v) in bytes[off..off + dst.len() * 4].chunks_exact_mut(4).zip(values) {
+    for (c, v) in bytes[off..off + dst.len() * 4]
+        .chunks_exact_mut(4)
+        .zip(values)
+    {
         c.copy_from_slice(&v.to_ne_bytes());
     }
     Ok(())

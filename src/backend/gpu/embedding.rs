@@ -65,7 +65,11 @@ impl<D: Device> IndexOps for GpuOps<D> {
         cols: usize,
     ) -> Result<()> {
         let op = "scatter_add_rows";
-        let views = [("src", &src, F32), ("indices", &indices, U32), ("dst", &dst, F32)];
+        let views = [
+            ("src", &src, F32),
+            ("indices", &indices, U32),
+            ("dst", &dst, F32),
+        ];
         check::typed(op, self.context, &views)?;
         let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
         if src.is_empty() {
@@ -73,17 +77,21 @@ impl<D: Device> IndexOps for GpuOps<D> {
         }
         // The kernel checks every index against `dst_rows` and skips an invalid one, so no
         // index can make it write outside `dst`.
-        let args = Args::new()
-            .buf(&src)?
-            .buf_u32(&indices)?
-            .buf(&dst)?
-            .dims(&[indices.len(), cols, dst_rows]);
+        let args = Args::new().buf(&src)?.buf_u32(&indices)?.buf(&dst)?.dims(&[
+            indices.len(),
+            cols,
+            dst_rows,
+        ]);
         self.run(op, launch::elementwise(src.len()), args)
     }
 
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
         let op = "one_hot";
-        check::typed(op, self.context, &[("indices", &indices, U32), ("out", &out, F32)])?;
+        check::typed(
+            op,
+            self.context,
+            &[("indices", &indices, U32), ("out", &out, F32)],
+        )?;
         let n = check::area(op, indices.len(), classes)?;
         check::len(op, "out", &out, n)?;
         check::no_overlap(op, &out, &indices, false)?;

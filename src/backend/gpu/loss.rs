@@ -99,14 +99,7 @@ impl<D: Device> LossOps for GpuOps<D> {
             let args = Args::new()
                 .buf(&logits)?
                 .buf_u32(&labels)?
-                .bufs(&[
-                    &dlogits,
-                    &row_loss,
-                    &row_correct,
-                    totals,
-                    partials,
-                    ticket,
-                ])?
+                .bufs(&[&dlogits, &row_loss, &row_correct, totals, partials, ticket])?
                 .dims(&[rows, cols])
                 .f32(grad_scale)
                 .u32(with_totals);

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::{Device, DevicePtr, RawArg, SgemmKernel};
-use crate::dtype::DType;
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
 

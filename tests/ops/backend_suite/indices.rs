@@ -8,8 +8,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use rnn::ops::{LossOutputs, MatShape};
 use rnn::ops::TypedMemory;
+use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Context, DType, Error};
 
 use super::{Values, compare_ids, contexts, nan, prop, run_ids};
@@ -100,7 +100,13 @@ pub fn invalid_indices(t: Target) {
             let bufs = [ids.clone(), idx.clone(), vec![0.0; len * cols]];
             match run_ids(&Context::cpu(), &bufs, &[0, 1, 2], &gather) {
                 Err(Error::InvalidArgument(_)) => {}
-                other => return Err(fail("gather_rows u32", &Context::cpu(), format!("{other:?}"))),
+                other => {
+                    return Err(fail(
+                        "gather_rows u32",
+                        &Context::cpu(),
+                        format!("{other:?}"),
+                    ));
+                }
             }
             let got = run_ids(ctx, &bufs, &[0, 1, 2], &gather)
                 .map_err(|e| fail("gather_rows u32", ctx, e))?;

@@ -238,7 +238,12 @@ fn pointee(decl: &str) -> String {
     let before = decl.split('*').next().unwrap_or_default();
     let words: Vec<&str> = before
         .split_whitespace()
-        .filter(|w| !matches!(*w, "const" | "__global" | "global" | "volatile" | "restrict"))
+        .filter(|w| {
+            !matches!(
+                *w,
+                "const" | "__global" | "global" | "volatile" | "restrict"
+            )
+        })
         .collect();
     words.join(" ")
 }
@@ -253,7 +258,10 @@ fn pointer_fits(pointee: &str, name: &str, passed: DType) -> bool {
         DType::U32 => uint,
         DType::F32 => {
             pointee == "float"
-                || (uint && ["ticket", "barrier", "counter"].iter().any(|w| name.contains(w)))
+                || (uint
+                    && ["ticket", "barrier", "counter"]
+                        .iter()
+                        .any(|w| name.contains(w)))
         }
         _ => false,
     }
@@ -421,7 +429,10 @@ fn a_pointer_of_another_element_type_is_an_error() {
     let params = signatures::kernels(source, false)[0].params.clone();
     let (f, u) = (Some(DType::F32), Some(DType::U32));
     let right = vec![f, None, u, None, f, None, None];
-    assert_eq!(pointer_errors("k", "t", &params, &[right]), Vec::<String>::new());
+    assert_eq!(
+        pointer_errors("k", "t", &params, &[right]),
+        Vec::<String>::new()
+    );
     // u32 indices where the kernel reads floats, f32 where it reads indices.
     let swapped = vec![u, None, f, None, f, None, None];
     let errors = pointer_errors("k", "t", &params, &[swapped]);
