@@ -12,6 +12,24 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::check;
 
+/// The row indices of `indices`, every one checked to name one of `rows` rows of the `what`
+/// (before anything is written, so a bad one leaves the output untouched).
+fn read_rows(
+    op: &str,
+    ctx: u64,
+    indices: &View<'_>,
+    (rows, what): (usize, &str),
+) -> Result<Vec<u32>> {
+    let idx = read_u32(op, ctx, "indices", indices)?;
+    match idx.iter().position(|&v| valid_index(v, rows).is_none()) {
+        Some(i) => Err(Error::InvalidArgument(format!(
+            "{op}: index {} at position {i} is not a row of a {rows}-row {what}",
+            idx[i]
+        ))),
+        None => Ok(idx),
+    }
+}
+
 impl IndexOps for CpuOps {
     fn gather_rows(
         &self,
@@ -40,17 +58,7 @@ impl IndexOps for CpuOps {
             ));
         }
         let src_rows = src.len() / cols;
-        let idx = read_u32(op, ctx, "indices", &indices)?;
-        // Validate every index before writing anything, so a bad one leaves `dst` untouched.
-        if let Some((i, &v)) = idx
-            .iter()
-            .enumerate()
-            .find(|&(_, &v)| valid_index(v, src_rows).is_none())
-        {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: index {v} at position {i} is not a row of a {src_rows}-row source"
-            )));
-        }
+        let idx = read_rows(op, ctx, &indices, (src_rows, "source"))?;
         if rows_type == DType::U32 {
             let src = read_u32(op, ctx, "src", &src)?;
             let rows: Vec<u32> = idx
@@ -86,16 +94,7 @@ impl IndexOps for CpuOps {
         let ctx = self.context;
         let op = "scatter_add_rows";
         let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
-        let idx = read_u32(op, ctx, "indices", &indices)?;
-        if let Some((i, &v)) = idx
-            .iter()
-            .enumerate()
-            .find(|&(_, &v)| valid_index(v, dst_rows).is_none())
-        {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: index {v} at position {i} is not a row of a {dst_rows}-row destination"
-            )));
-        }
+        let idx = read_rows(op, ctx, &indices, (dst_rows, "destination"))?;
         lock(op, ctx, [src], [dst], |[src], [dst]| {
             // One pass in index order: every destination element sums its sources in the same
             // order on every run.
