@@ -364,6 +364,17 @@ fn embedding_checkpoint_round_trip_and_corpus_ids() {
     let corpus = rnn::nn::CharCorpus::new("to be or not to be").unwrap();
     let v = corpus.vocab_size();
     let data = corpus.id_sequences(4, 3, 100).unwrap();
+    let tokens = corpus.token_sequences(4, 3, 100).unwrap();
+    let tokens_f32: Vec<f32> = tokens
+        .token_ids()
+        .unwrap()
+        .iter()
+        .map(|&k| k as f32)
+        .collect();
+    assert_eq!(
+        (&tokens_f32[..], tokens.targets()),
+        (data.features(), data.targets())
+    );
     let one_hot = corpus.sequences(4, 3, 100).unwrap();
     assert_eq!(data.len(), one_hot.len());
     assert_eq!(data.targets(), one_hot.targets());
@@ -395,6 +406,8 @@ fn embedding_checkpoint_round_trip_and_corpus_ids() {
     assert_eq!(a.parameters().unwrap(), b.parameters().unwrap());
     let x = corpus.ids("to b").unwrap();
     assert_eq!(a.predict(&x).unwrap(), b.predict(&x).unwrap());
+    let ids = corpus.token_ids("to b").unwrap();
+    assert_eq!(a.predict(&x).unwrap(), a.predict_ids(&ids).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
