@@ -97,17 +97,17 @@ fn sample(
     temperature: f32,
 ) -> rnn::Result<String> {
     let mut rng = Rng::new(11);
-    let mut window: Vec<f32> =
-        corpus.ids(&TEXT.chars().skip(2000).take(STEPS).collect::<String>())?;
+    let mut window: Vec<u32> =
+        corpus.token_ids(&TEXT.chars().skip(2000).take(STEPS).collect::<String>())?;
     let v = corpus.vocab_size();
     let mut out = String::new();
     for _ in 0..len {
-        let logits = net.predict(&window)?;
+        let logits = net.predict_ids(&window)?;
         let last = &logits[(STEPS - 1) * v..STEPS * v];
         let next = CharCorpus::sample_index(last, temperature, &mut rng)?;
         out.push(corpus.char(next).unwrap_or(' '));
         window.remove(0);
-        window.push(next as f32);
+        window.push(next as u32);
     }
     Ok(out)
 }
@@ -131,7 +131,7 @@ fn run(args: &Args) -> rnn::Result<()> {
     println!("device: {id} ({})", ctx.info().name);
     let corpus = CharCorpus::new(TEXT)?;
     let v = corpus.vocab_size();
-    let data = corpus.id_sequences(STEPS, STEPS, usize::MAX)?;
+    let data = corpus.token_sequences(STEPS, STEPS, usize::MAX)?;
     println!(
         "embedding {v}x{EMBED} -> LSTM {HIDDEN} -> dropout {DROPOUT} -> LSTM {HIDDEN} -> dropout \
          {DROPOUT} -> dense {v}, on {} sequences of {STEPS} characters",

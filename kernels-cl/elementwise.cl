@@ -163,33 +163,46 @@ __kernel void clip_scale(__global float* x_base, ulong x_off, __global const flo
     RNN_GRID_LOOP(i, n) x[i] *= f;
 }
 
-// A row whose index is invalid (rnn_valid_index over src_rows) becomes NaN: a kernel cannot
-// return an error, and it must never read outside `src`.
-__kernel void gather_rows(__global const float* s_base, ulong s_off, __global const float* i_base,
+// The body of the row gathers over `s_base`/`i_base`/`d_base` (elements of type T): a row whose
+// index is invalid (rnn_valid_index over src_rows) becomes `invalid`, since a kernel cannot
+// return an error and must never read outside `src`.
+#define RNN_GATHER_ROWS_BODY(T, invalid)                                                        \
+    __global const T* src = s_base + s_off;                                                     \
+    __global const uint* idx = i_base + i_off;                                                  \
+    __global T* dst = d_base + d_off;                                                           \
+    ulong n = (ulong)nrows * cols;                                                              \
+    RNN_GRID_LOOP(i, n) {                                                                       \
+        ulong r = i / cols;                                                                     \
+        ulong c = i - r * cols;                                                                 \
+        uint v = idx[r];                                                                        \
+        dst[i] = rnn_valid_index(v, src_rows) ? src[(ulong)v * cols + c] : (invalid);          \
+    }
+
+// Float rows: a NaN row for an invalid index.
+__kernel void gather_rows(__global const float* s_base, ulong s_off, __global const uint* i_base,
                           ulong i_off, __global float* d_base, ulong d_off, uint nrows,
                           uint cols, uint src_rows) {
-    __global const float* src = s_base + s_off;
-    __global const float* idx = i_base + i_off;
-    __global float* dst = d_base + d_off;
-    ulong n = (ulong)nrows * cols;
-    RNN_GRID_LOOP(i, n) {
-        ulong r = i / cols;
-        ulong c = i - r * cols;
-        float v = idx[r];
-        dst[i] = rnn_valid_index(v, src_rows) ? src[(ulong)v * cols + c] : NAN;
-    }
+    RNN_GATHER_ROWS_BODY(float, NAN)
+}
+
+// u32 rows (labels, token ids moved with their samples): a row of RNN_INVALID_INDEX, itself an
+// invalid index further on.
+__kernel void gather_rows_u32(__global const uint* s_base, ulong s_off,
+                              __global const uint* i_base, ulong i_off, __global uint* d_base,
+                              ulong d_off, uint nrows, uint cols, uint src_rows) {
+    RNN_GATHER_ROWS_BODY(uint, RNN_INVALID_INDEX)
 }
 
 // An invalid index (rnn_valid_index) gives an all-zero row, as on the CPU.
-__kernel void one_hot(__global const float* i_base, ulong i_off, __global float* o_base,
+__kernel void one_hot(__global const uint* i_base, ulong i_off, __global float* o_base,
                       ulong o_off, uint n, uint classes) {
-    __global const float* idx = i_base + i_off;
+    __global const uint* idx = i_base + i_off;
     __global float* out = o_base + o_off;
     ulong total = (ulong)n * classes;
     RNN_GRID_LOOP(i, total) {
         ulong r = i / classes;
         ulong c = i - r * classes;
-        float v = idx[r];
+        uint v = idx[r];
         out[i] = (rnn_valid_index(v, classes) && (ulong)v == c) ? 1.0f : 0.0f;
     }
 }

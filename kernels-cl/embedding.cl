@@ -13,16 +13,16 @@ inline void rnn_atomic_add(volatile __global float* p, float v) {
 }
 
 __kernel void scatter_add_rows(__global const float* s_base, ulong s_off,
-                               __global const float* i_base, ulong i_off, __global float* d_base,
+                               __global const uint* i_base, ulong i_off, __global float* d_base,
                                ulong d_off, uint nrows, uint cols, uint dst_rows) {
     __global const float* src = s_base + s_off;
-    __global const float* idx = i_base + i_off;
+    __global const uint* idx = i_base + i_off;
     __global float* dst = d_base + d_off;
     ulong total = (ulong)nrows * cols;
     RNN_GRID_LOOP(i, total) {
         ulong r = i / cols;
         ulong c = i - r * cols;
-        float v = idx[r];
+        uint v = idx[r];
         if (rnn_valid_index(v, dst_rows)) rnn_atomic_add(dst + (ulong)v * cols + c, src[i]);
     }
 }

@@ -49,7 +49,7 @@ __kernel void log_softmax(__global const float* x_base, ulong x_off, __global fl
     for (ulong base = (ulong)get_group_id(0) * 8; base < (ulong)(rows); base += (ulong)get_num_groups(0) * 8)
 
 __kernel void softmax_xent(__global const float* x_base, ulong x_off,
-                           __global const float* l_base, ulong l_off, __global float* d_base,
+                           __global const uint* l_base, ulong l_off, __global float* d_base,
                            ulong d_off, __global float* loss_base, ulong loss_off,
                            __global float* corr_base, ulong corr_off, __global float* tot_base,
                            ulong tot_off, __global float* part_base, ulong part_off,
@@ -71,8 +71,8 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
         __global float* d = d_base + d_off + row * cols;
         int label = -1;
         if (active) {
-            float lf = l_base[l_off + row];
-            label = rnn_valid_index(lf, cols) ? (int)lf : -1;
+            uint l = l_base[l_off + row];
+            label = rnn_valid_index(l, cols) ? (int)l : -1;
         }
         float mx = -INFINITY;
         uint arg = 0xffffffffu;

@@ -13,13 +13,11 @@
 #define RNN_EXP(x) exp(x)
 #define RNN_TANH(x) tanh(x)
 #define RNN_ERFC(x) erfc(x)
-#define RNN_FLOOR(x) floor(x)
 #else
 #define RNN_DEVICE_FN __device__ __forceinline__
 #define RNN_EXP(x) expf(x)
 #define RNN_TANH(x) tanhf(x)
 #define RNN_ERFC(x) erfcf(x)
-#define RNN_FLOOR(x) floorf(x)
 #endif
 
 // Activation codes (`ops::Activation::code`).
@@ -70,9 +68,12 @@ RNN_DEVICE_FN float act_grad(float z, float y, unsigned int act, float p) {
 }
 
 // The index rule of docs/kernel-abi.md, the same as the CPU backend's: an index value `v`
-// (labels, row indices) names entry `v` converted to an integer iff it is an integer in 0..n.
-// Negative, fractional, too large and NaN values are invalid; the test runs before any
-// conversion, since converting an out-of-range float to an integer is undefined.
-RNN_DEVICE_FN bool rnn_valid_index(float v, unsigned int n) {
-    return v >= 0.0f && v < (float)n && v == RNN_FLOOR(v);
+// (labels, class targets, token ids, row indices; u32 on the device) names entry `v` iff
+// `v < n`. Any other value is invalid and never addresses memory.
+RNN_DEVICE_FN bool rnn_valid_index(unsigned int v, unsigned int n) {
+    return v < n;
 }
+
+// What a u32 row gather writes for an invalid index: itself invalid as an index into any
+// table (n <= u32::MAX), as NaN is for a float row.
+#define RNN_INVALID_INDEX 0xffffffffu

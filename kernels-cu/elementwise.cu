@@ -125,32 +125,45 @@ extern "C" __global__ void clip_scale(float* x_base, u64 x_off, const float* nor
     RNN_GRID_LOOP(i, n) x[i] *= s;
 }
 
-// A row whose index is invalid (rnn_valid_index over src_rows) becomes NaN: a kernel cannot
-// return an error, and it must never read outside `src`.
-extern "C" __global__ void gather_rows(const float* src_base, u64 src_off, const float* idx_base,
+// The body of the row gathers over `src_base`/`idx_base`/`dst_base` (elements of type T): a
+// row whose index is invalid (rnn_valid_index over src_rows) becomes `invalid`, since a kernel
+// cannot return an error and must never read outside `src`.
+#define RNN_GATHER_ROWS_BODY(T, invalid)                                                        \
+    const T* src = src_base + src_off;                                                          \
+    const uint* idx = idx_base + idx_off;                                                       \
+    T* dst = dst_base + dst_off;                                                                \
+    const u64 n = (u64)nrows * cols;                                                            \
+    RNN_GRID_LOOP(i, n) {                                                                       \
+        const u64 r = i / cols;                                                                 \
+        const u64 c = i - r * cols;                                                             \
+        const uint v = idx[r];                                                                  \
+        dst[i] = rnn_valid_index(v, src_rows) ? src[(u64)v * cols + c] : (invalid);            \
+    }
+
+// Float rows: a NaN row for an invalid index.
+extern "C" __global__ void gather_rows(const float* src_base, u64 src_off, const uint* idx_base,
                                        u64 idx_off, float* dst_base, u64 dst_off, uint nrows,
                                        uint cols, uint src_rows) {
-    const float* src = src_base + src_off;
-    const float* idx = idx_base + idx_off;
-    float* dst = dst_base + dst_off;
-    const u64 n = (u64)nrows * cols;
-    RNN_GRID_LOOP(i, n) {
-        const u64 r = i / cols;
-        const u64 c = i - r * cols;
-        const float v = idx[r];
-        dst[i] = rnn_valid_index(v, src_rows) ? src[(u64)v * cols + c] : RNN_NAN;
-    }
+    RNN_GATHER_ROWS_BODY(float, RNN_NAN)
 }
 
-extern "C" __global__ void one_hot(const float* idx_base, u64 idx_off, float* out_base,
+// u32 rows (labels, token ids moved with their samples): a row of RNN_INVALID_INDEX, itself an
+// invalid index further on.
+extern "C" __global__ void gather_rows_u32(const uint* src_base, u64 src_off,
+                                           const uint* idx_base, u64 idx_off, uint* dst_base,
+                                           u64 dst_off, uint nrows, uint cols, uint src_rows) {
+    RNN_GATHER_ROWS_BODY(uint, RNN_INVALID_INDEX)
+}
+
+extern "C" __global__ void one_hot(const uint* idx_base, u64 idx_off, float* out_base,
                                    u64 out_off, uint n, uint classes) {
-    const float* idx = idx_base + idx_off;
+    const uint* idx = idx_base + idx_off;
     float* out = out_base + out_off;
     const u64 total = (u64)n * classes;
     RNN_GRID_LOOP(i, total) {
         const u64 r = i / classes;
         const u64 c = i - r * classes;
-        const float v = idx[r];
+        const uint v = idx[r];
         // An invalid index (rnn_valid_index) gives an all-zero row, as on the CPU.
         out[i] = (rnn_valid_index(v, classes) && (u64)v == c) ? 1.0f : 0.0f;
     }

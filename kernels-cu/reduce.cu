@@ -71,7 +71,7 @@ __device__ __forceinline__ void rnn_add_totals(float a, float b, bool two, float
 // overlaps logits (the host rejects that). With `with_totals`, the summed loss and correct
 // count of all rows are also added to totals[0] and totals[1] (geometry L).
 extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off,
-                                        const float* labels_base, u64 labels_off,
+                                        const uint* labels_base, u64 labels_off,
                                         float* dlogits_base, u64 dlogits_off,
                                         float* row_loss_base, u64 row_loss_off,
                                         float* row_correct_base, u64 row_correct_off,
@@ -81,7 +81,7 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
                                         uint with_totals) {
     __shared__ float sh_loss[RNN_MAX_WARPS];
     __shared__ float sh_correct[RNN_MAX_WARPS];
-    const float* labels = labels_base + labels_off;
+    const uint* labels = labels_base + labels_off;
     float* row_loss = row_loss_base + row_loss_off;
     float* row_correct = row_correct_base + row_correct_off;
     const uint lane = threadIdx.x % WARP_SIZE;
@@ -91,9 +91,9 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
     for (u64 row = (u64)blockIdx.x * warps + wid; row < rows; row += (u64)gridDim.x * warps) {
         const float* x = logits_base + logits_off + row * cols;
         float* dx = dlogits_base + dlogits_off + row * cols;
-        const float lf = labels[row];
-        const bool valid = rnn_valid_index(lf, cols);
-        const int label = valid ? (int)lf : -1;
+        const uint l = labels[row];
+        const bool valid = rnn_valid_index(l, cols);
+        const int label = valid ? (int)l : -1;
         float mx = -RNN_INF;
         int arg = 0x7fffffff;
         for (u64 c = lane; c < cols; c += WARP_SIZE) {

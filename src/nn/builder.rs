@@ -258,10 +258,13 @@ impl NetworkBuilder {
 
     /// A token embedding (PyTorch's `nn.Embedding(num_embeddings, dim)`, parameter
     /// `N.weight [num_embeddings, dim]`, standard-normal init) as the FIRST layer: each input
-    /// value is a token id, an exact integer in `0..num_embeddings` stored as f32 (as data
-    /// sets store class labels), so a sample of a sequence model is `steps` ids
-    /// ([`crate::nn::CharCorpus::id_sequences`] makes such data). Ids are checked on the host
-    /// before anything runs: an id outside the table is an [`Error::InvalidData`]. The weight
+    /// value is a token id in `0..num_embeddings`, so a sample of a sequence model is `steps`
+    /// ids ([`crate::nn::CharCorpus::id_sequences`] makes such data). The device holds ids as
+    /// u32: a data set of ids ([`crate::nn::Dataset::tokens`]) and
+    /// [`crate::nn::Network::predict_ids`] pass them as they are; f32 features holding exact
+    /// integers (the other data sets, [`crate::nn::Network::predict`],
+    /// [`crate::nn::Network::forward`]) are converted. Ids are checked on the host before
+    /// anything runs: an id outside the table is an [`Error::InvalidData`]. The weight
     /// gradient is a scatter-add of the output gradients at their ids (repeated ids
     /// accumulate): in index order on the CPU (deterministic), with atomic adds on GPUs.
     ///
@@ -373,7 +376,8 @@ impl NetworkBuilder {
                 Spec::Embedding(num, dim) => {
                     if num == 0 || num > MAX_INDEXED_ROWS {
                         return bad(format!(
-                            "layer {i}: an embedding of {num} ids; ids are stored as f32, so 1 to                              {MAX_INDEXED_ROWS} are supported"
+                            "layer {i}: an embedding of {num} ids; ids are u32 on the device, so 1 to \
+                             {MAX_INDEXED_ROWS} are supported"
                         ));
                     }
                     Layer::Embedding(Embedding::new(l, &name, num, dim))

@@ -71,17 +71,36 @@ impl CharCorpus {
         Ok(out)
     }
 
-    /// The ids of `text` as f32 (the input of an embedding layer); unknown characters are
-    /// errors.
+    /// The ids of `text` as f32 (the input of an embedding layer, as
+    /// [`crate::nn::Network::predict`] takes it); unknown characters are errors.
     pub fn ids(&self, text: &str) -> Result<Vec<f32>> {
+        Ok(self.token_ids(text)?.iter().map(|&k| k as f32).collect())
+    }
+
+    /// The ids of `text` as u32 token ids ([`crate::nn::Network::predict_ids`] takes them);
+    /// unknown characters are errors.
+    pub fn token_ids(&self, text: &str) -> Result<Vec<u32>> {
         text.chars()
             .enumerate()
             .map(|(i, c)| {
-                self.index(c).map(|k| k as f32).ok_or_else(|| {
+                self.index(c).map(|k| k as u32).ok_or_else(|| {
                     Error::InvalidData(format!("character {c:?} at {i} is not in the vocabulary"))
                 })
             })
             .collect()
+    }
+
+    /// [`CharCorpus::id_sequences`] as a data set of u32 token ids ([`Dataset::tokens`]).
+    pub fn token_sequences(
+        &self,
+        steps: usize,
+        stride: usize,
+        max_samples: usize,
+    ) -> Result<Dataset> {
+        let data = self.id_sequences(steps, stride, max_samples)?;
+        // Character ids are below the vocabulary size: exact in f32.
+        let ids = data.features().iter().map(|&v| v as u32).collect();
+        Dataset::tokens(ids, steps, data.targets().clone())
     }
 
     /// Next-character training data for a model that starts with an embedding: windows of

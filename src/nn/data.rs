@@ -41,14 +41,6 @@ impl Targets {
         }
     }
 
-    /// The targets as the f32 stream devices store (labels as exact integers).
-    pub(crate) fn as_f32(&self) -> Vec<f32> {
-        match self {
-            Targets::Classes { labels, .. } => labels.iter().map(|&l| l as f32).collect(),
-            Targets::Values { values, .. } => values.clone(),
-        }
-    }
-
     fn select(&self, rows: &[usize]) -> Targets {
         let w = self.width();
         match self {
@@ -75,10 +67,42 @@ impl Targets {
     }
 }
 
-/// Samples with `features` values each, and their targets.
+/// A data set's inputs, `width` per sample, sample-major.
+#[derive(Debug, Clone, PartialEq)]
+enum Inputs {
+    /// Real-valued features.
+    Values(Vec<f32>),
+    /// Token ids, the input of a first embedding layer: u32 on the host and on the device.
+    Ids(Vec<u32>),
+}
+
+impl Inputs {
+    fn len(&self) -> usize {
+        match self {
+            Inputs::Values(v) => v.len(),
+            Inputs::Ids(v) => v.len(),
+        }
+    }
+
+    /// Rows `rows` (of `w` values each), in that order.
+    fn select(&self, rows: &[usize], w: usize) -> Inputs {
+        fn pick<T: Copy>(v: &[T], rows: &[usize], w: usize) -> Vec<T> {
+            rows.iter()
+                .flat_map(|&r| v[r * w..(r + 1) * w].iter().copied())
+                .collect()
+        }
+        match self {
+            Inputs::Values(v) => Inputs::Values(pick(v, rows, w)),
+            Inputs::Ids(v) => Inputs::Ids(pick(v, rows, w)),
+        }
+    }
+}
+
+/// Samples with `width` inputs each (real features, or token ids for a model whose first
+/// layer is an embedding: [`Dataset::tokens`]), and their targets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Dataset {
-    features: Vec<f32>,
+    inputs: Inputs,
     width: usize,
     targets: Targets,
 }
@@ -100,19 +124,47 @@ impl Dataset {
     /// multiple of `width`, targets for a different number of samples, NaN or infinite values,
     /// labels outside `0..classes`.
     pub fn new(features: Vec<f32>, width: usize, targets: Targets) -> Result<Self> {
+        if width > 0 {
+            check_finite(&features, width, "feature")?;
+        }
+        Self::validated(Inputs::Values(features), width, targets)
+    }
+
+    /// A data set of token ids, the input of a model whose first layer is an embedding
+    /// ([`crate::nn::NetworkBuilder::embedding`]): `steps` ids per sample, sample-major, kept
+    /// as u32 on the host and on the device (so any id below the table size is exact, however
+    /// large the vocabulary). Rejects what [`Dataset::new`] rejects; ids outside the
+    /// embedding's table are rejected when a network checks the data
+    /// ([`crate::nn::Network::check_data`]).
+    ///
+    /// ```
+    /// use rnn::nn::{Dataset, Targets};
+    /// // Two samples of three ids, each labelled with its next id.
+    /// let targets = Targets::Classes { labels: vec![3, 4], classes: 5, per_sample: 1 };
+    /// let data = Dataset::tokens(vec![0, 1, 2, 1, 2, 3], 3, targets).unwrap();
+    /// assert_eq!(data.len(), 2);
+    /// assert_eq!(data.token_ids(), Some(&[0, 1, 2, 1, 2, 3][..]));
+    /// assert!(data.features().is_empty());
+    /// ```
+    pub fn tokens(ids: Vec<u32>, steps: usize, targets: Targets) -> Result<Self> {
+        Self::validated(Inputs::Ids(ids), steps, targets)
+    }
+
+    /// The checks of [`Dataset::new`] but the features' finiteness.
+    fn validated(inputs: Inputs, width: usize, targets: Targets) -> Result<Self> {
         if width == 0 {
             return Err(Error::InvalidData("feature width must be > 0".into()));
         }
-        if features.is_empty() {
+        if inputs.len() == 0 {
             return Err(Error::InvalidData("the data set is empty".into()));
         }
-        if features.len() % width != 0 {
+        if inputs.len() % width != 0 {
             return Err(Error::InvalidData(format!(
                 "{} feature values do not form rows of {width}",
-                features.len()
+                inputs.len()
             )));
         }
-        let n = features.len() / width;
+        let n = inputs.len() / width;
         let tw = targets.width();
         let tlen = match &targets {
             Targets::Classes { labels, .. } => labels.len(),
@@ -124,7 +176,6 @@ impl Dataset {
                 n * tw
             )));
         }
-        check_finite(&features, width, "feature")?;
         match &targets {
             Targets::Classes {
                 labels, classes, ..
@@ -143,7 +194,7 @@ impl Dataset {
             Targets::Values { values, width } => check_finite(values, *width, "target")?,
         }
         Ok(Dataset {
-            features,
+            inputs,
             width,
             targets,
         })
@@ -186,12 +237,12 @@ impl Dataset {
 
     /// Number of samples.
     pub fn len(&self) -> usize {
-        self.features.len() / self.width
+        self.inputs.len() / self.width
     }
 
     /// Never true for a validated data set; present for API symmetry.
     pub fn is_empty(&self) -> bool {
-        self.features.is_empty()
+        self.inputs.len() == 0
     }
 
     /// Values per sample.
@@ -199,9 +250,22 @@ impl Dataset {
         self.width
     }
 
-    /// All features, sample-major.
+    /// All features, sample-major; empty for a data set of token ids ([`Dataset::tokens`],
+    /// whose inputs [`Dataset::token_ids`] gives).
     pub fn features(&self) -> &[f32] {
-        &self.features
+        match &self.inputs {
+            Inputs::Values(v) => v,
+            Inputs::Ids(_) => &[],
+        }
+    }
+
+    /// The token ids of a data set made by [`Dataset::tokens`], sample-major; `None` for one
+    /// of real features.
+    pub fn token_ids(&self) -> Option<&[u32]> {
+        match &self.inputs {
+            Inputs::Values(_) => None,
+            Inputs::Ids(v) => Some(v),
+        }
     }
 
     /// The targets.
@@ -218,11 +282,7 @@ impl Dataset {
             )));
         }
         let w = self.width;
-        let features = rows
-            .iter()
-            .flat_map(|&r| self.features[r * w..(r + 1) * w].iter().copied())
-            .collect();
-        Dataset::new(features, w, self.targets.select(rows))
+        Dataset::validated(self.inputs.select(rows, w), w, self.targets.select(rows))
     }
 
     /// The first `n` samples and the rest (both non-empty).

@@ -1,5 +1,6 @@
 //! `Embedding`: PyTorch's `nn.Embedding(num_embeddings, dim)` as a first layer. Each input
-//! value is a token id (an exact integer stored as f32, as data sets store labels); the layer
+//! value is a token id (u32 on the device: a data set of ids, or f32 features holding exact
+//! integers, converted when they are uploaded); the layer
 //! looks its row up in `weight [num_embeddings, dim]` ([`crate::ops::IndexOps::gather_rows`]) and its
 //! backward pass scatter-adds the output gradient into the weight gradient
 //! ([`crate::ops::IndexOps::scatter_add_rows`]). Ids are validated on the host before any kernel runs
@@ -54,18 +55,39 @@ impl Embedding {
     /// [`Error::InvalidData`] unless every value of `ids` is a valid id (an integer in
     /// `0..num`).
     pub fn check_ids(&self, ids: &[f32], width: usize) -> Result<()> {
-        let bad = |v: f32| !(v >= 0.0 && v < self.num as f32 && v.fract() == 0.0);
+        // Compared in f64, which holds every id below 2^32 exactly (f32 does not above 2^24).
+        let num = self.num as f64;
+        let bad = |v: f32| !(v >= 0.0 && (v as f64) < num && v.fract() == 0.0);
         match ids.iter().position(|&v| bad(v)) {
-            Some(i) => Err(Error::InvalidData(format!(
-                "row {}: token id {} at step {} is not an integer in 0..{} (the embedding's \
-                 num_embeddings)",
-                i / width.max(1),
-                ids[i],
-                i % width.max(1),
-                self.num
-            ))),
+            Some(i) => Err(self.bad_id(ids[i], i, width)),
             None => Ok(()),
         }
+    }
+
+    /// [`Error::InvalidData`] unless every id is in `0..num`.
+    pub fn check_u32_ids(&self, ids: &[u32], width: usize) -> Result<()> {
+        match ids.iter().position(|&v| v as usize >= self.num) {
+            Some(i) => Err(self.bad_id(ids[i], i, width)),
+            None => Ok(()),
+        }
+    }
+
+    /// f32 features holding token ids, checked ([`Embedding::check_ids`]) and converted to
+    /// the u32 ids the device takes.
+    pub fn ids_of(&self, values: &[f32], width: usize) -> Result<Vec<u32>> {
+        self.check_ids(values, width)?;
+        // Checked: each value is an integer in 0..num, and num fits u32 (the builder's limit).
+        Ok(values.iter().map(|&v| v as u32).collect())
+    }
+
+    fn bad_id(&self, id: impl std::fmt::Display, i: usize, width: usize) -> Error {
+        Error::InvalidData(format!(
+            "row {}: token id {id} at step {} is not an integer in 0..{} (the embedding's \
+             num_embeddings)",
+            i / width.max(1),
+            i % width.max(1),
+            self.num
+        ))
     }
 
     pub fn forward(&self, f: &Flat<'_>, ws: &EmbeddingWs, ids: View<'_>) -> Result<()> {

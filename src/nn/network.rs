@@ -3,6 +3,7 @@
 
 use crate::buffer::Buffer;
 use crate::context::Context;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 
@@ -14,7 +15,7 @@ use super::loss::Loss;
 use super::params::{ParamInfo, ParamLayout};
 use super::size::MAX_INDEXED_ROWS;
 use super::step_graph::EvalKind;
-use super::workspace::{DeviceData, Rows};
+use super::workspace::{DeviceData, Rows, token_ids_need_an_embedding};
 use super::workspace_cache::Workspaces;
 
 /// Largest batch used by evaluation and prediction.
@@ -175,7 +176,11 @@ impl Network {
                 self.input_width()
             )));
         }
-        self.check_ids(data.features())?;
+        match (data.token_ids(), &self.layers[0]) {
+            (Some(ids), Layer::Embedding(e)) => e.check_u32_ids(ids, data.width())?,
+            (Some(_), _) => return Err(token_ids_need_an_embedding()),
+            (None, _) => self.check_ids(data.features())?,
+        }
         let c = self.output_features();
         match (self.loss, data.targets()) {
             (
@@ -188,8 +193,8 @@ impl Network {
             ) => {
                 if *classes > MAX_INDEXED_ROWS {
                     return Err(Error::InvalidData(format!(
-                        "{classes} classes; labels are stored as f32 on the device, so at \
-                         most {MAX_INDEXED_ROWS} are supported"
+                        "{classes} classes; labels are u32 on the device, so at most \
+                         {MAX_INDEXED_ROWS} are supported"
                     )));
                 }
                 if *classes > c {
@@ -240,7 +245,8 @@ impl Network {
 
     /// Runs the network on `x` (`[n, input_width]`, on this network's context) and returns
     /// the outputs, `[n, output_features]` or `[n, steps, output_features]`. With an
-    /// embedding first, `x` holds token ids and is read back once to check them.
+    /// embedding first, `x` holds token ids (u32, or f32 holding exact integers, which are
+    /// converted) and is read back once to check them.
     pub fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
         let w = self.input_width();
         if x.is_empty() || x.len() % w != 0 {
@@ -249,10 +255,15 @@ impl Network {
                 format!("{} input values are not whole samples of {w}", x.len()),
             ));
         }
-        if matches!(self.layers[0], Layer::Embedding(_)) {
+        if let Layer::Embedding(e) = &self.layers[0] {
             // Ids must be checked before any kernel reads them; this input is on the device,
             // so it is read back once (training and evaluation check their data on the host).
-            self.check_ids(&x.to_vec()?)?;
+            if x.dtype() == DType::U32 {
+                e.check_u32_ids(&x.to_vec_as::<u32>()?, w)?;
+            } else {
+                let ids = e.ids_of(&x.to_vec()?, w)?;
+                return self.forward_checked(&self.ctx.tensor_as(x.shape(), &ids)?);
+            }
         }
         self.forward_checked(x)
     }
@@ -311,8 +322,30 @@ impl Network {
                 features.len()
             )));
         }
-        self.check_ids(features)?;
-        let x = self.ctx.tensor(&[features.len() / w, w], features)?;
+        let shape = [features.len() / w, w];
+        let x = match &self.layers[0] {
+            Layer::Embedding(e) => self.ctx.tensor_as(&shape, &e.ids_of(features, w)?)?,
+            _ => self.ctx.tensor(&shape, features)?,
+        };
+        self.forward_checked(&x)?.to_vec()
+    }
+
+    /// [`Network::predict`] for a network whose first layer is an embedding, on token ids as
+    /// they are (`[n, steps]`, each in `0..num_embeddings`): no conversion, and ids of any size
+    /// the table has (f32 holds integers exactly only up to 2^24).
+    pub fn predict_ids(&mut self, ids: &[u32]) -> Result<Vec<f32>> {
+        let w = self.input_width();
+        let Layer::Embedding(e) = &self.layers[0] else {
+            return Err(token_ids_need_an_embedding());
+        };
+        if ids.is_empty() || ids.len() % w != 0 {
+            return Err(Error::InvalidData(format!(
+                "{} token ids are not whole samples of {w}",
+                ids.len()
+            )));
+        }
+        e.check_u32_ids(ids, w)?;
+        let x = self.ctx.tensor_as(&[ids.len() / w, w], ids)?;
         self.forward_checked(&x)?.to_vec()
     }
 

@@ -1,12 +1,12 @@
 //! Checked arithmetic on user-controlled sizes (layer widths, batch sizes, sequence lengths)
-//! and the row limit that f32 index buffers impose: an overflow or an index that f32 cannot
-//! hold exactly is a clear error before anything is allocated.
+//! and the row limit that u32 index buffers impose: an overflow or a row that u32 cannot
+//! number is a clear error before anything is allocated.
 
 use crate::error::{Error, Result};
 
-/// Rows that device index buffers can name: indices are stored as f32, which holds every
-/// integer below 2^24 exactly and rounds above it.
-pub const MAX_INDEXED_ROWS: usize = 1 << 24;
+/// Most rows that device index buffers can name (samples of a data set, rows of a batch's
+/// sequence, classes, token ids): indices are u32, so rows `0..u32::MAX` (`u32::MAX` of them).
+pub const MAX_INDEXED_ROWS: usize = u32::MAX as usize;
 
 /// `a * b`, or [`Error::InvalidArgument`] naming `what` on overflow.
 pub(crate) fn mul(a: usize, b: usize, what: &str) -> Result<usize> {
@@ -27,13 +27,12 @@ pub(crate) fn product(dims: &[usize]) -> Option<usize> {
     dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
 }
 
-/// Rejects `rows` that an f32 index buffer cannot address exactly.
+/// Rejects `rows` that a u32 index buffer cannot number.
 pub(crate) fn check_indexed_rows(rows: usize, what: &str) -> Result<()> {
-    if rows >= MAX_INDEXED_ROWS {
+    if rows > MAX_INDEXED_ROWS {
         return Err(Error::InvalidArgument(format!(
-            "{what}: {rows} rows; at most {} are supported (device row indices are f32, exact \
-             only below 2^24)",
-            MAX_INDEXED_ROWS - 1
+            "{what}: {rows} rows; at most {MAX_INDEXED_ROWS} are supported (device row \
+             indices are u32)"
         )));
     }
     Ok(())
@@ -61,11 +60,13 @@ mod tests {
 
     #[test]
     fn index_limit() {
-        check_indexed_rows(MAX_INDEXED_ROWS - 1, "x").unwrap();
-        let err = check_indexed_rows(MAX_INDEXED_ROWS, "training samples").unwrap_err();
+        // Beyond the 2^24 rows that f32 indices could name exactly.
+        check_indexed_rows((1 << 24) + 2, "x").unwrap();
+        check_indexed_rows(MAX_INDEXED_ROWS, "x").unwrap();
+        let err = check_indexed_rows(MAX_INDEXED_ROWS + 1, "training samples").unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         assert!(err.to_string().contains("training samples"), "{err}");
-        // The reason for the limit: 2^24 + 1 is not an f32.
-        assert_ne!((MAX_INDEXED_ROWS + 1) as f32 as usize, MAX_INDEXED_ROWS + 1);
+        // Every row below the limit has a u32 index.
+        assert_eq!(u32::try_from(MAX_INDEXED_ROWS - 1).ok(), Some(u32::MAX - 1));
     }
 }

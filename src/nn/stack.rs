@@ -10,8 +10,9 @@
 //! so a step uploads nothing (it can be captured as a CUDA graph).
 
 use crate::buffer::{Buffer, View};
+use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{Activation, Ops};
+use crate::ops::{Activation, Ops, TypedMemory};
 
 use super::gru::Gru;
 use super::layer::{Flat, Layer, LayerWs};
@@ -155,11 +156,11 @@ pub(crate) struct StackWs {
     drops: Vec<DropWs>,
 }
 
-/// Uploads `values` (small integers) as an index buffer.
+/// Uploads `values` (row numbers, checked to fit u32 by the caller) as a u32 index buffer.
 fn index_buffer(ops: &dyn Ops, values: &[usize]) -> Result<Buffer> {
-    let v: Vec<f32> = values.iter().map(|&i| i as f32).collect();
-    let b = ops.alloc(v.len())?;
-    ops.upload(b.view(), &v)?;
+    let v: Vec<u32> = values.iter().map(|&i| i as u32).collect();
+    let b = ops.alloc_as(DType::U32, v.len())?;
+    ops.upload_as(b.view(), &v)?;
     Ok(b)
 }
 
@@ -267,7 +268,7 @@ impl Stack {
         let mut bi = Vec::new();
         let mut time_rev = None;
         if self.bidirectional() {
-            // Interleaved rows of H: twice the rows, each an f32 index.
+            // Interleaved rows of H: twice the rows, each a u32 index.
             size::check_indexed_rows(
                 size::mul(seq_rows, 2, "bidirectional rows")?,
                 "bidirectional recurrent rows",

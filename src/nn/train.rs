@@ -12,9 +12,11 @@ use std::time::Instant;
 
 use crate::context::Context;
 use crate::device::DeviceId;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::manager::GpuManager;
 use crate::monitor::EpochSampler;
+use crate::ops::TypedMemory;
 
 use super::config::TrainingConfig;
 use super::data::Dataset;
@@ -79,9 +81,9 @@ impl Network {
     /// work as on one device. The network ends on the first device. GPU devices without NCCL
     /// (RCCL), or devices of other backends, are a clear error; see `src/nn/data_parallel.rs`.
     ///
-    /// Limits: the training samples, and `batch_size * steps` of a sequence model, must stay
-    /// below [`super::MAX_INDEXED_ROWS`] (2^24), because the device gathers rows through f32
-    /// indices; larger values are an [`Error::InvalidArgument`].
+    /// Limits: the training samples, and `batch_size * steps` of a sequence model, must not
+    /// exceed [`super::MAX_INDEXED_ROWS`] (`u32::MAX`), because the device gathers rows
+    /// through u32 indices; larger values are an [`Error::InvalidArgument`].
     pub fn train(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<TrainingHistory> {
         self.train_with(data, config, |_| ControlFlow::Continue(()))
     }
@@ -179,7 +181,7 @@ impl Network {
         };
 
         let ops = self.ctx.ops();
-        let perm = ops.alloc(n)?;
+        let perm = ops.alloc_as(DType::U32, n)?;
         let acc = ops.alloc(2)?;
         let norm = ops.alloc(1)?;
         let trace = ops.alloc(steps_per_epoch)?;
@@ -219,7 +221,6 @@ impl Network {
             },
         };
         let mut rng = Rng::new(state.rng);
-        let mut host_perm = vec![0.0f32; n];
         let mut history = TrainingHistory {
             epochs: std::mem::take(&mut state.epochs),
             device: self.ctx.id(),
@@ -252,10 +253,7 @@ impl Network {
             if config.shuffle {
                 rng.shuffle(&mut state.order);
             }
-            for (p, &o) in host_perm.iter_mut().zip(&state.order) {
-                *p = o as f32;
-            }
-            self.ctx.ops().upload(perm.view(), &host_perm)?;
+            self.ctx.ops().upload_as(perm.view(), &state.order)?;
             self.ctx.ops().fill(acc.view(), 0.0)?;
             let mut start = 0;
             let mut step = 0;

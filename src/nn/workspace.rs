@@ -6,9 +6,11 @@ use crate::ops::{LossOutputs, MatShape};
 use parking_lot::Mutex;
 
 use crate::buffer::{Buffer, View};
+use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::TypedMemory;
 
-use super::data::Dataset;
+use super::data::{Dataset, Targets};
 use super::dense::PendingGrad;
 use super::layer::{Flat, Layer, LayerWs};
 use super::loss::Loss;
@@ -16,7 +18,16 @@ use super::network::Network;
 use super::size;
 use super::step_graph::EvalGraphs;
 
-/// A data set uploaded once: features `[n, width]` and targets `[n, target_width]`.
+/// [`crate::Error::InvalidData`] for token ids given to a network without a first embedding.
+pub(crate) fn token_ids_need_an_embedding() -> crate::Error {
+    crate::Error::InvalidData(
+        "the data holds token ids, which only a network whose first layer is an embedding takes"
+            .into(),
+    )
+}
+
+/// A data set uploaded once: inputs `[n, width]` (f32 features, or u32 token ids for an
+/// embedding) and targets `[n, target_width]` (u32 class labels, or f32 values).
 pub(crate) struct DeviceData {
     pub x: Buffer,
     pub y: Buffer,
@@ -93,13 +104,56 @@ impl Network {
         }
     }
 
+    /// The element type of the first layer's input: u32 token ids for an embedding, else f32.
+    pub(crate) fn input_dtype(&self) -> DType {
+        match self.layers[0] {
+            Layer::Embedding(_) => DType::U32,
+            _ => DType::F32,
+        }
+    }
+
+    /// The element type of the targets: u32 class labels for cross-entropy, else f32 values.
+    pub(crate) fn target_dtype(&self) -> DType {
+        match self.loss {
+            Loss::SoftmaxCrossEntropy => DType::U32,
+            Loss::Mse => DType::F32,
+        }
+    }
+
+    /// `data`'s inputs on the device, as the first layer reads them: token ids as u32
+    /// (converted from f32 features holding ids, checked, for an embedding), else f32.
+    pub(crate) fn upload_inputs(&self, data: &Dataset) -> Result<Buffer> {
+        let ops = self.ctx.ops();
+        let x = ops.alloc_as(self.input_dtype(), data.len() * data.width())?;
+        match (data.token_ids(), &self.layers[0]) {
+            (Some(ids), Layer::Embedding(e)) => {
+                e.check_u32_ids(ids, data.width())?;
+                ops.upload_as(x.view(), ids)?;
+            }
+            (None, Layer::Embedding(e)) => {
+                ops.upload_as(x.view(), &e.ids_of(data.features(), data.width())?)?
+            }
+            (None, _) => ops.upload(x.view(), data.features())?,
+            (Some(_), _) => return Err(token_ids_need_an_embedding()),
+        }
+        Ok(x)
+    }
+
     pub(crate) fn upload(&self, data: &Dataset) -> Result<DeviceData> {
         let ops = self.ctx.ops();
-        let x = ops.alloc(data.features().len())?;
-        ops.upload(x.view(), data.features())?;
-        let targets = data.targets().as_f32();
-        let y = ops.alloc(targets.len())?;
-        ops.upload(y.view(), &targets)?;
+        let x = self.upload_inputs(data)?;
+        let y = match data.targets() {
+            Targets::Classes { labels, .. } => {
+                let y = ops.alloc_as(DType::U32, labels.len())?;
+                ops.upload_as(y.view(), labels)?;
+                y
+            }
+            Targets::Values { values, .. } => {
+                let y = ops.alloc(values.len())?;
+                ops.upload(y.view(), values)?;
+                y
+            }
+        };
         Ok(DeviceData {
             x,
             y,
@@ -120,24 +174,30 @@ impl Network {
         let out_len = size::mul(out_rows, self.output_features(), "output rows x features")?;
         let (idx_tm, idx_bm, x_tm) = if t > 1 {
             size::check_indexed_rows(seq_rows, "batch x sequence length")?;
-            let mut tm = vec![0.0f32; seq_rows];
-            let mut bm = vec![0.0f32; seq_rows];
+            // Every row number fits u32 (checked above).
+            let mut tm = vec![0u32; seq_rows];
+            let mut bm = vec![0u32; seq_rows];
             for s in 0..t {
                 for b in 0..batch {
-                    tm[s * batch + b] = (b * t + s) as f32;
-                    bm[b * t + s] = (s * batch + b) as f32;
+                    tm[s * batch + b] = (b * t + s) as u32;
+                    bm[b * t + s] = (s * batch + b) as u32;
                 }
             }
-            let a = ops.alloc(tm.len())?;
-            ops.upload(a.view(), &tm)?;
-            let c = ops.alloc(bm.len())?;
-            ops.upload(c.view(), &bm)?;
-            (Some(a), Some(c), Some(ops.alloc(x_len)?))
+            let a = ops.alloc_as(DType::U32, tm.len())?;
+            ops.upload_as(a.view(), &tm)?;
+            let c = ops.alloc_as(DType::U32, bm.len())?;
+            ops.upload_as(c.view(), &bm)?;
+            (
+                Some(a),
+                Some(c),
+                Some(ops.alloc_as(self.input_dtype(), x_len)?),
+            )
         } else {
             (None, None, None)
         };
         let (y_tm, out_bm) = if self.out_steps > 1 {
-            (Some(ops.alloc(y_len)?), Some(ops.alloc(out_len)?))
+            let y_tm = ops.alloc_as(self.target_dtype(), y_len)?;
+            (Some(y_tm), Some(ops.alloc(out_len)?))
         } else {
             (None, None)
         };
@@ -149,11 +209,11 @@ impl Network {
         let ws = Workspace {
             graphs: Mutex::new(EvalGraphs::new()),
             batch,
-            xb: ops.alloc(x_len)?,
+            xb: ops.alloc_as(self.input_dtype(), x_len)?,
             x_tm,
             idx_tm,
             idx_bm,
-            yb: ops.alloc(y_len)?,
+            yb: ops.alloc_as(self.target_dtype(), y_len)?,
             y_tm,
             out_bm,
             layers,

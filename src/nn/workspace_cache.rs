@@ -214,16 +214,16 @@ mod tests {
     }
 
     #[test]
-    fn sequence_rows_beyond_f32_indices_are_rejected_before_allocating() {
+    fn sequence_rows_beyond_u32_indices_are_rejected_before_allocating() {
         let mut net = Network::builder(&Context::cpu())
             .sequence_length(2)
             .rnn(1, 1, Activation::Tanh, RnnOutput::Last)
             .build(Loss::Mse)
             .unwrap();
-        // 2^23 samples of 2 steps would need index 2^24, which f32 rounds.
-        let err = net.workspace(MAX_INDEXED_ROWS / 2).err().unwrap();
+        // 2^31 samples of 2 steps would need row 2^32, past the last u32 index.
+        let err = net.workspace(MAX_INDEXED_ROWS / 2 + 1).err().unwrap();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
-        assert!(err.to_string().contains("2^24"), "{err}");
+        assert!(err.to_string().contains("u32"), "{err}");
         let err = net.workspace(usize::MAX / 2 + 1).err().unwrap();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         assert!(net.workspaces.sizes().is_empty());

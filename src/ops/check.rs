@@ -12,7 +12,8 @@ use crate::ops::{LossOutputs, MatShape};
 
 /// Every view must belong to the context `ctx` and hold f32: the boundary check every op makes
 /// with all its views, so that no op (a new one included) lets another element type reach a
-/// kernel. The type-independent ops (`copy`, the byte transfers) call [`context_only`] instead.
+/// kernel. The ops with u32 index views call [`typed`] instead; the type-independent ops
+/// (`copy`, the byte transfers) [`context_only`].
 pub(crate) fn same_context(op: &str, ctx: u64, views: &[&View<'_>]) -> Result<()> {
     for (i, v) in views.iter().enumerate() {
         view(op, ctx, i, v)?;
@@ -26,6 +27,16 @@ pub(crate) fn view(op: &str, ctx: u64, index: usize, v: &View<'_>) -> Result<()>
     // Every op checks every view on every call: the argument's name is formed only on error.
     if v.dtype() != DType::F32 {
         return dtype(op, &format!("view {index}"), v, DType::F32);
+    }
+    Ok(())
+}
+
+/// Every view belongs to the context `ctx` and holds its element type: `(name, view, type)`
+/// each, for the ops whose views are not all f32 (the index and label arguments are u32).
+pub(crate) fn typed(op: &str, ctx: u64, views: &[(&str, &View<'_>, DType)]) -> Result<()> {
+    for (name, v, expected) in views {
+        context_only(op, ctx, &[v])?;
+        dtype(op, name, v, *expected)?;
     }
     Ok(())
 }
@@ -661,6 +672,25 @@ pub(crate) fn layer_norm_backward(
             ("dbias", &grads.dbias, cols),
         ],
     )
+}
+
+/// The element types of [`crate::ops::IndexOps::gather_rows`]: `indices` u32, `src` f32 or u32
+/// and `dst` of the same type (and all of the context `ctx`). Returns the rows' type.
+pub(crate) fn gather_rows_types(
+    ctx: u64,
+    src: &View<'_>,
+    indices: &View<'_>,
+    dst: &View<'_>,
+) -> Result<DType> {
+    let rows = if src.dtype() == DType::U32 {
+        DType::U32
+    } else {
+        DType::F32
+    };
+    let views = [("src", src, rows), ("indices", indices, DType::U32)];
+    typed("gather_rows", ctx, &views)?;
+    typed("gather_rows", ctx, &[("dst", dst, rows)])?;
+    Ok(rows)
 }
 
 /// Arguments of [`crate::ops::IndexOps::scatter_add_rows`]: `src` is `indices.len() x cols`, `dst`

@@ -4,17 +4,20 @@ use super::MemoryOps;
 use crate::buffer::View;
 use crate::error::Result;
 
-/// Data movement by index (class labels, token ids, row indices stored as f32, see the index rule
-/// in [`crate::ops`]).
+/// Data movement by index: `indices` are u32 views (class labels, token ids, row indices; see
+/// the index rule in [`crate::ops`]); any other type is [`crate::Error::DTypeMismatch`].
 pub trait IndexOps: MemoryOps {
     /// `dst[i, :] = src[indices[i], :]` for `i in 0..indices.len()`, rows of `cols` elements.
+    /// `src` and `dst` are both f32, or both u32 (labels and token ids moved with their
+    /// samples).
     ///
-    /// An invalid index (not an integer in `0..src.len() / cols`, see the index rule in
-    /// [`crate::ops`]) never reads outside `src`, but what happens differs by backend, because a
-    /// GPU kernel cannot return an error and validating on the host would cost a device round trip:
+    /// An invalid index (not in `0..src.len() / cols`, see the index rule in [`crate::ops`])
+    /// never reads outside `src`, but what happens differs by backend, because a GPU kernel
+    /// cannot return an error and validating on the host would cost a device round trip:
     /// - CPU: [`crate::Error::InvalidArgument`], returned before anything is written.
-    /// - GPU backends: `Ok(())`, and that row of `dst` is filled with NaN (the other rows are
-    ///   gathered normally), so the NaN shows up in whatever is computed from it.
+    /// - GPU backends: `Ok(())`, and that row of `dst` is filled with NaN (`u32::MAX` for u32
+    ///   rows, itself an invalid index further on; the other rows are gathered normally), so it
+    ///   shows up in whatever is computed from it.
     fn gather_rows(
         &self,
         src: View<'_>,
@@ -38,7 +41,7 @@ pub trait IndexOps: MemoryOps {
         cols: usize,
     ) -> Result<()>;
 
-    /// `out[i, :] = onehot(indices[i])` over `classes` columns. An invalid index (not an integer
-    /// in `0..classes`) gives an all-zero row on every backend.
+    /// `out[i, :] = onehot(indices[i])` over `classes` columns. An invalid index (not in
+    /// `0..classes`) gives an all-zero row on every backend.
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()>;
 }

@@ -14,10 +14,11 @@ pub trait LossOps: MemoryOps {
     fn log_softmax(&self, x: View<'_>, y: View<'_>, rows: usize, cols: usize) -> Result<()>;
 
     /// Fused softmax cross-entropy, forward and backward in one pass over `shape.rows x
-    /// shape.cols` logits. `labels[r]` is the class index of row `r`. Writes
+    /// shape.cols` logits. `labels` is a u32 view: `labels[r]` is the class index of row `r`.
+    /// Writes
     /// `out.row_loss[r] = -log softmax(x_r)[label]`, `row_correct[r] = 1` if the row's arg-max
     /// equals the label else 0, and `out.grad = grad_scale * (softmax(x) - onehot(label))` (the
-    /// `dlogits`). An invalid label (not an integer in `0..cols`, see the index rule in
+    /// `dlogits`). An invalid label (not in `0..cols`, see the index rule in
     /// [`crate::ops`]) yields, for that row, a NaN loss, `row_correct = 0` and
     /// `dlogits = grad_scale * softmax(x)`; it is not an error.
     ///

@@ -11,16 +11,16 @@
 //!   then exactly the same view (same buffer, offset and length) is allowed and means in place.
 //! - Every view must belong to this context's device, else [`crate::Error::ForeignBuffer`].
 //! - Every view has an element type ([`crate::DType`]); lengths and offsets count its
-//!   elements. Every computing op takes f32 views only (index data included, see below) and
-//!   rejects another type with [`crate::Error::DTypeMismatch`] naming the op and argument,
-//!   before any work: the shared `check::same_context`, which each op calls with all its views,
-//!   checks it. `copy` takes any type, the same on both sides; `alloc_as`, `upload_bytes`,
-//!   `download_bytes` and [`TypedMemory`]'s `upload_as`/`download_as` any type.
+//!   elements. Every computing op takes f32 views, except index data (below), which is u32,
+//!   and rejects another type with [`crate::Error::DTypeMismatch`] naming the op and argument,
+//!   before any work (the shared `check::same_context` and `check::typed`, which each op calls
+//!   with all its views). `copy` takes any type, the same on both sides; `alloc_as`,
+//!   `upload_bytes`, `download_bytes` and [`TypedMemory`]'s `upload_as`/`download_as` any type.
 //! - Ops queue work; they need not wait for it. `download` and `synchronize` wait.
-//! - Index data (class labels, row indices) is stored as f32 holding exact integers (integers
-//!   up to 2^24 are exact in f32). Every backend applies one rule: `v` is a valid index into `n`
-//!   entries iff `v >= 0 && v < n && v == v.floor()` (NaN, negative, fractional and too-large
-//!   values are invalid). Each op says what an invalid index does; none reads out of bounds.
+//! - Index data (class labels, token ids, row indices) is u32: the `indices` of
+//!   [`IndexOps`] and the `labels` of [`LossOps::softmax_cross_entropy`]. Every backend
+//!   applies one rule: `v` is a valid index into `n` entries iff `v < n`. Each op says what an
+//!   invalid index does; none reads out of bounds.
 
 mod activation;
 pub(crate) mod check;

@@ -364,6 +364,17 @@ fn embedding_checkpoint_round_trip_and_corpus_ids() {
     let corpus = rnn::nn::CharCorpus::new("to be or not to be").unwrap();
     let v = corpus.vocab_size();
     let data = corpus.id_sequences(4, 3, 100).unwrap();
+    let tokens = corpus.token_sequences(4, 3, 100).unwrap();
+    let tokens_f32: Vec<f32> = tokens
+        .token_ids()
+        .unwrap()
+        .iter()
+        .map(|&k| k as f32)
+        .collect();
+    assert_eq!(
+        (&tokens_f32[..], tokens.targets()),
+        (data.features(), data.targets())
+    );
     let one_hot = corpus.sequences(4, 3, 100).unwrap();
     assert_eq!(data.len(), one_hot.len());
     assert_eq!(data.targets(), one_hot.targets());
@@ -395,6 +406,8 @@ fn embedding_checkpoint_round_trip_and_corpus_ids() {
     assert_eq!(a.parameters().unwrap(), b.parameters().unwrap());
     let x = corpus.ids("to b").unwrap();
     assert_eq!(a.predict(&x).unwrap(), b.predict(&x).unwrap());
+    let ids = corpus.token_ids("to b").unwrap();
+    assert_eq!(a.predict(&x).unwrap(), a.predict_ids(&ids).unwrap());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -456,4 +469,79 @@ fn hip_layers_follow_cpu() {
 #[test]
 fn hip_on_cuda_layers_follow_cpu() {
     layers_follow_cpu(crate::support::Target::HipOnCuda)
+}
+
+/// A data set of u32 token ids trains exactly as the same ids held as f32 features, predicts
+/// the same through `predict_ids`, keeps its ids through a split, and is refused with an id
+/// past the table or by a network without an embedding.
+#[test]
+fn token_id_data_matches_f32_ids() {
+    let ctx = Context::cpu();
+    let mut rng = Rng::new(5);
+    let (vocab, t) = (6, 4);
+    let f = id_data(&mut rng, 10, t, vocab);
+    let ids: Vec<u32> = f.features().iter().map(|&v| v as u32).collect();
+    let u = Dataset::tokens(ids.clone(), t, f.targets().clone()).unwrap();
+    assert_eq!((u.len(), u.width()), (f.len(), f.width()));
+    assert!(u.features().is_empty() && f.token_ids().is_none());
+    let config = TrainingConfig {
+        use_gpu: false,
+        epochs: 2,
+        batch_size: 3,
+        ..Default::default()
+    };
+    let (mut a, mut b) = (
+        embedding_lstm(&ctx, 9, vocab, t),
+        embedding_lstm(&ctx, 9, vocab, t),
+    );
+    a.train(&f, &config).unwrap();
+    b.train(&u, &config).unwrap();
+    assert_eq!(a.parameters().unwrap(), b.parameters().unwrap());
+    assert_eq!(a.evaluate(&f).unwrap(), b.evaluate(&u).unwrap());
+    assert_eq!(
+        a.predict(f.features()).unwrap(),
+        b.predict_ids(&ids).unwrap()
+    );
+    let (first, _) = u.split_at(3).unwrap();
+    assert_eq!(first.token_ids(), Some(&ids[..3 * t]));
+
+    let mut bad = ids.clone();
+    bad[5] = vocab as u32;
+    let data = Dataset::tokens(bad.clone(), t, f.targets().clone()).unwrap();
+    let is_bad_id = |e: Error| matches!(e, Error::InvalidData(ref m) if m.contains("token id"));
+    assert!(is_bad_id(b.check_data(&data).unwrap_err()));
+    assert!(is_bad_id(b.evaluate(&data).unwrap_err()));
+    assert!(is_bad_id(b.predict_ids(&bad).unwrap_err()));
+    let mut dense = Network::builder(&ctx)
+        .dense(t, vocab, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap();
+    let needs_embedding =
+        |e: Error| matches!(e, Error::InvalidData(ref m) if m.contains("embedding"));
+    assert!(needs_embedding(dense.check_data(&u).unwrap_err()));
+    assert!(needs_embedding(dense.predict_ids(&ids).unwrap_err()));
+}
+
+/// An id past 2^24, which f32 features cannot hold (2^24 + 1 rounds to 2^24): `predict_ids`
+/// looks up exactly that row of the table.
+#[test]
+fn token_ids_beyond_2_24() {
+    const NUM: usize = (1 << 24) + 2;
+    let ctx = Context::cpu();
+    let mut net = Network::builder(&ctx)
+        .embedding(NUM, 1)
+        .dense(1, 1, Activation::Identity)
+        .build(Loss::Mse)
+        .unwrap();
+    // Row i of the table holds i % 1000; the dense layer passes it through.
+    let mut params: Vec<f32> = (0..NUM).map(|i| (i % 1000) as f32).collect();
+    params.extend([1.0, 0.0]);
+    net.set_parameters(&params).unwrap();
+    let far = (1u32 << 24) + 1;
+    assert_eq!(
+        net.predict_ids(&[far, far - 1, 3]).unwrap(),
+        [217.0, 216.0, 3.0]
+    );
+    // The same id as f32 is 2^24: the row before.
+    assert_eq!(net.predict(&[far as f32]).unwrap(), [216.0]);
 }

@@ -5,8 +5,9 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rnn::ops::BiasActGrads;
+use rnn::ops::TypedMemory;
 use rnn::ops::{LossOutputs, MatShape};
-use rnn::{Activation, AdamStep, Context, Ops, SgdStep, View};
+use rnn::{Activation, AdamStep, Context, DType, Ops, SgdStep, View};
 
 use crate::support::{self, Target, rel_err};
 
@@ -18,7 +19,7 @@ mod gated_graph;
 mod gated_seq;
 mod gemm;
 mod graphs;
-mod indices;
+pub(crate) mod indices;
 mod kernel_times;
 mod layers;
 mod memory;
@@ -102,6 +103,17 @@ fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec
     run_padded(ctx, bufs, &vec![pick_pad(bufs); bufs.len()], f)
 }
 
+/// [`run_on`] with the buffers at `ids` uploaded as u32 (index data: each value converted with
+/// `as u32`, and converted back to f32 when downloaded).
+fn run_ids(
+    ctx: &Context,
+    bufs: &[Vec<f32>],
+    ids: &[usize],
+    f: &OpFn<'_>,
+) -> rnn::Result<Vec<Vec<f32>>> {
+    run_padded_ids(ctx, (bufs, ids), &vec![pick_pad(bufs); bufs.len()], f)
+}
+
 /// [`run_on`] with buffer `i` behind `pads[i]` guard elements (and [`GUARD`] after it). Panics
 /// when an op changed a guard element: it wrote outside its views.
 fn run_padded(
@@ -110,11 +122,30 @@ fn run_padded(
     pads: &[usize],
     f: &OpFn<'_>,
 ) -> rnn::Result<Vec<Vec<f32>>> {
+    run_padded_ids(ctx, (bufs, &[]), pads, f)
+}
+
+/// [`run_padded`] with the buffers at `ids` u32 (as [`run_ids`] uploads them).
+fn run_padded_ids(
+    ctx: &Context,
+    (bufs, ids): (&[Vec<f32>], &[usize]),
+    pads: &[usize],
+    f: &OpFn<'_>,
+) -> rnn::Result<Vec<Vec<f32>>> {
     assert!(pads.len() >= bufs.len(), "a pad per buffer");
     let ops = ctx.ops();
     let mut owned = Vec::new();
     let guard = f32::from_bits(GUARD_BITS);
-    for (b, &pad) in bufs.iter().zip(pads) {
+    for (i, (b, &pad)) in bufs.iter().zip(pads).enumerate() {
+        if ids.contains(&i) {
+            let buf = ops.alloc_as(DType::U32, pad + b.len() + GUARD)?;
+            let mut data = vec![GUARD_BITS; pad];
+            data.extend(b.iter().map(|&v| v as u32));
+            data.extend_from_slice(&[GUARD_BITS; GUARD]);
+            ops.upload_as(buf.view(), &data)?;
+            owned.push(buf);
+            continue;
+        }
         let buf = ops.alloc(pad + b.len() + GUARD)?;
         let mut data = vec![guard; pad];
         data.extend_from_slice(b);
@@ -131,22 +162,34 @@ fn run_padded(
     f(ops, &views)?;
     let mut outs = Vec::with_capacity(views.len());
     for (i, ((buf, b), &pad)) in owned.iter().zip(bufs).zip(pads).enumerate() {
-        let mut all = vec![0.0; buf.len()];
-        ops.download(buf.view(), &mut all)?;
+        // Bits of every element: u32 values as they are, f32 values as their bits.
+        let all: Vec<u32> = if ids.contains(&i) {
+            let mut all = vec![0u32; buf.len()];
+            ops.download_as(buf.view(), &mut all)?;
+            all
+        } else {
+            let mut all = vec![0.0f32; buf.len()];
+            ops.download(buf.view(), &mut all)?;
+            all.iter().map(|v| v.to_bits()).collect()
+        };
         let (head, rest) = all.split_at(pad);
         let (body, tail) = rest.split_at(b.len());
         for (where_, guards) in [("before", head), ("after", tail)] {
-            if let Some(j) = guards.iter().position(|g| g.to_bits() != GUARD_BITS) {
+            if let Some(j) = guards.iter().position(|&g| g != GUARD_BITS) {
                 panic!(
                     "{}: buffer {i} (pad {pad}, {} elements): guard {j} {where_} the view was \
-                     overwritten with {}",
+                     overwritten with bits {:#x}",
                     ctx.id(),
                     b.len(),
                     guards[j]
                 );
             }
         }
-        outs.push(body.to_vec());
+        outs.push(if ids.contains(&i) {
+            body.iter().map(|&v| v as f32).collect()
+        } else {
+            body.iter().map(|&v| f32::from_bits(v)).collect()
+        });
     }
     Ok(outs)
 }
@@ -160,15 +203,39 @@ fn compare(
     tol: f64,
     f: &OpFn<'_>,
 ) -> Result<(), TestCaseError> {
-    compare_padded(
-        gpu,
-        what,
-        bufs,
-        &vec![pick_pad(bufs); bufs.len()],
-        check,
-        tol,
-        f,
-    )
+    compare_ids(gpu, what, (bufs, &[]), check, tol, f)
+}
+
+/// [`compare`] with the buffers at `ids` u32 (index data, as [`run_ids`] uploads them):
+/// `(bufs, ids)`.
+fn compare_ids(
+    gpu: &Context,
+    what: &str,
+    (bufs, ids): (&[Vec<f32>], &[usize]),
+    check: &[usize],
+    tol: f64,
+    f: &OpFn<'_>,
+) -> Result<(), TestCaseError> {
+    compare_sums_ids(gpu, what, (bufs, ids), (check, &[]), tol, f)
+}
+
+/// [`compare_sums`] with the buffers at `ids` u32 (as [`run_ids`] uploads them): buffers
+/// `(bufs, ids)`, `(check, sums)`.
+fn compare_sums_ids(
+    gpu: &Context,
+    what: &str,
+    (bufs, ids): (&[Vec<f32>], &[usize]),
+    (check, sums): (&[usize], &[(usize, Vec<f32>)]),
+    tol: f64,
+    f: &OpFn<'_>,
+) -> Result<(), TestCaseError> {
+    let pads = vec![pick_pad(bufs); bufs.len()];
+    let what = &format!("{what} (n {}, pads {pads:?})", bufs[0].len());
+    let want = run_ids(&Context::cpu(), bufs, ids, f)
+        .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
+    let got = run_padded_ids(gpu, (bufs, ids), &pads, f)
+        .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
+    judge(gpu, what, (&got, &want), check, sums, tol)
 }
 
 /// [`compare`] with every buffer behind `pad` elements on the GPU.
@@ -230,6 +297,18 @@ fn compare_checked(
         .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
     let got = run_padded(gpu, bufs, pads, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
+    judge(gpu, what, (&got, &want), check, sums, tol)
+}
+
+/// The checks of [`compare_checked`] on the outputs `(got, want)` of a case.
+fn judge(
+    gpu: &Context,
+    what: &str,
+    (got, want): (&[Vec<f32>], &[Vec<f32>]),
+    check: &[usize],
+    sums: &[(usize, Vec<f32>)],
+    tol: f64,
+) -> Result<(), TestCaseError> {
     for (i, scale) in sums {
         let (got, want) = (&got[*i], &want[*i]);
         assert_eq!(scale.len(), want.len(), "{what}: one magnitude per element");
@@ -549,10 +628,10 @@ pub fn softmax_losses(t: Target) {
         let labels = r.ints(rows, cols);
         let scale = r.uniform(0.1, 2.0);
         let bufs = [x.clone(), labels.clone(), nan(n), nan(rows), nan(rows)];
-        compare(
+        compare_ids(
             ctx,
             &format!("softmax_cross_entropy {rows}x{cols}"),
-            &bufs,
+            (&bufs, &[1]),
             &[2, 3, 4],
             1e-5,
             &|o, v| {
@@ -581,10 +660,10 @@ pub fn softmax_losses(t: Target) {
             nan(rows),
             totals.clone(),
         ];
-        compare(
+        compare_ids(
             ctx,
             &format!("softmax_cross_entropy {rows}x{cols} with totals"),
-            &bufs,
+            (&bufs, &[1]),
             &[2, 3, 4, 5],
             1e-5,
             &|o, v| {
@@ -727,19 +806,29 @@ pub fn data(t: Target) {
         let mut r = Values(seed);
         let src = r.vec(src_rows * cols, -1.0, 1.0);
         let idx = r.ints(nidx, src_rows);
-        compare(
+        compare_ids(
             ctx,
             "gather_rows",
-            &[src, idx.clone(), nan(nidx * cols)],
+            (&[src, idx.clone(), nan(nidx * cols)], &[1]),
+            &[2],
+            0.0,
+            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
+        )?;
+        // u32 rows (labels moved with their samples): ids up to 2^24 survive the f32 harness.
+        let ids = r.ints(src_rows * cols, 1 << 24);
+        compare_ids(
+            ctx,
+            "gather_rows of u32 rows",
+            (&[ids, idx.clone(), vec![0.0; nidx * cols]], &[0, 1, 2]),
             &[2],
             0.0,
             &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
         )?;
         let classes = src_rows;
-        compare(
+        compare_ids(
             ctx,
             "one_hot",
-            &[idx, nan(nidx * classes)],
+            (&[idx, nan(nidx * classes)], &[0]),
             &[1],
             0.0,
             &|o, v| o.one_hot(v[0], v[1], classes),
@@ -848,6 +937,10 @@ macro_rules! backend_suite {
             #[test]
             fn gpu_invalid_indices() {
                 super::indices::invalid_indices(T)
+            }
+            #[test]
+            fn gpu_indices_beyond_2_24() {
+                super::indices::beyond_2_24(T)
             }
             #[test]
             fn gpu_cells() {

@@ -3,8 +3,9 @@
 //! in-place variants, and the error paths.
 
 use proptest::prelude::*;
+use rnn::ops::TypedMemory;
 use rnn::ops::optimizer_state;
-use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm, SgdStep};
+use rnn::{Activation, AdamStep, Buffer, Context, DType, Error, Gemm, SgdStep};
 
 use crate::support::rel_err;
 
@@ -44,6 +45,14 @@ fn rng(seed: u64) -> Rng {
 fn upload(ctx: &Context, data: &[f32]) -> Buffer {
     let b = ctx.alloc(data.len()).unwrap();
     ctx.ops().upload(b.view(), data).unwrap();
+    b
+}
+
+/// Index data (labels, row indices) as a u32 buffer: `data` holds exact small integers.
+fn ids(ctx: &Context, data: &[f32]) -> Buffer {
+    let b = ctx.ops().alloc_as(DType::U32, data.len()).unwrap();
+    let v: Vec<u32> = data.iter().map(|&x| x as u32).collect();
+    ctx.ops().upload_as(b.view(), &v).unwrap();
     b
 }
 
@@ -147,8 +156,15 @@ fn typed_round_trips() {
     crate::backend_suite::dtypes::typed_round_trips(crate::support::Target::Cpu)
 }
 
-/// Every op family rejects a non-f32 view with `DTypeMismatch`, on the CPU backend.
+/// Every op family rejects a view of another type than it takes with `DTypeMismatch`, on the
+/// CPU backend.
 #[test]
 fn rejects_other_types() {
     crate::backend_suite::dtypes::rejects_other_types(crate::support::Target::Cpu)
+}
+
+/// Indices past 2^24 (u32 index data), on the CPU backend.
+#[test]
+fn indices_beyond_2_24() {
+    crate::backend_suite::indices::beyond_2_24(crate::support::Target::Cpu)
 }

@@ -10,6 +10,7 @@
 use parking_lot::{RwLockReadGuard, RwLockWriteGuard};
 
 use crate::buffer::{Buffer, Storage, View};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::check;
 
@@ -103,6 +104,39 @@ fn byte_lock<'b>(op: &str, b: &'b Buffer) -> Result<&'b parking_lot::RwLock<Vec<
             b.dtype()
         ))),
     }
+}
+
+/// The elements of a u32 view (labels, class targets, token ids, row indices) of the context
+/// `ctx`, copied out: a u32 buffer never shares elements with the f32 views an op writes, so the
+/// op locks those on their own. `name` is the argument's name in an error.
+pub(super) fn read_u32(op: &str, ctx: u64, name: &str, v: &View<'_>) -> Result<Vec<u32>> {
+    check::typed(op, ctx, &[(name, v, DType::U32)])?;
+    let (off, len) = (v.offset() * 4, v.len() * 4);
+    let bytes = byte_lock(op, v.buffer())?.read();
+    Ok(bytes[off..off + len]
+        .chunks_exact(4)
+        .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// The index rule of [`crate::ops`]: index `v` names entry `v` of `n` iff `v < n`.
+pub(super) fn valid_index(v: u32, n: usize) -> Option<usize> {
+    let v = v as usize;
+    (v < n).then_some(v)
+}
+
+/// Writes `values` into a u32 view of the context `ctx` (as many elements as it has).
+pub(super) fn write_u32(op: &str, ctx: u64, dst: &View<'_>, values: &[u32]) -> Result<()> {
+    check::typed(op, ctx, &[("dst", dst, DType::U32)])?;
+    let off = dst.offset() * 4;
+    let mut bytes = byte_lock(op, dst.buffer())?.write();
+    for (c, v) in bytes[off..off + dst.len() * 4]
+        .chunks_exact_mut(4)
+        .zip(values)
+    {
+        c.copy_from_slice(&v.to_ne_bytes());
+    }
+    Ok(())
 }
 
 /// Copies `src` into `dst`, both of one non-f32 type, equal lengths, not overlapping (checked

@@ -1,18 +1,33 @@
 //! Data movement: gathering rows by index (embedding lookups, batch assembly) and one-hot rows.
+//! Indices are u32 views, copied out before the f32 views are locked.
 
 use super::CpuOps;
 use crate::ops::prelude::*;
 use rayon::prelude::*;
 
-use super::access::lock;
+use super::access::{lock, read_u32, valid_index, write_u32};
 use super::par::{PAR_MIN, min_rows};
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::check;
 
-/// The row an f32 index names, if it is an integer in `0..rows`.
-fn row_index(v: f32, rows: usize) -> Option<usize> {
-    (v >= 0.0 && v < rows as f32 && v.fract() == 0.0).then_some(v as usize)
+/// The row indices of `indices`, every one checked to name one of `rows` rows of the `what`
+/// (before anything is written, so a bad one leaves the output untouched).
+fn read_rows(
+    op: &str,
+    ctx: u64,
+    indices: &View<'_>,
+    (rows, what): (usize, &str),
+) -> Result<Vec<u32>> {
+    let idx = read_u32(op, ctx, "indices", indices)?;
+    match idx.iter().position(|&v| valid_index(v, rows).is_none()) {
+        Some(i) => Err(Error::InvalidArgument(format!(
+            "{op}: index {} at position {i} is not a row of a {rows}-row {what}",
+            idx[i]
+        ))),
+        None => Ok(idx),
+    }
 }
 
 impl IndexOps for CpuOps {
@@ -25,10 +40,13 @@ impl IndexOps for CpuOps {
     ) -> Result<()> {
         let ctx = self.context;
         let op = "gather_rows";
+        let rows_type = check::gather_rows_types(ctx, &src, &indices, &dst)?;
         let n = check::area(op, indices.len(), cols)?;
         check::len(op, "dst", &dst, n)?;
+        check::no_overlap(op, &dst, &src, false)?;
+        check::no_overlap(op, &dst, &indices, false)?;
         if cols == 0 {
-            return lock(op, ctx, [src, indices], [dst], |_, _| ());
+            return Ok(());
         }
         if src.len() % cols != 0 {
             return Err(Error::shape(
@@ -40,31 +58,30 @@ impl IndexOps for CpuOps {
             ));
         }
         let src_rows = src.len() / cols;
-        lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
-            // Validate every index before writing anything, so a bad one leaves `dst` untouched.
-            if let Some((i, &v)) = idx
+        let idx = read_rows(op, ctx, &indices, (src_rows, "source"))?;
+        if rows_type == DType::U32 {
+            let src = read_u32(op, ctx, "src", &src)?;
+            let rows: Vec<u32> = idx
                 .iter()
-                .enumerate()
-                .find(|&(_, &v)| row_index(v, src_rows).is_none())
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "{op}: index {v} at position {i} is not a row of a {src_rows}-row source"
-                )));
-            }
-            let body = |(d, &v): (&mut [f32], &f32)| {
+                .flat_map(|&r| &src[r as usize * cols..(r as usize + 1) * cols])
+                .copied()
+                .collect();
+            return write_u32(op, ctx, &dst, &rows);
+        }
+        lock(op, ctx, [src], [dst], |[src], [dst]| {
+            let body = |(d, &v): (&mut [f32], &u32)| {
                 let r = v as usize;
                 d.copy_from_slice(&src[r * cols..(r + 1) * cols]);
             };
             if n < PAR_MIN {
-                dst.chunks_mut(cols).zip(idx).for_each(body);
+                dst.chunks_mut(cols).zip(&idx).for_each(body);
             } else {
                 dst.par_chunks_mut(cols)
                     .zip(idx.par_iter())
                     .with_min_len(min_rows(cols))
                     .for_each(body);
             }
-            Ok(())
-        })?
+        })
     }
 
     fn scatter_add_rows(
@@ -77,16 +94,8 @@ impl IndexOps for CpuOps {
         let ctx = self.context;
         let op = "scatter_add_rows";
         let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
-        lock(op, ctx, [src, indices], [dst], |[src, idx], [dst]| {
-            if let Some((i, &v)) = idx
-                .iter()
-                .enumerate()
-                .find(|&(_, &v)| row_index(v, dst_rows).is_none())
-            {
-                return Err(Error::InvalidArgument(format!(
-                    "{op}: index {v} at position {i} is not a row of a {dst_rows}-row destination"
-                )));
-            }
+        let idx = read_rows(op, ctx, &indices, (dst_rows, "destination"))?;
+        lock(op, ctx, [src], [dst], |[src], [dst]| {
             // One pass in index order: every destination element sums its sources in the same
             // order on every run.
             for (i, &v) in idx.iter().enumerate() {
@@ -96,8 +105,7 @@ impl IndexOps for CpuOps {
                     *d += s;
                 }
             }
-            Ok(())
-        })?
+        })
     }
 
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {
@@ -105,19 +113,20 @@ impl IndexOps for CpuOps {
         let op = "one_hot";
         let n = check::area(op, indices.len(), classes)?;
         check::len(op, "out", &out, n)?;
+        let idx = read_u32(op, ctx, "indices", &indices)?;
         if classes == 0 {
-            return lock(op, ctx, [indices], [out], |_, _| ());
+            return lock(op, ctx, [], [out], |_, _| ());
         }
-        lock(op, ctx, [indices], [out], |[idx], [out]| {
+        lock(op, ctx, [], [out], |[], [out]| {
             // An index outside 0..classes gives an all-zero row, as the GPU kernels' comparison does.
-            let body = |(o, &v): (&mut [f32], &f32)| {
+            let body = |(o, &v): (&mut [f32], &u32)| {
                 o.fill(0.0);
-                if let Some(c) = row_index(v, classes) {
+                if let Some(c) = valid_index(v, classes) {
                     o[c] = 1.0;
                 }
             };
             if n < PAR_MIN {
-                out.chunks_mut(classes).zip(idx).for_each(body);
+                out.chunks_mut(classes).zip(&idx).for_each(body);
             } else {
                 out.par_chunks_mut(classes)
                     .zip(idx.par_iter())

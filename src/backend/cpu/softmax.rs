@@ -6,7 +6,7 @@ use crate::ops::prelude::*;
 use crate::ops::{LossOutputs, MatShape};
 use rayon::prelude::*;
 
-use super::access::{Src, lock, lock_inplace};
+use super::access::{Src, lock, lock_inplace, read_u32, valid_index};
 use super::activation::rows_of;
 use super::fastmath::exp;
 use super::par::{PAR_MIN, min_rows};
@@ -91,11 +91,6 @@ fn row_op(
     })
 }
 
-/// The class index an f32 label names, if it is an integer in `0..cols`.
-fn label_index(label: f32, cols: usize) -> Option<usize> {
-    (label >= 0.0 && label < cols as f32 && label.fract() == 0.0).then_some(label as usize)
-}
-
 /// `totals[i] += sum(sums[i])` for each view, the rows added in order in f64 (the same bits
 /// for the same inputs).
 fn add_totals<const K: usize>(
@@ -112,7 +107,7 @@ fn add_totals<const K: usize>(
 }
 
 /// One row of the fused cross-entropy: writes the gradient, returns (loss, correct).
-fn xent_row(xr: &[f32], dr: &mut [f32], label: f32, grad_scale: f32) -> (f32, f32) {
+fn xent_row(xr: &[f32], dr: &mut [f32], label: u32, grad_scale: f32) -> (f32, f32) {
     // Arg-max with the first maximum winning ties, fused with the row max.
     let mut max = f32::NEG_INFINITY;
     let mut arg = 0;
@@ -125,7 +120,7 @@ fn xent_row(xr: &[f32], dr: &mut [f32], label: f32, grad_scale: f32) -> (f32, f3
     dr.copy_from_slice(xr);
     let sum = exp_shifted(dr, max);
     let scale = grad_scale / sum;
-    let label = label_index(label, xr.len());
+    let label = valid_index(label, xr.len());
     // The other classes' share, summed apart: p_t - 1 = -others / sum, and the loss of a
     // confident row is ln(1 + others). Both cancel when formed from p_t (a 1e-5 gradient taken
     // as 0.99999 - 1 keeps two digits).
@@ -191,9 +186,10 @@ impl LossOps for CpuOps {
         if cols == 0 {
             return Err(crate::Error::shape(op, "zero classes"));
         }
-        let ins = [logits, labels];
+        let labels = read_u32(op, ctx, "labels", &labels)?;
         let outs = [dlogits, row_loss, row_correct];
-        lock(op, ctx, ins, outs, |[x, labels], [dx, loss, correct]| {
+        lock(op, ctx, [logits], outs, |[x], [dx, loss, correct]| {
+            let labels = &labels[..];
             if n < PAR_MIN {
                 x.chunks(cols)
                     .zip(dx.chunks_mut(cols))

@@ -3,6 +3,7 @@
 
 use crate::backend::RawArg;
 use crate::buffer::{Storage, View};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 use crate::ops::{Gemm, check};
@@ -56,12 +57,27 @@ impl Args {
         }
     }
 
-    /// A buffer view: its base handle, then its offset in elements.
-    pub(crate) fn buf(mut self, v: &View<'_>) -> Result<Self> {
-        // Every kernel takes f32 pointers and element offsets; the ops' boundary checks reject
-        // other types first, and this keeps any that slipped through from a kernel.
-        check::dtype("launch", "buffer", v, crate::dtype::DType::F32)?;
-        self.push(RawArg::Ptr(device_ptr(v)?));
+    /// A buffer view of f32: its base handle, then its offset in elements.
+    pub(crate) fn buf(self, v: &View<'_>) -> Result<Self> {
+        self.buf_of(v, DType::F32)
+    }
+
+    /// A buffer view of u32 (labels, class targets, token ids, row indices), packed as
+    /// [`Args::buf`] packs an f32 one.
+    pub(crate) fn buf_u32(self, v: &View<'_>) -> Result<Self> {
+        self.buf_of(v, DType::U32)
+    }
+
+    /// A buffer view whose kernel parameter points to `dtype` elements: f32 for [`Args::buf`],
+    /// u32 for [`Args::buf_u32`].
+    pub(crate) fn buf_of(mut self, v: &View<'_>, dtype: DType) -> Result<Self> {
+        // The ops' boundary checks reject views of another type first; this keeps any that
+        // slipped through from a kernel whose parameter points to `dtype`.
+        check::dtype("launch", "buffer", v, dtype)?;
+        let ptr = device_ptr(v)?;
+        #[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
+        crate::backend::recording::pointer_types::note(ptr, dtype);
+        self.push(RawArg::Ptr(ptr));
         self.push(RawArg::U64(v.offset() as u64));
         Ok(self)
     }

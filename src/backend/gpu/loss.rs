@@ -5,6 +5,7 @@ use super::launch::{self, Args};
 use super::scratch::{MAX_TOTALS_BLOCKS, Ticket};
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::check;
 use crate::ops::prelude::*;
@@ -77,7 +78,8 @@ impl<D: Device> LossOps for GpuOps<D> {
         } = out;
         let MatShape { rows, cols } = shape;
         let op = "softmax_cross_entropy";
-        self.mine(op, &[&logits, &labels, &dlogits, &row_loss, &row_correct])?;
+        check::typed(op, self.context, &[("labels", &labels, DType::U32)])?;
+        self.mine(op, &[&logits, &dlogits, &row_loss, &row_correct])?;
         let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
         let outs = [&dlogits, &row_loss, &row_correct];
         for (i, o) in outs.iter().enumerate() {
@@ -95,16 +97,9 @@ impl<D: Device> LossOps for GpuOps<D> {
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .bufs(&[
-                    &logits,
-                    &labels,
-                    &dlogits,
-                    &row_loss,
-                    &row_correct,
-                    totals,
-                    partials,
-                    ticket,
-                ])?
+                .buf(&logits)?
+                .buf_u32(&labels)?
+                .bufs(&[&dlogits, &row_loss, &row_correct, totals, partials, ticket])?
                 .dims(&[rows, cols])
                 .f32(grad_scale)
                 .u32(with_totals);

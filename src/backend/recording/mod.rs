@@ -11,14 +11,42 @@ use parking_lot::Mutex;
 
 use super::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::device::{BackendKind, DeviceId, DeviceInfo, DeviceKind};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::kernel::{Dialect, LaunchConfig};
+
+/// The element type each device handle was last packed as on this thread
+/// (`gpu::launch::Args::buf_of` notes it): what the kernel contract test compares with the
+/// pointer types the kernels declare. A launch is queued on the thread that packs its
+/// arguments, so [`RecordingDevice`] reads its pointers' types here when it records it.
+pub(crate) mod pointer_types {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
+    use crate::dtype::DType;
+
+    thread_local! {
+        static TYPES: RefCell<HashMap<u64, DType>> = RefCell::new(HashMap::new());
+    }
+
+    pub(crate) fn note(ptr: u64, dtype: DType) {
+        TYPES.with(|t| t.borrow_mut().insert(ptr, dtype));
+    }
+
+    /// The type `ptr` was last packed as on this thread, if any.
+    pub(crate) fn of(ptr: u64) -> Option<DType> {
+        TYPES.with(|t| t.borrow().get(&ptr).copied())
+    }
+}
 
 /// One recorded launch: the entry and its arguments, in order.
 #[derive(Debug, Clone)]
 pub(crate) struct Launch {
     pub(crate) entry: String,
     pub(crate) args: Vec<RawArg>,
+    /// For each argument that is a pointer, the element type its view was packed as
+    /// (`gpu::launch::Args::buf_of`); `None` for the other arguments.
+    pub(crate) pointer_types: Vec<Option<DType>>,
     /// Dynamic shared memory of the launch: the OpenCL backend passes it as a trailing
     /// `__local` argument.
     pub(crate) shared_bytes: u32,
@@ -93,9 +121,17 @@ impl RecordingDevice {
     }
 
     fn record(&self, entry: &str, config: &LaunchConfig, args: &[RawArg]) {
+        let pointer_types = args
+            .iter()
+            .map(|a| match a {
+                RawArg::Ptr(p) => pointer_types::of(*p),
+                _ => None,
+            })
+            .collect();
         self.launches.lock().push(Launch {
             entry: entry.to_string(),
             args: args.to_vec(),
+            pointer_types,
             shared_bytes: config.shared_bytes,
         });
     }

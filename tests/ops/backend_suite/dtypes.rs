@@ -1,6 +1,7 @@
 //! Element types at the op boundary, on every backend (the CPU one through
 //! `cpu_reference`): typed buffers round-trip at odd offsets, `copy` moves any one type, and
-//! every op rejects a view of another type than f32 with `Error::DTypeMismatch` before any work.
+//! every op rejects a view of another type than it takes (f32, u32 for index data) with
+//! `Error::DTypeMismatch` before any work.
 
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
@@ -128,6 +129,11 @@ impl<'a> Pick<'a> {
     fn bad(&self, n: usize) -> View<'a> {
         self.u32s.slice(1, n).unwrap()
     }
+
+    /// A u32 view of `n` (at most 16) indices (zeros, valid), apart from [`Pick::bad`].
+    fn u(&self, n: usize) -> View<'a> {
+        self.u32s.slice(16, n).unwrap()
+    }
 }
 
 type Case = (&'static str, fn(&dyn Ops, &Pick<'_>) -> rnn::Result<()>);
@@ -163,19 +169,19 @@ const CASES: &[Case] = &[
     ("log_softmax", |o, p| o.log_softmax(p.f(6), p.bad(6), 2, 3)),
     ("softmax_cross_entropy", |o, p| {
         let out = LossOutputs::new(p.f(6), p.f(2), None);
-        o.softmax_cross_entropy(p.f(6), p.bad(2), out, p.f(2), MatShape::new(2, 3), 1.0)
+        o.softmax_cross_entropy(p.bad(6), p.u(2), out, p.f(2), MatShape::new(2, 3), 1.0)
     }),
     ("mse", |o, p| {
         let out = LossOutputs::new(p.f(6), p.f(2), None);
         o.mse(p.f(6), p.bad(6), out, MatShape::new(2, 3), 1.0)
     }),
     ("gather_rows", |o, p| {
-        o.gather_rows(p.f(6), p.bad(2), p.f(6), 3)
+        o.gather_rows(p.f(6), p.u(2), p.bad(6), 3)
     }),
     ("scatter_add_rows", |o, p| {
-        o.scatter_add_rows(p.f(6), p.bad(2), p.f(6), 3)
+        o.scatter_add_rows(p.bad(6), p.u(2), p.f(6), 3)
     }),
-    ("one_hot", |o, p| o.one_hot(p.bad(2), p.f(6), 3)),
+    ("one_hot", |o, p| o.one_hot(p.u(2), p.bad(6), 3)),
     ("dropout", |o, p| {
         o.dropout(p.f(6), p.bad(6), p.f(RNG_STATE_LEN), 0.5, 0)
     }),
@@ -230,7 +236,23 @@ const CASES: &[Case] = &[
     }),
 ];
 
-/// Every case fails with `DTypeMismatch` naming its op and an argument, and leaves the f32
+/// An f32 view where an op takes u32 index data (labels, row indices); shapes are `2 x 3`.
+const INDEX_CASES: &[Case] = &[
+    ("softmax_cross_entropy", |o, p| {
+        let out = LossOutputs::new(p.f(6), p.f(2), None);
+        o.softmax_cross_entropy(p.f(6), p.f(2), out, p.f(2), MatShape::new(2, 3), 1.0)
+    }),
+    ("gather_rows", |o, p| {
+        o.gather_rows(p.f(6), p.f(2), p.f(6), 3)
+    }),
+    ("scatter_add_rows", |o, p| {
+        o.scatter_add_rows(p.f(6), p.f(2), p.f(6), 3)
+    }),
+    ("one_hot", |o, p| o.one_hot(p.f(2), p.f(6), 3)),
+];
+
+/// Every case fails with `DTypeMismatch` naming its op and an argument (expecting f32 where
+/// a u32 view was passed, u32 where an f32 view was passed as index data), and leaves the f32
 /// views untouched (no kernel ran).
 pub fn rejects_other_types(t: Target) {
     for ctx in contexts(t, "rejects_other_types") {
@@ -239,7 +261,9 @@ pub fn rejects_other_types(t: Target) {
         ops.fill(f32s.view(), 7.0).unwrap();
         let u32s = ops.alloc_as(DType::U32, 64).unwrap();
         ops.upload_as(u32s.view(), &[0u32; 64]).unwrap();
-        for (name, case) in CASES {
+        let cases = CASES.iter().map(|c| (c, (DType::F32, DType::U32)));
+        let index_cases = INDEX_CASES.iter().map(|c| (c, (DType::U32, DType::F32)));
+        for ((name, case), want) in cases.chain(index_cases) {
             let pick = Pick {
                 f32s: &f32s,
                 u32s: &u32s,
@@ -254,7 +278,7 @@ pub fn rejects_other_types(t: Target) {
                 }) => {
                     assert_eq!(&op, name, "{t:?}");
                     assert!(!arg.is_empty(), "{name}");
-                    assert_eq!((expected, found), (DType::F32, DType::U32), "{name}");
+                    assert_eq!((expected, found), want, "{name}");
                 }
                 other => panic!("{t:?} {name}: expected DTypeMismatch, got {other:?}"),
             }

@@ -6,6 +6,7 @@
 //! with `vendor_blas` off, where on CUDA sm_80+ both GEMMs split k (the forward in 2 ranges, the
 //! weight gradient in 4) through the context's partial-sum scratch.
 
+use rnn::ops::TypedMemory;
 use rnn::ops::optimizer_state;
 use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
@@ -49,10 +50,14 @@ fn setup(ctx: &Context) -> Step {
         ctx.ops().upload(b.view(), v).unwrap();
         b
     };
-    let labels: Vec<f32> = (0..ROWS).map(|i| ((i * 7) % OUT) as f32).collect();
+    let labels: Vec<u32> = (0..ROWS).map(|i| ((i * 7) % OUT) as u32).collect();
     Step {
         x: up(&values(ROWS * IN, 1)),
-        labels: up(&labels),
+        labels: {
+            let b = ctx.ops().alloc_as(rnn::DType::U32, ROWS).unwrap();
+            ctx.ops().upload_as(b.view(), &labels).unwrap();
+            b
+        },
         w: up(&values(OUT * IN, 2)),
         b: up(&values(OUT, 3)),
         logits: up(&vec![f32::NAN; ROWS * OUT]),

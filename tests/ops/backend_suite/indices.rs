@@ -1,33 +1,32 @@
-//! Index data that breaks the rule (`v` is valid iff `v >= 0 && v < n && v == floor(v)`):
-//! negative, fractional, too large, huge (an undefined float-to-int conversion in C), infinite
-//! and NaN values, mixed with valid ones. No backend may read out of bounds; `one_hot` and the
-//! cross-entropy labels behave exactly as on the CPU; `gather_rows` is an error on the CPU and a
-//! NaN row on a GPU (a kernel cannot return an error), as `IndexOps::gather_rows` documents.
+//! u32 index data that breaks the rule (`v` is valid iff `v < n`): just past the table, far
+//! past it, at 2^24 and beyond (where f32 indices were inexact), at 2^31 (negative as a signed
+//! int) and `u32::MAX`, mixed with valid ones. No backend may read out of bounds; `one_hot` and
+//! the cross-entropy labels behave exactly as on the CPU; `gather_rows` is an error on the CPU
+//! and a NaN row (a `u32::MAX` row for u32 rows) on a GPU (a kernel cannot return an error), as
+//! `IndexOps::gather_rows` documents. Index buffers are u32 ([`run_ids`]), their values written
+//! here as f32 that convert exactly.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::TypedMemory;
 use rnn::ops::{LossOutputs, MatShape};
-use rnn::{Context, Error};
+use rnn::{Context, DType, Error};
 
-use super::{Values, compare, nan, prop, run_on};
+use super::{Values, compare_ids, contexts, nan, prop, run_ids};
 use crate::support::{Target, rel_err};
 
-/// An invalid index for a table of `n` entries, chosen by `k`.
+/// An invalid u32 index for a table of `n` entries, chosen by `k` (as an f32 that converts to
+/// it exactly; 2^32 saturates to `u32::MAX`).
 fn invalid(n: usize, k: u64) -> f32 {
     let n = n as f32;
-    match k % 12 {
-        0 => -1.0,
-        1 => -0.5,
-        2 => 0.5,
-        3 => (n - 1.0).max(0.0) + 0.5,
-        4 => n,
-        5 => n + 1.0,
-        6 => 1e10,
-        7 => 4_294_967_296.0,
-        8 => -2_147_483_648.0,
-        9 => f32::INFINITY,
-        10 => f32::NEG_INFINITY,
-        _ => f32::NAN,
+    match k % 7 {
+        0 => n,
+        1 => n + 1.0,
+        2 => n + 1000.0,
+        3 => 16_777_216.0,
+        4 => 16_777_218.0,
+        5 => 2_147_483_648.0,
+        _ => 4_294_967_296.0,
     }
 }
 
@@ -61,10 +60,10 @@ pub fn invalid_indices(t: Target) {
             let (idx, bad) = mixed(&mut r, len, n);
 
             // one_hot: an all-zero row for an invalid index, exactly as on the CPU.
-            compare(
+            compare_ids(
                 ctx,
                 &format!("one_hot {idx:?}"),
-                &[idx.clone(), nan(len * n)],
+                (&[idx.clone(), nan(len * n)], &[0]),
                 &[1],
                 0.0,
                 &|o, v| o.one_hot(v[0], v[1], n),
@@ -76,11 +75,12 @@ pub fn invalid_indices(t: Target) {
             let bufs = [src.clone(), idx.clone(), nan(len * cols)];
             let gather =
                 |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| o.gather_rows(v[0], v[1], v[2], cols);
-            match run_on(&Context::cpu(), &bufs, &gather) {
+            match run_ids(&Context::cpu(), &bufs, &[1], &gather) {
                 Err(Error::InvalidArgument(_)) => {}
                 other => return Err(fail("gather_rows", &Context::cpu(), format!("{other:?}"))),
             }
-            let got = run_on(ctx, &bufs, &gather).map_err(|e| fail("gather_rows", ctx, e))?;
+            let got =
+                run_ids(ctx, &bufs, &[1], &gather).map_err(|e| fail("gather_rows", ctx, e))?;
             for (i, row) in got[2].chunks(cols).enumerate() {
                 if bad[i] {
                     prop_assert!(
@@ -93,6 +93,30 @@ pub fn invalid_indices(t: Target) {
                 } else {
                     let s = idx[i] as usize;
                     prop_assert_eq!(row, &src[s * cols..(s + 1) * cols]);
+                }
+            }
+            // u32 rows: the same, with a `u32::MAX` row for a bad index on a GPU.
+            let ids = r.ints(n * cols, 1 << 24);
+            let bufs = [ids.clone(), idx.clone(), vec![0.0; len * cols]];
+            match run_ids(&Context::cpu(), &bufs, &[0, 1, 2], &gather) {
+                Err(Error::InvalidArgument(_)) => {}
+                other => {
+                    return Err(fail(
+                        "gather_rows u32",
+                        &Context::cpu(),
+                        format!("{other:?}"),
+                    ));
+                }
+            }
+            let got = run_ids(ctx, &bufs, &[0, 1, 2], &gather)
+                .map_err(|e| fail("gather_rows u32", ctx, e))?;
+            for (i, row) in got[2].chunks(cols).enumerate() {
+                if bad[i] {
+                    let max = u32::MAX as f32;
+                    prop_assert!(row.iter().all(|&x| x == max), "index {}: {:?}", idx[i], row);
+                } else {
+                    let s = idx[i] as usize;
+                    prop_assert_eq!(row, &ids[s * cols..(s + 1) * cols]);
                 }
             }
 
@@ -112,10 +136,10 @@ pub fn invalid_indices(t: Target) {
                     scale,
                 )
             };
-            let want = run_on(&Context::cpu(), &bufs, &xent)
+            let want = run_ids(&Context::cpu(), &bufs, &[1], &xent)
                 .map_err(|e| fail("softmax_cross_entropy", &Context::cpu(), e))?;
-            let got =
-                run_on(ctx, &bufs, &xent).map_err(|e| fail("softmax_cross_entropy", ctx, e))?;
+            let got = run_ids(ctx, &bufs, &[1], &xent)
+                .map_err(|e| fail("softmax_cross_entropy", ctx, e))?;
             let what = format!(
                 "softmax_cross_entropy {rows}x{n} labels {idx:?} on {}",
                 ctx.id()
@@ -137,4 +161,94 @@ pub fn invalid_indices(t: Target) {
             Ok(())
         },
     );
+}
+
+/// Indices past 2^24, which f32 index data could not hold exactly (2^24 + 1 rounds to 2^24):
+/// a gather of f32 and of u32 rows, a scatter-add, a one-hot row and a cross-entropy label,
+/// each naming row or class 2^24 + 1 of a table of 2^24 + 2, on every backend.
+pub fn beyond_2_24(t: Target) {
+    const ROWS: usize = (1 << 24) + 2;
+    const FAR: u32 = (1 << 24) + 1;
+    for ctx in contexts(t, "indices_beyond_2_24") {
+        let ops = ctx.ops();
+        let u32s = |v: &[u32]| {
+            let b = ops.alloc_as(DType::U32, v.len()).unwrap();
+            ops.upload_as(b.view(), v).unwrap();
+            b
+        };
+        let f32s = |v: &[f32]| {
+            let b = ops.alloc(v.len()).unwrap();
+            ops.upload(b.view(), v).unwrap();
+            b
+        };
+        let read = |b: &rnn::Buffer| {
+            let mut out = vec![0.0f32; b.len()];
+            ops.download(b.view(), &mut out).unwrap();
+            out
+        };
+        let idx = u32s(&[FAR, FAR - 1, 3, FAR]);
+
+        // One column, row i holding (i % 1000) + 0.5: rows 2^24 and 2^24 + 1 differ.
+        let col: Vec<f32> = (0..ROWS).map(|i| (i % 1000) as f32 + 0.5).collect();
+        let src = f32s(&col);
+        let dst = f32s(&[f32::NAN; 4]);
+        ops.gather_rows(src.view(), idx.view(), dst.view(), 1)
+            .unwrap();
+        assert_eq!(read(&dst), [217.5, 216.5, 3.5, 217.5], "{}", ctx.id());
+
+        let ids: Vec<u32> = (0..ROWS as u32).collect();
+        let src_ids = u32s(&ids);
+        let dst_ids = u32s(&[0; 4]);
+        ops.gather_rows(src_ids.view(), idx.view(), dst_ids.view(), 1)
+            .unwrap();
+        let mut got = [0u32; 4];
+        ops.download_as(dst_ids.view(), &mut got).unwrap();
+        assert_eq!(got, [FAR, FAR - 1, 3, FAR], "{}", ctx.id());
+
+        let table = f32s(&vec![0.0; ROWS]);
+        let grads = f32s(&[1.0, 2.0, 4.0, 8.0]);
+        ops.scatter_add_rows(grads.view(), idx.view(), table.view(), 1)
+            .unwrap();
+        let sums = read(&table);
+        let far = FAR as usize;
+        assert_eq!(
+            (sums[far], sums[far - 1], sums[3]),
+            (9.0, 2.0, 4.0),
+            "{}",
+            ctx.id()
+        );
+        assert_eq!(sums.iter().sum::<f32>(), 15.0, "{}", ctx.id());
+
+        let hot = f32s(&vec![f32::NAN; ROWS]);
+        ops.one_hot(idx.slice(0, 1).unwrap(), hot.view(), ROWS)
+            .unwrap();
+        let hot = read(&hot);
+        assert_eq!(hot[far], 1.0, "{}", ctx.id());
+        assert_eq!(hot.iter().sum::<f32>(), 1.0, "{}", ctx.id());
+
+        // One row of 2^24 + 2 classes whose arg-max is its label 2^24 + 1.
+        let mut logits = vec![0.0f32; ROWS];
+        logits[far] = 5.0;
+        let (logits, dlogits) = (f32s(&logits), f32s(&vec![f32::NAN; ROWS]));
+        let (loss, correct) = (f32s(&[f32::NAN]), f32s(&[f32::NAN]));
+        ops.softmax_cross_entropy(
+            logits.view(),
+            idx.slice(0, 1).unwrap(),
+            LossOutputs::new(dlogits.view(), loss.view(), None),
+            correct.view(),
+            MatShape::new(1, ROWS),
+            1.0,
+        )
+        .unwrap();
+        assert_eq!(read(&correct), [1.0], "{}", ctx.id());
+        let loss = read(&loss)[0];
+        // -log(e^5 / (e^5 + 2^24 + 1)); the 2^24 terms of the row's sum are added in f32, so
+        // only to about a percent.
+        let want = ((1u64 << 24) as f64 + 1.0 + 5f64.exp()).ln() - 5.0;
+        assert!(
+            (loss as f64 - want).abs() < 2e-2 * want,
+            "{}: loss {loss}, want {want}",
+            ctx.id()
+        );
+    }
 }

@@ -7,7 +7,7 @@ use proptest::test_runner::TestCaseError;
 use rnn::ops::rng_state_values;
 use rnn::ops::{LayerNormGrads, LayerNormParams, MatShape};
 
-use super::{Values, compare, compare_padded, compare_sums, nan, prop};
+use super::{Values, compare, compare_padded, compare_sums, compare_sums_ids, nan, prop};
 use crate::support::Target;
 
 pub fn dropout(t: Target) {
@@ -179,12 +179,11 @@ pub fn scatter_add_rows(t: Target) {
             }
             // The GPU adds in no fixed order: a bound on rounding against the terms' magnitudes
             // (thousands of colliding terms may nearly cancel), not bits.
-            compare_sums(
+            compare_sums_ids(
                 ctx,
                 &format!("scatter_add_rows {n} ids into {table}x{cols}"),
-                &[src, idx, dst],
-                &[],
-                &[(2, scale)],
+                (&[src, idx, dst], &[1]),
+                (&[], &[(2, scale)]),
                 1e-5,
                 &|o, v| o.scatter_add_rows(v[0], v[1], v[2], cols),
             )

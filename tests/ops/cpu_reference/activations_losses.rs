@@ -120,7 +120,7 @@ proptest! {
         let mut r = rng(seed);
         let x = r.vec(rows * cols, -4.0, 4.0);
         let labels: Vec<f32> = (0..rows).map(|_| r.below(cols) as f32).collect();
-        let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
+        let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
         let (bd, bloss, bc) = (poisoned(&ctx, x.len()), poisoned(&ctx, rows), poisoned(&ctx, rows));
         let totals = upload(&ctx, &[0.5, 1.0]);
         ctx.ops().softmax_cross_entropy(bx.view(), bl.view(), LossOutputs::new(bd.view(), bloss.view(), Some(totals.view())), bc.view(), MatShape::new(rows, cols), scale).unwrap();
@@ -175,7 +175,7 @@ fn cpu_cross_entropy_confident_rows_are_accurate() {
         12.0, 0.0, -1.0, 1.0, 0.5, 9.0, 0.0, -3.0, 0.0, 0.0, 21.0, 1.0, 2.0, 1.0, 0.0, 2.5,
     ];
     let labels = [0.0, 1.0, 2.0, 0.0];
-    let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
+    let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
     let (bd, bloss, bc) = (
         poisoned(&ctx, 16),
         poisoned(&ctx, rows),
@@ -224,7 +224,7 @@ fn cpu_cross_entropy_ties_and_bad_labels() {
     // Row 1: tie, label 1 -> correct. Row 2: label out of range -> NaN loss.
     let x = [0.0, 3.0, 3.0, 1.0, 5.0, 5.0, 1.0, 2.0, 3.0];
     let labels = [2.0, 1.0, 7.0];
-    let (bx, bl) = (upload(&ctx, &x), upload(&ctx, &labels));
+    let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
     let (bd, bloss, bc) = (poisoned(&ctx, 9), poisoned(&ctx, 3), poisoned(&ctx, 3));
     ctx.ops()
         .softmax_cross_entropy(

@@ -4,7 +4,9 @@
 //! change of the `Ops` signatures is one edit here.
 
 use crate::buffer::Buffer;
+use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::prelude::TypedMemory;
 use crate::ops::{
     Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, Gemm, GruGateGrads,
     LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, RNG_STATE_LEN, RecurrentWeights,
@@ -88,7 +90,13 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     }
 
     // Softmax, losses and reductions.
-    let (labels, loss, correct, totals) = (z(rows)?, z(rows)?, z(rows)?, z(2)?);
+    // Index data is u32 (zeros: valid in any table).
+    let u = |n: usize| -> Result<Buffer> {
+        let b = ops.alloc_as(DType::U32, n)?;
+        ops.upload_as(b.view(), &vec![0u32; n])?;
+        Ok(b)
+    };
+    let (labels, loss, correct, totals) = (u(rows)?, z(rows)?, z(rows)?, z(2)?);
     ops.softmax(a.view(), b.view(), rows, cols)?;
     ops.log_softmax(a.view(), b.view(), rows, cols)?;
     for t in [Some(totals.view()), None] {
@@ -102,8 +110,10 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.clip_grad_norm(a.view(), 1.0, totals.slice(0, 1)?)?;
 
     // Rows by index, random masks, normalization.
-    let idx = z(rows)?;
+    let idx = u(rows)?;
     ops.gather_rows(a.view(), idx.view(), b.view(), cols)?;
+    let (ids, ids_out) = (u(n)?, u(n)?);
+    ops.gather_rows(ids.view(), idx.view(), ids_out.view(), cols)?;
     ops.scatter_add_rows(a.view(), idx.view(), b.view(), cols)?;
     let hot = z(rows * 10)?;
     ops.one_hot(idx.view(), hot.view(), 10)?;

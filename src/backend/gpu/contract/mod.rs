@@ -13,6 +13,7 @@ use crate::backend::recording::signatures::{self, CType};
 use crate::backend::recording::{Imitate, RecordingDevice, op_set_source};
 use crate::backend::{RawArg, cuda, opencl, tensor_core_sgemm};
 use crate::context::ContextOptions;
+use crate::dtype::DType;
 use crate::kernel::Dialect;
 use crate::ops::Activation;
 
@@ -178,6 +179,10 @@ fn list(kinds: &[CType]) -> String {
 /// shared memory.
 type Recorded = BTreeMap<(String, String), (Vec<CType>, bool)>;
 
+/// `(dialect, entry)` to the element type of each pointer the op passes (`None` for the other
+/// arguments), from every launch of that entry.
+type PointerTypes = BTreeMap<(String, String), Vec<Vec<Option<DType>>>>;
+
 /// What a launch passes in `dialect`: the op's arguments, then (OpenCL) the `__local` argument
 /// of its dynamic shared memory.
 fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> {
@@ -190,8 +195,9 @@ fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> 
 
 /// Records every launch of [`calls::exercise`] on each imitated device: `(dialect, entry)` to
 /// its argument kinds. Two different lists for one entry of one dialect are an error.
-fn record(errors: &mut Vec<String>) -> Recorded {
+fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
     let mut recorded = Recorded::new();
+    let mut pointers = PointerTypes::new();
     for imitate in imitations() {
         let dialect = format!("{:?}", imitate.dialect);
         let (device, log) = RecordingDevice::new(imitate);
@@ -205,6 +211,10 @@ fn record(errors: &mut Vec<String>) -> Recorded {
                 launch.shared_bytes > 0,
             );
             let key = (dialect.clone(), launch.entry.clone());
+            let types = pointers.entry(key.clone()).or_default();
+            if !types.contains(&launch.pointer_types) {
+                types.push(launch.pointer_types.clone());
+            }
             match recorded.get(&key) {
                 Some(k) if *k != kinds => errors.push(format!(
                     "`{}` launched on {dialect} with two argument lists: ({}) and ({})",
@@ -219,7 +229,76 @@ fn record(errors: &mut Vec<String>) -> Recorded {
             }
         }
     }
-    recorded
+    (recorded, pointers)
+}
+
+/// The element type a pointer parameter's declaration names (`const float* x_base`,
+/// `__global const uint* i_base`): its words before the `*`, without qualifiers.
+fn pointee(decl: &str) -> String {
+    let before = decl.split('*').next().unwrap_or_default();
+    let words: Vec<&str> = before
+        .split_whitespace()
+        .filter(|w| {
+            !matches!(
+                *w,
+                "const" | "__global" | "global" | "volatile" | "restrict"
+            )
+        })
+        .collect();
+    words.join(" ")
+}
+
+/// Whether a parameter declared as pointing to `pointee` may receive a view of `passed`: f32
+/// views go to `float` pointers, u32 views to `uint` ones. The one exception: the grid
+/// reductions' and sequence kernels' counters (tickets, barriers) are words of the f32 scratch,
+/// zeroed as floats (0.0 has the bits of 0), which the kernels declare `uint`.
+fn pointer_fits(pointee: &str, name: &str, passed: DType) -> bool {
+    let uint = matches!(pointee, "uint" | "unsigned int" | "unsigned");
+    match passed {
+        DType::U32 => uint,
+        DType::F32 => {
+            pointee == "float"
+                || (uint
+                    && ["ticket", "barrier", "counter"]
+                        .iter()
+                        .any(|w| name.contains(w)))
+        }
+        _ => false,
+    }
+}
+
+/// Each pointer the Rust side passes against the element type the definition declares: a u32
+/// view where the kernel reads floats, or an f32 view where it reads u32 indices, is an error,
+/// as is a pointer packed without its type.
+fn pointer_errors(
+    entry: &str,
+    place: &str,
+    params: &[(CType, String)],
+    launches: &[Vec<Option<DType>>],
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    for types in launches {
+        for (i, ((ctype, decl), passed)) in params.iter().zip(types).enumerate() {
+            if *ctype != CType::Pointer {
+                continue;
+            }
+            let (to, name) = (pointee(decl), decl.rsplit(' ').next().unwrap_or_default());
+            match passed {
+                Some(t) if pointer_fits(&to, name, *t) => {}
+                Some(t) => errors.push(format!(
+                    "`{entry}`, {place}: parameter {} `{decl}` points to {to}, the Rust side \
+                     passes a view of {t}",
+                    i + 1
+                )),
+                None => errors.push(format!(
+                    "`{entry}`, {place}: parameter {} `{decl}` gets a pointer packed without \
+                     its element type",
+                    i + 1
+                )),
+            }
+        }
+    }
+    errors
 }
 
 /// Compares one definition with the arguments the Rust side passes: the first position that
@@ -253,7 +332,7 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
             .iter()
             .any(|(s, t, _)| t == e && (*s == Scope::All || *s == Scope::Only(d)))
     };
-    let recorded = record(&mut errors);
+    let (recorded, pointers) = record(&mut errors);
 
     for dialect in DIALECTS {
         let defs = signatures::kernels(&op_set_source(dialect), dialect == Dialect::OpenCl);
@@ -294,9 +373,17 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
                     "`{entry}` is in the table but not defined in {dialect:?}"
                 ));
             }
+            let own_types = pointers.get(&(format!("{dialect:?}"), entry.clone()));
+            let types = own_types.or_else(|| {
+                let any = pointers.iter().find(|((_, e), _)| e == entry);
+                any.map(|(_, t)| t).filter(|_| *scope == Scope::All)
+            });
             for s in mine {
                 let place = format!("{dialect:?} source");
                 errors.extend(compare(entry, &place, &s.params, &passed(dialect, rust)));
+                if let Some(types) = types {
+                    errors.extend(pointer_errors(entry, &place, &s.params, types));
+                }
             }
         }
     }
@@ -333,6 +420,27 @@ fn every_table_entry_matches_the_arguments_the_ops_pass_in_every_dialect() {
         "kernel contract broken:\n{}",
         errors.join("\n")
     );
+}
+
+#[test]
+fn a_pointer_of_another_element_type_is_an_error() {
+    let source = "extern \"C\" __global__ void k(const float* x_base, u64 x_off, \
+                  const uint* i_base, u64 i_off, uint* ticket_base, u64 ticket_off, uint n) {}";
+    let params = signatures::kernels(source, false)[0].params.clone();
+    let (f, u) = (Some(DType::F32), Some(DType::U32));
+    let right = vec![f, None, u, None, f, None, None];
+    assert_eq!(
+        pointer_errors("k", "t", &params, &[right]),
+        Vec::<String>::new()
+    );
+    // u32 indices where the kernel reads floats, f32 where it reads indices.
+    let swapped = vec![u, None, f, None, f, None, None];
+    let errors = pointer_errors("k", "t", &params, &[swapped]);
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("points to float") && errors[0].contains("view of u32"));
+    assert!(errors[1].contains("points to uint") && errors[1].contains("view of f32"));
+    let untyped = vec![None, None, u, None, f, None, None];
+    assert_eq!(pointer_errors("k", "t", &params, &[untyped]).len(), 1);
 }
 
 /// The header's name of each activation; a new variant does not compile until it has one.
