@@ -170,6 +170,7 @@ pub(crate) mod family_entries {
         "act_backward",
         "clip_scale",
         "gather_rows",
+        "gather_rows_u32",
         "one_hot",
     ];
     /// Softmax, losses, bias-activation backward, reductions.
