@@ -306,15 +306,6 @@ __kernel void gru_cell_backward(__global const float* k_base, ulong k_off,
         float nn = cache[g4 + 2 * hidden];
         float ghn = cache[g4 + 3 * hidden];
         float d = dh[e];
-        float dn = d * (1.0f - z) * (1.0f - nn * nn);
-        float dz = d * (h_prev[e] - nn) * z * (1.0f - z);
-        float dr = dn * ghn * r * (1.0f - r);
-        dgx[g3] = dr;
-        dgx[g3 + hidden] = dz;
-        dgx[g3 + 2 * hidden] = dn;
-        dgh[g3] = dr;
-        dgh[g3 + hidden] = dz;
-        dgh[g3 + 2 * hidden] = dn * r;
-        dh_prev[e] = d * z;
+        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, hidden, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
     }
 }

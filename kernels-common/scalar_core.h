@@ -76,3 +76,23 @@ RNN_DEVICE_FN float act_grad(float z, float y, unsigned int act, float p) {
 RNN_DEVICE_FN bool rnn_valid_index(float v, unsigned int n) {
     return v >= 0.0f && v < (float)n && v == RNN_FLOOR(v);
 }
+
+// The GRU backward of one unit (gates r, z, n), in the order of operations of the CPU
+// reference (src/backend/cpu/cells.rs): from `d`, the whole gradient reaching h, the cached
+// `r`, `z`, `n` and `ghn` (gh_n) and the previous state `hp`, stores dgx = [dr, dz, dn] and
+// dgh = [dr, dz, dn r] at `g3` with gate stride `H`, and `d z` in the lvalue `carry`. Every GRU
+// backward kernel (cell, fused step, persistent sequence) ends in it. A macro rather than a
+// function, so that the stores keep each dialect's pointers (OpenCL's address spaces).
+#define RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, n, ghn, hp, carry) \
+    do {                                                                  \
+        const float gru_dn_ = (d) * (1.0f - (z)) * (1.0f - (n) * (n));    \
+        const float gru_dz_ = (d) * ((hp) - (n)) * (z) * (1.0f - (z));    \
+        const float gru_dr_ = gru_dn_ * (ghn) * (r) * (1.0f - (r));       \
+        (dgx)[(g3)] = gru_dr_;                                            \
+        (dgx)[(g3) + (H)] = gru_dz_;                                      \
+        (dgx)[(g3) + 2 * (H)] = gru_dn_;                                  \
+        (dgh)[(g3)] = gru_dr_;                                            \
+        (dgh)[(g3) + (H)] = gru_dz_;                                      \
+        (dgh)[(g3) + 2 * (H)] = gru_dn_ * (r);                            \
+        carry = (d) * (z);                                                \
+    } while (0)

@@ -441,17 +441,8 @@ extern "C" __global__ void __launch_bounds__(384)
             }
             if (store) {
                 const float dt = (d + rec) + cr;
-                const float dn = dt * (1.0f - z) * (1.0f - n * n);
-                const float dz = dt * (hp - n) * z * (1.0f - z);
-                const float dr = dn * ghn * rg * (1.0f - rg);
                 const u64 g3 = (u64)t * 3 * block + (u64)row * 3 * H + j;
-                dgx[g3] = dr;
-                dgx[g3 + H] = dz;
-                dgx[g3 + 2 * H] = dn;
-                dgh[g3] = dr;
-                dgh[g3 + H] = dz;
-                dgh[g3 + 2 * H] = dn * rg;
-                carry[at] = dt * z;
+                RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, dt, rg, z, n, ghn, hp, carry[at]);
             }
             __syncthreads();
         }

@@ -265,17 +265,8 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
                 const float n = kr[2 * H];
                 const float ghn = kr[3 * H];
                 const float d = (dh[at] + GS_GATE_SUM(acc, i)) + (has_next ? carry[at] : 0.0f);
-                const float dn = d * (1.0f - z) * (1.0f - n * n);
-                const float dz = d * (h_prev[at] - n) * z * (1.0f - z);
-                const float dr = dn * ghn * r * (1.0f - r);
                 const u64 g3 = (u64)row * 3 * H + col;
-                dgx[g3] = dr;
-                dgx[g3 + H] = dz;
-                dgx[g3 + 2 * H] = dn;
-                dgh[g3] = dr;
-                dgh[g3 + H] = dz;
-                dgh[g3 + 2 * H] = dn * r;
-                carry[at] = d * z;
+                RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, n, ghn, h_prev[at], carry[at]);
             }
         }
     }

@@ -350,16 +350,7 @@ extern "C" __global__ void gru_cell_backward(const float* cache_base, u64 cache_
         const float nn = cache[g4 + 2 * H];
         const float ghn = cache[g4 + 3 * H];
         const float d = dh[i];
-        const float dn = d * (1.0f - z) * (1.0f - nn * nn);
-        const float dz = d * (h_prev[i] - nn) * z * (1.0f - z);
-        const float dr = dn * ghn * r * (1.0f - r);
         const u64 g3 = b * 3 * H + j;
-        dgx[g3] = dr;
-        dgx[g3 + H] = dz;
-        dgx[g3 + 2 * H] = dn;
-        dgh[g3] = dr;
-        dgh[g3 + H] = dz;
-        dgh[g3 + 2 * H] = dn * r;
-        dh_prev[i] = d * z;
+        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, nn, ghn, h_prev[i], dh_prev[i]);
     }
 }
