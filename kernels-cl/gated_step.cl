@@ -111,12 +111,7 @@ void lstm_step_backward(__global const float* dh_base, ulong dh_off,
                 float tc = tanh(c[at]);
                 float dht = dh[at] + GS_GATE_SUM(acc, i);
                 float dc = has_next ? carry[at] : 0.0f;
-                float dct = dc + dht * go * (1.0f - tc * tc);
-                dgates[ga] = dct * gg * gi * (1.0f - gi);
-                dgates[ga + H] = dct * c_prev[at] * gf * (1.0f - gf);
-                dgates[ga + 2 * H] = dct * gi * (1.0f - gg * gg);
-                dgates[ga + 3 * H] = dht * tc * go * (1.0f - go);
-                carry[at] = dct * gf;
+                RNN_LSTM_UNIT_BACKWARD(dgates, ga, H, dc, dht, tc, c_prev[at], gi, gf, gg, go, carry[at]);
             }
         }
     }

@@ -246,12 +246,7 @@ __kernel void lstm_cell_backward(__global const float* g_base, ulong g_off,
         float og = gates[base + 3 * hidden];
         float tc = tanh(c[e]);
         float dhe = dh[e];
-        float dct = dc[e] + dhe * og * (1.0f - tc * tc);
-        dgates[base] = dct * gg * ig * (1.0f - ig);
-        dgates[base + hidden] = dct * c_prev[e] * fg * (1.0f - fg);
-        dgates[base + 2 * hidden] = dct * ig * (1.0f - gg * gg);
-        dgates[base + 3 * hidden] = dhe * tc * og * (1.0f - og);
-        dc[e] = dct * fg;
+        RNN_LSTM_UNIT_BACKWARD(dgates, base, hidden, dc[e], dhe, tc, c_prev[e], ig, fg, gg, og, dc[e]);
     }
 }
 

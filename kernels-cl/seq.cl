@@ -619,12 +619,7 @@ void lstm_seq_backward(__global const float* dh_base, ulong dh_off,
             if (store) {
                 float tc = tanh(c);
                 float dht = d + rec;
-                float dct = dc + dht * go * (1.0f - tc * tc);
-                dg[ga] = dct * gg * gi * (1.0f - gi);
-                dg[ga + H] = dct * cp * gf * (1.0f - gf);
-                dg[ga + 2 * H] = dct * gi * (1.0f - gg * gg);
-                dg[ga + 3 * H] = dht * tc * go * (1.0f - go);
-                carry[at] = dct * gf;
+                RNN_LSTM_UNIT_BACKWARD(dg, ga, H, dc, dht, tc, cp, gi, gf, gg, go, carry[at]);
             }
         }
         if (s + 1 < steps) pq_row_barrier(counters);

@@ -96,3 +96,18 @@ RNN_DEVICE_FN bool rnn_valid_index(float v, unsigned int n) {
         (dgh)[(g3) + 2 * (H)] = gru_dn_ * (r);                            \
         carry = (d) * (z);                                                \
     } while (0)
+
+// The LSTM backward of one unit (gates i, f, g, o, activated), in the order of operations of
+// the CPU reference (src/backend/cpu/cells.rs): from `dc` (the gradient reaching c from the
+// next step), `dh` (the whole gradient reaching h), `tc` = tanh(c) and `c_prev`, stores the
+// gate gradients at `ga` with gate stride `H` in `dg`, and dc_t f in the lvalue `carry`. Every
+// LSTM backward kernel ends in it; a macro for the reason given at RNN_GRU_UNIT_BACKWARD.
+#define RNN_LSTM_UNIT_BACKWARD(dg, ga, H, dc, dh, tc, c_prev, gi, gf, gg, go, carry) \
+    do {                                                                            \
+        const float lstm_dct_ = (dc) + (dh) * (go) * (1.0f - (tc) * (tc));          \
+        (dg)[(ga)] = lstm_dct_ * (gg) * (gi) * (1.0f - (gi));                       \
+        (dg)[(ga) + (H)] = lstm_dct_ * (c_prev) * (gf) * (1.0f - (gf));             \
+        (dg)[(ga) + 2 * (H)] = lstm_dct_ * (gi) * (1.0f - (gg) * (gg));             \
+        (dg)[(ga) + 3 * (H)] = (dh) * (tc) * (go) * (1.0f - (go));                  \
+        carry = lstm_dct_ * (gf);                                                   \
+    } while (0)

@@ -301,12 +301,7 @@ extern "C" __global__ void __launch_bounds__(512)
             if (store) {
                 const float tc = tanhf(c);
                 const float dht = d + rec;
-                const float dct = dc + dht * go * (1.0f - tc * tc);
-                dg[ga] = dct * gg * gi * (1.0f - gi);
-                dg[ga + H] = dct * cp * gf * (1.0f - gf);
-                dg[ga + 2 * H] = dct * gi * (1.0f - gg * gg);
-                dg[ga + 3 * H] = dht * tc * go * (1.0f - go);
-                carry[at] = dct * gf;
+                RNN_LSTM_UNIT_BACKWARD(dg, ga, H, dc, dht, tc, cp, gi, gf, gg, go, carry[at]);
             }
             __syncthreads();
         }

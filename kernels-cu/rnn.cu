@@ -289,12 +289,7 @@ extern "C" __global__ void lstm_cell_backward(const float* gates_base, u64 gates
         const float go = gates[base + 3 * (u64)hidden];
         const float tc = tanhf(c[i]);
         const float dhi = dh[i];
-        const float dct = dc[i] + dhi * go * (1.0f - tc * tc);
-        dgates[base] = dct * gg * gi * (1.0f - gi);
-        dgates[base + hidden] = dct * c_prev[i] * gf * (1.0f - gf);
-        dgates[base + 2 * (u64)hidden] = dct * gi * (1.0f - gg * gg);
-        dgates[base + 3 * (u64)hidden] = dhi * tc * go * (1.0f - go);
-        dc[i] = dct * gf;
+        RNN_LSTM_UNIT_BACKWARD(dgates, base, (u64)hidden, dc[i], dhi, tc, c_prev[i], gi, gf, gg, go, dc[i]);
     }
 }
 
