@@ -86,11 +86,7 @@ impl<D: Device> GpuOps<D> {
         tail: &[&View<'_>],
         shape: SeqShape,
     ) -> Result<bool> {
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
+        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
         let tile = tile(k.gates, hidden, k.forward, self.device.dialect());
         self.cooperative(k.entry, tile, batch, hidden, |barrier| {
             let args = Args::new().bufs(bufs)?.bufs(tail)?.buf(barrier)?;

@@ -91,11 +91,7 @@ impl<D: Device> GpuOps<D> {
         act: Activation,
         shape: SeqShape,
     ) -> Result<bool> {
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
+        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
         let (entry, tile) = entry_and_tile(base, hidden);
         self.cooperative(&entry, tile, batch, hidden, |barrier| {
             self.with_exchange(n, |xch| {
