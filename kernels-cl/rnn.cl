@@ -246,12 +246,7 @@ __kernel void lstm_cell_backward(__global const float* g_base, ulong g_off,
         float og = gates[base + 3 * hidden];
         float tc = tanh(c[e]);
         float dhe = dh[e];
-        float dct = dc[e] + dhe * og * (1.0f - tc * tc);
-        dgates[base] = dct * gg * ig * (1.0f - ig);
-        dgates[base + hidden] = dct * c_prev[e] * fg * (1.0f - fg);
-        dgates[base + 2 * hidden] = dct * ig * (1.0f - gg * gg);
-        dgates[base + 3 * hidden] = dhe * tc * og * (1.0f - og);
-        dc[e] = dct * fg;
+        RNN_LSTM_UNIT_BACKWARD(dgates, base, hidden, dc[e], dhe, tc, c_prev[e], ig, fg, gg, og, dc[e]);
     }
 }
 
@@ -306,15 +301,6 @@ __kernel void gru_cell_backward(__global const float* k_base, ulong k_off,
         float nn = cache[g4 + 2 * hidden];
         float ghn = cache[g4 + 3 * hidden];
         float d = dh[e];
-        float dn = d * (1.0f - z) * (1.0f - nn * nn);
-        float dz = d * (h_prev[e] - nn) * z * (1.0f - z);
-        float dr = dn * ghn * r * (1.0f - r);
-        dgx[g3] = dr;
-        dgx[g3 + hidden] = dz;
-        dgx[g3 + 2 * hidden] = dn;
-        dgh[g3] = dr;
-        dgh[g3 + hidden] = dz;
-        dgh[g3 + 2 * hidden] = dn * r;
-        dh_prev[e] = d * z;
+        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, hidden, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
     }
 }

@@ -619,12 +619,7 @@ void lstm_seq_backward(__global const float* dh_base, ulong dh_off,
             if (store) {
                 float tc = tanh(c);
                 float dht = d + rec;
-                float dct = dc + dht * go * (1.0f - tc * tc);
-                dg[ga] = dct * gg * gi * (1.0f - gi);
-                dg[ga + H] = dct * cp * gf * (1.0f - gf);
-                dg[ga + 2 * H] = dct * gi * (1.0f - gg * gg);
-                dg[ga + 3 * H] = dht * tc * go * (1.0f - go);
-                carry[at] = dct * gf;
+                RNN_LSTM_UNIT_BACKWARD(dg, ga, H, dc, dht, tc, cp, gi, gf, gg, go, carry[at]);
             }
         }
         if (s + 1 < steps) pq_row_barrier(counters);
@@ -744,17 +739,8 @@ void gru_seq_backward(__global const float* dh_base, ulong dh_off, __global cons
             }
             if (store) {
                 float dt = (d + rec) + cr;
-                float dn = dt * (1.0f - z) * (1.0f - n * n);
-                float dz = dt * (hp - n) * z * (1.0f - z);
-                float dr = dn * ghn * rg * (1.0f - rg);
                 ulong g3 = (ulong)t * 3 * block + (ulong)row * 3 * H + j;
-                dgx[g3] = dr;
-                dgx[g3 + H] = dz;
-                dgx[g3 + 2 * H] = dn;
-                dgh[g3] = dr;
-                dgh[g3 + H] = dz;
-                dgh[g3 + 2 * H] = dn * rg;
-                carry[at] = dt * z;
+                RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, dt, rg, z, n, ghn, hp, carry[at]);
             }
         }
         if (s + 1 < steps) pq_row_barrier(counters);

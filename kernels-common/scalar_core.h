@@ -77,3 +77,38 @@ RNN_DEVICE_FN bool rnn_valid_index(unsigned int v, unsigned int n) {
 // What a u32 row gather writes for an invalid index: itself invalid as an index into any
 // table (n <= u32::MAX), as NaN is for a float row.
 #define RNN_INVALID_INDEX 0xffffffffu
+
+// The GRU backward of one unit (gates r, z, n), in the order of operations of the CPU
+// reference (src/backend/cpu/cells.rs): from `d`, the whole gradient reaching h, the cached
+// `r`, `z`, `n` and `ghn` (gh_n) and the previous state `hp`, stores dgx = [dr, dz, dn] and
+// dgh = [dr, dz, dn r] at `g3` with gate stride `H`, and `d z` in the lvalue `carry`. Every GRU
+// backward kernel (cell, fused step, persistent sequence) ends in it. A macro rather than a
+// function, so that the stores keep each dialect's pointers (OpenCL's address spaces).
+#define RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, n, ghn, hp, carry) \
+    do {                                                                  \
+        const float gru_dn_ = (d) * (1.0f - (z)) * (1.0f - (n) * (n));    \
+        const float gru_dz_ = (d) * ((hp) - (n)) * (z) * (1.0f - (z));    \
+        const float gru_dr_ = gru_dn_ * (ghn) * (r) * (1.0f - (r));       \
+        (dgx)[(g3)] = gru_dr_;                                            \
+        (dgx)[(g3) + (H)] = gru_dz_;                                      \
+        (dgx)[(g3) + 2 * (H)] = gru_dn_;                                  \
+        (dgh)[(g3)] = gru_dr_;                                            \
+        (dgh)[(g3) + (H)] = gru_dz_;                                      \
+        (dgh)[(g3) + 2 * (H)] = gru_dn_ * (r);                            \
+        carry = (d) * (z);                                                \
+    } while (0)
+
+// The LSTM backward of one unit (gates i, f, g, o, activated), in the order of operations of
+// the CPU reference (src/backend/cpu/cells.rs): from `dc` (the gradient reaching c from the
+// next step), `dh` (the whole gradient reaching h), `tc` = tanh(c) and `c_prev`, stores the
+// gate gradients at `ga` with gate stride `H` in `dg`, and dc_t f in the lvalue `carry`. Every
+// LSTM backward kernel ends in it; a macro for the reason given at RNN_GRU_UNIT_BACKWARD.
+#define RNN_LSTM_UNIT_BACKWARD(dg, ga, H, dc, dh, tc, c_prev, gi, gf, gg, go, carry) \
+    do {                                                                            \
+        const float lstm_dct_ = (dc) + (dh) * (go) * (1.0f - (tc) * (tc));          \
+        (dg)[(ga)] = lstm_dct_ * (gg) * (gi) * (1.0f - (gi));                       \
+        (dg)[(ga) + (H)] = lstm_dct_ * (c_prev) * (gf) * (1.0f - (gf));             \
+        (dg)[(ga) + 2 * (H)] = lstm_dct_ * (gi) * (1.0f - (gg) * (gg));             \
+        (dg)[(ga) + 3 * (H)] = (dh) * (tc) * (go) * (1.0f - (go));                  \
+        carry = lstm_dct_ * (gf);                                                   \
+    } while (0)

@@ -301,12 +301,7 @@ extern "C" __global__ void __launch_bounds__(512)
             if (store) {
                 const float tc = tanhf(c);
                 const float dht = d + rec;
-                const float dct = dc + dht * go * (1.0f - tc * tc);
-                dg[ga] = dct * gg * gi * (1.0f - gi);
-                dg[ga + H] = dct * cp * gf * (1.0f - gf);
-                dg[ga + 2 * H] = dct * gi * (1.0f - gg * gg);
-                dg[ga + 3 * H] = dht * tc * go * (1.0f - go);
-                carry[at] = dct * gf;
+                RNN_LSTM_UNIT_BACKWARD(dg, ga, H, dc, dht, tc, cp, gi, gf, gg, go, carry[at]);
             }
             __syncthreads();
         }
@@ -441,17 +436,8 @@ extern "C" __global__ void __launch_bounds__(384)
             }
             if (store) {
                 const float dt = (d + rec) + cr;
-                const float dn = dt * (1.0f - z) * (1.0f - n * n);
-                const float dz = dt * (hp - n) * z * (1.0f - z);
-                const float dr = dn * ghn * rg * (1.0f - rg);
                 const u64 g3 = (u64)t * 3 * block + (u64)row * 3 * H + j;
-                dgx[g3] = dr;
-                dgx[g3 + H] = dz;
-                dgx[g3 + 2 * H] = dn;
-                dgh[g3] = dr;
-                dgh[g3 + H] = dz;
-                dgh[g3 + 2 * H] = dn * rg;
-                carry[at] = dt * z;
+                RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, dt, rg, z, n, ghn, hp, carry[at]);
             }
             __syncthreads();
         }

@@ -138,12 +138,7 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
                 const float tc = tanhf(c[at]);
                 const float dht = dh[at] + GS_GATE_SUM(acc, i);
                 const float dc = has_next ? carry[at] : 0.0f;
-                const float dct = dc + dht * go * (1.0f - tc * tc);
-                dgates[ga] = dct * gg * gi * (1.0f - gi);
-                dgates[ga + H] = dct * c_prev[at] * gf * (1.0f - gf);
-                dgates[ga + 2 * H] = dct * gi * (1.0f - gg * gg);
-                dgates[ga + 3 * H] = dht * tc * go * (1.0f - go);
-                carry[at] = dct * gf;
+                RNN_LSTM_UNIT_BACKWARD(dgates, ga, H, dc, dht, tc, c_prev[at], gi, gf, gg, go, carry[at]);
             }
         }
     }
@@ -265,17 +260,8 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
                 const float n = kr[2 * H];
                 const float ghn = kr[3 * H];
                 const float d = (dh[at] + GS_GATE_SUM(acc, i)) + (has_next ? carry[at] : 0.0f);
-                const float dn = d * (1.0f - z) * (1.0f - n * n);
-                const float dz = d * (h_prev[at] - n) * z * (1.0f - z);
-                const float dr = dn * ghn * r * (1.0f - r);
                 const u64 g3 = (u64)row * 3 * H + col;
-                dgx[g3] = dr;
-                dgx[g3 + H] = dz;
-                dgx[g3 + 2 * H] = dn;
-                dgh[g3] = dr;
-                dgh[g3 + H] = dz;
-                dgh[g3 + 2 * H] = dn * r;
-                carry[at] = d * z;
+                RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, n, ghn, h_prev[at], carry[at]);
             }
         }
     }

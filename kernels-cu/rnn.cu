@@ -289,12 +289,7 @@ extern "C" __global__ void lstm_cell_backward(const float* gates_base, u64 gates
         const float go = gates[base + 3 * (u64)hidden];
         const float tc = tanhf(c[i]);
         const float dhi = dh[i];
-        const float dct = dc[i] + dhi * go * (1.0f - tc * tc);
-        dgates[base] = dct * gg * gi * (1.0f - gi);
-        dgates[base + hidden] = dct * c_prev[i] * gf * (1.0f - gf);
-        dgates[base + 2 * (u64)hidden] = dct * gi * (1.0f - gg * gg);
-        dgates[base + 3 * (u64)hidden] = dhi * tc * go * (1.0f - go);
-        dc[i] = dct * gf;
+        RNN_LSTM_UNIT_BACKWARD(dgates, base, (u64)hidden, dc[i], dhi, tc, c_prev[i], gi, gf, gg, go, dc[i]);
     }
 }
 
@@ -350,16 +345,7 @@ extern "C" __global__ void gru_cell_backward(const float* cache_base, u64 cache_
         const float nn = cache[g4 + 2 * H];
         const float ghn = cache[g4 + 3 * H];
         const float d = dh[i];
-        const float dn = d * (1.0f - z) * (1.0f - nn * nn);
-        const float dz = d * (h_prev[i] - nn) * z * (1.0f - z);
-        const float dr = dn * ghn * r * (1.0f - r);
         const u64 g3 = b * 3 * H + j;
-        dgx[g3] = dr;
-        dgx[g3 + H] = dz;
-        dgx[g3 + 2 * H] = dn;
-        dgh[g3] = dr;
-        dgh[g3 + H] = dz;
-        dgh[g3 + 2 * H] = dn * r;
-        dh_prev[i] = d * z;
+        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, nn, ghn, h_prev[i], dh_prev[i]);
     }
 }

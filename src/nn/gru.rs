@@ -15,9 +15,8 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::GruGateGrads;
-use crate::ops::RecurrentWeights;
+use crate::ops::Ops;
 use crate::ops::SeqShape;
-use crate::ops::{Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
@@ -91,24 +90,11 @@ impl Gru {
     pub fn forward(&self, f: &Flat<'_>, ws: &GruWs, x: View<'_>) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         let gx = ws.gx.view();
-        f.ops.gemm(
-            Gemm::new(t_n * b, 3 * h, self.inputs).tb(),
-            x,
-            self.p.w_ih.view(f.params)?,
-            gx,
-        )?;
+        self.p.project_inputs(f, x, gx, t_n * b)?;
         // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        f.ops.gru_sequence_forward(
-            gx,
-            ws.seq.states(),
-            RecurrentWeights::new(
-                self.p.w_hh.view(f.params)?,
-                self.p.b_ih.view(f.params)?,
-                self.p.b_hh.view(f.params)?,
-            ),
-            ws.cache.view(),
-            SeqShape::new(t_n, b, h),
-        )
+        let (hs, cache, weights) = (ws.seq.states(), ws.cache.view(), self.p.recurrent(f)?);
+        let shape = SeqShape::new(t_n, b, h);
+        f.ops.gru_sequence_forward(gx, hs, weights, cache, shape)
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state

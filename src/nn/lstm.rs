@@ -13,9 +13,8 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::RecurrentWeights;
+use crate::ops::Ops;
 use crate::ops::SeqShape;
-use crate::ops::{Gemm, Ops};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
@@ -91,24 +90,11 @@ impl Lstm {
     pub fn forward(&self, f: &Flat<'_>, ws: &LstmWs, x: View<'_>) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         let gates = ws.gates.view();
-        f.ops.gemm(
-            Gemm::new(t_n * b, 4 * h, self.inputs).tb(),
-            x,
-            self.p.w_ih.view(f.params)?,
-            gates,
-        )?;
+        self.p.project_inputs(f, x, gates, t_n * b)?;
         // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        f.ops.lstm_sequence_forward(
-            gates,
-            ws.seq.states(),
-            ws.cs.view(),
-            RecurrentWeights::new(
-                self.p.w_hh.view(f.params)?,
-                self.p.b_ih.view(f.params)?,
-                self.p.b_hh.view(f.params)?,
-            ),
-            SeqShape::new(t_n, b, h),
-        )
+        let (hs, cs, weights) = (ws.seq.states(), ws.cs.view(), self.p.recurrent(f)?);
+        let shape = SeqShape::new(t_n, b, h);
+        f.ops.lstm_sequence_forward(gates, hs, cs, weights, shape)
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state

@@ -3,7 +3,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::{Gemm, Ops, zeros};
+use crate::ops::{Gemm, Ops, RecurrentWeights, zeros};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -49,6 +49,27 @@ impl GateParams {
             hidden,
             gates,
         }
+    }
+}
+
+impl GateParams {
+    /// `x W_ih^T` for all `rows = steps * batch` rows of the time-major input into `out`
+    /// (`rows x G*H`): the input side of every step in one GEMM, without a bias.
+    pub fn project_inputs(
+        &self,
+        f: &Flat<'_>,
+        x: View<'_>,
+        out: View<'_>,
+        rows: usize,
+    ) -> Result<()> {
+        let g = Gemm::new(rows, self.gates * self.hidden, self.inputs).tb();
+        f.ops.gemm(g, x, self.w_ih.view(f.params)?, out)
+    }
+
+    /// `W_hh` and both biases, as the sequence ops take them.
+    pub fn recurrent<'a>(&self, f: &Flat<'a>) -> Result<RecurrentWeights<'a>> {
+        let (w_hh, b_ih) = (self.w_hh.view(f.params)?, self.b_ih.view(f.params)?);
+        Ok(RecurrentWeights::new(w_hh, b_ih, self.b_hh.view(f.params)?))
     }
 }
 

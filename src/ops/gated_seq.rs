@@ -6,114 +6,83 @@
 //!
 //! The backward steps hand one value per (row, unit) to the step before them through `carry`
 //! (`batch x hidden`): the LSTM's `dc_t * f_t`, the GRU's `dh_t * z_t`. The last time step has
-//! no successor: it reads neither `carry` nor a next gradient (`next` is `None`).
+//! no successor: it reads neither `carry` nor a next gradient (`has_next` is false).
 
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::MemoryOps;
 use crate::ops::SeqShape;
-use crate::ops::rnn_seq::next_block;
+use crate::ops::rnn_seq::{for_each_step, next_block};
 use crate::ops::{GruGateGrads, RecurrentWeights};
 
-/// One LSTM forward step: `gates` (`batch x 4H`, `x_t W_ih^T` on entry) becomes the activated
-/// gates of `gates + b_ih + b_hh + h_prev W_hh^T`; writes `c` and `h`.
-pub(crate) struct LstmForwardStep<'a> {
-    pub gates: View<'a>,
-    pub h_prev: View<'a>,
-    pub c_prev: View<'a>,
-    pub w_hh: View<'a>,
-    pub b_ih: View<'a>,
-    pub b_hh: View<'a>,
-    pub c: View<'a>,
-    pub h: View<'a>,
-    pub batch: usize,
-    pub hidden: usize,
-}
-
-/// One LSTM backward step: `dh_t = dh + next W_hh` (`next`: the gate gradient of step `t + 1`),
-/// `dc_t = carry + dh_t o (1 - tanh² c)` (`carry` read only with `next`), writes `dgates` and
-/// `carry = dc_t f`.
-pub(crate) struct LstmBackwardStep<'a> {
-    pub dh: View<'a>,
-    pub next: Option<View<'a>>,
-    pub w_hh: View<'a>,
-    pub gates: View<'a>,
-    pub c_prev: View<'a>,
-    pub c: View<'a>,
-    pub carry: View<'a>,
-    pub dgates: View<'a>,
-    pub batch: usize,
-    pub hidden: usize,
-}
-
-/// One GRU forward step: from `gx` (`x_t W_ih^T`), `h_prev W_hh^T` and the biases, writes `h`
-/// and `cache = [r, z, n, gh_n]`.
-pub(crate) struct GruForwardStep<'a> {
-    pub gx: View<'a>,
-    pub h_prev: View<'a>,
-    pub w_hh: View<'a>,
-    pub b_ih: View<'a>,
-    pub b_hh: View<'a>,
-    pub h: View<'a>,
-    pub cache: View<'a>,
-    pub batch: usize,
-    pub hidden: usize,
-}
-
-/// One GRU backward step: `dh_t = dh + next W_hh + carry` (`next`: `dgh` of step `t + 1`;
-/// product and carry only with `next`), writes `dgx`, `dgh` and `carry = dh_t z`.
-pub(crate) struct GruBackwardStep<'a> {
-    pub dh: View<'a>,
-    pub next: Option<View<'a>>,
-    pub w_hh: View<'a>,
-    pub cache: View<'a>,
-    pub h_prev: View<'a>,
-    pub carry: View<'a>,
-    pub dgx: View<'a>,
-    pub dgh: View<'a>,
+/// One fused time step of a gated cell (geometry `S`, docs/kernel-abi.md): the step kernel
+/// `entry` with its buffers in ABI order. A backward step (`has_next` set) has the gradient of
+/// step `t + 1` in slot 1 of `bufs`, or at the last step (`has_next == Some(false)`) `dh` there,
+/// which the kernel then does not read.
+pub(crate) struct GatedStep<'v, 'a> {
+    pub entry: &'static str,
+    pub bufs: &'v [View<'a>],
+    pub has_next: Option<bool>,
     pub batch: usize,
     pub hidden: usize,
 }
 
 /// The fused time steps of a backend (`batch * hidden > 0`).
 pub(crate) trait GatedSteps: MemoryOps {
-    fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()>;
-    fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()>;
-    fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()>;
-    fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()>;
+    fn gated_step(&self, s: &GatedStep<'_, '_>) -> Result<()>;
+}
+
+/// Block `t` of `v`, blocks of `len` elements.
+fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
+    v.slice(t * len, len)
+}
+
+/// Runs the step kernel `entry` for every time step of `shape` with the buffers `bufs(t)` of
+/// step `t`: forward in time, or from the last step down when `backward`.
+fn run_steps<'a, const N: usize>(
+    ops: &(impl GatedSteps + ?Sized),
+    entry: &'static str,
+    shape: SeqShape,
+    backward: bool,
+    bufs: impl Fn(usize) -> Result<[View<'a>; N]>,
+) -> Result<()> {
+    for_each_step(shape.steps, backward, |t| {
+        ops.gated_step(&GatedStep {
+            entry,
+            bufs: &bufs(t)?,
+            has_next: backward.then_some(t + 1 < shape.steps),
+            batch: shape.batch,
+            hidden: shape.hidden,
+        })
+    })
+}
+
+/// The gradient block of step `t + 1` of `grads` (blocks of `len`), or `dh` at the last step.
+fn next_or<'a>(
+    grads: View<'a>,
+    t: usize,
+    shape: SeqShape,
+    len: usize,
+    dh: View<'a>,
+) -> Result<View<'a>> {
+    Ok(next_block(grads, t, shape.steps, len)?.unwrap_or(dh))
 }
 
 /// `GatedSequenceOps::lstm_sequence_forward`, one step at a time.
 pub(crate) fn lstm_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    gates: View<'_>,
-    hs: View<'_>,
-    cs: View<'_>,
+    [gates, hs, cs]: [View<'_>; 3],
     weights: RecurrentWeights<'_>,
     shape: SeqShape,
 ) -> Result<()> {
     let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-    let SeqShape {
-        steps,
-        batch,
-        hidden,
-    } = shape;
-    let n = batch * hidden;
-    for t in 0..steps {
-        ops.lstm_step_forward(&LstmForwardStep {
-            gates: gates.slice(t * 4 * n, 4 * n)?,
-            h_prev: hs.slice(t * n, n)?,
-            c_prev: cs.slice(t * n, n)?,
-            w_hh,
-            b_ih,
-            b_hh,
-            c: cs.slice((t + 1) * n, n)?,
-            h: hs.slice((t + 1) * n, n)?,
-            batch,
-            hidden,
-        })?;
-    }
-    Ok(())
+    let n = shape.block();
+    run_steps(ops, "lstm_step_forward", shape, false, |t| {
+        let (h_prev, c_prev, gates_t) =
+            (block(hs, t, n)?, block(cs, t, n)?, block(gates, t, 4 * n)?);
+        let (c, h) = (block(cs, t + 1, n)?, block(hs, t + 1, n)?);
+        Ok([gates_t, h_prev, c_prev, w_hh, b_ih, b_hh, c, h])
+    })
 }
 
 /// `GatedSequenceOps::lstm_sequence_backward`'s checked arguments for the step loop, with
@@ -133,68 +102,33 @@ pub(crate) fn lstm_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     s: &LstmBackwardSeq<'_>,
 ) -> Result<()> {
-    let LstmBackwardSeq {
-        dh,
-        gates,
-        cs,
-        w_hh,
-        dgates,
-        carry,
-        shape,
-    } = *s;
-    let SeqShape {
-        steps,
-        batch,
-        hidden,
-    } = shape;
-    let n = batch * hidden;
-    for t in (0..steps).rev() {
-        ops.lstm_step_backward(&LstmBackwardStep {
-            dh: dh.slice(t * n, n)?,
-            next: next_block(dgates, t, steps, 4 * n)?,
-            w_hh,
-            gates: gates.slice(t * 4 * n, 4 * n)?,
-            c_prev: cs.slice(t * n, n)?,
-            c: cs.slice((t + 1) * n, n)?,
-            carry,
-            dgates: dgates.slice(t * 4 * n, 4 * n)?,
-            batch,
-            hidden,
-        })?;
-    }
-    Ok(())
+    let (n, shape) = (s.shape.block(), s.shape);
+    run_steps(ops, "lstm_step_backward", shape, true, |t| {
+        let (dh, c_prev, c) = (
+            block(s.dh, t, n)?,
+            block(s.cs, t, n)?,
+            block(s.cs, t + 1, n)?,
+        );
+        let next = next_or(s.dgates, t, shape, 4 * n, dh)?;
+        let (gates, dgates) = (block(s.gates, t, 4 * n)?, block(s.dgates, t, 4 * n)?);
+        Ok([dh, next, s.w_hh, gates, c_prev, c, s.carry, dgates])
+    })
 }
 
 /// `GatedSequenceOps::gru_sequence_forward`, one step at a time.
 pub(crate) fn gru_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    gx: View<'_>,
-    hs: View<'_>,
+    [gx, hs, cache]: [View<'_>; 3],
     weights: RecurrentWeights<'_>,
-    cache: View<'_>,
     shape: SeqShape,
 ) -> Result<()> {
     let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-    let SeqShape {
-        steps,
-        batch,
-        hidden,
-    } = shape;
-    let n = batch * hidden;
-    for t in 0..steps {
-        ops.gru_step_forward(&GruForwardStep {
-            gx: gx.slice(t * 3 * n, 3 * n)?,
-            h_prev: hs.slice(t * n, n)?,
-            w_hh,
-            b_ih,
-            b_hh,
-            h: hs.slice((t + 1) * n, n)?,
-            cache: cache.slice(t * 4 * n, 4 * n)?,
-            batch,
-            hidden,
-        })?;
-    }
-    Ok(())
+    let n = shape.block();
+    run_steps(ops, "gru_step_forward", shape, false, |t| {
+        let (gx_t, cache_t) = (block(gx, t, 3 * n)?, block(cache, t, 4 * n)?);
+        let (h_prev, h) = (block(hs, t, n)?, block(hs, t + 1, n)?);
+        Ok([gx_t, h_prev, w_hh, b_ih, b_hh, h, cache_t])
+    })
 }
 
 /// `GatedSequenceOps::gru_sequence_backward`'s checked arguments for the step loop, with
@@ -214,34 +148,15 @@ pub(crate) fn gru_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     s: &GruBackwardSeq<'_>,
 ) -> Result<()> {
-    let GruBackwardSeq {
-        dh,
-        hs,
-        cache,
-        w_hh,
-        grads: GruGateGrads { dgx, dgh },
-        carry,
-        shape,
-    } = *s;
-    let SeqShape {
-        steps,
-        batch,
-        hidden,
-    } = shape;
-    let n = batch * hidden;
-    for t in (0..steps).rev() {
-        ops.gru_step_backward(&GruBackwardStep {
-            dh: dh.slice(t * n, n)?,
-            next: next_block(dgh, t, steps, 3 * n)?,
-            w_hh,
-            cache: cache.slice(t * 4 * n, 4 * n)?,
-            h_prev: hs.slice(t * n, n)?,
-            carry,
-            dgx: dgx.slice(t * 3 * n, 3 * n)?,
-            dgh: dgh.slice(t * 3 * n, 3 * n)?,
-            batch,
-            hidden,
-        })?;
-    }
-    Ok(())
+    let (n, shape, GruGateGrads { dgx, dgh }) = (s.shape.block(), s.shape, s.grads);
+    run_steps(ops, "gru_step_backward", shape, true, |t| {
+        let (dh, h_prev, cache) = (
+            block(s.dh, t, n)?,
+            block(s.hs, t, n)?,
+            block(s.cache, t, 4 * n)?,
+        );
+        let next = next_or(dgh, t, shape, 3 * n, dh)?;
+        let (dgx_t, dgh_t) = (block(dgx, t, 3 * n)?, block(dgh, t, 3 * n)?);
+        Ok([dh, next, s.w_hh, cache, h_prev, s.carry, dgx_t, dgh_t])
+    })
 }

@@ -27,6 +27,11 @@ impl SeqShape {
     pub const fn step(batch: usize, hidden: usize) -> Self {
         SeqShape::new(1, batch, hidden)
     }
+
+    /// Elements of one `batch x hidden` state block.
+    pub const fn block(&self) -> usize {
+        self.batch * self.hidden
+    }
 }
 
 /// The shape of a row-wise op over a `rows x cols` matrix, row-major (one row per sample).

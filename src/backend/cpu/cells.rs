@@ -23,6 +23,11 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::check;
 
+/// A row of one buffer, read-only (a field of the row passes below).
+type In<'a> = &'a [f32];
+/// A row of one buffer, written.
+type Out<'a> = &'a mut [f32];
+
 /// The first `K` `hidden`-wide gate blocks of a row (read-only).
 #[inline(always)]
 fn gate_slices<const K: usize>(row: &[f32], hidden: usize) -> [&[f32]; K] {
@@ -57,36 +62,16 @@ pub(super) fn lstm_forward_rows(
         .zip(c.par_chunks_mut(hidden))
         .zip(h.par_chunks_mut(hidden))
         .with_min_len(split.min_rows(6 * hidden))
-        .for_each(|(((gr, cpr), cr), hr)| {
-            vectorized(LstmForwardRow {
-                gr,
-                bias,
-                cpr,
-                cr,
-                hr,
-            })
-        });
+        .for_each(|(((gr, cpr), cr), hr)| vectorized(LstmForwardRow(gr, bias, cpr, cr, hr)));
 }
 
 /// One row of [`lstm_forward_rows`].
-struct LstmForwardRow<'a> {
-    gr: &'a mut [f32],
-    bias: Option<(&'a [f32], &'a [f32])>,
-    cpr: &'a [f32],
-    cr: &'a mut [f32],
-    hr: &'a mut [f32],
-}
+struct LstmForwardRow<'a>(Out<'a>, Option<(In<'a>, In<'a>)>, In<'a>, Out<'a>, Out<'a>);
 
 impl Lanes for LstmForwardRow<'_> {
     #[inline(always)]
     fn run(self) {
-        let LstmForwardRow {
-            gr,
-            bias,
-            cpr,
-            cr,
-            hr,
-        } = self;
+        let LstmForwardRow(gr, bias, cpr, cr, hr) = self;
         let hidden = cr.len();
         if let Some((bi, bh)) = bias {
             for ((v, a), b) in gr.iter_mut().zip(bi).zip(bh) {
@@ -129,38 +114,17 @@ pub(super) fn lstm_backward_rows(
         .zip(dh.par_chunks(hidden))
         .with_min_len(split.min_rows(10 * hidden))
         .for_each(|(((((dgr, dcr), gr), cpr), cr), dhr)| {
-            vectorized(LstmBackwardRow {
-                dgr,
-                dcr,
-                gr,
-                cpr,
-                cr,
-                dhr,
-            })
+            vectorized(LstmBackwardRow(dgr, dcr, gr, cpr, cr, dhr))
         });
 }
 
 /// One row of [`lstm_backward_rows`].
-struct LstmBackwardRow<'a> {
-    dgr: &'a mut [f32],
-    dcr: &'a mut [f32],
-    gr: &'a [f32],
-    cpr: &'a [f32],
-    cr: &'a [f32],
-    dhr: &'a [f32],
-}
+struct LstmBackwardRow<'a>(Out<'a>, Out<'a>, In<'a>, In<'a>, In<'a>, In<'a>);
 
 impl Lanes for LstmBackwardRow<'_> {
     #[inline(always)]
     fn run(self) {
-        let LstmBackwardRow {
-            dgr,
-            dcr,
-            gr,
-            cpr,
-            cr,
-            dhr,
-        } = self;
+        let LstmBackwardRow(dgr, dcr, gr, cpr, cr, dhr) = self;
         let hidden = cr.len();
         let [di, df, dgg, d_o] = gate_blocks::<4>(dgr, hidden);
         let [gi, gf, gg, go] = gate_slices::<4>(gr, hidden);
@@ -197,38 +161,17 @@ pub(super) fn gru_forward_rows(
         .zip(hp.par_chunks(hidden))
         .with_min_len(split.min_rows(12 * hidden))
         .for_each(|((((hr, cr), gxr), ghr), hpr)| {
-            vectorized(GruForwardRow {
-                hr,
-                cr,
-                gxr,
-                b_ih,
-                ghr,
-                hpr,
-            })
+            vectorized(GruForwardRow(hr, cr, gxr, b_ih, ghr, hpr))
         });
 }
 
 /// One row of [`gru_forward_rows`].
-struct GruForwardRow<'a> {
-    hr: &'a mut [f32],
-    cr: &'a mut [f32],
-    gxr: &'a [f32],
-    b_ih: Option<&'a [f32]>,
-    ghr: &'a [f32],
-    hpr: &'a [f32],
-}
+struct GruForwardRow<'a>(Out<'a>, Out<'a>, In<'a>, Option<In<'a>>, In<'a>, In<'a>);
 
 impl Lanes for GruForwardRow<'_> {
     #[inline(always)]
     fn run(self) {
-        let GruForwardRow {
-            hr,
-            cr,
-            gxr,
-            b_ih,
-            ghr,
-            hpr,
-        } = self;
+        let GruForwardRow(hr, cr, gxr, b_ih, ghr, hpr) = self;
         let hidden = hr.len();
         let [cr_r, cr_z, cr_n, cr_ghn] = gate_blocks::<4>(cr, hidden);
         // Gate blocks as slices of one length, so the loops below index without bounds checks
@@ -287,38 +230,17 @@ pub(super) fn gru_backward_rows(
         .zip(dh.par_chunks(hidden))
         .with_min_len(split.min_rows(14 * hidden))
         .for_each(|(((((dxr, dhr_g), dhpr), cr), hpr), dhr)| {
-            vectorized(GruBackwardRow {
-                dxr,
-                dhr_g,
-                dhpr,
-                cr,
-                hpr,
-                dhr,
-            })
+            vectorized(GruBackwardRow(dxr, dhr_g, dhpr, cr, hpr, dhr))
         });
 }
 
 /// One row of [`gru_backward_rows`].
-struct GruBackwardRow<'a> {
-    dxr: &'a mut [f32],
-    dhr_g: &'a mut [f32],
-    dhpr: &'a mut [f32],
-    cr: &'a [f32],
-    hpr: &'a [f32],
-    dhr: &'a [f32],
-}
+struct GruBackwardRow<'a>(Out<'a>, Out<'a>, Out<'a>, In<'a>, In<'a>, In<'a>);
 
 impl Lanes for GruBackwardRow<'_> {
     #[inline(always)]
     fn run(self) {
-        let GruBackwardRow {
-            dxr,
-            dhr_g,
-            dhpr,
-            cr,
-            hpr,
-            dhr,
-        } = self;
+        let GruBackwardRow(dxr, dhr_g, dhpr, cr, hpr, dhr) = self;
         let hidden = dhpr.len();
         let [dx_r, dx_z, dx_n] = gate_blocks::<3>(dxr, hidden);
         let [dh_r, dh_z, dh_n] = gate_blocks::<3>(dhr_g, hidden);
@@ -349,21 +271,14 @@ impl GatedCellOps for CpuOps {
         h: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
-        let ctx = self.context;
-        let op = "lstm_cell_forward";
+        let (op, hidden) = ("lstm_cell_forward", shape.hidden);
         // `gates` is read and rewritten in place: it counts as an output.
-        let n = check::cell(
-            op,
-            batch,
-            hidden,
-            &[("c_prev", &c_prev, 1)],
-            &[("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)],
-        )?;
-        if n == 0 {
+        let outs = [("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)];
+        if check::cell(op, shape.batch, hidden, &[("c_prev", &c_prev, 1)], &outs)? == 0 {
             return Ok(());
         }
-        lock(op, ctx, [c_prev], [gates, c, h], |[cp], [g, c, h]| {
+        let outs = [gates, c, h];
+        lock(op, self.context, [c_prev], outs, |[cp], [g, c, h]| {
             lstm_forward_rows(g, None, cp, c, h, hidden, Split::Pool)
         })
     }
@@ -378,28 +293,27 @@ impl GatedCellOps for CpuOps {
         dgates: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
-        let ctx = self.context;
-        let op = "lstm_cell_backward";
-        let n = check::cell(
-            op,
-            batch,
-            hidden,
-            &[
-                ("gates", &gates, 4),
-                ("c_prev", &c_prev, 1),
-                ("c", &c, 1),
-                ("dh", &dh, 1),
-            ],
-            &[("dc", &dc, 1), ("dgates", &dgates, 4)],
-        )?;
-        if n == 0 {
+        let (op, hidden) = ("lstm_cell_backward", shape.hidden);
+        let ins = [
+            ("gates", &gates, 4),
+            ("c_prev", &c_prev, 1),
+            ("c", &c, 1),
+            ("dh", &dh, 1),
+        ];
+        let outs = [("dc", &dc, 1), ("dgates", &dgates, 4)];
+        if check::cell(op, shape.batch, hidden, &ins, &outs)? == 0 {
             return Ok(());
         }
         let ins = [gates, c_prev, c, dh];
-        lock(op, ctx, ins, [dc, dgates], |[g, cp, c, dh], [dc, dg]| {
-            lstm_backward_rows(g, cp, c, dh, dc, dg, hidden, Split::Pool)
-        })
+        lock(
+            op,
+            self.context,
+            ins,
+            [dc, dgates],
+            |[g, cp, c, dh], [dc, dg]| {
+                lstm_backward_rows(g, cp, c, dh, dc, dg, hidden, Split::Pool)
+            },
+        )
     }
 
     fn gru_cell_forward(
@@ -411,23 +325,17 @@ impl GatedCellOps for CpuOps {
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
-        let ctx = self.context;
-        let op = "gru_cell_forward";
-        let n = check::cell(
-            op,
-            batch,
-            hidden,
-            &[("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)],
-            &[("h", &h, 1), ("cache", &cache, 4)],
-        )?;
-        if n == 0 {
+        let (op, hidden) = ("gru_cell_forward", shape.hidden);
+        let ins = [("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)];
+        let outs = [("h", &h, 1), ("cache", &cache, 4)];
+        if check::cell(op, shape.batch, hidden, &ins, &outs)? == 0 {
             return Ok(());
         }
+        let ins = [gx, gh, h_prev];
         lock(
             op,
-            ctx,
-            [gx, gh, h_prev],
+            self.context,
+            ins,
             [h, cache],
             |[gx, gh, hp], [h, cache]| {
                 gru_forward_rows(gx, None, gh, hp, h, cache, hidden, Split::Pool)
@@ -445,23 +353,21 @@ impl GatedCellOps for CpuOps {
         shape: SeqShape,
     ) -> Result<()> {
         let GruGateGrads { dgx, dgh } = grads;
-        let SeqShape { batch, hidden, .. } = shape;
-        let ctx = self.context;
-        let op = "gru_cell_backward";
-        let n = check::cell(
-            op,
-            batch,
-            hidden,
-            &[("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)],
-            &[("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)],
-        )?;
-        if n == 0 {
+        let (op, hidden) = ("gru_cell_backward", shape.hidden);
+        let ins = [("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)];
+        let outs = [("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)];
+        if check::cell(op, shape.batch, hidden, &ins, &outs)? == 0 {
             return Ok(());
         }
-        let ins = [cache, h_prev, dh];
-        let outs = [dgx, dgh, dh_prev];
-        lock(op, ctx, ins, outs, |[cache, hp, dh], [dgx, dgh, dhp]| {
-            gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden, Split::Pool)
-        })
+        let (ins, outs) = ([cache, h_prev, dh], [dgx, dgh, dh_prev]);
+        lock(
+            op,
+            self.context,
+            ins,
+            outs,
+            |[cache, hp, dh], [dgx, dgh, dhp]| {
+                gru_backward_rows(cache, hp, dh, dgx, dgh, dhp, hidden, Split::Pool)
+            },
+        )
     }
 }

@@ -58,6 +58,147 @@ impl<'a> Recurrent<'a> {
     }
 }
 
+/// The LSTM forward over a whole sequence on locked slices.
+fn lstm_forward_seq([w, bi, bh]: [&[f32]; 3], [gates, hs, cs]: [&mut [f32]; 3], shape: SeqShape) {
+    let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
+    let groups = Groups::new(batch);
+    let split = groups.split();
+    let rec = Recurrent::new(w, hidden, 4 * hidden, true, steps * batch);
+    let work = groups.cut(gates, 4 * hidden).into_iter();
+    let work = work.zip(groups.cut(hs, hidden)).zip(groups.cut(cs, hidden));
+    groups.run(work.collect(), |p, ((mut gates, mut hs), mut cs)| {
+        // gates = x W_ih^T + h_prev W_hh^T, then the biases and the cell in the row pass.
+        let g = Gemm::new(groups.rows(p).len(), 4 * hidden, hidden).scaled(1.0, 1.0);
+        for t in 0..steps {
+            let (hp, h) = hs.split_at_mut(t + 1);
+            let (cp, c) = cs.split_at_mut(t + 1);
+            let gt = &mut *gates[t];
+            rec.run(g, hp[t], gt, None, split);
+            let bias = Some((bi, bh));
+            cells::lstm_forward_rows(gt, bias, cp[t], c[0], h[0], hidden, split);
+        }
+    });
+}
+
+/// The LSTM backward through a whole sequence on locked slices.
+fn lstm_backward_seq([dh, gates, cs, w]: [&[f32]; 4], [dgates]: [&mut [f32]; 1], shape: SeqShape) {
+    let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
+    let groups = Groups::new(batch);
+    let split = groups.split();
+    let rec = Recurrent::new(w, 4 * hidden, hidden, false, steps * batch);
+    groups.run(groups.cut(dgates, 4 * hidden), |p, mut dgates| {
+        let rows = groups.rows(p).len();
+        let g = Gemm::new(rows, hidden, 4 * hidden);
+        let mut dh_t = vec![0.0f32; rows * hidden];
+        // dc_{t+1} f_{t+1}; nothing reaches the last cell state from beyond the sequence.
+        let mut carry = vec![0.0f32; rows * hidden];
+        for t in (0..steps).rev() {
+            let d = groups.rows_of(dh, hidden, t, p);
+            let (dg, next) = dgates.split_at_mut(t + 1);
+            if let Some(next) = next.first() {
+                // dh_t = next W_hh + dh, the sum formed right after each block's product.
+                let add_dh = |i: usize, j0: usize, seg: &mut [f32]| {
+                    let d = &d[i * hidden + j0..i * hidden + j0 + seg.len()];
+                    seg.iter_mut().zip(d).for_each(|(v, d)| *v += d);
+                };
+                rec.run(g, next, &mut dh_t, Some(&add_dh), split);
+            } else {
+                dh_t.copy_from_slice(d);
+            }
+            cells::lstm_backward_rows(
+                groups.rows_of(gates, 4 * hidden, t, p),
+                groups.rows_of(cs, hidden, t, p),
+                groups.rows_of(cs, hidden, t + 1, p),
+                &dh_t,
+                &mut carry,
+                dg[t],
+                hidden,
+                split,
+            );
+        }
+    });
+}
+
+/// The GRU forward over a whole sequence on locked slices.
+fn gru_forward_seq([gx, w, bi, bh]: [&[f32]; 4], [hs, cache]: [&mut [f32]; 2], shape: SeqShape) {
+    let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
+    let groups = Groups::new(batch);
+    let split = groups.split();
+    let rec = Recurrent::new(w, hidden, 3 * hidden, true, steps * batch);
+    let work = groups.cut(hs, hidden).into_iter();
+    let work = work.zip(groups.cut(cache, 4 * hidden));
+    groups.run(work.collect(), |p, (mut hs, mut cache)| {
+        let rows = groups.rows(p).len();
+        let g = Gemm::new(rows, 3 * hidden, hidden);
+        // gh = h_prev W_hh^T + b_hh: `r` multiplies it apart from the input side.
+        let mut gh = vec![0.0f32; rows * 3 * hidden];
+        let add_bias = |_: usize, j0: usize, seg: &mut [f32]| {
+            let b = &bh[j0..j0 + seg.len()];
+            seg.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        };
+        for t in 0..steps {
+            let (hp, h) = hs.split_at_mut(t + 1);
+            rec.run(g, hp[t], &mut gh, Some(&add_bias), split);
+            cells::gru_forward_rows(
+                groups.rows_of(gx, 3 * hidden, t, p),
+                Some(bi),
+                &gh,
+                hp[t],
+                h[0],
+                cache[t],
+                hidden,
+                split,
+            );
+        }
+    });
+}
+
+/// The GRU backward through a whole sequence on locked slices.
+fn gru_backward_seq([dh, hs, cache, w]: [&[f32]; 4], [dgx, dgh]: [&mut [f32]; 2], shape: SeqShape) {
+    let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
+    let groups = Groups::new(batch);
+    let split = groups.split();
+    let rec = Recurrent::new(w, 3 * hidden, hidden, false, steps * batch);
+    let work = groups.cut(dgx, 3 * hidden).into_iter();
+    let work = work.zip(groups.cut(dgh, 3 * hidden));
+    groups.run(work.collect(), |p, (mut dgx, mut dgh)| {
+        let rows = groups.rows(p).len();
+        let g = Gemm::new(rows, hidden, 3 * hidden);
+        let mut dh_t = vec![0.0f32; rows * hidden];
+        // dh_{t+1} z_{t+1}, read only when there is a next step.
+        let mut carry = vec![0.0f32; rows * hidden];
+        for t in (0..steps).rev() {
+            let d = groups.rows_of(dh, hidden, t, p);
+            let (dgh_t, next) = dgh.split_at_mut(t + 1);
+            if let Some(next) = next.first() {
+                // dh_t = (next W_hh + dh) + carry.
+                let carried = &carry;
+                let add = |i: usize, j0: usize, seg: &mut [f32]| {
+                    let at = i * hidden + j0..i * hidden + j0 + seg.len();
+                    let (d, k) = (&d[at.clone()], &carried[at]);
+                    seg.iter_mut()
+                        .zip(d)
+                        .zip(k)
+                        .for_each(|((v, d), k)| *v = (*v + d) + k);
+                };
+                rec.run(g, next, &mut dh_t, Some(&add), split);
+            } else {
+                dh_t.copy_from_slice(d);
+            }
+            cells::gru_backward_rows(
+                groups.rows_of(cache, 4 * hidden, t, p),
+                groups.rows_of(hs, hidden, t, p),
+                &dh_t,
+                dgx[t],
+                dgh_t[t],
+                &mut carry,
+                hidden,
+                split,
+            );
+        }
+    });
+}
+
 impl GatedSequenceOps for CpuOps {
     fn lstm_sequence_forward(
         &self,
@@ -68,45 +209,15 @@ impl GatedSequenceOps for CpuOps {
         shape: SeqShape,
     ) -> Result<()> {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
         let op = "lstm_sequence_forward";
         check::same_context(op, self.context, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
-        if n == 0 || steps == 0 {
+        if check::lstm_sequence_forward(gates, hs, cs, weights, shape)? == 0 || shape.steps == 0 {
             return Ok(());
         }
-        let ctx = self.context;
-        let ins = [w_hh, b_ih, b_hh];
-        let outs = [gates, hs, cs];
-        lock(
-            "lstm_sequence_forward",
-            ctx,
-            ins,
-            outs,
-            |[w, bi, bh], [gates, hs, cs]| {
-                let groups = Groups::new(batch);
-                let split = groups.split();
-                let rec = Recurrent::new(w, hidden, 4 * hidden, true, steps * batch);
-                let work = groups.cut(gates, 4 * hidden).into_iter();
-                let work = work.zip(groups.cut(hs, hidden)).zip(groups.cut(cs, hidden));
-                groups.run(work.collect(), |p, ((mut gates, mut hs), mut cs)| {
-                    // gates = x W_ih^T + h_prev W_hh^T, then the biases and the cell in the row pass.
-                    let g = Gemm::new(groups.rows(p).len(), 4 * hidden, hidden).scaled(1.0, 1.0);
-                    for t in 0..steps {
-                        let (hp, h) = hs.split_at_mut(t + 1);
-                        let (cp, c) = cs.split_at_mut(t + 1);
-                        let gt = &mut *gates[t];
-                        rec.run(g, hp[t], gt, None, split);
-                        let bias = Some((bi, bh));
-                        cells::lstm_forward_rows(gt, bias, cp[t], c[0], h[0], hidden, split);
-                    }
-                });
-            },
-        )
+        let (ins, outs) = ([w_hh, b_ih, b_hh], [gates, hs, cs]);
+        lock(op, self.context, ins, outs, |i, o| {
+            lstm_forward_seq(i, o, shape)
+        })
     }
 
     fn lstm_sequence_backward(
@@ -118,61 +229,17 @@ impl GatedSequenceOps for CpuOps {
         dgates: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
         let op = "lstm_sequence_backward";
         check::same_context(op, self.context, &[&dh, &gates, &cs, &w_hh, &dgates])?;
-        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)?;
-        if n == 0 || steps == 0 {
+        if check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)? == 0
+            || shape.steps == 0
+        {
             return Ok(());
         }
-        let ctx = self.context;
-        let ins = [dh, gates, cs, w_hh];
-        lock(
-            "lstm_sequence_backward",
-            ctx,
-            ins,
-            [dgates],
-            |[dh, gates, cs, w], [dgates]| {
-                let groups = Groups::new(batch);
-                let split = groups.split();
-                let rec = Recurrent::new(w, 4 * hidden, hidden, false, steps * batch);
-                groups.run(groups.cut(dgates, 4 * hidden), |p, mut dgates| {
-                    let rows = groups.rows(p).len();
-                    let g = Gemm::new(rows, hidden, 4 * hidden);
-                    let mut dh_t = vec![0.0f32; rows * hidden];
-                    // dc_{t+1} f_{t+1}; nothing reaches the last cell state from beyond the sequence.
-                    let mut carry = vec![0.0f32; rows * hidden];
-                    for t in (0..steps).rev() {
-                        let d = groups.rows_of(dh, hidden, t, p);
-                        let (dg, next) = dgates.split_at_mut(t + 1);
-                        if let Some(next) = next.first() {
-                            // dh_t = next W_hh + dh, the sum formed right after each block's product.
-                            let add_dh = |i: usize, j0: usize, seg: &mut [f32]| {
-                                let d = &d[i * hidden + j0..i * hidden + j0 + seg.len()];
-                                seg.iter_mut().zip(d).for_each(|(v, d)| *v += d);
-                            };
-                            rec.run(g, next, &mut dh_t, Some(&add_dh), split);
-                        } else {
-                            dh_t.copy_from_slice(d);
-                        }
-                        cells::lstm_backward_rows(
-                            groups.rows_of(gates, 4 * hidden, t, p),
-                            groups.rows_of(cs, hidden, t, p),
-                            groups.rows_of(cs, hidden, t + 1, p),
-                            &dh_t,
-                            &mut carry,
-                            dg[t],
-                            hidden,
-                            split,
-                        );
-                    }
-                });
-            },
-        )
+        let (ins, outs) = ([dh, gates, cs, w_hh], [dgates]);
+        lock(op, self.context, ins, outs, |i, o| {
+            lstm_backward_seq(i, o, shape)
+        })
     }
 
     fn gru_sequence_forward(
@@ -184,56 +251,15 @@ impl GatedSequenceOps for CpuOps {
         shape: SeqShape,
     ) -> Result<()> {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
         let op = "gru_sequence_forward";
         check::same_context(op, self.context, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
-        if n == 0 || steps == 0 {
+        if check::gru_sequence_forward(gx, hs, weights, cache, shape)? == 0 || shape.steps == 0 {
             return Ok(());
         }
-        let ctx = self.context;
-        let ins = [gx, w_hh, b_ih, b_hh];
-        lock(
-            "gru_sequence_forward",
-            ctx,
-            ins,
-            [hs, cache],
-            |[gx, w, bi, bh], [hs, cache]| {
-                let groups = Groups::new(batch);
-                let split = groups.split();
-                let rec = Recurrent::new(w, hidden, 3 * hidden, true, steps * batch);
-                let work = groups.cut(hs, hidden).into_iter();
-                let work = work.zip(groups.cut(cache, 4 * hidden));
-                groups.run(work.collect(), |p, (mut hs, mut cache)| {
-                    let rows = groups.rows(p).len();
-                    let g = Gemm::new(rows, 3 * hidden, hidden);
-                    // gh = h_prev W_hh^T + b_hh: `r` multiplies it apart from the input side.
-                    let mut gh = vec![0.0f32; rows * 3 * hidden];
-                    let add_bias = |_: usize, j0: usize, seg: &mut [f32]| {
-                        let b = &bh[j0..j0 + seg.len()];
-                        seg.iter_mut().zip(b).for_each(|(v, b)| *v += b);
-                    };
-                    for t in 0..steps {
-                        let (hp, h) = hs.split_at_mut(t + 1);
-                        rec.run(g, hp[t], &mut gh, Some(&add_bias), split);
-                        cells::gru_forward_rows(
-                            groups.rows_of(gx, 3 * hidden, t, p),
-                            Some(bi),
-                            &gh,
-                            hp[t],
-                            h[0],
-                            cache[t],
-                            hidden,
-                            split,
-                        );
-                    }
-                });
-            },
-        )
+        let (ins, outs) = ([gx, w_hh, b_ih, b_hh], [hs, cache]);
+        lock(op, self.context, ins, outs, |i, o| {
+            gru_forward_seq(i, o, shape)
+        })
     }
 
     fn gru_sequence_backward(
@@ -246,67 +272,15 @@ impl GatedSequenceOps for CpuOps {
         shape: SeqShape,
     ) -> Result<()> {
         let GruGateGrads { dgx, dgh } = grads;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
         let op = "gru_sequence_backward";
         check::same_context(op, self.context, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
-        if n == 0 || steps == 0 {
+        if check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)? == 0 || shape.steps == 0
+        {
             return Ok(());
         }
-        let ctx = self.context;
-        let ins = [dh, hs, cache, w_hh];
-        lock(
-            "gru_sequence_backward",
-            ctx,
-            ins,
-            [dgx, dgh],
-            |[dh, hs, cache, w], [dgx, dgh]| {
-                let groups = Groups::new(batch);
-                let split = groups.split();
-                let rec = Recurrent::new(w, 3 * hidden, hidden, false, steps * batch);
-                let work = groups.cut(dgx, 3 * hidden).into_iter();
-                let work = work.zip(groups.cut(dgh, 3 * hidden));
-                groups.run(work.collect(), |p, (mut dgx, mut dgh)| {
-                    let rows = groups.rows(p).len();
-                    let g = Gemm::new(rows, hidden, 3 * hidden);
-                    let mut dh_t = vec![0.0f32; rows * hidden];
-                    // dh_{t+1} z_{t+1}, read only when there is a next step.
-                    let mut carry = vec![0.0f32; rows * hidden];
-                    for t in (0..steps).rev() {
-                        let d = groups.rows_of(dh, hidden, t, p);
-                        let (dgh_t, next) = dgh.split_at_mut(t + 1);
-                        if let Some(next) = next.first() {
-                            // dh_t = (next W_hh + dh) + carry.
-                            let carried = &carry;
-                            let add = |i: usize, j0: usize, seg: &mut [f32]| {
-                                let at = i * hidden + j0..i * hidden + j0 + seg.len();
-                                let (d, k) = (&d[at.clone()], &carried[at]);
-                                seg.iter_mut()
-                                    .zip(d)
-                                    .zip(k)
-                                    .for_each(|((v, d), k)| *v = (*v + d) + k);
-                            };
-                            rec.run(g, next, &mut dh_t, Some(&add), split);
-                        } else {
-                            dh_t.copy_from_slice(d);
-                        }
-                        cells::gru_backward_rows(
-                            groups.rows_of(cache, 4 * hidden, t, p),
-                            groups.rows_of(hs, hidden, t, p),
-                            &dh_t,
-                            dgx[t],
-                            dgh_t[t],
-                            &mut carry,
-                            hidden,
-                            split,
-                        );
-                    }
-                });
-            },
-        )
+        let (ins, outs) = ([dh, hs, cache, w_hh], [dgx, dgh]);
+        lock(op, self.context, ins, outs, |i, o| {
+            gru_backward_seq(i, o, shape)
+        })
     }
 }

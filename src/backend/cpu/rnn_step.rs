@@ -132,7 +132,7 @@ impl ElmanOps for CpuOps {
         if check::rnn_sequence_forward(pre, hs, weights, act, shape)? == 0 {
             return Ok(());
         }
-        rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)
+        rnn_seq::forward_by_steps(self, [pre, hs], weights, act, shape)
     }
 
     fn rnn_sequence_backward(
@@ -149,6 +149,6 @@ impl ElmanOps for CpuOps {
         if check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)? == 0 {
             return Ok(());
         }
-        rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, shape)
+        rnn_seq::backward_by_steps(self, [dh, hs, w_hh, dpre], act, shape)
     }
 }

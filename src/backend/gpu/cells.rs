@@ -11,20 +11,26 @@ use crate::ops::check;
 use crate::ops::prelude::*;
 
 impl<D: Device> GpuOps<D> {
-    /// [`check::cell`] plus context ownership and the 32-bit kernel limit.
-    fn cell_checks(
+    /// [`check::cell`] plus context ownership and the 32-bit kernel limit, then the cell kernel
+    /// `op` (one thread per element of `batch x hidden`) over `bufs` in ABI order.
+    fn cell(
         &self,
         op: &str,
-        batch: usize,
-        hidden: usize,
+        shape: SeqShape,
         inputs: &[check::CellArg<'_, '_>],
         outputs: &[check::CellArg<'_, '_>],
-    ) -> Result<u32> {
+        bufs: &[&View<'_>],
+    ) -> Result<()> {
+        let SeqShape { batch, hidden, .. } = shape;
         let all: Vec<&View<'_>> = inputs.iter().chain(outputs).map(|(_, v, _)| *v).collect();
         self.mine(op, &all)?;
         let n = check::cell(op, batch, hidden, inputs, outputs)?;
         check::fits_u32(op, check::area(op, n, 4)?)?;
-        Ok(n as u32)
+        if n == 0 {
+            return Ok(());
+        }
+        let args = Args::new().bufs(bufs)?.dims(&[batch, hidden]);
+        self.run(op, launch::elementwise(n), args)
     }
 }
 
@@ -37,24 +43,16 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         h: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
-        let op = "lstm_cell_forward";
         // `gates` is read and rewritten in place: it counts as an output.
-        let n = self.cell_checks(
-            op,
-            batch,
-            hidden,
+        let outs = [("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)];
+        let bufs = [&gates, &c_prev, &c, &h];
+        self.cell(
+            "lstm_cell_forward",
+            shape,
             &[("c_prev", &c_prev, 1)],
-            &[("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)],
-        )?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .bufs(&[&gates, &c_prev, &c, &h])?
-            .u32(batch as u32)
-            .u32(hidden as u32);
-        self.run(op, launch::elementwise(n as usize), args)
+            &outs,
+            &bufs,
+        )
     }
 
     fn lstm_cell_backward(
@@ -67,28 +65,15 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         dgates: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
-        let op = "lstm_cell_backward";
-        let n = self.cell_checks(
-            op,
-            batch,
-            hidden,
-            &[
-                ("gates", &gates, 4),
-                ("c_prev", &c_prev, 1),
-                ("c", &c, 1),
-                ("dh", &dh, 1),
-            ],
-            &[("dc", &dc, 1), ("dgates", &dgates, 4)],
-        )?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .bufs(&[&gates, &c_prev, &c, &dh, &dc, &dgates])?
-            .u32(batch as u32)
-            .u32(hidden as u32);
-        self.run(op, launch::elementwise(n as usize), args)
+        let ins = [
+            ("gates", &gates, 4),
+            ("c_prev", &c_prev, 1),
+            ("c", &c, 1),
+            ("dh", &dh, 1),
+        ];
+        let bufs = [&gates, &c_prev, &c, &dh, &dc, &dgates];
+        let outs = [("dc", &dc, 1), ("dgates", &dgates, 4)];
+        self.cell("lstm_cell_backward", shape, &ins, &outs, &bufs)
     }
 
     fn gru_cell_forward(
@@ -100,23 +85,10 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         cache: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
-        let op = "gru_cell_forward";
-        let n = self.cell_checks(
-            op,
-            batch,
-            hidden,
-            &[("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)],
-            &[("h", &h, 1), ("cache", &cache, 4)],
-        )?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .bufs(&[&gx, &gh, &h_prev, &h, &cache])?
-            .u32(batch as u32)
-            .u32(hidden as u32);
-        self.run(op, launch::elementwise(n as usize), args)
+        let ins = [("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)];
+        let outs = [("h", &h, 1), ("cache", &cache, 4)];
+        let bufs = [&gx, &gh, &h_prev, &h, &cache];
+        self.cell("gru_cell_forward", shape, &ins, &outs, &bufs)
     }
 
     fn gru_cell_backward(
@@ -129,22 +101,9 @@ impl<D: Device> GatedCellOps for GpuOps<D> {
         shape: SeqShape,
     ) -> Result<()> {
         let GruGateGrads { dgx, dgh } = grads;
-        let SeqShape { batch, hidden, .. } = shape;
-        let op = "gru_cell_backward";
-        let n = self.cell_checks(
-            op,
-            batch,
-            hidden,
-            &[("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)],
-            &[("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)],
-        )?;
-        if n == 0 {
-            return Ok(());
-        }
-        let args = Args::new()
-            .bufs(&[&cache, &h_prev, &dh, &dgx, &dgh, &dh_prev])?
-            .u32(batch as u32)
-            .u32(hidden as u32);
-        self.run(op, launch::elementwise(n as usize), args)
+        let ins = [("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)];
+        let outs = [("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)];
+        let bufs = [&cache, &h_prev, &dh, &dgx, &dgh, &dh_prev];
+        self.cell("gru_cell_backward", shape, &ins, &outs, &bufs)
     }
 }

@@ -18,10 +18,7 @@ use crate::ops::GruGateGrads;
 use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::check;
-use crate::ops::gated_seq::{
-    self, GatedSteps, GruBackwardSeq, GruBackwardStep, GruForwardStep, LstmBackwardSeq,
-    LstmBackwardStep, LstmForwardStep,
-};
+use crate::ops::gated_seq::{self, GatedStep, GatedSteps, GruBackwardSeq, LstmBackwardSeq};
 use crate::ops::prelude::*;
 
 /// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu, `RQ_ROWS` in
@@ -61,6 +58,14 @@ fn tile(gates: usize, hidden: usize, forward: bool, dialect: Dialect) -> SeqTile
     }
 }
 
+/// A gated cell's persistent sequence kernel: `entry`, the cell's gate count and direction.
+#[derive(Clone, Copy)]
+struct SeqKernel {
+    entry: &'static str,
+    gates: usize,
+    forward: bool,
+}
+
 impl<D: Device> GpuOps<D> {
     /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
     /// recorded training step may hold several gated layers of one size, and while recording,
@@ -70,66 +75,57 @@ impl<D: Device> GpuOps<D> {
     fn with_carry(&self, n: usize, f: impl FnOnce(View<'_>) -> Result<()>) -> Result<()> {
         self.with_grow_only(&self.seq_carry, n, false, f)
     }
+
+    /// One launch of the persistent kernel `k` over every step of `shape` with `bufs` and then
+    /// `tail` (ABI order, the barrier appended); false where the device or the shape does not
+    /// allow it.
+    fn gated_persistent(
+        &self,
+        k: SeqKernel,
+        bufs: &[&View<'_>],
+        tail: &[&View<'_>],
+        shape: SeqShape,
+    ) -> Result<bool> {
+        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
+        let tile = tile(k.gates, hidden, k.forward, self.device.dialect());
+        self.cooperative(k.entry, tile, batch, hidden, |barrier| {
+            let args = Args::new().bufs(bufs)?.bufs(tail)?.buf(barrier)?;
+            Ok(args.dims(&[steps, batch, hidden]))
+        })
+    }
+
+    /// A backward sequence: the persistent kernel `k` with `bufs` and the carry scratch of `n`
+    /// elements appended, or else `by_steps` with that scratch.
+    fn gated_backward(
+        &self,
+        k: SeqKernel,
+        bufs: &[&View<'_>],
+        n: usize,
+        shape: SeqShape,
+        by_steps: impl FnOnce(View<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.with_carry(n, |carry| {
+            if self.gated_persistent(k, bufs, &[&carry], shape)? {
+                return Ok(());
+            }
+            by_steps(carry)
+        })
+    }
 }
 
 /// The step kernels (geometry `S`). The sequence checks ran before the loop that calls these,
 /// so the shapes fit the kernels' 32-bit dimensions.
 impl<D: Device> GatedSteps for GpuOps<D> {
-    fn lstm_step_forward(&self, s: &LstmForwardStep<'_>) -> Result<()> {
-        let args = Args::new()
-            .bufs(&[
-                &s.gates, &s.h_prev, &s.c_prev, &s.w_hh, &s.b_ih, &s.b_hh, &s.c, &s.h,
-            ])?
-            .u32(s.batch as u32)
-            .u32(s.hidden as u32);
-        self.run(
-            "lstm_step_forward",
-            launch::rnn_step(s.batch, s.hidden),
-            args,
-        )
-    }
-
-    fn lstm_step_backward(&self, s: &LstmBackwardStep<'_>) -> Result<()> {
-        // Without a next step the kernel reads no `dnext`; any valid buffer fills the slot.
-        let next = s.next.unwrap_or(s.dh);
-        let args = Args::new()
-            .bufs(&[
-                &s.dh, &next, &s.w_hh, &s.gates, &s.c_prev, &s.c, &s.carry, &s.dgates,
-            ])?
-            .dims(&[s.batch, s.hidden])
-            .u32(s.next.is_some() as u32);
-        self.run(
-            "lstm_step_backward",
-            launch::rnn_step(s.batch, s.hidden),
-            args,
-        )
-    }
-
-    fn gru_step_forward(&self, s: &GruForwardStep<'_>) -> Result<()> {
-        let args = Args::new()
-            .bufs(&[&s.gx, &s.h_prev, &s.w_hh, &s.b_ih, &s.b_hh, &s.h, &s.cache])?
-            .u32(s.batch as u32)
-            .u32(s.hidden as u32);
-        self.run(
-            "gru_step_forward",
-            launch::rnn_step(s.batch, s.hidden),
-            args,
-        )
-    }
-
-    fn gru_step_backward(&self, s: &GruBackwardStep<'_>) -> Result<()> {
-        let next = s.next.unwrap_or(s.dh);
-        let args = Args::new()
-            .bufs(&[
-                &s.dh, &next, &s.w_hh, &s.cache, &s.h_prev, &s.carry, &s.dgx, &s.dgh,
-            ])?
-            .dims(&[s.batch, s.hidden])
-            .u32(s.next.is_some() as u32);
-        self.run(
-            "gru_step_backward",
-            launch::rnn_step(s.batch, s.hidden),
-            args,
-        )
+    fn gated_step(&self, s: &GatedStep<'_, '_>) -> Result<()> {
+        let mut args = Args::new();
+        for v in s.bufs {
+            args = args.buf(v)?;
+        }
+        args = args.dims(&[s.batch, s.hidden]);
+        if let Some(has_next) = s.has_next {
+            args = args.u32(has_next as u32);
+        }
+        self.run(s.entry, launch::rnn_step(s.batch, s.hidden), args)
     }
 }
 
@@ -143,33 +139,18 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         shape: SeqShape,
     ) -> Result<()> {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
-        let op = "lstm_sequence_forward";
-        self.mine(op, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
+        let bufs = [&gates, &hs, &cs, &w_hh, &b_ih, &b_hh];
+        self.mine("lstm_sequence_forward", &bufs)?;
         let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
-        if n == 0 || steps == 0 {
+        let k = SeqKernel {
+            entry: "lstm_seq_forward",
+            gates: 4,
+            forward: true,
+        };
+        if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
             return Ok(());
         }
-        let entry = "lstm_seq_forward";
-        let launched = self.cooperative(
-            entry,
-            tile(4, hidden, true, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .bufs(&[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh, barrier])?
-                    .dims(&[steps, batch, hidden]))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::lstm_forward_by_steps(self, gates, hs, cs, weights, shape)
+        gated_seq::lstm_forward_by_steps(self, [gates, hs, cs], weights, shape)
     }
 
     fn lstm_sequence_backward(
@@ -181,33 +162,18 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         dgates: View<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
-        let op = "lstm_sequence_backward";
-        self.mine(op, &[&dh, &gates, &cs, &w_hh, &dgates])?;
+        let bufs = [&dh, &gates, &cs, &w_hh, &dgates];
+        self.mine("lstm_sequence_backward", &bufs)?;
         let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)?;
-        if n == 0 || steps == 0 {
+        if n == 0 || shape.steps == 0 {
             return Ok(());
         }
-        self.with_carry(n, |carry| {
-            let entry = "lstm_seq_backward";
-            let launched = self.cooperative(
-                entry,
-                tile(4, hidden, false, self.device.dialect()),
-                batch,
-                hidden,
-                |barrier| {
-                    Ok(Args::new()
-                        .bufs(&[&dh, &gates, &cs, &w_hh, &dgates, &carry, barrier])?
-                        .dims(&[steps, batch, hidden]))
-                },
-            )?;
-            if launched {
-                return Ok(());
-            }
+        let k = SeqKernel {
+            entry: "lstm_seq_backward",
+            gates: 4,
+            forward: false,
+        };
+        self.gated_backward(k, &bufs, n, shape, |carry| {
             let seq = LstmBackwardSeq {
                 dh,
                 gates,
@@ -230,33 +196,18 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         shape: SeqShape,
     ) -> Result<()> {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
-        let op = "gru_sequence_forward";
-        self.mine(op, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
+        let bufs = [&gx, &hs, &w_hh, &b_ih, &b_hh, &cache];
+        self.mine("gru_sequence_forward", &bufs)?;
         let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
-        if n == 0 || steps == 0 {
+        let k = SeqKernel {
+            entry: "gru_seq_forward",
+            gates: 3,
+            forward: true,
+        };
+        if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
             return Ok(());
         }
-        let entry = "gru_seq_forward";
-        let launched = self.cooperative(
-            entry,
-            tile(3, hidden, true, self.device.dialect()),
-            batch,
-            hidden,
-            |barrier| {
-                Ok(Args::new()
-                    .bufs(&[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache, barrier])?
-                    .dims(&[steps, batch, hidden]))
-            },
-        )?;
-        if launched {
-            return Ok(());
-        }
-        gated_seq::gru_forward_by_steps(self, gx, hs, weights, cache, shape)
+        gated_seq::gru_forward_by_steps(self, [gx, hs, cache], weights, shape)
     }
 
     fn gru_sequence_backward(
@@ -268,34 +219,18 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         grads: GruGateGrads<'_>,
         shape: SeqShape,
     ) -> Result<()> {
-        let GruGateGrads { dgx, dgh } = grads;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
-        let op = "gru_sequence_backward";
-        self.mine(op, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
+        let bufs = [&dh, &hs, &cache, &w_hh, &grads.dgx, &grads.dgh];
+        self.mine("gru_sequence_backward", &bufs)?;
         let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
-        if n == 0 || steps == 0 {
+        if n == 0 || shape.steps == 0 {
             return Ok(());
         }
-        self.with_carry(n, |carry| {
-            let entry = "gru_seq_backward";
-            let launched = self.cooperative(
-                entry,
-                tile(3, hidden, false, self.device.dialect()),
-                batch,
-                hidden,
-                |barrier| {
-                    Ok(Args::new()
-                        .bufs(&[&dh, &hs, &cache, &w_hh, &dgx, &dgh, &carry, barrier])?
-                        .dims(&[steps, batch, hidden]))
-                },
-            )?;
-            if launched {
-                return Ok(());
-            }
+        let k = SeqKernel {
+            entry: "gru_seq_backward",
+            gates: 3,
+            forward: false,
+        };
+        self.gated_backward(k, &bufs, n, shape, |carry| {
             let seq = GruBackwardSeq {
                 dh,
                 hs,

@@ -61,6 +61,48 @@ impl<D: Device> GpuOps<D> {
     }
 }
 
+impl<D: Device> GpuOps<D> {
+    /// The step kernel `op` (geometry `S`) with `bufs`, the shape, whether a next step exists
+    /// (backward only) and the activation.
+    fn elman_step(
+        &self,
+        op: &str,
+        bufs: &[&View<'_>],
+        has_next: Option<bool>,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<()> {
+        let mut args = Args::new().bufs(bufs)?.dims(&[shape.batch, shape.hidden]);
+        if let Some(has_next) = has_next {
+            args = args.u32(has_next as u32);
+        }
+        let args = args.u32(act.code()).f32(act.param());
+        self.run(op, launch::rnn_step(shape.batch, shape.hidden), args)
+    }
+
+    /// One launch of the persistent kernel `base` (its entry for the hidden size) with `bufs`,
+    /// the barrier and the exchange words of `n` state elements; false where the device or the
+    /// shape does not allow it.
+    fn elman_persistent(
+        &self,
+        base: &'static str,
+        bufs: &[&View<'_>],
+        n: usize,
+        act: Activation,
+        shape: SeqShape,
+    ) -> Result<bool> {
+        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
+        let (entry, tile) = entry_and_tile(base, hidden);
+        self.cooperative(&entry, tile, batch, hidden, |barrier| {
+            self.with_exchange(n, |xch| {
+                let args = Args::new().bufs(bufs)?.bufs(&[barrier, &xch])?;
+                let args = args.dims(&[steps, batch, hidden]);
+                Ok(args.u32(act.code()).f32(act.param()))
+            })
+        })
+    }
+}
+
 impl<D: Device> ElmanOps for GpuOps<D> {
     fn rnn_step_forward(
         &self,
@@ -72,18 +114,12 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         shape: SeqShape,
     ) -> Result<()> {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let SeqShape { batch, hidden, .. } = shape;
-        let op = "rnn_step_forward";
-        self.mine(op, &[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?;
+        let bufs = [&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h];
+        self.mine("rnn_step_forward", &bufs)?;
         if check::rnn_step_forward(&pre, &h_prev, &weights, &h, act, shape)? == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .bufs(&[&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h])?
-            .dims(&[batch, hidden])
-            .u32(act.code())
-            .f32(act.param());
-        self.run(op, launch::rnn_step(batch, hidden), args)
+        self.elman_step("rnn_step_forward", &bufs, None, act, shape)
     }
 
     fn rnn_step_backward(
@@ -96,7 +132,6 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape { batch, hidden, .. } = shape;
         let op = "rnn_step_backward";
         self.mine(op, &[&dh, &w_hh, &h, &dpre])?;
         if let Some(next) = &dpre_next {
@@ -108,13 +143,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         }
         // Without a next step the kernel reads no `dpre_next`; any valid buffer fills the slot.
         let next = dpre_next.unwrap_or(dh);
-        let args = Args::new()
-            .bufs(&[&dh, &next, &w_hh, &h, &dpre])?
-            .dims(&[batch, hidden])
-            .u32(dpre_next.is_some() as u32)
-            .u32(act.code())
-            .f32(act.param());
-        self.run(op, launch::rnn_step(batch, hidden), args)
+        let bufs = [&dh, &next, &w_hh, &h, &dpre];
+        self.elman_step(op, &bufs, Some(dpre_next.is_some()), act, shape)
     }
 
     fn rnn_sequence_forward(
@@ -126,30 +156,16 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         shape: SeqShape,
     ) -> Result<()> {
         let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
-        self.mine("rnn_sequence_forward", &[&pre, &hs, &w_hh, &b_ih, &b_hh])?;
+        let bufs = [&pre, &hs, &w_hh, &b_ih, &b_hh];
+        self.mine("rnn_sequence_forward", &bufs)?;
         let n = check::rnn_sequence_forward(pre, hs, weights, act, shape)?;
-        if n == 0 || steps == 0 {
+        if n == 0
+            || shape.steps == 0
+            || self.elman_persistent("rnn_seq_forward", &bufs, n, act, shape)?
+        {
             return Ok(());
         }
-        let (entry, tile) = entry_and_tile("rnn_seq_forward", hidden);
-        let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
-            self.with_exchange(n, |xch| {
-                Ok(Args::new()
-                    .bufs(&[&pre, &hs, &w_hh, &b_ih, &b_hh, barrier, &xch])?
-                    .dims(&[steps, batch, hidden])
-                    .u32(act.code())
-                    .f32(act.param()))
-            })
-        })?;
-        if launched {
-            return Ok(());
-        }
-        crate::ops::rnn_seq::forward_by_steps(self, pre, hs, weights, act, shape)
+        crate::ops::rnn_seq::forward_by_steps(self, [pre, hs], weights, act, shape)
     }
 
     fn rnn_sequence_backward(
@@ -161,29 +177,15 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         act: Activation,
         shape: SeqShape,
     ) -> Result<()> {
-        let SeqShape {
-            steps,
-            batch,
-            hidden,
-        } = shape;
-        self.mine("rnn_sequence_backward", &[&dh, &hs, &w_hh, &dpre])?;
+        let bufs = [&dh, &hs, &w_hh, &dpre];
+        self.mine("rnn_sequence_backward", &bufs)?;
         let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)?;
-        if n == 0 || steps == 0 {
+        if n == 0
+            || shape.steps == 0
+            || self.elman_persistent("rnn_seq_backward", &bufs, n, act, shape)?
+        {
             return Ok(());
         }
-        let (entry, tile) = entry_and_tile("rnn_seq_backward", hidden);
-        let launched = self.cooperative(&entry, tile, batch, hidden, |barrier| {
-            self.with_exchange(n, |xch| {
-                Ok(Args::new()
-                    .bufs(&[&dh, &hs, &w_hh, &dpre, barrier, &xch])?
-                    .dims(&[steps, batch, hidden])
-                    .u32(act.code())
-                    .f32(act.param()))
-            })
-        })?;
-        if launched {
-            return Ok(());
-        }
-        crate::ops::rnn_seq::backward_by_steps(self, dh, hs, w_hh, dpre, act, shape)
+        crate::ops::rnn_seq::backward_by_steps(self, [dh, hs, w_hh, dpre], act, shape)
     }
 }

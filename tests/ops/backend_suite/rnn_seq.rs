@@ -40,27 +40,16 @@ fn check_sequence(
     ];
     let tol = 1e-4;
     let what = format!("rnn_sequence_forward {act:?} {steps}x{batch}x{hidden} pad {pad}");
-    compare_at(ctx, &what, &fwd, pad, &[1], tol, &|o, v| {
-        o.rnn_sequence_forward(
-            v[0],
-            v[1],
-            RecurrentWeights::new(v[2], v[3], v[4]),
-            act,
-            SeqShape::new(steps, batch, hidden),
-        )
-    })?;
+    let shape = SeqShape::new(steps, batch, hidden);
+    let forward = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
+        let weights = RecurrentWeights::new(v[2], v[3], v[4]);
+        o.rnn_sequence_forward(v[0], v[1], weights, act, shape)
+    };
+    compare_at(ctx, &what, &fwd, pad, &[1], tol, &forward)?;
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
-    let hs = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &|o, v| {
-        o.rnn_sequence_forward(
-            v[0],
-            v[1],
-            RecurrentWeights::new(v[2], v[3], v[4]),
-            act,
-            SeqShape::new(steps, batch, hidden),
-        )
-    })
-    .map_err(|e| TestCaseError::fail(e.to_string()))?
-    .remove(1);
+    let hs = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &forward)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?
+        .remove(1);
     let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
     let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
     compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {

@@ -192,6 +192,17 @@ fn gru_bwd_ref(
     (dgx, dgh)
 }
 
+/// `W_hh` (`±1/sqrt(hidden)`, PyTorch's range), `b_ih` and `b_hh` of a cell with `gates` gates.
+fn params(r: &mut Rng, gates: usize, hidden: usize) -> [Vec<f32>; 3] {
+    let bound = 1.0 / (hidden as f32).sqrt();
+    let w = r.vec(gates * hidden * hidden, -bound, bound);
+    [
+        w,
+        r.vec(gates * hidden, -1.0, 1.0),
+        r.vec(gates * hidden, -1.0, 1.0),
+    ]
+}
+
 /// A random initial block, then `steps` poisoned blocks.
 fn states(r: &mut Rng, steps: usize, n: usize) -> Vec<f32> {
     let mut s = r.vec(n, -1.0, 1.0);
@@ -204,14 +215,10 @@ proptest! {
 
     #[test]
     fn cpu_lstm_sequence((steps, batch, hidden) in seq_shape(), seed in any::<u64>()) {
-        let ctx = Context::cpu();
-        let ops = ctx.ops();
-        let mut r = rng(seed);
-        let n = batch * hidden;
-        let bound = 1.0 / (hidden as f32).sqrt();
-        let w = r.vec(4 * hidden * hidden, -bound, bound);
+        let (ctx, mut r) = (Context::cpu(), rng(seed));
+        let [w, bi, bh] = params(&mut r, 4, hidden);
+        let (ops, n) = (ctx.ops(), batch * hidden);
         let xg = r.vec(steps * 4 * n, -2.0, 2.0);
-        let (bi, bh) = (r.vec(4 * hidden, -1.0, 1.0), r.vec(4 * hidden, -1.0, 1.0));
         let (hs0, cs0) = (states(&mut r, steps, n), states(&mut r, steps, n));
         let (want_h, want_c, want_g) = lstm_fwd_ref(&to64(&xg), &to64(&hs0[..n]), &to64(&cs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bg, bhs, bcs) = (upload(&ctx, &xg), upload(&ctx, &hs0), upload(&ctx, &cs0));
@@ -234,14 +241,10 @@ proptest! {
 
     #[test]
     fn cpu_gru_sequence((steps, batch, hidden) in seq_shape(), seed in any::<u64>()) {
-        let ctx = Context::cpu();
-        let ops = ctx.ops();
-        let mut r = rng(seed);
-        let n = batch * hidden;
-        let bound = 1.0 / (hidden as f32).sqrt();
-        let w = r.vec(3 * hidden * hidden, -bound, bound);
+        let (ctx, mut r) = (Context::cpu(), rng(seed));
+        let [w, bi, bh] = params(&mut r, 3, hidden);
+        let (ops, n) = (ctx.ops(), batch * hidden);
         let gx = r.vec(steps * 3 * n, -2.0, 2.0);
-        let (bi, bh) = (r.vec(3 * hidden, -1.0, 1.0), r.vec(3 * hidden, -1.0, 1.0));
         let hs0 = states(&mut r, steps, n);
         let (want_h, want_k) = gru_fwd_ref(&to64(&gx), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bgx, bhs, bk) = (upload(&ctx, &gx), upload(&ctx, &hs0), poisoned(&ctx, steps * 4 * n));
