@@ -151,8 +151,9 @@ pub(crate) struct OpFamily {
     pub name: &'static str,
     /// Its files, in translation-unit order.
     pub files: &'static [(&'static str, &'static str)],
-    /// The entry points these files define.
-    pub entries: &'static [&'static str],
+    /// The entry points these files define, in groups (a family's own list, or the lists of
+    /// the families a dialect compiles together).
+    pub entries: &'static [&'static [&'static str]],
 }
 
 /// The entry points of the families that every dialect splits the same way (docs/kernel-abi.md),
@@ -228,7 +229,7 @@ pub struct OpModule {
     pub name: &'static str,
     /// The entry points the module defines; `None`: every built-in entry (a device that builds
     /// its op set as one module).
-    pub entries: Option<&'static [&'static str]>,
+    pub entries: Option<Vec<&'static str>>,
     /// The complete translation unit: the dialect's shared headers, then the family's files.
     pub source: String,
 }
@@ -241,7 +242,7 @@ impl OpFamily {
         source.push_str(&concatenate(self.files));
         OpModule {
             name: self.name,
-            entries: Some(self.entries),
+            entries: Some(self.entries.concat()),
             source,
         }
     }

@@ -81,7 +81,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/elementwise.cu",
             include_str!("../../../kernels-cu/elementwise.cu"),
         )],
-        entries: family_entries::ELEMENTWISE,
+        entries: &[family_entries::ELEMENTWISE],
     },
     OpFamily {
         name: "reduce",
@@ -89,7 +89,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/reduce.cu",
             include_str!("../../../kernels-cu/reduce.cu"),
         )],
-        entries: family_entries::REDUCE,
+        entries: &[family_entries::REDUCE],
     },
     OpFamily {
         name: "optim",
@@ -97,7 +97,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/optim.cu",
             include_str!("../../../kernels-cu/optim.cu"),
         )],
-        entries: family_entries::OPTIM,
+        entries: &[family_entries::OPTIM],
     },
     // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.
     OpFamily {
@@ -112,7 +112,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cu/gemm_thin.cu"),
             ),
         ],
-        entries: &["sgemm", "sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"],
+        entries: &[&["sgemm", "sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"]],
     },
     // gemm_tc.cu: sm_80+ only, gemm_wg.cu (which uses its stores): sm_90a only; empty elsewhere.
     OpFamily {
@@ -127,7 +127,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cu/gemm_wg.cu"),
             ),
         ],
-        entries: &["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"],
+        entries: &[&["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"]],
     },
     // gated_step.cu uses rnn.cu's tile product.
     OpFamily {
@@ -142,7 +142,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cu/gated_step.cu"),
             ),
         ],
-        entries: family_entries::RNN_STEP,
+        entries: &[family_entries::RNN_STEP],
     },
     // gated_seq.cu uses rnn_seq.cu's row barrier.
     OpFamily {
@@ -157,7 +157,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
                 include_str!("../../../kernels-cu/gated_seq.cu"),
             ),
         ],
-        entries: family_entries::SEQUENCE,
+        entries: &[family_entries::SEQUENCE],
     },
     OpFamily {
         name: "random",
@@ -165,7 +165,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/random.cu",
             include_str!("../../../kernels-cu/random.cu"),
         )],
-        entries: family_entries::RANDOM,
+        entries: &[family_entries::RANDOM],
     },
     OpFamily {
         name: "norm",
@@ -173,7 +173,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/norm.cu",
             include_str!("../../../kernels-cu/norm.cu"),
         )],
-        entries: family_entries::NORM,
+        entries: &[family_entries::NORM],
     },
     OpFamily {
         name: "embedding",
@@ -181,7 +181,7 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             "kernels-cu/embedding.cu",
             include_str!("../../../kernels-cu/embedding.cu"),
         )],
-        entries: family_entries::EMBEDDING,
+        entries: &[family_entries::EMBEDDING],
     },
 ];
 

@@ -29,7 +29,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "kernels-cl/elementwise.cl",
             include_str!("../../../kernels-cl/elementwise.cl"),
         )],
-        entries: family_entries::ELEMENTWISE,
+        entries: &[family_entries::ELEMENTWISE],
     },
     OpFamily {
         name: "reduce",
@@ -44,20 +44,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
                 include_str!("../../../kernels-cl/norm.cl"),
             ),
         ],
-        entries: &[
-            "softmax",
-            "log_softmax",
-            "softmax_xent",
-            "mse",
-            "bias_act_backward",
-            "bias_act_backward_product",
-            "sum_cols",
-            "sum_partial",
-            "sum_final",
-            "clip_final",
-            "layer_norm_forward",
-            "layer_norm_backward",
-        ],
+        entries: &[family_entries::REDUCE, family_entries::NORM],
     },
     OpFamily {
         name: "optim",
@@ -65,7 +52,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "kernels-cl/optim.cl",
             include_str!("../../../kernels-cl/optim.cl"),
         )],
-        entries: family_entries::OPTIM,
+        entries: &[family_entries::OPTIM],
     },
     // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;
     // gemm_wg.cl (only with RNN_CL_NV_WGMMA defined, src/backend/opencl/sm90a.rs) uses gemm_tc.cl's
@@ -86,7 +73,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
                 include_str!("../../../kernels-cl/gemm_wg.cl"),
             ),
         ],
-        entries: &[
+        entries: &[&[
             "sgemm",
             "sgemm_split",
             "sgemm_tile64_split",
@@ -94,7 +81,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "sgemm_tc128",
             "sgemm_tc64",
             "sgemm_wg64",
-        ],
+        ]],
     },
     OpFamily {
         name: "gemm_thin",
@@ -102,7 +89,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "kernels-cl/gemm_thin.cl",
             include_str!("../../../kernels-cl/gemm_thin.cl"),
         )],
-        entries: &["sgemm_thin", "sgemm_thin_k"],
+        entries: &[&["sgemm_thin", "sgemm_thin_k"]],
     },
     // gated_step.cl uses rnn.cl's tile product.
     OpFamily {
@@ -117,7 +104,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
                 include_str!("../../../kernels-cl/gated_step.cl"),
             ),
         ],
-        entries: family_entries::RNN_STEP,
+        entries: &[family_entries::RNN_STEP],
     },
     // Only with RNN_CL_NV_PERSISTENT defined (src/backend/opencl/persistent.rs).
     OpFamily {
@@ -126,7 +113,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "kernels-cl/seq.cl",
             include_str!("../../../kernels-cl/seq.cl"),
         )],
-        entries: family_entries::SEQUENCE,
+        entries: &[family_entries::SEQUENCE],
     },
     OpFamily {
         name: "random",
@@ -134,7 +121,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "kernels-cl/random.cl",
             include_str!("../../../kernels-cl/random.cl"),
         )],
-        entries: family_entries::RANDOM,
+        entries: &[family_entries::RANDOM],
     },
     OpFamily {
         name: "embedding",
@@ -142,7 +129,7 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             "kernels-cl/embedding.cl",
             include_str!("../../../kernels-cl/embedding.cl"),
         )],
-        entries: family_entries::EMBEDDING,
+        entries: &[family_entries::EMBEDDING],
     },
 ];
 
