@@ -12,7 +12,8 @@ use rnn::ops::BiasActGrads;
 use rnn::ops::{DenseParams, DenseShape};
 use rnn::{Activation, Context};
 
-use super::{ACTIVATIONS, Values, compare_checked, contexts, nan, prop, run_on};
+use super::activations::ACTIVATIONS;
+use super::{Values, compare_checked, contexts, nan, prop, run_on};
 use crate::support::Target;
 
 /// `(rows, inputs, outputs)` of layers whose forward product the tile GEMMs take (outputs >= 128

@@ -1,0 +1,32 @@
+//! The data ops (row gathers, one-hot encoding) on every GPU target against the CPU backend.
+
+use proptest::prelude::*;
+
+use super::{Values, compare, nan, prop};
+use crate::support::Target;
+
+pub fn data(t: Target) {
+    let s = (1..=50usize, 1..=40usize, 1..=300usize, any::<u64>());
+    prop(t, "gpu_data", 10, s, |ctx, (src_rows, nidx, cols, seed)| {
+        let mut r = Values(seed);
+        let src = r.vec(src_rows * cols, -1.0, 1.0);
+        let idx = r.ints(nidx, src_rows);
+        compare(
+            ctx,
+            "gather_rows",
+            &[src, idx.clone(), nan(nidx * cols)],
+            &[2],
+            0.0,
+            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
+        )?;
+        let classes = src_rows;
+        compare(
+            ctx,
+            "one_hot",
+            &[idx, nan(nidx * classes)],
+            &[1],
+            0.0,
+            &|o, v| o.one_hot(v[0], v[1], classes),
+        )
+    });
+}
