@@ -73,7 +73,7 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
         } else if !dz.same_as(&dy) {
             self.copy(dy, dz)?;
         }
-        self.sum_rows(dz, dbias, rows, cols, 0.0)
+        self.sum_rows(dz, dbias, shape, 0.0)
     }
 
     /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`,

@@ -5,7 +5,7 @@ use super::{Activation, ActivationOps, Gemm, check};
 use super::{LinalgOps, ReduceOps};
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{DenseParams, DenseShape};
+use crate::ops::{DenseParams, DenseShape, MatShape};
 
 /// A dense layer's forward pass and parameter gradients, compositions of
 /// [`LinalgOps::gemm`], [`ActivationOps::bias_act_forward`] and [`ReduceOps::sum_rows`] by
@@ -60,6 +60,6 @@ pub trait DenseOps: ActivationOps {
         let views = [("dz", &dz), ("x", &x), ("dw", &dw), ("dbias", &dbias)];
         check::all_f32("dense_param_grads", &views)?;
         self.gemm(Gemm::new(outputs, inputs, rows).ta(), dz, x, dw)?;
-        self.sum_rows(dz, dbias, rows, outputs, 0.0)
+        self.sum_rows(dz, dbias, MatShape::new(rows, outputs), 0.0)
     }
 }

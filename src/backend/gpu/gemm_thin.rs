@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, Gemm, check};
-use crate::ops::{DenseParams, DenseShape};
+use crate::ops::{DenseParams, DenseShape, MatShape};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
@@ -251,7 +251,7 @@ impl<D: Device> DenseOps for GpuOps<D> {
         self.mine(op, &[&dz, &x, &dw, &dbias])?;
         if !fused {
             self.gemm(g, dz, x, dw)?;
-            return self.sum_rows(dz, dbias, rows, outputs, 0.0);
+            return self.sum_rows(dz, dbias, MatShape::new(rows, outputs), 0.0);
         }
         check::gemm(&g, &dz, &x, &dw)?;
         for d in [rows, inputs, outputs] {

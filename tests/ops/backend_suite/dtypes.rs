@@ -144,8 +144,12 @@ const CASES: &[Case] = &[
     ("gemm", |o, p| {
         o.gemm(Gemm::new(2, 3, 3), p.bad(6), p.f(9), p.f(6))
     }),
-    ("sum_rows", |o, p| o.sum_rows(p.f(6), p.bad(3), 2, 3, 0.0)),
-    ("sum_cols", |o, p| o.sum_cols(p.bad(6), p.f(2), 2, 3, 0.0)),
+    ("sum_rows", |o, p| {
+        o.sum_rows(p.f(6), p.bad(3), MatShape::new(2, 3), 0.0)
+    }),
+    ("sum_cols", |o, p| {
+        o.sum_cols(p.bad(6), p.f(2), MatShape::new(2, 3), 0.0)
+    }),
     ("sum_all", |o, p| o.sum_all(p.f(6), p.bad(1), 0.0)),
     ("clip_grad_norm", |o, p| {
         o.clip_grad_norm(p.bad(6), 1.0, p.f(1))

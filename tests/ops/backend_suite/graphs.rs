@@ -102,7 +102,7 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         s.x.view(),
         gw,
     )?;
-    o.sum_rows(s.dlogits.view(), gb, ROWS, OUT, 0.0)?;
+    o.sum_rows(s.dlogits.view(), gb, MatShape::new(ROWS, OUT), 0.0)?;
     let adam = AdamStep {
         beta1: 0.9,
         beta2: 0.999,

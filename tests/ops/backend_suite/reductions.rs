@@ -3,6 +3,8 @@
 
 use proptest::prelude::*;
 
+use rnn::ops::MatShape;
+
 use super::{Values, compare, compare_sums, dim, nan, prop};
 use crate::support::Target;
 
@@ -58,9 +60,9 @@ pub fn reductions(t: Target) {
                         tol,
                         &|o, v| {
                             if by_rows {
-                                o.sum_rows(v[0], v[1], rows, cols, beta)
+                                o.sum_rows(v[0], v[1], MatShape::new(rows, cols), beta)
                             } else {
-                                o.sum_cols(v[0], v[1], rows, cols, beta)
+                                o.sum_cols(v[0], v[1], MatShape::new(rows, cols), beta)
                             }
                         },
                     )?;

@@ -111,7 +111,7 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     shape(ops.add(a.view(), short.view(), b.view()));
     shape(ops.gemm(Gemm::new(2, 3, 2), a.view(), b.view(), short.view()));
     shape(ops.softmax(a.view(), b.view(), 4, 2));
-    shape(ops.sum_rows(a.view(), short.view(), 2, 3, 0.0));
+    shape(ops.sum_rows(a.view(), short.view(), MatShape::new(2, 3), 0.0));
     shape(ops.lstm_cell_forward(a.view(), b.view(), b.view(), b.view(), SeqShape::step(1, 2)));
     shape(ops.upload(a.view(), &[1.0; 3]));
     shape(ops.download(a.view(), &mut [0.0; 2]));

@@ -96,8 +96,8 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.softmax_cross_entropy(a.view(), labels.view(), out, correct.view(), shape, 1.0)?;
         ops.mse(a.view(), c.view(), out, shape, 1.0)?;
     }
-    ops.sum_rows(a.view(), bias.view(), rows, cols, 0.0)?;
-    ops.sum_cols(a.view(), v.view(), rows, cols, 0.0)?;
+    ops.sum_rows(a.view(), bias.view(), MatShape::new(rows, cols), 0.0)?;
+    ops.sum_cols(a.view(), v.view(), MatShape::new(rows, cols), 0.0)?;
     ops.sum_all(a.view(), totals.slice(0, 1)?, 0.0)?;
     ops.clip_grad_norm(a.view(), 1.0, totals.slice(0, 1)?)?;
 
