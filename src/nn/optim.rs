@@ -2,7 +2,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::{Error, Result};
-use crate::ops::{AdamStep, Ops, SgdStep, optimizer_state, zeros};
+use crate::ops::{AdamStep, Ops, OptimBuffers, SgdStep, optimizer_state, zeros};
 
 use super::config::Optimizer;
 
@@ -171,10 +171,8 @@ impl OptimizerState {
                 // length satisfies the signature.
                 let vel = self.a.as_ref().map_or(grads, |b| b.view());
                 ops.sgd_step(
-                    params,
-                    grads,
+                    OptimBuffers::new(params, grads, self.hyper.view()),
                     vel,
-                    self.hyper.view(),
                     SgdStep {
                         momentum,
                         weight_decay,
@@ -198,11 +196,9 @@ impl OptimizerState {
                     unreachable!("Adam state has both moments");
                 };
                 ops.adam_step(
-                    params,
-                    grads,
+                    OptimBuffers::new(params, grads, self.hyper.view()),
                     m.view(),
                     v.view(),
-                    self.hyper.view(),
                     AdamStep {
                         beta1,
                         beta2,

@@ -62,7 +62,8 @@ pub use norm::NormOps;
 pub use optim::{AdamStep, OPTIMIZER_STATE_LEN, OptimOps, SgdStep, optimizer_state};
 pub use profile::KernelTime;
 pub use random::{
-    RNG_STATE_LEN, RandomOps, dropout_keeps, dropout_params, rng_state, rng_state_values,
+    DropoutMask, RNG_STATE_LEN, RandomOps, dropout_keeps, dropout_params, rng_state,
+    rng_state_values,
 };
 pub(crate) use random::{rng_hash, rng_key};
 pub use reduce::ReduceOps;
@@ -70,7 +71,7 @@ pub(crate) use reduce::SumAxis;
 pub use shape::{DenseShape, MatShape, SeqShape};
 pub use views::{
     BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs,
-    RecurrentWeights,
+    OptimBuffers, RecurrentWeights,
 };
 
 use crate::buffer::Buffer;

@@ -120,3 +120,18 @@ view_group! {
     }
     /// The pre-activation gradient `dz` and the bias gradient `dbias`.
 }
+
+view_group! {
+    /// The buffers every optimizer step reads and updates: the flat `params` (updated in place),
+    /// their `grads`, and the device-side `state` (see [`crate::ops::OPTIMIZER_STATE_LEN`]), which
+    /// the step advances.
+    OptimBuffers {
+        /// The flat parameters, updated in place.
+        params: View<'a>,
+        /// Their gradients, read.
+        grads: View<'a>,
+        /// The optimizer state: learning rate, steps taken and bias corrections.
+        state: View<'a>,
+    }
+    /// The parameters, their gradients and the optimizer state.
+}

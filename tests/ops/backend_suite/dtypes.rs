@@ -5,8 +5,8 @@
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
 use rnn::ops::{
-    BiasActGrads, DenseParams, DenseShape, LayerNormParams, LossOutputs, MatShape, RNG_STATE_LEN,
-    RecurrentWeights, SeqShape,
+    BiasActGrads, DenseParams, DenseShape, DropoutMask, LayerNormParams, LossOutputs, MatShape,
+    OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape,
 };
 use rnn::{Activation, AdamStep, Buffer, DType, Element, Error, Gemm, SgdStep, View};
 
@@ -181,7 +181,11 @@ const CASES: &[Case] = &[
     }),
     ("one_hot", |o, p| o.one_hot(p.bad(2), p.f(6), 3)),
     ("dropout", |o, p| {
-        o.dropout(p.f(6), p.bad(6), p.f(RNG_STATE_LEN), 0.5, 0)
+        o.dropout(
+            p.f(6),
+            p.bad(6),
+            DropoutMask::new(p.f(RNG_STATE_LEN), 0, 0.5),
+        )
     }),
     ("rng_advance", |o, p| o.rng_advance(p.bad(RNG_STATE_LEN))),
     ("layer_norm_forward", |o, p| {
@@ -195,7 +199,7 @@ const CASES: &[Case] = &[
             nesterov: false,
         };
         let state = p.f(rnn::ops::OPTIMIZER_STATE_LEN);
-        o.sgd_step(p.f(6), p.bad(6), p.f(6), state, s)
+        o.sgd_step(OptimBuffers::new(p.f(6), p.bad(6), state), p.f(6), s)
     }),
     ("adam_step", |o, p| {
         let s = AdamStep {
@@ -206,7 +210,12 @@ const CASES: &[Case] = &[
             decoupled: false,
         };
         let state = p.f(rnn::ops::OPTIMIZER_STATE_LEN);
-        o.adam_step(p.f(6), p.f(6), p.f(6), p.bad(6), state, s)
+        o.adam_step(
+            OptimBuffers::new(p.f(6), p.f(6), state),
+            p.f(6),
+            p.bad(6),
+            s,
+        )
     }),
     ("dense_forward", |o, p| {
         let params = DenseParams::new(p.f(9), p.bad(3));

@@ -7,7 +7,7 @@
 //! weight gradient in 4) through the context's partial-sum scratch.
 
 use rnn::ops::optimizer_state;
-use rnn::ops::{LossOutputs, MatShape};
+use rnn::ops::{LossOutputs, MatShape, OptimBuffers};
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
 
 use super::contexts;
@@ -111,11 +111,9 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         decoupled: true,
     };
     o.adam_step(
-        params.view(),
-        s.grads.view(),
+        OptimBuffers::new(params.view(), s.grads.view(), s.state.view()),
         s.m.view(),
         s.v.view(),
-        s.state.view(),
         adam,
     )
 }

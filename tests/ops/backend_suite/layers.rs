@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::ops::rng_state_values;
-use rnn::ops::{LayerNormGrads, LayerNormParams, MatShape};
+use rnn::ops::{DropoutMask, LayerNormGrads, LayerNormParams, MatShape};
 
 use super::{Values, compare, compare_padded, compare_sums, nan, prop};
 use crate::support::Target;
@@ -36,7 +36,7 @@ pub fn dropout(t: Target) {
                 &pads,
                 &[1, 2],
                 0.0,
-                &|o, v| o.dropout(v[0], v[1], v[2], p, stream),
+                &|o, v| o.dropout(v[0], v[1], DropoutMask::new(v[2], stream, p)),
             )?;
             compare_padded(
                 ctx,
@@ -45,7 +45,7 @@ pub fn dropout(t: Target) {
                 &pads,
                 &[0, 1],
                 0.0,
-                &|o, v| o.dropout(v[0], v[0], v[1], p, stream),
+                &|o, v| o.dropout(v[0], v[0], DropoutMask::new(v[1], stream, p)),
             )?;
             compare_padded(
                 ctx,

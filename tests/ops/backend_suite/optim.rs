@@ -2,6 +2,7 @@
 //! the CPU backend, from any step number.
 
 use proptest::prelude::*;
+use rnn::ops::OptimBuffers;
 use rnn::{AdamStep, SgdStep};
 
 use super::{Values, compare, prop};
@@ -38,7 +39,7 @@ pub fn optimizers(t: Target) {
                 &[p.clone(), g.clone(), m.clone(), state(0.1)],
                 check,
                 tol,
-                &|o, b| o.sgd_step(b[0], b[1], b[2], b[3], s),
+                &|o, b| o.sgd_step(OptimBuffers::new(b[0], b[1], b[3]), b[2], s),
             )?;
         }
         for decoupled in [false, true] {
@@ -56,7 +57,7 @@ pub fn optimizers(t: Target) {
                 &bufs,
                 &[0, 2, 3, 4],
                 tol,
-                &|o, b| o.adam_step(b[0], b[1], b[2], b[3], b[4], s),
+                &|o, b| o.adam_step(OptimBuffers::new(b[0], b[1], b[4]), b[2], b[3], s),
             )?;
         }
         Ok(())

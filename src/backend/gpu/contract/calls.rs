@@ -6,9 +6,9 @@
 use crate::buffer::Buffer;
 use crate::error::Result;
 use crate::ops::{
-    Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, Gemm, GruGateGrads,
-    LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, RNG_STATE_LEN, RecurrentWeights,
-    SeqShape, SgdStep,
+    Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm, GruGateGrads,
+    LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, OptimBuffers, RNG_STATE_LEN,
+    RecurrentWeights, SeqShape, SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
@@ -108,7 +108,7 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     let hot = z(rows * 10)?;
     ops.one_hot(idx.view(), hot.view(), 10)?;
     let rng = z(RNG_STATE_LEN)?;
-    ops.dropout(a.view(), b.view(), rng.view(), 0.5, 1)?;
+    ops.dropout(a.view(), b.view(), DropoutMask::new(rng.view(), 1, 0.5))?;
     ops.rng_advance(rng.view())?;
     let (w, wb, dw, db) = (z(cols)?, z(cols)?, z(cols)?, z(cols)?);
     let params = LayerNormParams::new(w.view(), wb.view());
@@ -129,7 +129,11 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         weight_decay: 0.0,
         nesterov: false,
     };
-    ops.sgd_step(a.view(), b.view(), c.view(), state.view(), sgd)?;
+    ops.sgd_step(
+        OptimBuffers::new(a.view(), b.view(), state.view()),
+        c.view(),
+        sgd,
+    )?;
     let adam = AdamStep {
         beta1: 0.9,
         beta2: 0.999,
@@ -137,7 +141,12 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         weight_decay: 0.0,
         decoupled: true,
     };
-    ops.adam_step(a.view(), b.view(), c.view(), d.view(), state.view(), adam)?;
+    ops.adam_step(
+        OptimBuffers::new(a.view(), b.view(), state.view()),
+        c.view(),
+        d.view(),
+        adam,
+    )?;
     ops.synchronize()
 }
 
