@@ -70,8 +70,8 @@ pub use reduce::ReduceOps;
 pub(crate) use reduce::SumAxis;
 pub use shape::{DenseShape, MatShape, SeqShape};
 pub use views::{
-    BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs,
-    OptimBuffers, RecurrentWeights,
+    Activated, BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams,
+    LossOutputs, OptimBuffers, RecurrentWeights,
 };
 
 use crate::buffer::Buffer;

@@ -1,6 +1,7 @@
 //! View groups: views that always travel together through an op, named and kept together.
 
 use crate::buffer::View;
+use crate::ops::Activation;
 
 /// A `Clone + Copy` struct of views with a `const fn new` taking its fields in order: every view
 /// group below is one of these.
@@ -134,4 +135,19 @@ view_group! {
         state: View<'a>,
     }
     /// The parameters, their gradients and the optimizer state.
+}
+
+view_group! {
+    /// An activation's forward pass: the pre-activation `z`, the output `y = act(z)` and the
+    /// function `act`. A backward pass reads `y`, or `z` where the output does not give the
+    /// derivative ([`Activation::derivative_from_output`]).
+    Activated {
+        /// The pre-activation.
+        z: View<'a>,
+        /// The output, `act(z)`; may be the same view as `z`.
+        y: View<'a>,
+        /// The activation function.
+        act: Activation,
+    }
+    /// The pre-activation `z`, the output `y` and the function `act`.
 }

@@ -5,8 +5,8 @@
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
 use rnn::ops::{
-    BiasActGrads, DenseParams, DenseShape, DropoutMask, LayerNormParams, LossOutputs, MatShape,
-    OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape,
+    Activated, BiasActGrads, DenseParams, DenseShape, DropoutMask, LayerNormParams, LossOutputs,
+    MatShape, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape,
 };
 use rnn::{Activation, AdamStep, Buffer, DType, Element, Error, Gemm, SgdStep, View};
 
@@ -155,13 +155,21 @@ const CASES: &[Case] = &[
         o.clip_grad_norm(p.bad(6), 1.0, p.f(1))
     }),
     ("bias_act_forward", |o, p| {
-        o.bias_act_forward(p.f(6), p.bad(3), p.f(6), Activation::Relu, 2, 3)
+        o.bias_act_forward(
+            Activated::new(p.f(6), p.f(6), Activation::Relu),
+            p.bad(3),
+            MatShape::new(2, 3),
+        )
     }),
     ("activation", |o, p| {
         o.activation(p.bad(6), p.f(6), Activation::Tanh)
     }),
     ("act_backward", |o, p| {
-        o.act_backward(p.f(6), p.f(6), p.f(6), p.bad(6), Activation::Tanh)
+        o.act_backward(
+            p.f(6),
+            Activated::new(p.f(6), p.f(6), Activation::Tanh),
+            p.bad(6),
+        )
     }),
     ("softmax", |o, p| o.softmax(p.bad(6), p.f(6), 2, 3)),
     ("log_softmax", |o, p| o.log_softmax(p.f(6), p.bad(6), 2, 3)),
@@ -229,12 +237,24 @@ const CASES: &[Case] = &[
     ("bias_act_backward", |o, p| {
         let grads = BiasActGrads::new(p.f(6), p.bad(3));
         let shape = MatShape::new(2, 3);
-        o.bias_act_backward(p.f(6), p.f(6), p.f(6), grads, Activation::Tanh, shape)
+        o.bias_act_backward(
+            p.f(6),
+            Activated::new(p.f(6), p.f(6), Activation::Tanh),
+            grads,
+            shape,
+        )
     }),
     ("bias_act_backward_product", |o, p| {
         let grads = BiasActGrads::new(p.f(6), p.bad(3));
         let act = Activation::Tanh;
-        o.bias_act_backward_product(p.f(4), p.f(6), p.f(6), p.f(6), grads, act, 2, 2, 3)
+        o.bias_act_backward_product(
+            p.f(4),
+            p.f(6),
+            Activated::new(p.f(6), p.f(6), act),
+            grads,
+            MatShape::new(2, 3),
+            2,
+        )
     }),
     ("rnn_step_forward", |o, p| {
         let w = RecurrentWeights::new(p.bad(9), p.f(3), p.f(3));

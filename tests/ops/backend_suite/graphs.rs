@@ -7,7 +7,7 @@
 //! weight gradient in 4) through the context's partial-sum scratch.
 
 use rnn::ops::optimizer_state;
-use rnn::ops::{LossOutputs, MatShape, OptimBuffers};
+use rnn::ops::{Activated, LossOutputs, MatShape, OptimBuffers};
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
 
 use super::contexts;
@@ -80,12 +80,9 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         s.logits.view(),
     )?;
     o.bias_act_forward(
-        s.logits.view(),
+        Activated::new(s.logits.view(), s.logits.view(), Activation::Identity),
         b,
-        s.logits.view(),
-        Activation::Identity,
-        ROWS,
-        OUT,
+        MatShape::new(ROWS, OUT),
     )?;
     o.softmax_cross_entropy(
         s.logits.view(),

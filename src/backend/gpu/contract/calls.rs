@@ -6,9 +6,9 @@
 use crate::buffer::Buffer;
 use crate::error::Result;
 use crate::ops::{
-    Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm, GruGateGrads,
-    LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, OptimBuffers, RNG_STATE_LEN,
-    RecurrentWeights, SeqShape, SgdStep,
+    Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
+    GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, OptimBuffers,
+    RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
@@ -49,11 +49,20 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     // Activations, dense layers and their backward.
     let (small_out, k16) = (8, 16);
     for act in [Activation::Tanh, Activation::Gelu] {
-        ops.bias_act_forward(a.view(), bias.view(), b.view(), act, rows, cols)?;
+        ops.bias_act_forward(
+            Activated::new(a.view(), b.view(), act),
+            bias.view(),
+            MatShape::new(rows, cols),
+        )?;
         ops.activation(a.view(), b.view(), act)?;
-        ops.act_backward(a.view(), b.view(), c.view(), d.view(), act)?;
+        ops.act_backward(a.view(), Activated::new(b.view(), c.view(), act), d.view())?;
         let grads = BiasActGrads::new(d.view(), bias.view());
-        ops.bias_act_backward(a.view(), b.view(), c.view(), grads, act, shape)?;
+        ops.bias_act_backward(
+            a.view(),
+            Activated::new(b.view(), c.view(), act),
+            grads,
+            shape,
+        )?;
         let (g, w) = (z(rows * k16)?, z(k16 * cols)?);
         let views = (
             g.view(),
@@ -66,13 +75,10 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.bias_act_backward_product(
             views.0,
             views.1,
-            views.2,
-            views.3,
+            Activated::new(views.2, views.3, act),
             BiasActGrads::new(views.4, views.5),
-            act,
-            rows,
+            MatShape::new(rows, cols),
             k16,
-            cols,
         )?;
         let (x, wt, zb, yb, bo) = (
             z(rows * 300)?,
