@@ -9,14 +9,7 @@ use rnn::{Activation, Context};
 use super::{Values, compare_checked, compare_padded, dim, nan, prop, run_on};
 use crate::support::Target;
 
-pub(super) const ACTIVATIONS: [Activation; 6] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::Sigmoid,
-    Activation::Tanh,
-    Activation::Gelu,
-    Activation::LeakyRelu { slope: 0.01 },
-];
+pub(super) const ACTIVATIONS: [Activation; 6] = crate::support::activations(0.01);
 
 pub fn activations(t: Target) {
     let s = (dim(), prop_oneof![1..=5usize, 1..=300usize], any::<u64>());
