@@ -12,6 +12,8 @@
 //! The last line is for scripts:
 //! `char_lstm final_loss=<x> val_loss=<x> val_accuracy=<0..1> temperature=<t> device=<id> seconds=<s>`.
 
+mod common;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -56,24 +58,14 @@ fn parse_args() -> Result<Option<Args>, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        let count = |name: &str, v: String| -> Result<usize, String> {
-            match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("{name} takes a positive integer, got '{v}'")),
-            }
-        };
         match flag.as_str() {
             "--help" | "-h" => return Ok(None),
             "--cpu" => args.cpu = true,
-            "--device" => {
-                let v = value("--device")?;
-                args.device = Some(v.parse().map_err(|e: rnn::Error| e.to_string())?);
-            }
-            "--epochs" => args.epochs = count("--epochs", value("--epochs")?)?,
-            "--length" => args.length = count("--length", value("--length")?)?,
+            "--device" => args.device = Some(common::device(&mut it, "--device")?),
+            "--epochs" => args.epochs = common::count(&mut it, "--epochs")?,
+            "--length" => args.length = common::count(&mut it, "--length")?,
             "--temperature" => {
-                let v = value("--temperature")?;
+                let v = common::value(&mut it, "--temperature")?;
                 args.temperature = match v.parse::<f32>() {
                     Ok(t) if t > 0.0 && t.is_finite() => t,
                     _ => return Err(format!("--temperature takes a number > 0, got '{v}'")),
@@ -181,22 +173,5 @@ fn run(args: &Args) -> rnn::Result<()> {
 
 fn main() -> ExitCode {
     env_logger::init();
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main(USAGE, parse_args, run)
 }

@@ -34,6 +34,8 @@
 //!
 //! Only rank 0 prints progress and writes the checkpoint (`--save PATH`).
 
+mod common;
+
 use std::process::ExitCode;
 
 use rnn::dist::DistEnv;
@@ -80,28 +82,21 @@ fn parse_args() -> Result<Option<Args>, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        let count = |name: &str, v: String| -> Result<usize, String> {
-            match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("{name} takes a positive integer, got '{v}'")),
-            }
-        };
         match flag.as_str() {
             "-h" | "--help" => return Ok(None),
             "--overlap" => a.overlap = true,
             "--devices" => {
-                a.devices = value("--devices")?
+                a.devices = common::value(&mut it, "--devices")?
                     .split(',')
                     .map(|d| d.parse::<DeviceId>().map_err(|e| e.to_string()))
                     .collect::<Result<_, _>>()?
             }
-            "--epochs" => a.epochs = Some(count("--epochs", value("--epochs")?)?),
-            "--batch" => a.batch = Some(count("--batch", value("--batch")?)?),
-            "--steps" => a.steps = count("--steps", value("--steps")?)?,
-            "--save" => a.save = Some(value("--save")?),
+            "--epochs" => a.epochs = Some(common::count(&mut it, "--epochs")?),
+            "--batch" => a.batch = Some(common::count(&mut it, "--batch")?),
+            "--steps" => a.steps = common::count(&mut it, "--steps")?,
+            "--save" => a.save = Some(common::value(&mut it, "--save")?),
             "--bench" => {
-                let m = value("--bench")?;
+                let m = common::value(&mut it, "--bench")?;
                 if m != "mlp4096" && m != "w2" {
                     return Err(format!("--bench takes mlp4096 or w2, got '{m}'"));
                 }
@@ -303,22 +298,5 @@ fn allreduce_ms(devices: &[DeviceId], len: usize) -> rnn::Result<f64> {
 
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main(USAGE, parse_args, run)
 }

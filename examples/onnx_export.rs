@@ -11,10 +11,13 @@
 //! model) and `char_lstm` (embedding, 2-layer LSTM with dropout, head), plus a bidirectional
 //! 2-layer GRU with layer norm classifying from `h_n`, on random data.
 
+mod common;
+
 #[path = "../tests/support/onnx_case.rs"]
 mod onnx_case;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use rnn::nn::{Loss, Network, OnnxOptions, RecurrentCell, RecurrentOptions, RnnOutput};
 use rnn::{Activation, Context, DeviceId, GpuManager};
@@ -36,21 +39,16 @@ fn parse_args() -> Result<Option<Args>, String> {
     let (mut device, mut epochs, mut softmax, mut out) = (DeviceId::Cpu, 1, false, None);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
             "--help" | "-h" => return Ok(None),
-            "--device" => {
-                device = value("--device")?
-                    .parse()
-                    .map_err(|e: rnn::Error| e.to_string())?
-            }
+            "--device" => device = common::device(&mut it, "--device")?,
             "--epochs" => {
-                epochs = value("--epochs")?
+                epochs = common::value(&mut it, "--epochs")?
                     .parse()
                     .map_err(|e| format!("--epochs: {e}"))?
             }
             "--softmax" => softmax = true,
-            "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--out" => out = Some(PathBuf::from(common::value(&mut it, "--out")?)),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -104,20 +102,6 @@ fn run(args: &Args) -> rnn::Result<()> {
     Ok(())
 }
 
-fn main() {
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return;
-        }
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            std::process::exit(2);
-        }
-    };
-    if let Err(e) = run(&args) {
-        eprintln!("onnx_export: {e}");
-        std::process::exit(1);
-    }
+fn main() -> ExitCode {
+    common::main(USAGE, parse_args, run)
 }

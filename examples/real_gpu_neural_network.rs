@@ -17,6 +17,8 @@
 //! `mlp test_accuracy=<0..1> device=<id> seconds=<s>` and
 //! `rnn final_loss=<x> device=<id> seconds=<s>`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -59,24 +61,14 @@ fn parse_args() -> Result<Option<Args>, String> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| format!("{name} needs a value"));
-        let count = |name: &str, v: String| -> Result<usize, String> {
-            match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(format!("{name} takes a positive integer, got '{v}'")),
-            }
-        };
         match flag.as_str() {
             "--help" | "-h" => return Ok(None),
             "--cpu" => args.cpu = true,
             "--no-progress" => args.progress = Progress::Off,
-            "--plot" => args.plot = Some(PathBuf::from(value("--plot")?)),
-            "--device" => {
-                let v = value("--device")?;
-                args.device = Some(v.parse().map_err(|e: rnn::Error| e.to_string())?);
-            }
-            "--epochs" => args.epochs = count("--epochs", value("--epochs")?)?,
-            "--rnn-epochs" => args.rnn_epochs = count("--rnn-epochs", value("--rnn-epochs")?)?,
+            "--plot" => args.plot = Some(PathBuf::from(common::value(&mut it, "--plot")?)),
+            "--device" => args.device = Some(common::device(&mut it, "--device")?),
+            "--epochs" => args.epochs = common::count(&mut it, "--epochs")?,
+            "--rnn-epochs" => args.rnn_epochs = common::count(&mut it, "--rnn-epochs")?,
             other => return Err(format!("unknown argument '{other}'")),
         }
     }
@@ -224,22 +216,5 @@ fn run(args: &Args) -> rnn::Result<()> {
 
 fn main() -> ExitCode {
     env_logger::init();
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main(USAGE, parse_args, run)
 }

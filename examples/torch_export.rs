@@ -12,7 +12,10 @@
 //! Each model is first trained for one short epoch on the chosen device (so dropout ran in
 //! training and the weights are no longer the seeded initial values), then run in evaluation.
 
+mod common;
+
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 
 use rnn::nn::{
     Dataset, LayerDesc, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets,
@@ -34,15 +37,10 @@ fn parse_args() -> Result<Option<Args>, String> {
     let (mut device, mut out) = (DeviceId::Cpu, None);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
             "--help" | "-h" => return Ok(None),
-            "--device" => {
-                device = value("--device")?
-                    .parse()
-                    .map_err(|e: rnn::Error| e.to_string())?
-            }
-            "--out" => out = Some(PathBuf::from(value("--out")?)),
+            "--device" => device = common::device(&mut it, "--device")?,
+            "--out" => out = Some(PathBuf::from(common::value(&mut it, "--out")?)),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -437,53 +435,40 @@ fn export(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<Value> {
     )
 }
 
-fn main() {
+fn main() -> ExitCode {
     // Warnings (a training step that could not be recorded as a graph, say) are shown.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let args = match parse_args() {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            println!("{USAGE}");
-            return;
-        }
-        Err(e) => {
-            eprintln!("{e}\n{USAGE}");
-            std::process::exit(2);
-        }
-    };
+    common::main(USAGE, parse_args, run)
+}
+
+/// Exports every model of [`MODELS`] and the manifest.
+fn run(args: &Args) -> rnn::Result<()> {
     let ctx = if args.device == DeviceId::Cpu {
-        Ok(Context::cpu())
+        Context::cpu()
     } else {
         TrainingConfig {
             use_gpu: true,
             device: Some(args.device),
             ..Default::default()
         }
-        .context()
+        .context()?
     };
-    let run = || -> rnn::Result<()> {
-        let ctx = ctx?;
-        std::fs::create_dir_all(&args.out).map_err(|e| rnn::Error::io(&args.out, e))?;
-        let mut models = Vec::new();
-        for m in &MODELS {
-            models.push(export(&ctx, m, &args.out)?);
-            println!("exported {} on {}", m.name, ctx.id());
-        }
-        let manifest = json!({"device": ctx.id().to_string(), "device_name": ctx.info().name,
-                              "models": models});
-        let path = args.out.join("manifest.json");
-        std::fs::write(&path, serde_json::to_string_pretty(&manifest).unwrap())
-            .map_err(|e| rnn::Error::io(&path, e))?;
-        println!(
-            "torch_export models={} device={} out={}",
-            MODELS.len(),
-            ctx.id(),
-            args.out.display()
-        );
-        Ok(())
-    };
-    if let Err(e) = run() {
-        eprintln!("torch_export: {e}");
-        std::process::exit(1);
+    std::fs::create_dir_all(&args.out).map_err(|e| rnn::Error::io(&args.out, e))?;
+    let mut models = Vec::new();
+    for m in &MODELS {
+        models.push(export(&ctx, m, &args.out)?);
+        println!("exported {} on {}", m.name, ctx.id());
     }
+    let manifest = json!({"device": ctx.id().to_string(), "device_name": ctx.info().name,
+                          "models": models});
+    let path = args.out.join("manifest.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&manifest).unwrap())
+        .map_err(|e| rnn::Error::io(&path, e))?;
+    println!(
+        "torch_export models={} device={} out={}",
+        MODELS.len(),
+        ctx.id(),
+        args.out.display()
+    );
+    Ok(())
 }

@@ -22,6 +22,18 @@ fn element_count(shape: &[usize]) -> Result<usize> {
         .ok_or_else(|| Error::shape("tensor", format!("shape {shape:?} overflows usize")))
 }
 
+/// The element count of `shape`, which must be `given` (the length of the data to upload).
+fn data_count(shape: &[usize], given: usize) -> Result<usize> {
+    let n = element_count(shape)?;
+    if n != given {
+        return Err(Error::shape(
+            "tensor",
+            format!("shape {shape:?} holds {n} elements but {given} were given"),
+        ));
+    }
+    Ok(n)
+}
+
 // The context's tensor constructors live here, with the tensor, so that the context (which a
 // tensor holds) does not depend on the tensor in turn.
 impl Context {
@@ -42,57 +54,36 @@ impl Context {
 }
 
 impl Tensor {
-    /// Uploads `data` with the given shape.
-    pub fn from_slice(ctx: &Context, shape: &[usize], data: &[f32]) -> Result<Self> {
-        let n = element_count(shape)?;
-        if n != data.len() {
-            return Err(Error::shape(
-                "tensor",
-                format!(
-                    "shape {shape:?} holds {n} elements but {} were given",
-                    data.len()
-                ),
-            ));
-        }
-        let buffer = ctx.alloc(n)?;
-        ctx.ops().upload(buffer.view(), data)?;
-        Ok(Tensor {
+    /// A tensor of `shape` over `buffer`, which holds its elements.
+    fn on(ctx: &Context, shape: &[usize], buffer: Buffer) -> Self {
+        Tensor {
             ctx: ctx.clone(),
             shape: shape.to_vec(),
             buffer,
-        })
+        }
+    }
+
+    /// Uploads `data` with the given shape.
+    pub fn from_slice(ctx: &Context, shape: &[usize], data: &[f32]) -> Result<Self> {
+        let n = data_count(shape, data.len())?;
+        let buffer = ctx.alloc(n)?;
+        ctx.ops().upload(buffer.view(), data)?;
+        Ok(Tensor::on(ctx, shape, buffer))
     }
 
     /// Uploads `data`, elements of any [`Element`] type, with the given shape.
     pub fn from_slice_as<T: Element>(ctx: &Context, shape: &[usize], data: &[T]) -> Result<Self> {
-        let n = element_count(shape)?;
-        if n != data.len() {
-            return Err(Error::shape(
-                "tensor",
-                format!(
-                    "shape {shape:?} holds {n} elements but {} were given",
-                    data.len()
-                ),
-            ));
-        }
+        let n = data_count(shape, data.len())?;
         let buffer = ctx.ops().alloc_as(T::DTYPE, n)?;
         ctx.ops().upload_as(buffer.view(), data)?;
-        Ok(Tensor {
-            ctx: ctx.clone(),
-            shape: shape.to_vec(),
-            buffer,
-        })
+        Ok(Tensor::on(ctx, shape, buffer))
     }
 
     /// A zero-filled tensor.
     pub fn zeros(ctx: &Context, shape: &[usize]) -> Result<Self> {
         let n = element_count(shape)?;
         let buffer = crate::ops::zeros(ctx.ops(), n)?;
-        Ok(Tensor {
-            ctx: ctx.clone(),
-            shape: shape.to_vec(),
-            buffer,
-        })
+        Ok(Tensor::on(ctx, shape, buffer))
     }
 
     /// The shape.

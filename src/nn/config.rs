@@ -6,6 +6,7 @@ use crate::context::Context;
 use crate::device::{BackendKind, DeviceId};
 use crate::error::{Error, Result};
 use crate::manager::{self, GpuManager};
+use crate::ops::{AdamStep, SgdStep};
 
 use super::progress::Progress;
 use super::schedule::{EarlyStopping, LrSchedule};
@@ -97,18 +98,42 @@ impl Optimizer {
             }
             Ok(())
         };
+        match self.step() {
+            OptimizerStep::Sgd(s) => {
+                finite_nonneg("momentum", s.momentum)?;
+                finite_nonneg("weight_decay", s.weight_decay)?;
+                if s.nesterov && s.momentum == 0.0 {
+                    return bad("Nesterov momentum needs momentum > 0".into());
+                }
+            }
+            OptimizerStep::Adam(s) => {
+                for (name, b) in [("beta1", s.beta1), ("beta2", s.beta2)] {
+                    if !(0.0..1.0).contains(&b) {
+                        return bad(format!("Adam {name} must be in [0, 1), got {b}"));
+                    }
+                }
+                if !s.eps.is_finite() || s.eps <= 0.0 {
+                    let eps = s.eps;
+                    return bad(format!("Adam eps must be finite and > 0, got {eps}"));
+                }
+                finite_nonneg("weight_decay", s.weight_decay)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The hyper-parameters of one step of this optimizer, as its op takes them.
+    pub(crate) fn step(&self) -> OptimizerStep {
         match *self {
             Optimizer::Sgd {
                 momentum,
                 weight_decay,
                 nesterov,
-            } => {
-                finite_nonneg("momentum", momentum)?;
-                finite_nonneg("weight_decay", weight_decay)?;
-                if nesterov && momentum == 0.0 {
-                    return bad("Nesterov momentum needs momentum > 0".into());
-                }
-            }
+            } => OptimizerStep::Sgd(SgdStep {
+                momentum,
+                weight_decay,
+                nesterov,
+            }),
             Optimizer::Adam {
                 beta1,
                 beta2,
@@ -120,20 +145,24 @@ impl Optimizer {
                 beta2,
                 eps,
                 weight_decay,
-            } => {
-                for (name, b) in [("beta1", beta1), ("beta2", beta2)] {
-                    if !(0.0..1.0).contains(&b) {
-                        return bad(format!("Adam {name} must be in [0, 1), got {b}"));
-                    }
-                }
-                if !eps.is_finite() || eps <= 0.0 {
-                    return bad(format!("Adam eps must be finite and > 0, got {eps}"));
-                }
-                finite_nonneg("weight_decay", weight_decay)?;
-            }
+            } => OptimizerStep::Adam(AdamStep {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+                decoupled: matches!(self, Optimizer::AdamW { .. }),
+            }),
         }
-        Ok(())
     }
+}
+
+/// One step of an [`Optimizer`]: which op takes it, with its hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum OptimizerStep {
+    /// [`crate::ops::OptimOps::sgd_step`].
+    Sgd(SgdStep),
+    /// [`crate::ops::OptimOps::adam_step`].
+    Adam(AdamStep),
 }
 
 /// How and where [`crate::nn::Network::train`] trains.

@@ -2,8 +2,8 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
+use crate::ops::{Activated, BiasActGrads, MatShape};
 use crate::ops::{Activation, Gemm, Ops};
-use crate::ops::{BiasActGrads, MatShape};
 use crate::ops::{DenseParams, DenseShape};
 
 use super::layer::Flat;
@@ -130,13 +130,10 @@ impl Dense {
             f.ops.bias_act_backward_product(
                 p.g,
                 p.w,
-                z,
-                y,
+                Activated::new(z, y, self.act),
                 BiasActGrads::new(dz, db),
-                self.act,
-                r,
+                MatShape::new(r, o),
                 p.k,
-                o,
             )?;
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
         } else if self.act == Activation::Identity {
@@ -147,10 +144,8 @@ impl Dense {
             // The activation's backward and the bias gradient in one pass, in place.
             f.ops.bias_act_backward(
                 dz,
-                z,
-                ws.y.view(),
+                Activated::new(z, ws.y.view(), self.act),
                 BiasActGrads::new(dz, db),
-                self.act,
                 MatShape::new(r, o),
             )?;
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;

@@ -5,7 +5,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::Ops;
+use crate::ops::{DropoutMask, Ops};
 
 use super::layer::Flat;
 use super::size;
@@ -58,7 +58,8 @@ impl Dropout {
     pub fn forward(&self, f: &Flat<'_>, ws: &DropoutWs, x: View<'_>) -> Result<()> {
         match f.rng {
             Some(state) if self.p > 0.0 => {
-                f.ops.dropout(x, ws.y.view(), state, self.p, self.stream)
+                f.ops
+                    .dropout(x, ws.y.view(), DropoutMask::new(state, self.stream, self.p))
             }
             _ => f.ops.copy(x, ws.y.view()),
         }
@@ -68,9 +69,11 @@ impl Dropout {
     pub fn backward(&self, f: &Flat<'_>, ws: &DropoutWs, dx: Option<View<'_>>) -> Result<()> {
         let Some(dx) = dx else { return Ok(()) };
         match f.rng {
-            Some(state) if self.p > 0.0 => {
-                f.ops.dropout(ws.dy.view(), dx, state, self.p, self.stream)
-            }
+            Some(state) if self.p > 0.0 => f.ops.dropout(
+                ws.dy.view(),
+                dx,
+                DropoutMask::new(state, self.stream, self.p),
+            ),
             _ => f.ops.copy(ws.dy.view(), dx),
         }
     }

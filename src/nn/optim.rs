@@ -2,9 +2,9 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::{Error, Result};
-use crate::ops::{AdamStep, Ops, SgdStep, optimizer_state, zeros};
+use crate::ops::{Ops, OptimBuffers, optimizer_state, zeros};
 
-use super::config::Optimizer;
+use super::config::{Optimizer, OptimizerStep};
 
 /// An optimizer's state read back from the device, for training checkpoints.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,56 +161,19 @@ impl OptimizerState {
                 ),
             ));
         }
-        match self.optimizer {
-            Optimizer::Sgd {
-                momentum,
-                weight_decay,
-                nesterov,
-            } => {
+        let buffers = OptimBuffers::new(params, grads, self.hyper.view());
+        match self.optimizer.step() {
+            OptimizerStep::Sgd(s) => {
                 // Without momentum the op does not touch the velocity; any view of the right
                 // length satisfies the signature.
                 let vel = self.a.as_ref().map_or(grads, |b| b.view());
-                ops.sgd_step(
-                    params,
-                    grads,
-                    vel,
-                    self.hyper.view(),
-                    SgdStep {
-                        momentum,
-                        weight_decay,
-                        nesterov,
-                    },
-                )
+                ops.sgd_step(buffers, vel, s)
             }
-            Optimizer::Adam {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-            }
-            | Optimizer::AdamW {
-                beta1,
-                beta2,
-                eps,
-                weight_decay,
-            } => {
+            OptimizerStep::Adam(s) => {
                 let (Some(m), Some(v)) = (&self.a, &self.b) else {
                     unreachable!("Adam state has both moments");
                 };
-                ops.adam_step(
-                    params,
-                    grads,
-                    m.view(),
-                    v.view(),
-                    self.hyper.view(),
-                    AdamStep {
-                        beta1,
-                        beta2,
-                        eps,
-                        weight_decay,
-                        decoupled: matches!(self.optimizer, Optimizer::AdamW { .. }),
-                    },
-                )
+                ops.adam_step(buffers, m.view(), v.view(), s)
             }
         }
     }

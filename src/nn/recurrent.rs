@@ -109,12 +109,17 @@ impl GateParams {
             self.w_hh.view(f.grads)?,
         )?;
         let db_ih = self.b_ih.view(f.grads)?;
-        f.ops.sum_rows(d.input_side, db_ih, rows, g, 0.0)?;
+        f.ops
+            .sum_rows(d.input_side, db_ih, crate::ops::MatShape::new(rows, g), 0.0)?;
         if d.hidden_side.same_as(&d.input_side) {
             f.ops.copy(db_ih, self.b_hh.view(f.grads)?)?;
         } else {
-            f.ops
-                .sum_rows(d.hidden_side, self.b_hh.view(f.grads)?, rows, g, 0.0)?;
+            f.ops.sum_rows(
+                d.hidden_side,
+                self.b_hh.view(f.grads)?,
+                crate::ops::MatShape::new(rows, g),
+                0.0,
+            )?;
         }
         if let Some(dx) = dx {
             f.ops.gemm(

@@ -171,7 +171,8 @@ impl Rnn {
             self.w_hh.view(f.grads)?,
         )?;
         let db_ih = self.b_ih.view(f.grads)?;
-        f.ops.sum_rows(dpre, db_ih, rows, h, 0.0)?;
+        f.ops
+            .sum_rows(dpre, db_ih, crate::ops::MatShape::new(rows, h), 0.0)?;
         f.ops.copy(db_ih, self.b_hh.view(f.grads)?)?;
         if let Some(dx) = dx {
             f.ops.gemm(

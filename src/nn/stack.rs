@@ -12,7 +12,7 @@
 use crate::buffer::{Buffer, View};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{Activation, Ops, TypedMemory};
+use crate::ops::{Activation, DropoutMask, Ops, TypedMemory};
 
 use super::gru::Gru;
 use super::layer::{Flat, Layer, LayerWs};
@@ -367,10 +367,11 @@ impl Stack {
     /// otherwise. The backward pass is the same call on the gradient (same mask).
     fn drop(&self, f: &Flat<'_>, k: usize, src: View<'_>, dst: View<'_>) -> Result<()> {
         match f.rng {
-            Some(state) => {
-                f.ops
-                    .dropout(src, dst, state, self.opts.dropout, self.stream | k as u32)
-            }
+            Some(state) => f.ops.dropout(
+                src,
+                dst,
+                DropoutMask::new(state, self.stream | k as u32, self.opts.dropout),
+            ),
             None => f.ops.copy(src, dst),
         }
     }

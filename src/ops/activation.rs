@@ -3,39 +3,24 @@
 use super::{Activation, Gemm, LinalgOps, ReduceOps, check};
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{BiasActGrads, MatShape};
+use crate::ops::{Activated, BiasActGrads, MatShape};
 
 /// Activations and their backward passes. [`ActivationOps::bias_act_backward`] and
 /// [`ActivationOps::bias_act_backward_product`] are compositions of the other ops by default;
 /// a backend overrides them where it has a fused kernel.
 pub trait ActivationOps: LinalgOps + ReduceOps {
-    /// Fused bias + activation forward over a `rows x cols` matrix: `z[r,c] += bias[c]`, then
-    /// `y = act(z)`. `y` may be the same view as `z` (then `z` is not kept for the backward pass,
-    /// which is fine when [`Activation::derivative_from_output`]).
-    fn bias_act_forward(
-        &self,
-        z: View<'_>,
-        bias: View<'_>,
-        y: View<'_>,
-        act: Activation,
-        rows: usize,
-        cols: usize,
-    ) -> Result<()>;
+    /// Fused bias + activation forward over a `rows x cols` matrix (`shape`): `z[r,c] += bias[c]`,
+    /// then `y = act(z)` (`f`). `y` may be the same view as `z` (then `z` is not kept for the
+    /// backward pass, which is fine when [`Activation::derivative_from_output`]).
+    fn bias_act_forward(&self, f: Activated<'_>, bias: View<'_>, shape: MatShape) -> Result<()>;
 
     /// `y = act(x)` elementwise; `y` may be the same view as `x`.
     fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()>;
 
-    /// `dz = dy * act'(z)`; `y = act(z)` is passed too since some derivatives are cheaper from it.
-    /// When `act.derivative_from_output()`, `z` is not read and may be the same view as `y`.
-    /// `dz` may be the same view as `dy`.
-    fn act_backward(
-        &self,
-        dy: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
-        dz: View<'_>,
-        act: Activation,
-    ) -> Result<()>;
+    /// `dz = dy * act'(z)` for the forward pass `f`; `y = act(z)` is passed too since some
+    /// derivatives are cheaper from it. When `act.derivative_from_output()`, `z` is not read and
+    /// may be the same view as `y`. `dz` may be the same view as `dy`.
+    fn act_backward(&self, dy: View<'_>, f: Activated<'_>, dz: View<'_>) -> Result<()>;
 
     /// The backward of [`ActivationOps::bias_act_forward`] over a `rows x cols` pre-activation
     /// (`shape`): `grads.dz = dy * act'(z)` (as [`ActivationOps::act_backward`], with its rules:
@@ -46,12 +31,11 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
     fn bias_act_backward(
         &self,
         dy: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
+        f: Activated<'_>,
         grads: BiasActGrads<'_>,
-        act: Activation,
         shape: MatShape,
     ) -> Result<()> {
+        let Activated { z, y, act } = f;
         let BiasActGrads { dz, dbias } = grads;
         let MatShape { rows, cols } = shape;
         let views = [
@@ -69,46 +53,37 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
             check::area("bias_act_backward", rows, cols)?,
         )?;
         if act != Activation::Identity {
-            self.act_backward(dy, z, y, dz, act)?;
+            self.act_backward(dy, f, dz)?;
         } else if !dz.same_as(&dy) {
             self.copy(dy, dz)?;
         }
-        self.sum_rows(dz, dbias, rows, cols, 0.0)
+        self.sum_rows(dz, dbias, shape, 0.0)
     }
 
     /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`,
-    /// `w` `k x cols`, both row-major): a hidden dense layer's backward whose output gradient is
-    /// the input gradient of the dense layer after it (`g` that layer's pre-activation gradient,
-    /// `w` its weight). `grads.dz = (g w) * act'(z)` and `grads.dbias[c] = Σ_r dz[r, c]`
-    /// (overwritten); `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the
+    /// `w` `k x cols`, both row-major; `shape` is `rows x cols`): a hidden dense layer's backward
+    /// whose output gradient is the input gradient of the dense layer after it (`g` that layer's
+    /// pre-activation gradient, `w` its weight). `grads.dz = (g w) * act'(z)` and
+    /// `grads.dbias[c] = Σ_r dz[r, c]` (overwritten); `dy` is never stored. `dz` must not overlap `g`, `w`, `y`, or `z` where the
     /// derivative reads it. The same as [`LinalgOps::gemm`] into `dz` then
     /// [`ActivationOps::bias_act_backward`] in place, which is what it does where the backend has
     /// nothing faster; GPU backends form the product inside the column-sum pass where `k <= 16` (a
     /// classifier head), saving the product's launch and a pass over the matrix.
-    #[allow(clippy::too_many_arguments)]
     fn bias_act_backward_product(
         &self,
         g: View<'_>,
         w: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
+        f: Activated<'_>,
         grads: BiasActGrads<'_>,
-        act: Activation,
-        rows: usize,
+        shape: MatShape,
         k: usize,
-        cols: usize,
     ) -> Result<()> {
+        let Activated { z, y, act } = f;
+        let MatShape { rows, cols } = shape;
         let BiasActGrads { dz, dbias } = grads;
         let views = [&g, &w, &z, &y, &dz, &dbias];
         check::bias_act_product("bias_act_backward_product", views, act, rows, k, cols)?;
         self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-        self.bias_act_backward(
-            dz,
-            z,
-            y,
-            BiasActGrads::new(dz, dbias),
-            act,
-            MatShape::new(rows, cols),
-        )
+        self.bias_act_backward(dz, f, grads, shape)
     }
 }

@@ -5,7 +5,7 @@ use super::{Activation, ActivationOps, Gemm, check};
 use super::{LinalgOps, ReduceOps};
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{DenseParams, DenseShape};
+use crate::ops::{Activated, DenseParams, DenseShape, MatShape};
 
 /// A dense layer's forward pass and parameter gradients, compositions of
 /// [`LinalgOps::gemm`], [`ActivationOps::bias_act_forward`] and [`ReduceOps::sum_rows`] by
@@ -35,7 +35,11 @@ pub trait DenseOps: ActivationOps {
         let views = [("x", &x), ("w", &w), ("bias", &bias), ("z", &z), ("y", &y)];
         check::all_f32("dense_forward", &views)?;
         self.gemm(Gemm::new(rows, outputs, inputs).tb(), x, w, z)?;
-        self.bias_act_forward(z, bias, y, act, rows, outputs)
+        self.bias_act_forward(
+            Activated::new(z, y, act),
+            bias,
+            MatShape::new(rows, outputs),
+        )
     }
 
     /// A dense layer's parameter gradients from the gradient `dz` (`rows x outputs`) of its
@@ -60,6 +64,6 @@ pub trait DenseOps: ActivationOps {
         let views = [("dz", &dz), ("x", &x), ("dw", &dw), ("dbias", &dbias)];
         check::all_f32("dense_param_grads", &views)?;
         self.gemm(Gemm::new(outputs, inputs, rows).ta(), dz, x, dw)?;
-        self.sum_rows(dz, dbias, rows, outputs, 0.0)
+        self.sum_rows(dz, dbias, MatShape::new(rows, outputs), 0.0)
     }
 }

@@ -62,14 +62,16 @@ pub use norm::NormOps;
 pub use optim::{AdamStep, OPTIMIZER_STATE_LEN, OptimOps, SgdStep, optimizer_state};
 pub use profile::KernelTime;
 pub use random::{
-    RNG_STATE_LEN, RandomOps, dropout_keeps, dropout_params, rng_state, rng_state_values,
+    DropoutMask, RNG_STATE_LEN, RandomOps, dropout_keeps, dropout_params, rng_state,
+    rng_state_values,
 };
 pub(crate) use random::{rng_hash, rng_key};
 pub use reduce::ReduceOps;
+pub(crate) use reduce::SumAxis;
 pub use shape::{DenseShape, MatShape, SeqShape};
 pub use views::{
-    BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs,
-    RecurrentWeights,
+    Activated, BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams,
+    LossOutputs, OptimBuffers, RecurrentWeights,
 };
 
 use crate::buffer::Buffer;
@@ -181,55 +183,41 @@ impl Gemm {
     }
 }
 
-/// The whole op set: every family trait. Implemented natively by the CPU backend and once,
-/// generically, for every GPU backend over [`crate::backend::Device`]; a type that implements
-/// every family implements `Ops` (a blanket impl), so `&dyn Ops` and `Arc<dyn Ops>` reach every
-/// op (a trait object's supertrait methods need no import). Code generic over one family, or
-/// over a concrete backend type, brings the traits in scope with `use rnn::ops::prelude::*`.
-///
-/// Graph recording, native streams and profiling are not ops: they are the context's
-/// [`Execution`] ([`crate::Context::capture_begin`], [`crate::Context::kernel_times`], ...).
-pub trait Ops:
-    MemoryOps
-    + KernelOps
-    + ElementwiseOps
-    + LinalgOps
-    + ReduceOps
-    + ActivationOps
-    + DenseOps
-    + LossOps
-    + IndexOps
-    + RandomOps
-    + NormOps
-    + ElmanOps
-    + GatedCellOps
-    + GatedSequenceOps
-    + OptimOps
-    + Send
-    + Sync
-{
+/// Declares [`Ops`] over the family traits and implements it for every type that implements
+/// them all, from one list.
+macro_rules! op_set {
+    ($(#[$meta:meta])* $($family:ident),+ $(,)?) => {
+        $(#[$meta])*
+        pub trait Ops: $($family +)+ Send + Sync {}
+
+        impl<T> Ops for T where T: $($family +)+ Send + Sync + ?Sized {}
+    };
 }
 
-impl<T> Ops for T where
-    T: MemoryOps
-        + KernelOps
-        + ElementwiseOps
-        + LinalgOps
-        + ReduceOps
-        + ActivationOps
-        + DenseOps
-        + LossOps
-        + IndexOps
-        + RandomOps
-        + NormOps
-        + ElmanOps
-        + GatedCellOps
-        + GatedSequenceOps
-        + OptimOps
-        + Send
-        + Sync
-        + ?Sized
-{
+op_set! {
+    /// The whole op set: every family trait. Implemented natively by the CPU backend and once,
+    /// generically, for every GPU backend over [`crate::backend::Device`]; a type that implements
+    /// every family implements `Ops` (a blanket impl), so `&dyn Ops` and `Arc<dyn Ops>` reach every
+    /// op (a trait object's supertrait methods need no import). Code generic over one family, or
+    /// over a concrete backend type, brings the traits in scope with `use rnn::ops::prelude::*`.
+    ///
+    /// Graph recording, native streams and profiling are not ops: they are the context's
+    /// [`Execution`] ([`crate::Context::capture_begin`], [`crate::Context::kernel_times`], ...).
+    MemoryOps,
+    KernelOps,
+    ElementwiseOps,
+    LinalgOps,
+    ReduceOps,
+    ActivationOps,
+    DenseOps,
+    LossOps,
+    IndexOps,
+    RandomOps,
+    NormOps,
+    ElmanOps,
+    GatedCellOps,
+    GatedSequenceOps,
+    OptimOps,
 }
 
 /// Everything needed to call ops: [`Ops`] and every family trait (a method of a family is

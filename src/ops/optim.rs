@@ -1,6 +1,6 @@
 //! Optimizers: one launch over the flat parameter, gradient and state buffers.
 
-use super::MemoryOps;
+use super::{MemoryOps, OptimBuffers};
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 
@@ -55,25 +55,10 @@ pub trait OptimOps: MemoryOps {
     /// `g' + momentum v` for Nesterov); `p -= lr * step`, with `lr = state[0]`; then advances
     /// `state` by one step (see [`OPTIMIZER_STATE_LEN`]). With `momentum == 0`, `velocity` is
     /// not touched.
-    fn sgd_step(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        velocity: View<'_>,
-        state: View<'_>,
-        s: SgdStep,
-    ) -> Result<()>;
+    fn sgd_step(&self, b: OptimBuffers<'_>, velocity: View<'_>, s: SgdStep) -> Result<()>;
 
     /// Adam/AdamW with PyTorch's semantics (bias-corrected moments, eps after the square root):
     /// takes step `t = state[1] + 1` with learning rate `state[0]`, and leaves `t` and its bias
     /// corrections in `state` (see [`OPTIMIZER_STATE_LEN`]).
-    fn adam_step(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        m: View<'_>,
-        v: View<'_>,
-        state: View<'_>,
-        s: AdamStep,
-    ) -> Result<()>;
+    fn adam_step(&self, b: OptimBuffers<'_>, m: View<'_>, v: View<'_>, s: AdamStep) -> Result<()>;
 }

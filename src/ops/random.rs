@@ -12,6 +12,25 @@ use crate::error::Result;
 /// `0..65536`, so the state survives any f32 copy. Make one with [`rng_state`].
 pub const RNG_STATE_LEN: usize = 6;
 
+/// What decides a dropout mask ([`RandomOps::dropout`]): the device-side random `state`, the
+/// `stream` of the dropout site and the drop probability `p`.
+#[derive(Clone, Copy)]
+pub struct DropoutMask<'a> {
+    /// The random state (see [`RNG_STATE_LEN`]): seed and step counter.
+    pub state: View<'a>,
+    /// Tells apart the dropout sites of one step.
+    pub stream: u32,
+    /// The probability of dropping an element, in `0..=1`.
+    pub p: f32,
+}
+
+impl<'a> DropoutMask<'a> {
+    /// The mask of `stream` under `state`, dropping with probability `p`.
+    pub const fn new(state: View<'a>, stream: u32, p: f32) -> Self {
+        DropoutMask { state, stream, p }
+    }
+}
+
 /// Random masks (dropout) from a device-side counter-based state.
 pub trait RandomOps: MemoryOps {
     /// Inverted dropout with a counter-based mask: `y[i] = x[i] * m[i]`, where
@@ -23,8 +42,7 @@ pub trait RandomOps: MemoryOps {
     /// counter has moved on). `stream` tells apart the dropout sites of one step (a layer
     /// uses `(layer index << 8) | site`). The backward pass is the same call on the gradient,
     /// with the same state and stream. `y` may be the same view as `x`.
-    fn dropout(&self, x: View<'_>, y: View<'_>, state: View<'_>, p: f32, stream: u32)
-    -> Result<()>;
+    fn dropout(&self, x: View<'_>, y: View<'_>, mask: DropoutMask<'_>) -> Result<()>;
 
     /// Advances the step counter of a random state (see [`RNG_STATE_LEN`]) by one, on the
     /// device (one tiny launch, no host traffic).

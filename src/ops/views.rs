@@ -1,136 +1,153 @@
 //! View groups: views that always travel together through an op, named and kept together.
 
 use crate::buffer::View;
+use crate::ops::Activation;
 
-/// A recurrent layer's recurrent weight and its two biases: `w_hh` (`G*hidden x hidden`,
-/// row-major, PyTorch's layout; `G` is 1 for Elman, 4 for LSTM, 3 for GRU), `b_ih` and `b_hh`
-/// (`G*hidden` each).
-#[derive(Clone, Copy)]
-pub struct RecurrentWeights<'a> {
-    /// Recurrent weight, `G*hidden x hidden` row-major.
-    pub w_hh: View<'a>,
-    /// Input-side bias, `G*hidden`.
-    pub b_ih: View<'a>,
-    /// Recurrent-side bias, `G*hidden`.
-    pub b_hh: View<'a>,
-}
-
-impl<'a> RecurrentWeights<'a> {
-    /// The recurrent weight `w_hh` with its biases `b_ih` and `b_hh`.
-    pub const fn new(w_hh: View<'a>, b_ih: View<'a>, b_hh: View<'a>) -> Self {
-        RecurrentWeights { w_hh, b_ih, b_hh }
-    }
-}
-
-/// What a fused loss op writes, for a `rows x cols` prediction: `grad` (`rows x cols`, the
-/// gradient w.r.t. the logits or predictions), `row_loss` (`rows`, one loss per row) and, when
-/// given, `totals`, which the op adds the sum of the row losses to (and, for
-/// [`crate::ops::LossOps::softmax_cross_entropy`], the count of correct rows).
-#[derive(Clone, Copy)]
-pub struct LossOutputs<'a> {
-    /// Gradient w.r.t. the loss's input, `rows x cols`.
-    pub grad: View<'a>,
-    /// One loss per row, `rows`.
-    pub row_loss: View<'a>,
-    /// Device-side running totals the op adds to, if any.
-    pub totals: Option<View<'a>>,
-}
-
-impl<'a> LossOutputs<'a> {
-    /// The gradient, the per-row losses and, if given, the totals to add to.
-    pub const fn new(grad: View<'a>, row_loss: View<'a>, totals: Option<View<'a>>) -> Self {
-        LossOutputs {
-            grad,
-            row_loss,
-            totals,
+/// A `Clone + Copy` struct of views with a `const fn new` taking its fields in order: every view
+/// group below is one of these.
+macro_rules! view_group {
+    (
+        $(#[$meta:meta])*
+        $name:ident {
+            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)+
         }
+        $(#[$new_meta:meta])*
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy)]
+        pub struct $name<'a> {
+            $($(#[$field_meta])* pub $field: $ty,)+
+        }
+
+        impl<'a> $name<'a> {
+            $(#[$new_meta])*
+            pub const fn new($($field: $ty),+) -> Self {
+                $name { $($field),+ }
+            }
+        }
+    };
+}
+
+view_group! {
+    /// A recurrent layer's recurrent weight and its two biases: `w_hh` (`G*hidden x hidden`,
+    /// row-major, PyTorch's layout; `G` is 1 for Elman, 4 for LSTM, 3 for GRU), `b_ih` and `b_hh`
+    /// (`G*hidden` each).
+    RecurrentWeights {
+        /// Recurrent weight, `G*hidden x hidden` row-major.
+        w_hh: View<'a>,
+        /// Input-side bias, `G*hidden`.
+        b_ih: View<'a>,
+        /// Recurrent-side bias, `G*hidden`.
+        b_hh: View<'a>,
     }
+    /// The recurrent weight `w_hh` with its biases `b_ih` and `b_hh`.
 }
 
-/// Layer normalization's affine parameters: `weight` (the scale) and `bias` (the shift),
-/// `cols` elements each.
-#[derive(Clone, Copy)]
-pub struct LayerNormParams<'a> {
-    /// Per-column scale, `cols`.
-    pub weight: View<'a>,
-    /// Per-column shift, `cols`.
-    pub bias: View<'a>,
+view_group! {
+    /// What a fused loss op writes, for a `rows x cols` prediction: `grad` (`rows x cols`, the
+    /// gradient w.r.t. the logits or predictions), `row_loss` (`rows`, one loss per row) and, when
+    /// given, `totals`, which the op adds the sum of the row losses to (and, for
+    /// [`crate::ops::LossOps::softmax_cross_entropy`], the count of correct rows).
+    LossOutputs {
+        /// Gradient w.r.t. the loss's input, `rows x cols`.
+        grad: View<'a>,
+        /// One loss per row, `rows`.
+        row_loss: View<'a>,
+        /// Device-side running totals the op adds to, if any.
+        totals: Option<View<'a>>,
+    }
+    /// The gradient, the per-row losses and, if given, the totals to add to.
 }
 
-impl<'a> LayerNormParams<'a> {
+view_group! {
+    /// Layer normalization's affine parameters: `weight` (the scale) and `bias` (the shift),
+    /// `cols` elements each.
+    LayerNormParams {
+        /// Per-column scale, `cols`.
+        weight: View<'a>,
+        /// Per-column shift, `cols`.
+        bias: View<'a>,
+    }
     /// The scale `weight` and the shift `bias`.
-    pub const fn new(weight: View<'a>, bias: View<'a>) -> Self {
-        LayerNormParams { weight, bias }
+}
+
+view_group! {
+    /// What layer normalization's backward pass writes: `dx` (`rows x cols`) and the parameter
+    /// gradients `dweight` and `dbias` (`cols` each).
+    LayerNormGrads {
+        /// Gradient w.r.t. the input, `rows x cols`.
+        dx: View<'a>,
+        /// Gradient w.r.t. the scale, `cols`.
+        dweight: View<'a>,
+        /// Gradient w.r.t. the shift, `cols`.
+        dbias: View<'a>,
     }
-}
-
-/// What layer normalization's backward pass writes: `dx` (`rows x cols`) and the parameter
-/// gradients `dweight` and `dbias` (`cols` each).
-#[derive(Clone, Copy)]
-pub struct LayerNormGrads<'a> {
-    /// Gradient w.r.t. the input, `rows x cols`.
-    pub dx: View<'a>,
-    /// Gradient w.r.t. the scale, `cols`.
-    pub dweight: View<'a>,
-    /// Gradient w.r.t. the shift, `cols`.
-    pub dbias: View<'a>,
-}
-
-impl<'a> LayerNormGrads<'a> {
     /// The input gradient `dx` and the parameter gradients `dweight` and `dbias`.
-    pub const fn new(dx: View<'a>, dweight: View<'a>, dbias: View<'a>) -> Self {
-        LayerNormGrads { dx, dweight, dbias }
+}
+
+view_group! {
+    /// A dense layer's weight `w` (`outputs x inputs`, row-major) and bias (`outputs`), or their
+    /// gradients of the same shapes.
+    DenseParams {
+        /// Weight (or its gradient), `outputs x inputs`.
+        w: View<'a>,
+        /// Bias (or its gradient), `outputs`.
+        bias: View<'a>,
     }
-}
-
-/// A dense layer's weight `w` (`outputs x inputs`, row-major) and bias (`outputs`), or their
-/// gradients of the same shapes.
-#[derive(Clone, Copy)]
-pub struct DenseParams<'a> {
-    /// Weight (or its gradient), `outputs x inputs`.
-    pub w: View<'a>,
-    /// Bias (or its gradient), `outputs`.
-    pub bias: View<'a>,
-}
-
-impl<'a> DenseParams<'a> {
     /// The weight `w` and the `bias` (or their gradients).
-    pub const fn new(w: View<'a>, bias: View<'a>) -> Self {
-        DenseParams { w, bias }
+}
+
+view_group! {
+    /// The gradients a GRU backward pass writes w.r.t. its gate pre-activations, `[dr, dz, dn]`
+    /// each `3*hidden` wide per row: `dgx` w.r.t. the input side `x W_ih^T + b_ih`, and `dgh`
+    /// w.r.t. the hidden side `h W_hh^T + b_hh` (`[dr, dz, dn r]`).
+    GruGateGrads {
+        /// Gradient w.r.t. the input-side gate pre-activations.
+        dgx: View<'a>,
+        /// Gradient w.r.t. the hidden-side gate pre-activations.
+        dgh: View<'a>,
     }
-}
-
-/// The gradients a GRU backward pass writes w.r.t. its gate pre-activations, `[dr, dz, dn]`
-/// each `3*hidden` wide per row: `dgx` w.r.t. the input side `x W_ih^T + b_ih`, and `dgh`
-/// w.r.t. the hidden side `h W_hh^T + b_hh` (`[dr, dz, dn r]`).
-#[derive(Clone, Copy)]
-pub struct GruGateGrads<'a> {
-    /// Gradient w.r.t. the input-side gate pre-activations.
-    pub dgx: View<'a>,
-    /// Gradient w.r.t. the hidden-side gate pre-activations.
-    pub dgh: View<'a>,
-}
-
-impl<'a> GruGateGrads<'a> {
     /// The input-side `dgx` and hidden-side `dgh` gate gradients.
-    pub const fn new(dgx: View<'a>, dgh: View<'a>) -> Self {
-        GruGateGrads { dgx, dgh }
+}
+
+view_group! {
+    /// What the backward pass of a bias + activation writes: `dz` (`rows x cols`, the gradient
+    /// w.r.t. the pre-activation) and `dbias` (`cols`, its column sums).
+    BiasActGrads {
+        /// Gradient w.r.t. the pre-activation, `rows x cols`.
+        dz: View<'a>,
+        /// Gradient w.r.t. the bias, `cols`.
+        dbias: View<'a>,
     }
-}
-
-/// What the backward pass of a bias + activation writes: `dz` (`rows x cols`, the gradient
-/// w.r.t. the pre-activation) and `dbias` (`cols`, its column sums).
-#[derive(Clone, Copy)]
-pub struct BiasActGrads<'a> {
-    /// Gradient w.r.t. the pre-activation, `rows x cols`.
-    pub dz: View<'a>,
-    /// Gradient w.r.t. the bias, `cols`.
-    pub dbias: View<'a>,
-}
-
-impl<'a> BiasActGrads<'a> {
     /// The pre-activation gradient `dz` and the bias gradient `dbias`.
-    pub const fn new(dz: View<'a>, dbias: View<'a>) -> Self {
-        BiasActGrads { dz, dbias }
+}
+
+view_group! {
+    /// The buffers every optimizer step reads and updates: the flat `params` (updated in place),
+    /// their `grads`, and the device-side `state` (see [`crate::ops::OPTIMIZER_STATE_LEN`]), which
+    /// the step advances.
+    OptimBuffers {
+        /// The flat parameters, updated in place.
+        params: View<'a>,
+        /// Their gradients, read.
+        grads: View<'a>,
+        /// The optimizer state: learning rate, steps taken and bias corrections.
+        state: View<'a>,
     }
+    /// The parameters, their gradients and the optimizer state.
+}
+
+view_group! {
+    /// An activation's forward pass: the pre-activation `z`, the output `y = act(z)` and the
+    /// function `act`. A backward pass reads `y`, or `z` where the output does not give the
+    /// derivative ([`Activation::derivative_from_output`]).
+    Activated {
+        /// The pre-activation.
+        z: View<'a>,
+        /// The output, `act(z)`; may be the same view as `z`.
+        y: View<'a>,
+        /// The activation function.
+        act: Activation,
+    }
+    /// The pre-activation `z`, the output `y` and the function `act`.
 }

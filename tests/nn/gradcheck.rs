@@ -73,14 +73,7 @@ pub(crate) fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
     (0..n).map(|_| rng.below(c) as u32).collect()
 }
 
-const ACTS: [Activation; 6] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::Sigmoid,
-    Activation::Tanh,
-    Activation::Gelu,
-    Activation::LeakyRelu { slope: 0.1 },
-];
+const ACTS: [Activation; 6] = crate::support::activations(0.1);
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]

@@ -5,6 +5,7 @@ use proptest::prelude::*;
 use rnn::nn::{Dataset, LayerDesc, Loss, Network, RnnOutput, TrainingConfig};
 use rnn::{Activation, Context, Error};
 
+use crate::fixtures::classifier;
 use crate::gradcheck::{check, classes, random};
 use crate::support::rel_err;
 use rnn::nn::Rng;
@@ -43,12 +44,7 @@ fn cpu_dropout_is_training_only_and_seeded() {
         Dataset::classification(random(&mut rng, n * 3), 3, classes(&mut rng, n, 2), 2).unwrap();
     // Prediction and evaluation ignore dropout: the same as the network without it.
     let mut with = dropout_net(&ctx, 5, 0.5);
-    let mut without = Network::builder(&ctx)
-        .seed(5)
-        .dense(3, 6, Activation::Tanh)
-        .dense(6, 2, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap();
+    let mut without = classifier(&ctx, 5, [3, 6, 2], Activation::Tanh);
     assert_eq!(with.parameters().unwrap(), without.parameters().unwrap());
     assert_eq!(
         with.predict(data.features()).unwrap(),

@@ -10,6 +10,7 @@ mod checkpoint;
 mod data_parallel;
 mod errors;
 mod eval_graphs;
+mod fixtures;
 mod follow;
 mod gated;
 mod gradcheck;

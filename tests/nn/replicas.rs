@@ -12,31 +12,11 @@ use rnn::nn::{
 };
 use rnn::{Activation, Context, DeviceId, Error};
 
+use crate::fixtures::{blobs, classifier};
 use crate::support::rel_err;
 
-/// Three Gaussian blobs in 8 dimensions.
-fn blobs(n: usize, seed: u64) -> Dataset {
-    let mut rng = Rng::new(seed);
-    let mut x = Vec::with_capacity(n * 8);
-    let mut y = Vec::with_capacity(n);
-    for i in 0..n {
-        let c = (i % 3) as u32;
-        for j in 0..8 {
-            let centre = if j % 3 == c as usize { 1.5 } else { -0.5 };
-            x.push(centre + rng.normal());
-        }
-        y.push(c);
-    }
-    Dataset::classification(x, 8, y, 3).unwrap()
-}
-
 fn mlp(seed: u64) -> Network {
-    Network::builder(&Context::cpu())
-        .seed(seed)
-        .dense(8, 16, Activation::Tanh)
-        .dense(16, 3, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap()
+    classifier(&Context::cpu(), seed, [8, 16, 3], Activation::Tanh)
 }
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -4,13 +4,10 @@
 use rnn::nn::{CharCorpus, Dataset, Loss, Network, Rng, RnnOutput, Trainer, TrainingConfig};
 use rnn::{Activation, Context, Error};
 
+use crate::fixtures::classifier;
+
 fn small_net(ctx: &Context) -> Network {
-    Network::builder(ctx)
-        .seed(3)
-        .dense(3, 5, Activation::Tanh)
-        .dense(5, 2, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap()
+    classifier(ctx, 3, [3, 5, 2], Activation::Tanh)
 }
 
 fn small_data(n: usize) -> Dataset {
@@ -90,12 +87,7 @@ fn cpu_concurrent_saves_of_one_path_all_succeed() {
             });
         }
     });
-    let mut copy = Network::builder(&ctx)
-        .seed(99)
-        .dense(3, 5, Activation::Tanh)
-        .dense(5, 2, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap();
+    let mut copy = classifier(&ctx, 99, [3, 5, 2], Activation::Tanh);
     copy.load(&path).unwrap();
     assert_eq!(copy.parameters().unwrap(), net.parameters().unwrap());
     let left: Vec<_> = std::fs::read_dir(&dir)

@@ -3,6 +3,7 @@
 use rnn::nn::{CharCorpus, Dataset, Loss, Network, Optimizer, RnnOutput, TrainingConfig};
 use rnn::{Activation, Context};
 
+use crate::fixtures::classifier;
 use crate::support::{Target, contexts};
 
 static MNIST: &[u8] = include_bytes!("../../examples/data/mnist_5k.csv.gz");
@@ -23,12 +24,7 @@ fn config_for(ctx: &Context, epochs: usize, batch: usize, lr: f32) -> TrainingCo
 }
 
 fn mlp(ctx: &Context) -> Network {
-    Network::builder(ctx)
-        .seed(3)
-        .dense(784, 128, Activation::Relu)
-        .dense(128, 10, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap()
+    classifier(ctx, 3, [784, 128, 10], Activation::Relu)
 }
 
 #[test]

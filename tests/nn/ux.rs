@@ -10,31 +10,11 @@ use rnn::nn::{
 };
 use rnn::{Activation, Context, Error};
 
+use crate::fixtures::{blobs, classifier};
 use crate::support::{Target, contexts, rel_err};
 
-/// Three Gaussian blobs in 8 dimensions.
-fn blobs(n: usize, seed: u64) -> Dataset {
-    let mut rng = Rng::new(seed);
-    let mut x = Vec::with_capacity(n * 8);
-    let mut y = Vec::with_capacity(n);
-    for i in 0..n {
-        let c = (i % 3) as u32;
-        for j in 0..8 {
-            let centre = if j % 3 == c as usize { 1.5 } else { -0.5 };
-            x.push(centre + rng.normal());
-        }
-        y.push(c);
-    }
-    Dataset::classification(x, 8, y, 3).unwrap()
-}
-
 fn mlp(ctx: &Context, seed: u64) -> Network {
-    Network::builder(ctx)
-        .seed(seed)
-        .dense(8, 16, Activation::Tanh)
-        .dense(16, 3, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap()
+    classifier(ctx, seed, [8, 16, 3], Activation::Tanh)
 }
 
 fn config(ctx: &Context, epochs: usize) -> TrainingConfig {
@@ -224,22 +204,12 @@ fn resume_refuses_another_architecture_or_a_weights_file() {
     };
     net.train(&data, &cfg).unwrap();
 
-    let mut wider = Network::builder(&ctx)
-        .seed(1)
-        .dense(8, 32, Activation::Tanh)
-        .dense(32, 3, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap();
+    let mut wider = classifier(&ctx, 1, [8, 32, 3], Activation::Tanh);
     match wider.resume_training(&path, &data, &cfg) {
         Err(Error::InvalidArgument(m)) => assert!(m.contains("different architecture"), "{m}"),
         r => panic!("another architecture resumed: {r:?}"),
     }
-    let mut relu = Network::builder(&ctx)
-        .seed(1)
-        .dense(8, 16, Activation::Relu)
-        .dense(16, 3, Activation::Identity)
-        .build(Loss::SoftmaxCrossEntropy)
-        .unwrap();
+    let mut relu = classifier(&ctx, 1, [8, 16, 3], Activation::Relu);
     assert!(matches!(
         relu.resume_training(&path, &data, &cfg),
         Err(Error::InvalidArgument(_))

@@ -4,17 +4,18 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rnn::ops::BiasActGrads;
 use rnn::ops::TypedMemory;
-use rnn::ops::{LossOutputs, MatShape};
-use rnn::{Activation, AdamStep, Context, DType, Ops, SgdStep, View};
+use rnn::{Context, DType, Ops, View};
 
 use crate::support::{self, Target, rel_err};
 
+mod activations;
 mod cells;
+mod data;
 mod dense;
 pub(crate) mod dtypes;
 mod edges;
+mod elementwise;
 mod gated_graph;
 mod gated_seq;
 mod gemm;
@@ -22,7 +23,10 @@ mod graphs;
 pub(crate) mod indices;
 mod kernel_times;
 mod layers;
+mod losses;
 mod memory;
+mod optim;
+mod reductions;
 mod rnn_seq;
 mod rnn_step;
 
@@ -401,495 +405,16 @@ fn dim() -> impl Strategy<Value = usize> {
     prop_oneof![Just(1usize), 2..=17usize, 50..=80usize, 120..=300usize]
 }
 
-const ACTIVATIONS: [Activation; 6] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::Sigmoid,
-    Activation::Tanh,
-    Activation::Gelu,
-    Activation::LeakyRelu { slope: 0.01 },
-];
-
-pub fn elementwise(t: Target) {
-    // The largest sizes outgrow the capped streaming grid on small devices (PoCL), so the
-    // kernels' grid-stride rounds run more than once.
-    let s = (
-        prop_oneof![
-            3 => 1..=300usize,
-            3 => 1000..=70_000usize,
-            1 => 1_000_000..=1_300_000usize
-        ],
-        any::<u64>(),
-    );
-    prop(t, "gpu_elementwise", 12, s, |ctx, (n, seed)| {
-        let mut r = Values(seed);
-        let (a, b) = (r.vec(n, -3.0, 3.0), r.vec(n, -3.0, 3.0));
-        let alpha = r.uniform(-2.0, 2.0);
-        let tol = 1e-6;
-        let pads = r.pads(3);
-        compare_padded(ctx, "fill", &[nan(n)], &pads, &[0], 0.0, &|o, v| {
-            o.fill(v[0], alpha)
-        })?;
-        compare_padded(
-            ctx,
-            "copy",
-            &[a.clone(), nan(n)],
-            &pads,
-            &[1],
-            0.0,
-            &|o, v| o.copy(v[0], v[1]),
-        )?;
-        compare_padded(
-            ctx,
-            "scale",
-            std::slice::from_ref(&a),
-            &pads,
-            &[0],
-            tol,
-            &|o, v| o.scale(v[0], alpha),
-        )?;
-        compare_padded(
-            ctx,
-            "axpy",
-            &[a.clone(), b.clone()],
-            &pads,
-            &[1],
-            tol,
-            &|o, v| o.axpy(alpha, v[0], v[1]),
-        )?;
-        let bufs = [a.clone(), b.clone(), nan(n)];
-        compare_padded(ctx, "add", &bufs, &pads, &[2], tol, &|o, v| {
-            o.add(v[0], v[1], v[2])
-        })?;
-        compare_padded(ctx, "mul", &bufs, &pads, &[2], tol, &|o, v| {
-            o.mul(v[0], v[1], v[2])
-        })?;
-        compare_padded(
-            ctx,
-            "add in place",
-            &[a.clone(), b.clone()],
-            &pads,
-            &[0],
-            tol,
-            &|o, v| o.add(v[0], v[1], v[0]),
-        )?;
-        compare_padded(ctx, "mul in place", &[a, b], &pads, &[1], tol, &|o, v| {
-            o.mul(v[0], v[1], v[1])
-        })
-    });
-}
-
-pub fn activations(t: Target) {
-    let s = (dim(), prop_oneof![1..=5usize, 1..=300usize], any::<u64>());
-    prop(t, "gpu_activations", 8, s, |ctx, (rows, cols, seed)| {
-        let mut r = Values(seed);
-        let n = rows * cols;
-        let z = r.vec(n, -4.0, 4.0);
-        let bias = r.vec(cols, -1.0, 1.0);
-        let dy = r.vec(n, -1.0, 1.0);
-        let pads = r.pads(4);
-        for act in ACTIVATIONS {
-            let tol = 1e-5;
-            let what = format!("bias_act_forward {act:?} {rows}x{cols}");
-            compare_padded(
-                ctx,
-                &what,
-                &[z.clone(), bias.clone(), nan(n)],
-                &pads,
-                &[0, 2],
-                tol,
-                &|o, v| o.bias_act_forward(v[0], v[1], v[2], act, rows, cols),
-            )?;
-            compare_padded(
-                ctx,
-                &format!("{what} in place"),
-                &[z.clone(), bias.clone()],
-                &pads,
-                &[0],
-                tol,
-                &|o, v| o.bias_act_forward(v[0], v[1], v[0], act, rows, cols),
-            )?;
-            compare_padded(
-                ctx,
-                &format!("activation {act:?}"),
-                &[z.clone(), nan(n)],
-                &pads,
-                &[1],
-                tol,
-                &|o, v| o.activation(v[0], v[1], act),
-            )?;
-            // y = act(z) from the CPU backend, so both sides differentiate the same point.
-            let y = run_on(&Context::cpu(), &[z.clone(), nan(n)], &|o, v| {
-                o.activation(v[0], v[1], act)
-            })
-            .map_err(|e| TestCaseError::fail(e.to_string()))?
-            .remove(1);
-            let bufs = [dy.clone(), z.clone(), y, nan(n)];
-            compare_padded(
-                ctx,
-                &format!("act_backward {act:?}"),
-                &bufs,
-                &pads,
-                &[3],
-                // tanh' = 1 - y^2 cancels for |z| near 4 (y^2 ~ 0.9987): one rounding of y^2,
-                // fused into an fma on one side and not the other, moves it by ~5e-5 relative.
-                if act == Activation::Tanh { 1e-4 } else { tol },
-                &|o, v| o.act_backward(v[0], v[1], v[2], v[3], act),
-            )?;
-            // The fused backward with the bias gradient, out of place and in place (dz = dy);
-            // the column sums are held to their terms' magnitudes (they may cancel).
-            let dz = run_on(&Context::cpu(), &bufs, &|o, v| {
-                o.act_backward(v[0], v[1], v[2], v[3], act)
-            })
-            .map_err(|e| TestCaseError::fail(e.to_string()))?
-            .remove(3);
-            let mut scale = vec![0.0f32; cols];
-            for (i, g) in dz.iter().enumerate() {
-                scale[i % cols] += g.abs();
+/// One `#[test]` per `name => module::case`, running `case` on the suite's target `T`.
+macro_rules! suite_tests {
+    ($($test:ident => $module:ident::$case:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                super::$module::$case(T)
             }
-            let tol = if act == Activation::Tanh { 1e-4 } else { tol };
-            let what = format!("bias_act_backward {act:?} {rows}x{cols}");
-            let mut fused = bufs.to_vec();
-            fused.push(nan(cols));
-            compare_checked(
-                ctx,
-                &what,
-                &fused,
-                &[pads[0], pads[1], pads[2], pads[3], pads[0]],
-                &[3],
-                &[(4, scale.clone())],
-                tol,
-                &|o, v| {
-                    o.bias_act_backward(
-                        v[0],
-                        v[1],
-                        v[2],
-                        BiasActGrads::new(v[3], v[4]),
-                        act,
-                        MatShape::new(rows, cols),
-                    )
-                },
-            )?;
-            fused.remove(3);
-            compare_checked(
-                ctx,
-                &format!("{what} in place"),
-                &fused,
-                &pads,
-                &[0],
-                &[(3, scale)],
-                tol,
-                &|o, v| {
-                    o.bias_act_backward(
-                        v[0],
-                        v[1],
-                        v[2],
-                        BiasActGrads::new(v[0], v[3]),
-                        act,
-                        MatShape::new(rows, cols),
-                    )
-                },
-            )?;
-        }
-        Ok(())
-    });
-}
-
-pub fn softmax_losses(t: Target) {
-    let s = (
-        prop_oneof![Just(1usize), 2..=70usize],
-        prop_oneof![Just(1usize), 2..=40usize, 250..=700usize],
-        any::<u64>(),
-    );
-    prop(t, "gpu_softmax_losses", 10, s, |ctx, (rows, cols, seed)| {
-        let mut r = Values(seed);
-        let n = rows * cols;
-        let x = r.vec(n, -8.0, 8.0);
-        let tol = 1e-5;
-        compare(ctx, "softmax", &[x.clone(), nan(n)], &[1], tol, &|o, v| {
-            o.softmax(v[0], v[1], rows, cols)
-        })?;
-        compare(
-            ctx,
-            "softmax in place",
-            std::slice::from_ref(&x),
-            &[0],
-            tol,
-            &|o, v| o.softmax(v[0], v[0], rows, cols),
-        )?;
-        compare(
-            ctx,
-            "log_softmax",
-            &[x.clone(), nan(n)],
-            &[1],
-            tol,
-            &|o, v| o.log_softmax(v[0], v[1], rows, cols),
-        )?;
-        let labels = r.ints(rows, cols);
-        let scale = r.uniform(0.1, 2.0);
-        let bufs = [x.clone(), labels.clone(), nan(n), nan(rows), nan(rows)];
-        compare_ids(
-            ctx,
-            &format!("softmax_cross_entropy {rows}x{cols}"),
-            (&bufs, &[1]),
-            &[2, 3, 4],
-            1e-5,
-            &|o, v| {
-                o.softmax_cross_entropy(
-                    v[0],
-                    v[1],
-                    LossOutputs::new(v[2], v[3], None),
-                    v[4],
-                    MatShape::new(rows, cols),
-                    scale,
-                )
-            },
-        )?;
-        // With totals: the loss sum and correct count added to what the buffer held (a third
-        // element past them stays untouched).
-        let totals = vec![
-            r.uniform(-3.0, 3.0),
-            r.uniform(0.0, 5.0),
-            r.uniform(-1.0, 1.0),
-        ];
-        let bufs = [
-            x.clone(),
-            labels,
-            nan(n),
-            nan(rows),
-            nan(rows),
-            totals.clone(),
-        ];
-        compare_ids(
-            ctx,
-            &format!("softmax_cross_entropy {rows}x{cols} with totals"),
-            (&bufs, &[1]),
-            &[2, 3, 4, 5],
-            1e-5,
-            &|o, v| {
-                o.softmax_cross_entropy(
-                    v[0],
-                    v[1],
-                    LossOutputs::new(v[2], v[3], Some(v[5])),
-                    v[4],
-                    MatShape::new(rows, cols),
-                    scale,
-                )
-            },
-        )?;
-        let bufs = [x.clone(), r.vec(n, -8.0, 8.0), nan(n), nan(rows)];
-        compare(ctx, "mse", &bufs, &[2, 3], tol, &|o, v| {
-            o.mse(
-                v[0],
-                v[1],
-                LossOutputs::new(v[2], v[3], None),
-                MatShape::new(rows, cols),
-                scale,
-            )
-        })?;
-        let bufs = [x, r.vec(n, -8.0, 8.0), nan(n), nan(rows), totals];
-        compare(ctx, "mse with totals", &bufs, &[2, 3, 4], tol, &|o, v| {
-            o.mse(
-                v[0],
-                v[1],
-                LossOutputs::new(v[2], v[3], Some(v[4])),
-                MatShape::new(rows, cols),
-                scale,
-            )
-        })
-    });
-}
-
-pub fn reductions(t: Target) {
-    let s = (
-        dim(),
-        prop_oneof![Just(1usize), 2..=100usize, 200..=600usize],
-        prop_oneof![1..=1000usize, 60_000..=300_000usize],
-        any::<u64>(),
-    );
-    prop(
-        t,
-        "gpu_reductions",
-        10,
-        s,
-        |ctx, (rows, cols, len, seed)| {
-            let mut r = Values(seed);
-            let n = rows * cols;
-            let x = r.vec(n, -1.0, 1.0);
-            let beta = r.uniform(0.5, 1.5);
-            let tol = 1e-5;
-            // Sums of mixed signs cancel: held to the magnitudes of their terms.
-            let magnitudes = |by_rows: bool, prior: &[f32]| {
-                let mut scale = vec![0.0f32; if by_rows { cols } else { rows }];
-                for (i, v) in x.iter().enumerate() {
-                    scale[if by_rows { i % cols } else { i / cols }] += v.abs();
-                }
-                for (s, p) in scale.iter_mut().zip(prior) {
-                    *s += (beta * p).abs();
-                }
-                scale
-            };
-            compare_sums(
-                ctx,
-                "sum_rows beta=0",
-                &[x.clone(), nan(cols)],
-                &[],
-                &[(1, magnitudes(true, &[]))],
-                tol,
-                &|o, v| o.sum_rows(v[0], v[1], rows, cols, 0.0),
-            )?;
-            let prior = r.vec(cols, -1.0, 1.0);
-            compare_sums(
-                ctx,
-                "sum_rows",
-                &[x.clone(), prior.clone()],
-                &[],
-                &[(1, magnitudes(true, &prior))],
-                tol,
-                &|o, v| o.sum_rows(v[0], v[1], rows, cols, beta),
-            )?;
-            compare_sums(
-                ctx,
-                "sum_cols beta=0",
-                &[x.clone(), nan(rows)],
-                &[],
-                &[(1, magnitudes(false, &[]))],
-                tol,
-                &|o, v| o.sum_cols(v[0], v[1], rows, cols, 0.0),
-            )?;
-            let prior = r.vec(rows, -1.0, 1.0);
-            compare_sums(
-                ctx,
-                "sum_cols",
-                &[x.clone(), prior.clone()],
-                &[],
-                &[(1, magnitudes(false, &prior))],
-                tol,
-                &|o, v| o.sum_cols(v[0], v[1], rows, cols, beta),
-            )?;
-            let big = r.vec(len, 0.0, 1.0);
-            compare(
-                ctx,
-                "sum_all beta=0",
-                &[big.clone(), nan(1)],
-                &[1],
-                tol,
-                &|o, v| o.sum_all(v[0], v[1], 0.0),
-            )?;
-            compare(
-                ctx,
-                "sum_all",
-                &[big.clone(), vec![3.0]],
-                &[1],
-                tol,
-                &|o, v| o.sum_all(v[0], v[1], beta),
-            )?;
-            let norm: f64 = big.iter().map(|x| (*x as f64).powi(2)).sum::<f64>().sqrt();
-            for max_norm in [(norm * 0.5) as f32, (norm * 2.0) as f32] {
-                compare(
-                    ctx,
-                    &format!("clip_grad_norm {max_norm}"),
-                    &[big.clone(), nan(1)],
-                    &[0, 1],
-                    tol,
-                    &|o, v| o.clip_grad_norm(v[0], max_norm, v[1]),
-                )?;
-            }
-            Ok(())
-        },
-    );
-}
-
-pub fn data(t: Target) {
-    let s = (1..=50usize, 1..=40usize, 1..=300usize, any::<u64>());
-    prop(t, "gpu_data", 10, s, |ctx, (src_rows, nidx, cols, seed)| {
-        let mut r = Values(seed);
-        let src = r.vec(src_rows * cols, -1.0, 1.0);
-        let idx = r.ints(nidx, src_rows);
-        compare_ids(
-            ctx,
-            "gather_rows",
-            (&[src, idx.clone(), nan(nidx * cols)], &[1]),
-            &[2],
-            0.0,
-            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
-        )?;
-        // u32 rows (labels moved with their samples): ids up to 2^24 survive the f32 harness.
-        let ids = r.ints(src_rows * cols, 1 << 24);
-        compare_ids(
-            ctx,
-            "gather_rows of u32 rows",
-            (&[ids, idx.clone(), vec![0.0; nidx * cols]], &[0, 1, 2]),
-            &[2],
-            0.0,
-            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
-        )?;
-        let classes = src_rows;
-        compare_ids(
-            ctx,
-            "one_hot",
-            (&[idx, nan(nidx * classes)], &[0]),
-            &[1],
-            0.0,
-            &|o, v| o.one_hot(v[0], v[1], classes),
-        )
-    });
-}
-
-pub fn optimizers(t: Target) {
-    let s = (
-        prop_oneof![1..=300usize, 5000..=70_000usize],
-        1..=50u64,
-        any::<u64>(),
-    );
-    prop(t, "gpu_optimizers", 8, s, |ctx, (n, step, seed)| {
-        let mut r = Values(seed);
-        let (p, g, m) = (
-            r.vec(n, -1.0, 1.0),
-            r.vec(n, -1.0, 1.0),
-            r.vec(n, -0.1, 0.1),
-        );
-        let v = r.vec(n, 0.0, 0.01);
-        let tol = 1e-5;
-        // The device-side state: learning rate, steps already taken (this op takes `step`),
-        // stale bias corrections the op must overwrite.
-        let state = |lr: f32| vec![lr, (step - 1) as f32, -1.0, -1.0];
-        for (momentum, nesterov) in [(0.0, false), (0.9, false), (0.9, true)] {
-            let s = SgdStep {
-                momentum,
-                weight_decay: 0.01,
-                nesterov,
-            };
-            let check: &[usize] = if momentum == 0.0 { &[0, 3] } else { &[0, 2, 3] };
-            compare(
-                ctx,
-                &format!("sgd_step {s:?} step {step}"),
-                &[p.clone(), g.clone(), m.clone(), state(0.1)],
-                check,
-                tol,
-                &|o, b| o.sgd_step(b[0], b[1], b[2], b[3], s),
-            )?;
-        }
-        for decoupled in [false, true] {
-            let s = AdamStep {
-                beta1: 0.9,
-                beta2: 0.999,
-                eps: 1e-8,
-                weight_decay: 0.01,
-                decoupled,
-            };
-            let bufs = [p.clone(), g.clone(), m.clone(), v.clone(), state(1e-3)];
-            compare(
-                ctx,
-                &format!("adam_step {s:?} step {step}"),
-                &bufs,
-                &[0, 2, 3, 4],
-                tol,
-                &|o, b| o.adam_step(b[0], b[1], b[2], b[3], b[4], s),
-            )?;
-        }
-        Ok(())
-    });
+        )*
+    };
 }
 
 macro_rules! backend_suite {
@@ -898,129 +423,38 @@ macro_rules! backend_suite {
             use crate::support::Target;
             const T: Target = $target;
             $($extra)*
-            #[test]
-            fn gpu_gemm() {
-                super::gemm::gemm(T)
-            }
-            #[test]
-            fn gpu_gemm_thin() {
-                super::gemm::gemm_thin(T)
-            }
-            #[test]
-            fn gpu_elementwise() {
-                super::elementwise(T)
-            }
-            #[test]
-            fn gpu_activations() {
-                super::activations(T)
-            }
-            #[test]
-            fn gpu_dense_ops() {
-                super::dense::dense_ops(T)
-            }
-            #[test]
-            fn gpu_softmax_losses() {
-                super::softmax_losses(T)
-            }
-            #[test]
-            fn gpu_graphs_across_threads() {
-                super::graphs::graphs_across_threads(T)
-            }
-            #[test]
-            fn gpu_reductions() {
-                super::reductions(T)
-            }
-            #[test]
-            fn gpu_data() {
-                super::data(T)
-            }
-            #[test]
-            fn gpu_invalid_indices() {
-                super::indices::invalid_indices(T)
-            }
-            #[test]
-            fn gpu_indices_beyond_2_24() {
-                super::indices::beyond_2_24(T)
-            }
-            #[test]
-            fn gpu_cells() {
-                super::cells::cells(T)
-            }
-            #[test]
-            fn gpu_rnn_steps() {
-                super::rnn_step::rnn_steps(T)
-            }
-            #[test]
-            fn gpu_rnn_sequence() {
-                super::rnn_seq::rnn_sequence(T)
-            }
-            #[test]
-            fn gpu_rnn_sequence_cooperative() {
-                super::rnn_seq::rnn_sequence_cooperative(T)
-            }
-            #[test]
-            fn gpu_rnn_sequence_fallback() {
-                super::rnn_seq::rnn_sequence_fallback(T)
-            }
-            #[test]
-            fn gpu_gated_sequence() {
-                super::gated_seq::gated_sequence(T)
-            }
-            #[test]
-            fn gpu_gated_sequence_fallback() {
-                super::gated_seq::gated_sequence_fallback(T)
-            }
-            #[test]
-            fn gpu_gated_sequence_graph() {
-                super::gated_graph::gated_sequence_graph(T)
-            }
-            #[test]
-            fn gpu_dropout() {
-                super::layers::dropout(T)
-            }
-            #[test]
-            fn gpu_layer_norm() {
-                super::layers::layer_norm(T)
-            }
-            #[test]
-            fn gpu_scatter_add_rows() {
-                super::layers::scatter_add_rows(T)
-            }
-            #[test]
-            fn gpu_optimizers() {
-                super::optimizers(T)
-            }
-            #[test]
-            fn gpu_graphs() {
-                super::graphs::graphs(T)
-            }
-            #[test]
-            fn gpu_user_kernel() {
-                super::edges::user_kernel(T)
-            }
-            #[test]
-            fn gpu_compile_error() {
-                super::edges::compile_error(T)
-            }
-            #[test]
-            fn gpu_foreign_and_edge_cases() {
-                super::edges::foreign_and_edge_cases(T)
-            }
-            #[test]
-            fn gpu_kernel_cache() {
-                super::memory::kernel_cache(T)
-            }
-            #[test]
-            fn gpu_typed_round_trips() {
-                super::dtypes::typed_round_trips(T)
-            }
-            #[test]
-            fn gpu_rejects_other_types() {
-                super::dtypes::rejects_other_types(T)
-            }
-            #[test]
-            fn gpu_kernel_times() {
-                super::kernel_times::kernel_times(T)
+            suite_tests! {
+                gpu_gemm => gemm::gemm,
+                gpu_gemm_thin => gemm::gemm_thin,
+                gpu_elementwise => elementwise::elementwise,
+                gpu_activations => activations::activations,
+                gpu_dense_ops => dense::dense_ops,
+                gpu_softmax_losses => losses::softmax_losses,
+                gpu_graphs_across_threads => graphs::graphs_across_threads,
+                gpu_reductions => reductions::reductions,
+                gpu_data => data::data,
+                gpu_invalid_indices => indices::invalid_indices,
+                gpu_indices_beyond_2_24 => indices::beyond_2_24,
+                gpu_cells => cells::cells,
+                gpu_rnn_steps => rnn_step::rnn_steps,
+                gpu_rnn_sequence => rnn_seq::rnn_sequence,
+                gpu_rnn_sequence_cooperative => rnn_seq::rnn_sequence_cooperative,
+                gpu_rnn_sequence_fallback => rnn_seq::rnn_sequence_fallback,
+                gpu_gated_sequence => gated_seq::gated_sequence,
+                gpu_gated_sequence_fallback => gated_seq::gated_sequence_fallback,
+                gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,
+                gpu_dropout => layers::dropout,
+                gpu_layer_norm => layers::layer_norm,
+                gpu_scatter_add_rows => layers::scatter_add_rows,
+                gpu_optimizers => optim::optimizers,
+                gpu_graphs => graphs::graphs,
+                gpu_user_kernel => edges::user_kernel,
+                gpu_compile_error => edges::compile_error,
+                gpu_foreign_and_edge_cases => edges::foreign_and_edge_cases,
+                gpu_kernel_cache => memory::kernel_cache,
+                gpu_typed_round_trips => dtypes::typed_round_trips,
+                gpu_rejects_other_types => dtypes::rejects_other_types,
+                gpu_kernel_times => kernel_times::kernel_times,
             }
         }
     };
@@ -1041,35 +475,19 @@ macro_rules! oom_test {
 backend_suite!(
     opencl,
     Target::OpenCl,
-    #[test]
-    fn gpu_gemm_tiles() {
-        super::gemm::gemm_tiles(T)
-    },
-    #[test]
-    fn gpu_gemm_bad_tile() {
-        super::gemm::bad_tile_is_an_error(T)
-    },
-    // The per-launch choice: the tensor-core kernels on NVIDIA's OpenCL (sm_80+).
-    #[test]
-    fn gpu_gemm_own_kernel() {
-        super::gemm::gemm_own_kernel(T)
-    },
-    #[test]
-    fn gpu_sequence_launches() {
-        super::kernel_times::sequence_launches(T)
-    },
-    #[test]
-    fn gpu_gemm_launches() {
-        super::kernel_times::gemm_launches(T)
+    suite_tests! {
+        gpu_gemm_tiles => gemm::gemm_tiles,
+        gpu_gemm_bad_tile => gemm::bad_tile_is_an_error,
+        // The per-launch choice: the tensor-core kernels on NVIDIA's OpenCL (sm_80+).
+        gpu_gemm_own_kernel => gemm::gemm_own_kernel,
+        gpu_sequence_launches => kernel_times::sequence_launches,
+        gpu_gemm_launches => kernel_times::gemm_launches,
     }
 );
 backend_suite!(
     cuda,
     Target::Cuda,
-    #[test]
-    fn gpu_gemm_own_kernel() {
-        super::gemm::gemm_own_kernel(T)
-    },
+    suite_tests! { gpu_gemm_own_kernel => gemm::gemm_own_kernel },
     oom_test!();
 );
 backend_suite!(hip, Target::Hip, oom_test!(););

@@ -87,14 +87,7 @@ fn shape() -> impl Strategy<Value = (usize, usize)> {
     ]
 }
 
-const ACTS: [Activation; 6] = [
-    Activation::Identity,
-    Activation::Relu,
-    Activation::Sigmoid,
-    Activation::Tanh,
-    Activation::Gelu,
-    Activation::LeakyRelu { slope: 0.07 },
-];
+const ACTS: [Activation; 6] = crate::support::activations(0.07);
 
 fn act_ref(act: Activation, z: f64) -> f64 {
     match act {

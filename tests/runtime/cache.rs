@@ -3,7 +3,7 @@
 //! unwritable directories, `RNN_CACHE`, and several processes filling one cache at once.
 
 use std::cell::Cell;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rnn::Error;
 use rnn::cache::{CacheEnv, CacheKey, KernelCache};
+
+use crate::support::run_child;
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub(super) struct TempDir(pub(super) PathBuf);
@@ -646,20 +648,9 @@ fn cache_unwritable_warns_once() {
     let tmp = TempDir::new("warn");
     let file = tmp.path().join("file");
     fs::write(&file, b"x").unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "cache::cache_unwritable_warns_once",
-            "--nocapture",
-        ])
-        .env(WARN_CHILD, &file)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_child(
+        "cache::cache_unwritable_warns_once",
+        &[(WARN_CHILD, file.as_os_str())],
     );
     assert!(
         stdout.lines().any(|l| l == "warnings: 1"),
@@ -681,19 +672,12 @@ fn cache_from_env_reads_the_process_environment() {
     }
     let tmp = TempDir::new("env");
     let child = |cache: &str| {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "cache::cache_from_env_reads_the_process_environment",
-                "--nocapture",
-            ])
-            .env(ENV_CHILD, "1")
-            .env("RNN_CACHE", cache)
-            .env("RNN_CACHE_DIR", tmp.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        let env = [
+            (ENV_CHILD, OsStr::new("1")),
+            ("RNN_CACHE", OsStr::new(cache)),
+            ("RNN_CACHE_DIR", tmp.path().as_os_str()),
+        ];
+        run_child("cache::cache_from_env_reads_the_process_environment", &env)
     };
     let on = format!("dir={:?}", Some(tmp.path()));
     assert!(child("on").contains(&on), "{}", child("on"));

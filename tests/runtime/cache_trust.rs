@@ -5,12 +5,12 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rnn::cache::KernelCache;
 
 use super::cache::{CountingLogger, TempDir, key, names, run};
+use crate::support::run_child;
 
 fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o7777
@@ -137,20 +137,9 @@ fn cache_refusal_warns_once_with_the_reason() {
     }
     let tmp = TempDir::new("refuse-warn");
     chmod(tmp.path(), 0o777);
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "cache_trust::cache_refusal_warns_once_with_the_reason",
-            "--nocapture",
-        ])
-        .env(REFUSE_CHILD, tmp.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let stdout = run_child(
+        "cache_trust::cache_refusal_warns_once_with_the_reason",
+        &[(REFUSE_CHILD, tmp.path().as_os_str())],
     );
     assert!(
         stdout.lines().any(|l| l == "warnings: 1"),

@@ -2,7 +2,7 @@
 //! backend is a SKIP unless `RNN_REQUIRE_BACKENDS` names it, in which case it is a failure.
 #![allow(dead_code)]
 
-use rnn::{BackendKind, Context, ContextOptions, DeviceKind, GpuManager};
+use rnn::{Activation, BackendKind, Context, ContextOptions, DeviceKind, GpuManager};
 
 /// A backend target of the test suite. `HipOnCuda` is the HIP kernel sources compiled by NVRTC
 /// with the HIP-to-CUDA prelude on a CUDA device (HIP numerics without an AMD GPU).
@@ -123,4 +123,33 @@ pub fn rel_err(a: &[f32], b: &[f32]) -> f64 {
         den += (*y as f64).powi(2);
     }
     num.sqrt() / den.sqrt().max(1e-12)
+}
+
+/// Every activation, the leaky ReLU with `slope` (each suite picks its own).
+pub const fn activations(slope: f32) -> [Activation; 6] {
+    [
+        Activation::Identity,
+        Activation::Relu,
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Gelu,
+        Activation::LeakyRelu { slope },
+    ]
+}
+
+/// Runs test `name` (its path in this binary, `module::test`) alone in a child process of this
+/// test binary with `env` set, and returns what it printed; panics when the child fails.
+pub fn run_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
 }

@@ -12,7 +12,7 @@ use super::elementwise::unary;
 use super::par::{chunks, min_rows};
 use crate::buffer::View;
 use crate::error::{Error, Result};
-use crate::ops::{Activation, check};
+use crate::ops::{Activated, Activation, MatShape, check};
 
 const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 /// 1 / sqrt(2 pi).
@@ -95,15 +95,9 @@ fn scaled(dy: Src<'_>, dz: &mut [f32], w: &[f32], g: impl Fn(f32) -> f32 + Sync 
 }
 
 impl ActivationOps for CpuOps {
-    fn bias_act_forward(
-        &self,
-        z: View<'_>,
-        bias: View<'_>,
-        y: View<'_>,
-        act: Activation,
-        rows: usize,
-        cols: usize,
-    ) -> Result<()> {
+    fn bias_act_forward(&self, f: Activated<'_>, bias: View<'_>, shape: MatShape) -> Result<()> {
+        let Activated { z, y, act } = f;
+        let MatShape { rows, cols } = shape;
         let ctx = self.context;
         let op = "bias_act_forward";
         let n = check::area(op, rows, cols)?;
@@ -157,14 +151,8 @@ impl ActivationOps for CpuOps {
         )
     }
 
-    fn act_backward(
-        &self,
-        dy: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
-        dz: View<'_>,
-        act: Activation,
-    ) -> Result<()> {
+    fn act_backward(&self, dy: View<'_>, f: Activated<'_>, dz: View<'_>) -> Result<()> {
+        let Activated { z, y, act } = f;
         let ctx = self.context;
         let op = "act_backward";
         let n = dy.len();

@@ -8,7 +8,7 @@ use super::access::lock;
 use super::par::PAR_MIN;
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{AdamStep, SgdStep, check};
+use crate::ops::{AdamStep, OptimBuffers, SgdStep, check};
 
 const CHUNK: usize = 16 * 1024;
 
@@ -85,14 +85,8 @@ impl super::simd::Lanes for AdamLanes<'_> {
 }
 
 impl OptimOps for CpuOps {
-    fn sgd_step(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        velocity: View<'_>,
-        state: View<'_>,
-        s: SgdStep,
-    ) -> Result<()> {
+    fn sgd_step(&self, b: OptimBuffers<'_>, velocity: View<'_>, s: SgdStep) -> Result<()> {
+        let (params, grads, state) = (b.params, b.grads, b.state);
         let ctx = self.context;
         let op = "sgd_step";
         // Every view before the state advances.
@@ -129,15 +123,8 @@ impl OptimOps for CpuOps {
         })
     }
 
-    fn adam_step(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        m: View<'_>,
-        v: View<'_>,
-        state: View<'_>,
-        s: AdamStep,
-    ) -> Result<()> {
+    fn adam_step(&self, b: OptimBuffers<'_>, m: View<'_>, v: View<'_>, s: AdamStep) -> Result<()> {
+        let (params, grads, state) = (b.params, b.grads, b.state);
         let ctx = self.context;
         let op = "adam_step";
         // Every view before the state advances.

@@ -7,7 +7,7 @@ use super::par::chunks;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::prelude::*;
-use crate::ops::{RNG_STATE_LEN, check, dropout_params, rng_hash, rng_key};
+use crate::ops::{DropoutMask, RNG_STATE_LEN, check, dropout_params, rng_hash, rng_key};
 
 /// The state as an array (its length is checked by the caller).
 fn state_array(s: &[f32]) -> [f32; RNG_STATE_LEN] {
@@ -15,14 +15,8 @@ fn state_array(s: &[f32]) -> [f32; RNG_STATE_LEN] {
 }
 
 impl RandomOps for CpuOps {
-    fn dropout(
-        &self,
-        x: View<'_>,
-        y: View<'_>,
-        state: View<'_>,
-        p: f32,
-        stream: u32,
-    ) -> Result<()> {
+    fn dropout(&self, x: View<'_>, y: View<'_>, mask: DropoutMask<'_>) -> Result<()> {
+        let DropoutMask { state, stream, p } = mask;
         let ctx = self.context;
         check::dropout(&x, &y, &state, p)?;
         let (threshold, scale) = dropout_params(p);

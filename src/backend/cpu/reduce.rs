@@ -8,7 +8,7 @@ use super::access::lock;
 use super::par::{PAR_MIN, chunks, min_rows, sum_map};
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::check;
+use crate::ops::{MatShape, SumAxis, check};
 
 /// `out = beta * out`, where beta = 0 overwrites (so NaN in `out` does not survive).
 fn prescale(out: &mut [f32], beta: f32) {
@@ -20,20 +20,10 @@ fn prescale(out: &mut [f32], beta: f32) {
 }
 
 impl ReduceOps for CpuOps {
-    fn sum_rows(
-        &self,
-        x: View<'_>,
-        out: View<'_>,
-        rows: usize,
-        cols: usize,
-        beta: f32,
-    ) -> Result<()> {
-        let ctx = self.context;
-        let op = "sum_rows";
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "x", &x, n)?;
-        check::len(op, "out", &out, cols)?;
-        lock(op, ctx, [x], [out], |[x], [out]| {
+    fn sum_rows(&self, x: View<'_>, out: View<'_>, shape: MatShape, beta: f32) -> Result<()> {
+        let MatShape { rows, cols } = shape;
+        let n = SumAxis::Rows.check(&x, &out, shape)?;
+        lock("sum_rows", self.context, [x], [out], |[x], [out]| {
             // Each task owns a block of columns and walks every row, adding whole row segments
             // (contiguous, vectorized) into its block of `out`.
             let block = |start: usize, ob: &mut [f32]| {
@@ -57,20 +47,10 @@ impl ReduceOps for CpuOps {
         })
     }
 
-    fn sum_cols(
-        &self,
-        x: View<'_>,
-        out: View<'_>,
-        rows: usize,
-        cols: usize,
-        beta: f32,
-    ) -> Result<()> {
-        let ctx = self.context;
-        let op = "sum_cols";
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "x", &x, n)?;
-        check::len(op, "out", &out, rows)?;
-        lock(op, ctx, [x], [out], |[x], [out]| {
+    fn sum_cols(&self, x: View<'_>, out: View<'_>, shape: MatShape, beta: f32) -> Result<()> {
+        let cols = shape.cols;
+        let n = SumAxis::Cols.check(&x, &out, shape)?;
+        lock("sum_cols", self.context, [x], [out], |[x], [out]| {
             if cols == 0 {
                 prescale(out, beta);
                 return;

@@ -9,19 +9,13 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::prelude::*;
+use crate::ops::{Activated, BiasActGrads, MatShape};
 use crate::ops::{Activation, Gemm, check};
-use crate::ops::{BiasActGrads, MatShape};
 
 impl<D: Device> ActivationOps for GpuOps<D> {
-    fn bias_act_forward(
-        &self,
-        z: View<'_>,
-        bias: View<'_>,
-        y: View<'_>,
-        act: Activation,
-        rows: usize,
-        cols: usize,
-    ) -> Result<()> {
+    fn bias_act_forward(&self, f: Activated<'_>, bias: View<'_>, shape: MatShape) -> Result<()> {
+        let Activated { z, y, act } = f;
+        let MatShape { rows, cols } = shape;
         let op = "bias_act_forward";
         self.mine(op, &[&z, &bias, &y])?;
         let n = check::area(op, rows, cols)?;
@@ -60,14 +54,8 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         self.run(op, self.streaming(x.len()), args)
     }
 
-    fn act_backward(
-        &self,
-        dy: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
-        dz: View<'_>,
-        act: Activation,
-    ) -> Result<()> {
+    fn act_backward(&self, dy: View<'_>, f: Activated<'_>, dz: View<'_>) -> Result<()> {
+        let Activated { z, y, act } = f;
         let op = "act_backward";
         self.mine(op, &[&dy, &z, &y, &dz])?;
         let n = dy.len();
@@ -94,12 +82,11 @@ impl<D: Device> ActivationOps for GpuOps<D> {
     fn bias_act_backward(
         &self,
         dy: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
+        f: Activated<'_>,
         grads: BiasActGrads<'_>,
-        act: Activation,
         shape: MatShape,
     ) -> Result<()> {
+        let Activated { z, y, act } = f;
         let BiasActGrads { dz, dbias } = grads;
         let MatShape { rows, cols } = shape;
         let op = "bias_act_backward";
@@ -132,14 +119,13 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         &self,
         g: View<'_>,
         w: View<'_>,
-        z: View<'_>,
-        y: View<'_>,
+        f: Activated<'_>,
         grads: BiasActGrads<'_>,
-        act: Activation,
-        rows: usize,
+        shape: MatShape,
         k: usize,
-        cols: usize,
     ) -> Result<()> {
+        let Activated { z, y, act } = f;
+        let MatShape { rows, cols } = shape;
         let BiasActGrads { dz, dbias } = grads;
         let op = "bias_act_backward_product";
         let views = [&g, &w, &z, &y, &dz, &dbias];
@@ -150,14 +136,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         }
         if k == 0 || k > gemm_thin::THIN_SIDE {
             self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-            return self.bias_act_backward(
-                dz,
-                z,
-                y,
-                BiasActGrads::new(dz, dbias),
-                act,
-                MatShape::new(rows, cols),
-            );
+            return self.bias_act_backward(dz, f, grads, shape);
         }
         if cols == 0 {
             return Ok(());

@@ -11,8 +11,8 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
+use crate::ops::{Activated, DenseParams, DenseShape, MatShape};
 use crate::ops::{Activation, Gemm, check};
-use crate::ops::{DenseParams, DenseShape};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
@@ -198,7 +198,11 @@ impl<D: Device> DenseOps for GpuOps<D> {
         self.mine(op, &[&x, &w, &bias, &z, &y])?;
         if !fused {
             self.gemm(g, x, w, z)?;
-            return self.bias_act_forward(z, bias, y, act, rows, outputs);
+            return self.bias_act_forward(
+                Activated::new(z, y, act),
+                bias,
+                MatShape::new(rows, outputs),
+            );
         }
         check::gemm(&g, &x, &w, &z)?;
         for d in [rows, inputs, outputs] {
@@ -251,7 +255,7 @@ impl<D: Device> DenseOps for GpuOps<D> {
         self.mine(op, &[&dz, &x, &dw, &dbias])?;
         if !fused {
             self.gemm(g, dz, x, dw)?;
-            return self.sum_rows(dz, dbias, rows, outputs, 0.0);
+            return self.sum_rows(dz, dbias, MatShape::new(rows, outputs), 0.0);
         }
         check::gemm(&g, &dz, &x, &dw)?;
         for d in [rows, inputs, outputs] {

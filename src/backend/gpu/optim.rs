@@ -8,17 +8,11 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::prelude::*;
-use crate::ops::{AdamStep, SgdStep, check};
+use crate::ops::{AdamStep, OptimBuffers, SgdStep, check};
 
 impl<D: Device> OptimOps for GpuOps<D> {
-    fn sgd_step(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        velocity: View<'_>,
-        state: View<'_>,
-        s: SgdStep,
-    ) -> Result<()> {
+    fn sgd_step(&self, b: OptimBuffers<'_>, velocity: View<'_>, s: SgdStep) -> Result<()> {
+        let (params, grads, state) = (b.params, b.grads, b.state);
         let op = "sgd_step";
         self.mine(op, &[&params, &grads, &velocity, &state])?;
         let n = check::sgd_step(&params, &grads, &velocity, &state, &s)?;
@@ -40,15 +34,8 @@ impl<D: Device> OptimOps for GpuOps<D> {
         })
     }
 
-    fn adam_step(
-        &self,
-        params: View<'_>,
-        grads: View<'_>,
-        m: View<'_>,
-        v: View<'_>,
-        state: View<'_>,
-        s: AdamStep,
-    ) -> Result<()> {
+    fn adam_step(&self, b: OptimBuffers<'_>, m: View<'_>, v: View<'_>, s: AdamStep) -> Result<()> {
+        let (params, grads, state) = (b.params, b.grads, b.state);
         let op = "adam_step";
         self.mine(op, &[&params, &grads, &m, &v, &state])?;
         let n = check::adam_step(&params, &grads, &m, &v, &state)?;

@@ -7,17 +7,11 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
-use crate::ops::{check, dropout_params};
+use crate::ops::{DropoutMask, check, dropout_params};
 
 impl<D: Device> RandomOps for GpuOps<D> {
-    fn dropout(
-        &self,
-        x: View<'_>,
-        y: View<'_>,
-        state: View<'_>,
-        p: f32,
-        stream: u32,
-    ) -> Result<()> {
+    fn dropout(&self, x: View<'_>, y: View<'_>, mask: DropoutMask<'_>) -> Result<()> {
+        let DropoutMask { state, stream, p } = mask;
         let op = "dropout";
         self.mine(op, &[&x, &y, &state])?;
         let n = check::dropout(&x, &y, &state, p)?;

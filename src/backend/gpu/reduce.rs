@@ -9,7 +9,7 @@ use crate::buffer::View;
 use crate::error::{Error, Result};
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
-use crate::ops::{Activation, check};
+use crate::ops::{Activation, MatShape, SumAxis, check};
 
 /// What a column-sum launch computes besides the sums (see `bias_act_backward` in
 /// kernels-cu/reduce.cu).
@@ -66,6 +66,23 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
+    /// The checks of a column or row sum: both views on this device, their lengths, `out` apart
+    /// from `x`, and a size the kernels index with 32 bits.
+    fn check_sum(
+        &self,
+        axis: SumAxis,
+        x: &View<'_>,
+        out: &View<'_>,
+        shape: MatShape,
+    ) -> Result<()> {
+        let op = axis.op();
+        self.mine(op, &[x, out])?;
+        let n = axis.check(x, out, shape)?;
+        check::no_overlap(op, out, x, false)?;
+        check::fits_u32(op, n)?;
+        Ok(())
+    }
+
     /// First pass of a whole-buffer reduction into a pooled scratch buffer of partials. The
     /// scratch goes back to the pool when dropped; the queue is in order, so a later user of
     /// the block runs after the second pass.
@@ -83,49 +100,24 @@ impl<D: Device> GpuOps<D> {
 }
 
 impl<D: Device> ReduceOps for GpuOps<D> {
-    fn sum_rows(
-        &self,
-        x: View<'_>,
-        out: View<'_>,
-        rows: usize,
-        cols: usize,
-        beta: f32,
-    ) -> Result<()> {
-        let op = "sum_rows";
-        self.mine(op, &[&x, &out])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "x", &x, n)?;
-        check::len(op, "out", &out, cols)?;
-        check::no_overlap(op, &out, &x, false)?;
-        check::fits_u32(op, n)?;
+    fn sum_rows(&self, x: View<'_>, out: View<'_>, shape: MatShape, beta: f32) -> Result<()> {
+        self.check_sum(SumAxis::Rows, &x, &out, shape)?;
         let plain = ColumnSums {
             act: Activation::Identity,
             write_dz: false,
             beta,
         };
-        self.column_sums(plain, [&x, &x, &x, &x], &out, rows, cols)
+        self.column_sums(plain, [&x, &x, &x, &x], &out, shape.rows, shape.cols)
     }
 
-    fn sum_cols(
-        &self,
-        x: View<'_>,
-        out: View<'_>,
-        rows: usize,
-        cols: usize,
-        beta: f32,
-    ) -> Result<()> {
-        let op = "sum_cols";
-        self.mine(op, &[&x, &out])?;
-        let n = check::area(op, rows, cols)?;
-        check::len(op, "x", &x, n)?;
-        check::len(op, "out", &out, rows)?;
-        check::no_overlap(op, &out, &x, false)?;
-        check::fits_u32(op, n)?;
+    fn sum_cols(&self, x: View<'_>, out: View<'_>, shape: MatShape, beta: f32) -> Result<()> {
+        self.check_sum(SumAxis::Cols, &x, &out, shape)?;
+        let MatShape { rows, cols } = shape;
         if rows == 0 {
             return Ok(());
         }
         let args = Args::new().bufs(&[&x, &out])?.dims(&[rows, cols]).f32(beta);
-        self.run(op, launch::rows(rows), args)
+        self.run("sum_cols", launch::rows(rows), args)
     }
 
     fn sum_all(&self, x: View<'_>, out: View<'_>, beta: f32) -> Result<()> {

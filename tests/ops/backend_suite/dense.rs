@@ -8,11 +8,12 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use rnn::ops::BiasActGrads;
+use rnn::ops::{Activated, BiasActGrads, MatShape};
 use rnn::ops::{DenseParams, DenseShape};
 use rnn::{Activation, Context};
 
-use super::{ACTIVATIONS, Values, compare_checked, contexts, nan, prop, run_on};
+use super::activations::ACTIVATIONS;
+use super::{Values, compare_checked, contexts, nan, prop, run_on};
 use crate::support::Target;
 
 /// `(rows, inputs, outputs)` of layers whose forward product the tile GEMMs take (outputs >= 128
@@ -178,13 +179,10 @@ fn dense_case(
             o.bias_act_backward_product(
                 v[0],
                 v[1],
-                v[2],
-                v[3],
+                Activated::new(v[2], v[3], act),
                 BiasActGrads::new(v[4], v[5]),
-                act,
-                rows,
+                MatShape::new(rows, cols),
                 k,
-                cols,
             )
         },
     )

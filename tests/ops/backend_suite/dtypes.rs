@@ -6,8 +6,8 @@
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
 use rnn::ops::{
-    BiasActGrads, DenseParams, DenseShape, LayerNormParams, LossOutputs, MatShape, RNG_STATE_LEN,
-    RecurrentWeights, SeqShape,
+    Activated, BiasActGrads, DenseParams, DenseShape, DropoutMask, LayerNormParams, LossOutputs,
+    MatShape, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape,
 };
 use rnn::{Activation, AdamStep, Buffer, DType, Element, Error, Gemm, SgdStep, View};
 
@@ -150,20 +150,32 @@ const CASES: &[Case] = &[
     ("gemm", |o, p| {
         o.gemm(Gemm::new(2, 3, 3), p.bad(6), p.f(9), p.f(6))
     }),
-    ("sum_rows", |o, p| o.sum_rows(p.f(6), p.bad(3), 2, 3, 0.0)),
-    ("sum_cols", |o, p| o.sum_cols(p.bad(6), p.f(2), 2, 3, 0.0)),
+    ("sum_rows", |o, p| {
+        o.sum_rows(p.f(6), p.bad(3), MatShape::new(2, 3), 0.0)
+    }),
+    ("sum_cols", |o, p| {
+        o.sum_cols(p.bad(6), p.f(2), MatShape::new(2, 3), 0.0)
+    }),
     ("sum_all", |o, p| o.sum_all(p.f(6), p.bad(1), 0.0)),
     ("clip_grad_norm", |o, p| {
         o.clip_grad_norm(p.bad(6), 1.0, p.f(1))
     }),
     ("bias_act_forward", |o, p| {
-        o.bias_act_forward(p.f(6), p.bad(3), p.f(6), Activation::Relu, 2, 3)
+        o.bias_act_forward(
+            Activated::new(p.f(6), p.f(6), Activation::Relu),
+            p.bad(3),
+            MatShape::new(2, 3),
+        )
     }),
     ("activation", |o, p| {
         o.activation(p.bad(6), p.f(6), Activation::Tanh)
     }),
     ("act_backward", |o, p| {
-        o.act_backward(p.f(6), p.f(6), p.f(6), p.bad(6), Activation::Tanh)
+        o.act_backward(
+            p.f(6),
+            Activated::new(p.f(6), p.f(6), Activation::Tanh),
+            p.bad(6),
+        )
     }),
     ("softmax", |o, p| o.softmax(p.bad(6), p.f(6), 2, 3)),
     ("log_softmax", |o, p| o.log_softmax(p.f(6), p.bad(6), 2, 3)),
@@ -183,7 +195,11 @@ const CASES: &[Case] = &[
     }),
     ("one_hot", |o, p| o.one_hot(p.u(2), p.bad(6), 3)),
     ("dropout", |o, p| {
-        o.dropout(p.f(6), p.bad(6), p.f(RNG_STATE_LEN), 0.5, 0)
+        o.dropout(
+            p.f(6),
+            p.bad(6),
+            DropoutMask::new(p.f(RNG_STATE_LEN), 0, 0.5),
+        )
     }),
     ("rng_advance", |o, p| o.rng_advance(p.bad(RNG_STATE_LEN))),
     ("layer_norm_forward", |o, p| {
@@ -197,7 +213,7 @@ const CASES: &[Case] = &[
             nesterov: false,
         };
         let state = p.f(rnn::ops::OPTIMIZER_STATE_LEN);
-        o.sgd_step(p.f(6), p.bad(6), p.f(6), state, s)
+        o.sgd_step(OptimBuffers::new(p.f(6), p.bad(6), state), p.f(6), s)
     }),
     ("adam_step", |o, p| {
         let s = AdamStep {
@@ -208,7 +224,12 @@ const CASES: &[Case] = &[
             decoupled: false,
         };
         let state = p.f(rnn::ops::OPTIMIZER_STATE_LEN);
-        o.adam_step(p.f(6), p.f(6), p.f(6), p.bad(6), state, s)
+        o.adam_step(
+            OptimBuffers::new(p.f(6), p.f(6), state),
+            p.f(6),
+            p.bad(6),
+            s,
+        )
     }),
     ("dense_forward", |o, p| {
         let params = DenseParams::new(p.f(9), p.bad(3));
@@ -222,12 +243,24 @@ const CASES: &[Case] = &[
     ("bias_act_backward", |o, p| {
         let grads = BiasActGrads::new(p.f(6), p.bad(3));
         let shape = MatShape::new(2, 3);
-        o.bias_act_backward(p.f(6), p.f(6), p.f(6), grads, Activation::Tanh, shape)
+        o.bias_act_backward(
+            p.f(6),
+            Activated::new(p.f(6), p.f(6), Activation::Tanh),
+            grads,
+            shape,
+        )
     }),
     ("bias_act_backward_product", |o, p| {
         let grads = BiasActGrads::new(p.f(6), p.bad(3));
         let act = Activation::Tanh;
-        o.bias_act_backward_product(p.f(4), p.f(6), p.f(6), p.f(6), grads, act, 2, 2, 3)
+        o.bias_act_backward_product(
+            p.f(4),
+            p.f(6),
+            Activated::new(p.f(6), p.f(6), act),
+            grads,
+            MatShape::new(2, 3),
+            2,
+        )
     }),
     ("rnn_step_forward", |o, p| {
         let w = RecurrentWeights::new(p.bad(9), p.f(3), p.f(3));

@@ -8,7 +8,7 @@
 
 use rnn::ops::TypedMemory;
 use rnn::ops::optimizer_state;
-use rnn::ops::{LossOutputs, MatShape};
+use rnn::ops::{Activated, LossOutputs, MatShape, OptimBuffers};
 use rnn::{Activation, AdamStep, Buffer, Context, Error, Gemm};
 
 use super::contexts;
@@ -85,12 +85,9 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         s.logits.view(),
     )?;
     o.bias_act_forward(
-        s.logits.view(),
+        Activated::new(s.logits.view(), s.logits.view(), Activation::Identity),
         b,
-        s.logits.view(),
-        Activation::Identity,
-        ROWS,
-        OUT,
+        MatShape::new(ROWS, OUT),
     )?;
     o.softmax_cross_entropy(
         s.logits.view(),
@@ -107,7 +104,7 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         s.x.view(),
         gw,
     )?;
-    o.sum_rows(s.dlogits.view(), gb, ROWS, OUT, 0.0)?;
+    o.sum_rows(s.dlogits.view(), gb, MatShape::new(ROWS, OUT), 0.0)?;
     let adam = AdamStep {
         beta1: 0.9,
         beta2: 0.999,
@@ -116,11 +113,9 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         decoupled: true,
     };
     o.adam_step(
-        params.view(),
-        s.grads.view(),
+        OptimBuffers::new(params.view(), s.grads.view(), s.state.view()),
         s.m.view(),
         s.v.view(),
-        s.state.view(),
         adam,
     )
 }

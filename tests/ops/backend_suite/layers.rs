@@ -5,7 +5,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::ops::rng_state_values;
-use rnn::ops::{LayerNormGrads, LayerNormParams, MatShape};
+use rnn::ops::{DropoutMask, LayerNormGrads, LayerNormParams, MatShape};
+use rnn::{Ops, View};
 
 use super::{Values, compare, compare_padded, compare_sums, compare_sums_ids, nan, prop};
 use crate::support::Target;
@@ -36,7 +37,7 @@ pub fn dropout(t: Target) {
                 &pads,
                 &[1, 2],
                 0.0,
-                &|o, v| o.dropout(v[0], v[1], v[2], p, stream),
+                &|o, v| o.dropout(v[0], v[1], DropoutMask::new(v[2], stream, p)),
             )?;
             compare_padded(
                 ctx,
@@ -45,7 +46,7 @@ pub fn dropout(t: Target) {
                 &pads,
                 &[0, 1],
                 0.0,
-                &|o, v| o.dropout(v[0], v[0], v[1], p, stream),
+                &|o, v| o.dropout(v[0], v[0], DropoutMask::new(v[1], stream, p)),
             )?;
             compare_padded(
                 ctx,
@@ -88,34 +89,20 @@ pub fn layer_norm(t: Target) {
         let (w, b) = (r.vec(cols, 0.5, 1.5), r.vec(cols, -1.0, 1.0));
         let what = format!("layer_norm {rows}x{cols}");
         let fwd = [x.clone(), w.clone(), b, nan(n), nan(2 * rows)];
+        let forward = |o: &dyn Ops, v: &[View<'_>]| {
+            let params = LayerNormParams::new(v[1], v[2]);
+            o.layer_norm_forward(v[0], params, v[3], v[4], MatShape::new(rows, cols), 1e-5)
+        };
         compare(
             ctx,
             &format!("{what} forward"),
             &fwd,
             &[3, 4],
             1e-5,
-            &|o, v| {
-                o.layer_norm_forward(
-                    v[0],
-                    LayerNormParams::new(v[1], v[2]),
-                    v[3],
-                    v[4],
-                    MatShape::new(rows, cols),
-                    1e-5,
-                )
-            },
+            &forward,
         )?;
-        let stats = super::run_on(&rnn::Context::cpu(), &fwd, &|o, v| {
-            o.layer_norm_forward(
-                v[0],
-                LayerNormParams::new(v[1], v[2]),
-                v[3],
-                v[4],
-                MatShape::new(rows, cols),
-                1e-5,
-            )
-        })
-        .map_err(|e| TestCaseError::fail(e.to_string()))?[4]
+        let stats = super::run_on(&rnn::Context::cpu(), &fwd, &forward)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?[4]
             .clone();
         let dy = r.vec(n, -1.0, 1.0);
         // dweight and dbias are column sums over the rows (of dy xhat and dy): held to the sums

@@ -1,7 +1,7 @@
 //! Activations (fused bias, in place, backward), softmax, cross-entropy and MSE.
 
 use super::*;
-use rnn::ops::{LossOutputs, MatShape};
+use rnn::ops::{Activated, LossOutputs, MatShape};
 
 // ---- activations ------------------------------------------------------------------------
 
@@ -23,12 +23,12 @@ proptest! {
 
         // Fused bias + activation, separate output: z is updated too.
         let (bz, bb, by) = (upload(&ctx, &z), upload(&ctx, &bias), poisoned(&ctx, n));
-        ops.bias_act_forward(bz.view(), bb.view(), by.view(), act, rows, cols).unwrap();
+        ops.bias_act_forward(Activated::new(bz.view(), by.view(), act), bb.view(), MatShape::new(rows, cols)).unwrap();
         assert_close("bias_act y", &read(&ctx, &by), &y_want);
         assert_close("bias_act z", &read(&ctx, &bz), &zb);
         // In place (y is z).
         let bz2 = upload(&ctx, &z);
-        ops.bias_act_forward(bz2.view(), bb.view(), bz2.view(), act, rows, cols).unwrap();
+        ops.bias_act_forward(Activated::new(bz2.view(), bz2.view(), act), bb.view(), MatShape::new(rows, cols)).unwrap();
         assert_close("bias_act in place", &read(&ctx, &bz2), &y_want);
 
         // Plain activation, separate and in place.
@@ -42,13 +42,13 @@ proptest! {
         // Backward from (z, y): bz now holds z + bias, by holds y.
         let dz_want: Vec<f64> = (0..n).map(|i| dy[i] as f64 * act_grad_ref(act, zb[i])).collect();
         let (bdy, bdz) = (upload(&ctx, &dy), poisoned(&ctx, n));
-        ops.act_backward(bdy.view(), bz.view(), by.view(), bdz.view(), act).unwrap();
+        ops.act_backward(bdy.view(), Activated::new(bz.view(), by.view(), act), bdz.view()).unwrap();
         assert_close("act_backward", &read(&ctx, &bdz), &dz_want);
-        ops.act_backward(bdy.view(), bz.view(), by.view(), bdy.view(), act).unwrap();
+        ops.act_backward(bdy.view(), Activated::new(bz.view(), by.view(), act), bdy.view()).unwrap();
         assert_close("act_backward dz=dy", &read(&ctx, &bdy), &dz_want);
         if act.derivative_from_output() {
             let bdy = upload(&ctx, &dy);
-            ops.act_backward(bdy.view(), by.view(), by.view(), bdz.view(), act).unwrap();
+            ops.act_backward(bdy.view(), Activated::new(by.view(), by.view(), act), bdz.view()).unwrap();
             assert_close("act_backward z=y", &read(&ctx, &bdz), &dz_want);
         }
     }

@@ -1,7 +1,7 @@
 //! The layer ops (dropout and the random state) against references written here.
 
 use super::*;
-use rnn::ops::{LayerNormGrads, LayerNormParams, MatShape};
+use rnn::ops::{DropoutMask, LayerNormGrads, LayerNormParams, MatShape};
 use rnn::ops::{RNG_STATE_LEN, dropout_keeps, rng_state_values};
 
 /// The documented mask, transcribed from docs/kernel-abi.md independently of the crate.
@@ -40,11 +40,11 @@ proptest! {
         let bs = upload(&ctx, &state);
         let bx = upload(&ctx, &x);
         let out = if in_place {
-            ops.dropout(bx.view(), bx.view(), bs.view(), p, stream).unwrap();
+            ops.dropout(bx.view(), bx.view(), DropoutMask::new(bs.view(), stream, p)).unwrap();
             read(&ctx, &bx)
         } else {
             let by = poisoned(&ctx, n);
-            ops.dropout(bx.view(), by.view(), bs.view(), p, stream).unwrap();
+            ops.dropout(bx.view(), by.view(), DropoutMask::new(bs.view(), stream, p)).unwrap();
             read(&ctx, &by)
         };
         let scale = 1.0 / (1.0 - p);
@@ -75,8 +75,12 @@ fn cpu_dropout_masks_differ_by_step_and_stream() {
     let mask = |counter: u32, stream: u32| {
         let bs = upload(&ctx, &rng_state_values(7, counter));
         let by = poisoned(&ctx, n);
-        ops.dropout(bx.view(), by.view(), bs.view(), 0.5, stream)
-            .unwrap();
+        ops.dropout(
+            bx.view(),
+            by.view(),
+            DropoutMask::new(bs.view(), stream, 0.5),
+        )
+        .unwrap();
         read(&ctx, &by)
     };
     let a = mask(0, 0);
@@ -109,18 +113,20 @@ fn cpu_rng_advance_carries_and_dropout_rejects_bad_arguments() {
     let x = upload(&ctx, &[1.0; 8]);
     let y = poisoned(&ctx, 8);
     for p in [-0.1, 1.1, f32::NAN] {
-        let err = ops.dropout(x.view(), y.view(), s.view(), p, 0).unwrap_err();
+        let err = ops
+            .dropout(x.view(), y.view(), DropoutMask::new(s.view(), 0, p))
+            .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
     }
     let short = upload(&ctx, &[0.0; 5]);
     assert!(
-        ops.dropout(x.view(), y.view(), short.view(), 0.5, 0)
+        ops.dropout(x.view(), y.view(), DropoutMask::new(short.view(), 0, 0.5))
             .is_err()
     );
     assert!(ops.rng_advance(short.view()).is_err());
     let y7 = poisoned(&ctx, 7);
     assert!(matches!(
-        ops.dropout(x.view(), y7.view(), s.view(), 0.5, 0),
+        ops.dropout(x.view(), y7.view(), DropoutMask::new(s.view(), 0, 0.5)),
         Err(Error::Shape { .. })
     ));
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use rnn::ops::SeqShape;
-use rnn::ops::{LossOutputs, MatShape};
+use rnn::ops::{LossOutputs, MatShape, OptimBuffers};
 
 // ---- optimizers -------------------------------------------------------------------------
 
@@ -27,7 +27,7 @@ proptest! {
         let (mut p, mut v) = (to64(&p0), vec![0.0f64; n]);
         for _ in 0..3 {
             let g = r.vec(n, -1.0, 1.0);
-            ctx.ops().sgd_step(bp.view(), upload(&ctx, &g).view(), bv.view(), state.view(), s).unwrap();
+            ctx.ops().sgd_step(OptimBuffers::new(bp.view(), upload(&ctx, &g).view(), state.view()), bv.view(), s).unwrap();
             for i in 0..n {
                 let gi = g[i] as f64 + wd as f64 * p[i];
                 let step = if momentum == 0.0 {
@@ -69,7 +69,7 @@ proptest! {
         for step in 1..=3u64 {
             let g = r.vec(n, -1.0, 1.0);
             let s = AdamStep { beta1: b1 as f32, beta2: b2 as f32, eps: eps as f32, weight_decay: wd, decoupled };
-            ctx.ops().adam_step(bp.view(), upload(&ctx, &g).view(), bm.view(), bv.view(), state.view(), s).unwrap();
+            ctx.ops().adam_step(OptimBuffers::new(bp.view(), upload(&ctx, &g).view(), state.view()), bm.view(), bv.view(), s).unwrap();
             for i in 0..n {
                 let mut gi = g[i] as f64;
                 if decoupled {
@@ -111,7 +111,7 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     shape(ops.add(a.view(), short.view(), b.view()));
     shape(ops.gemm(Gemm::new(2, 3, 2), a.view(), b.view(), short.view()));
     shape(ops.softmax(a.view(), b.view(), 4, 2));
-    shape(ops.sum_rows(a.view(), short.view(), 2, 3, 0.0));
+    shape(ops.sum_rows(a.view(), short.view(), MatShape::new(2, 3), 0.0));
     shape(ops.lstm_cell_forward(a.view(), b.view(), b.view(), b.view(), SeqShape::step(1, 2)));
     shape(ops.upload(a.view(), &[1.0; 3]));
     shape(ops.download(a.view(), &mut [0.0; 2]));
@@ -150,15 +150,18 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     };
     let state = optimizer_state(ops, 0.1).unwrap();
     // m and v the same buffer.
-    invalid(ops.adam_step(a.view(), b.view(), s0.view(), s0.view(), state.view(), adam));
+    invalid(ops.adam_step(
+        OptimBuffers::new(a.view(), b.view(), state.view()),
+        s0.view(),
+        s0.view(),
+        adam,
+    ));
     // The state inside the moments.
     let (m, v) = (upload(&ctx, &[0.0; 6]), upload(&ctx, &[0.0; 6]));
     invalid(ops.adam_step(
-        a.view(),
-        b.view(),
+        OptimBuffers::new(a.view(), b.view(), m.slice(1, 4).unwrap()),
         m.view(),
         v.view(),
-        m.slice(1, 4).unwrap(),
         adam,
     ));
     // Totals overlapping the row losses.
@@ -171,7 +174,12 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     ));
     // A state of the wrong length is a shape error.
     assert!(matches!(
-        ops.adam_step(a.view(), b.view(), m.view(), v.view(), s1.view(), adam),
+        ops.adam_step(
+            OptimBuffers::new(a.view(), b.view(), s1.view()),
+            m.view(),
+            v.view(),
+            adam
+        ),
         Err(Error::Shape { .. })
     ));
 }

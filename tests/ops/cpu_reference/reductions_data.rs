@@ -1,6 +1,7 @@
 //! Reductions, gradient clipping, gather and one-hot.
 
 use super::*;
+use rnn::ops::MatShape;
 
 // ---- reductions -------------------------------------------------------------------------
 
@@ -18,7 +19,7 @@ proptest! {
 
         let o0 = init(cols, &mut r);
         let bo = upload(&ctx, &o0);
-        ops.sum_rows(bx.view(), bo.view(), rows, cols, beta).unwrap();
+        ops.sum_rows(bx.view(), bo.view(), MatShape::new(rows, cols), beta).unwrap();
         let want: Vec<f64> = (0..cols).map(|c| {
             let s: f64 = (0..rows).map(|rr| x[rr * cols + c] as f64).sum();
             if beta == 0.0 { s } else { beta as f64 * o0[c] as f64 + s }
@@ -27,7 +28,7 @@ proptest! {
 
         let o0 = init(rows, &mut r);
         let bo = upload(&ctx, &o0);
-        ops.sum_cols(bx.view(), bo.view(), rows, cols, beta).unwrap();
+        ops.sum_cols(bx.view(), bo.view(), MatShape::new(rows, cols), beta).unwrap();
         let want: Vec<f64> = (0..rows).map(|rr| {
             let s: f64 = x[rr * cols..(rr + 1) * cols].iter().map(|&v| v as f64).sum();
             if beta == 0.0 { s } else { beta as f64 * o0[rr] as f64 + s }

@@ -8,9 +8,9 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::prelude::TypedMemory;
 use crate::ops::{
-    Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, Gemm, GruGateGrads,
-    LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, RNG_STATE_LEN, RecurrentWeights,
-    SeqShape, SgdStep,
+    Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
+    GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, OptimBuffers,
+    RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
@@ -51,11 +51,20 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     // Activations, dense layers and their backward.
     let (small_out, k16) = (8, 16);
     for act in [Activation::Tanh, Activation::Gelu] {
-        ops.bias_act_forward(a.view(), bias.view(), b.view(), act, rows, cols)?;
+        ops.bias_act_forward(
+            Activated::new(a.view(), b.view(), act),
+            bias.view(),
+            MatShape::new(rows, cols),
+        )?;
         ops.activation(a.view(), b.view(), act)?;
-        ops.act_backward(a.view(), b.view(), c.view(), d.view(), act)?;
+        ops.act_backward(a.view(), Activated::new(b.view(), c.view(), act), d.view())?;
         let grads = BiasActGrads::new(d.view(), bias.view());
-        ops.bias_act_backward(a.view(), b.view(), c.view(), grads, act, shape)?;
+        ops.bias_act_backward(
+            a.view(),
+            Activated::new(b.view(), c.view(), act),
+            grads,
+            shape,
+        )?;
         let (g, w) = (z(rows * k16)?, z(k16 * cols)?);
         let views = (
             g.view(),
@@ -68,13 +77,10 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.bias_act_backward_product(
             views.0,
             views.1,
-            views.2,
-            views.3,
+            Activated::new(views.2, views.3, act),
             BiasActGrads::new(views.4, views.5),
-            act,
-            rows,
+            MatShape::new(rows, cols),
             k16,
-            cols,
         )?;
         let (x, wt, zb, yb, bo) = (
             z(rows * 300)?,
@@ -104,8 +110,8 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.softmax_cross_entropy(a.view(), labels.view(), out, correct.view(), shape, 1.0)?;
         ops.mse(a.view(), c.view(), out, shape, 1.0)?;
     }
-    ops.sum_rows(a.view(), bias.view(), rows, cols, 0.0)?;
-    ops.sum_cols(a.view(), v.view(), rows, cols, 0.0)?;
+    ops.sum_rows(a.view(), bias.view(), MatShape::new(rows, cols), 0.0)?;
+    ops.sum_cols(a.view(), v.view(), MatShape::new(rows, cols), 0.0)?;
     ops.sum_all(a.view(), totals.slice(0, 1)?, 0.0)?;
     ops.clip_grad_norm(a.view(), 1.0, totals.slice(0, 1)?)?;
 
@@ -118,7 +124,7 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     let hot = z(rows * 10)?;
     ops.one_hot(idx.view(), hot.view(), 10)?;
     let rng = z(RNG_STATE_LEN)?;
-    ops.dropout(a.view(), b.view(), rng.view(), 0.5, 1)?;
+    ops.dropout(a.view(), b.view(), DropoutMask::new(rng.view(), 1, 0.5))?;
     ops.rng_advance(rng.view())?;
     let (w, wb, dw, db) = (z(cols)?, z(cols)?, z(cols)?, z(cols)?);
     let params = LayerNormParams::new(w.view(), wb.view());
@@ -139,7 +145,11 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         weight_decay: 0.0,
         nesterov: false,
     };
-    ops.sgd_step(a.view(), b.view(), c.view(), state.view(), sgd)?;
+    ops.sgd_step(
+        OptimBuffers::new(a.view(), b.view(), state.view()),
+        c.view(),
+        sgd,
+    )?;
     let adam = AdamStep {
         beta1: 0.9,
         beta2: 0.999,
@@ -147,7 +157,12 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         weight_decay: 0.0,
         decoupled: true,
     };
-    ops.adam_step(a.view(), b.view(), c.view(), d.view(), state.view(), adam)?;
+    ops.adam_step(
+        OptimBuffers::new(a.view(), b.view(), state.view()),
+        c.view(),
+        d.view(),
+        adam,
+    )?;
     ops.synchronize()
 }
 
