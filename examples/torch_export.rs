@@ -11,6 +11,16 @@
 //! device's forward output) and one `manifest.json` describing every model layer by layer.
 //! Each model is first trained for one short epoch on the chosen device (so dropout ran in
 //! training and the weights are no longer the seeded initial values), then run in evaluation.
+//! It also writes the checkpoint in bf16 and f16 (`<name>.bf16.safetensors`,
+//! `<name>.f16.safetensors`, `Network::save_as`) for `scripts/torch_half.py`, which loads them
+//! into half-precision torch models and writes PyTorch's own half checkpoints and outputs; then
+//!
+//! ```text
+//! cargo run --release --example torch_export -- --device cuda:0 --out DIR --check-half
+//! ```
+//!
+//! loads PyTorch's bf16 and f16 checkpoints, predicts, and compares with PyTorch's forward in
+//! that precision (within 1e-2 relative), one `PASS`/`FAIL` line each.
 
 mod common;
 
@@ -21,31 +31,43 @@ use rnn::nn::{
     Dataset, LayerDesc, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets,
     TrainingConfig,
 };
-use rnn::{Activation, Context, DeviceId};
+use rnn::{Activation, Context, DType, DeviceId};
 use serde_json::{Value, json};
 
-const USAGE: &str = "usage: torch_export [--device ID] --out DIR
-  --device ID   run on this device (cuda:0, opencl:0:1, hip:0, cpu); default: the CPU backend
-  --out DIR     where the checkpoints, inputs/outputs and manifest.json go (created)";
+const USAGE: &str = "usage: torch_export [--device ID] --out DIR [--check-half]
+  --device ID    run on this device (cuda:0, opencl:0:1, hip:0, cpu); default: the CPU backend
+  --out DIR      where the checkpoints, inputs/outputs and manifest.json go (created)
+  --check-half   instead: load PyTorch's half checkpoints that scripts/torch_half.py wrote in DIR
+                 and compare predictions with PyTorch's half-precision outputs";
+
+/// Relative error allowed between our prediction from PyTorch's half checkpoint and PyTorch's
+/// forward in that precision (ours computes in f32 from the same half weights).
+const HALF_TOLERANCE: f64 = 1e-2;
 
 struct Args {
     device: DeviceId,
     out: PathBuf,
+    check_half: bool,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
-    let (mut device, mut out) = (DeviceId::Cpu, None);
+    let (mut device, mut out, mut check_half) = (DeviceId::Cpu, None, false);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--help" | "-h" => return Ok(None),
             "--device" => device = common::device(&mut it, "--device")?,
             "--out" => out = Some(PathBuf::from(common::value(&mut it, "--out")?)),
+            "--check-half" => check_half = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
     let out = out.ok_or("--out DIR is required")?;
-    Ok(Some(Args { device, out }))
+    Ok(Some(Args {
+        device,
+        out,
+        check_half,
+    }))
 }
 
 /// One model to export: how to build it, and what it reads.
@@ -411,6 +433,9 @@ fn export(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<Value> {
     net.train(&data, &config)?;
     let ckpt = format!("{}.safetensors", m.name);
     net.save(dir.join(&ckpt))?;
+    for (dtype, key) in [(DType::Bf16, "bf16"), (DType::F16, "f16")] {
+        net.save_as(dir.join(format!("{}.{key}.safetensors", m.name)), dtype)?;
+    }
     let y = net.predict(&x)?;
     let out_shape = if per_sample > 1 {
         vec![n, per_sample, net.output_features()]
@@ -441,7 +466,58 @@ fn main() -> ExitCode {
     common::main(USAGE, parse_args, run)
 }
 
-/// Exports every model of [`MODELS`] and the manifest.
+/// One f32 tensor of a safetensors file.
+fn read_tensor(path: &Path, name: &str) -> rnn::Result<Vec<f32>> {
+    let bytes = std::fs::read(path).map_err(|e| rnn::Error::io(path, e))?;
+    let fail = |reason: String| rnn::Error::Format {
+        path: path.display().to_string(),
+        reason,
+    };
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| fail(e.to_string()))?;
+    let t = st.tensor(name).map_err(|e| fail(format!("{name}: {e}")))?;
+    if t.dtype() != safetensors::Dtype::F32 {
+        return Err(fail(format!("{name} is {:?}, expected F32", t.dtype())));
+    }
+    Ok(t.data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Loads PyTorch's bf16 and f16 checkpoints of `m` (scripts/torch_half.py) and compares our
+/// prediction with PyTorch's output in that precision; a line each. Whether all passed.
+fn check_half(ctx: &Context, m: &Model, dir: &Path) -> rnn::Result<bool> {
+    let input = read_tensor(&dir.join(format!("{}.io.safetensors", m.name)), "input")?;
+    let mut all = true;
+    for key in ["bf16", "f16"] {
+        let mut net = (m.build)(ctx, m.steps)?;
+        net.load(dir.join(format!("{}.torch-{key}.safetensors", m.name)))?;
+        let want = read_tensor(
+            &dir.join(format!("{}.torch-{key}.out.safetensors", m.name)),
+            "output",
+        )?;
+        let got = net.predict(&input)?;
+        let (diff, norm) = got
+            .iter()
+            .zip(&want)
+            .fold((0.0f64, 0.0f64), |(d, n), (&g, &w)| {
+                (d + (g as f64 - w as f64).powi(2), n + (w as f64).powi(2))
+            });
+        let err = (diff / norm.max(1e-60)).sqrt();
+        let ok = got.len() == want.len() && err <= HALF_TOLERANCE;
+        all &= ok;
+        println!(
+            "{} {} {key} torch-checkpoint device={} rel_err={err:.3e} tol={HALF_TOLERANCE:e}",
+            if ok { "PASS" } else { "FAIL" },
+            m.name,
+            ctx.id()
+        );
+    }
+    Ok(all)
+}
+
+/// Exports every model of [`MODELS`] and the manifest (or, with `--check-half`, checks
+/// PyTorch's half checkpoints of them).
 fn run(args: &Args) -> rnn::Result<()> {
     let ctx = if args.device == DeviceId::Cpu {
         Context::cpu()
@@ -453,6 +529,22 @@ fn run(args: &Args) -> rnn::Result<()> {
         }
         .context()?
     };
+    if args.check_half {
+        let mut failed = 0;
+        for m in &MODELS {
+            failed += usize::from(!check_half(&ctx, m, &args.out)?);
+        }
+        println!(
+            "torch_export check-half models={} failed={failed}",
+            MODELS.len()
+        );
+        if failed > 0 {
+            return Err(rnn::Error::InvalidArgument(format!(
+                "{failed} model(s) differ from PyTorch in half precision"
+            )));
+        }
+        return Ok(());
+    }
     std::fs::create_dir_all(&args.out).map_err(|e| rnn::Error::io(&args.out, e))?;
     let mut models = Vec::new();
     for m in &MODELS {

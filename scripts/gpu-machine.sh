@@ -183,7 +183,19 @@ for what in "${@:-all}"; do
         echo "!!! no NVIDIA OpenCL device"; status=1
       fi
       python3 scripts/torch_compare.py "${dirs[@]}" 2>&1 | grep -v -i numpy | tee "$OUT/torch-compare.log"
-      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! torch_compare failed"; status=1; } ;;&
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! torch_compare failed"; status=1; }
+      # Half-precision checkpoints both ways: ours (Network::save_as) into bf16/f16 torch
+      # models with strict=True, and PyTorch's own half checkpoints loaded and predicted here
+      # against PyTorch's forward in that precision (1e-2 relative).
+      step "half-precision checkpoints between rnn and PyTorch"
+      for d in "${dirs[@]}"; do
+        dev=cuda:0; [ "$d" = /tmp/torch-cmp/opencl ] && dev=$ocl
+        python3 scripts/torch_half.py "$d" 2>&1 | grep -v -i numpy | tee -a "$OUT/torch-half.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! torch_half failed on $d"; status=1; }
+        bash $run exec torch_export --device "$dev" --out "$d" --check-half 2>&1 \
+          | grep -E "PASS|FAIL|torch_export|rror" | tee -a "$OUT/torch-half.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! check-half failed on $dev"; status=1; }
+      done ;;&
     bench-cpu|all)
       step "CPU backend vs PyTorch CPU, both pinned to 2 cores (taskset -c 0,1)"
       taskset -c 0,1 .gpu-bundle/bin/workloads --device cpu 2>&1 | tee "$OUT/bench-rnn-cpu.log"
