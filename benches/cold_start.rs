@@ -92,9 +92,14 @@ impl Drop for TempDir {
     }
 }
 
-/// The environment of one measured process: the cache directory and the prefetch mode.
+/// The environment of one measured process: the cache directory and the prefetch mode. The
+/// NVIDIA driver keeps a compute cache of its own (OpenCL program builds, PTX JIT) across
+/// processes, which other runs on the machine have filled: each cache directory gets a fresh one
+/// inside it, so that cold is a first run's cold and warm finds what the cold run left.
 fn configure<'a>(cmd: &'a mut Command, cache: &Path, prefetch: bool) -> &'a mut Command {
     cmd.env("RNN_CACHE_DIR", cache)
+        .env("CUDA_CACHE_PATH", cache.join("nvidia-compute-cache"))
+        .env_remove("CUDA_CACHE_DISABLE")
         .env_remove("RNN_CACHE")
         .env("RNN_KERNEL_PREFETCH", if prefetch { "1" } else { "0" })
 }
