@@ -26,7 +26,11 @@ import torch
 from torch import nn
 
 
-def read_safetensors(path):
+SAFETENSORS_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+def read_safetensors(path, allowed=("F32",)):
+    """The tensors of a safetensors file, each in its stored dtype, which must be in `allowed`."""
     with open(path, "rb") as f:
         raw = f.read()
     (n,) = struct.unpack("<Q", raw[:8])
@@ -36,10 +40,10 @@ def read_safetensors(path):
     for name, meta in header.items():
         if name == "__metadata__":
             continue
-        if meta["dtype"] != "F32":
-            raise ValueError(f"{path}: {name} is {meta['dtype']}, expected F32")
+        if meta["dtype"] not in allowed:
+            raise ValueError(f"{path}: {name} is {meta['dtype']}, expected one of {allowed}")
         a, b = meta["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32)
+        t = torch.frombuffer(bytearray(data[a:b]), dtype=SAFETENSORS_DTYPES[meta["dtype"]])
         out[name] = t.reshape(meta["shape"]).clone()
     return out
 

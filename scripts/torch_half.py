@@ -28,24 +28,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_compare import Model, read_safetensors  # noqa: E402
 
 DTYPES = {"bf16": (torch.bfloat16, "BF16"), "f16": (torch.float16, "F16")}
-ST_TO_TORCH = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
-
-
-def read_any(path):
-    """A safetensors file of F32, BF16 or F16 tensors, each in its own dtype."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = meta["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=ST_TO_TORCH[meta["dtype"]])
-        out[name] = t.reshape(meta["shape"]).clone()
-    return out, {k: v["dtype"] for k, v in header.items() if k != "__metadata__"}
 
 
 def write_safetensors(path, tensors, st_dtype):
@@ -85,10 +67,11 @@ def main():
         io = read_safetensors(os.path.join(args.dir, model["io"]))
         for key, (dtype, st_dtype) in DTYPES.items():
             try:
-                ours, kinds = read_any(os.path.join(args.dir, f"{name}.{key}.safetensors"))
+                ours = read_safetensors(os.path.join(args.dir, f"{name}.{key}.safetensors"),
+                                        allowed=("F32", "BF16", "F16"))
                 net = Model(model["layers"]).to(dtype)
                 net.load_state_dict(ours, strict=True)
-                wrong_kind = [k for k, v in kinds.items() if v != st_dtype]
+                wrong_kind = [k for k, v in ours.items() if v.dtype != dtype]
                 mismatched = [k for k, v in net.state_dict().items()
                               if not torch.equal(v, f32_state[k].to(dtype))]
                 ok = not wrong_kind and not mismatched
