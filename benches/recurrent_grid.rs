@@ -1,4 +1,4 @@
-//! The recurrent shape grid (issue 27): for every point of `benches/recurrent_grid.points` (the
+//! The recurrent shape grid: for every point of `benches/recurrent_grid.points` (the
 //! list `scripts/recurrent_grid.py` times in PyTorch), a recurrent model with a linear head and
 //! softmax cross-entropy at every step: the time of one whole Adam training step and of one
 //! forward (inference), each the median over repetitions after a warm-up, and which recurrence
