@@ -125,37 +125,38 @@ pub(super) fn valid_index(v: u32, n: usize) -> Option<usize> {
     (v < n).then_some(v)
 }
 
-/// Writes `values` into a u32 view of the context `ctx` (as many elements as it has).
-pub(super) fn write_u32(op: &str, ctx: u64, dst: &View<'_>, values: &[u32]) -> Result<()> {
-    check::typed(op, ctx, &[("dst", dst, DType::U32)])?;
-    let off = dst.offset() * 4;
-    let mut bytes = byte_lock(op, dst.buffer())?.write();
-    for (c, v) in bytes[off..off + dst.len() * 4]
-        .chunks_exact_mut(4)
-        .zip(values)
-    {
-        c.copy_from_slice(&v.to_ne_bytes());
-    }
-    Ok(())
+/// Runs `f` on the bytes of `src` and of `dst`, views of non-f32 buffers that do not overlap
+/// (checked by the caller): two buffers are locked in address order; for two views of one
+/// buffer, `f` reads a copy of `src`'s bytes.
+pub(super) fn with_bytes<R>(
+    op: &str,
+    src: &View<'_>,
+    dst: &View<'_>,
+    f: impl FnOnce(&[u8], &mut [u8]) -> R,
+) -> Result<R> {
+    let bytes = |v: &View<'_>| {
+        let size = v.dtype().size();
+        v.offset() * size..(v.offset() + v.len()) * size
+    };
+    let (from, to) = (bytes(src), bytes(dst));
+    let (s, d) = (byte_lock(op, src.buffer())?, byte_lock(op, dst.buffer())?);
+    Ok(if std::ptr::eq(s, d) {
+        let mut w = d.write();
+        let from = w[from].to_vec();
+        f(&from, &mut w[to])
+    } else if (s as *const _ as usize) < (d as *const _ as usize) {
+        let g = s.read();
+        f(&g[from], &mut d.write()[to])
+    } else {
+        let mut w = d.write();
+        f(&s.read()[from], &mut w[to])
+    })
 }
 
 /// Copies `src` into `dst`, both of one non-f32 type, equal lengths, not overlapping (checked
-/// by the caller). One buffer is locked once; two are locked in address order.
+/// by the caller).
 pub(super) fn copy_bytes(op: &str, src: &View<'_>, dst: &View<'_>) -> Result<()> {
-    let size = src.dtype().size();
-    let from = src.offset() * size..(src.offset() + src.len()) * size;
-    let to = dst.offset() * size;
-    let (s, d) = (byte_lock(op, src.buffer())?, byte_lock(op, dst.buffer())?);
-    if std::ptr::eq(s, d) {
-        d.write().copy_within(from, to);
-    } else if (s as *const _ as usize) < (d as *const _ as usize) {
-        let g = s.read();
-        d.write()[to..to + from.len()].copy_from_slice(&g[from]);
-    } else {
-        let mut w = d.write();
-        w[to..to + from.len()].copy_from_slice(&s.read()[from]);
-    }
-    Ok(())
+    with_bytes(op, src, dst, |s, d| d.copy_from_slice(s))
 }
 
 /// Runs `f` over the inputs and outputs; no view may overlap an output (inputs may share

@@ -5,7 +5,7 @@ use super::CpuOps;
 use crate::ops::prelude::*;
 use rayon::prelude::*;
 
-use super::access::{lock, read_u32, valid_index, write_u32};
+use super::access::{lock, read_u32, valid_index, with_bytes};
 use super::par::{PAR_MIN, min_rows};
 use crate::buffer::View;
 use crate::dtype::DType;
@@ -60,13 +60,15 @@ impl IndexOps for CpuOps {
         let src_rows = src.len() / cols;
         let idx = read_rows(op, ctx, &indices, (src_rows, "source"))?;
         if rows_type == DType::U32 {
-            let src = read_u32(op, ctx, "src", &src)?;
-            let rows: Vec<u32> = idx
-                .iter()
-                .flat_map(|&r| &src[r as usize * cols..(r as usize + 1) * cols])
-                .copied()
-                .collect();
-            return write_u32(op, ctx, &dst, &rows);
+            // Straight from the source's bytes: a batch's labels come out of the whole data
+            // set's, which is not copied for it.
+            let row = cols * 4;
+            return with_bytes(op, &src, &dst, |src, dst| {
+                for (d, &r) in dst.chunks_exact_mut(row).zip(&idx) {
+                    let r = r as usize * row;
+                    d.copy_from_slice(&src[r..r + row]);
+                }
+            });
         }
         lock(op, ctx, [src], [dst], |[src], [dst]| {
             let body = |(d, &v): (&mut [f32], &u32)| {
