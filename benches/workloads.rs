@@ -18,6 +18,8 @@
 //! ```
 
 use rnn::ops::RecurrentWeights;
+use rnn::ops::RnnStepBackward;
+use rnn::ops::RnnStepForward;
 use rnn::ops::SeqShape;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -348,20 +350,20 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
     rows.push((
         "part_rnn_step_forward_64x256",
         time_us(ctx, 20, iters, || {
-            keep(ops.rnn_step_forward(
+            keep(ops.rnn_step_forward(RnnStepForward::new(
                 pre.view(),
                 hp.view(),
                 RecurrentWeights::new(w.view(), bi.view(), bh.view()),
                 out.view(),
                 Activation::Tanh,
                 SeqShape::step(b, h),
-            ))
+            )))
         })?,
     ));
     rows.push((
         "part_rnn_step_backward_64x256",
         time_us(ctx, 20, iters, || {
-            keep(ops.rnn_step_backward(
+            keep(ops.rnn_step_backward(RnnStepBackward::new(
                 pre.view(),
                 Some(hp.view()),
                 w.view(),
@@ -369,7 +371,7 @@ fn parts(ctx: &Context, gpu: bool) -> rnn::Result<Vec<(&'static str, f64)>> {
                 out.view(),
                 Activation::Tanh,
                 SeqShape::step(b, h),
-            ))
+            )))
         })?,
     ));
     rows.push((

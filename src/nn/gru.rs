@@ -17,6 +17,7 @@ use crate::error::Result;
 use crate::ops::GruGateGrads;
 use crate::ops::Ops;
 use crate::ops::SeqShape;
+use crate::ops::{GruSequenceBackward, GruSequenceForward};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
@@ -92,9 +93,13 @@ impl Gru {
         let gx = ws.gx.view();
         self.p.project_inputs(f, x, gx, t_n * b)?;
         // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        let (hs, cache, weights) = (ws.seq.states(), ws.cache.view(), self.p.recurrent(f)?);
-        let shape = SeqShape::new(t_n, b, h);
-        f.ops.gru_sequence_forward(gx, hs, weights, cache, shape)
+        f.ops.gru_sequence_forward(GruSequenceForward {
+            gx,
+            hs: ws.seq.states(),
+            weights: self.p.recurrent(f)?,
+            cache: ws.cache.view(),
+            shape: SeqShape::new(t_n, b, h),
+        })
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
@@ -107,14 +112,14 @@ impl Gru {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        f.ops.gru_sequence_backward(
-            ws.seq.grads(),
-            ws.seq.states(),
-            ws.cache.view(),
-            self.p.w_hh.view(f.params)?,
-            GruGateGrads::new(ws.gx.view(), ws.dgh.view()),
-            SeqShape::new(t_n, b, h),
-        )?;
+        f.ops.gru_sequence_backward(GruSequenceBackward {
+            dh: ws.seq.grads(),
+            hs: ws.seq.states(),
+            cache: ws.cache.view(),
+            w_hh: self.p.w_hh.view(f.params)?,
+            grads: GruGateGrads::new(ws.gx.view(), ws.dgh.view()),
+            shape: SeqShape::new(t_n, b, h),
+        })?;
         let d = GateGrads {
             input_side: ws.gx.view(),
             hidden_side: ws.dgh.view(),

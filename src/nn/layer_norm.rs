@@ -5,7 +5,7 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::Ops;
-use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
+use crate::ops::{LayerNormBackward, LayerNormForward, LayerNormGrads, LayerNormParams, MatShape};
 
 use super::layer::Flat;
 use super::params::{Init, ParamLayout, ParamRef};
@@ -85,14 +85,14 @@ impl LayerNorm {
     }
 
     pub fn forward(&self, f: &Flat<'_>, ws: &LayerNormWs, x: View<'_>) -> Result<()> {
-        f.ops.layer_norm_forward(
+        f.ops.layer_norm_forward(LayerNormForward {
             x,
-            LayerNormParams::new(self.w.view(f.params)?, self.b.view(f.params)?),
-            ws.y.view(),
-            ws.stats.view(),
-            MatShape::new(ws.rows, self.features),
-            self.eps,
-        )
+            params: LayerNormParams::new(self.w.view(f.params)?, self.b.view(f.params)?),
+            y: ws.y.view(),
+            stats: ws.stats.view(),
+            shape: MatShape::new(ws.rows, self.features),
+            eps: self.eps,
+        })
     }
 
     /// Writes the weight and bias gradients (overwriting) and, when `dx` is given, the input
@@ -110,13 +110,13 @@ impl LayerNorm {
             (None, Some(s)) => s.view(),
             (None, None) => unreachable!("a first layer's workspace has the scratch"),
         };
-        f.ops.layer_norm_backward(
-            ws.dy.view(),
+        f.ops.layer_norm_backward(LayerNormBackward {
+            dy: ws.dy.view(),
             x,
-            self.w.view(f.params)?,
-            ws.stats.view(),
-            LayerNormGrads::new(dx, self.w.view(f.grads)?, self.b.view(f.grads)?),
-            MatShape::new(ws.rows, self.features),
-        )
+            weight: self.w.view(f.params)?,
+            stats: ws.stats.view(),
+            grads: LayerNormGrads::new(dx, self.w.view(f.grads)?, self.b.view(f.grads)?),
+            shape: MatShape::new(ws.rows, self.features),
+        })
     }
 }

@@ -15,6 +15,7 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::Ops;
 use crate::ops::SeqShape;
+use crate::ops::{LstmSequenceBackward, LstmSequenceForward};
 
 use super::layer::Flat;
 use super::params::ParamLayout;
@@ -92,9 +93,13 @@ impl Lstm {
         let gates = ws.gates.view();
         self.p.project_inputs(f, x, gates, t_n * b)?;
         // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        let (hs, cs, weights) = (ws.seq.states(), ws.cs.view(), self.p.recurrent(f)?);
-        let shape = SeqShape::new(t_n, b, h);
-        f.ops.lstm_sequence_forward(gates, hs, cs, weights, shape)
+        f.ops.lstm_sequence_forward(LstmSequenceForward {
+            gates,
+            hs: ws.seq.states(),
+            cs: ws.cs.view(),
+            weights: self.p.recurrent(f)?,
+            shape: SeqShape::new(t_n, b, h),
+        })
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
@@ -107,14 +112,14 @@ impl Lstm {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        f.ops.lstm_sequence_backward(
-            ws.seq.grads(),
-            ws.gates.view(),
-            ws.cs.view(),
-            self.p.w_hh.view(f.params)?,
-            ws.dgates.view(),
-            SeqShape::new(t_n, b, h),
-        )?;
+        f.ops.lstm_sequence_backward(LstmSequenceBackward {
+            dh: ws.seq.grads(),
+            gates: ws.gates.view(),
+            cs: ws.cs.view(),
+            w_hh: self.p.w_hh.view(f.params)?,
+            dgates: ws.dgates.view(),
+            shape: SeqShape::new(t_n, b, h),
+        })?;
         let dgates = ws.dgates.view();
         // Both biases enter the same sum, so they get the same gradient.
         let d = GateGrads {

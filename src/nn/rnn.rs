@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm, Ops, zeros};
+use crate::ops::{RnnSequenceBackward, RnnSequenceForward};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -129,13 +130,13 @@ impl Rnn {
             ws.pre.view(),
         )?;
         // Block 0 of `hs` is the zero initial state; the op writes blocks 1..=steps.
-        f.ops.rnn_sequence_forward(
-            ws.pre.view(),
-            ws.hs.view(),
-            RecurrentWeights::new(w_hh, b_ih, b_hh),
-            self.act,
-            SeqShape::new(t_n, b, h),
-        )
+        f.ops.rnn_sequence_forward(RnnSequenceForward {
+            pre: ws.pre.view(),
+            hs: ws.hs.view(),
+            weights: RecurrentWeights::new(w_hh, b_ih, b_hh),
+            act: self.act,
+            shape: SeqShape::new(t_n, b, h),
+        })
     }
 
     /// Backpropagation through time from the gradient the next layer left in `dh`.
@@ -148,14 +149,14 @@ impl Rnn {
     ) -> Result<()> {
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
         let w_hh = self.w_hh.view(f.params)?;
-        f.ops.rnn_sequence_backward(
-            ws.dh.view(),
-            ws.hs.view(),
+        f.ops.rnn_sequence_backward(RnnSequenceBackward {
+            dh: ws.dh.view(),
+            hs: ws.hs.view(),
             w_hh,
-            ws.dpre.view(),
-            self.act,
-            SeqShape::new(t_n, b, h),
-        )?;
+            dpre: ws.dpre.view(),
+            act: self.act,
+            shape: SeqShape::new(t_n, b, h),
+        })?;
         let rows = t_n * b;
         let dpre = ws.dpre.view();
         f.ops.gemm(

@@ -2,7 +2,7 @@
 //! backward) that training, evaluation and prediction share. Nothing here allocates or reads
 //! back once a workspace exists.
 
-use crate::ops::{LossOutputs, MatShape};
+use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
 use parking_lot::Mutex;
 
 use crate::buffer::{Buffer, View};
@@ -358,21 +358,21 @@ impl Network {
         })?;
         let scale = 1.0 / rows as f32;
         match self.loss {
-            Loss::SoftmaxCrossEntropy => ops.softmax_cross_entropy(
-                out,
-                targets,
-                LossOutputs::new(dout, ws.row_loss.view(), acc),
-                ws.row_correct.view(),
-                MatShape::new(rows, cols),
-                scale,
-            ),
-            Loss::Mse => ops.mse(
-                out,
-                targets,
-                LossOutputs::new(dout, ws.row_loss.view(), acc),
-                MatShape::new(rows, cols),
-                scale,
-            ),
+            Loss::SoftmaxCrossEntropy => ops.softmax_cross_entropy(SoftmaxCrossEntropy {
+                logits: out,
+                labels: targets,
+                out: LossOutputs::new(dout, ws.row_loss.view(), acc),
+                row_correct: ws.row_correct.view(),
+                shape: MatShape::new(rows, cols),
+                grad_scale: scale,
+            }),
+            Loss::Mse => ops.mse(Mse {
+                pred: out,
+                target: targets,
+                out: LossOutputs::new(dout, ws.row_loss.view(), acc),
+                shape: MatShape::new(rows, cols),
+                grad_scale: scale,
+            }),
         }
     }
 

@@ -4,11 +4,9 @@
 use crate::buffer::View;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm};
-use crate::ops::{GruGateGrads, RecurrentWeights};
-use crate::ops::{LayerNormGrads, LayerNormParams};
-use crate::ops::{LossOutputs, MatShape};
 
 /// Every view must belong to the context `ctx` and hold f32: the boundary check every op makes
 /// with all its views, so that no op (a new one included) lets another element type reach a
@@ -134,6 +132,24 @@ pub(crate) fn no_overlap(
     Ok(())
 }
 
+/// No output of `outs` overlaps an input of `ins` or another output (`(name, view, elements)`
+/// each).
+pub(crate) fn disjoint_outputs(
+    op: &str,
+    ins: &[(&str, &View<'_>, usize)],
+    outs: &[(&str, &View<'_>, usize)],
+) -> Result<()> {
+    for (i, (_, o, _)) in outs.iter().enumerate() {
+        for (_, input, _) in ins {
+            no_overlap(op, o, input, false)?;
+        }
+        for (_, other, _) in &outs[i + 1..] {
+            no_overlap(op, o, other, false)?;
+        }
+    }
+    Ok(())
+}
+
 /// Lengths of A, B and C for a GEMM, and that C overlaps neither input.
 pub(crate) fn gemm(g: &Gemm, a: &View<'_>, b: &View<'_>, c: &View<'_>) -> Result<()> {
     len("gemm", "A", a, area("gemm", g.m, g.k)?)?;
@@ -147,27 +163,23 @@ pub(crate) fn gemm(g: &Gemm, a: &View<'_>, b: &View<'_>, c: &View<'_>) -> Result
 /// `batch x width*hidden` elements.
 pub(crate) type CellArg<'a, 'b> = (&'a str, &'a View<'b>, usize);
 
-/// Shared checks of the LSTM/GRU cell ops: lengths (`batch x width*hidden` each), and no output
-/// overlapping an input or another output. Returns `batch * hidden`.
+/// Shared checks of the LSTM/GRU cell ops: every view of the context `ctx` and f32, lengths
+/// (`batch x width*hidden` each), and no output overlapping an input or another output.
+/// Returns `batch * hidden`.
 pub(crate) fn cell(
     op: &str,
-    batch: usize,
-    hidden: usize,
+    ctx: u64,
+    shape: SeqShape,
     inputs: &[CellArg<'_, '_>],
     outputs: &[CellArg<'_, '_>],
 ) -> Result<usize> {
-    let n = area(op, batch, hidden)?;
+    let all: Vec<&View<'_>> = inputs.iter().chain(outputs).map(|(_, v, _)| *v).collect();
+    same_context(op, ctx, &all)?;
+    let n = area(op, shape.batch, shape.hidden)?;
     for (name, v, width) in inputs.iter().chain(outputs) {
         len(op, name, v, area(op, n, *width)?)?;
     }
-    for (i, (_, o, _)) in outputs.iter().enumerate() {
-        for (_, input, _) in inputs {
-            no_overlap(op, o, input, false)?;
-        }
-        for (_, other, _) in &outputs[i + 1..] {
-            no_overlap(op, o, other, false)?;
-        }
-    }
+    disjoint_outputs(op, inputs, outputs)?;
     Ok(n)
 }
 
@@ -177,43 +189,19 @@ pub(crate) fn fits_u32(op: &str, n: usize) -> Result<u32> {
         .map_err(|_| Error::shape(op, format!("{n} elements exceed the 2^32 kernel limit")))
 }
 
-/// Arguments of the fused Elman steps: the activation is `Tanh` or `Relu`, `inputs` hold
-/// `(name, view, elements)`, and `out` (`batch x hidden`) overlaps none of them. Returns
-/// `batch * hidden`, which fits the 32-bit kernel dimensions, as does `hidden * hidden`.
-pub(crate) fn rnn_step(
-    op: &str,
-    act: Activation,
-    batch: usize,
-    hidden: usize,
-    inputs: &[(&str, &View<'_>, usize)],
-    out: (&str, &View<'_>),
-) -> Result<usize> {
-    if !matches!(act, Activation::Tanh | Activation::Relu) {
-        return Err(Error::InvalidArgument(format!(
-            "{op}: activation must be Tanh or Relu, got {act:?}"
-        )));
-    }
-    let n = area(op, batch, hidden)?;
-    fits_u32(op, n)?;
-    fits_u32(op, area(op, hidden, hidden)?)?;
-    len(op, out.0, out.1, n)?;
-    for (name, v, expected) in inputs {
-        len(op, name, v, *expected)?;
-        no_overlap(op, out.1, v, false)?;
-    }
-    Ok(n)
-}
+/// A `(name, view, elements)` argument of an Elman op.
+pub(crate) type ElmanArg<'a, 'b> = (&'a str, &'a View<'b>, usize);
 
-/// Arguments of the whole-sequence Elman ops: the activation is `Tanh` or `Relu`, `inputs`
-/// hold `(name, view, elements)`, `out` (`(name, view, elements)`) overlaps none of them, and
-/// one step's `batch * hidden`, `hidden * hidden` and `steps` fit the 32-bit kernel dimensions.
-/// Returns `batch * hidden`.
-fn rnn_sequence(
+/// Arguments of the Elman ops, one step or a whole sequence: the activation is `Tanh` or
+/// `Relu`, every view has its length, `out` overlaps no input, and one step's `batch * hidden`,
+/// `hidden * hidden` and `steps` fit the 32-bit kernel dimensions (and `steps + 1` blocks the
+/// address space). Returns `batch * hidden`.
+pub(crate) fn elman(
     op: &str,
     act: Activation,
     shape: SeqShape,
-    inputs: &[(&str, &View<'_>, usize)],
-    out: (&str, &View<'_>, usize),
+    inputs: &[ElmanArg<'_, '_>],
+    out: ElmanArg<'_, '_>,
 ) -> Result<usize> {
     let SeqShape {
         steps,
@@ -238,107 +226,6 @@ fn rnn_sequence(
     Ok(n)
 }
 
-/// Arguments of `ElmanOps::rnn_step_forward`, through [`rnn_step`].
-pub(crate) fn rnn_step_forward(
-    pre: &View<'_>,
-    h_prev: &View<'_>,
-    weights: &RecurrentWeights<'_>,
-    h: &View<'_>,
-    act: Activation,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape { batch, hidden, .. } = shape;
-    // `rnn_step` rejects overflowing shapes before the saturated lengths matter.
-    let n = batch.saturating_mul(hidden);
-    let inputs = [
-        ("pre", pre, n),
-        ("h_prev", h_prev, n),
-        ("w_hh", &weights.w_hh, hidden.saturating_mul(hidden)),
-        ("b_ih", &weights.b_ih, hidden),
-        ("b_hh", &weights.b_hh, hidden),
-    ];
-    rnn_step("rnn_step_forward", act, batch, hidden, &inputs, ("h", h))
-}
-
-/// Arguments of `ElmanOps::rnn_step_backward`, through [`rnn_step`].
-pub(crate) fn rnn_step_backward(
-    dh: &View<'_>,
-    dpre_next: Option<&View<'_>>,
-    w_hh: &View<'_>,
-    h: &View<'_>,
-    dpre: &View<'_>,
-    act: Activation,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape { batch, hidden, .. } = shape;
-    let n = batch.saturating_mul(hidden);
-    let mut inputs = vec![
-        ("dh", dh, n),
-        ("w_hh", w_hh, hidden.saturating_mul(hidden)),
-        ("h", h, n),
-    ];
-    if let Some(next) = dpre_next {
-        inputs.push(("dpre_next", next, n));
-    }
-    rnn_step(
-        "rnn_step_backward",
-        act,
-        batch,
-        hidden,
-        &inputs,
-        ("dpre", dpre),
-    )
-}
-
-/// Arguments of `ElmanOps::rnn_sequence_forward`; returns one step's `batch * hidden`.
-pub(crate) fn rnn_sequence_forward(
-    pre: View<'_>,
-    hs: View<'_>,
-    weights: RecurrentWeights<'_>,
-    act: Activation,
-    shape: SeqShape,
-) -> Result<usize> {
-    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-    let SeqShape {
-        steps,
-        batch,
-        hidden,
-    } = shape;
-    let n = batch.saturating_mul(hidden);
-    let inputs = [
-        ("pre", &pre, steps.saturating_mul(n)),
-        ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-        ("b_ih", &b_ih, hidden),
-        ("b_hh", &b_hh, hidden),
-    ];
-    let out = ("hs", &hs, steps.saturating_add(1).saturating_mul(n));
-    rnn_sequence("rnn_sequence_forward", act, shape, &inputs, out)
-}
-
-/// Arguments of `ElmanOps::rnn_sequence_backward`; returns one step's `batch * hidden`.
-pub(crate) fn rnn_sequence_backward(
-    dh: View<'_>,
-    hs: View<'_>,
-    w_hh: View<'_>,
-    dpre: View<'_>,
-    act: Activation,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape {
-        steps,
-        batch,
-        hidden,
-    } = shape;
-    let n = batch.saturating_mul(hidden);
-    let inputs = [
-        ("dh", &dh, steps.saturating_mul(n)),
-        ("hs", &hs, steps.saturating_add(1).saturating_mul(n)),
-        ("w_hh", &w_hh, hidden.saturating_mul(hidden)),
-    ];
-    let out = ("dpre", &dpre, steps.saturating_mul(n));
-    rnn_sequence("rnn_sequence_backward", act, shape, &inputs, out)
-}
-
 /// A `(name, view, blocks, width)` argument of a gated sequence op: `blocks` time blocks of
 /// `batch x width*hidden` elements each.
 pub(crate) type SeqArg<'a, 'b> = (&'a str, &'a View<'b>, usize, usize);
@@ -347,8 +234,8 @@ pub(crate) type SeqArg<'a, 'b> = (&'a str, &'a View<'b>, usize, usize);
 /// (`(name, view, elements)`) and of the sequence arguments, no output overlapping an input, a
 /// parameter or another output, and one step's gate matrix (`batch x 4*hidden` at most: the
 /// LSTM's gates, the GRU's cache), `W_hh` and `steps` within the 32-bit kernel dimensions.
-/// Returns `batch * hidden`.
-fn gated_sequence(
+/// Returns `batch * hidden`, or 0 where there are no steps.
+pub(crate) fn gated_sequence(
     op: &str,
     gates: usize,
     shape: SeqShape,
@@ -382,118 +269,33 @@ fn gated_sequence(
             no_overlap(op, o, other, false)?;
         }
     }
-    Ok(n)
+    Ok(if steps == 0 { 0 } else { n })
+}
+
+/// `W_hh` (`gates*hidden x hidden`) of a cell with `gates` gates, for [`gated_sequence`]. The
+/// product saturates: `gated_sequence` rejects shapes that overflow before comparing lengths.
+pub(crate) fn recurrent_weight<'a, 'b>(
+    gates: usize,
+    hidden: usize,
+    w_hh: &'a View<'b>,
+) -> (&'static str, &'a View<'b>, usize) {
+    let g = gates.saturating_mul(hidden);
+    ("w_hh", w_hh, g.saturating_mul(hidden))
 }
 
 /// `(W_hh, b_ih, b_hh)` of a cell with `gates` gates, for [`gated_sequence`]. The products
 /// saturate: `gated_sequence` rejects shapes that overflow before comparing lengths.
-fn gate_params<'a, 'b>(
+pub(crate) fn gate_params<'a, 'b>(
     gates: usize,
     hidden: usize,
     weights: &'a RecurrentWeights<'b>,
 ) -> [(&'static str, &'a View<'b>, usize); 3] {
     let g = gates.saturating_mul(hidden);
     [
-        ("w_hh", &weights.w_hh, g.saturating_mul(hidden)),
+        recurrent_weight(gates, hidden, &weights.w_hh),
         ("b_ih", &weights.b_ih, g),
         ("b_hh", &weights.b_hh, g),
     ]
-}
-
-/// Arguments of `GatedSequenceOps::lstm_sequence_forward`; returns one step's `batch * hidden`.
-pub(crate) fn lstm_sequence_forward(
-    gates: View<'_>,
-    hs: View<'_>,
-    cs: View<'_>,
-    weights: RecurrentWeights<'_>,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape { steps, hidden, .. } = shape;
-    let all = steps.saturating_add(1);
-    gated_sequence(
-        "lstm_sequence_forward",
-        4,
-        shape,
-        &gate_params(4, hidden, &weights),
-        &[], // `gates` is read and rewritten in place: it counts as an output.
-        &[
-            ("gates", &gates, steps, 4),
-            ("hs", &hs, all, 1),
-            ("cs", &cs, all, 1),
-        ],
-    )
-}
-
-/// Arguments of `GatedSequenceOps::lstm_sequence_backward`; returns one step's `batch * hidden`.
-pub(crate) fn lstm_sequence_backward(
-    dh: View<'_>,
-    gates: View<'_>,
-    cs: View<'_>,
-    w_hh: View<'_>,
-    dgates: View<'_>,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape { steps, hidden, .. } = shape;
-    let w = 4usize.saturating_mul(hidden).saturating_mul(hidden);
-    gated_sequence(
-        "lstm_sequence_backward",
-        4,
-        shape,
-        &[("w_hh", &w_hh, w)],
-        &[
-            ("dh", &dh, steps, 1),
-            ("gates", &gates, steps, 4),
-            ("cs", &cs, steps.saturating_add(1), 1),
-        ],
-        &[("dgates", &dgates, steps, 4)],
-    )
-}
-
-/// Arguments of `GatedSequenceOps::gru_sequence_forward`; returns one step's `batch * hidden`.
-pub(crate) fn gru_sequence_forward(
-    gx: View<'_>,
-    hs: View<'_>,
-    weights: RecurrentWeights<'_>,
-    cache: View<'_>,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape { steps, hidden, .. } = shape;
-    gated_sequence(
-        "gru_sequence_forward",
-        3,
-        shape,
-        &gate_params(3, hidden, &weights),
-        &[("gx", &gx, steps, 3)],
-        &[
-            ("hs", &hs, steps.saturating_add(1), 1),
-            ("cache", &cache, steps, 4),
-        ],
-    )
-}
-
-/// Arguments of `GatedSequenceOps::gru_sequence_backward`; returns one step's `batch * hidden`.
-pub(crate) fn gru_sequence_backward(
-    dh: View<'_>,
-    hs: View<'_>,
-    cache: View<'_>,
-    w_hh: View<'_>,
-    grads: GruGateGrads<'_>,
-    shape: SeqShape,
-) -> Result<usize> {
-    let SeqShape { steps, hidden, .. } = shape;
-    let w = 3usize.saturating_mul(hidden).saturating_mul(hidden);
-    gated_sequence(
-        "gru_sequence_backward",
-        3,
-        shape,
-        &[("w_hh", &w_hh, w)],
-        &[
-            ("dh", &dh, steps, 1),
-            ("hs", &hs, steps.saturating_add(1), 1),
-            ("cache", &cache, steps, 4),
-        ],
-        &[("dgx", &grads.dgx, steps, 3), ("dgh", &grads.dgh, steps, 3)],
-    )
 }
 
 /// The optional loss totals: at least `min_len` elements, overlapping none of `others`.
@@ -610,68 +412,9 @@ pub(crate) fn layer_norm(
     for (name, v, want) in ins.iter().chain(outs) {
         len(op, name, v, *want)?;
     }
-    for (i, (_, o, _)) in outs.iter().enumerate() {
-        for (_, input, _) in ins {
-            no_overlap(op, o, input, false)?;
-        }
-        for (_, other, _) in &outs[i + 1..] {
-            no_overlap(op, o, other, false)?;
-        }
-    }
+    disjoint_outputs(op, ins, outs)?;
     fits_u32(op, area(op, rows, 2)?)?;
     fits_u32(op, n)
-}
-
-/// Arguments of `NormOps::layer_norm_forward`, through [`layer_norm`].
-pub(crate) fn layer_norm_forward(
-    x: &View<'_>,
-    params: &LayerNormParams<'_>,
-    y: &View<'_>,
-    stats: &View<'_>,
-    shape: MatShape,
-) -> Result<u32> {
-    let MatShape { rows, cols } = shape;
-    let n = rows.saturating_mul(cols);
-    layer_norm(
-        "layer_norm_forward",
-        rows,
-        cols,
-        &[
-            ("x", x, n),
-            ("weight", &params.weight, cols),
-            ("bias", &params.bias, cols),
-        ],
-        &[("y", y, n), ("stats", stats, 2 * rows)],
-    )
-}
-
-/// Arguments of `NormOps::layer_norm_backward`, through [`layer_norm`].
-pub(crate) fn layer_norm_backward(
-    dy: &View<'_>,
-    x: &View<'_>,
-    weight: &View<'_>,
-    stats: &View<'_>,
-    grads: &LayerNormGrads<'_>,
-    shape: MatShape,
-) -> Result<u32> {
-    let MatShape { rows, cols } = shape;
-    let n = rows.saturating_mul(cols);
-    layer_norm(
-        "layer_norm_backward",
-        rows,
-        cols,
-        &[
-            ("dy", dy, n),
-            ("x", x, n),
-            ("weight", weight, cols),
-            ("stats", stats, 2 * rows),
-        ],
-        &[
-            ("dx", &grads.dx, n),
-            ("dweight", &grads.dweight, cols),
-            ("dbias", &grads.dbias, cols),
-        ],
-    )
 }
 
 /// The element types of [`crate::ops::IndexOps::gather_rows`]: `indices` u32, `src` f32 or u32
@@ -751,47 +494,4 @@ pub(crate) fn bias_act_product(
         no_overlap(op, dbias, v, false)?;
     }
     Ok([n, g_len, w_len])
-}
-
-/// The lengths of `LossOps::softmax_cross_entropy`'s arguments and its totals (2 elements);
-/// returns `rows * cols`.
-pub(crate) fn softmax_cross_entropy(
-    logits: &View<'_>,
-    labels: &View<'_>,
-    out: &LossOutputs<'_>,
-    row_correct: &View<'_>,
-    shape: MatShape,
-) -> Result<usize> {
-    let op = "softmax_cross_entropy";
-    let MatShape { rows, cols } = shape;
-    let (dlogits, row_loss) = (&out.grad, &out.row_loss);
-    let views = [logits, labels, dlogits, row_loss, row_correct];
-    totals(op, out.totals.as_ref(), 2, &views)?;
-    let n = area(op, rows, cols)?;
-    len(op, "logits", logits, n)?;
-    len(op, "labels", labels, rows)?;
-    len(op, "dlogits", dlogits, n)?;
-    len(op, "row_loss", row_loss, rows)?;
-    len(op, "row_correct", row_correct, rows)?;
-    Ok(n)
-}
-
-/// The lengths of `LossOps::mse`'s arguments and its totals (1 element or more); returns
-/// `rows * cols`.
-pub(crate) fn mse(
-    pred: &View<'_>,
-    target: &View<'_>,
-    out: &LossOutputs<'_>,
-    shape: MatShape,
-) -> Result<usize> {
-    let op = "mse";
-    let MatShape { rows, cols } = shape;
-    let (dpred, row_loss) = (&out.grad, &out.row_loss);
-    totals(op, out.totals.as_ref(), 1, &[pred, target, dpred, row_loss])?;
-    let n = area(op, rows, cols)?;
-    len(op, "pred", pred, n)?;
-    len(op, "target", target, n)?;
-    len(op, "dpred", dpred, n)?;
-    len(op, "row_loss", row_loss, rows)?;
-    Ok(n)
 }

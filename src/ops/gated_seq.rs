@@ -2,7 +2,7 @@
 //! direction that does the recurrent product and the gate math together: the GPU fallback where
 //! the persistent kernels cannot run (one step kernel per step, docs/kernel-abi.md). The CPU
 //! backend runs its own whole-sequence loop (src/backend/cpu/gated_seq.rs). Callers have
-//! checked the sequence arguments (`check::{lstm,gru}_sequence_*`), so every slice below exists.
+//! checked the sequence arguments (the argument structs' `check`), so every slice below exists.
 //!
 //! The backward steps hand one value per (row, unit) to the step before them through `carry`
 //! (`batch x hidden`): the LSTM's `dc_t * f_t`, the GRU's `dh_t * z_t`. The last time step has
@@ -14,6 +14,9 @@ use crate::ops::MemoryOps;
 use crate::ops::SeqShape;
 use crate::ops::rnn_seq::{for_each_step, next_block};
 use crate::ops::{GruGateGrads, RecurrentWeights};
+use crate::ops::{
+    GruSequenceBackward, GruSequenceForward, LstmSequenceBackward, LstmSequenceForward,
+};
 
 /// One fused time step of a gated cell (geometry `S`, docs/kernel-abi.md): the step kernel
 /// `entry` with its buffers in ABI order. A backward step (`has_next` set) has the gradient of
@@ -71,10 +74,15 @@ fn next_or<'a>(
 /// `GatedSequenceOps::lstm_sequence_forward`, one step at a time.
 pub(crate) fn lstm_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    [gates, hs, cs]: [View<'_>; 3],
-    weights: RecurrentWeights<'_>,
-    shape: SeqShape,
+    a: LstmSequenceForward<'_>,
 ) -> Result<()> {
+    let LstmSequenceForward {
+        gates,
+        hs,
+        cs,
+        weights,
+        shape,
+    } = a;
     let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
     let n = shape.block();
     run_steps(ops, "lstm_step_forward", shape, false, |t| {
@@ -85,22 +93,12 @@ pub(crate) fn lstm_forward_by_steps(
     })
 }
 
-/// `GatedSequenceOps::lstm_sequence_backward`'s checked arguments for the step loop, with
-/// `carry` (`batch x hidden` scratch).
-pub(crate) struct LstmBackwardSeq<'a> {
-    pub dh: View<'a>,
-    pub gates: View<'a>,
-    pub cs: View<'a>,
-    pub w_hh: View<'a>,
-    pub dgates: View<'a>,
-    pub carry: View<'a>,
-    pub shape: SeqShape,
-}
-
-/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time.
+/// `GatedSequenceOps::lstm_sequence_backward`, one step at a time, with `carry` (`batch x
+/// hidden` scratch).
 pub(crate) fn lstm_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    s: &LstmBackwardSeq<'_>,
+    s: &LstmSequenceBackward<'_>,
+    carry: View<'_>,
 ) -> Result<()> {
     let (n, shape) = (s.shape.block(), s.shape);
     run_steps(ops, "lstm_step_backward", shape, true, |t| {
@@ -111,17 +109,22 @@ pub(crate) fn lstm_backward_by_steps(
         );
         let next = next_or(s.dgates, t, shape, 4 * n, dh)?;
         let (gates, dgates) = (block(s.gates, t, 4 * n)?, block(s.dgates, t, 4 * n)?);
-        Ok([dh, next, s.w_hh, gates, c_prev, c, s.carry, dgates])
+        Ok([dh, next, s.w_hh, gates, c_prev, c, carry, dgates])
     })
 }
 
 /// `GatedSequenceOps::gru_sequence_forward`, one step at a time.
 pub(crate) fn gru_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    [gx, hs, cache]: [View<'_>; 3],
-    weights: RecurrentWeights<'_>,
-    shape: SeqShape,
+    a: GruSequenceForward<'_>,
 ) -> Result<()> {
+    let GruSequenceForward {
+        gx,
+        hs,
+        weights,
+        cache,
+        shape,
+    } = a;
     let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
     let n = shape.block();
     run_steps(ops, "gru_step_forward", shape, false, |t| {
@@ -131,22 +134,12 @@ pub(crate) fn gru_forward_by_steps(
     })
 }
 
-/// `GatedSequenceOps::gru_sequence_backward`'s checked arguments for the step loop, with
-/// `carry` (`batch x hidden` scratch).
-pub(crate) struct GruBackwardSeq<'a> {
-    pub dh: View<'a>,
-    pub hs: View<'a>,
-    pub cache: View<'a>,
-    pub w_hh: View<'a>,
-    pub grads: GruGateGrads<'a>,
-    pub carry: View<'a>,
-    pub shape: SeqShape,
-}
-
-/// `GatedSequenceOps::gru_sequence_backward`, one step at a time.
+/// `GatedSequenceOps::gru_sequence_backward`, one step at a time, with `carry` (`batch x
+/// hidden` scratch).
 pub(crate) fn gru_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
-    s: &GruBackwardSeq<'_>,
+    s: &GruSequenceBackward<'_>,
+    carry: View<'_>,
 ) -> Result<()> {
     let (n, shape, GruGateGrads { dgx, dgh }) = (s.shape.block(), s.shape, s.grads);
     run_steps(ops, "gru_step_backward", shape, true, |t| {
@@ -157,6 +150,6 @@ pub(crate) fn gru_backward_by_steps(
         );
         let next = next_or(dgh, t, shape, 3 * n, dh)?;
         let (dgx_t, dgh_t) = (block(dgx, t, 3 * n)?, block(dgh, t, 3 * n)?);
-        Ok([dh, next, s.w_hh, cache, h_prev, s.carry, dgx_t, dgh_t])
+        Ok([dh, next, s.w_hh, cache, h_prev, carry, dgx_t, dgh_t])
     })
 }

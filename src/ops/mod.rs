@@ -48,17 +48,24 @@ mod views;
 pub use activation::ActivationOps;
 pub use dense::DenseOps;
 pub use elementwise::ElementwiseOps;
-pub use elman::ElmanOps;
+pub use elman::{
+    ElmanOps, RnnSequenceBackward, RnnSequenceForward, RnnStepBackward, RnnStepForward,
+};
 pub(crate) use execution::Engine;
 pub use execution::Execution;
-pub use gated_cell::GatedCellOps;
-pub use gated_sequence::GatedSequenceOps;
+pub use gated_cell::{
+    GatedCellOps, GruCellBackward, GruCellForward, LstmCellBackward, LstmCellForward,
+};
+pub use gated_sequence::{
+    GatedSequenceOps, GruSequenceBackward, GruSequenceForward, LstmSequenceBackward,
+    LstmSequenceForward,
+};
 pub use index::IndexOps;
 pub use kernels::KernelOps;
 pub use linalg::LinalgOps;
-pub use loss::LossOps;
+pub use loss::{LossOps, Mse, SoftmaxCrossEntropy};
 pub use memory::{MemoryOps, TypedMemory};
-pub use norm::NormOps;
+pub use norm::{LayerNormBackward, LayerNormForward, NormOps};
 pub use optim::{AdamStep, OPTIMIZER_STATE_LEN, OptimOps, SgdStep, optimizer_state};
 pub use profile::KernelTime;
 pub use random::{

@@ -1,12 +1,13 @@
 //! Whole-sequence Elman ops as a loop over the fused step ops, one launch per time step: the
 //! CPU backend's implementation, and the GPU fallback where no cooperative launch is available.
-//! Callers have checked the arguments (`check::rnn_sequence_*`); `n` is `batch * hidden`.
+//! Callers have checked the arguments (the argument structs' `check`); `n` is `batch * hidden`.
 
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
-use crate::ops::{Activation, ElmanOps};
+use crate::ops::{
+    ElmanOps, RnnSequenceBackward, RnnSequenceForward, RnnStepBackward, RnnStepForward,
+};
 
 /// Runs `step(t)` for `t = 0 .. steps`, or from `steps - 1` down to 0 when `backward`.
 pub(crate) fn for_each_step(
@@ -23,15 +24,25 @@ pub(crate) fn for_each_step(
 /// `hs[t + 1] = act(pre[t] + hs[t] W_hh^T + b_ih + b_hh)` for `t = 0 .. steps`.
 pub(crate) fn forward_by_steps(
     ops: &(impl ElmanOps + ?Sized),
-    [pre, hs]: [View<'_>; 2],
-    weights: RecurrentWeights<'_>,
-    act: Activation,
-    shape: SeqShape,
+    a: RnnSequenceForward<'_>,
 ) -> Result<()> {
+    let RnnSequenceForward {
+        pre,
+        hs,
+        weights,
+        act,
+        shape,
+    } = a;
     let (n, step) = (shape.block(), SeqShape::step(shape.batch, shape.hidden));
     for_each_step(shape.steps, false, |t| {
-        let (pre_t, h_prev) = (pre.slice(t * n, n)?, hs.slice(t * n, n)?);
-        ops.rnn_step_forward(pre_t, h_prev, weights, hs.slice((t + 1) * n, n)?, act, step)
+        ops.rnn_step_forward(RnnStepForward {
+            pre: pre.slice(t * n, n)?,
+            h_prev: hs.slice(t * n, n)?,
+            weights,
+            h: hs.slice((t + 1) * n, n)?,
+            act,
+            shape: step,
+        })
     })
 }
 
@@ -53,14 +64,26 @@ pub(crate) fn next_block<'a>(
 /// `dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W_hh)` for `t = steps - 1 .. 0`.
 pub(crate) fn backward_by_steps(
     ops: &(impl ElmanOps + ?Sized),
-    [dh, hs, w_hh, dpre]: [View<'_>; 4],
-    act: Activation,
-    shape: SeqShape,
+    a: RnnSequenceBackward<'_>,
 ) -> Result<()> {
+    let RnnSequenceBackward {
+        dh,
+        hs,
+        w_hh,
+        dpre,
+        act,
+        shape,
+    } = a;
     let (n, step) = (shape.block(), SeqShape::step(shape.batch, shape.hidden));
     for_each_step(shape.steps, true, |t| {
-        let (dh_t, next) = (dh.slice(t * n, n)?, next_block(dpre, t, shape.steps, n)?);
-        let (h, dpre_t) = (hs.slice((t + 1) * n, n)?, dpre.slice(t * n, n)?);
-        ops.rnn_step_backward(dh_t, next, w_hh, h, dpre_t, act, step)
+        ops.rnn_step_backward(RnnStepBackward {
+            dh: dh.slice(t * n, n)?,
+            dpre_next: next_block(dpre, t, shape.steps, n)?,
+            w_hh,
+            h: hs.slice((t + 1) * n, n)?,
+            dpre: dpre.slice(t * n, n)?,
+            act,
+            shape: step,
+        })
     })
 }

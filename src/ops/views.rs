@@ -27,6 +27,7 @@ macro_rules! view_group {
         }
     };
 }
+pub(crate) use view_group;
 
 view_group! {
     /// A recurrent layer's recurrent weight and its two biases: `w_hh` (`G*hidden x hidden`,

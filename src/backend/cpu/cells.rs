@@ -11,7 +11,6 @@
 
 use super::CpuOps;
 use crate::ops::GruGateGrads;
-use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use rayon::prelude::*;
 
@@ -19,9 +18,8 @@ use super::access::lock;
 use super::fastmath::{sigmoid, tanh};
 use super::par::Split;
 use super::simd::{Lanes, vectorized};
-use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::check;
+use crate::ops::{GruCellBackward, GruCellForward, LstmCellBackward, LstmCellForward};
 
 /// A row of one buffer, read-only (a field of the row passes below).
 type In<'a> = &'a [f32];
@@ -263,105 +261,63 @@ impl Lanes for GruBackwardRow<'_> {
 }
 
 impl GatedCellOps for CpuOps {
-    fn lstm_cell_forward(
-        &self,
-        gates: View<'_>,
-        c_prev: View<'_>,
-        c: View<'_>,
-        h: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let (op, hidden) = ("lstm_cell_forward", shape.hidden);
-        // `gates` is read and rewritten in place: it counts as an output.
-        let outs = [("gates", &gates, 4), ("c", &c, 1), ("h", &h, 1)];
-        if check::cell(op, shape.batch, hidden, &[("c_prev", &c_prev, 1)], &outs)? == 0 {
+    fn lstm_cell_forward(&self, a: LstmCellForward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let outs = [gates, c, h];
-        lock(op, self.context, [c_prev], outs, |[cp], [g, c, h]| {
-            lstm_forward_rows(g, None, cp, c, h, hidden, Split::Pool)
-        })
+        let (outs, hidden) = ([a.gates, a.c, a.h], a.shape.hidden);
+        lock(
+            LstmCellForward::OP,
+            self.context,
+            [a.c_prev],
+            outs,
+            |[cp], [g, c, h]| lstm_forward_rows(g, None, cp, c, h, hidden, Split::Pool),
+        )
     }
 
-    fn lstm_cell_backward(
-        &self,
-        gates: View<'_>,
-        c_prev: View<'_>,
-        c: View<'_>,
-        dh: View<'_>,
-        dc: View<'_>,
-        dgates: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let (op, hidden) = ("lstm_cell_backward", shape.hidden);
-        let ins = [
-            ("gates", &gates, 4),
-            ("c_prev", &c_prev, 1),
-            ("c", &c, 1),
-            ("dh", &dh, 1),
-        ];
-        let outs = [("dc", &dc, 1), ("dgates", &dgates, 4)];
-        if check::cell(op, shape.batch, hidden, &ins, &outs)? == 0 {
+    fn lstm_cell_backward(&self, a: LstmCellBackward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let ins = [gates, c_prev, c, dh];
+        let (ins, outs) = ([a.gates, a.c_prev, a.c, a.dh], [a.dc, a.dgates]);
+        let hidden = a.shape.hidden;
         lock(
-            op,
+            LstmCellBackward::OP,
             self.context,
             ins,
-            [dc, dgates],
+            outs,
             |[g, cp, c, dh], [dc, dg]| {
                 lstm_backward_rows(g, cp, c, dh, dc, dg, hidden, Split::Pool)
             },
         )
     }
 
-    fn gru_cell_forward(
-        &self,
-        gx: View<'_>,
-        gh: View<'_>,
-        h_prev: View<'_>,
-        h: View<'_>,
-        cache: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let (op, hidden) = ("gru_cell_forward", shape.hidden);
-        let ins = [("gx", &gx, 3), ("gh", &gh, 3), ("h_prev", &h_prev, 1)];
-        let outs = [("h", &h, 1), ("cache", &cache, 4)];
-        if check::cell(op, shape.batch, hidden, &ins, &outs)? == 0 {
+    fn gru_cell_forward(&self, a: GruCellForward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let ins = [gx, gh, h_prev];
+        let (ins, outs) = ([a.gx, a.gh, a.h_prev], [a.h, a.cache]);
+        let hidden = a.shape.hidden;
         lock(
-            op,
+            GruCellForward::OP,
             self.context,
             ins,
-            [h, cache],
+            outs,
             |[gx, gh, hp], [h, cache]| {
                 gru_forward_rows(gx, None, gh, hp, h, cache, hidden, Split::Pool)
             },
         )
     }
 
-    fn gru_cell_backward(
-        &self,
-        cache: View<'_>,
-        h_prev: View<'_>,
-        dh: View<'_>,
-        grads: GruGateGrads<'_>,
-        dh_prev: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let GruGateGrads { dgx, dgh } = grads;
-        let (op, hidden) = ("gru_cell_backward", shape.hidden);
-        let ins = [("cache", &cache, 4), ("h_prev", &h_prev, 1), ("dh", &dh, 1)];
-        let outs = [("dgx", &dgx, 3), ("dgh", &dgh, 3), ("dh_prev", &dh_prev, 1)];
-        if check::cell(op, shape.batch, hidden, &ins, &outs)? == 0 {
+    fn gru_cell_backward(&self, a: GruCellBackward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let (ins, outs) = ([cache, h_prev, dh], [dgx, dgh, dh_prev]);
+        let GruGateGrads { dgx, dgh } = a.grads;
+        let (ins, outs) = ([a.cache, a.h_prev, a.dh], [dgx, dgh, a.dh_prev]);
+        let hidden = a.shape.hidden;
         lock(
-            op,
+            GruCellBackward::OP,
             self.context,
             ins,
             outs,

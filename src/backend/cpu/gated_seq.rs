@@ -2,7 +2,7 @@
 //! row group of the batch (`row_groups`) runs all time steps on its own, a step being the
 //! recurrent product of its rows (the packed GEMM; the epilogue folds in `b_hh` or `dh` while a
 //! block is in cache) followed by the row pass of `cells`. Callers have checked the arguments
-//! (`check::{lstm,gru}_sequence_*`, `batch * hidden > 0`, `steps > 0`).
+//! (the argument structs' `check`: `batch * hidden > 0`, `steps > 0`).
 //!
 //! `W_hh` is packed once per sequence into panels of the product's columns (`packed`), which
 //! every step of every group then reads in place: the GEMM crate otherwise walks a wide operand
@@ -18,14 +18,15 @@ use super::gemm::{self, Epilogue};
 use super::packed::Packed;
 use super::par::Split;
 use super::row_groups::Groups;
-use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::Gemm;
 use crate::ops::GruGateGrads;
 use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
-use crate::ops::check;
 use crate::ops::prelude::*;
+use crate::ops::{
+    GruSequenceBackward, GruSequenceForward, LstmSequenceBackward, LstmSequenceForward,
+};
 
 /// Rows of the whole sequence (steps x batch) from which the backward's `W_hh` is packed rather
 /// than read in place by every step (the copy costs about as much as a product of 8 rows). The
@@ -200,87 +201,46 @@ fn gru_backward_seq([dh, hs, cache, w]: [&[f32]; 4], [dgx, dgh]: [&mut [f32]; 2]
 }
 
 impl GatedSequenceOps for CpuOps {
-    fn lstm_sequence_forward(
-        &self,
-        gates: View<'_>,
-        hs: View<'_>,
-        cs: View<'_>,
-        weights: RecurrentWeights<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let op = "lstm_sequence_forward";
-        check::same_context(op, self.context, &[&gates, &hs, &cs, &w_hh, &b_ih, &b_hh])?;
-        if check::lstm_sequence_forward(gates, hs, cs, weights, shape)? == 0 || shape.steps == 0 {
+    fn lstm_sequence_forward(&self, a: LstmSequenceForward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let (ins, outs) = ([w_hh, b_ih, b_hh], [gates, hs, cs]);
-        lock(op, self.context, ins, outs, |i, o| {
-            lstm_forward_seq(i, o, shape)
+        let RecurrentWeights { w_hh, b_ih, b_hh } = a.weights;
+        let (ins, outs) = ([w_hh, b_ih, b_hh], [a.gates, a.hs, a.cs]);
+        lock(LstmSequenceForward::OP, self.context, ins, outs, |i, o| {
+            lstm_forward_seq(i, o, a.shape)
         })
     }
 
-    fn lstm_sequence_backward(
-        &self,
-        dh: View<'_>,
-        gates: View<'_>,
-        cs: View<'_>,
-        w_hh: View<'_>,
-        dgates: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let op = "lstm_sequence_backward";
-        check::same_context(op, self.context, &[&dh, &gates, &cs, &w_hh, &dgates])?;
-        if check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)? == 0
-            || shape.steps == 0
-        {
+    fn lstm_sequence_backward(&self, a: LstmSequenceBackward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let (ins, outs) = ([dh, gates, cs, w_hh], [dgates]);
-        lock(op, self.context, ins, outs, |i, o| {
-            lstm_backward_seq(i, o, shape)
+        let (ins, outs) = ([a.dh, a.gates, a.cs, a.w_hh], [a.dgates]);
+        lock(LstmSequenceBackward::OP, self.context, ins, outs, |i, o| {
+            lstm_backward_seq(i, o, a.shape)
         })
     }
 
-    fn gru_sequence_forward(
-        &self,
-        gx: View<'_>,
-        hs: View<'_>,
-        weights: RecurrentWeights<'_>,
-        cache: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let op = "gru_sequence_forward";
-        check::same_context(op, self.context, &[&gx, &hs, &w_hh, &b_ih, &b_hh, &cache])?;
-        if check::gru_sequence_forward(gx, hs, weights, cache, shape)? == 0 || shape.steps == 0 {
+    fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let (ins, outs) = ([gx, w_hh, b_ih, b_hh], [hs, cache]);
-        lock(op, self.context, ins, outs, |i, o| {
-            gru_forward_seq(i, o, shape)
+        let RecurrentWeights { w_hh, b_ih, b_hh } = a.weights;
+        let (ins, outs) = ([a.gx, w_hh, b_ih, b_hh], [a.hs, a.cache]);
+        lock(GruSequenceForward::OP, self.context, ins, outs, |i, o| {
+            gru_forward_seq(i, o, a.shape)
         })
     }
 
-    fn gru_sequence_backward(
-        &self,
-        dh: View<'_>,
-        hs: View<'_>,
-        cache: View<'_>,
-        w_hh: View<'_>,
-        grads: GruGateGrads<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let GruGateGrads { dgx, dgh } = grads;
-        let op = "gru_sequence_backward";
-        check::same_context(op, self.context, &[&dh, &hs, &cache, &w_hh, &dgx, &dgh])?;
-        if check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)? == 0 || shape.steps == 0
-        {
+    fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let (ins, outs) = ([dh, hs, cache, w_hh], [dgx, dgh]);
-        lock(op, self.context, ins, outs, |i, o| {
-            gru_backward_seq(i, o, shape)
+        let GruGateGrads { dgx, dgh } = a.grads;
+        let (ins, outs) = ([a.dh, a.hs, a.cache, a.w_hh], [dgx, dgh]);
+        lock(GruSequenceBackward::OP, self.context, ins, outs, |i, o| {
+            gru_backward_seq(i, o, a.shape)
         })
     }
 }

@@ -3,14 +3,12 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
-use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
+use crate::ops::{LayerNormBackward, LayerNormForward, MatShape};
 use rayon::prelude::*;
 
 use super::access::lock;
 use super::par::{PAR_MIN, min_rows};
-use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::check;
 
 /// Mean and `1 / sqrt(biased variance + eps)` of one row (two passes, in f64).
 fn row_stats(x: &[f32], eps: f32) -> (f32, f32) {
@@ -21,21 +19,11 @@ fn row_stats(x: &[f32], eps: f32) -> (f32, f32) {
 }
 
 impl NormOps for CpuOps {
-    fn layer_norm_forward(
-        &self,
-        x: View<'_>,
-        params: LayerNormParams<'_>,
-        y: View<'_>,
-        stats: View<'_>,
-        shape: MatShape,
-        eps: f32,
-    ) -> Result<()> {
-        let LayerNormParams { weight, bias } = params;
-        let MatShape { rows, cols } = shape;
-        let ctx = self.context;
-        let op = "layer_norm_forward";
-        check::layer_norm_forward(&x, &params, &y, &stats, shape)?;
-        let n = rows * cols;
+    fn layer_norm_forward(&self, a: LayerNormForward<'_>) -> Result<()> {
+        let n = a.check(self.context)? as usize;
+        let [x, weight, bias, y, stats] = a.views();
+        let (cols, eps) = (a.shape.cols, a.eps);
+        let (op, ctx) = (LayerNormForward::OP, self.context);
         if n == 0 {
             return lock(op, ctx, [x, weight, bias], [y, stats], |_, _| ());
         }
@@ -69,24 +57,13 @@ impl NormOps for CpuOps {
         )
     }
 
-    fn layer_norm_backward(
-        &self,
-        dy: View<'_>,
-        x: View<'_>,
-        weight: View<'_>,
-        stats: View<'_>,
-        grads: LayerNormGrads<'_>,
-        shape: MatShape,
-    ) -> Result<()> {
-        let LayerNormGrads { dx, dweight, dbias } = grads;
-        let MatShape { rows, cols } = shape;
-        let ctx = self.context;
-        let op = "layer_norm_backward";
-        check::layer_norm_backward(&dy, &x, &weight, &stats, &grads, shape)?;
-        let n = rows * cols;
+    fn layer_norm_backward(&self, a: LayerNormBackward<'_>) -> Result<()> {
+        let n = a.check(self.context)? as usize;
+        let [dy, x, weight, stats, dx, dweight, dbias] = a.views();
+        let MatShape { rows, cols } = a.shape;
         lock(
-            op,
-            ctx,
+            LayerNormBackward::OP,
+            self.context,
             [dy, x, weight, stats],
             [dx, dweight, dbias],
             |[dy, x, w, stats], [dx, dw, db]| {

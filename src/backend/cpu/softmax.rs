@@ -3,7 +3,7 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
-use crate::ops::{LossOutputs, MatShape};
+use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace, read_u32, valid_index};
@@ -162,24 +162,23 @@ impl LossOps for CpuOps {
         row_op("log_softmax", ctx, x, y, rows, cols, log_softmax_row)
     }
 
-    fn softmax_cross_entropy(
-        &self,
-        logits: View<'_>,
-        labels: View<'_>,
-        out: LossOutputs<'_>,
-        row_correct: View<'_>,
-        shape: MatShape,
-        grad_scale: f32,
-    ) -> Result<()> {
+    fn softmax_cross_entropy(&self, a: SoftmaxCrossEntropy<'_>) -> Result<()> {
+        let SoftmaxCrossEntropy {
+            logits,
+            labels,
+            out,
+            row_correct,
+            shape,
+            grad_scale,
+        } = a;
         let LossOutputs {
             grad: dlogits,
             row_loss,
             totals,
         } = out;
         let MatShape { rows, cols } = shape;
-        let ctx = self.context;
-        let op = "softmax_cross_entropy";
-        let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
+        let (ctx, op) = (self.context, SoftmaxCrossEntropy::OP);
+        let n = a.check(ctx)?;
         if rows == 0 {
             return Ok(());
         }
@@ -217,23 +216,22 @@ impl LossOps for CpuOps {
         }
     }
 
-    fn mse(
-        &self,
-        pred: View<'_>,
-        target: View<'_>,
-        out: LossOutputs<'_>,
-        shape: MatShape,
-        grad_scale: f32,
-    ) -> Result<()> {
+    fn mse(&self, a: Mse<'_>) -> Result<()> {
+        let Mse {
+            pred,
+            target,
+            out,
+            shape,
+            grad_scale,
+        } = a;
         let LossOutputs {
             grad: dpred,
             row_loss,
             totals,
         } = out;
         let MatShape { rows, cols } = shape;
-        let ctx = self.context;
-        let op = "mse";
-        let n = check::mse(&pred, &target, &out, shape)?;
+        let (ctx, op) = (self.context, Mse::OP);
+        let n = a.check(ctx)?;
         if rows == 0 {
             return Ok(());
         }

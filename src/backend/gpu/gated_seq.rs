@@ -14,12 +14,12 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::Dialect;
-use crate::ops::GruGateGrads;
-use crate::ops::RecurrentWeights;
 use crate::ops::SeqShape;
-use crate::ops::check;
-use crate::ops::gated_seq::{self, GatedStep, GatedSteps, GruBackwardSeq, LstmBackwardSeq};
+use crate::ops::gated_seq::{self, GatedStep, GatedSteps};
 use crate::ops::prelude::*;
+use crate::ops::{
+    GruSequenceBackward, GruSequenceForward, LstmSequenceBackward, LstmSequenceForward,
+};
 
 /// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu, `RQ_ROWS` in
 /// kernels-cl/seq.cl).
@@ -95,7 +95,8 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// A backward sequence: the persistent kernel `k` with `bufs` and the carry scratch of `n`
-    /// elements appended, or else `by_steps` with that scratch.
+    /// elements appended, or else `by_steps` with that scratch; nothing where `n` is 0 (the
+    /// checks found nothing to compute).
     fn gated_backward(
         &self,
         k: SeqKernel,
@@ -104,6 +105,9 @@ impl<D: Device> GpuOps<D> {
         shape: SeqShape,
         by_steps: impl FnOnce(View<'_>) -> Result<()>,
     ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
         self.with_carry(n, |carry| {
             if self.gated_persistent(k, bufs, &[&carry], shape)? {
                 return Ok(());
@@ -130,117 +134,53 @@ impl<D: Device> GatedSteps for GpuOps<D> {
 }
 
 impl<D: Device> GatedSequenceOps for GpuOps<D> {
-    fn lstm_sequence_forward(
-        &self,
-        gates: View<'_>,
-        hs: View<'_>,
-        cs: View<'_>,
-        weights: RecurrentWeights<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let bufs = [&gates, &hs, &cs, &w_hh, &b_ih, &b_hh];
-        self.mine("lstm_sequence_forward", &bufs)?;
-        let n = check::lstm_sequence_forward(gates, hs, cs, weights, shape)?;
+    fn lstm_sequence_forward(&self, a: LstmSequenceForward<'_>) -> Result<()> {
         let k = SeqKernel {
             entry: "lstm_seq_forward",
             gates: 4,
             forward: true,
         };
-        if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
+        let n = a.check(self.context)?;
+        if n == 0 || self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
             return Ok(());
         }
-        gated_seq::lstm_forward_by_steps(self, [gates, hs, cs], weights, shape)
+        gated_seq::lstm_forward_by_steps(self, a)
     }
 
-    fn lstm_sequence_backward(
-        &self,
-        dh: View<'_>,
-        gates: View<'_>,
-        cs: View<'_>,
-        w_hh: View<'_>,
-        dgates: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let bufs = [&dh, &gates, &cs, &w_hh, &dgates];
-        self.mine("lstm_sequence_backward", &bufs)?;
-        let n = check::lstm_sequence_backward(dh, gates, cs, w_hh, dgates, shape)?;
-        if n == 0 || shape.steps == 0 {
-            return Ok(());
-        }
+    fn lstm_sequence_backward(&self, a: LstmSequenceBackward<'_>) -> Result<()> {
         let k = SeqKernel {
             entry: "lstm_seq_backward",
             gates: 4,
             forward: false,
         };
-        self.gated_backward(k, &bufs, n, shape, |carry| {
-            let seq = LstmBackwardSeq {
-                dh,
-                gates,
-                cs,
-                w_hh,
-                dgates,
-                carry,
-                shape,
-            };
-            gated_seq::lstm_backward_by_steps(self, &seq)
+        let n = a.check(self.context)?;
+        self.gated_backward(k, &a.views().each_ref(), n, a.shape, |carry| {
+            gated_seq::lstm_backward_by_steps(self, &a, carry)
         })
     }
 
-    fn gru_sequence_forward(
-        &self,
-        gx: View<'_>,
-        hs: View<'_>,
-        weights: RecurrentWeights<'_>,
-        cache: View<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let bufs = [&gx, &hs, &w_hh, &b_ih, &b_hh, &cache];
-        self.mine("gru_sequence_forward", &bufs)?;
-        let n = check::gru_sequence_forward(gx, hs, weights, cache, shape)?;
+    fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()> {
         let k = SeqKernel {
             entry: "gru_seq_forward",
             gates: 3,
             forward: true,
         };
-        if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
+        let n = a.check(self.context)?;
+        if n == 0 || self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
             return Ok(());
         }
-        gated_seq::gru_forward_by_steps(self, [gx, hs, cache], weights, shape)
+        gated_seq::gru_forward_by_steps(self, a)
     }
 
-    fn gru_sequence_backward(
-        &self,
-        dh: View<'_>,
-        hs: View<'_>,
-        cache: View<'_>,
-        w_hh: View<'_>,
-        grads: GruGateGrads<'_>,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let bufs = [&dh, &hs, &cache, &w_hh, &grads.dgx, &grads.dgh];
-        self.mine("gru_sequence_backward", &bufs)?;
-        let n = check::gru_sequence_backward(dh, hs, cache, w_hh, grads, shape)?;
-        if n == 0 || shape.steps == 0 {
-            return Ok(());
-        }
+    fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {
         let k = SeqKernel {
             entry: "gru_seq_backward",
             gates: 3,
             forward: false,
         };
-        self.gated_backward(k, &bufs, n, shape, |carry| {
-            let seq = GruBackwardSeq {
-                dh,
-                hs,
-                cache,
-                w_hh,
-                grads,
-                carry,
-                shape,
-            };
-            gated_seq::gru_backward_by_steps(self, &seq)
+        let n = a.check(self.context)?;
+        self.gated_backward(k, &a.views().each_ref(), n, a.shape, |carry| {
+            gated_seq::gru_backward_by_steps(self, &a, carry)
         })
     }
 }

@@ -5,11 +5,10 @@ use super::launch::{self, Args};
 use super::scratch::{MAX_TOTALS_BLOCKS, Ticket};
 use crate::backend::Device;
 use crate::buffer::View;
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::check;
 use crate::ops::prelude::*;
-use crate::ops::{LossOutputs, MatShape};
+use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
 
 impl<D: Device> GpuOps<D> {
     /// Runs `launch(totals, partials, ticket)` for a loss kernel: with `totals`, the kernel
@@ -62,46 +61,33 @@ impl<D: Device> LossOps for GpuOps<D> {
         self.row_softmax("log_softmax", x, y, rows, cols)
     }
 
-    fn softmax_cross_entropy(
-        &self,
-        logits: View<'_>,
-        labels: View<'_>,
-        out: LossOutputs<'_>,
-        row_correct: View<'_>,
-        shape: MatShape,
-        grad_scale: f32,
-    ) -> Result<()> {
+    fn softmax_cross_entropy(&self, a: SoftmaxCrossEntropy<'_>) -> Result<()> {
+        let n = a.check(self.context)?;
+        check::fits_u32(SoftmaxCrossEntropy::OP, n)?;
+        let MatShape { rows, cols } = a.shape;
+        if rows == 0 {
+            return Ok(());
+        }
         let LossOutputs {
             grad: dlogits,
             row_loss,
             totals,
-        } = out;
-        let MatShape { rows, cols } = shape;
-        let op = "softmax_cross_entropy";
-        check::typed(op, self.context, &[("labels", &labels, DType::U32)])?;
-        self.mine(op, &[&logits, &dlogits, &row_loss, &row_correct])?;
-        let n = check::softmax_cross_entropy(&logits, &labels, &out, &row_correct, shape)?;
-        let outs = [&dlogits, &row_loss, &row_correct];
-        for (i, o) in outs.iter().enumerate() {
-            for input in [&logits, &labels] {
-                check::no_overlap(op, o, input, false)?;
-            }
-            for other in &outs[i + 1..] {
-                check::no_overlap(op, o, other, false)?;
-            }
-        }
-        check::fits_u32(op, n)?;
-        if rows == 0 {
-            return Ok(());
-        }
+        } = a.out;
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .buf(&logits)?
-                .buf_u32(&labels)?
-                .bufs(&[&dlogits, &row_loss, &row_correct, totals, partials, ticket])?
+                .buf(&a.logits)?
+                .buf_u32(&a.labels)?
+                .bufs(&[
+                    &dlogits,
+                    &row_loss,
+                    &a.row_correct,
+                    totals,
+                    partials,
+                    ticket,
+                ])?
                 .dims(&[rows, cols])
-                .f32(grad_scale)
+                .f32(a.grad_scale)
                 .u32(with_totals);
             self.run(
                 "softmax_xent",
@@ -111,40 +97,28 @@ impl<D: Device> LossOps for GpuOps<D> {
         })
     }
 
-    fn mse(
-        &self,
-        pred: View<'_>,
-        target: View<'_>,
-        out: LossOutputs<'_>,
-        shape: MatShape,
-        grad_scale: f32,
-    ) -> Result<()> {
+    fn mse(&self, a: Mse<'_>) -> Result<()> {
+        let n = a.check(self.context)?;
+        check::fits_u32(Mse::OP, n)?;
+        let MatShape { rows, cols } = a.shape;
+        if rows == 0 {
+            return Ok(());
+        }
         let LossOutputs {
             grad: dpred,
             row_loss,
             totals,
-        } = out;
-        let MatShape { rows, cols } = shape;
-        let op = "mse";
-        self.mine(op, &[&pred, &target, &dpred, &row_loss])?;
-        let n = check::mse(&pred, &target, &out, shape)?;
-        for o in [&dpred, &row_loss] {
-            check::no_overlap(op, o, &pred, false)?;
-            check::no_overlap(op, o, &target, false)?;
-        }
-        check::no_overlap(op, &dpred, &row_loss, false)?;
-        check::fits_u32(op, n)?;
-        if rows == 0 {
-            return Ok(());
-        }
+        } = a.out;
         let with_totals = totals.is_some() as u32;
         self.with_totals(totals, |totals, partials, ticket| {
             let args = Args::new()
-                .bufs(&[&pred, &target, &dpred, &row_loss, totals, partials, ticket])?
+                .bufs(&[
+                    &a.pred, &a.target, &dpred, &row_loss, totals, partials, ticket,
+                ])?
                 .dims(&[rows, cols])
-                .f32(grad_scale)
+                .f32(a.grad_scale)
                 .u32(with_totals);
-            self.run(op, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)
+            self.run(Mse::OP, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)
         })
     }
 }

@@ -7,12 +7,10 @@ use super::GpuOps;
 use super::launch::{self, Args, THREADS};
 use super::scratch::{PARTIALS, Ticket};
 use crate::backend::Device;
-use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
-use crate::ops::check;
 use crate::ops::prelude::*;
-use crate::ops::{LayerNormGrads, LayerNormParams, MatShape};
+use crate::ops::{LayerNormBackward, LayerNormForward, MatShape};
 
 /// Rows a backward block covers at least before another block (and its partials) pays off.
 const MIN_CHUNK_ROWS: usize = 16;
@@ -41,70 +39,37 @@ pub(super) fn backward_geometry(
 }
 
 impl<D: Device> NormOps for GpuOps<D> {
-    fn layer_norm_forward(
-        &self,
-        x: View<'_>,
-        params: LayerNormParams<'_>,
-        y: View<'_>,
-        stats: View<'_>,
-        shape: MatShape,
-        eps: f32,
-    ) -> Result<()> {
-        let LayerNormParams { weight, bias } = params;
-        let MatShape { rows, cols } = shape;
-        let op = "layer_norm_forward";
-        self.mine(op, &[&x, &weight, &bias, &y, &stats])?;
-        let n = rows.saturating_mul(cols);
-        check::layer_norm_forward(&x, &params, &y, &stats, shape)?;
-        if n == 0 {
+    fn layer_norm_forward(&self, a: LayerNormForward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
+        let MatShape { rows, cols } = a.shape;
         let args = Args::new()
-            .bufs(&[&x, &weight, &bias, &y, &stats])?
+            .bufs(&a.views().each_ref())?
             .dims(&[rows, cols])
-            .f32(eps);
-        self.run(op, launch::warp_rows(rows, 1024), args)
+            .f32(a.eps);
+        self.run(LayerNormForward::OP, launch::warp_rows(rows, 1024), args)
     }
 
-    fn layer_norm_backward(
-        &self,
-        dy: View<'_>,
-        x: View<'_>,
-        weight: View<'_>,
-        stats: View<'_>,
-        grads: LayerNormGrads<'_>,
-        shape: MatShape,
-    ) -> Result<()> {
-        let LayerNormGrads { dx, dweight, dbias } = grads;
-        let MatShape { rows, cols } = shape;
-        let op = "layer_norm_backward";
-        self.mine(op, &[&dy, &x, &weight, &stats, &dx, &dweight, &dbias])?;
-        check::layer_norm_backward(&dy, &x, &weight, &stats, &grads, shape)?;
+    fn layer_norm_backward(&self, a: LayerNormBackward<'_>) -> Result<()> {
+        a.check(self.context)?;
+        let MatShape { rows, cols } = a.shape;
         if cols == 0 {
             return Ok(());
         }
         if rows == 0 {
             // No rows: the sums are zero (the kernel would have no block to write them).
-            self.fill(dweight, 0.0)?;
-            return self.fill(dbias, 0.0);
+            self.fill(a.grads.dweight, 0.0)?;
+            return self.fill(a.grads.dbias, 0.0);
         }
         let (config, chunk_rows) = backward_geometry(rows, cols, self.info.compute_units, PARTIALS);
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .bufs(&[
-                    &dy,
-                    &x,
-                    &weight,
-                    &stats,
-                    &dx,
-                    &dweight,
-                    &dbias,
-                    &scratch.partials()?,
-                    &scratch.ticket(Ticket::LayerNorm)?,
-                ])?
+                .bufs(&a.views().each_ref())?
+                .bufs(&[&scratch.partials()?, &scratch.ticket(Ticket::LayerNorm)?])?
                 .dims(&[rows, cols])
                 .u32(chunk_rows);
-            self.run(op, config, args)
+            self.run(LayerNormBackward::OP, config, args)
         })
     }
 }

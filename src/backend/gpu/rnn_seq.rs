@@ -12,10 +12,10 @@ use super::persistent::SeqTile;
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::RecurrentWeights;
+use crate::ops::Activation;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
-use crate::ops::{Activation, check};
+use crate::ops::{RnnSequenceBackward, RnnSequenceForward, RnnStepBackward, RnnStepForward};
 
 /// Batch rows of a block tile (`RQ_ROWS` in kernels-cu/rnn_seq.cu).
 const RQ_ROWS: usize = 8;
@@ -104,88 +104,47 @@ impl<D: Device> GpuOps<D> {
 }
 
 impl<D: Device> ElmanOps for GpuOps<D> {
-    fn rnn_step_forward(
-        &self,
-        pre: View<'_>,
-        h_prev: View<'_>,
-        weights: RecurrentWeights<'_>,
-        h: View<'_>,
-        act: Activation,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let bufs = [&pre, &h_prev, &w_hh, &b_ih, &b_hh, &h];
-        self.mine("rnn_step_forward", &bufs)?;
-        if check::rnn_step_forward(&pre, &h_prev, &weights, &h, act, shape)? == 0 {
+    fn rnn_step_forward(&self, a: RnnStepForward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        self.elman_step("rnn_step_forward", &bufs, None, act, shape)
+        let bufs = a.views();
+        self.elman_step(RnnStepForward::OP, &bufs.each_ref(), None, a.act, a.shape)
     }
 
-    fn rnn_step_backward(
-        &self,
-        dh: View<'_>,
-        dpre_next: Option<View<'_>>,
-        w_hh: View<'_>,
-        h: View<'_>,
-        dpre: View<'_>,
-        act: Activation,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let op = "rnn_step_backward";
-        self.mine(op, &[&dh, &w_hh, &h, &dpre])?;
-        if let Some(next) = &dpre_next {
-            self.mine(op, &[next])?;
-        }
-        let next = dpre_next.as_ref();
-        if check::rnn_step_backward(&dh, next, &w_hh, &h, &dpre, act, shape)? == 0 {
+    fn rnn_step_backward(&self, a: RnnStepBackward<'_>) -> Result<()> {
+        if a.check(self.context)? == 0 {
             return Ok(());
         }
-        // Without a next step the kernel reads no `dpre_next`; any valid buffer fills the slot.
-        let next = dpre_next.unwrap_or(dh);
-        let bufs = [&dh, &next, &w_hh, &h, &dpre];
-        self.elman_step(op, &bufs, Some(dpre_next.is_some()), act, shape)
+        let (bufs, has_next) = (a.views(), Some(a.dpre_next.is_some()));
+        self.elman_step(
+            RnnStepBackward::OP,
+            &bufs.each_ref(),
+            has_next,
+            a.act,
+            a.shape,
+        )
     }
 
-    fn rnn_sequence_forward(
-        &self,
-        pre: View<'_>,
-        hs: View<'_>,
-        weights: RecurrentWeights<'_>,
-        act: Activation,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-        let bufs = [&pre, &hs, &w_hh, &b_ih, &b_hh];
-        self.mine("rnn_sequence_forward", &bufs)?;
-        let n = check::rnn_sequence_forward(pre, hs, weights, act, shape)?;
+    fn rnn_sequence_forward(&self, a: RnnSequenceForward<'_>) -> Result<()> {
+        let n = a.check(self.context)?;
+        let bufs = a.views();
         if n == 0
-            || shape.steps == 0
-            || self.elman_persistent("rnn_seq_forward", &bufs, n, act, shape)?
+            || self.elman_persistent("rnn_seq_forward", &bufs.each_ref(), n, a.act, a.shape)?
         {
             return Ok(());
         }
-        crate::ops::rnn_seq::forward_by_steps(self, [pre, hs], weights, act, shape)
+        crate::ops::rnn_seq::forward_by_steps(self, a)
     }
 
-    fn rnn_sequence_backward(
-        &self,
-        dh: View<'_>,
-        hs: View<'_>,
-        w_hh: View<'_>,
-        dpre: View<'_>,
-        act: Activation,
-        shape: SeqShape,
-    ) -> Result<()> {
-        let bufs = [&dh, &hs, &w_hh, &dpre];
-        self.mine("rnn_sequence_backward", &bufs)?;
-        let n = check::rnn_sequence_backward(dh, hs, w_hh, dpre, act, shape)?;
+    fn rnn_sequence_backward(&self, a: RnnSequenceBackward<'_>) -> Result<()> {
+        let n = a.check(self.context)?;
+        let bufs = a.views();
         if n == 0
-            || shape.steps == 0
-            || self.elman_persistent("rnn_seq_backward", &bufs, n, act, shape)?
+            || self.elman_persistent("rnn_seq_backward", &bufs.each_ref(), n, a.act, a.shape)?
         {
             return Ok(());
         }
-        crate::ops::rnn_seq::backward_by_steps(self, [dh, hs, w_hh, dpre], act, shape)
+        crate::ops::rnn_seq::backward_by_steps(self, a)
     }
 }

@@ -5,7 +5,11 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::Context;
+use rnn::ops::GruCellBackward;
+use rnn::ops::GruCellForward;
 use rnn::ops::GruGateGrads;
+use rnn::ops::LstmCellBackward;
+use rnn::ops::LstmCellForward;
 use rnn::ops::SeqShape;
 
 use super::{Values, compare, nan, prop, run_on};
@@ -25,10 +29,22 @@ pub fn cells(t: Target) {
         let c_prev = r.vec(n, -1.0, 1.0);
         let fwd = [gates, c_prev.clone(), nan(n), nan(n)];
         compare(ctx, "lstm_cell_forward", &fwd, &[0, 2, 3], tol, &|o, v| {
-            o.lstm_cell_forward(v[0], v[1], v[2], v[3], SeqShape::step(batch, hidden))
+            o.lstm_cell_forward(LstmCellForward::new(
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                SeqShape::step(batch, hidden),
+            ))
         })?;
         let done = run_on(&Context::cpu(), &fwd, &|o, v| {
-            o.lstm_cell_forward(v[0], v[1], v[2], v[3], SeqShape::step(batch, hidden))
+            o.lstm_cell_forward(LstmCellForward::new(
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                SeqShape::step(batch, hidden),
+            ))
         })
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let bwd = [
@@ -40,7 +56,7 @@ pub fn cells(t: Target) {
             nan(4 * n),
         ];
         compare(ctx, "lstm_cell_backward", &bwd, &[4, 5], 1e-4, &|o, v| {
-            o.lstm_cell_backward(
+            o.lstm_cell_backward(LstmCellBackward::new(
                 v[0],
                 v[1],
                 v[2],
@@ -48,7 +64,7 @@ pub fn cells(t: Target) {
                 v[4],
                 v[5],
                 SeqShape::step(batch, hidden),
-            )
+            ))
         })?;
         let h_prev = r.vec(n, -1.0, 1.0);
         let fwd = [
@@ -59,10 +75,24 @@ pub fn cells(t: Target) {
             nan(4 * n),
         ];
         compare(ctx, "gru_cell_forward", &fwd, &[3, 4], tol, &|o, v| {
-            o.gru_cell_forward(v[0], v[1], v[2], v[3], v[4], SeqShape::step(batch, hidden))
+            o.gru_cell_forward(GruCellForward::new(
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                v[4],
+                SeqShape::step(batch, hidden),
+            ))
         })?;
         let done = run_on(&Context::cpu(), &fwd, &|o, v| {
-            o.gru_cell_forward(v[0], v[1], v[2], v[3], v[4], SeqShape::step(batch, hidden))
+            o.gru_cell_forward(GruCellForward::new(
+                v[0],
+                v[1],
+                v[2],
+                v[3],
+                v[4],
+                SeqShape::step(batch, hidden),
+            ))
         })
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let bwd = [
@@ -74,14 +104,14 @@ pub fn cells(t: Target) {
             nan(n),
         ];
         compare(ctx, "gru_cell_backward", &bwd, &[3, 4, 5], 1e-4, &|o, v| {
-            o.gru_cell_backward(
+            o.gru_cell_backward(GruCellBackward::new(
                 v[0],
                 v[1],
                 v[2],
                 GruGateGrads::new(v[3], v[4]),
                 v[5],
                 SeqShape::step(batch, hidden),
-            )
+            ))
         })
     });
 }

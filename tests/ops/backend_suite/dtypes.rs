@@ -4,6 +4,10 @@
 //! `Error::DTypeMismatch` before any work.
 
 use half::{bf16, f16};
+use rnn::ops::LayerNormForward;
+use rnn::ops::Mse;
+use rnn::ops::RnnStepForward;
+use rnn::ops::SoftmaxCrossEntropy;
 use rnn::ops::prelude::*;
 use rnn::ops::{
     Activated, BiasActGrads, DenseParams, DenseShape, DropoutMask, LayerNormParams, LossOutputs,
@@ -181,11 +185,18 @@ const CASES: &[Case] = &[
     ("log_softmax", |o, p| o.log_softmax(p.f(6), p.bad(6), 2, 3)),
     ("softmax_cross_entropy", |o, p| {
         let out = LossOutputs::new(p.f(6), p.f(2), None);
-        o.softmax_cross_entropy(p.bad(6), p.u(2), out, p.f(2), MatShape::new(2, 3), 1.0)
+        o.softmax_cross_entropy(SoftmaxCrossEntropy::new(
+            p.bad(6),
+            p.u(2),
+            out,
+            p.f(2),
+            MatShape::new(2, 3),
+            1.0,
+        ))
     }),
     ("mse", |o, p| {
         let out = LossOutputs::new(p.f(6), p.f(2), None);
-        o.mse(p.f(6), p.bad(6), out, MatShape::new(2, 3), 1.0)
+        o.mse(Mse::new(p.f(6), p.bad(6), out, MatShape::new(2, 3), 1.0))
     }),
     ("gather_rows", |o, p| {
         o.gather_rows(p.f(6), p.u(2), p.bad(6), 3)
@@ -204,7 +215,14 @@ const CASES: &[Case] = &[
     ("rng_advance", |o, p| o.rng_advance(p.bad(RNG_STATE_LEN))),
     ("layer_norm_forward", |o, p| {
         let params = LayerNormParams::new(p.f(3), p.f(3));
-        o.layer_norm_forward(p.bad(6), params, p.f(6), p.f(4), MatShape::new(2, 3), 1e-5)
+        o.layer_norm_forward(LayerNormForward::new(
+            p.bad(6),
+            params,
+            p.f(6),
+            p.f(4),
+            MatShape::new(2, 3),
+            1e-5,
+        ))
     }),
     ("sgd_step", |o, p| {
         let s = SgdStep {
@@ -265,7 +283,14 @@ const CASES: &[Case] = &[
     ("rnn_step_forward", |o, p| {
         let w = RecurrentWeights::new(p.bad(9), p.f(3), p.f(3));
         let shape = SeqShape::new(1, 2, 3);
-        o.rnn_step_forward(p.f(6), p.f(6), w, p.f(6), Activation::Tanh, shape)
+        o.rnn_step_forward(RnnStepForward::new(
+            p.f(6),
+            p.f(6),
+            w,
+            p.f(6),
+            Activation::Tanh,
+            shape,
+        ))
     }),
 ];
 
@@ -273,7 +298,14 @@ const CASES: &[Case] = &[
 const INDEX_CASES: &[Case] = &[
     ("softmax_cross_entropy", |o, p| {
         let out = LossOutputs::new(p.f(6), p.f(2), None);
-        o.softmax_cross_entropy(p.f(6), p.f(2), out, p.f(2), MatShape::new(2, 3), 1.0)
+        o.softmax_cross_entropy(SoftmaxCrossEntropy::new(
+            p.f(6),
+            p.f(2),
+            out,
+            p.f(2),
+            MatShape::new(2, 3),
+            1.0,
+        ))
     }),
     ("gather_rows", |o, p| {
         o.gather_rows(p.f(6), p.f(2), p.f(6), 3)

@@ -6,6 +6,10 @@
 //! step loop. Targets that record no graphs skip.
 
 use rnn::ops::GruGateGrads;
+use rnn::ops::GruSequenceBackward;
+use rnn::ops::GruSequenceForward;
+use rnn::ops::LstmSequenceBackward;
+use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 use rnn::{Buffer, Context};
@@ -70,36 +74,36 @@ fn setup(ctx: &Context, (steps, batch, hidden): (usize, usize, usize), seed: u64
 fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) -> rnn::Result<()> {
     let o = ctx.ops();
     o.copy(s.xg.view(), s.gates.view())?;
-    o.lstm_sequence_forward(
+    o.lstm_sequence_forward(LstmSequenceForward::new(
         s.gates.view(),
         s.hs.view(),
         s.cs.view(),
         RecurrentWeights::new(s.w4.view(), s.b4.view(), s.b4.view()),
         SeqShape::new(steps, batch, hidden),
-    )?;
-    o.lstm_sequence_backward(
+    ))?;
+    o.lstm_sequence_backward(LstmSequenceBackward::new(
         s.dh.view(),
         s.gates.view(),
         s.cs.view(),
         s.w4.view(),
         s.dgates.view(),
         SeqShape::new(steps, batch, hidden),
-    )?;
-    o.gru_sequence_forward(
+    ))?;
+    o.gru_sequence_forward(GruSequenceForward::new(
         s.gx.view(),
         s.ghs.view(),
         RecurrentWeights::new(s.w3.view(), s.b3.view(), s.b3.view()),
         s.cache.view(),
         SeqShape::new(steps, batch, hidden),
-    )?;
-    o.gru_sequence_backward(
+    ))?;
+    o.gru_sequence_backward(GruSequenceBackward::new(
         s.dh.view(),
         s.ghs.view(),
         s.cache.view(),
         s.w3.view(),
         GruGateGrads::new(s.dgx.view(), s.dgh.view()),
         SeqShape::new(steps, batch, hidden),
-    )
+    ))
 }
 
 fn read(ctx: &Context, b: &Buffer) -> Vec<f32> {

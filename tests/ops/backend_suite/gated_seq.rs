@@ -10,6 +10,10 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::Context;
 use rnn::ops::GruGateGrads;
+use rnn::ops::GruSequenceBackward;
+use rnn::ops::GruSequenceForward;
+use rnn::ops::LstmSequenceBackward;
+use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
@@ -43,13 +47,13 @@ fn check_lstm(
     ];
     let shape = format!("{steps}x{batch}x{hidden} pad {pad}");
     let f = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
-        o.lstm_sequence_forward(
+        o.lstm_sequence_forward(LstmSequenceForward::new(
             v[0],
             v[1],
             v[2],
             RecurrentWeights::new(v[3], v[4], v[5]),
             SeqShape::new(steps, batch, hidden),
-        )
+        ))
     };
     let what = format!("lstm_sequence_forward {shape}");
     compare_at(ctx, &what, &fwd, pad, &[0, 1, 2], 1e-4, &f)?;
@@ -66,14 +70,14 @@ fn check_lstm(
     ];
     let what = format!("lstm_sequence_backward {shape}");
     compare_at(ctx, &what, &bwd, pad, &[4], 1e-4, &|o, v| {
-        o.lstm_sequence_backward(
+        o.lstm_sequence_backward(LstmSequenceBackward::new(
             v[0],
             v[1],
             v[2],
             v[3],
             v[4],
             SeqShape::new(steps, batch, hidden),
-        )
+        ))
     })
 }
 
@@ -97,13 +101,13 @@ fn check_gru(
     ];
     let shape = format!("{steps}x{batch}x{hidden} pad {pad}");
     let f = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
-        o.gru_sequence_forward(
+        o.gru_sequence_forward(GruSequenceForward::new(
             v[0],
             v[1],
             RecurrentWeights::new(v[2], v[3], v[4]),
             v[5],
             SeqShape::new(steps, batch, hidden),
-        )
+        ))
     };
     let what = format!("gru_sequence_forward {shape}");
     compare_at(ctx, &what, &fwd, pad, &[1, 5], 1e-4, &f)?;
@@ -119,14 +123,14 @@ fn check_gru(
     ];
     let what = format!("gru_sequence_backward {shape}");
     compare_at(ctx, &what, &bwd, pad, &[4, 5], 1e-4, &|o, v| {
-        o.gru_sequence_backward(
+        o.gru_sequence_backward(GruSequenceBackward::new(
             v[0],
             v[1],
             v[2],
             v[3],
             GruGateGrads::new(v[4], v[5]),
             SeqShape::new(steps, batch, hidden),
-        )
+        ))
     })
 }
 

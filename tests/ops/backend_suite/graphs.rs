@@ -6,6 +6,7 @@
 //! with `vendor_blas` off, where on CUDA sm_80+ both GEMMs split k (the forward in 2 ranges, the
 //! weight gradient in 4) through the context's partial-sum scratch.
 
+use rnn::ops::SoftmaxCrossEntropy;
 use rnn::ops::TypedMemory;
 use rnn::ops::optimizer_state;
 use rnn::ops::{Activated, LossOutputs, MatShape, OptimBuffers};
@@ -89,14 +90,14 @@ fn run(ctx: &Context, s: &Step, params: &Buffer) -> rnn::Result<()> {
         b,
         MatShape::new(ROWS, OUT),
     )?;
-    o.softmax_cross_entropy(
+    o.softmax_cross_entropy(SoftmaxCrossEntropy::new(
         s.logits.view(),
         s.labels.view(),
         LossOutputs::new(s.dlogits.view(), s.row_loss.view(), Some(s.totals.view())),
         s.row_correct.view(),
         MatShape::new(ROWS, OUT),
         1.0 / ROWS as f32,
-    )?;
+    ))?;
     let (gw, gb) = (s.grads.slice(0, OUT * IN)?, s.grads.slice(OUT * IN, OUT)?);
     o.gemm(
         Gemm::new(OUT, IN, ROWS).ta(),

@@ -8,6 +8,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::SoftmaxCrossEntropy;
 use rnn::ops::TypedMemory;
 use rnn::ops::{LossOutputs, MatShape};
 use rnn::{Context, DType, Error};
@@ -127,14 +128,14 @@ pub fn invalid_indices(t: Target) {
             let scale = r.uniform(0.1, 2.0);
             let bufs = [logits, idx.clone(), nan(rows * n), nan(rows), nan(rows)];
             let xent = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
-                o.softmax_cross_entropy(
+                o.softmax_cross_entropy(SoftmaxCrossEntropy::new(
                     v[0],
                     v[1],
                     LossOutputs::new(v[2], v[3], None),
                     v[4],
                     MatShape::new(rows, n),
                     scale,
-                )
+                ))
             };
             let want = run_ids(&Context::cpu(), &bufs, &[1], &xent)
                 .map_err(|e| fail("softmax_cross_entropy", &Context::cpu(), e))?;
@@ -231,14 +232,14 @@ pub fn beyond_2_24(t: Target) {
         logits[far] = 5.0;
         let (logits, dlogits) = (f32s(&logits), f32s(&vec![f32::NAN; ROWS]));
         let (loss, correct) = (f32s(&[f32::NAN]), f32s(&[f32::NAN]));
-        ops.softmax_cross_entropy(
+        ops.softmax_cross_entropy(SoftmaxCrossEntropy::new(
             logits.view(),
             idx.slice(0, 1).unwrap(),
             LossOutputs::new(dlogits.view(), loss.view(), None),
             correct.view(),
             MatShape::new(1, ROWS),
             1.0,
-        )
+        ))
         .unwrap();
         assert_eq!(read(&correct), [1.0], "{}", ctx.id());
         let loss = read(&loss)[0];

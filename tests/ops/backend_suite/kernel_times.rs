@@ -4,7 +4,13 @@
 //! option, and on every other backend (profiled with Nsight Compute instead), there is no table.
 
 use rnn::ops::GruGateGrads;
+use rnn::ops::GruSequenceBackward;
+use rnn::ops::GruSequenceForward;
+use rnn::ops::LstmSequenceBackward;
+use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
+use rnn::ops::RnnSequenceBackward;
+use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use std::collections::BTreeMap;
 
@@ -155,52 +161,52 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
     ctx.kernel_times()?;
     // Twice: a launch must not make the next one of the same kernel take another path.
     for _ in 0..2 {
-        ops.rnn_sequence_forward(
+        ops.rnn_sequence_forward(RnnSequenceForward::new(
             pre.view(),
             hs.view(),
             RecurrentWeights::new(w1, b1, b1),
             act,
             SeqShape::new(steps, batch, hidden),
-        )?;
-        ops.rnn_sequence_backward(
+        ))?;
+        ops.rnn_sequence_backward(RnnSequenceBackward::new(
             dh.view(),
             hs.view(),
             w1,
             pre.view(),
             act,
             SeqShape::new(steps, batch, hidden),
-        )?;
-        ops.lstm_sequence_forward(
+        ))?;
+        ops.lstm_sequence_forward(LstmSequenceForward::new(
             gates.view(),
             hs.view(),
             cs.view(),
             RecurrentWeights::new(w.view(), b.view(), b.view()),
             SeqShape::new(steps, batch, hidden),
-        )?;
-        ops.lstm_sequence_backward(
+        ))?;
+        ops.lstm_sequence_backward(LstmSequenceBackward::new(
             dh.view(),
             gates.view(),
             cs.view(),
             w.view(),
             dgates.slice(0, steps * 4 * n)?,
             SeqShape::new(steps, batch, hidden),
-        )?;
+        ))?;
         let gx = gates.slice(0, steps * 3 * n)?;
-        ops.gru_sequence_forward(
+        ops.gru_sequence_forward(GruSequenceForward::new(
             gx,
             hs.view(),
             RecurrentWeights::new(w3, b3, b3),
             cache.view(),
             SeqShape::new(steps, batch, hidden),
-        )?;
-        ops.gru_sequence_backward(
+        ))?;
+        ops.gru_sequence_backward(GruSequenceBackward::new(
             dh.view(),
             hs.view(),
             cache.view(),
             w3,
             GruGateGrads::new(gates.slice(0, steps * 3 * n)?, dgh.slice(0, steps * 3 * n)?),
             SeqShape::new(steps, batch, hidden),
-        )?;
+        ))?;
     }
     let times = ctx.kernel_times()?.expect("the timer is on");
     Ok(times.into_iter().map(|t| (t.entry, t.launches)).collect())

@@ -4,6 +4,8 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::LayerNormBackward;
+use rnn::ops::LayerNormForward;
 use rnn::ops::rng_state_values;
 use rnn::ops::{DropoutMask, LayerNormGrads, LayerNormParams, MatShape};
 use rnn::{Ops, View};
@@ -91,7 +93,14 @@ pub fn layer_norm(t: Target) {
         let fwd = [x.clone(), w.clone(), b, nan(n), nan(2 * rows)];
         let forward = |o: &dyn Ops, v: &[View<'_>]| {
             let params = LayerNormParams::new(v[1], v[2]);
-            o.layer_norm_forward(v[0], params, v[3], v[4], MatShape::new(rows, cols), 1e-5)
+            o.layer_norm_forward(LayerNormForward::new(
+                v[0],
+                params,
+                v[3],
+                v[4],
+                MatShape::new(rows, cols),
+                1e-5,
+            ))
         };
         compare(
             ctx,
@@ -127,14 +136,14 @@ pub fn layer_norm(t: Target) {
             &[(5, dw_scale), (6, db_scale)],
             1e-4,
             &|o, v| {
-                o.layer_norm_backward(
+                o.layer_norm_backward(LayerNormBackward::new(
                     v[0],
                     v[1],
                     v[2],
                     v[3],
                     LayerNormGrads::new(v[4], v[5], v[6]),
                     MatShape::new(rows, cols),
-                )
+                ))
             },
         )
     });

@@ -1,6 +1,8 @@
 //! Softmax, log-softmax and the losses on every GPU target against the CPU backend.
 
 use proptest::prelude::*;
+use rnn::ops::Mse;
+use rnn::ops::SoftmaxCrossEntropy;
 use rnn::ops::{LossOutputs, MatShape};
 
 use super::{Values, compare, compare_ids, nan, prop};
@@ -46,14 +48,14 @@ pub fn softmax_losses(t: Target) {
             &[2, 3, 4],
             1e-5,
             &|o, v| {
-                o.softmax_cross_entropy(
+                o.softmax_cross_entropy(SoftmaxCrossEntropy::new(
                     v[0],
                     v[1],
                     LossOutputs::new(v[2], v[3], None),
                     v[4],
                     MatShape::new(rows, cols),
                     scale,
-                )
+                ))
             },
         )?;
         // With totals: the loss sum and correct count added to what the buffer held (a third
@@ -78,35 +80,35 @@ pub fn softmax_losses(t: Target) {
             &[2, 3, 4, 5],
             1e-5,
             &|o, v| {
-                o.softmax_cross_entropy(
+                o.softmax_cross_entropy(SoftmaxCrossEntropy::new(
                     v[0],
                     v[1],
                     LossOutputs::new(v[2], v[3], Some(v[5])),
                     v[4],
                     MatShape::new(rows, cols),
                     scale,
-                )
+                ))
             },
         )?;
         let bufs = [x.clone(), r.vec(n, -8.0, 8.0), nan(n), nan(rows)];
         compare(ctx, "mse", &bufs, &[2, 3], tol, &|o, v| {
-            o.mse(
+            o.mse(Mse::new(
                 v[0],
                 v[1],
                 LossOutputs::new(v[2], v[3], None),
                 MatShape::new(rows, cols),
                 scale,
-            )
+            ))
         })?;
         let bufs = [x, r.vec(n, -8.0, 8.0), nan(n), nan(rows), totals];
         compare(ctx, "mse with totals", &bufs, &[2, 3, 4], tol, &|o, v| {
-            o.mse(
+            o.mse(Mse::new(
                 v[0],
                 v[1],
                 LossOutputs::new(v[2], v[3], Some(v[4])),
                 MatShape::new(rows, cols),
                 scale,
-            )
+            ))
         })
     });
 }

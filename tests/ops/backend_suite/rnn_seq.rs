@@ -10,6 +10,8 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::ops::RecurrentWeights;
+use rnn::ops::RnnSequenceBackward;
+use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
@@ -43,7 +45,7 @@ fn check_sequence(
     let shape = SeqShape::new(steps, batch, hidden);
     let forward = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
         let weights = RecurrentWeights::new(v[2], v[3], v[4]);
-        o.rnn_sequence_forward(v[0], v[1], weights, act, shape)
+        o.rnn_sequence_forward(RnnSequenceForward::new(v[0], v[1], weights, act, shape))
     };
     compare_at(ctx, &what, &fwd, pad, &[1], tol, &forward)?;
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
@@ -53,14 +55,14 @@ fn check_sequence(
     let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
     let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
     compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {
-        o.rnn_sequence_backward(
+        o.rnn_sequence_backward(RnnSequenceBackward::new(
             v[0],
             v[1],
             v[2],
             v[3],
             act,
             SeqShape::new(steps, batch, hidden),
-        )
+        ))
     })
 }
 

@@ -5,6 +5,8 @@
 use proptest::prelude::*;
 use rnn::Activation;
 use rnn::ops::RecurrentWeights;
+use rnn::ops::RnnStepBackward;
+use rnn::ops::RnnStepForward;
 use rnn::ops::SeqShape;
 
 use super::{Values, compare_at, nan, prop};
@@ -45,14 +47,14 @@ pub fn rnn_steps(t: Target) {
                     &[5],
                     tol,
                     &|o, v| {
-                        o.rnn_step_forward(
+                        o.rnn_step_forward(RnnStepForward::new(
                             v[0],
                             v[1],
                             RecurrentWeights::new(v[2], v[3], v[4]),
                             v[5],
                             act,
                             SeqShape::step(batch, hidden),
-                        )
+                        ))
                     },
                 )?;
                 // `h` as the forward would leave it: in (-1, 1) for tanh, >= 0 (some exact 0) for relu.
@@ -75,7 +77,7 @@ pub fn rnn_steps(t: Target) {
                     &[4],
                     tol,
                     &|o, v| {
-                        o.rnn_step_backward(
+                        o.rnn_step_backward(RnnStepBackward::new(
                             v[0],
                             Some(v[1]),
                             v[2],
@@ -83,7 +85,7 @@ pub fn rnn_steps(t: Target) {
                             v[4],
                             act,
                             SeqShape::step(batch, hidden),
-                        )
+                        ))
                     },
                 )?;
                 compare_at(
@@ -94,7 +96,7 @@ pub fn rnn_steps(t: Target) {
                     &[4],
                     tol,
                     &|o, v| {
-                        o.rnn_step_backward(
+                        o.rnn_step_backward(RnnStepBackward::new(
                             v[0],
                             None,
                             v[2],
@@ -102,7 +104,7 @@ pub fn rnn_steps(t: Target) {
                             v[4],
                             act,
                             SeqShape::step(batch, hidden),
-                        )
+                        ))
                     },
                 )?;
             }

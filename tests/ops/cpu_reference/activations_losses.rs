@@ -1,6 +1,8 @@
 //! Activations (fused bias, in place, backward), softmax, cross-entropy and MSE.
 
 use super::*;
+use rnn::ops::Mse;
+use rnn::ops::SoftmaxCrossEntropy;
 use rnn::ops::{Activated, LossOutputs, MatShape};
 
 // ---- activations ------------------------------------------------------------------------
@@ -123,7 +125,7 @@ proptest! {
         let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
         let (bd, bloss, bc) = (poisoned(&ctx, x.len()), poisoned(&ctx, rows), poisoned(&ctx, rows));
         let totals = upload(&ctx, &[0.5, 1.0]);
-        ctx.ops().softmax_cross_entropy(bx.view(), bl.view(), LossOutputs::new(bd.view(), bloss.view(), Some(totals.view())), bc.view(), MatShape::new(rows, cols), scale).unwrap();
+        ctx.ops().softmax_cross_entropy(SoftmaxCrossEntropy::new(bx.view(), bl.view(), LossOutputs::new(bd.view(), bloss.view(), Some(totals.view())), bc.view(), MatShape::new(rows, cols), scale)).unwrap();
         let logp = softmax_ref(&x, cols, true);
         let mut dwant = Vec::new();
         let mut lwant = Vec::new();
@@ -154,7 +156,7 @@ proptest! {
         let t = r.vec(rows * cols, -2.0, 2.0);
         let (bp, bt, bd, bl) = (upload(&ctx, &p), upload(&ctx, &t), poisoned(&ctx, p.len()), poisoned(&ctx, rows));
         let totals = upload(&ctx, &[2.0]);
-        ctx.ops().mse(bp.view(), bt.view(), LossOutputs::new(bd.view(), bl.view(), Some(totals.view())), MatShape::new(rows, cols), scale).unwrap();
+        ctx.ops().mse(Mse::new(bp.view(), bt.view(), LossOutputs::new(bd.view(), bl.view(), Some(totals.view())), MatShape::new(rows, cols), scale)).unwrap();
         let e: Vec<f64> = p.iter().zip(&t).map(|(&a, &b)| a as f64 - b as f64).collect();
         let dwant: Vec<f64> = e.iter().map(|&v| scale as f64 * 2.0 * v / cols as f64).collect();
         let lwant: Vec<f64> = e.chunks(cols).map(|r| r.iter().map(|v| v * v).sum::<f64>() / cols as f64).collect();
@@ -182,14 +184,14 @@ fn cpu_cross_entropy_confident_rows_are_accurate() {
         poisoned(&ctx, rows),
     );
     ctx.ops()
-        .softmax_cross_entropy(
+        .softmax_cross_entropy(SoftmaxCrossEntropy::new(
             bx.view(),
             bl.view(),
             LossOutputs::new(bd.view(), bloss.view(), None),
             bc.view(),
             MatShape::new(rows, cols),
             scale,
-        )
+        ))
         .unwrap();
     let (grad, loss) = (read(&ctx, &bd), read(&ctx, &bloss));
     let close = |what: String, got: f32, want: f64| {
@@ -227,14 +229,14 @@ fn cpu_cross_entropy_ties_and_bad_labels() {
     let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
     let (bd, bloss, bc) = (poisoned(&ctx, 9), poisoned(&ctx, 3), poisoned(&ctx, 3));
     ctx.ops()
-        .softmax_cross_entropy(
+        .softmax_cross_entropy(SoftmaxCrossEntropy::new(
             bx.view(),
             bl.view(),
             LossOutputs::new(bd.view(), bloss.view(), None),
             bc.view(),
             MatShape::new(3, 3),
             1.0,
-        )
+        ))
         .unwrap();
     assert_eq!(read(&ctx, &bc), vec![0.0, 1.0, 0.0]);
     let loss = read(&ctx, &bloss);

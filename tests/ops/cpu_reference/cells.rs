@@ -1,8 +1,14 @@
 //! Recurrent cells; backward steps checked against central differences of f64 forwards.
 
 use super::*;
+use rnn::ops::GruCellBackward;
+use rnn::ops::GruCellForward;
 use rnn::ops::GruGateGrads;
+use rnn::ops::LstmCellBackward;
+use rnn::ops::LstmCellForward;
 use rnn::ops::RecurrentWeights;
+use rnn::ops::RnnStepBackward;
+use rnn::ops::RnnStepForward;
 use rnn::ops::SeqShape;
 
 // ---- recurrent cells --------------------------------------------------------------------
@@ -146,7 +152,7 @@ proptest! {
         let want = rnn_fwd_ref(act, &to64(&pre), &to64(&hp), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::step(batch, hidden));
         let bw = upload(&ctx, &w);
         let (bp, bhp, bbi, bbh, out) = (upload(&ctx, &pre), upload(&ctx, &hp), upload(&ctx, &bi), upload(&ctx, &bh), poisoned(&ctx, n));
-        ops.rnn_step_forward(bp.view(), bhp.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), out.view(), act, SeqShape::step(batch, hidden)).unwrap();
+        ops.rnn_step_forward(RnnStepForward::new(bp.view(), bhp.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), out.view(), act, SeqShape::step(batch, hidden))).unwrap();
         assert_close("rnn step forward", &read(&ctx, &out), &want);
 
         // `h` as the forward leaves it, so act' is taken where the op takes it.
@@ -156,7 +162,7 @@ proptest! {
         for with_next in [true, false] {
             let dpre = poisoned(&ctx, n);
             let nv = with_next.then(|| bnext.view());
-            ops.rnn_step_backward(bdh.view(), nv, bw.view(), out.view(), dpre.view(), act, SeqShape::step(batch, hidden)).unwrap();
+            ops.rnn_step_backward(RnnStepBackward::new(bdh.view(), nv, bw.view(), out.view(), dpre.view(), act, SeqShape::step(batch, hidden))).unwrap();
             let nx = with_next.then(|| to64(&next));
             let want = rnn_bwd_ref(act, &to64(&dh), nx.as_deref(), &to64(&w), &to64(&h), batch, hidden);
             assert_close(&format!("rnn step backward (next: {with_next})"), &read(&ctx, &dpre), &want);
@@ -175,13 +181,13 @@ proptest! {
         let dc = r.vec(n, -1.0, 1.0);
         let (g_want, c_want, h_want) = lstm_fwd_ref(&to64(&pre), &to64(&cp), batch, hidden);
         let (bg, bcp, bc, bh) = (upload(&ctx, &pre), upload(&ctx, &cp), poisoned(&ctx, n), poisoned(&ctx, n));
-        ops.lstm_cell_forward(bg.view(), bcp.view(), bc.view(), bh.view(), SeqShape::step(batch, hidden)).unwrap();
+        ops.lstm_cell_forward(LstmCellForward::new(bg.view(), bcp.view(), bc.view(), bh.view(), SeqShape::step(batch, hidden))).unwrap();
         assert_close("lstm gates", &read(&ctx, &bg), &g_want);
         assert_close("lstm c", &read(&ctx, &bc), &c_want);
         assert_close("lstm h", &read(&ctx, &bh), &h_want);
 
         let (bdh, bdc, bdg) = (upload(&ctx, &dh), upload(&ctx, &dc), poisoned(&ctx, n4));
-        ops.lstm_cell_backward(bg.view(), bcp.view(), bc.view(), bdh.view(), bdc.view(), bdg.view(), SeqShape::step(batch, hidden)).unwrap();
+        ops.lstm_cell_backward(LstmCellBackward::new(bg.view(), bcp.view(), bc.view(), bdh.view(), bdc.view(), bdg.view(), SeqShape::step(batch, hidden))).unwrap();
         // Reference gradients: the loss dh.h + dc.c is linear in (h, c), so its gradient w.r.t.
         // the pre-activations and c_prev is exactly what the backward step must produce. Each
         // row is independent, so the sums stay cheap for the large shapes too.
@@ -220,12 +226,12 @@ proptest! {
         let (h_want, cache_want) = gru_fwd_ref(&to64(&gx), &to64(&gh), &to64(&hp), batch, hidden);
         let (bgx, bgh, bhp) = (upload(&ctx, &gx), upload(&ctx, &gh), upload(&ctx, &hp));
         let (bh, bcache) = (poisoned(&ctx, n), poisoned(&ctx, 4 * n));
-        ops.gru_cell_forward(bgx.view(), bgh.view(), bhp.view(), bh.view(), bcache.view(), SeqShape::step(batch, hidden)).unwrap();
+        ops.gru_cell_forward(GruCellForward::new(bgx.view(), bgh.view(), bhp.view(), bh.view(), bcache.view(), SeqShape::step(batch, hidden))).unwrap();
         assert_close("gru h", &read(&ctx, &bh), &h_want);
         assert_close("gru cache", &read(&ctx, &bcache), &cache_want);
 
         let (bdh, bdgx, bdgh, bdhp) = (upload(&ctx, &dh), poisoned(&ctx, n3), poisoned(&ctx, n3), poisoned(&ctx, n));
-        ops.gru_cell_backward(bcache.view(), bhp.view(), bdh.view(), GruGateGrads::new(bdgx.view(), bdgh.view()), bdhp.view(), SeqShape::step(batch, hidden)).unwrap();
+        ops.gru_cell_backward(GruCellBackward::new(bcache.view(), bhp.view(), bdh.view(), GruGateGrads::new(bdgx.view(), bdgh.view()), bdhp.view(), SeqShape::step(batch, hidden))).unwrap();
         let (gx64, gh64, hp64, dh64) = (to64(&gx), to64(&gh), to64(&hp), to64(&dh));
         let (mut wx, mut wh, mut whp) = (vec![0.0; n3], vec![0.0; n3], vec![0.0; n]);
         for row in 0..batch {
@@ -260,36 +266,36 @@ fn cpu_rnn_step_rejects_bad_arguments() {
         buf(h),
         buf(b * h),
     );
-    let sig = ops.rnn_step_forward(
+    let sig = ops.rnn_step_forward(RnnStepForward::new(
         pre.view(),
         hp.view(),
         RecurrentWeights::new(w.view(), bi.view(), bh.view()),
         out.view(),
         Activation::Sigmoid,
         SeqShape::step(b, h),
-    );
+    ));
     assert!(matches!(sig, Err(Error::InvalidArgument(_))), "{sig:?}");
     let short = buf(h * h - 1);
-    let len = ops.rnn_step_forward(
+    let len = ops.rnn_step_forward(RnnStepForward::new(
         pre.view(),
         hp.view(),
         RecurrentWeights::new(short.view(), bi.view(), bh.view()),
         out.view(),
         Activation::Tanh,
         SeqShape::step(b, h),
-    );
+    ));
     assert!(matches!(len, Err(Error::Shape { .. })), "{len:?}");
     // h_prev is read by every output row: writing it in place is refused.
-    let alias = ops.rnn_step_forward(
+    let alias = ops.rnn_step_forward(RnnStepForward::new(
         pre.view(),
         hp.view(),
         RecurrentWeights::new(w.view(), bi.view(), bh.view()),
         hp.view(),
         Activation::Tanh,
         SeqShape::step(b, h),
-    );
+    ));
     assert!(matches!(alias, Err(Error::InvalidArgument(_))), "{alias:?}");
-    let alias = ops.rnn_step_backward(
+    let alias = ops.rnn_step_backward(RnnStepBackward::new(
         pre.view(),
         Some(out.view()),
         w.view(),
@@ -297,6 +303,6 @@ fn cpu_rnn_step_rejects_bad_arguments() {
         out.view(),
         Activation::Relu,
         SeqShape::step(b, h),
-    );
+    ));
     assert!(matches!(alias, Err(Error::InvalidArgument(_))), "{alias:?}");
 }

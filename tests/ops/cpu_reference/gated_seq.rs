@@ -3,6 +3,10 @@
 
 use super::*;
 use rnn::ops::GruGateGrads;
+use rnn::ops::GruSequenceBackward;
+use rnn::ops::GruSequenceForward;
+use rnn::ops::LstmSequenceBackward;
+use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
@@ -223,7 +227,7 @@ proptest! {
         let (want_h, want_c, want_g) = lstm_fwd_ref(&to64(&xg), &to64(&hs0[..n]), &to64(&cs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bg, bhs, bcs) = (upload(&ctx, &xg), upload(&ctx, &hs0), upload(&ctx, &cs0));
         let (bw, bbi, bbh) = (upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh));
-        ops.lstm_sequence_forward(bg.view(), bhs.view(), bcs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.lstm_sequence_forward(LstmSequenceForward::new(bg.view(), bhs.view(), bcs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), SeqShape::new(steps, batch, hidden))).unwrap();
         let (hs, cs, gates) = (read(&ctx, &bhs), read(&ctx, &bcs), read(&ctx, &bg));
         assert_eq!(&hs[..n], &hs0[..n], "block 0 of hs must be left as it was");
         assert_eq!(&cs[..n], &cs0[..n], "block 0 of cs must be left as it was");
@@ -235,7 +239,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let want = lstm_bwd_ref(&to64(&dh), &to64(&gates), &to64(&cs), &to64(&w), steps, batch, hidden);
         let (bdh, dg) = (upload(&ctx, &dh), poisoned(&ctx, steps * 4 * n));
-        ops.lstm_sequence_backward(bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.lstm_sequence_backward(LstmSequenceBackward::new(bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), SeqShape::new(steps, batch, hidden))).unwrap();
         assert_close("lstm sequence backward", &read(&ctx, &dg), &want);
     }
 
@@ -249,7 +253,7 @@ proptest! {
         let (want_h, want_k) = gru_fwd_ref(&to64(&gx), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bgx, bhs, bk) = (upload(&ctx, &gx), upload(&ctx, &hs0), poisoned(&ctx, steps * 4 * n));
         let (bw, bbi, bbh) = (upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh));
-        ops.gru_sequence_forward(bgx.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), bk.view(), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.gru_sequence_forward(GruSequenceForward::new(bgx.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), bk.view(), SeqShape::new(steps, batch, hidden))).unwrap();
         let (hs, cache) = (read(&ctx, &bhs), read(&ctx, &bk));
         assert_eq!(&hs[..n], &hs0[..n], "block 0 of hs must be left as it was");
         assert_eq!(read(&ctx, &bgx), gx, "gx is read only");
@@ -259,7 +263,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let (want_x, want_h) = gru_bwd_ref(&to64(&dh), &to64(&hs), &to64(&cache), &to64(&w), steps, batch, hidden);
         let (bdh, dgx, dgh) = (upload(&ctx, &dh), poisoned(&ctx, steps * 3 * n), poisoned(&ctx, steps * 3 * n));
-        ops.gru_sequence_backward(bdh.view(), bhs.view(), bk.view(), bw.view(), GruGateGrads::new(dgx.view(), dgh.view()), SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.gru_sequence_backward(GruSequenceBackward::new(bdh.view(), bhs.view(), bk.view(), bw.view(), GruGateGrads::new(dgx.view(), dgh.view()), SeqShape::new(steps, batch, hidden))).unwrap();
         assert_close("gru sequence backward dgx", &read(&ctx, &dgx), &want_x);
         assert_close("gru sequence backward dgh", &read(&ctx, &dgh), &want_h);
     }
@@ -280,26 +284,26 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
     let (g, hs, cs) = (buf(t * 4 * n), buf((t + 1) * n), buf((t + 1) * n));
     let (w4, b4) = (buf(4 * h * h), buf(4 * h));
     let lf = |g: &Buffer, hs: &Buffer, cs: &Buffer, w: &Buffer, steps: usize| {
-        ops.lstm_sequence_forward(
+        ops.lstm_sequence_forward(LstmSequenceForward::new(
             g.view(),
             hs.view(),
             cs.view(),
             RecurrentWeights::new(w.view(), b4.view(), b4.view()),
             SeqShape::new(steps, b, h),
-        )
+        ))
     };
     // hs must hold steps + 1 blocks; W_hh must be 4H x H; the gates steps blocks of 4H.
     shape(lf(&g, &buf(t * n), &cs, &w4, t));
     shape(lf(&g, &hs, &cs, &buf(3 * h * h), t));
     shape(lf(&g, &hs, &cs, &w4, t + 1));
     // The two state buffers may not be one buffer.
-    overlap(ops.lstm_sequence_forward(
+    overlap(ops.lstm_sequence_forward(LstmSequenceForward::new(
         g.view(),
         hs.view(),
         hs.view(),
         RecurrentWeights::new(w4.view(), b4.view(), b4.view()),
         SeqShape::new(t, b, h),
-    ));
+    )));
     // No steps: nothing to do, nothing written.
     let (h1, c1) = (buf(n), buf(n));
     lf(&buf(0), &h1, &c1, &w4, 0).unwrap();
@@ -313,14 +317,14 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
     // LSTM backward: dgates may not overlap the gates it is computed from.
     let (dh, dg) = (buf(t * n), buf(t * 4 * n));
     let lb = |dg: &Buffer, steps: usize| {
-        ops.lstm_sequence_backward(
+        ops.lstm_sequence_backward(LstmSequenceBackward::new(
             dh.view(),
             g.view(),
             cs.view(),
             w4.view(),
             dg.view(),
             SeqShape::new(steps, b, h),
-        )
+        ))
     };
     lb(&dg, t).unwrap();
     overlap(lb(&g, t));
@@ -329,36 +333,36 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
     // GRU forward and backward.
     let (gx, k, w3, b3) = (buf(t * 3 * n), buf(t * 4 * n), buf(3 * h * h), buf(3 * h));
     let gf = |gx: &Buffer, k: &Buffer, w: &Buffer| {
-        ops.gru_sequence_forward(
+        ops.gru_sequence_forward(GruSequenceForward::new(
             gx.view(),
             hs.view(),
             RecurrentWeights::new(w.view(), b3.view(), b3.view()),
             k.view(),
             SeqShape::new(t, b, h),
-        )
+        ))
     };
     gf(&gx, &k, &w3).unwrap();
     shape(gf(&gx, &k, &w4));
     shape(gf(&gx, &buf(t * 3 * n), &w3));
     // The cache may not alias the input projection.
     let big = buf(t * 4 * n);
-    overlap(ops.gru_sequence_forward(
+    overlap(ops.gru_sequence_forward(GruSequenceForward::new(
         big.slice(0, t * 3 * n).unwrap(),
         hs.view(),
         RecurrentWeights::new(w3.view(), b3.view(), b3.view()),
         big.view(),
         SeqShape::new(t, b, h),
-    ));
+    )));
     let (dgx, dgh) = (buf(t * 3 * n), buf(t * 3 * n));
     let gb = |dgx: &Buffer, dgh: &Buffer| {
-        ops.gru_sequence_backward(
+        ops.gru_sequence_backward(GruSequenceBackward::new(
             dh.view(),
             hs.view(),
             k.view(),
             w3.view(),
             GruGateGrads::new(dgx.view(), dgh.view()),
             SeqShape::new(t, b, h),
-        )
+        ))
     };
     gb(&dgx, &dgh).unwrap();
     overlap(gb(&dgx, &dgx));

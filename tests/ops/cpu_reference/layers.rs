@@ -1,6 +1,8 @@
 //! The layer ops (dropout and the random state) against references written here.
 
 use super::*;
+use rnn::ops::LayerNormBackward;
+use rnn::ops::LayerNormForward;
 use rnn::ops::{DropoutMask, LayerNormGrads, LayerNormParams, MatShape};
 use rnn::ops::{RNG_STATE_LEN, dropout_keeps, rng_state_values};
 
@@ -199,11 +201,11 @@ proptest! {
         let (y, st, dx, dw, db) = layer_norm_ref(&x, &w, &b, &dy, rows, cols, 1e-5);
         let (bx, bw, bb, bdy) = (upload(&ctx, &x), upload(&ctx, &w), upload(&ctx, &b), upload(&ctx, &dy));
         let (by, bst) = (poisoned(&ctx, rows * cols), poisoned(&ctx, 2 * rows));
-        ops.layer_norm_forward(bx.view(), LayerNormParams::new(bw.view(), bb.view()), by.view(), bst.view(), MatShape::new(rows, cols), 1e-5).unwrap();
+        ops.layer_norm_forward(LayerNormForward::new(bx.view(), LayerNormParams::new(bw.view(), bb.view()), by.view(), bst.view(), MatShape::new(rows, cols), 1e-5)).unwrap();
         assert_close("layer_norm y", &read(&ctx, &by), &y);
         assert_close("layer_norm stats", &read(&ctx, &bst), &st);
         let (bdx, bdw, bdb) = (poisoned(&ctx, rows * cols), poisoned(&ctx, cols), poisoned(&ctx, cols));
-        ops.layer_norm_backward(bdy.view(), bx.view(), bw.view(), bst.view(), LayerNormGrads::new(bdx.view(), bdw.view(), bdb.view()), MatShape::new(rows, cols)).unwrap();
+        ops.layer_norm_backward(LayerNormBackward::new(bdy.view(), bx.view(), bw.view(), bst.view(), LayerNormGrads::new(bdx.view(), bdw.view(), bdb.view()), MatShape::new(rows, cols))).unwrap();
         // dx cancels (its three terms sum to ~0 for constant dy), so bound it by its terms.
         let got = read(&ctx, &bdx);
         let scale = dx.iter().map(|v| v * v).sum::<f64>().sqrt().max(1e-3 * (rows * cols) as f64);
@@ -222,36 +224,36 @@ fn cpu_layer_norm_rejects_bad_shapes() {
     let w = upload(&ctx, &[1.0; 4]);
     let y = poisoned(&ctx, 12);
     let st = poisoned(&ctx, 6);
-    ops.layer_norm_forward(
+    ops.layer_norm_forward(LayerNormForward::new(
         x.view(),
         LayerNormParams::new(w.view(), w.view()),
         y.view(),
         st.view(),
         MatShape::new(3, 4),
         1e-5,
-    )
+    ))
     .unwrap();
     let short = poisoned(&ctx, 5);
     let err = ops
-        .layer_norm_forward(
+        .layer_norm_forward(LayerNormForward::new(
             x.view(),
             LayerNormParams::new(w.view(), w.view()),
             y.view(),
             short.view(),
             MatShape::new(3, 4),
             1e-5,
-        )
+        ))
         .unwrap_err();
     assert!(matches!(err, Error::Shape { .. }), "{err}");
     let err = ops
-        .layer_norm_forward(
+        .layer_norm_forward(LayerNormForward::new(
             x.view(),
             LayerNormParams::new(w.view(), w.view()),
             x.view(),
             st.view(),
             MatShape::new(3, 4),
             1e-5,
-        )
+        ))
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }

@@ -1,6 +1,8 @@
 //! Optimizer steps, error paths, the runtime surface and concurrent use.
 
 use super::*;
+use rnn::ops::LstmCellForward;
+use rnn::ops::Mse;
 use rnn::ops::SeqShape;
 use rnn::ops::{LossOutputs, MatShape, OptimBuffers};
 
@@ -112,7 +114,13 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     shape(ops.gemm(Gemm::new(2, 3, 2), a.view(), b.view(), short.view()));
     shape(ops.softmax(a.view(), b.view(), 4, 2));
     shape(ops.sum_rows(a.view(), short.view(), MatShape::new(2, 3), 0.0));
-    shape(ops.lstm_cell_forward(a.view(), b.view(), b.view(), b.view(), SeqShape::step(1, 2)));
+    shape(ops.lstm_cell_forward(LstmCellForward::new(
+        a.view(),
+        b.view(),
+        b.view(),
+        b.view(),
+        SeqShape::step(1, 2),
+    )));
     shape(ops.upload(a.view(), &[1.0; 3]));
     shape(ops.download(a.view(), &mut [0.0; 2]));
 
@@ -134,13 +142,13 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
     invalid(ops.copy(a.view(), a.view()));
     invalid(ops.axpy(1.0, a.view(), a.view()));
     let (s0, s1) = (upload(&ctx, &[0.0; 6]), upload(&ctx, &[0.0; 2]));
-    invalid(ops.mse(
+    invalid(ops.mse(Mse::new(
         a.view(),
         b.view(),
         LossOutputs::new(s0.view(), s0.slice(0, 2).unwrap(), None),
         MatShape::new(2, 3),
         1.0,
-    ));
+    )));
     let adam = AdamStep {
         beta1: 0.9,
         beta2: 0.99,
@@ -165,13 +173,13 @@ fn cpu_rejects_bad_shapes_foreign_buffers_and_overlaps() {
         adam,
     ));
     // Totals overlapping the row losses.
-    invalid(ops.mse(
+    invalid(ops.mse(Mse::new(
         a.view(),
         b.view(),
         LossOutputs::new(s0.view(), s1.view(), Some(s1.view())),
         MatShape::new(2, 3),
         1.0,
-    ));
+    )));
     // A state of the wrong length is a shape error.
     assert!(matches!(
         ops.adam_step(

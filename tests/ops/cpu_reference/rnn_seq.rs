@@ -2,6 +2,8 @@
 
 use super::*;
 use rnn::ops::RecurrentWeights;
+use rnn::ops::RnnSequenceBackward;
+use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 
 /// `(steps, batch, hidden)`: one step, short odd sequences, and steps past the parallel
@@ -101,7 +103,7 @@ proptest! {
         hs0.extend(vec![f32::NAN; steps * n]);
         let want = seq_fwd_ref(act, &to64(&pre), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bp, bw, bbi, bbh, bhs) = (upload(&ctx, &pre), upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh), upload(&ctx, &hs0));
-        ops.rnn_sequence_forward(bp.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), act, SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.rnn_sequence_forward(RnnSequenceForward::new(bp.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), act, SeqShape::new(steps, batch, hidden))).unwrap();
         let hs = read(&ctx, &bhs);
         assert_eq!(&hs[..n], &hs0[..n], "block 0 (h_0) must be left as it was");
         assert_close("rnn sequence forward", &hs, &want);
@@ -110,7 +112,7 @@ proptest! {
         let dh = r.vec(steps * n, -1.0, 1.0);
         let want = seq_bwd_ref(act, &to64(&dh), &to64(&hs), &to64(&w), steps, batch, hidden);
         let (bdh, dpre) = (upload(&ctx, &dh), poisoned(&ctx, steps * n));
-        ops.rnn_sequence_backward(bdh.view(), bhs.view(), bw.view(), dpre.view(), act, SeqShape::new(steps, batch, hidden)).unwrap();
+        ops.rnn_sequence_backward(RnnSequenceBackward::new(bdh.view(), bhs.view(), bw.view(), dpre.view(), act, SeqShape::new(steps, batch, hidden))).unwrap();
         assert_close("rnn sequence backward", &read(&ctx, &dpre), &want);
     }
 }
@@ -129,13 +131,13 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
         buf(h),
     );
     let fwd = |pre: &Buffer, hs: &Buffer, act: Activation, steps: usize| {
-        ops.rnn_sequence_forward(
+        ops.rnn_sequence_forward(RnnSequenceForward::new(
             pre.view(),
             hs.view(),
             RecurrentWeights::new(w.view(), bi.view(), bh.view()),
             act,
             SeqShape::new(steps, b, h),
-        )
+        ))
     };
     let r = fwd(&pre, &hs, Activation::Gelu, t);
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
@@ -145,13 +147,13 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
     let r = fwd(&pre, &hs, Activation::Tanh, t + 1);
     assert!(matches!(r, Err(Error::Shape { .. })), "{r:?}");
     // The states may not alias the input projection.
-    let r = ops.rnn_sequence_forward(
+    let r = ops.rnn_sequence_forward(RnnSequenceForward::new(
         hs.slice(0, t * b * h).unwrap(),
         hs.view(),
         RecurrentWeights::new(w.view(), bi.view(), bh.view()),
         Activation::Tanh,
         SeqShape::new(t, b, h),
-    );
+    ));
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
     // No steps: nothing to do, nothing written.
     let one = buf(b * h);
@@ -160,31 +162,31 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
     assert!(read(&ctx, &one).iter().all(|v| *v == 0.5));
 
     let (dh, dpre) = (buf(t * b * h), buf(t * b * h));
-    let r = ops.rnn_sequence_backward(
+    let r = ops.rnn_sequence_backward(RnnSequenceBackward::new(
         dh.view(),
         hs.view(),
         w.view(),
         dh.view(),
         Activation::Tanh,
         SeqShape::new(t, b, h),
-    );
+    ));
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
-    let r = ops.rnn_sequence_backward(
+    let r = ops.rnn_sequence_backward(RnnSequenceBackward::new(
         dh.view(),
         dpre.view(),
         w.view(),
         hs.view(),
         Activation::Tanh,
         SeqShape::new(t, b, h),
-    );
+    ));
     assert!(matches!(r, Err(Error::Shape { .. })), "{r:?}");
-    let r = ops.rnn_sequence_backward(
+    let r = ops.rnn_sequence_backward(RnnSequenceBackward::new(
         dh.view(),
         hs.view(),
         w.view(),
         dpre.view(),
         Activation::Sigmoid,
         SeqShape::new(t, b, h),
-    );
+    ));
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
 }

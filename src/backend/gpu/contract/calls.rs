@@ -6,10 +6,23 @@
 use crate::buffer::Buffer;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::GruCellBackward;
+use crate::ops::GruCellForward;
+use crate::ops::LayerNormBackward;
+use crate::ops::LayerNormForward;
+use crate::ops::LstmCellBackward;
+use crate::ops::LstmCellForward;
+use crate::ops::Mse;
+use crate::ops::RnnSequenceBackward;
+use crate::ops::RnnSequenceForward;
+use crate::ops::RnnStepBackward;
+use crate::ops::RnnStepForward;
+use crate::ops::SoftmaxCrossEntropy;
 use crate::ops::prelude::TypedMemory;
 use crate::ops::{
     Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
-    GruGateGrads, LayerNormGrads, LayerNormParams, LossOutputs, MatShape, Ops, OptimBuffers,
+    GruGateGrads, GruSequenceBackward, GruSequenceForward, LayerNormGrads, LayerNormParams,
+    LossOutputs, LstmSequenceBackward, LstmSequenceForward, MatShape, Ops, OptimBuffers,
     RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
 };
 
@@ -107,8 +120,15 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.log_softmax(a.view(), b.view(), rows, cols)?;
     for t in [Some(totals.view()), None] {
         let out = LossOutputs::new(b.view(), loss.view(), t);
-        ops.softmax_cross_entropy(a.view(), labels.view(), out, correct.view(), shape, 1.0)?;
-        ops.mse(a.view(), c.view(), out, shape, 1.0)?;
+        ops.softmax_cross_entropy(SoftmaxCrossEntropy::new(
+            a.view(),
+            labels.view(),
+            out,
+            correct.view(),
+            shape,
+            1.0,
+        ))?;
+        ops.mse(Mse::new(a.view(), c.view(), out, shape, 1.0))?;
     }
     ops.sum_rows(a.view(), bias.view(), MatShape::new(rows, cols), 0.0)?;
     ops.sum_cols(a.view(), v.view(), MatShape::new(rows, cols), 0.0)?;
@@ -128,9 +148,23 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.rng_advance(rng.view())?;
     let (w, wb, dw, db) = (z(cols)?, z(cols)?, z(cols)?, z(cols)?);
     let params = LayerNormParams::new(w.view(), wb.view());
-    ops.layer_norm_forward(a.view(), params, b.view(), stats.view(), shape, 1e-5)?;
+    ops.layer_norm_forward(LayerNormForward::new(
+        a.view(),
+        params,
+        b.view(),
+        stats.view(),
+        shape,
+        1e-5,
+    ))?;
     let grads = LayerNormGrads::new(d.view(), dw.view(), db.view());
-    ops.layer_norm_backward(c.view(), a.view(), w.view(), stats.view(), grads, shape)?;
+    ops.layer_norm_backward(LayerNormBackward::new(
+        c.view(),
+        a.view(),
+        w.view(),
+        stats.view(),
+        grads,
+        shape,
+    ))?;
 
     // Recurrent cells, steps and sequences, below and above 256 hidden units.
     let batch = 4;
@@ -178,16 +212,16 @@ fn recurrent(
     let act = Activation::Tanh;
     let (pre, h_prev, h, dh) = (z(bh)?, z(bh)?, z(bh)?, z(bh)?);
     let (w_hh, b_ih, b_hh) = (z(hidden * hidden)?, z(hidden)?, z(hidden)?);
-    ops.rnn_step_forward(
+    ops.rnn_step_forward(RnnStepForward::new(
         pre.view(),
         h_prev.view(),
         RecurrentWeights::new(w_hh.view(), b_ih.view(), b_hh.view()),
         h.view(),
         act,
         SeqShape::step(batch, hidden),
-    )?;
+    ))?;
     for next in [None, Some(pre.view())] {
-        ops.rnn_step_backward(
+        ops.rnn_step_backward(RnnStepBackward::new(
             dh.view(),
             next,
             w_hh.view(),
@@ -195,36 +229,36 @@ fn recurrent(
             h_prev.view(),
             act,
             SeqShape::step(batch, hidden),
-        )?;
+        ))?;
     }
     let (seq, hs) = (z(steps * bh)?, z((steps + 1) * bh)?);
-    ops.rnn_sequence_forward(
+    ops.rnn_sequence_forward(RnnSequenceForward::new(
         seq.view(),
         hs.view(),
         RecurrentWeights::new(w_hh.view(), b_ih.view(), b_hh.view()),
         act,
         SeqShape::new(steps, batch, hidden),
-    )?;
+    ))?;
     let dpre = z(steps * bh)?;
-    ops.rnn_sequence_backward(
+    ops.rnn_sequence_backward(RnnSequenceBackward::new(
         seq.view(),
         hs.view(),
         w_hh.view(),
         dpre.view(),
         act,
         SeqShape::new(steps, batch, hidden),
-    )?;
+    ))?;
 
     // LSTM (4 gates) and GRU (3 gates).
     let (gates, dgates, c_prev, c, dc) = (z(4 * bh)?, z(4 * bh)?, z(bh)?, z(bh)?, z(bh)?);
-    ops.lstm_cell_forward(
+    ops.lstm_cell_forward(LstmCellForward::new(
         gates.view(),
         c_prev.view(),
         c.view(),
         h.view(),
         SeqShape::step(batch, hidden),
-    )?;
-    ops.lstm_cell_backward(
+    ))?;
+    ops.lstm_cell_backward(LstmCellBackward::new(
         gates.view(),
         c_prev.view(),
         c.view(),
@@ -232,43 +266,44 @@ fn recurrent(
         dc.view(),
         dgates.view(),
         SeqShape::step(batch, hidden),
-    )?;
+    ))?;
     let (gx, gh, cache, dgx, dgh) = (z(3 * bh)?, z(3 * bh)?, z(4 * bh)?, z(3 * bh)?, z(3 * bh)?);
-    ops.gru_cell_forward(
+    ops.gru_cell_forward(GruCellForward::new(
         gx.view(),
         gh.view(),
         h_prev.view(),
         h.view(),
         cache.view(),
         SeqShape::step(batch, hidden),
-    )?;
-    ops.gru_cell_backward(
+    ))?;
+    ops.gru_cell_backward(GruCellBackward::new(
         cache.view(),
         h_prev.view(),
         dh.view(),
         GruGateGrads::new(dgx.view(), dgh.view()),
         c.view(),
         SeqShape::step(batch, hidden),
-    )?;
+    ))?;
 
     let w4 = z(4 * hidden * hidden)?;
     let (b4i, b4h) = (z(4 * hidden)?, z(4 * hidden)?);
     let (sg, cs, sdg) = (z(steps * 4 * bh)?, z((steps + 1) * bh)?, z(steps * 4 * bh)?);
-    ops.lstm_sequence_forward(
-        sg.view(),
-        hs.view(),
-        cs.view(),
-        RecurrentWeights::new(w4.view(), b4i.view(), b4h.view()),
-        SeqShape::new(steps, batch, hidden),
-    )?;
-    ops.lstm_sequence_backward(
-        seq.view(),
-        sg.view(),
-        cs.view(),
-        w4.view(),
-        sdg.view(),
-        SeqShape::new(steps, batch, hidden),
-    )?;
+    let shape = SeqShape::new(steps, batch, hidden);
+    ops.lstm_sequence_forward(LstmSequenceForward {
+        gates: sg.view(),
+        hs: hs.view(),
+        cs: cs.view(),
+        weights: RecurrentWeights::new(w4.view(), b4i.view(), b4h.view()),
+        shape,
+    })?;
+    ops.lstm_sequence_backward(LstmSequenceBackward {
+        dh: seq.view(),
+        gates: sg.view(),
+        cs: cs.view(),
+        w_hh: w4.view(),
+        dgates: sdg.view(),
+        shape,
+    })?;
     let w3 = z(3 * hidden * hidden)?;
     let (b3i, b3h) = (z(3 * hidden)?, z(3 * hidden)?);
     let (sgx, scache, sdgx, sdgh) = (
@@ -277,19 +312,19 @@ fn recurrent(
         z(steps * 3 * bh)?,
         z(steps * 3 * bh)?,
     );
-    ops.gru_sequence_forward(
-        sgx.view(),
-        hs.view(),
-        RecurrentWeights::new(w3.view(), b3i.view(), b3h.view()),
-        scache.view(),
-        SeqShape::new(steps, batch, hidden),
-    )?;
-    ops.gru_sequence_backward(
-        seq.view(),
-        hs.view(),
-        scache.view(),
-        w3.view(),
-        GruGateGrads::new(sdgx.view(), sdgh.view()),
-        SeqShape::new(steps, batch, hidden),
-    )
+    ops.gru_sequence_forward(GruSequenceForward {
+        gx: sgx.view(),
+        hs: hs.view(),
+        weights: RecurrentWeights::new(w3.view(), b3i.view(), b3h.view()),
+        cache: scache.view(),
+        shape,
+    })?;
+    ops.gru_sequence_backward(GruSequenceBackward {
+        dh: seq.view(),
+        hs: hs.view(),
+        cache: scache.view(),
+        w_hh: w3.view(),
+        grads: GruGateGrads::new(sdgx.view(), sdgh.view()),
+        shape,
+    })
 }
