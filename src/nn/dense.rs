@@ -2,9 +2,9 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::{Activated, BiasActGrads, MatShape};
+use crate::ops::{Activated, BiasActBackward, BiasActBackwardProduct, BiasActGrads, MatShape};
 use crate::ops::{Activation, Gemm, Ops};
-use crate::ops::{DenseParams, DenseShape};
+use crate::ops::{DenseForward, DenseParamGrads, DenseParams, DenseShape};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
@@ -90,14 +90,14 @@ impl Dense {
         let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
         let w = self.w.view(f.params)?;
         let b = self.b.view(f.params)?;
-        f.ops.dense_forward(
+        f.ops.dense_forward(DenseForward {
             x,
-            DenseParams::new(w, b),
+            params: DenseParams::new(w, b),
             z,
-            ws.y.view(),
-            self.act,
-            DenseShape::new(ws.rows, self.inputs, self.outputs),
-        )
+            y: ws.y.view(),
+            act: self.act,
+            shape: DenseShape::new(ws.rows, self.inputs, self.outputs),
+        })
     }
 
     /// This layer's input gradient as a [`PendingGrad`] for the dense layer before it, in
@@ -127,27 +127,31 @@ impl Dense {
         let (dw, db) = (self.w.view(f.grads)?, self.b.view(f.grads)?);
         if let Some(p) = upstream {
             let y = ws.y.view();
-            f.ops.bias_act_backward_product(
-                p.g,
-                p.w,
-                Activated::new(z, y, self.act),
-                BiasActGrads::new(dz, db),
-                MatShape::new(r, o),
-                p.k,
-            )?;
+            f.ops.bias_act_backward_product(BiasActBackwardProduct {
+                g: p.g,
+                w: p.w,
+                f: Activated::new(z, y, self.act),
+                grads: BiasActGrads::new(dz, db),
+                shape: MatShape::new(r, o),
+                k: p.k,
+            })?;
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
         } else if self.act == Activation::Identity {
             // dz is dy: the bias gradient can come with the weight gradient's product.
-            f.ops
-                .dense_param_grads(dz, x, DenseParams::new(dw, db), DenseShape::new(r, i, o))?;
+            f.ops.dense_param_grads(DenseParamGrads {
+                dz,
+                x,
+                grads: DenseParams::new(dw, db),
+                shape: DenseShape::new(r, i, o),
+            })?;
         } else {
             // The activation's backward and the bias gradient in one pass, in place.
-            f.ops.bias_act_backward(
-                dz,
-                Activated::new(z, ws.y.view(), self.act),
-                BiasActGrads::new(dz, db),
-                MatShape::new(r, o),
-            )?;
+            f.ops.bias_act_backward(BiasActBackward {
+                dy: dz,
+                f: Activated::new(z, ws.y.view(), self.act),
+                grads: BiasActGrads::new(dz, db),
+                shape: MatShape::new(r, o),
+            })?;
             f.ops.gemm(Gemm::new(o, i, r).ta(), dz, x, dw)?;
         }
         if let Some(dx) = dx {

@@ -8,6 +8,7 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::{Error, Result};
+use crate::ops::IndexedRows;
 use crate::ops::Ops;
 
 use super::layer::Flat;
@@ -91,8 +92,12 @@ impl Embedding {
     }
 
     pub fn forward(&self, f: &Flat<'_>, ws: &EmbeddingWs, ids: View<'_>) -> Result<()> {
-        f.ops
-            .gather_rows(self.w.view(f.params)?, ids, ws.y.view(), self.dim)
+        f.ops.gather_rows(IndexedRows::new(
+            self.w.view(f.params)?,
+            ids,
+            ws.y.view(),
+            self.dim,
+        ))
     }
 
     /// Overwrites the weight gradient: zero, then every row's output gradient added at its
@@ -100,6 +105,7 @@ impl Embedding {
     pub fn backward(&self, f: &Flat<'_>, ws: &EmbeddingWs, ids: View<'_>) -> Result<()> {
         let dw = self.w.view(f.grads)?;
         f.ops.fill(dw, 0.0)?;
-        f.ops.scatter_add_rows(ws.dy.view(), ids, dw, self.dim)
+        f.ops
+            .scatter_add_rows(IndexedRows::new(ws.dy.view(), ids, dw, self.dim))
     }
 }

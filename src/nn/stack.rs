@@ -12,6 +12,7 @@
 use crate::buffer::{Buffer, View};
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::IndexedRows;
 use crate::ops::{Activation, DropoutMask, Ops, TypedMemory};
 
 use super::gru::Gru;
@@ -394,15 +395,19 @@ impl Stack {
             if let (Some(bi), Some(rev)) = (ws.bi.get(k), &ws.time_rev) {
                 let level_in = xin.len() / rev.len();
                 f.ops
-                    .gather_rows(xin, rev.view(), bi.x_rev.view(), level_in)?;
+                    .gather_rows(IndexedRows::new(xin, rev.view(), bi.x_rev.view(), level_in))?;
                 level[1].forward(f, &ws.cells[k][1], bi.x_rev.view())?;
                 let fo = level[0].output(&ws.cells[k][0])?;
                 let ro = level[1].output(&ws.cells[k][1])?;
                 let m = fo.len();
                 f.ops.copy(fo, bi.stage.slice(0, m)?)?;
                 f.ops.copy(ro, bi.stage.slice(m, m)?)?;
-                f.ops
-                    .gather_rows(bi.stage.view(), bi.cat_idx.view(), bi.out.view(), h)?;
+                f.ops.gather_rows(IndexedRows::new(
+                    bi.stage.view(),
+                    bi.cat_idx.view(),
+                    bi.out.view(),
+                    h,
+                ))?;
             }
             if let Some(d) = ws.drops.get(k) {
                 self.drop(f, k, self.level_output(ws, k)?, d.y.view())?;
@@ -431,18 +436,18 @@ impl Stack {
             let level = &self.cells[k];
             let (wf, wr) = (&ws.cells[k][0], ws.cells[k].get(1));
             if let (Some(bi), Some(wr)) = (ws.bi.get(k), wr) {
-                f.ops.gather_rows(
+                f.ops.gather_rows(IndexedRows::new(
                     bi.dout.view(),
                     bi.fwd_idx.view(),
                     level[0].grad_output(wf)?,
                     h,
-                )?;
-                f.ops.gather_rows(
+                ))?;
+                f.ops.gather_rows(IndexedRows::new(
                     bi.dout.view(),
                     bi.rev_idx.view(),
                     level[1].grad_output(wr)?,
                     h,
-                )?;
+                ))?;
                 let dx_rev = dxin.map(|_| bi.dx_rev.view());
                 level[1].backward(f, wr, bi.x_rev.view(), dx_rev)?;
             }
@@ -450,8 +455,12 @@ impl Stack {
             if let (Some(dxin), Some(bi), Some(rev)) = (dxin, ws.bi.get(k), &ws.time_rev) {
                 // `x_rev` is free once the reverse cell's backward pass has run.
                 let level_in = dxin.len() / rev.len();
-                f.ops
-                    .gather_rows(bi.dx_rev.view(), rev.view(), bi.x_rev.view(), level_in)?;
+                f.ops.gather_rows(IndexedRows::new(
+                    bi.dx_rev.view(),
+                    rev.view(),
+                    bi.x_rev.view(),
+                    level_in,
+                ))?;
                 f.ops.axpy(1.0, bi.x_rev.view(), dxin)?;
             }
         }

@@ -2,6 +2,7 @@
 //! backward) that training, evaluation and prediction share. Nothing here allocates or reads
 //! back once a workspace exists.
 
+use crate::ops::IndexedRows;
 use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
 use parking_lot::Mutex;
 
@@ -243,9 +244,9 @@ impl Network {
         let tw = self.target_width();
         let (x, y, gathered) = match rows {
             Rows::Gather(idx) => {
-                ops.gather_rows(x, *idx, ws.xb.view(), w)?;
+                ops.gather_rows(IndexedRows::new(x, *idx, ws.xb.view(), w))?;
                 if let Some(y) = y {
-                    ops.gather_rows(y, *idx, ws.yb.view(), tw)?;
+                    ops.gather_rows(IndexedRows::new(y, *idx, ws.yb.view(), tw))?;
                 }
                 (ws.xb.view(), y.map(|_| ws.yb.view()), true)
             }
@@ -256,7 +257,12 @@ impl Network {
         };
         let x = match (&ws.idx_tm, &ws.x_tm) {
             (Some(idx), Some(x_tm)) => {
-                ops.gather_rows(x, idx.view(), x_tm.view(), w / self.in_steps)?;
+                ops.gather_rows(IndexedRows::new(
+                    x,
+                    idx.view(),
+                    x_tm.view(),
+                    w / self.in_steps,
+                ))?;
                 x_tm.view()
             }
             _ if gathered || in_place => x,
@@ -267,7 +273,12 @@ impl Network {
         };
         let y = match (y, &ws.idx_tm, &ws.y_tm) {
             (Some(y), Some(idx), Some(y_tm)) => {
-                ops.gather_rows(y, idx.view(), y_tm.view(), tw / self.out_steps)?;
+                ops.gather_rows(IndexedRows::new(
+                    y,
+                    idx.view(),
+                    y_tm.view(),
+                    tw / self.out_steps,
+                ))?;
                 Some(y_tm.view())
             }
             (Some(y), _, _) if !gathered && !in_place => {
@@ -304,9 +315,12 @@ impl Network {
         match (&ws.idx_bm, &ws.out_bm) {
             (Some(idx), Some(bm)) if self.out_steps > 1 => {
                 let out = self.output_view(ws)?;
-                self.ctx
-                    .ops()
-                    .gather_rows(out, idx.view(), bm.view(), self.output_features())
+                self.ctx.ops().gather_rows(IndexedRows::new(
+                    out,
+                    idx.view(),
+                    bm.view(),
+                    self.output_features(),
+                ))
             }
             _ => Ok(()),
         }

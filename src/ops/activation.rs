@@ -1,9 +1,9 @@
 //! Activations: fused bias + activation, elementwise activations and their backward passes.
 
-use super::{Activation, Gemm, LinalgOps, ReduceOps, check};
+use super::{Activation, LinalgOps, ReduceOps, check};
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{Activated, BiasActGrads, MatShape};
+use crate::ops::{Activated, BiasActBackward, BiasActBackwardProduct, BiasActGrads, MatShape};
 
 /// Activations and their backward passes. [`ActivationOps::bias_act_backward`] and
 /// [`ActivationOps::bias_act_backward_product`] are compositions of the other ops by default;
@@ -28,36 +28,23 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
     /// `act.derivative_from_output()`) and the bias gradient `grads.dbias[c] = Σ_r dz[r, c]`
     /// (overwritten), in one pass over the matrix where the backend has a kernel for it. With
     /// [`Activation::Identity`], `dz` gets `dy`.
-    fn bias_act_backward(
-        &self,
-        dy: View<'_>,
-        f: Activated<'_>,
-        grads: BiasActGrads<'_>,
-        shape: MatShape,
-    ) -> Result<()> {
-        let Activated { z, y, act } = f;
-        let BiasActGrads { dz, dbias } = grads;
-        let MatShape { rows, cols } = shape;
+    fn bias_act_backward(&self, a: BiasActBackward<'_>) -> Result<()> {
+        let (op, dy, f, BiasActGrads { dz, dbias }) = ("bias_act_backward", a.dy, a.f, a.grads);
         let views = [
             ("dy", &dy),
-            ("z", &z),
-            ("y", &y),
+            ("z", &f.z),
+            ("y", &f.y),
             ("dz", &dz),
             ("dbias", &dbias),
         ];
-        check::all_f32("bias_act_backward", &views)?;
-        check::len(
-            "bias_act_backward",
-            "dy",
-            &dy,
-            check::area("bias_act_backward", rows, cols)?,
-        )?;
-        if act != Activation::Identity {
+        check::all_f32(op, &views)?;
+        check::len(op, "dy", &dy, check::area(op, a.shape.rows, a.shape.cols)?)?;
+        if f.act != Activation::Identity {
             self.act_backward(dy, f, dz)?;
         } else if !dz.same_as(&dy) {
             self.copy(dy, dz)?;
         }
-        self.sum_rows(dz, dbias, shape, 0.0)
+        self.sum_rows(dz, dbias, a.shape, 0.0)
     }
 
     /// [`ActivationOps::bias_act_backward`] with `dy` given as the product `g w` (`g` `rows x k`,
@@ -69,21 +56,19 @@ pub trait ActivationOps: LinalgOps + ReduceOps {
     /// [`ActivationOps::bias_act_backward`] in place, which is what it does where the backend has
     /// nothing faster; GPU backends form the product inside the column-sum pass where `k <= 16` (a
     /// classifier head), saving the product's launch and a pass over the matrix.
-    fn bias_act_backward_product(
-        &self,
-        g: View<'_>,
-        w: View<'_>,
-        f: Activated<'_>,
-        grads: BiasActGrads<'_>,
-        shape: MatShape,
-        k: usize,
-    ) -> Result<()> {
-        let Activated { z, y, act } = f;
-        let MatShape { rows, cols } = shape;
-        let BiasActGrads { dz, dbias } = grads;
-        let views = [&g, &w, &z, &y, &dz, &dbias];
-        check::bias_act_product("bias_act_backward_product", views, act, rows, k, cols)?;
-        self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-        self.bias_act_backward(dz, f, grads, shape)
+    fn bias_act_backward_product(&self, a: BiasActBackwardProduct<'_>) -> Result<()> {
+        a.check()?;
+        composed_product_backward(self, a)
     }
+}
+
+/// [`ActivationOps::bias_act_backward_product`] as the product into `dz`, then
+/// [`ActivationOps::bias_act_backward`] in place.
+pub(crate) fn composed_product_backward(
+    ops: &(impl ActivationOps + ?Sized),
+    a: BiasActBackwardProduct<'_>,
+) -> Result<()> {
+    let dz = a.grads.dz;
+    ops.gemm(a.product_gemm(), a.g, a.w, dz)?;
+    ops.bias_act_backward(BiasActBackward::new(dz, a.f, a.grads, a.shape))
 }

@@ -3,6 +3,7 @@
 use super::MemoryOps;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::IndexedRows;
 
 /// Data movement by index: `indices` are u32 views (class labels, token ids, row indices; see
 /// the index rule in [`crate::ops`]); any other type is [`crate::Error::DTypeMismatch`].
@@ -18,13 +19,7 @@ pub trait IndexOps: MemoryOps {
     /// - GPU backends: `Ok(())`, and that row of `dst` is filled with NaN (`u32::MAX` for u32
     ///   rows, itself an invalid index further on; the other rows are gathered normally), so it
     ///   shows up in whatever is computed from it.
-    fn gather_rows(
-        &self,
-        src: View<'_>,
-        indices: View<'_>,
-        dst: View<'_>,
-        cols: usize,
-    ) -> Result<()>;
+    fn gather_rows(&self, a: IndexedRows<'_>) -> Result<()>;
 
     /// `dst[indices[i], :] += src[i, :]` for `i in 0..indices.len()`, rows of `cols` elements
     /// (the backward pass of [`IndexOps::gather_rows`], an embedding's weight gradient). Repeated
@@ -33,13 +28,7 @@ pub trait IndexOps: MemoryOps {
     /// bits of the sums) may differ from run to run. An invalid index (see the index rule in
     /// [`crate::ops`]): CPU, [`crate::Error::InvalidArgument`] before anything is written; GPU
     /// backends, that row of `src` is skipped.
-    fn scatter_add_rows(
-        &self,
-        src: View<'_>,
-        indices: View<'_>,
-        dst: View<'_>,
-        cols: usize,
-    ) -> Result<()>;
+    fn scatter_add_rows(&self, a: IndexedRows<'_>) -> Result<()>;
 
     /// `out[i, :] = onehot(indices[i])` over `classes` columns. An invalid index (not in
     /// `0..classes`) gives an all-zero row on every backend.

@@ -1,12 +1,9 @@
 //! Softmax and the losses, forward and backward fused.
 
 use super::MemoryOps;
-use super::check;
-use super::views::view_group;
 use crate::buffer::View;
-use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{LossOutputs, MatShape};
+use crate::ops::{Mse, SoftmaxCrossEntropy};
 
 /// Row-wise softmax and the losses (forward and backward in one pass).
 pub trait LossOps: MemoryOps {
@@ -34,110 +31,4 @@ pub trait LossOps: MemoryOps {
     /// (the `dpred`). With `out.totals` (1 element or more), also adds the sum of the row losses
     /// to `totals[0]`, as [`LossOps::softmax_cross_entropy`] does.
     fn mse(&self, a: Mse<'_>) -> Result<()>;
-}
-
-view_group! {
-    /// The arguments of [`LossOps::softmax_cross_entropy`].
-    SoftmaxCrossEntropy {
-        /// The logits, `rows x cols`.
-        logits: View<'a>,
-        /// u32 class labels, `rows`: `labels[r]` is the class index of row `r`.
-        labels: View<'a>,
-        /// Written: `dlogits`, the row losses and, if given, the totals to add to.
-        out: LossOutputs<'a>,
-        /// Written: 1 where the row's arg-max is its label, else 0; `rows`.
-        row_correct: View<'a>,
-        /// Rows and classes.
-        shape: MatShape,
-        /// Scale of the gradient (`1 / rows` for a mean loss).
-        grad_scale: f32,
-    }
-    /// The arguments in declaration order.
-}
-
-view_group! {
-    /// The arguments of [`LossOps::mse`].
-    Mse {
-        /// The predictions, `rows x cols`.
-        pred: View<'a>,
-        /// The targets, `rows x cols`.
-        target: View<'a>,
-        /// Written: `dpred`, the row losses and, if given, the totals to add to.
-        out: LossOutputs<'a>,
-        /// Rows and columns.
-        shape: MatShape,
-        /// Scale of the gradient (`1 / rows` for a mean loss).
-        grad_scale: f32,
-    }
-    /// The arguments in declaration order.
-}
-
-/// The checks of a fused loss with the inputs `ins` (`(name, view, type, elements)`) and the
-/// outputs `outs` (f32, `(name, view, elements)`) besides its `totals` (at least `totals_len`
-/// elements): contexts and types, lengths, and no output overlapping another view.
-fn loss_views(
-    op: &str,
-    ctx: u64,
-    ins: &[(&str, &View<'_>, DType, usize)],
-    outs: &[(&str, &View<'_>, usize)],
-    totals: (Option<&View<'_>>, usize),
-) -> Result<()> {
-    let f32_outs = outs.iter().map(|(name, v, _)| (*name, *v, DType::F32));
-    let typed: Vec<_> = ins
-        .iter()
-        .map(|(name, v, t, _)| (*name, *v, *t))
-        .chain(f32_outs)
-        .collect();
-    check::typed(op, ctx, &typed)?;
-    let ins: Vec<_> = ins.iter().map(|(name, v, _, n)| (*name, *v, *n)).collect();
-    let all: Vec<&View<'_>> = ins.iter().chain(outs).map(|(_, v, _)| *v).collect();
-    if let Some(t) = totals.0 {
-        check::typed(op, ctx, &[("totals", t, DType::F32)])?;
-    }
-    check::totals(op, totals.0, totals.1, &all)?;
-    for (name, v, n) in ins.iter().chain(outs) {
-        check::len(op, name, v, *n)?;
-    }
-    check::disjoint_outputs(op, &ins, outs)
-}
-
-impl SoftmaxCrossEntropy<'_> {
-    pub(crate) const OP: &'static str = "softmax_cross_entropy";
-
-    /// Checks the arguments against the context `ctx`; returns `rows * cols`.
-    pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
-        let MatShape { rows, cols } = self.shape;
-        let n = check::area(Self::OP, rows, cols)?;
-        let ins = [
-            ("logits", &self.logits, DType::F32, n),
-            ("labels", &self.labels, DType::U32, rows),
-        ];
-        let outs = [
-            ("dlogits", &self.out.grad, n),
-            ("row_loss", &self.out.row_loss, rows),
-            ("row_correct", &self.row_correct, rows),
-        ];
-        loss_views(Self::OP, ctx, &ins, &outs, (self.out.totals.as_ref(), 2))?;
-        Ok(n)
-    }
-}
-
-impl Mse<'_> {
-    pub(crate) const OP: &'static str = "mse";
-
-    /// Checks the arguments against the context `ctx`; returns `rows * cols`.
-    pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
-        let MatShape { rows, cols } = self.shape;
-        let n = check::area(Self::OP, rows, cols)?;
-        let ins = [
-            ("pred", &self.pred, DType::F32, n),
-            ("target", &self.target, DType::F32, n),
-        ];
-        let outs = [
-            ("dpred", &self.out.grad, n),
-            ("row_loss", &self.out.row_loss, rows),
-        ];
-        loss_views(Self::OP, ctx, &ins, &outs, (self.out.totals.as_ref(), 1))?;
-        Ok(n)
-    }
 }

@@ -22,9 +22,9 @@
 //!   applies one rule: `v` is a valid index into `n` entries iff `v < n`. Each op says what an
 //!   invalid index does; none reads out of bounds.
 
-mod activation;
+pub(crate) mod activation;
 pub(crate) mod check;
-mod dense;
+pub(crate) mod dense;
 mod elementwise;
 mod elman;
 mod execution;
@@ -40,32 +40,27 @@ mod norm;
 mod optim;
 mod profile;
 mod random;
+mod recurrent_args;
 mod reduce;
 pub(crate) mod rnn_seq;
+mod row_args;
 mod shape;
 mod views;
 
 pub use activation::ActivationOps;
 pub use dense::DenseOps;
 pub use elementwise::ElementwiseOps;
-pub use elman::{
-    ElmanOps, RnnSequenceBackward, RnnSequenceForward, RnnStepBackward, RnnStepForward,
-};
+pub use elman::ElmanOps;
 pub(crate) use execution::Engine;
 pub use execution::Execution;
-pub use gated_cell::{
-    GatedCellOps, GruCellBackward, GruCellForward, LstmCellBackward, LstmCellForward,
-};
-pub use gated_sequence::{
-    GatedSequenceOps, GruSequenceBackward, GruSequenceForward, LstmSequenceBackward,
-    LstmSequenceForward,
-};
+pub use gated_cell::GatedCellOps;
+pub use gated_sequence::GatedSequenceOps;
 pub use index::IndexOps;
 pub use kernels::KernelOps;
 pub use linalg::LinalgOps;
-pub use loss::{LossOps, Mse, SoftmaxCrossEntropy};
+pub use loss::LossOps;
 pub use memory::{MemoryOps, TypedMemory};
-pub use norm::{LayerNormBackward, LayerNormForward, NormOps};
+pub use norm::NormOps;
 pub use optim::{AdamStep, OPTIMIZER_STATE_LEN, OptimOps, SgdStep, optimizer_state};
 pub use profile::KernelTime;
 pub use random::{
@@ -73,8 +68,17 @@ pub use random::{
     rng_state_values,
 };
 pub(crate) use random::{rng_hash, rng_key};
+pub use recurrent_args::{
+    GruCellBackward, GruCellForward, GruSequenceBackward, GruSequenceForward, LstmCellBackward,
+    LstmCellForward, LstmSequenceBackward, LstmSequenceForward, RnnSequenceBackward,
+    RnnSequenceForward, RnnStepBackward, RnnStepForward,
+};
 pub use reduce::ReduceOps;
 pub(crate) use reduce::SumAxis;
+pub use row_args::{
+    BiasActBackward, BiasActBackwardProduct, DenseForward, DenseParamGrads, IndexedRows,
+    LayerNormBackward, LayerNormForward, Mse, SoftmaxCrossEntropy,
+};
 pub use shape::{DenseShape, MatShape, SeqShape};
 pub use views::{
     Activated, BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams,

@@ -1,5 +1,7 @@
 //! Shape descriptors: the integers that travel with an op's views, named and kept together.
 
+use super::Gemm;
+
 /// The shape of a recurrent op: `steps` time steps, each a `batch x hidden` block (one row per
 /// sequence of the batch, one column per hidden unit). The one-step ops (the Elman step, the
 /// LSTM and GRU cells) read only `batch` and `hidden`: make theirs with [`SeqShape::step`].
@@ -70,5 +72,20 @@ impl DenseShape {
             inputs,
             outputs,
         }
+    }
+
+    /// The forward product `z = x W^T` (`rows x outputs`).
+    pub fn forward_gemm(&self) -> Gemm {
+        Gemm::new(self.rows, self.outputs, self.inputs).tb()
+    }
+
+    /// The weight gradient's product `dW = dz^T x` (`outputs x inputs`).
+    pub fn weight_grad_gemm(&self) -> Gemm {
+        Gemm::new(self.outputs, self.inputs, self.rows).ta()
+    }
+
+    /// The output's shape, `rows x outputs` (that of `z`, `y` and `dz`).
+    pub const fn output(&self) -> MatShape {
+        MatShape::new(self.rows, self.outputs)
     }
 }

@@ -10,7 +10,7 @@ use super::par::{PAR_MIN, min_rows};
 use crate::buffer::View;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::check;
+use crate::ops::{IndexedRows, check};
 
 /// The row indices of `indices`, every one checked to name one of `rows` rows of the `what`
 /// (before anything is written, so a bad one leaves the output untouched).
@@ -31,34 +31,15 @@ fn read_rows(
 }
 
 impl IndexOps for CpuOps {
-    fn gather_rows(
-        &self,
-        src: View<'_>,
-        indices: View<'_>,
-        dst: View<'_>,
-        cols: usize,
-    ) -> Result<()> {
-        let ctx = self.context;
-        let op = "gather_rows";
-        let rows_type = check::gather_rows_types(ctx, &src, &indices, &dst)?;
-        let n = check::area(op, indices.len(), cols)?;
-        check::len(op, "dst", &dst, n)?;
-        check::no_overlap(op, &dst, &src, false)?;
-        check::no_overlap(op, &dst, &indices, false)?;
-        if cols == 0 {
+    fn gather_rows(&self, a: IndexedRows<'_>) -> Result<()> {
+        let (ctx, op) = (self.context, "gather_rows");
+        let (rows_type, n) = a.check_gather(ctx)?;
+        if n == 0 {
             return Ok(());
         }
-        if src.len() % cols != 0 {
-            return Err(Error::shape(
-                op,
-                format!(
-                    "src has {} elements, not a multiple of {cols} columns",
-                    src.len()
-                ),
-            ));
-        }
+        let (src, dst, cols) = (a.src, a.dst, a.cols);
         let src_rows = src.len() / cols;
-        let idx = read_rows(op, ctx, &indices, (src_rows, "source"))?;
+        let idx = read_rows(op, ctx, &a.indices, (src_rows, "source"))?;
         if rows_type == DType::U32 {
             // Straight from the source's bytes: a batch's labels come out of the whole data
             // set's, which is not copied for it.
@@ -86,18 +67,12 @@ impl IndexOps for CpuOps {
         })
     }
 
-    fn scatter_add_rows(
-        &self,
-        src: View<'_>,
-        indices: View<'_>,
-        dst: View<'_>,
-        cols: usize,
-    ) -> Result<()> {
-        let ctx = self.context;
-        let op = "scatter_add_rows";
-        let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
-        let idx = read_rows(op, ctx, &indices, (dst_rows, "destination"))?;
-        lock(op, ctx, [src], [dst], |[src], [dst]| {
+    fn scatter_add_rows(&self, a: IndexedRows<'_>) -> Result<()> {
+        let (ctx, op) = (self.context, "scatter_add_rows");
+        let dst_rows = a.check_scatter(ctx)?;
+        let idx = read_rows(op, ctx, &a.indices, (dst_rows, "destination"))?;
+        let cols = a.cols;
+        lock(op, ctx, [a.src], [a.dst], |[src], [dst]| {
             // One pass in index order: every destination element sums its sources in the same
             // order on every run.
             for (i, &v) in idx.iter().enumerate() {

@@ -3,7 +3,7 @@
 
 use super::CpuOps;
 use crate::ops::prelude::*;
-use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
+use crate::ops::{MatShape, Mse, SoftmaxCrossEntropy};
 use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace, read_u32, valid_index};
@@ -163,31 +163,20 @@ impl LossOps for CpuOps {
     }
 
     fn softmax_cross_entropy(&self, a: SoftmaxCrossEntropy<'_>) -> Result<()> {
-        let SoftmaxCrossEntropy {
-            logits,
-            labels,
-            out,
-            row_correct,
-            shape,
-            grad_scale,
-        } = a;
-        let LossOutputs {
-            grad: dlogits,
-            row_loss,
-            totals,
-        } = out;
-        let MatShape { rows, cols } = shape;
         let (ctx, op) = (self.context, SoftmaxCrossEntropy::OP);
         let n = a.check(ctx)?;
+        let (row_correct, grad_scale) = (a.row_correct, a.grad_scale);
+        let (dlogits, row_loss) = (a.out.grad, a.out.row_loss);
+        let MatShape { rows, cols } = a.shape;
         if rows == 0 {
             return Ok(());
         }
         if cols == 0 {
             return Err(crate::Error::shape(op, "zero classes"));
         }
-        let labels = read_u32(op, ctx, "labels", &labels)?;
+        let labels = read_u32(op, ctx, "labels", &a.labels)?;
         let outs = [dlogits, row_loss, row_correct];
-        lock(op, ctx, [logits], outs, |[x], [dx, loss, correct]| {
+        lock(op, ctx, [a.logits], outs, |[x], [dx, loss, correct]| {
             let labels = &labels[..];
             if n < PAR_MIN {
                 x.chunks(cols)
@@ -210,28 +199,17 @@ impl LossOps for CpuOps {
                     });
             }
         })?;
-        match totals {
+        match a.out.totals {
             Some(t) => add_totals(op, ctx, [row_loss, row_correct], t),
             None => Ok(()),
         }
     }
 
     fn mse(&self, a: Mse<'_>) -> Result<()> {
-        let Mse {
-            pred,
-            target,
-            out,
-            shape,
-            grad_scale,
-        } = a;
-        let LossOutputs {
-            grad: dpred,
-            row_loss,
-            totals,
-        } = out;
-        let MatShape { rows, cols } = shape;
         let (ctx, op) = (self.context, Mse::OP);
         let n = a.check(ctx)?;
+        let (dpred, row_loss) = (a.out.grad, a.out.row_loss);
+        let MatShape { rows, cols } = a.shape;
         if rows == 0 {
             return Ok(());
         }
@@ -239,11 +217,11 @@ impl LossOps for CpuOps {
             return Err(crate::Error::shape(op, "zero columns"));
         }
         let inv = 1.0 / cols as f32;
-        let g = 2.0 * grad_scale * inv;
+        let g = 2.0 * a.grad_scale * inv;
         lock(
             op,
             ctx,
-            [pred, target],
+            [a.pred, a.target],
             [dpred, row_loss],
             |[p, t], [dp, loss]| {
                 if n < PAR_MIN {
@@ -262,7 +240,7 @@ impl LossOps for CpuOps {
                 }
             },
         )?;
-        match totals {
+        match a.out.totals {
             Some(t) => add_totals(op, ctx, [row_loss], t),
             None => Ok(()),
         }

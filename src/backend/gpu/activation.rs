@@ -8,9 +8,10 @@ use super::{GpuOps, gemm_thin};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
+use crate::ops::activation;
 use crate::ops::prelude::*;
-use crate::ops::{Activated, BiasActGrads, MatShape};
-use crate::ops::{Activation, Gemm, check};
+use crate::ops::{Activated, BiasActBackward, BiasActBackwardProduct, BiasActGrads, MatShape};
+use crate::ops::{Activation, check};
 
 impl<D: Device> ActivationOps for GpuOps<D> {
     fn bias_act_forward(&self, f: Activated<'_>, bias: View<'_>, shape: MatShape) -> Result<()> {
@@ -79,16 +80,9 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         self.run(op, self.streaming(n), args)
     }
 
-    fn bias_act_backward(
-        &self,
-        dy: View<'_>,
-        f: Activated<'_>,
-        grads: BiasActGrads<'_>,
-        shape: MatShape,
-    ) -> Result<()> {
-        let Activated { z, y, act } = f;
-        let BiasActGrads { dz, dbias } = grads;
-        let MatShape { rows, cols } = shape;
+    fn bias_act_backward(&self, a: BiasActBackward<'_>) -> Result<()> {
+        let (dy, Activated { z, y, act }, BiasActGrads { dz, dbias }) = (a.dy, a.f, a.grads);
+        let MatShape { rows, cols } = a.shape;
         let op = "bias_act_backward";
         self.mine(op, &[&dy, &z, &y, &dz, &dbias])?;
         let n = check::area(op, rows, cols)?;
@@ -115,28 +109,17 @@ impl<D: Device> ActivationOps for GpuOps<D> {
     /// [`crate::ops::Ops::bias_act_backward_product`]: one `bias_act_backward_product` launch
     /// where `k <= 16` (the thin GEMMs' short side), else the product and
     /// `bias_act_backward` in place.
-    fn bias_act_backward_product(
-        &self,
-        g: View<'_>,
-        w: View<'_>,
-        f: Activated<'_>,
-        grads: BiasActGrads<'_>,
-        shape: MatShape,
-        k: usize,
-    ) -> Result<()> {
-        let Activated { z, y, act } = f;
-        let MatShape { rows, cols } = shape;
-        let BiasActGrads { dz, dbias } = grads;
-        let op = "bias_act_backward_product";
-        let views = [&g, &w, &z, &y, &dz, &dbias];
-        self.mine(op, &views)?;
-        let areas = check::bias_act_product(op, views, act, rows, k, cols)?;
-        for len in areas {
+    fn bias_act_backward_product(&self, a: BiasActBackwardProduct<'_>) -> Result<()> {
+        let (g, w, k, Activated { z, y, act }) = (a.g, a.w, a.k, a.f);
+        let MatShape { rows, cols } = a.shape;
+        let BiasActGrads { dz, dbias } = a.grads;
+        let op = BiasActBackwardProduct::OP;
+        self.mine(op, &[&g, &w, &z, &y, &dz, &dbias])?;
+        for len in a.check()? {
             check::fits_u32(op, len)?;
         }
         if k == 0 || k > gemm_thin::THIN_SIDE {
-            self.gemm(Gemm::new(rows, cols, k), g, w, dz)?;
-            return self.bias_act_backward(dz, f, grads, shape);
+            return activation::composed_product_backward(self, a);
         }
         if cols == 0 {
             return Ok(());

@@ -8,47 +8,27 @@ use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::dtype::DType::{self, F32, U32};
-use crate::error::{Error, Result};
-use crate::ops::check;
+use crate::error::Result;
 use crate::ops::prelude::*;
+use crate::ops::{IndexedRows, check};
 
 impl<D: Device> IndexOps for GpuOps<D> {
-    fn gather_rows(
-        &self,
-        src: View<'_>,
-        indices: View<'_>,
-        dst: View<'_>,
-        cols: usize,
-    ) -> Result<()> {
+    fn gather_rows(&self, a: IndexedRows<'_>) -> Result<()> {
         let op = "gather_rows";
-        let rows = check::gather_rows_types(self.context, &src, &indices, &dst)?;
-        let nrows = indices.len();
-        let n = check::area(op, nrows, cols)?;
-        check::len(op, "dst", &dst, n)?;
-        if cols == 0 || src.len() % cols != 0 {
-            if n == 0 {
-                return Ok(());
-            }
-            return Err(Error::shape(
-                op,
-                format!("src of {} elements is not rows of {cols}", src.len()),
-            ));
-        }
-        check::no_overlap(op, &dst, &src, false)?;
-        check::no_overlap(op, &dst, &indices, false)?;
+        let (rows, n) = a.check_gather(self.context)?;
         check::fits_u32(op, n)?;
-        check::fits_u32(op, src.len())?;
+        check::fits_u32(op, a.src.len())?;
         if n == 0 {
             return Ok(());
         }
         // The kernel checks every index against `src_rows` (a NaN row for an invalid one), so
         // no index can make it read outside `src`.
-        let src_rows = src.len() / cols;
+        let src_rows = a.src.len() / a.cols;
         let args = Args::new()
-            .buf_of(&src, rows)?
-            .buf_u32(&indices)?
-            .buf_of(&dst, rows)?
-            .dims(&[nrows, cols, src_rows]);
+            .buf_of(&a.src, rows)?
+            .buf_u32(&a.indices)?
+            .buf_of(&a.dst, rows)?
+            .dims(&[a.indices.len(), a.cols, src_rows]);
         let entry = if rows == DType::U32 {
             "gather_rows_u32"
         } else {
@@ -57,32 +37,20 @@ impl<D: Device> IndexOps for GpuOps<D> {
         self.run(entry, launch::elementwise(n), args)
     }
 
-    fn scatter_add_rows(
-        &self,
-        src: View<'_>,
-        indices: View<'_>,
-        dst: View<'_>,
-        cols: usize,
-    ) -> Result<()> {
+    fn scatter_add_rows(&self, a: IndexedRows<'_>) -> Result<()> {
         let op = "scatter_add_rows";
-        let views = [
-            ("src", &src, F32),
-            ("indices", &indices, U32),
-            ("dst", &dst, F32),
-        ];
-        check::typed(op, self.context, &views)?;
-        let dst_rows = check::scatter_add_rows(&src, &indices, &dst, cols)?;
-        if src.is_empty() {
+        let dst_rows = a.check_scatter(self.context)?;
+        if a.src.is_empty() {
             return Ok(());
         }
         // The kernel checks every index against `dst_rows` and skips an invalid one, so no
         // index can make it write outside `dst`.
-        let args = Args::new().buf(&src)?.buf_u32(&indices)?.buf(&dst)?.dims(&[
-            indices.len(),
-            cols,
-            dst_rows,
-        ]);
-        self.run(op, launch::elementwise(src.len()), args)
+        let args = Args::new()
+            .buf(&a.src)?
+            .buf_u32(&a.indices)?
+            .buf(&a.dst)?
+            .dims(&[a.indices.len(), a.cols, dst_rows]);
+        self.run(op, launch::elementwise(a.src.len()), args)
     }
 
     fn one_hot(&self, indices: View<'_>, out: View<'_>, classes: usize) -> Result<()> {

@@ -10,9 +10,10 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
+use crate::ops::dense;
 use crate::ops::prelude::*;
-use crate::ops::{Activated, DenseParams, DenseShape, MatShape};
 use crate::ops::{Activation, Gemm, check};
+use crate::ops::{DenseForward, DenseParamGrads, DenseParams};
 
 /// Widest short side the thin kernels take (`TH_SHORT` in the kernels).
 pub(super) const THIN_SIDE: usize = 16;
@@ -175,34 +176,18 @@ impl<D: Device> DenseOps for GpuOps<D> {
     /// [`DenseOps::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
     /// epilogue where [`fuses_dense_forward`] says so, else the product and
     /// `bias_act_forward`.
-    fn dense_forward(
-        &self,
-        x: View<'_>,
-        params: DenseParams<'_>,
-        z: View<'_>,
-        y: View<'_>,
-        act: Activation,
-        shape: DenseShape,
-    ) -> Result<()> {
-        let DenseParams { w, bias } = params;
-        let DenseShape {
-            rows,
-            inputs,
-            outputs,
-        } = shape;
-        let g = Gemm::new(rows, outputs, inputs).tb();
+    fn dense_forward(&self, a: DenseForward<'_>) -> Result<()> {
+        let DenseParams { w, bias } = a.params;
+        let (x, z, y, act) = (a.x, a.z, a.y, a.act);
+        let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);
+        let g = a.shape.forward_gemm();
         let fused =
             self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
         let op = "dense_forward";
         // Every view before either path writes anything.
         self.mine(op, &[&x, &w, &bias, &z, &y])?;
         if !fused {
-            self.gemm(g, x, w, z)?;
-            return self.bias_act_forward(
-                Activated::new(z, y, act),
-                bias,
-                MatShape::new(rows, outputs),
-            );
+            return dense::composed_forward(self, a);
         }
         check::gemm(&g, &x, &w, &z)?;
         for d in [rows, inputs, outputs] {
@@ -227,20 +212,11 @@ impl<D: Device> DenseOps for GpuOps<D> {
     /// gradient where the layer has at most 16 outputs (and, if k is split, its bias directly
     /// follows its weight in memory, as a network's flat gradient buffer has them), else the
     /// product and `sum_rows`.
-    fn dense_param_grads(
-        &self,
-        dz: View<'_>,
-        x: View<'_>,
-        grads: DenseParams<'_>,
-        shape: DenseShape,
-    ) -> Result<()> {
-        let DenseParams { w: dw, bias: dbias } = grads;
-        let DenseShape {
-            rows,
-            inputs,
-            outputs,
-        } = shape;
-        let g = Gemm::new(outputs, inputs, rows).ta();
+    fn dense_param_grads(&self, a: DenseParamGrads<'_>) -> Result<()> {
+        let DenseParams { w: dw, bias: dbias } = a.grads;
+        let (dz, x) = (a.dz, a.x);
+        let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);
+        let g = a.shape.weight_grad_gemm();
         let stride = outputs * inputs + outputs;
         let adjacent = std::ptr::eq(dw.buffer(), dbias.buffer())
             && dbias.offset() == dw.offset() + outputs * inputs;
@@ -254,8 +230,7 @@ impl<D: Device> DenseOps for GpuOps<D> {
         // Every view before either path writes anything.
         self.mine(op, &[&dz, &x, &dw, &dbias])?;
         if !fused {
-            self.gemm(g, dz, x, dw)?;
-            return self.sum_rows(dz, dbias, MatShape::new(rows, outputs), 0.0);
+            return dense::composed_param_grads(self, a);
         }
         check::gemm(&g, &dz, &x, &dw)?;
         for d in [rows, inputs, outputs] {

@@ -3,6 +3,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::BiasActBackward;
 use rnn::ops::{Activated, BiasActGrads, MatShape};
 use rnn::{Activation, Context};
 
@@ -98,12 +99,12 @@ pub fn activations(t: Target) {
                 &[(4, scale.clone())],
                 tol,
                 &|o, v| {
-                    o.bias_act_backward(
+                    o.bias_act_backward(BiasActBackward::new(
                         v[0],
                         Activated::new(v[1], v[2], act),
                         BiasActGrads::new(v[3], v[4]),
                         MatShape::new(rows, cols),
-                    )
+                    ))
                 },
             )?;
             fused.remove(3);
@@ -116,12 +117,12 @@ pub fn activations(t: Target) {
                 &[(3, scale)],
                 tol,
                 &|o, v| {
-                    o.bias_act_backward(
+                    o.bias_act_backward(BiasActBackward::new(
                         v[0],
                         Activated::new(v[1], v[2], act),
                         BiasActGrads::new(v[0], v[3]),
                         MatShape::new(rows, cols),
-                    )
+                    ))
                 },
             )?;
         }

@@ -1,6 +1,7 @@
 //! The data ops (row gathers, one-hot encoding) on every GPU target against the CPU backend.
 
 use proptest::prelude::*;
+use rnn::ops::IndexedRows;
 
 use super::{Values, compare_ids, nan, prop};
 use crate::support::Target;
@@ -17,7 +18,7 @@ pub fn data(t: Target) {
             (&[src, idx.clone(), nan(nidx * cols)], &[1]),
             &[2],
             0.0,
-            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
+            &|o, v| o.gather_rows(IndexedRows::new(v[0], v[1], v[2], cols)),
         )?;
         // u32 rows (labels moved with their samples): ids up to 2^24 survive the f32 harness.
         let ids = r.ints(src_rows * cols, 1 << 24);
@@ -27,7 +28,7 @@ pub fn data(t: Target) {
             (&[ids, idx.clone(), vec![0.0; nidx * cols]], &[0, 1, 2]),
             &[2],
             0.0,
-            &|o, v| o.gather_rows(v[0], v[1], v[2], cols),
+            &|o, v| o.gather_rows(IndexedRows::new(v[0], v[1], v[2], cols)),
         )?;
         let classes = src_rows;
         compare_ids(

@@ -8,6 +8,9 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::BiasActBackwardProduct;
+use rnn::ops::DenseForward;
+use rnn::ops::DenseParamGrads;
 use rnn::ops::{Activated, BiasActGrads, MatShape};
 use rnn::ops::{DenseParams, DenseShape};
 use rnn::{Activation, Context};
@@ -61,14 +64,14 @@ fn dense_case(
     let what = format!("dense_forward {act:?} {rows}x{inputs}->{outputs}");
     let bufs = [x.clone(), w, bias, nan(rows * outputs), nan(rows * outputs)];
     compare_checked(ctx, &what, &bufs, &pads, &[3, 4], &[], tol, &|o, v| {
-        o.dense_forward(
+        o.dense_forward(DenseForward::new(
             v[0],
             DenseParams::new(v[1], v[2]),
             v[3],
             v[4],
             act,
             DenseShape::new(rows, inputs, outputs),
-        )
+        ))
     })?;
     if act.derivative_from_output() {
         compare_checked(
@@ -80,14 +83,14 @@ fn dense_case(
             &[],
             tol,
             &|o, v| {
-                o.dense_forward(
+                o.dense_forward(DenseForward::new(
                     v[0],
                     DenseParams::new(v[1], v[2]),
                     v[3],
                     v[3],
                     act,
                     DenseShape::new(rows, inputs, outputs),
-                )
+                ))
             },
         )?;
     }
@@ -119,12 +122,12 @@ fn dense_case(
         tol,
         &|o, v| {
             let (dw, db) = (v[2].slice(0, wn)?, v[2].slice(wn, outputs)?);
-            o.dense_param_grads(
+            o.dense_param_grads(DenseParamGrads::new(
                 v[0],
                 v[1],
                 DenseParams::new(dw, db),
                 DenseShape::new(rows, inputs, outputs),
-            )
+            ))
         },
     )?;
     compare_checked(
@@ -136,12 +139,12 @@ fn dense_case(
         &[(2, scale[..wn].to_vec()), (3, scale[wn..].to_vec())],
         tol,
         &|o, v| {
-            o.dense_param_grads(
+            o.dense_param_grads(DenseParamGrads::new(
                 v[0],
                 v[1],
                 DenseParams::new(v[2], v[3]),
                 DenseShape::new(rows, inputs, outputs),
-            )
+            ))
         },
     )?;
 
@@ -176,14 +179,14 @@ fn dense_case(
         &[(4, dz_scale), (5, db_scale)],
         tol,
         &|o, v| {
-            o.bias_act_backward_product(
+            o.bias_act_backward_product(BiasActBackwardProduct::new(
                 v[0],
                 v[1],
                 Activated::new(v[2], v[3], act),
                 BiasActGrads::new(v[4], v[5]),
                 MatShape::new(rows, cols),
                 k,
-            )
+            ))
         },
     )
 }

@@ -4,6 +4,11 @@
 //! `Error::DTypeMismatch` before any work.
 
 use half::{bf16, f16};
+use rnn::ops::BiasActBackward;
+use rnn::ops::BiasActBackwardProduct;
+use rnn::ops::DenseForward;
+use rnn::ops::DenseParamGrads;
+use rnn::ops::IndexedRows;
 use rnn::ops::LayerNormForward;
 use rnn::ops::Mse;
 use rnn::ops::RnnStepForward;
@@ -199,10 +204,10 @@ const CASES: &[Case] = &[
         o.mse(Mse::new(p.f(6), p.bad(6), out, MatShape::new(2, 3), 1.0))
     }),
     ("gather_rows", |o, p| {
-        o.gather_rows(p.f(6), p.u(2), p.bad(6), 3)
+        o.gather_rows(IndexedRows::new(p.f(6), p.u(2), p.bad(6), 3))
     }),
     ("scatter_add_rows", |o, p| {
-        o.scatter_add_rows(p.bad(6), p.u(2), p.f(6), 3)
+        o.scatter_add_rows(IndexedRows::new(p.bad(6), p.u(2), p.f(6), 3))
     }),
     ("one_hot", |o, p| o.one_hot(p.u(2), p.bad(6), 3)),
     ("dropout", |o, p| {
@@ -252,33 +257,45 @@ const CASES: &[Case] = &[
     ("dense_forward", |o, p| {
         let params = DenseParams::new(p.f(9), p.bad(3));
         let shape = DenseShape::new(2, 3, 3);
-        o.dense_forward(p.f(6), params, p.f(6), p.f(6), Activation::Relu, shape)
+        o.dense_forward(DenseForward::new(
+            p.f(6),
+            params,
+            p.f(6),
+            p.f(6),
+            Activation::Relu,
+            shape,
+        ))
     }),
     ("dense_param_grads", |o, p| {
         let grads = DenseParams::new(p.f(9), p.bad(3));
-        o.dense_param_grads(p.f(6), p.f(6), grads, DenseShape::new(2, 3, 3))
+        o.dense_param_grads(DenseParamGrads::new(
+            p.f(6),
+            p.f(6),
+            grads,
+            DenseShape::new(2, 3, 3),
+        ))
     }),
     ("bias_act_backward", |o, p| {
         let grads = BiasActGrads::new(p.f(6), p.bad(3));
         let shape = MatShape::new(2, 3);
-        o.bias_act_backward(
+        o.bias_act_backward(BiasActBackward::new(
             p.f(6),
             Activated::new(p.f(6), p.f(6), Activation::Tanh),
             grads,
             shape,
-        )
+        ))
     }),
     ("bias_act_backward_product", |o, p| {
         let grads = BiasActGrads::new(p.f(6), p.bad(3));
         let act = Activation::Tanh;
-        o.bias_act_backward_product(
+        o.bias_act_backward_product(BiasActBackwardProduct::new(
             p.f(4),
             p.f(6),
             Activated::new(p.f(6), p.f(6), act),
             grads,
             MatShape::new(2, 3),
             2,
-        )
+        ))
     }),
     ("rnn_step_forward", |o, p| {
         let w = RecurrentWeights::new(p.bad(9), p.f(3), p.f(3));
@@ -308,10 +325,10 @@ const INDEX_CASES: &[Case] = &[
         ))
     }),
     ("gather_rows", |o, p| {
-        o.gather_rows(p.f(6), p.f(2), p.f(6), 3)
+        o.gather_rows(IndexedRows::new(p.f(6), p.f(2), p.f(6), 3))
     }),
     ("scatter_add_rows", |o, p| {
-        o.scatter_add_rows(p.f(6), p.f(2), p.f(6), 3)
+        o.scatter_add_rows(IndexedRows::new(p.f(6), p.f(2), p.f(6), 3))
     }),
     ("one_hot", |o, p| o.one_hot(p.f(2), p.f(6), 3)),
 ];

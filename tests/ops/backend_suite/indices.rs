@@ -8,6 +8,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::IndexedRows;
 use rnn::ops::SoftmaxCrossEntropy;
 use rnn::ops::TypedMemory;
 use rnn::ops::{LossOutputs, MatShape};
@@ -74,8 +75,9 @@ pub fn invalid_indices(t: Target) {
             // indices and gathers the others.
             let src = r.vec(n * cols, -1.0, 1.0);
             let bufs = [src.clone(), idx.clone(), nan(len * cols)];
-            let gather =
-                |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| o.gather_rows(v[0], v[1], v[2], cols);
+            let gather = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
+                o.gather_rows(IndexedRows::new(v[0], v[1], v[2], cols))
+            };
             match run_ids(&Context::cpu(), &bufs, &[1], &gather) {
                 Err(Error::InvalidArgument(_)) => {}
                 other => return Err(fail("gather_rows", &Context::cpu(), format!("{other:?}"))),
@@ -193,22 +195,27 @@ pub fn beyond_2_24(t: Target) {
         let col: Vec<f32> = (0..ROWS).map(|i| (i % 1000) as f32 + 0.5).collect();
         let src = f32s(&col);
         let dst = f32s(&[f32::NAN; 4]);
-        ops.gather_rows(src.view(), idx.view(), dst.view(), 1)
+        ops.gather_rows(IndexedRows::new(src.view(), idx.view(), dst.view(), 1))
             .unwrap();
         assert_eq!(read(&dst), [217.5, 216.5, 3.5, 217.5], "{}", ctx.id());
 
         let ids: Vec<u32> = (0..ROWS as u32).collect();
         let src_ids = u32s(&ids);
         let dst_ids = u32s(&[0; 4]);
-        ops.gather_rows(src_ids.view(), idx.view(), dst_ids.view(), 1)
-            .unwrap();
+        ops.gather_rows(IndexedRows::new(
+            src_ids.view(),
+            idx.view(),
+            dst_ids.view(),
+            1,
+        ))
+        .unwrap();
         let mut got = [0u32; 4];
         ops.download_as(dst_ids.view(), &mut got).unwrap();
         assert_eq!(got, [FAR, FAR - 1, 3, FAR], "{}", ctx.id());
 
         let table = f32s(&vec![0.0; ROWS]);
         let grads = f32s(&[1.0, 2.0, 4.0, 8.0]);
-        ops.scatter_add_rows(grads.view(), idx.view(), table.view(), 1)
+        ops.scatter_add_rows(IndexedRows::new(grads.view(), idx.view(), table.view(), 1))
             .unwrap();
         let sums = read(&table);
         let far = FAR as usize;

@@ -4,6 +4,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+use rnn::ops::IndexedRows;
 use rnn::ops::LayerNormBackward;
 use rnn::ops::LayerNormForward;
 use rnn::ops::rng_state_values;
@@ -181,7 +182,7 @@ pub fn scatter_add_rows(t: Target) {
                 (&[src, idx, dst], &[1]),
                 (&[], &[(2, scale)]),
                 1e-5,
-                &|o, v| o.scatter_add_rows(v[0], v[1], v[2], cols),
+                &|o, v| o.scatter_add_rows(IndexedRows::new(v[0], v[1], v[2], cols)),
             )
         },
     );

@@ -1,6 +1,7 @@
 //! The layer ops (dropout and the random state) against references written here.
 
 use super::*;
+use rnn::ops::IndexedRows;
 use rnn::ops::LayerNormBackward;
 use rnn::ops::LayerNormForward;
 use rnn::ops::{DropoutMask, LayerNormGrads, LayerNormParams, MatShape};
@@ -279,7 +280,7 @@ proptest! {
             }
         }
         let (bs, bi, bd) = (upload(&ctx, &src), ids(&ctx, &idx), upload(&ctx, &d0));
-        ops.scatter_add_rows(bs.view(), bi.view(), bd.view(), cols).unwrap();
+        ops.scatter_add_rows(IndexedRows::new(bs.view(), bi.view(), bd.view(), cols)).unwrap();
         assert_close("scatter_add_rows", &read(&ctx, &bd), &want);
     }
 }
@@ -294,7 +295,7 @@ fn cpu_scatter_add_rows_rejects_invalid_indices_before_writing() {
     for bad in [2.0, 3.0, 16_777_217.0, 4_294_967_296.0] {
         let idx = ids(&ctx, &[0.0, 1.0, bad]);
         let err = ops
-            .scatter_add_rows(src.view(), idx.view(), dst.view(), 2)
+            .scatter_add_rows(IndexedRows::new(src.view(), idx.view(), dst.view(), 2))
             .unwrap_err();
         assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         assert_eq!(read(&ctx, &dst), d0.to_vec());
@@ -302,7 +303,7 @@ fn cpu_scatter_add_rows_rejects_invalid_indices_before_writing() {
     let idx = ids(&ctx, &[0.0, 1.0, 1.0]);
     let odd = upload(&ctx, &[0.0; 5]);
     assert!(matches!(
-        ops.scatter_add_rows(src.view(), idx.view(), odd.view(), 2),
+        ops.scatter_add_rows(IndexedRows::new(src.view(), idx.view(), odd.view(), 2)),
         Err(Error::Shape { .. })
     ));
 }

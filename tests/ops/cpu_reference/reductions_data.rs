@@ -1,6 +1,7 @@
 //! Reductions, gradient clipping, gather and one-hot.
 
 use super::*;
+use rnn::ops::IndexedRows;
 use rnn::ops::MatShape;
 
 // ---- reductions -------------------------------------------------------------------------
@@ -76,7 +77,7 @@ proptest! {
         let src = r.vec(src_rows * cols, -1.0, 1.0);
         let idx: Vec<f32> = (0..nidx).map(|_| r.below(src_rows) as f32).collect();
         let (bs, bi, bd) = (upload(&ctx, &src), ids(&ctx, &idx), poisoned(&ctx, nidx * cols));
-        ctx.ops().gather_rows(bs.view(), bi.view(), bd.view(), cols).unwrap();
+        ctx.ops().gather_rows(IndexedRows::new(bs.view(), bi.view(), bd.view(), cols)).unwrap();
         let want: Vec<f64> = idx.iter().flat_map(|&i| src[i as usize * cols..(i as usize + 1) * cols].iter().map(|&v| v as f64)).collect();
         assert_close("gather_rows", &read(&ctx, &bd), &want);
 
@@ -94,7 +95,9 @@ fn cpu_gather_rejects_bad_index() {
     let dst = poisoned(&ctx, 2);
     for bad in [2.0, 3.0, 16_777_217.0, 4_294_967_296.0] {
         let idx = ids(&ctx, &[bad]);
-        let err = ctx.ops().gather_rows(src.view(), idx.view(), dst.view(), 2);
+        let err = ctx
+            .ops()
+            .gather_rows(IndexedRows::new(src.view(), idx.view(), dst.view(), 2));
         assert!(
             matches!(err, Err(Error::InvalidArgument(_))),
             "{bad}: {err:?}"

@@ -6,8 +6,13 @@
 use crate::buffer::Buffer;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::BiasActBackward;
+use crate::ops::BiasActBackwardProduct;
+use crate::ops::DenseForward;
+use crate::ops::DenseParamGrads;
 use crate::ops::GruCellBackward;
 use crate::ops::GruCellForward;
+use crate::ops::IndexedRows;
 use crate::ops::LayerNormBackward;
 use crate::ops::LayerNormForward;
 use crate::ops::LstmCellBackward;
@@ -72,12 +77,12 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.activation(a.view(), b.view(), act)?;
         ops.act_backward(a.view(), Activated::new(b.view(), c.view(), act), d.view())?;
         let grads = BiasActGrads::new(d.view(), bias.view());
-        ops.bias_act_backward(
+        ops.bias_act_backward(BiasActBackward::new(
             a.view(),
             Activated::new(b.view(), c.view(), act),
             grads,
             shape,
-        )?;
+        ))?;
         let (g, w) = (z(rows * k16)?, z(k16 * cols)?);
         let views = (
             g.view(),
@@ -87,14 +92,14 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
             c.view(),
             bias.view(),
         );
-        ops.bias_act_backward_product(
+        ops.bias_act_backward_product(BiasActBackwardProduct::new(
             views.0,
             views.1,
             Activated::new(views.2, views.3, act),
             BiasActGrads::new(views.4, views.5),
             MatShape::new(rows, cols),
             k16,
-        )?;
+        ))?;
         let (x, wt, zb, yb, bo) = (
             z(rows * 300)?,
             z(small_out * 300)?,
@@ -104,8 +109,15 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         );
         let dense = DenseShape::new(rows, 300, small_out);
         let params = DenseParams::new(wt.view(), bo.view());
-        ops.dense_forward(x.view(), params, zb.view(), yb.view(), act, dense)?;
-        ops.dense_param_grads(zb.view(), x.view(), params, dense)?;
+        ops.dense_forward(DenseForward::new(
+            x.view(),
+            params,
+            zb.view(),
+            yb.view(),
+            act,
+            dense,
+        ))?;
+        ops.dense_param_grads(DenseParamGrads::new(zb.view(), x.view(), params, dense))?;
     }
 
     // Softmax, losses and reductions.
@@ -137,10 +149,15 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
 
     // Rows by index, random masks, normalization.
     let idx = u(rows)?;
-    ops.gather_rows(a.view(), idx.view(), b.view(), cols)?;
+    ops.gather_rows(IndexedRows::new(a.view(), idx.view(), b.view(), cols))?;
     let (ids, ids_out) = (u(n)?, u(n)?);
-    ops.gather_rows(ids.view(), idx.view(), ids_out.view(), cols)?;
-    ops.scatter_add_rows(a.view(), idx.view(), b.view(), cols)?;
+    ops.gather_rows(IndexedRows::new(
+        ids.view(),
+        idx.view(),
+        ids_out.view(),
+        cols,
+    ))?;
+    ops.scatter_add_rows(IndexedRows::new(a.view(), idx.view(), b.view(), cols))?;
     let hot = z(rows * 10)?;
     ops.one_hot(idx.view(), hot.view(), 10)?;
     let rng = z(RNG_STATE_LEN)?;
