@@ -132,13 +132,12 @@ pub(crate) fn no_overlap(
     Ok(())
 }
 
-/// No output of `outs` overlaps an input of `ins` or another output (`(name, view, elements)`
-/// each).
-pub(crate) fn disjoint_outputs(
-    op: &str,
-    ins: &[(&str, &View<'_>, usize)],
-    outs: &[(&str, &View<'_>, usize)],
-) -> Result<()> {
+/// A named view with the size a check reads: its elements, or (for the LSTM/GRU cells) its
+/// width in `hidden` units per row.
+pub(crate) type Arg<'a, 'b> = (&'a str, &'a View<'b>, usize);
+
+/// No output of `outs` overlaps an input of `ins` or another output.
+pub(crate) fn disjoint_outputs(op: &str, ins: &[Arg<'_, '_>], outs: &[Arg<'_, '_>]) -> Result<()> {
     for (i, (_, o, _)) in outs.iter().enumerate() {
         for (_, input, _) in ins {
             no_overlap(op, o, input, false)?;
@@ -159,10 +158,6 @@ pub(crate) fn gemm(g: &Gemm, a: &View<'_>, b: &View<'_>, c: &View<'_>) -> Result
     no_overlap("gemm", c, b, false)
 }
 
-/// A `(name, view, width)` argument of a recurrent cell op: the view holds
-/// `batch x width*hidden` elements.
-pub(crate) type CellArg<'a, 'b> = (&'a str, &'a View<'b>, usize);
-
 /// Shared checks of the LSTM/GRU cell ops: every view of the context `ctx` and f32, lengths
 /// (`batch x width*hidden` each), and no output overlapping an input or another output.
 /// Returns `batch * hidden`.
@@ -170,8 +165,8 @@ pub(crate) fn cell(
     op: &str,
     ctx: u64,
     shape: SeqShape,
-    inputs: &[CellArg<'_, '_>],
-    outputs: &[CellArg<'_, '_>],
+    inputs: &[Arg<'_, '_>],
+    outputs: &[Arg<'_, '_>],
 ) -> Result<usize> {
     let all: Vec<&View<'_>> = inputs.iter().chain(outputs).map(|(_, v, _)| *v).collect();
     same_context(op, ctx, &all)?;
@@ -189,9 +184,6 @@ pub(crate) fn fits_u32(op: &str, n: usize) -> Result<u32> {
         .map_err(|_| Error::shape(op, format!("{n} elements exceed the 2^32 kernel limit")))
 }
 
-/// A `(name, view, elements)` argument of an Elman op.
-pub(crate) type ElmanArg<'a, 'b> = (&'a str, &'a View<'b>, usize);
-
 /// Arguments of the Elman ops, one step or a whole sequence: the activation is `Tanh` or
 /// `Relu`, every view has its length, `out` overlaps no input, and one step's `batch * hidden`,
 /// `hidden * hidden` and `steps` fit the 32-bit kernel dimensions (and `steps + 1` blocks the
@@ -200,8 +192,8 @@ pub(crate) fn elman(
     op: &str,
     act: Activation,
     shape: SeqShape,
-    inputs: &[ElmanArg<'_, '_>],
-    out: ElmanArg<'_, '_>,
+    inputs: &[Arg<'_, '_>],
+    out: Arg<'_, '_>,
 ) -> Result<usize> {
     let SeqShape {
         steps,
@@ -239,7 +231,7 @@ pub(crate) fn gated_sequence(
     op: &str,
     gates: usize,
     shape: SeqShape,
-    params: &[(&str, &View<'_>, usize)],
+    params: &[Arg<'_, '_>],
     inputs: &[SeqArg<'_, '_>],
     outputs: &[SeqArg<'_, '_>],
 ) -> Result<usize> {
@@ -272,24 +264,24 @@ pub(crate) fn gated_sequence(
     Ok(if steps == 0 { 0 } else { n })
 }
 
-/// `W_hh` (`gates*hidden x hidden`) of a cell with `gates` gates, for [`gated_sequence`]. The
-/// product saturates: `gated_sequence` rejects shapes that overflow before comparing lengths.
+/// `W_hh` (`gates*hidden x hidden`) of a recurrent layer with `gates` gates (1 for Elman). The
+/// product saturates: the checks reject shapes that overflow before comparing lengths.
 pub(crate) fn recurrent_weight<'a, 'b>(
     gates: usize,
     hidden: usize,
     w_hh: &'a View<'b>,
-) -> (&'static str, &'a View<'b>, usize) {
+) -> Arg<'a, 'b> {
     let g = gates.saturating_mul(hidden);
     ("w_hh", w_hh, g.saturating_mul(hidden))
 }
 
-/// `(W_hh, b_ih, b_hh)` of a cell with `gates` gates, for [`gated_sequence`]. The products
-/// saturate: `gated_sequence` rejects shapes that overflow before comparing lengths.
+/// `(W_hh, b_ih, b_hh)` of a recurrent layer with `gates` gates (1 for Elman). The products
+/// saturate: the checks reject shapes that overflow before comparing lengths.
 pub(crate) fn gate_params<'a, 'b>(
     gates: usize,
     hidden: usize,
     weights: &'a RecurrentWeights<'b>,
-) -> [(&'static str, &'a View<'b>, usize); 3] {
+) -> [Arg<'a, 'b>; 3] {
     let g = gates.saturating_mul(hidden);
     [
         recurrent_weight(gates, hidden, &weights.w_hh),
@@ -405,8 +397,8 @@ pub(crate) fn layer_norm(
     op: &str,
     rows: usize,
     cols: usize,
-    ins: &[(&str, &View<'_>, usize)],
-    outs: &[(&str, &View<'_>, usize)],
+    ins: &[Arg<'_, '_>],
+    outs: &[Arg<'_, '_>],
 ) -> Result<u32> {
     let n = area(op, rows, cols)?;
     for (name, v, want) in ins.iter().chain(outs) {

@@ -76,16 +76,10 @@ pub(crate) fn lstm_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     a: LstmSequenceForward<'_>,
 ) -> Result<()> {
-    let LstmSequenceForward {
-        gates,
-        hs,
-        cs,
-        weights,
-        shape,
-    } = a;
-    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-    let n = shape.block();
-    run_steps(ops, "lstm_step_forward", shape, false, |t| {
+    let (gates, hs, cs) = (a.gates, a.hs, a.cs);
+    let RecurrentWeights { w_hh, b_ih, b_hh } = a.weights;
+    let n = a.shape.block();
+    run_steps(ops, "lstm_step_forward", a.shape, false, |t| {
         let (h_prev, c_prev, gates_t) =
             (block(hs, t, n)?, block(cs, t, n)?, block(gates, t, 4 * n)?);
         let (c, h) = (block(cs, t + 1, n)?, block(hs, t + 1, n)?);
@@ -118,16 +112,10 @@ pub(crate) fn gru_forward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     a: GruSequenceForward<'_>,
 ) -> Result<()> {
-    let GruSequenceForward {
-        gx,
-        hs,
-        weights,
-        cache,
-        shape,
-    } = a;
-    let RecurrentWeights { w_hh, b_ih, b_hh } = weights;
-    let n = shape.block();
-    run_steps(ops, "gru_step_forward", shape, false, |t| {
+    let (gx, hs, cache) = (a.gx, a.hs, a.cache);
+    let RecurrentWeights { w_hh, b_ih, b_hh } = a.weights;
+    let n = a.shape.block();
+    run_steps(ops, "gru_step_forward", a.shape, false, |t| {
         let (gx_t, cache_t) = (block(gx, t, 3 * n)?, block(cache, t, 4 * n)?);
         let (h_prev, h) = (block(hs, t, n)?, block(hs, t + 1, n)?);
         Ok([gx_t, h_prev, w_hh, b_ih, b_hh, h, cache_t])

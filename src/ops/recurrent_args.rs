@@ -3,8 +3,8 @@
 //! name, its views in the kernels' order and its checks (context and type, lengths, overlaps),
 //! which every backend runs before touching memory.
 
-use super::check::{self, CellArg, ElmanArg, SeqArg};
-use super::views::view_group;
+use super::check::{self, Arg, SeqArg};
+use super::views::op_args;
 use super::{Activation, GruGateGrads, RecurrentWeights, SeqShape};
 #[cfg(doc)]
 use super::{ElmanOps, GatedCellOps, GatedSequenceOps};
@@ -13,9 +13,9 @@ use crate::error::Result;
 
 // The Elman ops.
 
-view_group! {
+op_args! {
     /// The arguments of [`ElmanOps::rnn_step_forward`].
-    RnnStepForward {
+    RnnStepForward for "rnn_step_forward" {
         /// `x_t W_ih^T` (from one GEMM over all steps), `batch x hidden`.
         pre: View<'a>,
         /// The previous hidden state, `batch x hidden`.
@@ -29,12 +29,12 @@ view_group! {
         /// Batch and hidden size ([`SeqShape::step`]).
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [pre, h_prev, weights.w_hh, weights.b_ih, weights.b_hh, h]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`ElmanOps::rnn_step_backward`].
-    RnnStepBackward {
+    RnnStepBackward for "rnn_step_backward" {
         /// The gradient reaching `h` from above, `batch x hidden`.
         dh: View<'a>,
         /// The next step's `dpre`; `None` at the last step, where the product is zero.
@@ -50,12 +50,11 @@ view_group! {
         /// Batch and hidden size ([`SeqShape::step`]).
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`ElmanOps::rnn_sequence_forward`].
-    RnnSequenceForward {
+    RnnSequenceForward for "rnn_sequence_forward" {
         /// `x W_ih^T` for all steps (from one GEMM), `steps * batch x hidden`.
         pre: View<'a>,
         /// The states, `(steps + 1) * batch x hidden`: block 0 the initial state (read), blocks
@@ -68,12 +67,12 @@ view_group! {
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [pre, hs, weights.w_hh, weights.b_ih, weights.b_hh]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`ElmanOps::rnn_sequence_backward`].
-    RnnSequenceBackward {
+    RnnSequenceBackward for "rnn_sequence_backward" {
         /// The gradient reaching each `h_t` from above, `steps * batch x hidden`.
         dh: View<'a>,
         /// The forward's `(steps + 1) * batch x hidden` state buffer.
@@ -87,34 +86,16 @@ view_group! {
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [dh, hs, w_hh, dpre]
 }
 
-/// `(W_hh, b_ih, b_hh)` of an Elman layer of `hidden` units, for [`check::elman`]; the product
-/// saturates (the check rejects an overflowing shape first).
-fn elman_params<'a, 'b>(hidden: usize, w: &'a RecurrentWeights<'b>) -> [ElmanArg<'a, 'b>; 3] {
-    [
-        ("w_hh", &w.w_hh, hidden.saturating_mul(hidden)),
-        ("b_ih", &w.b_ih, hidden),
-        ("b_hh", &w.b_hh, hidden),
-    ]
-}
-
-impl<'a> RnnStepForward<'a> {
-    pub(crate) const OP: &'static str = "rnn_step_forward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 6] {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = self.weights;
-        [self.pre, self.h_prev, w_hh, b_ih, b_hh, self.h]
-    }
-
+impl RnnStepForward<'_> {
     /// Checks the arguments against the context `ctx`; returns `batch * hidden`, which fits the
     /// 32-bit kernel dimensions.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
         check::same_context(Self::OP, ctx, &self.views().each_ref())?;
         let n = self.shape.batch.saturating_mul(self.shape.hidden);
-        let [w_hh, b_ih, b_hh] = elman_params(self.shape.hidden, &self.weights);
+        let [w_hh, b_ih, b_hh] = check::gate_params(1, self.shape.hidden, &self.weights);
         let inputs = [
             ("pre", &self.pre, n),
             ("h_prev", &self.h_prev, n),
@@ -127,8 +108,6 @@ impl<'a> RnnStepForward<'a> {
 }
 
 impl<'a> RnnStepBackward<'a> {
-    pub(crate) const OP: &'static str = "rnn_step_backward";
-
     /// Every view in the kernel's order, `dh` in the slot of a missing `dpre_next` (the kernel
     /// does not read it then).
     pub(crate) fn views(&self) -> [View<'a>; 5] {
@@ -144,7 +123,7 @@ impl<'a> RnnStepBackward<'a> {
         let n = self.shape.batch.saturating_mul(hidden);
         let mut inputs = vec![
             ("dh", &self.dh, n),
-            ("w_hh", &self.w_hh, hidden.saturating_mul(hidden)),
+            check::recurrent_weight(1, hidden, &self.w_hh),
             ("h", &self.h, n),
         ];
         if let Some(next) = &self.dpre_next {
@@ -160,22 +139,14 @@ impl<'a> RnnStepBackward<'a> {
     }
 }
 
-impl<'a> RnnSequenceForward<'a> {
-    pub(crate) const OP: &'static str = "rnn_sequence_forward";
-
-    /// Every view, in the kernels' order.
-    pub(crate) fn views(&self) -> [View<'a>; 5] {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = self.weights;
-        [self.pre, self.hs, w_hh, b_ih, b_hh]
-    }
-
+impl RnnSequenceForward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
         check::same_context(Self::OP, ctx, &self.views().each_ref())?;
         let SeqShape { steps, hidden, .. } = self.shape;
         let n = self.shape.batch.saturating_mul(self.shape.hidden);
-        let [w_hh, b_ih, b_hh] = elman_params(hidden, &self.weights);
+        let [w_hh, b_ih, b_hh] = check::gate_params(1, hidden, &self.weights);
         let inputs = [
             ("pre", &self.pre, steps.saturating_mul(n)),
             w_hh,
@@ -188,14 +159,7 @@ impl<'a> RnnSequenceForward<'a> {
     }
 }
 
-impl<'a> RnnSequenceBackward<'a> {
-    pub(crate) const OP: &'static str = "rnn_sequence_backward";
-
-    /// Every view, in the kernels' order.
-    pub(crate) fn views(&self) -> [View<'a>; 4] {
-        [self.dh, self.hs, self.w_hh, self.dpre]
-    }
-
+impl RnnSequenceBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
@@ -205,7 +169,7 @@ impl<'a> RnnSequenceBackward<'a> {
         let inputs = [
             ("dh", &self.dh, steps.saturating_mul(n)),
             ("hs", &self.hs, steps.saturating_add(1).saturating_mul(n)),
-            ("w_hh", &self.w_hh, hidden.saturating_mul(hidden)),
+            check::recurrent_weight(1, hidden, &self.w_hh),
         ];
         let out = ("dpre", &self.dpre, steps.saturating_mul(n));
         let n = check::elman(Self::OP, self.act, self.shape, &inputs, out)?;
@@ -215,9 +179,9 @@ impl<'a> RnnSequenceBackward<'a> {
 
 // The LSTM and GRU cells.
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedCellOps::lstm_cell_forward`].
-    LstmCellForward {
+    LstmCellForward for "lstm_cell_forward" {
         /// `batch x 4*hidden`: `x W_ih^T + h_prev W_hh^T + b_ih + b_hh` on entry, the activated
         /// gates on return.
         gates: View<'a>,
@@ -230,12 +194,12 @@ view_group! {
         /// Batch and hidden size ([`SeqShape::step`]).
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [gates, c_prev, c, h]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedCellOps::lstm_cell_backward`].
-    LstmCellBackward {
+    LstmCellBackward for "lstm_cell_backward" {
         /// The activated gates the forward step left, `batch x 4*hidden`.
         gates: View<'a>,
         /// The previous cell state, `batch x hidden`.
@@ -252,12 +216,12 @@ view_group! {
         /// Batch and hidden size ([`SeqShape::step`]).
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [gates, c_prev, c, dh, dc, dgates]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedCellOps::gru_cell_forward`].
-    GruCellForward {
+    GruCellForward for "gru_cell_forward" {
         /// `x W_ih^T + b_ih`, `batch x 3*hidden`.
         gx: View<'a>,
         /// `h_prev W_hh^T + b_hh`, `batch x 3*hidden`.
@@ -271,12 +235,12 @@ view_group! {
         /// Batch and hidden size ([`SeqShape::step`]).
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [gx, gh, h_prev, h, cache]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedCellOps::gru_cell_backward`].
-    GruCellBackward {
+    GruCellBackward for "gru_cell_backward" {
         /// The cache the forward step left, `batch x 4*hidden`.
         cache: View<'a>,
         /// The previous hidden state, `batch x hidden`.
@@ -290,22 +254,15 @@ view_group! {
         /// Batch and hidden size ([`SeqShape::step`]).
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [cache, h_prev, dh, grads.dgx, grads.dgh, dh_prev]
 }
 
-impl<'a> LstmCellForward<'a> {
-    pub(crate) const OP: &'static str = "lstm_cell_forward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 4] {
-        [self.gates, self.c_prev, self.c, self.h]
-    }
-
+impl LstmCellForward<'_> {
     /// Checks the arguments against the context `ctx`; returns `batch * hidden`.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
         // `gates` is read and rewritten in place: it counts as an output.
-        let ins: [CellArg; 1] = [("c_prev", &self.c_prev, 1)];
-        let outs: [CellArg; 3] = [
+        let ins: [Arg; 1] = [("c_prev", &self.c_prev, 1)];
+        let outs: [Arg; 3] = [
             ("gates", &self.gates, 4),
             ("c", &self.c, 1),
             ("h", &self.h, 1),
@@ -314,71 +271,42 @@ impl<'a> LstmCellForward<'a> {
     }
 }
 
-impl<'a> LstmCellBackward<'a> {
-    pub(crate) const OP: &'static str = "lstm_cell_backward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 6] {
-        [
-            self.gates,
-            self.c_prev,
-            self.c,
-            self.dh,
-            self.dc,
-            self.dgates,
-        ]
-    }
-
+impl LstmCellBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns `batch * hidden`.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
-        let ins: [CellArg; 4] = [
+        let ins: [Arg; 4] = [
             ("gates", &self.gates, 4),
             ("c_prev", &self.c_prev, 1),
             ("c", &self.c, 1),
             ("dh", &self.dh, 1),
         ];
-        let outs: [CellArg; 2] = [("dc", &self.dc, 1), ("dgates", &self.dgates, 4)];
+        let outs: [Arg; 2] = [("dc", &self.dc, 1), ("dgates", &self.dgates, 4)];
         check::cell(Self::OP, ctx, self.shape, &ins, &outs)
     }
 }
 
-impl<'a> GruCellForward<'a> {
-    pub(crate) const OP: &'static str = "gru_cell_forward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 5] {
-        [self.gx, self.gh, self.h_prev, self.h, self.cache]
-    }
-
+impl GruCellForward<'_> {
     /// Checks the arguments against the context `ctx`; returns `batch * hidden`.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
-        let ins: [CellArg; 3] = [
+        let ins: [Arg; 3] = [
             ("gx", &self.gx, 3),
             ("gh", &self.gh, 3),
             ("h_prev", &self.h_prev, 1),
         ];
-        let outs: [CellArg; 2] = [("h", &self.h, 1), ("cache", &self.cache, 4)];
+        let outs: [Arg; 2] = [("h", &self.h, 1), ("cache", &self.cache, 4)];
         check::cell(Self::OP, ctx, self.shape, &ins, &outs)
     }
 }
 
-impl<'a> GruCellBackward<'a> {
-    pub(crate) const OP: &'static str = "gru_cell_backward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 6] {
-        let GruGateGrads { dgx, dgh } = self.grads;
-        [self.cache, self.h_prev, self.dh, dgx, dgh, self.dh_prev]
-    }
-
+impl GruCellBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns `batch * hidden`.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
-        let ins: [CellArg; 3] = [
+        let ins: [Arg; 3] = [
             ("cache", &self.cache, 4),
             ("h_prev", &self.h_prev, 1),
             ("dh", &self.dh, 1),
         ];
-        let outs: [CellArg; 3] = [
+        let outs: [Arg; 3] = [
             ("dgx", &self.grads.dgx, 3),
             ("dgh", &self.grads.dgh, 3),
             ("dh_prev", &self.dh_prev, 1),
@@ -389,9 +317,9 @@ impl<'a> GruCellBackward<'a> {
 
 // The LSTM and GRU sequences.
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedSequenceOps::lstm_sequence_forward`].
-    LstmSequenceForward {
+    LstmSequenceForward for "lstm_sequence_forward" {
         /// `steps * batch x 4H`: `x_t W_ih^T` of every step on entry (one GEMM over all steps,
         /// no bias), overwritten with the activated gates, which
         /// [`GatedSequenceOps::lstm_sequence_backward`] reads.
@@ -406,12 +334,12 @@ view_group! {
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [gates, hs, cs, weights.w_hh, weights.b_ih, weights.b_hh]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedSequenceOps::lstm_sequence_backward`].
-    LstmSequenceBackward {
+    LstmSequenceBackward for "lstm_sequence_backward" {
         /// The gradient reaching each `h_t` from above, `steps * batch x H`.
         dh: View<'a>,
         /// The activated gates [`GatedSequenceOps::lstm_sequence_forward`] left.
@@ -425,12 +353,12 @@ view_group! {
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [dh, gates, cs, w_hh, dgates]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedSequenceOps::gru_sequence_forward`].
-    GruSequenceForward {
+    GruSequenceForward for "gru_sequence_forward" {
         /// `x_t W_ih^T` of every step (one GEMM, no bias), `steps * batch x 3H`; read only.
         gx: View<'a>,
         /// Hidden states, `(steps + 1) * batch x H`: block 0 the initial state (read), blocks
@@ -443,12 +371,12 @@ view_group! {
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [gx, hs, weights.w_hh, weights.b_ih, weights.b_hh, cache]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`GatedSequenceOps::gru_sequence_backward`].
-    GruSequenceBackward {
+    GruSequenceBackward for "gru_sequence_backward" {
         /// The gradient reaching each `h_t` from above, `steps * batch x H`.
         dh: View<'a>,
         /// The hidden states [`GatedSequenceOps::gru_sequence_forward`] left.
@@ -463,18 +391,10 @@ view_group! {
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
-    /// The arguments in declaration order.
+    views [dh, hs, cache, w_hh, grads.dgx, grads.dgh]
 }
 
-impl<'a> LstmSequenceForward<'a> {
-    pub(crate) const OP: &'static str = "lstm_sequence_forward";
-
-    /// Every view, in the kernels' order.
-    pub(crate) fn views(&self) -> [View<'a>; 6] {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = self.weights;
-        [self.gates, self.hs, self.cs, w_hh, b_ih, b_hh]
-    }
-
+impl LstmSequenceForward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
@@ -496,14 +416,7 @@ impl<'a> LstmSequenceForward<'a> {
     }
 }
 
-impl<'a> LstmSequenceBackward<'a> {
-    pub(crate) const OP: &'static str = "lstm_sequence_backward";
-
-    /// Every view, in the kernels' order.
-    pub(crate) fn views(&self) -> [View<'a>; 5] {
-        [self.dh, self.gates, self.cs, self.w_hh, self.dgates]
-    }
-
+impl LstmSequenceBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
@@ -520,15 +433,7 @@ impl<'a> LstmSequenceBackward<'a> {
     }
 }
 
-impl<'a> GruSequenceForward<'a> {
-    pub(crate) const OP: &'static str = "gru_sequence_forward";
-
-    /// Every view, in the kernels' order.
-    pub(crate) fn views(&self) -> [View<'a>; 6] {
-        let RecurrentWeights { w_hh, b_ih, b_hh } = self.weights;
-        [self.gx, self.hs, w_hh, b_ih, b_hh, self.cache]
-    }
-
+impl GruSequenceForward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
@@ -548,15 +453,7 @@ impl<'a> GruSequenceForward<'a> {
     }
 }
 
-impl<'a> GruSequenceBackward<'a> {
-    pub(crate) const OP: &'static str = "gru_sequence_backward";
-
-    /// Every view, in the kernels' order.
-    pub(crate) fn views(&self) -> [View<'a>; 6] {
-        let GruGateGrads { dgx, dgh } = self.grads;
-        [self.dh, self.hs, self.cache, self.w_hh, dgx, dgh]
-    }
-
+impl GruSequenceBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {

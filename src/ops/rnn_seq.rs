@@ -4,7 +4,6 @@
 
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::SeqShape;
 use crate::ops::{
     ElmanOps, RnnSequenceBackward, RnnSequenceForward, RnnStepBackward, RnnStepForward,
 };
@@ -26,22 +25,15 @@ pub(crate) fn forward_by_steps(
     ops: &(impl ElmanOps + ?Sized),
     a: RnnSequenceForward<'_>,
 ) -> Result<()> {
-    let RnnSequenceForward {
-        pre,
-        hs,
-        weights,
-        act,
-        shape,
-    } = a;
-    let (n, step) = (shape.block(), SeqShape::step(shape.batch, shape.hidden));
-    for_each_step(shape.steps, false, |t| {
+    let (n, hs) = (a.shape.block(), a.hs);
+    for_each_step(a.shape.steps, false, |t| {
         ops.rnn_step_forward(RnnStepForward {
-            pre: pre.slice(t * n, n)?,
+            pre: a.pre.slice(t * n, n)?,
             h_prev: hs.slice(t * n, n)?,
-            weights,
+            weights: a.weights,
             h: hs.slice((t + 1) * n, n)?,
-            act,
-            shape: step,
+            act: a.act,
+            shape: a.shape.one_step(),
         })
     })
 }
@@ -66,24 +58,16 @@ pub(crate) fn backward_by_steps(
     ops: &(impl ElmanOps + ?Sized),
     a: RnnSequenceBackward<'_>,
 ) -> Result<()> {
-    let RnnSequenceBackward {
-        dh,
-        hs,
-        w_hh,
-        dpre,
-        act,
-        shape,
-    } = a;
-    let (n, step) = (shape.block(), SeqShape::step(shape.batch, shape.hidden));
-    for_each_step(shape.steps, true, |t| {
+    let (n, steps, dpre) = (a.shape.block(), a.shape.steps, a.dpre);
+    for_each_step(steps, true, |t| {
         ops.rnn_step_backward(RnnStepBackward {
-            dh: dh.slice(t * n, n)?,
-            dpre_next: next_block(dpre, t, shape.steps, n)?,
-            w_hh,
-            h: hs.slice((t + 1) * n, n)?,
+            dh: a.dh.slice(t * n, n)?,
+            dpre_next: next_block(dpre, t, steps, n)?,
+            w_hh: a.w_hh,
+            h: a.hs.slice((t + 1) * n, n)?,
             dpre: dpre.slice(t * n, n)?,
-            act,
-            shape: step,
+            act: a.act,
+            shape: a.shape.one_step(),
         })
     })
 }

@@ -5,7 +5,7 @@
 //! which every backend runs before touching memory.
 
 use super::check;
-use super::views::view_group;
+use super::views::{op_args, view_group};
 use super::{Activated, Activation, BiasActGrads, DenseParams, DenseShape, Gemm};
 #[cfg(doc)]
 use super::{ActivationOps, DenseOps, IndexOps, LossOps, NormOps};
@@ -14,9 +14,9 @@ use crate::buffer::View;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
-view_group! {
+op_args! {
     /// The arguments of [`NormOps::layer_norm_forward`].
-    LayerNormForward {
+    LayerNormForward for "layer_norm_forward" {
         /// The input, `rows x cols`.
         x: View<'a>,
         /// `weight` and `bias`, `cols` elements each.
@@ -30,12 +30,12 @@ view_group! {
         /// Added to the variance.
         eps: f32,
     }
-    /// The arguments in declaration order.
+    views [x, params.weight, params.bias, y, stats]
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`NormOps::layer_norm_backward`].
-    LayerNormBackward {
+    LayerNormBackward for "layer_norm_backward" {
         /// The gradient w.r.t. the output, `rows x cols`.
         dy: View<'a>,
         /// The forward's input, `rows x cols`.
@@ -49,18 +49,10 @@ view_group! {
         /// Rows and columns.
         shape: MatShape,
     }
-    /// The arguments in declaration order.
+    views [dy, x, weight, stats, grads.dx, grads.dweight, grads.dbias]
 }
 
-impl<'a> LayerNormForward<'a> {
-    pub(crate) const OP: &'static str = "layer_norm_forward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 5] {
-        let LayerNormParams { weight, bias } = self.params;
-        [self.x, weight, bias, self.y, self.stats]
-    }
-
+impl LayerNormForward<'_> {
     /// Checks the arguments against the context `ctx`; returns `rows * cols`, which fits the
     /// 32-bit kernel dimensions.
     pub(crate) fn check(&self, ctx: u64) -> Result<u32> {
@@ -77,15 +69,7 @@ impl<'a> LayerNormForward<'a> {
     }
 }
 
-impl<'a> LayerNormBackward<'a> {
-    pub(crate) const OP: &'static str = "layer_norm_backward";
-
-    /// Every view, in the kernel's order.
-    pub(crate) fn views(&self) -> [View<'a>; 7] {
-        let LayerNormGrads { dx, dweight, dbias } = self.grads;
-        [self.dy, self.x, self.weight, self.stats, dx, dweight, dbias]
-    }
-
+impl LayerNormBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns `rows * cols`, which fits the
     /// 32-bit kernel dimensions.
     pub(crate) fn check(&self, ctx: u64) -> Result<u32> {
@@ -107,9 +91,9 @@ impl<'a> LayerNormBackward<'a> {
     }
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`LossOps::softmax_cross_entropy`].
-    SoftmaxCrossEntropy {
+    SoftmaxCrossEntropy for "softmax_cross_entropy" {
         /// The logits, `rows x cols`.
         logits: View<'a>,
         /// u32 class labels, `rows`: `labels[r]` is the class index of row `r`.
@@ -123,12 +107,11 @@ view_group! {
         /// Scale of the gradient (`1 / rows` for a mean loss).
         grad_scale: f32,
     }
-    /// The arguments in declaration order.
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`LossOps::mse`].
-    Mse {
+    Mse for "mse" {
         /// The predictions, `rows x cols`.
         pred: View<'a>,
         /// The targets, `rows x cols`.
@@ -140,7 +123,6 @@ view_group! {
         /// Scale of the gradient (`1 / rows` for a mean loss).
         grad_scale: f32,
     }
-    /// The arguments in declaration order.
 }
 
 /// The checks of a fused loss with the inputs `ins` (`(name, view, type, elements)`) and the
@@ -150,7 +132,7 @@ fn loss_views(
     op: &str,
     ctx: u64,
     ins: &[(&str, &View<'_>, DType, usize)],
-    outs: &[(&str, &View<'_>, usize)],
+    outs: &[check::Arg<'_, '_>],
     totals: (Option<&View<'_>>, usize),
 ) -> Result<()> {
     let f32_outs = outs.iter().map(|(name, v, _)| (*name, *v, DType::F32));
@@ -173,8 +155,6 @@ fn loss_views(
 }
 
 impl SoftmaxCrossEntropy<'_> {
-    pub(crate) const OP: &'static str = "softmax_cross_entropy";
-
     /// Checks the arguments against the context `ctx`; returns `rows * cols`.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
         let MatShape { rows, cols } = self.shape;
@@ -194,8 +174,6 @@ impl SoftmaxCrossEntropy<'_> {
 }
 
 impl Mse<'_> {
-    pub(crate) const OP: &'static str = "mse";
-
     /// Checks the arguments against the context `ctx`; returns `rows * cols`.
     pub(crate) fn check(&self, ctx: u64) -> Result<usize> {
         let MatShape { rows, cols } = self.shape;
@@ -339,9 +317,9 @@ view_group! {
     /// The arguments in declaration order.
 }
 
-view_group! {
+op_args! {
     /// The arguments of [`ActivationOps::bias_act_backward_product`].
-    BiasActBackwardProduct {
+    BiasActBackwardProduct for "bias_act_backward_product" {
         /// The next layer's pre-activation gradient, `rows x k`.
         g: View<'a>,
         /// The next layer's weight, `k x cols`.
@@ -355,12 +333,9 @@ view_group! {
         /// The inner dimension of the product `g w`.
         k: usize,
     }
-    /// The arguments in declaration order.
 }
 
 impl BiasActBackwardProduct<'_> {
-    pub(crate) const OP: &'static str = "bias_act_backward_product";
-
     /// The product `dy = g w` (`rows x cols`).
     pub(crate) fn product_gemm(&self) -> Gemm {
         Gemm::new(self.shape.rows, self.shape.cols, self.k)

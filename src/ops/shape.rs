@@ -30,6 +30,11 @@ impl SeqShape {
         SeqShape::new(1, batch, hidden)
     }
 
+    /// One time step of this shape's `batch x hidden`.
+    pub const fn one_step(&self) -> Self {
+        SeqShape::step(self.batch, self.hidden)
+    }
+
     /// Elements of one `batch x hidden` state block.
     pub const fn block(&self) -> usize {
         self.batch * self.hidden

@@ -29,6 +29,40 @@ macro_rules! view_group {
 }
 pub(crate) use view_group;
 
+/// An op's argument struct: a [`view_group!`] made with the op's name (`OP`, as its errors
+/// give it) and, where listed, its views in the kernels' order (`views()`, each a field or a
+/// field's field).
+macro_rules! op_args {
+    (
+        $(#[$meta:meta])*
+        $name:ident for $op:literal {
+            $($(#[$field_meta:meta])* $field:ident: $ty:ty,)+
+        }
+        $(views [$($v:ident $(. $sub:ident)?),+])?
+    ) => {
+        $crate::ops::views::view_group! {
+            $(#[$meta])*
+            $name {
+                $($(#[$field_meta])* $field: $ty,)+
+            }
+            /// The arguments in declaration order.
+        }
+
+        impl<'a> $name<'a> {
+            /// The op's name.
+            pub(crate) const OP: &'static str = $op;
+
+            $(
+                /// Every view, in the kernels' order.
+                pub(crate) fn views(&self) -> [View<'a>; [$(stringify!($v)),+].len()] {
+                    [$(self.$v $(.$sub)?),+]
+                }
+            )?
+        }
+    };
+}
+pub(crate) use op_args;
+
 view_group! {
     /// A recurrent layer's recurrent weight and its two biases: `w_hh` (`G*hidden x hidden`,
     /// row-major, PyTorch's layout; `G` is 1 for Elman, 4 for LSTM, 3 for GRU), `b_ih` and `b_hh`

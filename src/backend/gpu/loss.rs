@@ -8,21 +8,33 @@ use crate::buffer::View;
 use crate::error::Result;
 use crate::ops::check;
 use crate::ops::prelude::*;
-use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
+use crate::ops::{MatShape, Mse, SoftmaxCrossEntropy};
 
 impl<D: Device> GpuOps<D> {
-    /// Runs `launch(totals, partials, ticket)` for a loss kernel: with `totals`, the kernel
-    /// adds its sums there through the scratch; without, a placeholder view is passed (the
-    /// kernel's `with_totals` flag is 0 and it touches none of the three).
-    fn with_totals(
+    /// Launches the fused loss kernel `entry` (a warp per row) over the checked `shape`: `head`
+    /// (its inputs and outputs in ABI order), then `totals` (or, without, a placeholder the
+    /// kernel does not touch: its `with_totals` flag is 0), the scratch's partials and ticket
+    /// through which it adds to them, the shape, `grad_scale` and the flag.
+    fn launch_loss(
         &self,
+        entry: &str,
+        head: Args,
         totals: Option<View<'_>>,
-        launch: impl FnOnce(&View<'_>, &View<'_>, &View<'_>) -> Result<()>,
+        (shape, grad_scale): (MatShape, f32),
     ) -> Result<()> {
+        let MatShape { rows, cols } = shape;
+        if rows == 0 {
+            return Ok(());
+        }
         self.with_scratch(|scratch| {
             let partials = scratch.partials()?;
             let ticket = scratch.ticket(Ticket::Totals)?;
-            launch(&totals.unwrap_or(partials), &partials, &ticket)
+            let args = head
+                .bufs(&[&totals.unwrap_or(partials), &partials, &ticket])?
+                .dims(&[rows, cols])
+                .f32(grad_scale)
+                .u32(totals.is_some() as u32);
+            self.run(entry, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)
         })
     }
 
@@ -64,61 +76,19 @@ impl<D: Device> LossOps for GpuOps<D> {
     fn softmax_cross_entropy(&self, a: SoftmaxCrossEntropy<'_>) -> Result<()> {
         let n = a.check(self.context)?;
         check::fits_u32(SoftmaxCrossEntropy::OP, n)?;
-        let MatShape { rows, cols } = a.shape;
-        if rows == 0 {
-            return Ok(());
-        }
-        let LossOutputs {
-            grad: dlogits,
-            row_loss,
-            totals,
-        } = a.out;
-        let with_totals = totals.is_some() as u32;
-        self.with_totals(totals, |totals, partials, ticket| {
-            let args = Args::new()
-                .buf(&a.logits)?
-                .buf_u32(&a.labels)?
-                .bufs(&[
-                    &dlogits,
-                    &row_loss,
-                    &a.row_correct,
-                    totals,
-                    partials,
-                    ticket,
-                ])?
-                .dims(&[rows, cols])
-                .f32(a.grad_scale)
-                .u32(with_totals);
-            self.run(
-                "softmax_xent",
-                launch::warp_rows(rows, MAX_TOTALS_BLOCKS),
-                args,
-            )
-        })
+        let head = Args::new().buf(&a.logits)?.buf_u32(&a.labels)?.bufs(&[
+            &a.out.grad,
+            &a.out.row_loss,
+            &a.row_correct,
+        ])?;
+        let tail = (a.shape, a.grad_scale);
+        self.launch_loss("softmax_xent", head, a.out.totals, tail)
     }
 
     fn mse(&self, a: Mse<'_>) -> Result<()> {
         let n = a.check(self.context)?;
         check::fits_u32(Mse::OP, n)?;
-        let MatShape { rows, cols } = a.shape;
-        if rows == 0 {
-            return Ok(());
-        }
-        let LossOutputs {
-            grad: dpred,
-            row_loss,
-            totals,
-        } = a.out;
-        let with_totals = totals.is_some() as u32;
-        self.with_totals(totals, |totals, partials, ticket| {
-            let args = Args::new()
-                .bufs(&[
-                    &a.pred, &a.target, &dpred, &row_loss, totals, partials, ticket,
-                ])?
-                .dims(&[rows, cols])
-                .f32(a.grad_scale)
-                .u32(with_totals);
-            self.run(Mse::OP, launch::warp_rows(rows, MAX_TOTALS_BLOCKS), args)
-        })
+        let head = Args::new().bufs(&[&a.pred, &a.target, &a.out.grad, &a.out.row_loss])?;
+        self.launch_loss(Mse::OP, head, a.out.totals, (a.shape, a.grad_scale))
     }
 }

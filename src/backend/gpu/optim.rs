@@ -12,20 +12,15 @@ use crate::ops::{AdamStep, OptimBuffers, SgdStep, check};
 
 impl<D: Device> OptimOps for GpuOps<D> {
     fn sgd_step(&self, b: OptimBuffers<'_>, velocity: View<'_>, s: SgdStep) -> Result<()> {
-        let (params, grads, state) = (b.params, b.grads, b.state);
         let op = "sgd_step";
-        self.mine(op, &[&params, &grads, &velocity, &state])?;
-        let n = check::sgd_step(&params, &grads, &velocity, &state, &s)?;
+        let bufs = [&b.params, &b.grads, &velocity, &b.state];
+        self.mine(op, &bufs)?;
+        let n = check::sgd_step(&b.params, &b.grads, &velocity, &b.state, &s)?;
         // Launched even for n == 0: the state still advances.
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .bufs(&[
-                    &params,
-                    &grads,
-                    &velocity,
-                    &state,
-                    &scratch.ticket(Ticket::Optimizer)?,
-                ])?
+                .bufs(&bufs)?
+                .buf(&scratch.ticket(Ticket::Optimizer)?)?
                 .u32(n)
                 .u32(s.nesterov as u32)
                 .f32(s.momentum)
@@ -35,20 +30,14 @@ impl<D: Device> OptimOps for GpuOps<D> {
     }
 
     fn adam_step(&self, b: OptimBuffers<'_>, m: View<'_>, v: View<'_>, s: AdamStep) -> Result<()> {
-        let (params, grads, state) = (b.params, b.grads, b.state);
         let op = "adam_step";
-        self.mine(op, &[&params, &grads, &m, &v, &state])?;
-        let n = check::adam_step(&params, &grads, &m, &v, &state)?;
+        let bufs = [&b.params, &b.grads, &m, &v, &b.state];
+        self.mine(op, &bufs)?;
+        let n = check::adam_step(&b.params, &b.grads, &m, &v, &b.state)?;
         self.with_scratch(|scratch| {
             let args = Args::new()
-                .bufs(&[
-                    &params,
-                    &grads,
-                    &m,
-                    &v,
-                    &state,
-                    &scratch.ticket(Ticket::Optimizer)?,
-                ])?
+                .bufs(&bufs)?
+                .buf(&scratch.ticket(Ticket::Optimizer)?)?
                 .u32(n)
                 .u32(s.decoupled as u32)
                 .f32(s.beta1)
