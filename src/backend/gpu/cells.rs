@@ -31,24 +31,23 @@ impl<D: Device> GpuOps<D> {
     }
 }
 
+/// The cell ops, one body for all four: the op's checks, then its kernel over its views.
+macro_rules! cell_ops {
+    ($($method:ident($args:ident)),+ $(,)?) => {
+        $(
+            fn $method(&self, a: $args<'_>) -> Result<()> {
+                let n = a.check(self.context)?;
+                self.cell($args::OP, n, a.shape, a.views())
+            }
+        )+
+    };
+}
+
 impl<D: Device> GatedCellOps for GpuOps<D> {
-    fn lstm_cell_forward(&self, a: LstmCellForward<'_>) -> Result<()> {
-        let n = a.check(self.context)?;
-        self.cell(LstmCellForward::OP, n, a.shape, a.views())
-    }
-
-    fn lstm_cell_backward(&self, a: LstmCellBackward<'_>) -> Result<()> {
-        let n = a.check(self.context)?;
-        self.cell(LstmCellBackward::OP, n, a.shape, a.views())
-    }
-
-    fn gru_cell_forward(&self, a: GruCellForward<'_>) -> Result<()> {
-        let n = a.check(self.context)?;
-        self.cell(GruCellForward::OP, n, a.shape, a.views())
-    }
-
-    fn gru_cell_backward(&self, a: GruCellBackward<'_>) -> Result<()> {
-        let n = a.check(self.context)?;
-        self.cell(GruCellBackward::OP, n, a.shape, a.views())
-    }
+    cell_ops!(
+        lstm_cell_forward(LstmCellForward),
+        lstm_cell_backward(LstmCellBackward),
+        gru_cell_forward(GruCellForward),
+        gru_cell_backward(GruCellBackward),
+    );
 }

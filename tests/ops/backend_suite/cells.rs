@@ -28,25 +28,13 @@ pub fn cells(t: Target) {
         let gates = r.vec(4 * n, -3.0, 3.0);
         let c_prev = r.vec(n, -1.0, 1.0);
         let fwd = [gates, c_prev.clone(), nan(n), nan(n)];
-        compare(ctx, "lstm_cell_forward", &fwd, &[0, 2, 3], tol, &|o, v| {
-            o.lstm_cell_forward(LstmCellForward::new(
-                v[0],
-                v[1],
-                v[2],
-                v[3],
-                SeqShape::step(batch, hidden),
-            ))
-        })?;
-        let done = run_on(&Context::cpu(), &fwd, &|o, v| {
-            o.lstm_cell_forward(LstmCellForward::new(
-                v[0],
-                v[1],
-                v[2],
-                v[3],
-                SeqShape::step(batch, hidden),
-            ))
-        })
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let forward = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
+            let shape = SeqShape::step(batch, hidden);
+            o.lstm_cell_forward(LstmCellForward::new(v[0], v[1], v[2], v[3], shape))
+        };
+        compare(ctx, "lstm_cell_forward", &fwd, &[0, 2, 3], tol, &forward)?;
+        let done = run_on(&Context::cpu(), &fwd, &forward)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let bwd = [
             done[0].clone(),
             c_prev,
@@ -74,27 +62,13 @@ pub fn cells(t: Target) {
             nan(n),
             nan(4 * n),
         ];
-        compare(ctx, "gru_cell_forward", &fwd, &[3, 4], tol, &|o, v| {
-            o.gru_cell_forward(GruCellForward::new(
-                v[0],
-                v[1],
-                v[2],
-                v[3],
-                v[4],
-                SeqShape::step(batch, hidden),
-            ))
-        })?;
-        let done = run_on(&Context::cpu(), &fwd, &|o, v| {
-            o.gru_cell_forward(GruCellForward::new(
-                v[0],
-                v[1],
-                v[2],
-                v[3],
-                v[4],
-                SeqShape::step(batch, hidden),
-            ))
-        })
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let forward = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
+            let shape = SeqShape::step(batch, hidden);
+            o.gru_cell_forward(GruCellForward::new(v[0], v[1], v[2], v[3], v[4], shape))
+        };
+        compare(ctx, "gru_cell_forward", &fwd, &[3, 4], tol, &forward)?;
+        let done = run_on(&Context::cpu(), &fwd, &forward)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         let bwd = [
             done[4].clone(),
             h_prev,
