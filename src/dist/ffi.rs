@@ -48,16 +48,9 @@ type FnCommInitRank = unsafe extern "C" fn(*mut Comm, c_int, RawUniqueId, c_int)
 type FnCommInitAll = unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> NcclResult;
 type FnCommOp = unsafe extern "C" fn(Comm) -> NcclResult;
 type FnCommGetAsyncError = unsafe extern "C" fn(Comm, *mut NcclResult) -> NcclResult;
-type FnAllReduce = unsafe extern "C" fn(
-    *const c_void,
-    *mut c_void,
-    usize,
-    c_int,
-    c_int,
-    Comm,
-    Stream,
-) -> NcclResult;
-type FnBroadcast = unsafe extern "C" fn(
+/// `ncclAllReduce(send, recv, count, datatype, op, comm, stream)` and
+/// `ncclBroadcast(send, recv, count, datatype, root, comm, stream)`: the same C types.
+type FnCollective = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
@@ -137,8 +130,8 @@ pub(crate) struct Api {
     pub(crate) comm_destroy: FnCommOp,
     pub(crate) comm_abort: FnCommOp,
     pub(crate) comm_get_async_error: FnCommGetAsyncError,
-    pub(crate) all_reduce: FnAllReduce,
-    pub(crate) broadcast: FnBroadcast,
+    pub(crate) all_reduce: FnCollective,
+    pub(crate) broadcast: FnCollective,
     error_string: FnErrorString,
     /// Keeps every pointer above valid.
     _lib: Library,

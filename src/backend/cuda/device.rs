@@ -11,6 +11,7 @@ use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::kernels;
 use super::module::CudaKernels;
+use crate::backend::capture_gate::CaptureFlag;
 use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
@@ -51,7 +52,7 @@ pub(crate) struct CudaDevice {
     pub(super) warpgroup_gemm: bool,
     /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
     /// copies and waits are refused until it ends.
-    pub(super) capturing: std::sync::atomic::AtomicBool,
+    pub(super) capturing: CaptureFlag,
 }
 
 impl CudaDevice {
@@ -176,7 +177,7 @@ impl CudaDevice {
             cooperative,
             sms,
             shared_optin,
-            capturing: std::sync::atomic::AtomicBool::new(false),
+            capturing: CaptureFlag::default(),
         })
     }
 
