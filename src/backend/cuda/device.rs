@@ -10,7 +10,7 @@ use super::blas::Blas;
 use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::kernels;
-use super::module::CudaKernels;
+use super::module::{CudaKernels, LaunchKind};
 use crate::backend::capture_gate::CaptureFlag;
 use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context_options::ContextOptions;
@@ -337,7 +337,7 @@ impl Device for CudaDevice {
         config: &LaunchConfig,
         args: &[RawArg],
     ) -> Result<()> {
-        self.launch_kernel(module, entry, config, args)
+        self.launch_kernel(LaunchKind::Plain, module, entry, config, args)
     }
 
     fn cooperative_blocks(
@@ -359,7 +359,7 @@ impl Device for CudaDevice {
         args: &[RawArg],
     ) -> Option<Result<()>> {
         self.cooperative
-            .then(|| self.launch_kernel_cooperative(module, entry, config, args))
+            .then(|| self.launch_kernel(LaunchKind::Cooperative, module, entry, config, args))
     }
 
     fn synchronize(&self) -> Result<()> {
