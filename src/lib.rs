@@ -60,6 +60,7 @@ mod context_options;
 mod device;
 pub mod dist;
 mod dtype;
+mod dylib;
 mod env_switch;
 mod error;
 mod fsutil;

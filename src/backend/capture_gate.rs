@@ -9,7 +9,11 @@
 //! `hipFree`, module unloads.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
+
+use crate::device::DeviceInfo;
+use crate::error::{Error, Result};
 
 /// Captures underway in this process, on any context, and the condition their ends signal.
 static CAPTURES: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
@@ -66,6 +70,53 @@ pub(crate) fn capture_ended() {
     *n = n.saturating_sub(1);
     CAPTURING_HERE.with(|c| c.set(c.get().saturating_sub(1)));
     CAPTURES.1.notify_all();
+}
+
+/// Whether a graph is being recorded from one device's stream (CUDA and HIP alike): while it
+/// is, allocations, host copies and waits are refused, and the process-wide count above
+/// includes the recording.
+#[derive(Debug, Default)]
+pub(crate) struct CaptureFlag(AtomicBool);
+
+impl CaptureFlag {
+    /// `Err(Unsupported)` for `what` while the device's stream is being recorded.
+    pub(crate) fn refuse(&self, device: &DeviceInfo, what: &str) -> Result<()> {
+        if self.0.load(Ordering::Acquire) {
+            return Err(Error::Unsupported {
+                op: what.to_string(),
+                backend: device.backend,
+                reason: "not allowed while a graph is being recorded".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Marks a recording of `device` begun and counts it in, before the driver starts it;
+    /// `Err` when one is already underway.
+    pub(crate) fn begin(&self, device: &DeviceInfo) -> Result<()> {
+        if self.0.swap(true, Ordering::AcqRel) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a graph is already being recorded",
+                device.id
+            )));
+        }
+        capture_started();
+        Ok(())
+    }
+
+    /// Undoes [`CaptureFlag::begin`] when the driver would not start the recording.
+    pub(crate) fn abandon(&self) {
+        self.0.store(false, Ordering::Release);
+        capture_ended();
+    }
+
+    /// Marks the recording ended. Only a recording this flag began is counted off: an unmatched
+    /// end is an error from the driver, and must not release another thread's capture.
+    pub(crate) fn end(&self) {
+        if self.0.swap(false, Ordering::AcqRel) {
+            capture_ended();
+        }
+    }
 }
 
 #[cfg(test)]

@@ -158,29 +158,30 @@ pub struct SgemmKernel {
     pub blocks_per_sm: u32,
 }
 
+impl SgemmKernel {
+    /// The usual kernel: k may be split, the entry declares its own shared memory, several
+    /// blocks share an SM, `sgemm_split_sum` finishes the splits, and one block an SM keeps
+    /// it busy. Kernels that differ override those fields (`SgemmKernel { .., ..new() }`).
+    pub(crate) const fn new(entry: &'static str, tile: (u32, u32, u32)) -> Self {
+        SgemmKernel {
+            entry,
+            tile,
+            splits_k: true,
+            shared_bytes: 0,
+            one_block_per_sm: false,
+            sums_splits: false,
+            blocks_per_sm: 1,
+        }
+    }
+}
+
 /// The tensor-core kernels `sgemm_tc128` (128 x 128 tiles of 8 warps) and `sgemm_tc64` (64 x 64
 /// tiles of 4 warps): kernels-cu/gemm_tc.cu on CUDA sm_80+, kernels-cl/gemm_tc.cl on NVIDIA's
 /// OpenCL (sm_80+), the same design and geometry in both dialects (the OpenCL entries also take
 /// the strip tickets and add their own splits: [`SgemmKernel::sums_splits`]).
-pub(crate) const SGEMM_TC128: SgemmKernel = SgemmKernel {
-    entry: "sgemm_tc128",
-    tile: (128, 128, 256),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
-    sums_splits: false,
-    blocks_per_sm: 1,
-};
+pub(crate) const SGEMM_TC128: SgemmKernel = SgemmKernel::new("sgemm_tc128", (128, 128, 256));
 /// See [`SGEMM_TC128`].
-pub(crate) const SGEMM_TC64: SgemmKernel = SgemmKernel {
-    entry: "sgemm_tc64",
-    tile: (64, 64, 128),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
-    sums_splits: false,
-    blocks_per_sm: 1,
-};
+pub(crate) const SGEMM_TC64: SgemmKernel = SgemmKernel::new("sgemm_tc64", (64, 64, 128));
 
 /// The tensor-core kernel for an `m x n` output on a device with `sms` SMs: 128-wide tiles while
 /// they fill at least three quarters of the SMs, else 64-wide ones (which split k further if

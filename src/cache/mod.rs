@@ -77,6 +77,15 @@ fn is_permanent_write_failure(e: &io::Error) -> bool {
     )
 }
 
+/// True when a read found nothing there: no such file, or a path under a regular file (which
+/// can never hold entries). Both are a plain miss, not a failure.
+fn is_absent(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
 fn is_unwritable(dir: &Path) -> bool {
     let set = UNWRITABLE.lock().unwrap_or_else(PoisonError::into_inner);
     set.as_ref().is_some_and(|s| s.contains(dir))
@@ -144,15 +153,8 @@ impl KernelCache {
         };
         let read = match fs::read_dir(dir) {
             Ok(r) => r,
-            // Nothing stored yet, or a path that can never hold entries (under a regular file).
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return Ok(Vec::new());
-            }
+            // Nothing stored yet, or a path that can never hold entries.
+            Err(e) if is_absent(&e) => return Ok(Vec::new()),
             Err(e) => return Err(Error::io(dir, e)),
         };
         let mut out = Vec::new();
@@ -270,15 +272,8 @@ impl KernelCache {
     ) -> Option<M> {
         let bytes = match fs::read(path) {
             Ok(b) => b,
-            // No entry; or no directory at all (a path under a regular file): a plain miss.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return None;
-            }
+            // No entry, or no directory at all: a plain miss.
+            Err(e) if is_absent(&e) => return None,
             Err(e) => {
                 discard(path, &format!("unreadable ({e})"));
                 return None;

@@ -102,6 +102,15 @@ pub fn library_for(id: DeviceId) -> Result<CollectiveLibrary> {
     }
 }
 
+/// A collective that works in place on one f32 buffer of every rank.
+#[derive(Clone, Copy)]
+enum InPlace {
+    /// `ncclAllReduce` with this `ncclRedOp_t`.
+    AllReduce(i32),
+    /// `ncclBroadcast` from this root rank.
+    Broadcast(i32),
+}
+
 /// One rank of a communicator. Calls are serialized (a communicator must not be used by two
 /// threads at once); each queues on the stream of the context it is given, which must be
 /// the rank's own context.
@@ -286,29 +295,35 @@ impl Communicator {
                 ),
             });
         }
-        self.all_reduce_on(ctx, x, ffi::NCCL_AVG, true)
+        self.in_place(ctx, x, InPlace::AllReduce(ffi::NCCL_AVG), true)
     }
 
     fn all_reduce(&self, ctx: &Context, x: View<'_>, op: i32) -> Result<()> {
-        self.all_reduce_on(ctx, x, op, false)
+        self.in_place(ctx, x, InPlace::AllReduce(op), false)
     }
 
-    fn all_reduce_on(&self, ctx: &Context, x: View<'_>, op: i32, side: bool) -> Result<()> {
+    /// Queues `collective` on `x` in place, on `ctx`'s stream or (`side`) its side stream;
+    /// nothing to do in a world of one or for an empty `x`.
+    fn in_place(&self, ctx: &Context, x: View<'_>, collective: InPlace, side: bool) -> Result<()> {
         if self.world == 1 || x.is_empty() {
             return Ok(());
         }
+        let (run, call, arg) = match collective {
+            InPlace::AllReduce(op) => (self.api.all_reduce, "ncclAllReduce", op),
+            InPlace::Broadcast(root) => (self.api.broadcast, "ncclBroadcast", root),
+        };
         let (stream, ptr) = self.target(ctx, x, side)?;
         let comm = self.comm.lock();
         if comm.is_null() {
             return Err(self.released());
         }
-        // SAFETY: `ptr` addresses `x.len()` f32 of this rank's device memory (checked by
-        // native_queue), in place; `stream` is the context's live stream; the communicator is
-        // live until drop and used by one caller at a time (the lock).
-        let code = unsafe {
-            (self.api.all_reduce)(ptr, ptr, x.len(), ffi::NCCL_FLOAT32, op, *comm, stream)
-        };
-        check(self.api, code, "ncclAllReduce")
+        // SAFETY: `run` is ncclAllReduce or ncclBroadcast, bound with their C type (the fifth
+        // argument the reduction or the root rank); `ptr` addresses `x.len()` f32 of this
+        // rank's device memory (checked by native_queue), in place; `stream` is the context's
+        // live stream; the communicator is live until drop and used by one caller at a time
+        // (the lock).
+        let code = unsafe { run(ptr, ptr, x.len(), ffi::NCCL_FLOAT32, arg, *comm, stream) };
+        check(self.api, code, call)
     }
 
     /// Copies `x` of rank `root` into `x` of every rank, queued on `ctx`'s stream.
@@ -319,27 +334,7 @@ impl Communicator {
                 self.world
             )));
         }
-        if self.world == 1 || x.is_empty() {
-            return Ok(());
-        }
-        let (stream, ptr) = self.target(ctx, x, false)?;
-        let comm = self.comm.lock();
-        if comm.is_null() {
-            return Err(self.released());
-        }
-        // SAFETY: as in all_reduce: in place on `x`, on the rank's stream.
-        let code = unsafe {
-            (self.api.broadcast)(
-                ptr,
-                ptr,
-                x.len(),
-                ffi::NCCL_FLOAT32,
-                root as i32,
-                *comm,
-                stream,
-            )
-        };
-        check(self.api, code, "ncclBroadcast")
+        self.in_place(ctx, x, InPlace::Broadcast(root as i32), false)
     }
 
     /// Aborts the communicator (`ncclCommAbort`): collectives of every rank that wait on this

@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 
 use libloading::Library;
 
+use crate::dylib::{env_path, open_first, search_paths, sym};
+
 /// `ncclResult_t`.
 pub(crate) type NcclResult = c_int;
 /// `ncclComm_t` (opaque pointer).
@@ -48,16 +50,9 @@ type FnCommInitRank = unsafe extern "C" fn(*mut Comm, c_int, RawUniqueId, c_int)
 type FnCommInitAll = unsafe extern "C" fn(*mut Comm, c_int, *const c_int) -> NcclResult;
 type FnCommOp = unsafe extern "C" fn(Comm) -> NcclResult;
 type FnCommGetAsyncError = unsafe extern "C" fn(Comm, *mut NcclResult) -> NcclResult;
-type FnAllReduce = unsafe extern "C" fn(
-    *const c_void,
-    *mut c_void,
-    usize,
-    c_int,
-    c_int,
-    Comm,
-    Stream,
-) -> NcclResult;
-type FnBroadcast = unsafe extern "C" fn(
+/// `ncclAllReduce(send, recv, count, datatype, op, comm, stream)` and
+/// `ncclBroadcast(send, recv, count, datatype, root, comm, stream)`: the same C types.
+type FnCollective = unsafe extern "C" fn(
     *const c_void,
     *mut c_void,
     usize,
@@ -137,8 +132,8 @@ pub(crate) struct Api {
     pub(crate) comm_destroy: FnCommOp,
     pub(crate) comm_abort: FnCommOp,
     pub(crate) comm_get_async_error: FnCommGetAsyncError,
-    pub(crate) all_reduce: FnAllReduce,
-    pub(crate) broadcast: FnBroadcast,
+    pub(crate) all_reduce: FnCollective,
+    pub(crate) broadcast: FnCollective,
     error_string: FnErrorString,
     /// Keeps every pointer above valid.
     _lib: Library,
@@ -169,65 +164,27 @@ pub(crate) fn version_text(v: i32) -> String {
 /// name in `$NCCL_HOME/lib` (NCCL) or `$ROCM_PATH/lib`, `/opt/rocm/lib` (RCCL), then the bare
 /// names for the system loader (`LD_LIBRARY_PATH`, the ld.so cache).
 pub(crate) fn candidates(library: CollectiveLibrary) -> Vec<PathBuf> {
-    if let Some(p) = std::env::var_os(library.path_variable()).filter(|v| !v.is_empty()) {
-        return vec![PathBuf::from(p)];
+    if let Some(p) = env_path(library.path_variable()) {
+        return vec![p];
     }
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    let vars: &[&str] = match library {
-        CollectiveLibrary::Nccl => &["NCCL_HOME"],
-        CollectiveLibrary::Rccl => &["ROCM_PATH", "HIP_PATH"],
+    let (vars, dirs): (&[&str], &[&str]) = match library {
+        CollectiveLibrary::Nccl => (&["NCCL_HOME"], &[]),
+        CollectiveLibrary::Rccl => (&["ROCM_PATH", "HIP_PATH"], &["/opt/rocm/lib"]),
     };
-    for var in vars {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            dirs.push(PathBuf::from(v).join("lib"));
-        }
-    }
-    if library == CollectiveLibrary::Rccl {
-        dirs.push(PathBuf::from("/opt/rocm/lib"));
-    }
-    let mut out = Vec::new();
-    for dir in &dirs {
-        for name in library.file_names() {
-            let p = dir.join(name);
-            if p.exists() {
-                out.push(p);
-            }
-        }
-    }
-    out.extend(library.file_names().iter().map(PathBuf::from));
-    out
-}
-
-/// Looks up `name` and copies the function pointer out of the `Symbol`.
-///
-/// # Safety
-/// `T` must be the exact C signature of `name`, and the pointer must not outlive `lib`.
-unsafe fn sym<T: Copy>(lib: &Library, name: &str, file: &str) -> Result<T, String> {
-    let mut cname = name.as_bytes().to_vec();
-    cname.push(0);
-    // SAFETY: forwarded to the caller: `T` is the symbol's true type.
-    unsafe { lib.get::<T>(&cname) }
-        .map(|s| *s)
-        .map_err(|e| format!("{file} lacks {name}: {e}"))
+    search_paths(vars, dirs, library.file_names())
 }
 
 impl Api {
     fn load(library: CollectiveLibrary) -> Result<Self, String> {
-        let mut tried = Vec::new();
-        for path in candidates(library) {
-            // SAFETY: loading a shared library runs its initializers; NCCL and RCCL only set up
-            // internal state in theirs (no device work happens before ncclCommInit*).
-            match unsafe { Library::new(&path) } {
-                Ok(lib) => return Self::bind(library, lib, path.display().to_string()),
-                Err(e) => tried.push(format!("{} ({e})", path.display())),
-            }
-        }
-        Err(format!(
-            "{} not found: tried {}; {}",
-            library.name(),
-            tried.join(", "),
-            library.install_hint()
-        ))
+        // NCCL and RCCL do no device work before ncclCommInit*.
+        let (lib, path) = open_first(&candidates(library)).map_err(|e| {
+            format!(
+                "{} not found: {e}; {}",
+                library.name(),
+                library.install_hint()
+            )
+        })?;
+        Self::bind(library, lib, path)
     }
 
     fn bind(library: CollectiveLibrary, lib: Library, path: String) -> Result<Self, String> {

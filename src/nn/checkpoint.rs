@@ -16,6 +16,27 @@ use super::network::Network;
 /// Marker in the names of temp files a checkpoint is written through.
 const TEMP_MARKER: &str = ".ckpt-tmp-";
 
+/// Serializes `views` with the metadata `meta` and writes them to `path` atomically, through a
+/// temp file whose name holds `temp_marker`.
+pub(super) fn write_safetensors<'a>(
+    path: &Path,
+    views: Vec<(String, TensorView<'a>)>,
+    meta: HashMap<String, String>,
+    temp_marker: &str,
+) -> Result<()> {
+    let encoded = safetensors::serialize(views, Some(meta)).map_err(|e| Error::Format {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    crate::fsutil::write_atomic(
+        path,
+        &encoded,
+        temp_marker,
+        crate::fsutil::FileMode::Default,
+    )
+    .map_err(|e| Error::io(path, e))
+}
+
 impl Network {
     /// Saves every parameter to `path` (safetensors, f32, little-endian).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
@@ -47,17 +68,7 @@ impl Network {
         }
         let mut meta = HashMap::new();
         meta.insert("format".to_string(), "pt".to_string());
-        let encoded = safetensors::serialize(views, Some(meta)).map_err(|e| Error::Format {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
-        crate::fsutil::write_atomic(
-            path,
-            &encoded,
-            TEMP_MARKER,
-            crate::fsutil::FileMode::Default,
-        )
-        .map_err(|e| Error::io(path, e))
+        write_safetensors(path, views, meta, TEMP_MARKER)
     }
 
     /// Loads parameters saved by [`Network::save`] / [`Network::save_as`] (or by PyTorch with

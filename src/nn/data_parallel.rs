@@ -96,17 +96,9 @@ impl Drop for AbortOnPanic<'_> {
 impl Network {
     /// A copy of this network (same layers and parameters) on `ctx`.
     fn replica_on(&self, ctx: &Context) -> Result<Network> {
-        let values = self.parameters()?;
-        let ops = ctx.ops();
-        let params = ops.alloc(values.len())?;
-        ops.upload(params.view(), &values)?;
-        let grads = ops.alloc(values.len())?;
-        ops.fill(grads.view(), 0.0)?;
-        // The dropout state of rank 0: every replica draws the same masks at the same step.
-        let mut state = vec![0.0f32; self.rng.len()];
-        self.ctx.ops().download(self.rng.view(), &mut state)?;
-        let rng = ops.alloc(state.len())?;
-        ops.upload(rng.view(), &state)?;
+        // The dropout state of rank 0 goes along: every replica draws the same masks at the
+        // same step.
+        let (params, grads, rng) = self.buffers_on(ctx)?;
         Ok(Network {
             ctx: ctx.clone(),
             layers: self.layers.clone(),

@@ -19,10 +19,9 @@ use crate::ops::Ops;
 use crate::ops::SeqShape;
 use crate::ops::{GruSequenceBackward, GruSequenceForward};
 
-use super::layer::Flat;
+use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
-use super::recurrent::{GateGrads, GateParams, HiddenSeq};
-use super::rnn::RnnOutput;
+use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
 use super::size;
 
 /// A GRU layer.
@@ -104,13 +103,8 @@ impl Gru {
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
     /// gradients; overwrites this layer's parameter gradients.
-    pub fn backward(
-        &self,
-        f: &Flat<'_>,
-        ws: &GruWs,
-        x: View<'_>,
-        dx: Option<View<'_>>,
-    ) -> Result<()> {
+    pub fn backward(&self, f: &Flat<'_>, ws: &GruWs, input: LayerInput<'_>) -> Result<()> {
+        let LayerInput { x, dx } = input;
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         f.ops.gru_sequence_backward(GruSequenceBackward {
             dh: ws.seq.grads(),

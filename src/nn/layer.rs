@@ -11,8 +11,17 @@ use super::embedding::{Embedding, EmbeddingWs};
 use super::gru::{Gru, GruWs};
 use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
-use super::rnn::{Rnn, RnnOutput, RnnWs};
+use super::recurrent::RnnOutput;
+use super::rnn::{Rnn, RnnWs};
 use super::stack::{RecurrentCell, Stack, StackWs};
+
+/// A layer's input rows and, unless it is the first layer (whose input needs no gradient), the
+/// buffer its backward pass writes the gradient with respect to them into.
+#[derive(Clone, Copy)]
+pub(crate) struct LayerInput<'a> {
+    pub x: View<'a>,
+    pub dx: Option<View<'a>>,
+}
 
 /// What every layer needs besides its workspace: the ops and the two flat buffers.
 pub(crate) struct Flat<'a> {
@@ -288,14 +297,15 @@ impl Layer {
         x: View<'_>,
         dx: Option<View<'_>>,
     ) -> Result<()> {
+        let input = LayerInput { x, dx };
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx, None),
-            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, x, dx),
-            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, x, dx),
-            (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, x, dx),
-            (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, x, dx),
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, input),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, input),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, input),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, input),
             (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
-            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, x, dx),
+            (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, input),
             (Layer::Embedding(e), LayerWs::Embedding(w)) => e.backward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
         }

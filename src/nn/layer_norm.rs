@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::ops::Ops;
 use crate::ops::{LayerNormBackward, LayerNormForward, LayerNormGrads, LayerNormParams, MatShape};
 
-use super::layer::Flat;
+use super::layer::{Flat, LayerInput};
 use super::params::{Init, ParamLayout, ParamRef};
 use super::size;
 
@@ -98,13 +98,8 @@ impl LayerNorm {
     /// Writes the weight and bias gradients (overwriting) and, when `dx` is given, the input
     /// gradient. The fused op always computes an input gradient: a first layer (no `dx`)
     /// writes it to a scratch buffer of its workspace.
-    pub fn backward(
-        &self,
-        f: &Flat<'_>,
-        ws: &LayerNormWs,
-        x: View<'_>,
-        dx: Option<View<'_>>,
-    ) -> Result<()> {
+    pub fn backward(&self, f: &Flat<'_>, ws: &LayerNormWs, input: LayerInput<'_>) -> Result<()> {
+        let LayerInput { x, dx } = input;
         let dx = match (dx, &ws.dx_scratch) {
             (Some(dx), _) => dx,
             (None, Some(s)) => s.view(),

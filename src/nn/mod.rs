@@ -89,8 +89,8 @@ pub use params::ParamInfo;
 #[cfg(feature = "plot")]
 pub use plot::{PlotFormat, plot_history};
 pub use progress::{Progress, READS_PER_SECOND};
+pub use recurrent::RnnOutput;
 pub use rng::Rng;
-pub use rnn::RnnOutput;
 pub use schedule::{EarlyStopping, LrSchedule};
 pub use size::MAX_INDEXED_ROWS;
 pub use stack::{RecurrentCell, RecurrentOptions};

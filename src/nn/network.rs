@@ -139,22 +139,28 @@ impl Network {
 
     /// Moves the parameters to another context (workspaces are rebuilt there on demand).
     pub fn to_context(&mut self, ctx: &Context) -> Result<()> {
-        let values = self.parameters()?;
-        let ops = ctx.ops();
-        let params = ops.alloc(values.len())?;
-        ops.upload(params.view(), &values)?;
-        let grads = ops.alloc(values.len())?;
-        ops.fill(grads.view(), 0.0)?;
-        let mut state = [0.0f32; crate::ops::RNG_STATE_LEN];
-        self.ctx.ops().download(self.rng.view(), &mut state)?;
-        let rng = ops.alloc(state.len())?;
-        ops.upload(rng.view(), &state)?;
+        let (params, grads, rng) = self.buffers_on(ctx)?;
         self.rng = rng;
         self.workspaces.clear();
         self.params = params;
         self.grads = grads;
         self.ctx = ctx.clone();
         Ok(())
+    }
+
+    /// This network's parameters, zeroed gradients and dropout state, copied to `ctx`.
+    pub(super) fn buffers_on(&self, ctx: &Context) -> Result<(Buffer, Buffer, Buffer)> {
+        let values = self.parameters()?;
+        let ops = ctx.ops();
+        let params = ops.alloc(values.len())?;
+        ops.upload(params.view(), &values)?;
+        let grads = ops.alloc(values.len())?;
+        ops.fill(grads.view(), 0.0)?;
+        let mut state = vec![0.0f32; self.rng.len()];
+        self.ctx.ops().download(self.rng.view(), &mut state)?;
+        let rng = ops.alloc(state.len())?;
+        ops.upload(rng.view(), &state)?;
+        Ok((params, grads, rng))
     }
 
     /// Token ids for a first [`super::NetworkBuilder::embedding`] layer must all be in its

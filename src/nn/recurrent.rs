@@ -1,5 +1,6 @@
-//! Pieces the gated recurrent layers (`Lstm`, `Gru`) share: their four PyTorch-named parameter
-//! tensors, and the time-major hidden-state sequence with the gradient reaching each state.
+//! Pieces the recurrent layers share: what they hand to the next layer, their four PyTorch-named
+//! parameter tensors (`Lstm` and `Gru` stack their gates in them), and the time-major
+//! hidden-state sequence of the gated layers with the gradient reaching each state.
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
@@ -7,8 +8,16 @@ use crate::ops::{Gemm, Ops, RecurrentWeights, zeros};
 
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
-use super::rnn::RnnOutput;
 use super::size;
+
+/// What an RNN layer hands to the next layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RnnOutput {
+    /// Every hidden state: `steps` rows per sample (a head then predicts at every step).
+    Sequence,
+    /// Only the last hidden state: one row per sample.
+    Last,
+}
 
 /// `weight_ih_l0 [G*H, I]`, `weight_hh_l0 [G*H, H]`, `bias_ih_l0 [G*H]`, `bias_hh_l0 [G*H]` for
 /// a cell with `G` gates stacked in PyTorch's order, with the sizes they were made for.

@@ -10,18 +10,10 @@ use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm, Ops, zeros};
 use crate::ops::{RnnSequenceBackward, RnnSequenceForward};
 
-use super::layer::Flat;
+use super::layer::{Flat, LayerInput};
 use super::params::{ParamLayout, ParamRef};
+use super::recurrent::{GateParams, RnnOutput};
 use super::size;
-
-/// What an RNN layer hands to the next layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RnnOutput {
-    /// Every hidden state: `steps` rows per sample (a head then predicts at every step).
-    Sequence,
-    /// Only the last hidden state: one row per sample.
-    Last,
-}
 
 /// An Elman recurrent layer (one direction, one layer, zero initial state).
 #[derive(Debug, Clone)]
@@ -69,11 +61,14 @@ impl Rnn {
         act: Activation,
         output: RnnOutput,
     ) -> Self {
-        let bound = 1.0 / (hidden as f32).sqrt();
-        let w_ih = layout.add(format!("{name}.weight_ih_l0"), vec![hidden, inputs], bound);
-        let w_hh = layout.add(format!("{name}.weight_hh_l0"), vec![hidden, hidden], bound);
-        let b_ih = layout.add(format!("{name}.bias_ih_l0"), vec![hidden], bound);
-        let b_hh = layout.add(format!("{name}.bias_hh_l0"), vec![hidden], bound);
+        // The gated cells' four tensors with one gate are exactly the Elman cell's.
+        let GateParams {
+            w_ih,
+            w_hh,
+            b_ih,
+            b_hh,
+            ..
+        } = GateParams::new(layout, name, inputs, hidden, 1);
         Rnn {
             inputs,
             hidden,
@@ -140,13 +135,8 @@ impl Rnn {
     }
 
     /// Backpropagation through time from the gradient the next layer left in `dh`.
-    pub fn backward(
-        &self,
-        f: &Flat<'_>,
-        ws: &RnnWs,
-        x: View<'_>,
-        dx: Option<View<'_>>,
-    ) -> Result<()> {
+    pub fn backward(&self, f: &Flat<'_>, ws: &RnnWs, input: LayerInput<'_>) -> Result<()> {
+        let LayerInput { x, dx } = input;
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
         let w_hh = self.w_hh.view(f.params)?;
         f.ops.rnn_sequence_backward(RnnSequenceBackward {

@@ -16,10 +16,11 @@ use crate::ops::IndexedRows;
 use crate::ops::{Activation, DropoutMask, Ops, TypedMemory};
 
 use super::gru::Gru;
-use super::layer::{Flat, Layer, LayerWs};
+use super::layer::{Flat, Layer, LayerInput, LayerWs};
 use super::lstm::Lstm;
 use super::params::ParamLayout;
-use super::rnn::{Rnn, RnnOutput};
+use super::recurrent::RnnOutput;
+use super::rnn::Rnn;
 use super::size;
 
 /// The cell of a recurrent layer.
@@ -419,13 +420,8 @@ impl Stack {
     /// Backpropagation through every level, from the gradient the next layer left in
     /// [`Stack::grad_output`]; overwrites every cell's parameter gradients, and writes `dx`
     /// when given.
-    pub fn backward(
-        &self,
-        f: &Flat<'_>,
-        ws: &StackWs,
-        x: View<'_>,
-        dx: Option<View<'_>>,
-    ) -> Result<()> {
+    pub fn backward(&self, f: &Flat<'_>, ws: &StackWs, input: LayerInput<'_>) -> Result<()> {
+        let LayerInput { x, dx } = input;
         let h = self.hidden;
         for k in (0..self.opts.num_layers).rev() {
             if let Some(d) = ws.drops.get(k) {

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 
+use super::checkpoint::write_safetensors;
 use super::config::TrainingConfig;
 use super::data::Dataset;
 use super::history::{EpochStats, TrainingHistory, epoch_from_json, epoch_json};
@@ -144,14 +145,7 @@ pub(crate) fn save(
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
     .collect();
-    let encoded = safetensors::serialize(views, Some(meta)).map_err(|e| fmt(e.to_string()))?;
-    crate::fsutil::write_atomic(
-        path,
-        &encoded,
-        TEMP_MARKER,
-        crate::fsutil::FileMode::Default,
-    )
-    .map_err(|e| Error::io(path, e))
+    write_safetensors(path, views, meta, TEMP_MARKER)
 }
 
 /// Reads a training checkpoint into `net` (its parameters) and returns the run state.

@@ -10,7 +10,8 @@ use super::blas::Blas;
 use super::compile::{self, NvrtcInfo, Target};
 use super::error;
 use super::kernels;
-use super::module::CudaKernels;
+use super::module::{CudaKernels, LaunchKind};
+use crate::backend::capture_gate::CaptureFlag;
 use crate::backend::{ByteAddr, Device, DevicePtr, RawArg, SgemmKernel};
 use crate::context_options::ContextOptions;
 use crate::device::{DeviceId, DeviceInfo};
@@ -51,7 +52,7 @@ pub(crate) struct CudaDevice {
     pub(super) warpgroup_gemm: bool,
     /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
     /// copies and waits are refused until it ends.
-    pub(super) capturing: std::sync::atomic::AtomicBool,
+    pub(super) capturing: CaptureFlag,
 }
 
 impl CudaDevice {
@@ -176,7 +177,7 @@ impl CudaDevice {
             cooperative,
             sms,
             shared_optin,
-            capturing: std::sync::atomic::AtomicBool::new(false),
+            capturing: CaptureFlag::default(),
         })
     }
 
@@ -336,7 +337,7 @@ impl Device for CudaDevice {
         config: &LaunchConfig,
         args: &[RawArg],
     ) -> Result<()> {
-        self.launch_kernel(module, entry, config, args)
+        self.launch_kernel(LaunchKind::Plain, module, entry, config, args)
     }
 
     fn cooperative_blocks(
@@ -358,7 +359,7 @@ impl Device for CudaDevice {
         args: &[RawArg],
     ) -> Option<Result<()>> {
         self.cooperative
-            .then(|| self.launch_kernel_cooperative(module, entry, config, args))
+            .then(|| self.launch_kernel(LaunchKind::Cooperative, module, entry, config, args))
     }
 
     fn synchronize(&self) -> Result<()> {

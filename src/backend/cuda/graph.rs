@@ -1,14 +1,12 @@
 //! Stream capture into CUDA graphs, and the profiler range (`cuProfilerStart`/`Stop`).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use cudarc::driver::sys::{self, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaStream, result};
 
 use super::device::CudaDevice;
 use super::error;
-use crate::backend::capture_gate::{capture_ended, capture_started};
 use crate::error::{Error, Result};
 use crate::graph::GraphExec;
 
@@ -63,25 +61,12 @@ impl Drop for CudaGraph {
 impl CudaDevice {
     /// `Err(Unsupported)` for `what` while a capture records this device's stream.
     pub(super) fn refuse_while_capturing(&self, what: &str) -> Result<()> {
-        if self.capturing.load(Ordering::Acquire) {
-            return Err(Error::Unsupported {
-                op: what.to_string(),
-                backend: self.info.backend,
-                reason: "not allowed while a graph is being recorded".into(),
-            });
-        }
-        Ok(())
+        self.capturing.refuse(&self.info, what)
     }
 
     pub(super) fn begin_capture(&self) -> Result<()> {
         self.bind()?;
-        if self.capturing.swap(true, Ordering::AcqRel) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a graph is already being recorded",
-                self.info.id
-            )));
-        }
-        capture_started();
+        self.capturing.begin(&self.info)?;
         // Thread-local mode: a call of this thread that cannot be recorded (a synchronization,
         // an allocation) fails instead of silently running outside the graph, while other
         // threads, with other contexts, are not affected.
@@ -94,8 +79,7 @@ impl CudaDevice {
             )
         };
         r.map_err(|e| {
-            self.capturing.store(false, Ordering::Release);
-            capture_ended();
+            self.capturing.abandon();
             error::driver("cuStreamBeginCapture", e)
         })
     }
@@ -108,11 +92,7 @@ impl CudaDevice {
             unsafe { result::stream::end_capture(self.stream.cu_stream()) }
                 .map_err(|e| error::driver("cuStreamEndCapture", e))
         });
-        // Only a capture this device began is counted off (an unmatched end is an error from
-        // the driver, and must not release another thread's capture).
-        if self.capturing.swap(false, Ordering::AcqRel) {
-            capture_ended();
-        }
+        self.capturing.end();
         let graph = graph?;
         if graph.is_null() {
             return Err(Error::InvalidArgument(format!(

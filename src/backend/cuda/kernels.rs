@@ -7,13 +7,8 @@ use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_se
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
 pub(crate) const SGEMM: SgemmKernel = SgemmKernel {
-    entry: "sgemm",
-    tile: (128, 128, 256),
     splits_k: false,
-    shared_bytes: 0,
-    one_block_per_sm: false,
-    sums_splits: false,
-    blocks_per_sm: 1,
+    ..SgemmKernel::new("sgemm", (128, 128, 256))
 };
 
 /// Dynamic shared memory of `sgemm_wg128` (kernels-cu/gemm_wg.cu): two stages of four 128 x 32
@@ -23,13 +18,9 @@ const SGEMM_WG_SHARED_BYTES: u32 = 2 * 4 * 128 * 32 * 4 + 1024;
 /// The warpgroup tensor-core kernel of `kernels-cu/gemm_wg.cu` (CUDA sm_90a): 128 x 128 tiles of
 /// 2 warpgroups, one block per SM.
 pub(crate) const SGEMM_WG128: SgemmKernel = SgemmKernel {
-    entry: "sgemm_wg128",
-    tile: (128, 128, 256),
-    splits_k: true,
     shared_bytes: SGEMM_WG_SHARED_BYTES,
     one_block_per_sm: true,
-    sums_splits: false,
-    blocks_per_sm: 1,
+    ..SgemmKernel::new("sgemm_wg128", (128, 128, 256))
 };
 
 /// Whether `sgemm_wg128` takes an `m x n x k` product on a device with `sms` SMs: when its grid
@@ -187,12 +178,12 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
 
 /// The complete op-set translation unit for this dialect, every family in one (see
 /// docs/kernel-abi.md): what the compile tests and the kernel contract read.
-pub(crate) fn op_set_source() -> String {
+pub fn op_set_source() -> String {
     whole_op_set(&HEADERS, &FAMILIES)
 }
 
 /// The op set as one module per family.
-pub(crate) fn op_set_modules() -> Vec<OpModule> {
+pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
     FAMILIES.iter().map(|f| f.module(&prelude)).collect()
 }

@@ -1,12 +1,15 @@
-//! Modules (`cuModuleLoadData`) and launches (`cuLaunchKernel`) with marshalled arguments.
+//! Modules (`cuModuleLoadData`) and launches (`cuLaunchKernel`, `cuLaunchCooperativeKernel`)
+//! with marshalled arguments.
 
-use cudarc::driver::result;
-use cudarc::driver::sys::{CUfunction, CUfunction_attribute};
+use std::ffi::c_void;
+
+use cudarc::driver::sys::{CUfunction, CUfunction_attribute, CUstream};
+use cudarc::driver::{DriverError, result};
 use cudarc::nvrtc::Ptx;
 
 use super::device::CudaDevice;
 use super::error;
-use super::module::CudaKernels;
+use super::module::{CudaKernels, LaunchKind};
 use crate::backend::{RawArg, with_param_slots};
 use crate::device::BackendKind;
 use crate::error::{Error, Result};
@@ -16,6 +19,16 @@ use crate::kernel::LaunchConfig;
 const DEFAULT_SHARED: u32 = 48 * 1024;
 
 const ELF_MAGIC: &[u8] = b"\x7fELF";
+
+/// cudarc's `cuLaunchKernel` and `cuLaunchCooperativeKernel`, which share this signature.
+type DriverLaunch = unsafe fn(
+    CUfunction,
+    (u32, u32, u32),
+    (u32, u32, u32),
+    u32,
+    CUstream,
+    &mut [*mut c_void],
+) -> std::result::Result<(), DriverError>;
 
 impl CudaDevice {
     pub(super) fn load_module(&self, binary: &[u8]) -> Result<CudaKernels> {
@@ -71,38 +84,60 @@ impl CudaDevice {
         .map_err(|e| error::driver(&format!("cuFuncSetAttribute({entry})"), e))
     }
 
+    /// Queues `entry` of `module` on this device's stream: a plain launch, which first raises
+    /// the function's shared-memory limit when `config` needs more than the default, or a
+    /// cooperative one, whose limit `co_resident_blocks` raised when it sized the grid.
     pub(super) fn launch_kernel(
         &self,
+        kind: LaunchKind,
         module: &CudaKernels,
         entry: &str,
         config: &LaunchConfig,
         args: &[RawArg],
     ) -> Result<()> {
+        let (what, call, driver_launch) = match kind {
+            LaunchKind::Plain => (
+                "launch",
+                "cuLaunchKernel",
+                result::launch_kernel as DriverLaunch,
+            ),
+            LaunchKind::Cooperative => (
+                "cooperative launch",
+                "cuLaunchCooperativeKernel",
+                result::launch_cooperative_kernel as DriverLaunch,
+            ),
+        };
         if config.grid.contains(&0) || config.block.contains(&0) {
             return Err(Error::InvalidArgument(format!(
-                "launch of '{entry}' with an empty grid {:?} or block {:?}",
+                "{what} of '{entry}' with an empty grid {:?} or block {:?}",
                 config.grid, config.block
             )));
         }
         self.bind()?;
         let f = self.function(module, entry)?;
-        if config.shared_bytes > self.shared_optin {
-            return Err(Error::InvalidArgument(format!(
-                "launch of '{entry}' asks for {} bytes of shared memory; {} allows {}",
-                config.shared_bytes, self.info.id, self.shared_optin
-            )));
+        if kind == LaunchKind::Plain {
+            if config.shared_bytes > self.shared_optin {
+                return Err(Error::InvalidArgument(format!(
+                    "launch of '{entry}' asks for {} bytes of shared memory; {} allows {}",
+                    config.shared_bytes, self.info.id, self.shared_optin
+                )));
+            }
+            self.opt_in_shared(module, entry, config.shared_bytes)?;
         }
-        self.opt_in_shared(module, entry, config.shared_bytes)?;
         let [gx, gy, gz] = config.grid;
         let [bx, by, bz] = config.block;
         with_param_slots(args, |params| {
-            // SAFETY: `f` belongs to a module loaded in this context and is kept alive by
-            // `module`; `params` holds one pointer per kernel parameter, each to an 8-byte slot
-            // that outlives the call (the driver copies the values before cuLaunchKernel
-            // returns). Device pointers in the arguments come from this context's allocations;
-            // the kernel ABI (docs/kernel-abi.md) fixes their number and types.
+            // SAFETY: `driver_launch` is cudarc's cuLaunchKernel or cuLaunchCooperativeKernel
+            // binding, which take the same arguments. `f` belongs to a module loaded in this
+            // context and is kept alive by `module`; `params` holds one pointer per kernel
+            // parameter, each to an 8-byte slot that outlives the call (the driver copies the
+            // values before the launch returns). Device pointers in the arguments come from
+            // this context's allocations; the kernel ABI (docs/kernel-abi.md) fixes their number
+            // and types. A cooperative grid larger than can be resident is rejected by the
+            // driver (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) rather than started with a grid
+            // barrier that would never complete.
             unsafe {
-                result::launch_kernel(
+                driver_launch(
                     f,
                     (gx, gy, gz),
                     (bx, by, bz),
@@ -112,6 +147,6 @@ impl CudaDevice {
                 )
             }
         })
-        .map_err(|e| error::driver(&format!("cuLaunchKernel({entry})"), e))
+        .map_err(|e| error::driver(&format!("{call}({entry})"), e))
     }
 }

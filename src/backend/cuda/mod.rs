@@ -125,19 +125,10 @@ pub(crate) fn create_ops(info: &DeviceInfo, options: &ContextOptions) -> Result<
     crate::backend::gpu::create(CudaDevice::open(info, options)?, options)
 }
 
-/// The complete CUDA op-set translation unit (`kernels-cu/`, common header first).
+/// The CUDA op set, whole or as the modules a context compiles. For tests and tools.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
-pub fn op_set_source() -> String {
-    kernels::op_set_source()
-}
-
-/// The CUDA op set as the modules a context compiles, one per kernel family.
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub fn op_set_modules() -> Vec<crate::kernel::OpModule> {
-    kernels::op_set_modules()
-}
+pub use kernels::{op_set_modules, op_set_source};
 
 /// Compiles `source` with NVRTC to a CUBIN for `arch` (`sm_80`, `sm_90`, the
 /// architecture-specific `sm_90a`, ...) with the options every CUDA build uses. Needs NVRTC, not

@@ -1,6 +1,6 @@
-//! [`CudaKernels`]: a loaded module and the functions looked up from it. Below the device (which
-//! names it as its `Device::Module`) and the launch code (which loads and runs it), so that neither
-//! imports the other for it.
+//! [`CudaKernels`]: a loaded module and the functions looked up from it, and [`LaunchKind`]: how
+//! they are launched. Below the device (which names it as its `Device::Module`) and the launch
+//! code (which loads and runs it), so that neither imports the other for them.
 
 use std::sync::Arc;
 
@@ -10,6 +10,14 @@ use cudarc::driver::sys::CUfunction;
 use super::error;
 use crate::backend::FunctionCache;
 use crate::error::{Error, Result};
+
+/// How a kernel is launched: every block of a cooperative launch is resident at once, so
+/// persistent kernels may synchronize the whole grid (`cuLaunchCooperativeKernel`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LaunchKind {
+    Plain,
+    Cooperative,
+}
 
 /// A loaded CUBIN/PTX module and the functions looked up from it so far (raw `CUfunction`
 /// handles, valid while `module` lives).

@@ -1,9 +1,8 @@
 //! [`HipDevice`]: the [`Device`] seam over the HIP runtime, one stream per context.
 
 use std::ffi::{CString, c_int, c_void};
-use std::sync::atomic::AtomicBool;
 
-use crate::backend::capture_gate::{keeps_block_while_recording, outside_captures};
+use crate::backend::capture_gate::{CaptureFlag, keeps_block_while_recording, outside_captures};
 use crate::backend::{
     ByteAddr, Device, DevicePtr, FunctionCache, RawArg, SgemmKernel, with_param_slots,
 };
@@ -28,7 +27,7 @@ pub(crate) struct HipDevice {
     pub(super) stream: Stream,
     /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
     /// copies and waits are refused until it ends (see `graph.rs`).
-    pub(super) capturing: AtomicBool,
+    pub(super) capturing: CaptureFlag,
 }
 
 // SAFETY: `stream` is a HIP stream handle; the HIP runtime allows any host thread to enqueue on
@@ -87,7 +86,7 @@ impl HipDevice {
             arch,
             identity,
             stream,
-            capturing: AtomicBool::new(false),
+            capturing: CaptureFlag::default(),
         })
     }
 

@@ -21,6 +21,8 @@ use std::sync::OnceLock;
 
 use libloading::Library;
 
+use crate::dylib::{env_path, in_dirs, open, open_first, search_paths, sym};
+
 /// `hipError_t`.
 pub(crate) type HipError = c_int;
 /// `hiprtcResult`.
@@ -254,53 +256,7 @@ pub(crate) const RTC_LIBRARY_ENV: &str = "RNN_HIPRTC_LIBRARY";
 /// Candidate paths: each name in `$ROCM_PATH/lib`, `$HIP_PATH/lib`, `/opt/rocm/lib`, then the
 /// bare name for the system loader's search.
 fn candidates(names: &[&str]) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for var in ["ROCM_PATH", "HIP_PATH"] {
-        if let Some(v) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-            dirs.push(PathBuf::from(v).join("lib"));
-        }
-    }
-    dirs.push(PathBuf::from("/opt/rocm/lib"));
-    let mut out = in_dirs(&dirs, names);
-    out.extend(names.iter().map(PathBuf::from));
-    out
-}
-
-/// Each of `names` that exists in one of `dirs`, in that order.
-fn in_dirs(dirs: &[PathBuf], names: &[&str]) -> Vec<PathBuf> {
-    dirs.iter()
-        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
-        .filter(|p| p.exists())
-        .collect()
-}
-
-/// The value of `var` as a path, when it is set and not empty.
-fn env_path(var: &str) -> Option<PathBuf> {
-    std::env::var_os(var)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-}
-
-fn open(path: &Path) -> Result<Library, libloading::Error> {
-    // SAFETY: loading a shared library runs its initializers; the HIP runtime and hiprtc (and the
-    // tests/hip-shim fixture) are ordinary C libraries whose initializers only set up internal
-    // state. A file named by RNN_HIP_LIBRARY / RNN_HIPRTC_LIBRARY is trusted like the loader
-    // search path: the user chose it.
-    unsafe { Library::new(path) }
-}
-
-fn open_first(paths: &[PathBuf]) -> Result<(Library, String), String> {
-    let mut tried = Vec::new();
-    for path in paths {
-        match open(path) {
-            Ok(lib) => return Ok((lib, path.display().to_string())),
-            Err(e) => tried.push(format!("{} ({e})", path.display())),
-        }
-    }
-    Err(format!(
-        "no library could be loaded; tried {}",
-        tried.join(", ")
-    ))
+    search_paths(&["ROCM_PATH", "HIP_PATH"], &["/opt/rocm/lib"], names)
 }
 
 /// Exactly the file `var` names.
@@ -308,19 +264,6 @@ fn open_env(var: &str, path: &Path) -> Result<(Library, String), String> {
     open(path)
         .map(|lib| (lib, path.display().to_string()))
         .map_err(|e| format!("{var}={} could not be loaded: {e}", path.display()))
-}
-
-/// Looks up `name` and copies the function pointer out of the `Symbol`.
-///
-/// # Safety
-/// `T` must be the exact C signature of `name`, and the pointer must not outlive `lib`.
-unsafe fn sym<T: Copy>(lib: &Library, name: &str, file: &str) -> Result<T, String> {
-    let mut cname = name.as_bytes().to_vec();
-    cname.push(0);
-    // SAFETY: forwarded to the caller: `T` is the symbol's true type.
-    unsafe { lib.get::<T>(&cname) }
-        .map(|s| *s)
-        .map_err(|e| format!("{file} lacks {name}: {e}"))
 }
 
 /// [`sym`] for an entry point older runtimes may lack: `None` when absent.

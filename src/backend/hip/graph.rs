@@ -4,12 +4,10 @@
 //! graphs (`capture_begin` answers `None`) and steps run op by op.
 
 use std::ffi::c_int;
-use std::sync::atomic::Ordering;
 
 use super::device::{HipDevice, set_device};
 use super::error::check;
 use super::ffi::{self, GraphApi, HipApi, STREAM_CAPTURE_MODE_THREAD_LOCAL, Stream};
-use crate::backend::capture_gate::{capture_ended, capture_started};
 use crate::error::{Error, Result};
 use crate::graph::GraphExec;
 
@@ -65,14 +63,7 @@ impl Drop for HipGraph {
 impl HipDevice {
     /// `Err(Unsupported)` for `what` while a capture records this device's stream.
     pub(super) fn refuse_while_capturing(&self, what: &str) -> Result<()> {
-        if self.capturing.load(Ordering::Acquire) {
-            return Err(Error::Unsupported {
-                op: what.to_string(),
-                backend: self.info.backend,
-                reason: "not allowed while a graph is being recorded".into(),
-            });
-        }
-        Ok(())
+        self.capturing.refuse(&self.info, what)
     }
 
     /// `None` when the runtime has no graph entry points.
@@ -83,22 +74,13 @@ impl HipDevice {
 
     fn begin_capture_with(&self, graphs: &GraphApi) -> Result<()> {
         self.bind()?;
-        if self.capturing.swap(true, Ordering::AcqRel) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a graph is already being recorded",
-                self.info.id
-            )));
-        }
         // Thread-local mode, as on CUDA: a call of this thread that cannot be recorded fails
         // instead of running outside the graph; other threads (other contexts) are unaffected.
-        capture_started();
+        self.capturing.begin(&self.info)?;
         // SAFETY: the stream is live (owned by `self`) and not being captured (the flag above).
         let code =
             unsafe { (graphs.stream_begin_capture)(self.stream, STREAM_CAPTURE_MODE_THREAD_LOCAL) };
-        check(self.api, code, "hipStreamBeginCapture").inspect_err(|_| {
-            self.capturing.store(false, Ordering::Release);
-            capture_ended();
-        })
+        check(self.api, code, "hipStreamBeginCapture").inspect_err(|_| self.capturing.abandon())
     }
 
     pub(super) fn end_capture(&self) -> Result<Box<dyn GraphExec>> {
@@ -113,10 +95,7 @@ impl HipDevice {
         // SAFETY: the stream is live; `graph` is a valid out-pointer. Ending a capture that
         // failed part way returns an error and leaves the stream not capturing.
         let code = unsafe { (graphs.stream_end_capture)(self.stream, &mut graph) };
-        // Only a capture this device began is counted off (see the CUDA backend).
-        if self.capturing.swap(false, Ordering::AcqRel) {
-            capture_ended();
-        }
+        self.capturing.end();
         bound?;
         check(self.api, code, "hipStreamEndCapture")?;
         if graph.is_null() {

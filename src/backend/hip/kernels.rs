@@ -32,12 +32,12 @@ const HEADERS: [(&str, &str); 5] = [
 
 /// The complete HIP op-set translation unit for hiprtc, every family in one (see
 /// docs/kernel-abi.md).
-pub(crate) fn op_set_source() -> String {
+pub fn op_set_source() -> String {
     whole_op_set(&HEADERS, &cuda_kernels::FAMILIES)
 }
 
 /// The HIP op set as one module per family (the CUDA families), each for hiprtc.
-pub(crate) fn op_set_modules() -> Vec<OpModule> {
+pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
     cuda_kernels::FAMILIES
         .iter()
@@ -61,7 +61,7 @@ fn for_nvrtc(hip: &str) -> String {
 /// `ContextOptions::hip_sources_via_nvrtc` is set). On NVIDIA the wave width is 32, so the
 /// reductions run their generic `WARP_SIZE` code at 32 lanes.
 #[cfg(feature = "cuda")]
-pub(crate) fn op_set_source_for_nvrtc() -> String {
+pub fn op_set_source_for_nvrtc() -> String {
     for_nvrtc(&op_set_source())
 }
 

@@ -275,26 +275,16 @@ pub fn hiprtc_version() -> Result<(i32, i32)> {
     }
 }
 
-/// The HIP op-set translation unit (hiprtc input). For tests and tools.
+/// The HIP op set, whole or as the modules a context compiles (hiprtc input). For tests and
+/// tools.
 #[cfg(feature = "testing")]
 #[doc(hidden)]
-pub fn op_set_source() -> String {
-    kernels::op_set_source()
-}
+pub use kernels::{op_set_modules, op_set_source};
 
-/// The HIP op set as the modules a context compiles, one per kernel family (hiprtc input).
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub fn op_set_modules() -> Vec<crate::kernel::OpModule> {
-    kernels::op_set_modules()
-}
-
-/// The HIP op-set translation unit behind the HIP-to-CUDA prelude (NVRTC input). For tests.
+/// The HIP op set behind the HIP-to-CUDA prelude (NVRTC input). For tests.
 #[cfg(all(feature = "testing", feature = "cuda"))]
 #[doc(hidden)]
-pub fn op_set_source_for_nvrtc() -> String {
-    kernels::op_set_source_for_nvrtc()
-}
+pub use kernels::op_set_source_for_nvrtc;
 
 #[cfg(test)]
 mod tests {

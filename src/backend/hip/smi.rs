@@ -13,6 +13,8 @@ use std::sync::OnceLock;
 
 use libloading::Library;
 
+use crate::dylib::{open_first, search_paths, sym};
+
 type Status = c_uint;
 const RSMI_STATUS_SUCCESS: Status = 0;
 const RSMI_MEM_TYPE_VRAM: c_uint = 0;
@@ -41,79 +43,41 @@ struct Smi {
     process_info: unsafe extern "C" fn(u32, *mut ProcessInfo) -> Status,
 }
 
+/// The unversioned name (a development install), then each SONAME, newest first.
+const NAMES: [&str; 5] = [
+    "librocm_smi64.so",
+    "librocm_smi64.so.1",
+    "librocm_smi64.so.7",
+    "librocm_smi64.so.6",
+    "librocm_smi64.so.5",
+];
+
 fn load() -> Result<Smi, String> {
-    let mut tried = Vec::new();
-    let mut paths = Vec::new();
-    for var in ["ROCM_PATH", "HIP_PATH"] {
-        if let Ok(root) = std::env::var(var) {
-            paths.push(format!("{root}/lib/librocm_smi64.so"));
+    let paths = search_paths(&["ROCM_PATH", "HIP_PATH"], &["/opt/rocm/lib"], &NAMES);
+    let (lib, path) = open_first(&paths).map_err(|e| format!("librocm_smi64 not found: {e}"))?;
+    let path = path.as_str();
+    // SAFETY: each symbol is looked up with the signature `rocm_smi.h` declares for it, and the
+    // library is kept in the returned struct for as long as the pointers are used. All are
+    // resolved before `rsmi_init` runs, so a library lacking one is never initialized.
+    unsafe {
+        let init: unsafe extern "C" fn(u64) -> Status = sym(&lib, "rsmi_init", path)?;
+        let smi = Smi {
+            busy_percent: sym(&lib, "rsmi_dev_busy_percent_get", path)?,
+            memory_usage: sym(&lib, "rsmi_dev_memory_usage_get", path)?,
+            memory_total: sym(&lib, "rsmi_dev_memory_total_get", path)?,
+            temperature: sym(&lib, "rsmi_dev_temp_metric_get", path)?,
+            power_average: sym(&lib, "rsmi_dev_power_ave_get", path)?,
+            process_info: sym(&lib, "rsmi_compute_process_info_by_pid_get", path)?,
+            _lib: lib,
+        };
+        let status = init(0);
+        if status != RSMI_STATUS_SUCCESS {
+            return Err(format!(
+                "{path}: every symbol resolved, rsmi_init returned status {status}"
+            ));
         }
+        Ok(smi)
     }
-    paths.extend(
-        [
-            "/opt/rocm/lib/librocm_smi64.so",
-            "librocm_smi64.so",
-            "librocm_smi64.so.1",
-            "librocm_smi64.so.7",
-            "librocm_smi64.so.6",
-            "librocm_smi64.so.5",
-        ]
-        .map(String::from),
-    );
-    for path in &paths {
-        // SAFETY: loading ROCm SMI runs its library constructors, which only set up state.
-        let lib = match unsafe { Library::new(path) } {
-            Ok(l) => l,
-            Err(_) => {
-                tried.push(path.clone());
-                continue;
-            }
-        };
-        // SAFETY: each symbol is looked up with the signature `rocm_smi.h` declares for it, and
-        // the library is kept in the returned struct for as long as the pointers are used.
-        // SAFETY: each symbol is looked up with the signature `rocm_smi.h` declares for it, and
-        // the library is kept in the returned struct for as long as the pointers are used. All
-        // are resolved before `rsmi_init` runs, so a library lacking one is never initialized.
-        let smi = unsafe {
-            let init = *lib
-                .get::<unsafe extern "C" fn(u64) -> Status>(b"rsmi_init\0")
-                .map_err(|e| format!("{path}: {e}"))?;
-            let sym = |name: &[u8]| format!("{path}: {}", String::from_utf8_lossy(name));
-            let smi = Smi {
-                busy_percent: *lib
-                    .get(b"rsmi_dev_busy_percent_get\0")
-                    .map_err(|_| sym(b"rsmi_dev_busy_percent_get missing"))?,
-                memory_usage: *lib
-                    .get(b"rsmi_dev_memory_usage_get\0")
-                    .map_err(|_| sym(b"rsmi_dev_memory_usage_get missing"))?,
-                memory_total: *lib
-                    .get(b"rsmi_dev_memory_total_get\0")
-                    .map_err(|_| sym(b"rsmi_dev_memory_total_get missing"))?,
-                temperature: *lib
-                    .get(b"rsmi_dev_temp_metric_get\0")
-                    .map_err(|_| sym(b"rsmi_dev_temp_metric_get missing"))?,
-                power_average: *lib
-                    .get(b"rsmi_dev_power_ave_get\0")
-                    .map_err(|_| sym(b"rsmi_dev_power_ave_get missing"))?,
-                process_info: *lib
-                    .get(b"rsmi_compute_process_info_by_pid_get\0")
-                    .map_err(|_| sym(b"rsmi_compute_process_info_by_pid_get missing"))?,
-                _lib: lib,
-            };
-            let status = init(0);
-            if status != RSMI_STATUS_SUCCESS {
-                return Err(format!(
-                    "{path}: every symbol resolved, rsmi_init returned status {status}"
-                ));
-            }
-            smi
-        };
-        return Ok(smi);
-    }
-    Err(format!(
-        "librocm_smi64 not found (tried {})",
-        tried.join(", ")
-    ))
 }
 
 fn smi() -> Result<&'static Smi, &'static str> {

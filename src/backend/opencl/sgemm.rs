@@ -23,26 +23,10 @@ use crate::env_switch::Switch;
 use crate::error::{Error, Result};
 
 /// The 128 x 128 x 8 kernel, double-buffered, 8 x 8 outputs per work-item.
-const LARGE: SgemmKernel = SgemmKernel {
-    entry: "sgemm_split",
-    tile: (128, 128, 256),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
-    sums_splits: false,
-    blocks_per_sm: 1,
-};
+const LARGE: SgemmKernel = SgemmKernel::new("sgemm_split", (128, 128, 256));
 
 /// The 64 x 64 x 16 kernel, 4 x 4 outputs per work-item.
-const SMALL: SgemmKernel = SgemmKernel {
-    entry: "sgemm_tile64_split",
-    tile: (64, 64, 256),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
-    sums_splits: false,
-    blocks_per_sm: 1,
-};
+const SMALL: SgemmKernel = SgemmKernel::new("sgemm_tile64_split", (64, 64, 256));
 
 /// Local memory `sgemm` declares: A and B, two stages of 8 x (128 + 4) floats each.
 const LARGE_LOCAL_BYTES: u64 = 2 * 2 * 8 * 132 * 4;

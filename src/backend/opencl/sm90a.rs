@@ -31,13 +31,9 @@ pub(super) const MARKER: &str = "//@sm_90a ";
 /// memory. Nothing caps the registers; a compiler that used more than 128 would leave three
 /// groups an SM, and the rule would split k more than it pays (a cost in speed only).
 pub(crate) const SGEMM_WG64: SgemmKernel = SgemmKernel {
-    entry: "sgemm_wg64",
-    tile: (64, 64, 128),
-    splits_k: true,
-    shared_bytes: 0,
-    one_block_per_sm: false,
     sums_splits: true,
     blocks_per_sm: 4,
+    ..SgemmKernel::new("sgemm_wg64", (64, 64, 128))
 };
 
 /// Whether a device can run `sgemm_wg64`: it runs the tensor-core kernels

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::ops::Activation;
 
 use super::super::params::ParamInfo;
-use super::super::rnn::RnnOutput;
+use super::super::recurrent::RnnOutput;
 use super::super::stack::RecurrentCell;
 use super::graph::{Attr, Graph};
 

@@ -54,6 +54,15 @@ fn initializer(m: &ModelProto, name: &str) -> (Vec<i64>, Vec<f32>) {
     (t.dims.clone(), v)
 }
 
+/// Where the parameter tensor `name` starts in the flat parameters.
+fn offset_of(net: &Network, name: &str) -> usize {
+    net.param_info()
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no parameter {name}"))
+        .offset
+}
+
 /// The first value of each `block`-sized gate block of `values`.
 fn block_starts(values: &[f32], block: usize) -> Vec<f32> {
     values.chunks(block).map(|c| c[0]).collect()
@@ -76,13 +85,8 @@ fn batch_is_dynamic_and_opset_declared() {
 #[test]
 fn lstm_gates_reordered_to_iofc() {
     let (net, m) = export(RecurrentCell::Lstm, true);
-    let w_ih = net
-        .param_info()
-        .iter()
-        .find(|p| p.name == "0.weight_ih_l0")
-        .unwrap();
     let block = 3 * 2; // H x I
-    let o = w_ih.offset as f32;
+    let o = offset_of(&net, "0.weight_ih_l0") as f32;
     let (dims, w) = initializer(&m, "0.W_l0");
     assert_eq!(dims, [2, 12, 2]);
     // PyTorch i, f, g, o -> ONNX i, o, f, c (blocks 0, 3, 1, 2), forward direction first.
@@ -107,16 +111,8 @@ fn lstm_gates_reordered_to_iofc() {
 #[test]
 fn gru_gates_reordered_to_zrh_with_linear_before_reset() {
     let (net, m) = export(RecurrentCell::Gru, false);
-    let b_hh = net
-        .param_info()
-        .iter()
-        .find(|p| p.name == "0.bias_hh_l0")
-        .unwrap();
-    let b_ih = net
-        .param_info()
-        .iter()
-        .find(|p| p.name == "0.bias_ih_l0")
-        .unwrap();
+    let b_hh = offset_of(&net, "0.bias_hh_l0");
+    let b_ih = offset_of(&net, "0.bias_ih_l0");
     let (_, b) = initializer(&m, "0.B_l0");
     // [Wb (z, r, h) | Rb (z, r, h)], each block H = 3 wide; PyTorch order r, z, n.
     let starts = block_starts(&b, 3);
@@ -129,7 +125,7 @@ fn gru_gates_reordered_to_zrh_with_linear_before_reset() {
         (b_hh, 2),
     ]
     .iter()
-    .map(|(p, k)| (p.offset + k * 3) as f32)
+    .map(|(start, k)| (start + k * 3) as f32)
     .collect();
     assert_eq!(starts, want);
     let lbr = node(&m, "GRU")
