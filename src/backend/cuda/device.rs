@@ -26,6 +26,9 @@ pub(crate) struct CudaDevice {
     // Field order is drop order: the cuBLAS handle refers to the stream, the stream to the
     // context.
     pub(super) blas: Option<Blas>,
+    /// Pinned blocks for copies on the side stream (`Device::write_on_side`); freed before
+    /// the streams, after waiting for their copies.
+    pub(super) staging: super::staging::Staging,
     /// A second stream, created on first use, for collectives that overlap the main stream's
     /// work (`Device::native_side_stream`).
     pub(super) side: std::sync::OnceLock<Arc<CudaStream>>,
@@ -164,6 +167,7 @@ impl CudaDevice {
         Ok(CudaDevice {
             warpgroup_gemm,
             blas,
+            staging: Default::default(),
             async_alloc: ctx.has_async_alloc(),
             side: std::sync::OnceLock::new(),
             stream,
@@ -194,7 +198,7 @@ impl CudaDevice {
     }
 
     /// The side stream, created on first use; the context is bound on return.
-    fn side_stream(&self) -> Result<Arc<CudaStream>> {
+    pub(super) fn side_stream(&self) -> Result<Arc<CudaStream>> {
         self.bind()?;
         if let Some(s) = self.side.get() {
             return Ok(s.clone());
@@ -397,6 +401,14 @@ impl Device for CudaDevice {
 
     fn native_side_stream(&self) -> Option<Result<u64>> {
         Some(self.side_stream().map(|s| s.cu_stream() as usize as u64))
+    }
+
+    fn side_writes(&self) -> bool {
+        true
+    }
+
+    fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        self.write_staged(dst, offset, src)
     }
 
     fn order_streams(&self, to_side: bool) -> Result<()> {
