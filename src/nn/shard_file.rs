@@ -60,7 +60,11 @@ fn parse_header(bytes: &[u8], path: &Path) -> Result<(usize, SampleSpec)> {
     let token_ids = match bytes[24] {
         0 => false,
         1 => true,
-        k => return Err(bad(format!("input kind {k}, expected 0 (f32) or 1 (u32 ids)"))),
+        k => {
+            return Err(bad(format!(
+                "input kind {k}, expected 0 (f32) or 1 (u32 ids)"
+            )));
+        }
     };
     let targets = match bytes[25] {
         0 => TargetSpec::Classes {
@@ -68,7 +72,11 @@ fn parse_header(bytes: &[u8], path: &Path) -> Result<(usize, SampleSpec)> {
             per_sample: per,
         },
         1 => TargetSpec::Values { width: per },
-        k => return Err(bad(format!("target kind {k}, expected 0 (labels) or 1 (values)"))),
+        k => {
+            return Err(bad(format!(
+                "target kind {k}, expected 0 (labels) or 1 (values)"
+            )));
+        }
     };
     Ok((
         n,
@@ -167,7 +175,9 @@ pub fn write_shard(path: impl AsRef<Path>, data: &Dataset) -> Result<()> {
     out.extend_from_slice(&(per as u64).to_le_bytes());
     out.extend_from_slice(&(classes as u64).to_le_bytes());
     match data.token_ids() {
-        Some(ids) => ids.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        Some(ids) => ids
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
         None => data
             .features()
             .iter()
@@ -296,7 +306,10 @@ mod tests {
         let bytes = std::fs::read(&paths[0]).unwrap();
         std::fs::write(&paths[0], &bytes[..bytes.len() - 2]).unwrap();
         let err = files.read_shard(0).unwrap_err().to_string();
-        assert!(err.contains("truncated") && err.contains("shard-00000"), "{err}");
+        assert!(
+            err.contains("truncated") && err.contains("shard-00000"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

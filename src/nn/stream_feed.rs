@@ -56,7 +56,10 @@ impl StepLayout {
         let size = self.global.min(self.used - start);
         let share = size / self.world;
         let o = pos - start;
-        (o / share == self.rank && o < share * self.world, o + 1 == size)
+        (
+            o / share == self.rank && o < share * self.world,
+            o + 1 == size,
+        )
     }
 }
 
@@ -174,7 +177,11 @@ pub(crate) struct StreamFeed {
 impl Network {
     /// A feed of `stream` for steps of `layout`: checks the stream's samples against this
     /// network and allocates the two batch slots.
-    pub(crate) fn stream_feed(&self, stream: &DataStream, layout: StepLayout) -> Result<StreamFeed> {
+    pub(crate) fn stream_feed(
+        &self,
+        stream: &DataStream,
+        layout: StepLayout,
+    ) -> Result<StreamFeed> {
         let spec = stream.source.spec();
         self.check_data(&spec.probe()?)?;
         let local = layout.global / layout.world;
@@ -249,7 +256,14 @@ impl StreamFeed {
     }
 
     /// Uploads `batch` into slot `slot`, on the side stream when `side`.
-    fn upload(&self, ops: &dyn MemoryOps, exec: &dyn crate::ops::Execution, slot: usize, b: &HostBatch, side: bool) -> Result<()> {
+    fn upload(
+        &self,
+        ops: &dyn MemoryOps,
+        exec: &dyn crate::ops::Execution,
+        slot: usize,
+        b: &HostBatch,
+        side: bool,
+    ) -> Result<()> {
         let (x, y) = &self.slots[slot];
         let xs = x.dtype().size();
         let ys = y.dtype().size();

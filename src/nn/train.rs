@@ -27,11 +27,11 @@ use super::progress::Reporter;
 use super::rng::Rng;
 use super::schedule::EarlyState;
 use super::size;
-use super::strategy::{Stepper, Strategy};
-use super::train_state::{self, RunState};
 use super::source::TrainData;
+use super::strategy::{Stepper, Strategy};
 use super::stream_feed::{Feed, StepLayout};
 use super::stream_plan::ShufflePlan;
+use super::train_state::{self, RunState};
 use super::workspace::DeviceData;
 
 /// Called after every epoch; `ControlFlow::Break(())` ends training there.

@@ -17,11 +17,11 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 
 use super::config::TrainingConfig;
-use super::source::TrainData;
 use super::history::{EpochStats, TrainingHistory, epoch_from_json, epoch_json};
 use super::network::Network;
 use super::optim::OptimizerSnapshot;
 use super::schedule::EarlyState;
+use super::source::TrainData;
 
 /// Marker in the names of temp files a training checkpoint is written through.
 const TEMP_MARKER: &str = ".train-ckpt-tmp-";
@@ -217,8 +217,7 @@ fn load(net: &mut Network, path: &Path) -> Result<(RunState, HashMap<String, Str
             _ => None,
         }
     };
-    let order =
-        u32s("rnn.order").ok_or_else(|| fmt("tensor rnn.order (U32) is missing".into()))?;
+    let order = u32s("rnn.order").ok_or_else(|| fmt("tensor rnn.order (U32) is missing".into()))?;
     let num = |key: &str| -> Result<u64> {
         meta.get(key)
             .and_then(|v| v.parse().ok())

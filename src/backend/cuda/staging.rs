@@ -77,10 +77,8 @@ impl CudaDevice {
         // SAFETY: the caller (generic ops) checked that `offset + src.len()` lies inside the
         // allocation; `staged` is pinned memory that stays allocated and untouched until the
         // event recorded next has passed (checked above before any refill or free).
-        unsafe {
-            result::memcpy_htod_async(dst + offset as u64, &*staged, side.cu_stream())
-        }
-        .map_err(|e| error::driver("cuMemcpyHtoDAsync", e))?;
+        unsafe { result::memcpy_htod_async(dst + offset as u64, &*staged, side.cu_stream()) }
+            .map_err(|e| error::driver("cuMemcpyHtoDAsync", e))?;
         block
             .copied
             .record(&side)
