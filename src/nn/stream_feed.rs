@@ -313,7 +313,7 @@ pub(crate) enum Feed {
         perm: Buffer,
     },
     Stream {
-        feed: StreamFeed,
+        feed: Box<StreamFeed>,
         plan: ShufflePlan,
     },
 }

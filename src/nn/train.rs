@@ -189,7 +189,7 @@ impl Network {
                 perm: self.ctx.ops().alloc_as(DType::U32, n)?,
             },
             TrainData::Stream(s) => Feed::Stream {
-                feed: self.stream_feed(s, layout)?,
+                feed: Box::new(self.stream_feed(s, layout)?),
                 plan: ShufflePlan::new(s.source.shard_lens(), s.shuffle_window)?,
             },
         };

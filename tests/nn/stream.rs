@@ -10,11 +10,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rnn::nn::{
     DataStream, Dataset, GeneratedShards, Progress, SampleSpec, ShardFiles, TrainingConfig,
-    TrainingHistory,
 };
 use rnn::{Activation, Context, DeviceId, Error};
 
-use crate::fixtures::{blobs, classifier};
+use crate::fixtures::{assert_same_bits, blobs, classifier};
 use crate::support::{Target, contexts};
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -56,24 +55,6 @@ fn shards_of(
         let rows: Vec<usize> = (i * per_shard..((i + 1) * per_shard).min(n)).collect();
         data.select(&rows)
     })
-}
-
-fn assert_same_bits(a: &TrainingHistory, b: &TrainingHistory, what: &str) {
-    assert_eq!(a.epochs.len(), b.epochs.len(), "{what}");
-    for (x, y) in a.epochs.iter().zip(&b.epochs) {
-        assert_eq!(
-            x.loss.to_bits(),
-            y.loss.to_bits(),
-            "{what}: epoch {}",
-            x.epoch
-        );
-        assert_eq!(
-            x.val_loss.map(f32::to_bits),
-            y.val_loss.map(f32::to_bits),
-            "{what}: epoch {}",
-            x.epoch
-        );
-    }
 }
 
 /// One shard reproduces the in-memory shuffle; many shards in data order reproduce the
