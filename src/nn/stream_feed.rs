@@ -3,11 +3,13 @@
 //! bounded queue (host memory: one shuffle window and `prefetch` batches); the loop uploads
 //! each batch into one of two device slots and gathers it into the step's workspace.
 //!
-//! On a device with side-stream uploads (CUDA: pinned staging and a copy stream), batch
-//! `k + 1` is copied while step `k` runs: the copy waits for the step that last read its slot
-//! (`k - 1`), and step `k + 1` waits for the copy, both on the device, not the host.
-//! Elsewhere (OpenCL, HIP, the CPU) each batch is uploaded just before its step; the reading,
-//! shuffling and conversion still overlap the device's work.
+//! On a device with side-stream uploads (CUDA: pinned staging and a copy stream; OpenCL: a
+//! second queue with non-blocking writes), batch `k + 1` is copied while step `k` runs: the
+//! copy waits for the step that last read its slot (`k - 1`), and step `k + 1` waits for the
+//! copy, both on the device, not the host. Elsewhere each batch is uploaded just before its
+//! step: on the CPU that is a plain copy; on HIP a copy on the one stream (the HIP binding has
+//! no events or pinned allocations yet). The reading, shuffling and conversion overlap the
+//! device's work everywhere.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};

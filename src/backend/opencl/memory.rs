@@ -89,7 +89,7 @@ impl ClDevice {
         }
     }
 
-    fn check_range(
+    pub(super) fn check_range(
         &self,
         call: &str,
         handle: DevicePtr,
