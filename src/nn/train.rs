@@ -234,7 +234,11 @@ impl Network {
             None => RunState {
                 epoch: 0,
                 rng: Rng::new(config.seed).state(),
-                order: (0..n as u32).collect(),
+                // A stream's order is its plan's (saved into the state with each checkpoint).
+                order: match run.train {
+                    TrainData::Memory(_) => (0..n as u32).collect(),
+                    TrainData::Stream(_) => Vec::new(),
+                },
                 shards: Vec::new(),
                 epochs: Vec::with_capacity(config.epochs),
                 early: EarlyState::default(),

@@ -198,7 +198,7 @@ impl CudaDevice {
     }
 
     /// The side stream, created on first use; the context is bound on return.
-    pub(super) fn side_stream(&self) -> Result<Arc<CudaStream>> {
+    fn side_stream(&self) -> Result<Arc<CudaStream>> {
         self.bind()?;
         if let Some(s) = self.side.get() {
             return Ok(s.clone());
@@ -408,7 +408,11 @@ impl Device for CudaDevice {
     }
 
     fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
-        self.write_staged(dst, offset, src)
+        // A recorded host-to-device copy would read the staging block at every replay.
+        self.refuse_while_capturing("upload")?;
+        let side = self.side_stream()?;
+        self.staging
+            .write(&self.ctx, &side, dst + offset as u64, src)
     }
 
     fn order_streams(&self, to_side: bool) -> Result<()> {

@@ -4,10 +4,11 @@
 //! possibly in step with the stream. A few staging blocks are used in turn; a block is
 //! refilled only once its previous copy has finished (an event per block).
 
-use cudarc::driver::{CudaEvent, PinnedHostSlice, result};
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice, result};
 use parking_lot::Mutex;
 
-use super::device::CudaDevice;
 use super::error;
 use crate::backend::DevicePtr;
 use crate::error::Result;
@@ -27,16 +28,20 @@ pub(super) struct Staging {
     blocks: Mutex<(usize, Vec<Option<Block>>)>,
 }
 
-impl CudaDevice {
-    /// Copies `src` into a pinned block, then queues its copy to `dst + offset` on the side
-    /// stream; returns once `src` may be reused.
-    pub(super) fn write_staged(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+impl Staging {
+    /// Copies `src` into a pinned block of `ctx`, then queues its copy to `dst` on `side`;
+    /// returns once `src` may be reused.
+    pub(super) fn write(
+        &self,
+        ctx: &Arc<CudaContext>,
+        side: &CudaStream,
+        dst: DevicePtr,
+        src: &[u8],
+    ) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
-        self.refuse_while_capturing("upload")?;
-        let side = self.side_stream()?;
-        let mut guard = self.staging.blocks.lock();
+        let mut guard = self.blocks.lock();
         let (next, blocks) = &mut *guard;
         if blocks.is_empty() {
             blocks.resize_with(BLOCKS, || None);
@@ -52,10 +57,9 @@ impl CudaDevice {
                     .map_err(|e| error::driver("cuEventSynchronize", e))?;
             }
             // SAFETY: the block is filled below before any copy reads it.
-            let host = unsafe { self.ctx.alloc_pinned::<u8>(src.len()) }
+            let host = unsafe { ctx.alloc_pinned::<u8>(src.len()) }
                 .map_err(|e| error::driver("cuMemHostAlloc", e))?;
-            let copied = self
-                .ctx
+            let copied = ctx
                 .new_event(None)
                 .map_err(|e| error::driver("cuEventCreate", e))?;
             *slot = Some(Block { host, copied });
@@ -74,14 +78,14 @@ impl CudaDevice {
             .map_err(|e| error::driver("cuEventSynchronize", e))?;
         let staged = &mut host[..src.len()];
         staged.copy_from_slice(src);
-        // SAFETY: the caller (generic ops) checked that `offset + src.len()` lies inside the
-        // allocation; `staged` is pinned memory that stays allocated and untouched until the
-        // event recorded next has passed (checked above before any refill or free).
-        unsafe { result::memcpy_htod_async(dst + offset as u64, &*staged, side.cu_stream()) }
+        // SAFETY: the caller (generic ops) checked that `src.len()` bytes from `dst` lie
+        // inside the allocation; `staged` is pinned memory that stays allocated and untouched
+        // until the event recorded next has passed (checked above before any refill or free).
+        unsafe { result::memcpy_htod_async(dst, &*staged, side.cu_stream()) }
             .map_err(|e| error::driver("cuMemcpyHtoDAsync", e))?;
         block
             .copied
-            .record(&side)
+            .record(side)
             .map_err(|e| error::driver("cuEventRecord", e))
     }
 }

@@ -269,11 +269,11 @@ impl Device for ClDevice {
     }
 
     fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
-        self.write_on_side_queue(dst, offset, src)
+        self.write_buffer_on_side(dst, offset, src)
     }
 
     fn order_streams(&self, to_side: bool) -> Result<()> {
-        self.order_queues(to_side)
+        self.side.order(&self.context, &self.queue, to_side)
     }
 
     fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {

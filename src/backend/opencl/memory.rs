@@ -89,7 +89,7 @@ impl ClDevice {
         }
     }
 
-    pub(super) fn check_range(
+    fn check_range(
         &self,
         call: &str,
         handle: DevicePtr,
@@ -130,6 +130,24 @@ impl ClDevice {
         .map_err(|c| self.enqueue_error("clEnqueueWriteBuffer", c, &[dst]))?;
         release(event);
         Ok(())
+    }
+
+    /// [`Self::write_buffer`] on the side queue (`side_queue.rs`), without blocking: `src`
+    /// may be reused on return.
+    pub(super) fn write_buffer_on_side(
+        &self,
+        dst: DevicePtr,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.check_range("clEnqueueWriteBuffer", dst, offset, src.len())?;
+        self.side
+            .write(&self.context, as_mem(dst), offset, src, |c| {
+                self.enqueue_error("clEnqueueWriteBuffer", c, &[dst])
+            })
     }
 
     pub(super) fn read_buffer(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {

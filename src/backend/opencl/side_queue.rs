@@ -12,16 +12,14 @@ use opencl3::command_queue::{
     CL_NON_BLOCKING, CommandQueue, enqueue_barrier_with_wait_list, enqueue_marker_with_wait_list,
     enqueue_write_buffer,
 };
+use opencl3::context::Context;
 use opencl3::event::wait_for_events;
-use opencl3::types::cl_event;
+use opencl3::types::{cl_event, cl_int, cl_mem};
 use parking_lot::Mutex;
 
-use super::device::ClDevice;
 use super::error::cl_error;
 use super::event::release;
-use super::memory::as_mem;
-use crate::backend::DevicePtr;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Staging blocks used in turn: a batch's inputs and targets, for two batches in flight.
 const BLOCKS: usize = 4;
@@ -69,32 +67,34 @@ impl SideQueue {
             let _ = block.settle();
         }
     }
-}
 
-impl ClDevice {
-    fn side_queue(&self) -> Result<&CommandQueue> {
-        if let Some(q) = self.side.queue.get() {
+    /// The side queue of `context`, created on first use.
+    fn queue(&self, context: &Context) -> Result<&CommandQueue> {
+        if let Some(q) = self.queue.get() {
             return Ok(q);
         }
-        let q = CommandQueue::create_default(&self.context, 0)
+        let q = CommandQueue::create_default(context, 0)
             .map_err(|e| cl_error("clCreateCommandQueue", e.0))?;
         // Two threads racing here each made a queue; the loser's is dropped unused.
-        Ok(self.side.queue.get_or_init(|| q))
+        Ok(self.queue.get_or_init(|| q))
     }
 
-    /// See the module docs.
-    pub(super) fn write_on_side_queue(
+    /// Copies `src` into a staging block, then queues its non-blocking write to `dst` at
+    /// `offset` (a range the caller checked) on the side queue of `context`; `enqueue_error`
+    /// turns a failed enqueue's status into the error.
+    pub(super) fn write(
         &self,
-        dst: DevicePtr,
+        context: &Context,
+        dst: cl_mem,
         offset: usize,
         src: &[u8],
+        enqueue_error: impl FnOnce(cl_int) -> Error,
     ) -> Result<()> {
         if src.is_empty() {
             return Ok(());
         }
-        self.check_range("clEnqueueWriteBuffer", dst, offset, src.len())?;
-        let queue = self.side_queue()?;
-        let mut guard = self.side.blocks.lock();
+        let queue = self.queue(context)?;
+        let mut guard = self.blocks.lock();
         let (next, blocks) = &mut *guard;
         if blocks.is_empty() {
             blocks.resize_with(BLOCKS, Block::default);
@@ -104,13 +104,13 @@ impl ClDevice {
         block.settle()?;
         block.bytes.clear();
         block.bytes.extend_from_slice(src);
-        // SAFETY: `dst` is a live buffer with `offset + len` in range (checked above);
+        // SAFETY: `dst` is a live buffer with `offset + len` in range (checked by the caller);
         // `block.bytes` is neither touched nor freed until the returned event has completed
-        // (`settle` waits for it before any refill, and `SideQueue::finish` before the drop).
+        // (`settle` waits for it before any refill, and `finish` before the drop).
         let event = unsafe {
             enqueue_write_buffer(
                 queue.get(),
-                as_mem(dst),
+                dst,
                 CL_NON_BLOCKING,
                 offset,
                 src.len(),
@@ -119,18 +119,23 @@ impl ClDevice {
                 ptr::null(),
             )
         }
-        .map_err(|c| self.enqueue_error("clEnqueueWriteBuffer", c, &[dst]))?;
+        .map_err(enqueue_error)?;
         block.pending = Some(Pending(event));
         queue.flush().map_err(|e| cl_error("clFlush", e.0))
     }
 
-    /// Makes the side queue wait for the main queue's work so far (`to_side`), or the main
-    /// queue wait for the side queue's.
-    pub(super) fn order_queues(&self, to_side: bool) -> Result<()> {
-        let side = self.side_queue()?;
+    /// Makes the side queue wait for the work queued on `main` so far (`to_side`), or `main`
+    /// wait for the side queue's.
+    pub(super) fn order(
+        &self,
+        context: &Context,
+        main: &CommandQueue,
+        to_side: bool,
+    ) -> Result<()> {
+        let side = self.queue(context)?;
         let (waiter, waited) = match to_side {
-            true => (side, &self.queue),
-            false => (&self.queue, side),
+            true => (side, main),
+            false => (main, side),
         };
         // SAFETY: a marker with an empty wait list on a live queue; its event is released
         // below, once the barrier holds its own reference.
