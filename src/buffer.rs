@@ -61,6 +61,8 @@ pub struct Buffer {
     dtype: DType,
     context: u64,
     storage: Storage,
+    /// The bytes this buffer holds against its context's memory limit, given back on drop.
+    _charge: Option<crate::memory_limit::Charge>,
 }
 
 impl Buffer {
@@ -76,7 +78,14 @@ impl Buffer {
             dtype,
             context,
             storage,
+            _charge: None,
         }
+    }
+
+    /// This buffer, holding `charge` against its context's memory limit while it lives.
+    pub(crate) fn charged(mut self, charge: crate::memory_limit::Charge) -> Self {
+        self._charge = Some(charge);
+        self
     }
 
     /// The element type.

@@ -125,6 +125,28 @@ impl Context {
         self.ops.launch(kernel, &config, args)
     }
 
+    /// Caps the bytes this context's live buffers may hold (`None`: no cap, the default), as a
+    /// smaller device would: an allocation that would pass it fails with
+    /// [`Error::OutOfMemory`]. Buffers alive already keep their memory. For checking that a
+    /// program fits a device smaller than the one it runs on (a streaming
+    /// [`crate::nn::DataStream`] run, say).
+    ///
+    /// ```
+    /// let ctx = rnn::Context::cpu();
+    /// ctx.set_memory_limit(Some(1024));
+    /// assert!(ctx.alloc(200).is_ok());
+    /// assert!(matches!(ctx.alloc(300), Err(rnn::Error::OutOfMemory { .. })));
+    /// ```
+    pub fn set_memory_limit(&self, bytes: Option<usize>) {
+        self.ops.set_memory_limit(bytes)
+    }
+
+    /// Bytes held by this context's live buffers (a GPU pool's cached free blocks are not
+    /// counted).
+    pub fn memory_in_use(&self) -> usize {
+        self.ops.memory_in_use()
+    }
+
     /// Waits for all queued work.
     pub fn synchronize(&self) -> Result<()> {
         self.ops.synchronize()

@@ -67,6 +67,7 @@ mod fsutil;
 pub mod graph;
 pub mod kernel;
 mod manager;
+mod memory_limit;
 pub mod monitor;
 pub mod nn;
 pub mod ops;

@@ -336,6 +336,22 @@ pub trait Device: Send + Sync + 'static {
         })
     }
 
+    /// Whether [`Device::write_on_side`] copies on the side stream.
+    fn side_writes(&self) -> bool {
+        false
+    }
+
+    /// Queues a copy of host bytes to `dst + offset` (bytes) on the side stream, staged
+    /// through pinned host memory so `src` may be reused on return; ordered against the main
+    /// stream only by [`Device::order_streams`].
+    fn write_on_side(&self, _dst: DevicePtr, _offset: usize, _src: &[u8]) -> Result<()> {
+        Err(crate::error::Error::Unsupported {
+            op: "write_on_side".into(),
+            backend: self.info().backend,
+            reason: "this device has no side-stream copies".into(),
+        })
+    }
+
     /// Marks the start or end of a profiled region for an external profiler (CUDA:
     /// `cuProfilerStart`/`cuProfilerStop`); nothing by default.
     fn profiler_range(&self, _on: bool) -> Result<()> {

@@ -4,7 +4,8 @@
 //! (`Network::run_loop`, src/nn/train.rs) with a [`Strategy`] per rank; this file makes the
 //! replicas and the ranks' means of meeting, and gathers their results.
 //!
-//! Every rank holds the whole training set and shuffles it with the same seed, so the ranks
+//! Every rank holds the whole training set (or reads the whole stream: each rank's reading
+//! thread keeps only its share of each batch) and shuffles it with the same seed, so the ranks
 //! agree on each global batch without talking; rank `r` takes rows `r * local ..` of it, with
 //! `local = global / ranks`. After each step's backward the gradients are averaged across the
 //! ranks (NCCL/RCCL on CUDA/HIP devices, a host all-reduce for CPU replicas), so every rank
@@ -25,6 +26,7 @@ use super::data::Dataset;
 use super::history::TrainingHistory;
 use super::host_reduce::HostGroup;
 use super::network::Network;
+use super::source::TrainData;
 use super::strategy::Strategy;
 use super::train::EpochCallback;
 use super::train_state::RunState;
@@ -38,11 +40,57 @@ static GPU_COLLECTIVE_RUN: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// What one run of the training loop trains on, and how.
 pub(crate) struct Run<'a> {
-    /// The training samples (every rank holds all of them).
-    pub train: &'a Dataset,
-    /// The held-out validation samples, when `validation_split` asks for some.
+    /// The training samples (every rank holds all of them, or reads all of a stream).
+    pub train: TrainData<'a>,
+    /// The validation samples: held out by `validation_split`, or a stream's own.
     pub val: Option<&'a Dataset>,
     pub config: &'a TrainingConfig,
+}
+
+/// Training data as runs take it: an in-memory data set split into training and validation
+/// samples, or a stream with its own validation samples.
+pub(crate) struct Prepared<'a> {
+    data: TrainData<'a>,
+    train: Option<Dataset>,
+    val: Option<Dataset>,
+    config: &'a TrainingConfig,
+}
+
+impl<'a> Prepared<'a> {
+    pub(crate) fn new(data: TrainData<'a>, config: &'a TrainingConfig) -> Result<Self> {
+        let (train, val) = match data {
+            TrainData::Memory(d) => {
+                let (t, v) = split(d, config)?;
+                (Some(t), v)
+            }
+            TrainData::Stream(_) if config.validation_split > 0.0 => {
+                return Err(Error::InvalidArgument(
+                    "validation_split holds out part of an in-memory data set; give a stream \
+                     its validation samples with DataStream::validation"
+                        .into(),
+                ));
+            }
+            TrainData::Stream(s) => (None, s.validation.clone()),
+        };
+        Ok(Prepared {
+            data,
+            train,
+            val,
+            config,
+        })
+    }
+
+    /// The run over these samples.
+    pub(crate) fn run(&self) -> Run<'_> {
+        Run {
+            train: match &self.train {
+                Some(t) => TrainData::Memory(t),
+                None => self.data,
+            },
+            val: self.val.as_ref(),
+            config: self.config,
+        }
+    }
 }
 
 /// The training samples and the held-out validation samples `config` asks for.
@@ -120,18 +168,14 @@ impl Network {
     /// replicas need NCCL (CUDA) or RCCL (HIP).
     pub(crate) fn train_replicated(
         &mut self,
-        data: &Dataset,
+        data: TrainData<'_>,
         config: &TrainingConfig,
         devices: &[DeviceId],
         resume: Option<RunState>,
         on_epoch: &mut EpochCallback<'_>,
     ) -> Result<TrainingHistory> {
-        let (train, val) = split(data, config)?;
-        let run = Run {
-            train: &train,
-            val: val.as_ref(),
-            config,
-        };
+        let prepared = Prepared::new(data, config)?;
+        let run = prepared.run();
         // CPU replicas meet in host memory, GPU replicas through NCCL/RCCL.
         let cpu = devices.iter().all(|&d| d == DeviceId::Cpu);
         let manager = if cpu {
@@ -277,13 +321,14 @@ impl Network {
     ///
     /// Without the variables this is an [`Error::Rendezvous`]; without NCCL an
     /// [`Error::CollectiveUnavailable`] that says how to install it.
-    pub fn train_distributed(
+    pub fn train_distributed<'d>(
         &mut self,
-        data: &Dataset,
+        data: impl Into<TrainData<'d>>,
         config: &TrainingConfig,
     ) -> Result<TrainingHistory> {
+        let data = data.into();
         config.validate()?;
-        self.check_data(data)?;
+        self.check_train_data(data)?;
         let env = DistEnv::from_env()?.ok_or_else(|| {
             Error::Rendezvous(
                 "RANK and WORLD_SIZE are not set: launch one process per GPU with torchrun \
@@ -313,12 +358,8 @@ impl Network {
                 device
             );
         }
-        let (train, val) = split(data, config)?;
-        let run = Run {
-            train: &train,
-            val: val.as_ref(),
-            config,
-        };
+        let prepared = Prepared::new(data, config)?;
+        let run = prepared.run();
         let rank = Strategy::Collective(&comm);
         let r = self.run_loop(&run, None, &mut |_| ControlFlow::Continue(()), &rank);
         if r.is_err() {

@@ -16,11 +16,9 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::manager::GpuManager;
 use crate::monitor::EpochSampler;
-use crate::ops::TypedMemory;
 
 use super::config::TrainingConfig;
-use super::data::Dataset;
-use super::data_parallel::{Run, shard, split};
+use super::data_parallel::{Prepared, Run, shard};
 use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
@@ -29,9 +27,12 @@ use super::progress::Reporter;
 use super::rng::Rng;
 use super::schedule::EarlyState;
 use super::size;
+use super::source::TrainData;
 use super::strategy::{Stepper, Strategy};
+use super::stream_feed::{Feed, StepLayout};
+use super::stream_plan::ShufflePlan;
 use super::train_state::{self, RunState};
-use super::workspace::{DeviceData, Rows};
+use super::workspace::DeviceData;
 
 /// Called after every epoch; `ControlFlow::Break(())` ends training there.
 pub type EpochCallback<'a> = dyn FnMut(&EpochStats) -> ControlFlow<()> + 'a;
@@ -81,36 +82,45 @@ impl Network {
     /// work as on one device. The network ends on the first device. GPU devices without NCCL
     /// (RCCL), or devices of other backends, are a clear error; see `src/nn/data_parallel.rs`.
     ///
+    /// `data` is a [`Dataset`] (uploaded once) or a [`super::DataStream`] (data larger than the
+    /// device: read in shards by a background thread, two batches on the device at a time;
+    /// see `src/nn/source.rs`), the one loop training either. A stream's validation samples
+    /// are its own ([`super::DataStream::validation`]), not `validation_split`'s.
+    ///
     /// Limits: the training samples, and `batch_size * steps` of a sequence model, must not
     /// exceed [`super::MAX_INDEXED_ROWS`] (`u32::MAX`), because the device gathers rows
     /// through u32 indices; larger values are an [`Error::InvalidArgument`].
-    pub fn train(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<TrainingHistory> {
+    pub fn train<'d>(
+        &mut self,
+        data: impl Into<TrainData<'d>>,
+        config: &TrainingConfig,
+    ) -> Result<TrainingHistory> {
         self.train_with(data, config, |_| ControlFlow::Continue(()))
     }
 
     /// [`Network::train`] with `on_epoch` called after every epoch (after its checkpoint was
     /// written); returning `ControlFlow::Break(())` ends training there
     /// ([`StopReason::Callback`]).
-    pub fn train_with(
+    pub fn train_with<'d>(
         &mut self,
-        data: &Dataset,
+        data: impl Into<TrainData<'d>>,
         config: &TrainingConfig,
         mut on_epoch: impl FnMut(&EpochStats) -> ControlFlow<()>,
     ) -> Result<TrainingHistory> {
-        self.run_training(data, config, None, &mut on_epoch)
+        self.run_training(data.into(), config, None, &mut on_epoch)
     }
 
     /// Training from the start or from a training checkpoint's state: picks where it runs
     /// (one device, or replicas on `config.devices`) and runs [`Self::run_loop`] there.
     pub(crate) fn run_training(
         &mut self,
-        data: &Dataset,
+        data: TrainData<'_>,
         config: &TrainingConfig,
         resume: Option<RunState>,
         on_epoch: &mut EpochCallback<'_>,
     ) -> Result<TrainingHistory> {
         config.validate()?;
-        self.check_data(data)?;
+        self.check_train_data(data)?;
         let env = std::env::var("RNN_DEVICE").ok();
         let devices = config.data_parallel_devices(env.as_deref())?;
         if devices.len() > 1 {
@@ -124,13 +134,8 @@ impl Network {
             })?,
             None => self.move_to_configured_device(config)?,
         }
-        let (train, val) = split(data, config)?;
-        let run = Run {
-            train: &train,
-            val: val.as_ref(),
-            config,
-        };
-        self.run_loop(&run, resume, on_epoch, &Strategy::Single)
+        let prepared = Prepared::new(data, config)?;
+        self.run_loop(&prepared.run(), resume, on_epoch, &Strategy::Single)
     }
 
     /// The epoch/step loop, the same wherever it runs: `strategy` says how this rank's
@@ -172,7 +177,22 @@ impl Network {
         }
         let total_steps = (steps_per_epoch * config.epochs) as u64;
         strategy.share_parameters(self)?;
-        let dd = self.upload(run.train)?;
+        let layout = StepLayout {
+            used,
+            global,
+            world,
+            rank,
+        };
+        let mut feed = match run.train {
+            TrainData::Memory(d) => Feed::Memory {
+                data: self.upload(d)?,
+                perm: self.ctx.ops().alloc_as(DType::U32, n)?,
+            },
+            TrainData::Stream(s) => Feed::Stream {
+                feed: Box::new(self.stream_feed(s, layout)?),
+                plan: ShufflePlan::new(s.source.shard_lens(), s.shuffle_window)?,
+            },
+        };
         let vd = match run.val {
             Some(v) => shard(v, rank, world)?
                 .map(|s| self.upload(&s))
@@ -181,7 +201,6 @@ impl Network {
         };
 
         let ops = self.ctx.ops();
-        let perm = ops.alloc_as(DType::U32, n)?;
         let acc = ops.alloc(2)?;
         let norm = ops.alloc(1)?;
         let trace = ops.alloc(steps_per_epoch)?;
@@ -208,13 +227,19 @@ impl Network {
         let mut state = match resume {
             Some(s) => {
                 train_state::check_run(&s, config, n)?;
+                feed.restore(&s)?;
                 opt.restore(self.ctx.ops(), &s.optimizer)?;
                 s
             }
             None => RunState {
                 epoch: 0,
                 rng: Rng::new(config.seed).state(),
-                order: (0..n as u32).collect(),
+                // A stream's order is its plan's (saved into the state with each checkpoint).
+                order: match run.train {
+                    TrainData::Memory(_) => (0..n as u32).collect(),
+                    TrainData::Stream(_) => Vec::new(),
+                },
+                shards: Vec::new(),
                 epochs: Vec::with_capacity(config.epochs),
                 early: EarlyState::default(),
                 optimizer: opt.snapshot(self.ctx.ops())?,
@@ -250,10 +275,7 @@ impl Network {
             let t0 = Instant::now();
             sampler.start();
             reporter.start_epoch(epoch, config.epochs, used);
-            if config.shuffle {
-                rng.shuffle(&mut state.order);
-            }
-            self.ctx.ops().upload_as(perm.view(), &state.order)?;
+            feed.begin_epoch(self, &mut state, config.shuffle.then_some(&mut rng))?;
             self.ctx.ops().fill(acc.view(), 0.0)?;
             let mut start = 0;
             let mut step = 0;
@@ -268,9 +290,7 @@ impl Network {
                 opt.set_learning_rate(self.ctx.ops(), lr)?;
                 let (net, ws) = self.workspace(b)?;
                 let ops = net.ctx.ops();
-                let idx = perm.slice(start + rank * b, b)?;
-                let rows = Rows::Gather(idx);
-                let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, false)?;
+                let batch = feed.load(net, ws, start + rank * b)?;
                 let clip = config.clip_grad_norm.map(|max| (max, norm.view()));
                 stepper.step(net, ws, &batch, acc.view(), clip, &opt)?;
                 opt.count_step();
@@ -345,6 +365,7 @@ impl Network {
             {
                 state.epoch = epoch;
                 state.rng = rng.state();
+                feed.save(&mut state);
                 state.optimizer = opt.snapshot(self.ctx.ops())?;
                 train_state::save(self, path, config, n, global, &state, &history.epochs)?;
             }

@@ -18,11 +18,11 @@ use crate::error::{Error, Result};
 
 use super::checkpoint::write_safetensors;
 use super::config::TrainingConfig;
-use super::data::Dataset;
 use super::history::{EpochStats, TrainingHistory, epoch_from_json, epoch_json};
 use super::network::Network;
 use super::optim::OptimizerSnapshot;
 use super::schedule::EarlyState;
+use super::source::TrainData;
 
 /// Marker in the names of temp files a training checkpoint is written through.
 const TEMP_MARKER: &str = ".train-ckpt-tmp-";
@@ -36,8 +36,11 @@ pub(crate) struct RunState {
     pub epoch: usize,
     /// The shuffling RNG's state.
     pub rng: u64,
-    /// The current order of the training samples (shuffled in place each epoch).
+    /// The current order of the training samples (shuffled in place each epoch); for a
+    /// stream, every shuffle window's order, one after another.
     pub order: Vec<u32>,
+    /// A stream's shard order (empty for an in-memory data set).
+    pub shards: Vec<u32>,
     /// The history so far.
     pub epochs: Vec<EpochStats>,
     /// Early stopping's state.
@@ -100,6 +103,14 @@ pub(crate) fn save(
         vec![state.order.len()],
         state.order.iter().flat_map(|x| x.to_le_bytes()).collect(),
     ));
+    if !state.shards.is_empty() {
+        owned.push((
+            "rnn.shard_order".into(),
+            Dtype::U32,
+            vec![state.shards.len()],
+            state.shards.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ));
+    }
     if let Some(best) = &state.early.best_params {
         owned.push((
             "rnn.best_params".into(),
@@ -189,14 +200,18 @@ fn load(net: &mut Network, path: &Path) -> Result<(RunState, HashMap<String, Str
             ))),
         }
     };
-    let order: Vec<u32> = match st.tensor("rnn.order") {
-        Ok(v) if v.dtype() == Dtype::U32 => v
-            .data()
-            .chunks_exact(4)
-            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        _ => return Err(fmt("tensor rnn.order (U32) is missing".into())),
+    let u32s = |name: &str| -> Option<Vec<u32>> {
+        match st.tensor(name) {
+            Ok(v) if v.dtype() == Dtype::U32 => Some(
+                v.data()
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            ),
+            _ => None,
+        }
     };
+    let order = u32s("rnn.order").ok_or_else(|| fmt("tensor rnn.order (U32) is missing".into()))?;
     let num = |key: &str| -> Result<u64> {
         meta.get(key)
             .and_then(|v| v.parse().ok())
@@ -227,6 +242,7 @@ fn load(net: &mut Network, path: &Path) -> Result<(RunState, HashMap<String, Str
         epoch: num("rnn.epoch")? as usize,
         rng: num("rnn.rng")?,
         order,
+        shards: u32s("rnn.shard_order").unwrap_or_default(),
         epochs,
         early: EarlyState {
             best,
@@ -274,24 +290,28 @@ impl Network {
     ///
     /// A checkpoint of another architecture, a plain weights file, or a run on other data,
     /// batch size or optimizer is an error that says which.
-    pub fn resume_training(
+    ///
+    /// A stream ([`super::DataStream`]) resumes at the start of the epoch after the
+    /// checkpoint's, with the checkpoint's shard and shuffle-window orders; it must have the
+    /// same shards and shuffle window.
+    pub fn resume_training<'d>(
         &mut self,
         path: impl AsRef<Path>,
-        data: &Dataset,
+        data: impl Into<TrainData<'d>>,
         config: &TrainingConfig,
     ) -> Result<TrainingHistory> {
         self.resume_training_with(path, data, config, |_| ControlFlow::Continue(()))
     }
 
     /// [`Network::resume_training`] with a per-epoch callback, as in [`Network::train_with`].
-    pub fn resume_training_with(
+    pub fn resume_training_with<'d>(
         &mut self,
         path: impl AsRef<Path>,
-        data: &Dataset,
+        data: impl Into<TrainData<'d>>,
         config: &TrainingConfig,
         mut on_epoch: impl FnMut(&EpochStats) -> ControlFlow<()>,
     ) -> Result<TrainingHistory> {
-        let path = path.as_ref();
+        let (path, data) = (path.as_ref(), data.into());
         config.validate()?;
         let (state, meta) = load(self, path)?;
         let want = |key: &str, now: String| -> Result<()> {

@@ -55,6 +55,21 @@ pub trait Execution: Send + Sync {
     #[doc(hidden)]
     fn order_streams(&self, to_side: bool) -> Result<()>;
 
+    /// Whether [`Execution::upload_bytes_on_side`] copies on a side stream (CUDA), so that a
+    /// copy overlaps the main stream's work.
+    #[doc(hidden)]
+    fn side_uploads(&self) -> bool {
+        false
+    }
+
+    /// Queues a host-to-device copy of `src` (the native-endian bytes of `dst`'s elements) on
+    /// the side stream, from pinned staging memory: `src` may be reused on return. Order it
+    /// with [`Execution::order_streams`]: `true` before (the copy waits for the main stream's
+    /// readers of `dst`), `false` before the work that reads `dst`.
+    /// [`crate::Error::Unsupported`] where [`Execution::side_uploads`] is false.
+    #[doc(hidden)]
+    fn upload_bytes_on_side(&self, dst: View<'_>, src: &[u8]) -> Result<()>;
+
     /// For a collective library that queues its own kernels on this context's stream (NCCL,
     /// RCCL): makes the device current on the calling thread and returns the raw stream handle
     /// and the device address of `x`'s first element. [`crate::Error::Unsupported`] on

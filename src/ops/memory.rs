@@ -49,6 +49,15 @@ pub trait MemoryOps: Send + Sync {
     /// Compiles the built-in kernels now rather than at first use (a no-op on the CPU).
     fn warm_up(&self) -> Result<()>;
 
+    /// Caps the bytes this context's live buffers may hold (`None`: no cap, the default): an
+    /// allocation that would pass it is [`crate::Error::OutOfMemory`]. Buffers alive already
+    /// keep their memory. See [`crate::Context::set_memory_limit`].
+    fn set_memory_limit(&self, bytes: Option<usize>);
+
+    /// Bytes held by this context's live buffers (a GPU pool's cached free blocks not
+    /// included).
+    fn memory_in_use(&self) -> usize;
+
     /// `x[i] = value` (an f32 view).
     fn fill(&self, x: View<'_>, value: f32) -> Result<()>;
 

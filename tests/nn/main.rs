@@ -22,5 +22,6 @@ mod optim;
 mod replicas;
 mod robust;
 mod stacked;
+mod stream;
 mod train;
 mod ux;

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use rnn::nn::{
     Dataset, EarlyStopping, Loss, LrSchedule, Network, Optimizer, Progress, Rng, StopReason,
-    TrainingConfig, TrainingHistory,
+    TrainingConfig,
 };
 use rnn::{Activation, Context, DeviceId, Error};
 
-use crate::fixtures::{blobs, classifier};
+use crate::fixtures::{assert_same_bits, blobs, classifier};
 use crate::support::rel_err;
 
 fn mlp(seed: u64) -> Network {
@@ -58,31 +58,6 @@ fn config(replicas: usize, path: Option<PathBuf>) -> TrainingConfig {
         checkpoint_path: path,
         ..Default::default()
     }
-}
-
-fn assert_same_bits(a: &TrainingHistory, b: &TrainingHistory, what: &str) {
-    assert_eq!(a.epochs.len(), b.epochs.len(), "{what}");
-    for (x, y) in a.epochs.iter().zip(&b.epochs) {
-        assert_eq!(x.epoch, y.epoch, "{what}");
-        assert_eq!(
-            x.loss.to_bits(),
-            y.loss.to_bits(),
-            "{what}: epoch {}",
-            x.epoch
-        );
-        assert_eq!(
-            x.val_loss.map(f32::to_bits),
-            y.val_loss.map(f32::to_bits),
-            "{what}: epoch {}",
-            x.epoch
-        );
-        assert_eq!(
-            x.learning_rate.to_bits(),
-            y.learning_rate.to_bits(),
-            "{what}"
-        );
-    }
-    assert_eq!(a.best_epoch, b.best_epoch, "{what}");
 }
 
 /// Two replicas with 16 rows each compute the mean gradient of the 32-row batch one device

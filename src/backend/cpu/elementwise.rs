@@ -83,7 +83,18 @@ impl MemoryOps for CpuOps {
         self.context
     }
 
+    fn set_memory_limit(&self, bytes: Option<usize>) {
+        self.limit.set(bytes)
+    }
+
+    fn memory_in_use(&self) -> usize {
+        self.limit.in_use()
+    }
+
     fn alloc(&self, len: usize) -> Result<Buffer> {
+        let charge = self
+            .limit
+            .charge(len.saturating_mul(std::mem::size_of::<f32>()), "cpu")?;
         // The host's available and total memory; both 0 (and left out of the message) where
         // the platform does not say.
         let oom = || {
@@ -98,11 +109,7 @@ impl MemoryOps for CpuOps {
         let mut data = Vec::new();
         data.try_reserve_exact(len).map_err(|_| oom())?;
         data.resize(len, 0.0);
-        Ok(Buffer::new(
-            len,
-            self.context,
-            Storage::Host(RwLock::new(data)),
-        ))
+        Ok(Buffer::new(len, self.context, Storage::Host(RwLock::new(data))).charged(charge))
     }
 
     fn alloc_as(&self, dtype: DType, len: usize) -> Result<Buffer> {
@@ -112,6 +119,7 @@ impl MemoryOps for CpuOps {
         let bytes = len.checked_mul(dtype.size()).ok_or_else(|| {
             Error::InvalidArgument(format!("{len} {dtype} overflow the address space"))
         })?;
+        let charge = self.limit.charge(bytes, "cpu")?;
         let mut data = Vec::new();
         data.try_reserve_exact(bytes).map_err(|_| {
             let (free, total) = host_memory().unwrap_or((0, 0));
@@ -128,7 +136,8 @@ impl MemoryOps for CpuOps {
             len,
             self.context,
             Storage::HostBytes(RwLock::new(data)),
-        ))
+        )
+        .charged(charge))
     }
 
     fn upload_bytes(&self, dst: View<'_>, src: &[u8]) -> Result<()> {

@@ -70,6 +70,14 @@ impl Execution for CpuOps {
         })
     }
 
+    fn upload_bytes_on_side(&self, _dst: View<'_>, _src: &[u8]) -> Result<()> {
+        Err(Error::Unsupported {
+            op: "upload_bytes_on_side".into(),
+            backend: BackendKind::Cpu,
+            reason: "this backend has no side stream".into(),
+        })
+    }
+
     fn native_queue(&self, _x: View<'_>) -> Result<(u64, u64)> {
         Err(Error::Unsupported {
             op: "native_queue".into(),

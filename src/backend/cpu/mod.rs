@@ -73,6 +73,7 @@ pub(crate) fn create_ops() -> Engine {
     Engine::new(Arc::new(CpuOps {
         info: device_info(),
         context: crate::buffer::next_context_id(),
+        limit: Default::default(),
     }))
 }
 
@@ -80,4 +81,6 @@ pub(crate) fn create_ops() -> Engine {
 pub(super) struct CpuOps {
     info: DeviceInfo,
     context: u64,
+    /// The cap on the bytes live buffers hold (`MemoryOps::set_memory_limit`).
+    limit: crate::memory_limit::MemoryLimit,
 }

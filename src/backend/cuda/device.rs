@@ -27,6 +27,9 @@ pub(crate) struct CudaDevice {
     // Field order is drop order: the cuBLAS handle refers to the stream, the stream to the
     // context.
     pub(super) blas: Option<Blas>,
+    /// Pinned blocks for copies on the side stream (`Device::write_on_side`); freed before
+    /// the streams, after waiting for their copies.
+    pub(super) staging: super::staging::Staging,
     /// A second stream, created on first use, for collectives that overlap the main stream's
     /// work (`Device::native_side_stream`).
     pub(super) side: std::sync::OnceLock<Arc<CudaStream>>,
@@ -165,6 +168,7 @@ impl CudaDevice {
         Ok(CudaDevice {
             warpgroup_gemm,
             blas,
+            staging: Default::default(),
             async_alloc: ctx.has_async_alloc(),
             side: std::sync::OnceLock::new(),
             stream,
@@ -398,6 +402,18 @@ impl Device for CudaDevice {
 
     fn native_side_stream(&self) -> Option<Result<u64>> {
         Some(self.side_stream().map(|s| s.cu_stream() as usize as u64))
+    }
+
+    fn side_writes(&self) -> bool {
+        true
+    }
+
+    fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        // A recorded host-to-device copy would read the staging block at every replay.
+        self.refuse_while_capturing("upload")?;
+        let side = self.side_stream()?;
+        self.staging
+            .write(&self.ctx, &side, dst + offset as u64, src)
     }
 
     fn order_streams(&self, to_side: bool) -> Result<()> {

@@ -14,6 +14,7 @@ mod launch;
 mod memory;
 mod module;
 mod runtime;
+mod staging;
 
 use cudarc::driver::result;
 use cudarc::driver::sys::CUdevice_attribute;

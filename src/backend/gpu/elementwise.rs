@@ -43,11 +43,21 @@ impl<D: Device> MemoryOps for GpuOps<D> {
     }
 
     fn alloc(&self, len: usize) -> Result<Buffer> {
-        pool::alloc(&self.pool, DType::F32, len, self.context)
+        self.alloc_as(DType::F32, len)
     }
 
     fn alloc_as(&self, dtype: DType, len: usize) -> Result<Buffer> {
-        pool::alloc(&self.pool, dtype, len, self.context)
+        let bytes = len.saturating_mul(dtype.size());
+        let charge = self.limit.charge(bytes, &self.info.id.to_string())?;
+        Ok(pool::alloc(&self.pool, dtype, len, self.context)?.charged(charge))
+    }
+
+    fn set_memory_limit(&self, bytes: Option<usize>) {
+        self.limit.set(bytes)
+    }
+
+    fn memory_in_use(&self) -> usize {
+        self.limit.in_use()
     }
 
     fn upload_bytes(&self, dst: View<'_>, src: &[u8]) -> Result<()> {

@@ -72,6 +72,20 @@ impl<D: Device> Execution for GpuOps<D> {
         self.device.order_streams(to_side)
     }
 
+    fn side_uploads(&self) -> bool {
+        self.device.side_writes()
+    }
+
+    fn upload_bytes_on_side(&self, dst: View<'_>, src: &[u8]) -> Result<()> {
+        crate::ops::check::transfer("upload_bytes_on_side", self.context, &dst, src.len())?;
+        if src.is_empty() {
+            return Ok(());
+        }
+        let size = dst.dtype().size();
+        let ptr = launch::device_ptr(&dst)?;
+        self.device.write_on_side(ptr, dst.offset() * size, src)
+    }
+
     fn native_queue(&self, x: View<'_>) -> Result<(u64, u64)> {
         self.queue_of(x, self.device.native_stream())
     }

@@ -96,6 +96,8 @@ pub(crate) struct GpuOps<D: Device> {
     /// Launches queued since the current graph recording began (`None`: not recording).
     recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
+    /// The cap on the bytes live buffers hold (`MemoryOps::set_memory_limit`).
+    limit: crate::memory_limit::MemoryLimit,
     device: Arc<D>,
     info: DeviceInfo,
     context: u64,
@@ -133,6 +135,7 @@ impl<D: Device> GpuOps<D> {
         Ok(GpuOps {
             info: device.info().clone(),
             context: crate::buffer::next_context_id(),
+            limit: Default::default(),
             pool: Arc::new(Pool::new(device.clone())),
             op_set: Arc::new(OpSet::new(device.clone())?),
             device,

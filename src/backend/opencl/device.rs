@@ -24,7 +24,9 @@ use crate::ops::KernelTime;
 pub(crate) struct ClDevice {
     pub(super) info: DeviceInfo,
     pub(super) device: ClDeviceHandle,
-    // Field order is drop order: the queue is released before the context it belongs to.
+    // Field order is drop order: the queues are released before the context they belong to.
+    /// The queue of copies that overlap the main queue's kernels (`side_queue.rs`).
+    pub(super) side: super::side_queue::SideQueue,
     pub(super) queue: CommandQueue,
     pub(super) context: Context,
     /// `CL_DEVICE_MAX_MEM_ALLOC_SIZE`: OpenCL allocates lazily, so larger requests are refused
@@ -136,6 +138,7 @@ impl ClDevice {
         Ok(ClDevice {
             info,
             device,
+            side: Default::default(),
             queue,
             context,
             max_alloc,
@@ -261,6 +264,18 @@ impl Device for ClDevice {
         self.write_buffer(dst, offset, src)
     }
 
+    fn side_writes(&self) -> bool {
+        true
+    }
+
+    fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
+        self.write_buffer_on_side(dst, offset, src)
+    }
+
+    fn order_streams(&self, to_side: bool) -> Result<()> {
+        self.side.order(&self.context, &self.queue, to_side)
+    }
+
     fn read(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
         self.read_buffer(src, offset, dst)
     }
@@ -354,6 +369,7 @@ impl Drop for ClDevice {
         // Buffers still alive here were leaked by their owner (the pool frees its blocks
         // before it lets go of the device); release them with the context.
         let _ = self.queue.finish();
+        self.side.finish();
         let live: Vec<DevicePtr> = self.live.lock().keys().copied().collect();
         for ptr in live {
             self.free_buffer(ptr);

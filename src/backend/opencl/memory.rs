@@ -132,6 +132,24 @@ impl ClDevice {
         Ok(())
     }
 
+    /// [`Self::write_buffer`] on the side queue (`side_queue.rs`), without blocking: `src`
+    /// may be reused on return.
+    pub(super) fn write_buffer_on_side(
+        &self,
+        dst: DevicePtr,
+        offset: usize,
+        src: &[u8],
+    ) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        self.check_range("clEnqueueWriteBuffer", dst, offset, src.len())?;
+        self.side
+            .write(&self.context, as_mem(dst), offset, src, |c| {
+                self.enqueue_error("clEnqueueWriteBuffer", c, &[dst])
+            })
+    }
+
     pub(super) fn read_buffer(&self, src: DevicePtr, offset: usize, dst: &mut [u8]) -> Result<()> {
         if dst.is_empty() {
             return self.queue.finish().map_err(|e| cl_error("clFinish", e.0));

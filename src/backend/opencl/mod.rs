@@ -11,6 +11,7 @@ mod module;
 mod persistent;
 mod profile;
 pub(crate) mod sgemm;
+mod side_queue;
 mod sm90a;
 
 use opencl3::device::{

@@ -1,0 +1,315 @@
+//! Shard files: one [`Dataset`] per file in a small documented binary format, written by
+//! [`Dataset::write_shards`] (or [`write_shard`]) and read by [`ShardFiles`], a
+//! [`DataSource`] for data sets larger than the device (or the host).
+//!
+//! The format (`.rnnshard`), all integers little-endian:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..8 | magic `RNNSHRD1` |
+//! | 8..16 | samples `n` (u64) |
+//! | 16..24 | inputs per sample `width` (u64) |
+//! | 24 | inputs: 0 = f32 features, 1 = u32 token ids |
+//! | 25 | targets: 0 = u32 class labels, 1 = f32 values |
+//! | 26..32 | zero |
+//! | 32..40 | targets per sample (u64) |
+//! | 40..48 | classes (u64; 0 for values) |
+//! | 48.. | `n * width` inputs, then `n * targets per sample` targets, 4 bytes each |
+//!
+//! NumPy reads one with `np.fromfile(path, dtype="<f4", offset=48)` (split the two arrays by
+//! their lengths); writing one from NumPy is the header's 48 bytes followed by
+//! `x.astype("<f4").tobytes()` and `y.astype("<u4").tobytes()`.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+use super::data::{Dataset, Targets};
+use super::source::{DataSource, SampleSpec, TargetSpec};
+
+const MAGIC: &[u8; 8] = b"RNNSHRD1";
+const HEADER: usize = 48;
+
+/// A shard file's header: its samples and their spec.
+fn parse_header(bytes: &[u8], path: &Path) -> Result<(usize, SampleSpec)> {
+    let bad = |reason: String| Error::Format {
+        path: path.display().to_string(),
+        reason,
+    };
+    if bytes.len() < HEADER {
+        return Err(bad(format!(
+            "{} bytes is shorter than the 48-byte shard header",
+            bytes.len()
+        )));
+    }
+    if &bytes[..8] != MAGIC {
+        return Err(bad("not a shard file (magic is not RNNSHRD1)".into()));
+    }
+    let u64_at = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let to_usize = |v: u64, what: &str| {
+        usize::try_from(v).map_err(|_| bad(format!("{what} {v} does not fit this machine")))
+    };
+    let n = to_usize(u64_at(8), "sample count")?;
+    let width = to_usize(u64_at(16), "width")?;
+    let per = to_usize(u64_at(32), "targets per sample")?;
+    let classes = to_usize(u64_at(40), "classes")?;
+    let token_ids = match bytes[24] {
+        0 => false,
+        1 => true,
+        k => {
+            return Err(bad(format!(
+                "input kind {k}, expected 0 (f32) or 1 (u32 ids)"
+            )));
+        }
+    };
+    let targets = match bytes[25] {
+        0 => TargetSpec::Classes {
+            classes,
+            per_sample: per,
+        },
+        1 => TargetSpec::Values { width: per },
+        k => {
+            return Err(bad(format!(
+                "target kind {k}, expected 0 (labels) or 1 (values)"
+            )));
+        }
+    };
+    Ok((
+        n,
+        SampleSpec {
+            width,
+            token_ids,
+            targets,
+        },
+    ))
+}
+
+fn u32s(bytes: &[u8]) -> Vec<u32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// Parses a whole shard file (checked: header, length, and the values as [`Dataset::new`]
+/// checks them).
+fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
+    let (n, spec) = parse_header(bytes, path)?;
+    let per = match spec.targets {
+        TargetSpec::Classes { per_sample, .. } => per_sample,
+        TargetSpec::Values { width } => width,
+    };
+    let (x_len, y_len) = (n.checked_mul(spec.width), n.checked_mul(per));
+    let need = x_len
+        .zip(y_len)
+        .and_then(|(x, y)| x.checked_add(y)?.checked_mul(4)?.checked_add(HEADER));
+    let (Some(need), Some(x_len)) = (need, x_len) else {
+        return Err(Error::Format {
+            path: path.display().to_string(),
+            reason: format!("{n} samples of width {} overflow", spec.width),
+        });
+    };
+    if bytes.len() != need {
+        return Err(Error::Format {
+            path: path.display().to_string(),
+            reason: format!(
+                "{} bytes, the header's {n} samples need {need} (truncated or padded file)",
+                bytes.len()
+            ),
+        });
+    }
+    let (x, y) = bytes[HEADER..].split_at(x_len * 4);
+    let targets = match spec.targets {
+        TargetSpec::Classes {
+            classes,
+            per_sample,
+        } => Targets::Classes {
+            labels: u32s(y),
+            classes,
+            per_sample,
+        },
+        TargetSpec::Values { width } => Targets::Values {
+            values: f32s(y),
+            width,
+        },
+    };
+    let data = match spec.token_ids {
+        true => Dataset::tokens(u32s(x), spec.width, targets),
+        false => Dataset::new(f32s(x), spec.width, targets),
+    };
+    data.map_err(|e| match e {
+        Error::InvalidData(m) => Error::InvalidData(format!("{}: {m}", path.display())),
+        e => e,
+    })
+}
+
+/// Writes `data` as one shard file at `path` (the format is in the module docs).
+pub fn write_shard(path: impl AsRef<Path>, data: &Dataset) -> Result<()> {
+    let path = path.as_ref();
+    let spec = SampleSpec::of(data);
+    let (kind, per, classes) = match spec.targets {
+        TargetSpec::Classes {
+            classes,
+            per_sample,
+        } => (0u8, per_sample, classes),
+        TargetSpec::Values { width } => (1u8, width, 0),
+    };
+    let mut out = Vec::with_capacity(HEADER + 4 * data.len() * (data.width() + per));
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(data.width() as u64).to_le_bytes());
+    out.push(u8::from(spec.token_ids));
+    out.push(kind);
+    out.extend_from_slice(&[0; 6]);
+    out.extend_from_slice(&(per as u64).to_le_bytes());
+    out.extend_from_slice(&(classes as u64).to_le_bytes());
+    match data.token_ids() {
+        Some(ids) => ids
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        None => data
+            .features()
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+    }
+    match data.targets() {
+        Targets::Classes { labels, .. } => labels
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        Targets::Values { values, .. } => values
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+    }
+    std::fs::write(path, out).map_err(|e| Error::io(path, e))
+}
+
+impl Dataset {
+    /// Writes this data set as shard files of `samples_per_shard` samples (the last may hold
+    /// fewer) into `dir` (created if missing), named `shard-00000.rnnshard`, ..., and returns
+    /// their paths in order, for [`ShardFiles::open`].
+    pub fn write_shards(
+        &self,
+        dir: impl AsRef<Path>,
+        samples_per_shard: usize,
+    ) -> Result<Vec<PathBuf>> {
+        let dir = dir.as_ref();
+        if samples_per_shard == 0 {
+            return Err(Error::InvalidArgument(
+                "samples_per_shard must be > 0".into(),
+            ));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let mut paths = Vec::new();
+        for (i, start) in (0..self.len()).step_by(samples_per_shard).enumerate() {
+            let rows: Vec<usize> = (start..(start + samples_per_shard).min(self.len())).collect();
+            let path = dir.join(format!("shard-{i:05}.rnnshard"));
+            write_shard(&path, &self.select(&rows)?)?;
+            paths.push(path);
+        }
+        Ok(paths)
+    }
+}
+
+/// Shard files (see the module docs for the format) as a [`DataSource`]: [`ShardFiles::open`]
+/// reads only their headers; each shard is read whole when training needs it.
+#[derive(Debug, Clone)]
+pub struct ShardFiles {
+    paths: Vec<PathBuf>,
+    lens: Vec<usize>,
+    spec: SampleSpec,
+}
+
+impl ShardFiles {
+    /// Opens the shard files at `paths` (in this order: shard `i` is `paths[i]`). Every file
+    /// must hold samples of the same spec; no files, or a file that is not a shard, is an
+    /// error naming it.
+    pub fn open<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Result<Self> {
+        let paths: Vec<PathBuf> = paths.into_iter().map(|p| p.as_ref().to_owned()).collect();
+        let mut lens = Vec::with_capacity(paths.len());
+        let mut spec: Option<SampleSpec> = None;
+        for path in &paths {
+            let mut header = [0u8; HEADER];
+            let read = std::fs::File::open(path)
+                .and_then(|mut f| std::io::Read::read(&mut f, &mut header).map(|k| k.min(HEADER)));
+            let got = read.map_err(|e| Error::io(path, e))?;
+            let (n, s) = parse_header(&header[..got], path)?;
+            match spec {
+                Some(first) if first != s => {
+                    return Err(Error::InvalidData(format!(
+                        "{}: samples of {s:?}, {} holds {first:?}",
+                        path.display(),
+                        paths[0].display()
+                    )));
+                }
+                _ => spec = Some(s),
+            }
+            lens.push(n);
+        }
+        let spec = spec.ok_or_else(|| Error::InvalidArgument("no shard files given".into()))?;
+        Ok(ShardFiles { paths, lens, spec })
+    }
+
+    /// The shard files, in shard order.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+}
+
+impl DataSource for ShardFiles {
+    fn spec(&self) -> SampleSpec {
+        self.spec
+    }
+
+    fn shard_lens(&self) -> &[usize] {
+        &self.lens
+    }
+
+    fn read_shard(&self, index: usize) -> Result<Dataset> {
+        let path = self.paths.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!("shard {index} of {}", self.paths.len()))
+        })?;
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        parse_shard(&bytes, path)
+    }
+
+    fn shard_name(&self, index: usize) -> String {
+        self.paths
+            .get(index)
+            .map_or_else(|| format!("shard {index}"), |p| p.display().to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shard_round_trips_and_a_truncated_one_is_named() {
+        let dir = std::env::temp_dir().join(format!("rnn-shard-unit-{}", std::process::id()));
+        let data = Dataset::classification(vec![0.5, 1.0, 2.0, 3.0], 2, vec![1, 0], 3).unwrap();
+        let paths = data.write_shards(&dir, 1).unwrap();
+        assert_eq!(paths.len(), 2);
+        let files = ShardFiles::open(&paths).unwrap();
+        assert_eq!(files.shard_lens(), &[1, 1]);
+        assert_eq!(files.read_shard(1).unwrap(), data.select(&[1]).unwrap());
+        let bytes = std::fs::read(&paths[0]).unwrap();
+        std::fs::write(&paths[0], &bytes[..bytes.len() - 2]).unwrap();
+        let err = files.read_shard(0).unwrap_err().to_string();
+        assert!(
+            err.contains("truncated") && err.contains("shard-00000"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

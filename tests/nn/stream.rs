@@ -1,0 +1,326 @@
+//! Training on a stream (`DataStream` over shard files or generated shards): the same loss
+//! curve as the in-memory run on the same data and order, a device-memory cap the stream
+//! fits and the in-memory run does not, deterministic shard shuffling, CPU replicas, resuming
+//! from a training checkpoint, and clear errors for bad shards.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rnn::nn::{
+    DataStream, Dataset, GeneratedShards, Progress, SampleSpec, ShardFiles, TrainingConfig,
+};
+use rnn::{Activation, Context, DeviceId, Error};
+
+use crate::fixtures::{assert_same_bits, blobs, classifier};
+use crate::support::{Target, contexts};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rnn-stream-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn config(ctx: &Context, epochs: usize, shuffle: bool) -> TrainingConfig {
+    TrainingConfig {
+        use_gpu: ctx.id() != DeviceId::Cpu,
+        device: Some(ctx.id()),
+        epochs,
+        batch_size: 50,
+        learning_rate: 0.05,
+        shuffle,
+        seed: 11,
+        progress: Progress::Off,
+        ..Default::default()
+    }
+}
+
+/// `data` as generated shards of `per_shard` samples (the last may be smaller), each read
+/// counted in `reads`.
+fn shards_of(
+    data: &Dataset,
+    per_shard: usize,
+    reads: Arc<AtomicUsize>,
+) -> GeneratedShards<impl Fn(usize) -> rnn::Result<Dataset> + Send + Sync + use<>> {
+    let n = data.len();
+    let lens: Vec<usize> = (0..n)
+        .step_by(per_shard)
+        .map(|s| per_shard.min(n - s))
+        .collect();
+    let data = data.clone();
+    GeneratedShards::new(SampleSpec::of(&data), lens, move |i| {
+        reads.fetch_add(1, Ordering::Relaxed);
+        let rows: Vec<usize> = (i * per_shard..((i + 1) * per_shard).min(n)).collect();
+        data.select(&rows)
+    })
+}
+
+/// One shard reproduces the in-memory shuffle; many shards in data order reproduce the
+/// unshuffled in-memory run: bit-equal loss curves either way, validation included.
+fn stream_matches_in_memory(target: Target, test: &str) {
+    let data = blobs(300, 3);
+    let (train, val) = data.split_at(240).unwrap();
+    let dir = temp_dir(test);
+    for ctx in contexts(target, test) {
+        let net = || classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
+        for (shuffle, per_shard, window) in [(true, 240, 1), (false, 35, 2)] {
+            let cfg = TrainingConfig {
+                validation_split: 0.2,
+                ..config(&ctx, 4, shuffle)
+            };
+            let memory = net().train(&data, &cfg).unwrap();
+            let paths = train.write_shards(&dir, per_shard).unwrap();
+            let stream = DataStream::new(ShardFiles::open(&paths).unwrap())
+                .shuffle_window(window)
+                .prefetch(2)
+                .validation(val.clone());
+            let streamed = net()
+                .train(
+                    &stream,
+                    &TrainingConfig {
+                        validation_split: 0.0,
+                        ..cfg.clone()
+                    },
+                )
+                .unwrap();
+            let what = format!("{} shuffle {shuffle}, {per_shard} per shard", ctx.id());
+            assert_same_bits(&memory, &streamed, &what);
+            assert!(memory.epochs[0].val_loss.is_some(), "{what}");
+            for p in paths {
+                std::fs::remove_file(p).unwrap();
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cpu_stream_matches_in_memory() {
+    stream_matches_in_memory(Target::Cpu, "cpu_stream_matches_in_memory");
+}
+
+#[test]
+fn opencl_stream_matches_in_memory() {
+    stream_matches_in_memory(Target::OpenCl, "opencl_stream_matches_in_memory");
+}
+
+#[test]
+fn cuda_stream_matches_in_memory() {
+    stream_matches_in_memory(Target::Cuda, "cuda_stream_matches_in_memory");
+}
+
+/// A data set larger than the context's memory cap: the stream holds two batches of it on
+/// the device and trains; the in-memory run cannot upload it. On a GPU the data set is large
+/// enough (72 MB) that the cap also leaves room for the op set's scratch buffers.
+fn a_stream_fits_a_memory_cap_that_the_data_set_does_not(target: Target, test: &str) {
+    let gpu = target != Target::Cpu;
+    let (n, batch, per_shard) = if gpu {
+        (2_000_000, 4096, 100_000)
+    } else {
+        (3000, 50, 250)
+    };
+    let data = blobs(n, 8);
+    let data_bytes = data.len() * (data.width() + 1) * 4;
+    let cap = data_bytes * 2 / 3;
+    for ctx in contexts(target, test) {
+        ctx.set_memory_limit(Some(cap));
+        let cfg = TrainingConfig {
+            batch_size: batch,
+            ..config(&ctx, 2, true)
+        };
+        let mut net = classifier(&ctx, 2, [8, 16, 3], Activation::Tanh);
+        match net.train(&data, &cfg) {
+            Err(Error::OutOfMemory { .. }) => {}
+            other => panic!(
+                "{}: the in-memory run should not fit {cap} bytes: {other:?}",
+                ctx.id()
+            ),
+        }
+        let reads = Arc::new(AtomicUsize::new(0));
+        let stream = DataStream::new(shards_of(&data, per_shard, reads.clone())).shuffle_window(2);
+        let history = net.train(&stream, &cfg).unwrap();
+        assert_eq!(history.epochs.len(), 2);
+        assert!(
+            history.epochs[1].loss < history.epochs[0].loss,
+            "{history:?}"
+        );
+        // Every shard was read once per epoch.
+        assert_eq!(reads.load(Ordering::Relaxed), 2 * n.div_ceil(per_shard));
+        assert!(ctx.memory_in_use() < cap);
+    }
+}
+
+#[test]
+fn cpu_stream_fits_a_memory_cap_that_the_data_set_does_not() {
+    let test = "cpu_stream_fits_a_memory_cap_that_the_data_set_does_not";
+    a_stream_fits_a_memory_cap_that_the_data_set_does_not(Target::Cpu, test);
+}
+
+#[test]
+fn opencl_stream_fits_a_memory_cap_that_the_data_set_does_not() {
+    let test = "opencl_stream_fits_a_memory_cap_that_the_data_set_does_not";
+    a_stream_fits_a_memory_cap_that_the_data_set_does_not(Target::OpenCl, test);
+}
+
+#[test]
+fn cuda_stream_fits_a_memory_cap_that_the_data_set_does_not() {
+    let test = "cuda_stream_fits_a_memory_cap_that_the_data_set_does_not";
+    a_stream_fits_a_memory_cap_that_the_data_set_does_not(Target::Cuda, test);
+}
+
+/// The same seed gives the same shard and sample order (bit-equal runs); another seed another.
+#[test]
+fn shard_shuffling_is_seeded() {
+    let data = blobs(240, 5);
+    let ctx = Context::cpu();
+    let run = |seed: u64| {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let stream = DataStream::new(shards_of(&data, 30, reads.clone())).shuffle_window(3);
+        let mut net = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
+        let h = net
+            .train(
+                &stream,
+                &TrainingConfig {
+                    seed,
+                    ..config(&ctx, 3, true)
+                },
+            )
+            .unwrap();
+        assert_eq!(reads.load(Ordering::Relaxed), 3 * 8);
+        h
+    };
+    let a = run(1);
+    assert_same_bits(&a, &run(1), "same seed");
+    assert_ne!(a.losses(), run(2).losses(), "another seed, another order");
+}
+
+/// Two CPU replicas on a stream (each keeping its share of every batch) train what two
+/// replicas train on the data set in memory.
+#[test]
+fn cpu_replicas_on_a_stream_match_in_memory_replicas() {
+    let data = blobs(240, 6);
+    let ctx = Context::cpu();
+    let cfg = TrainingConfig {
+        devices: vec![DeviceId::Cpu; 2],
+        batch_size: 32,
+        ..config(&ctx, 3, true)
+    };
+    let memory = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh)
+        .train(&data, &cfg)
+        .unwrap();
+    let reads = Arc::new(AtomicUsize::new(0));
+    let stream = DataStream::new(shards_of(&data, 240, reads.clone()));
+    let streamed = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh)
+        .train(&stream, &cfg)
+        .unwrap();
+    assert_same_bits(&memory, &streamed, "2 CPU replicas");
+    // Each replica reads the whole stream.
+    assert_eq!(reads.load(Ordering::Relaxed), 2 * 3);
+}
+
+/// A run stopped after epoch 2 and resumed from its training checkpoint ends where the
+/// uninterrupted run ends, shard and window orders included.
+#[test]
+fn a_stream_resumes_from_a_training_checkpoint() {
+    let data = blobs(240, 7);
+    let ctx = Context::cpu();
+    let dir = temp_dir("resume");
+    let path = dir.join("run.safetensors");
+    let stream = DataStream::new(shards_of(&data, 40, Arc::default())).shuffle_window(2);
+    let cfg = TrainingConfig {
+        checkpoint_path: Some(path.clone()),
+        ..config(&ctx, 4, true)
+    };
+    let net = || classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
+    let whole = net().train(&stream, &cfg).unwrap();
+    let mut stopped = net();
+    stopped
+        .train_with(&stream, &cfg, |e| {
+            if e.epoch == 2 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .unwrap();
+    let mut resumed = net();
+    let rest = resumed.resume_training(&path, &stream, &cfg).unwrap();
+    assert_same_bits(&whole, &rest, "resumed stream");
+    // A checkpoint of a stream run does not resume an in-memory run, nor another window.
+    let err = net().resume_training(&path, &data, &cfg).unwrap_err();
+    assert!(err.to_string().contains("stream"), "{err}");
+    let other = stream.clone().shuffle_window(3);
+    assert!(net().resume_training(&path, &other, &cfg).is_err());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Bad shards and streams are errors that say what is wrong, never a panic.
+#[test]
+fn bad_streams_are_clear_errors() {
+    let ctx = Context::cpu();
+    let data = blobs(60, 9);
+    let cfg = config(&ctx, 1, true);
+    let net = || classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
+    let dir = temp_dir("bad");
+
+    // A truncated shard file, named.
+    let paths = data.write_shards(&dir, 20).unwrap();
+    let bytes = std::fs::read(&paths[1]).unwrap();
+    std::fs::write(&paths[1], &bytes[..bytes.len() - 3]).unwrap();
+    let stream = DataStream::new(ShardFiles::open(&paths).unwrap());
+    let err = net().train(&stream, &cfg).unwrap_err().to_string();
+    assert!(
+        err.contains("shard-00001") && err.contains("truncated"),
+        "{err}"
+    );
+
+    // Not a shard file; no files.
+    std::fs::write(&paths[0], b"pixels,label\n").unwrap();
+    let err = ShardFiles::open(&paths).unwrap_err().to_string();
+    assert!(err.contains("shard-00000"), "{err}");
+    let none: [PathBuf; 0] = [];
+    assert!(ShardFiles::open(none).is_err());
+
+    // A generated shard of the wrong width, named.
+    let spec = SampleSpec::of(&data);
+    let wrong = GeneratedShards::new(spec, vec![20, 20], |i| {
+        let w = if i == 1 { 7 } else { 8 };
+        Dataset::classification(vec![0.0; 20 * w], w, vec![0; 20], 3)
+    });
+    let err = net()
+        .train(&DataStream::new(wrong), &cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shard 1"), "{err}");
+
+    // A shard with fewer samples than declared.
+    let short = GeneratedShards::new(spec, vec![20], |_| {
+        Dataset::classification(vec![0.0; 10 * 8], 8, vec![0; 10], 3)
+    });
+    let err = net()
+        .train(&DataStream::new(short), &cfg)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("10 samples"), "{err}");
+
+    // An empty source; a source the network does not take; validation_split on a stream.
+    let empty = GeneratedShards::new(spec, vec![0, 0], |_| unreachable!());
+    let err = net().train(&DataStream::new(empty), &cfg).unwrap_err();
+    assert!(err.to_string().contains("no samples"), "{err}");
+    let wide = SampleSpec { width: 9, ..spec };
+    let other = GeneratedShards::new(wide, vec![5], |_| unreachable!());
+    assert!(matches!(
+        net().train(&DataStream::new(other), &cfg),
+        Err(Error::InvalidData(_))
+    ));
+    let fine = DataStream::new(shards_of(&data, 20, Arc::default()));
+    let split = TrainingConfig {
+        validation_split: 0.2,
+        ..cfg.clone()
+    };
+    let err = net().train(&fine, &split).unwrap_err();
+    assert!(err.to_string().contains("DataStream::validation"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
