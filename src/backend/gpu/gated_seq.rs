@@ -67,12 +67,17 @@ struct SeqKernel {
 }
 
 impl<D: Device> GpuOps<D> {
-    /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
+    /// Runs `f` with `n` elements of this context's carry scratch (also the per-step GEMM
+    /// path's, `seq_gemm`). Not a pooled temporary: a
     /// recorded training step may hold several gated layers of one size, and while recording,
     /// the pool keeps each released temporary for the graph, so the second layer would need a
     /// fresh allocation, which recording refuses. One grow-only buffer serves every call instead
     /// (`with_grow_only`).
-    fn with_carry(&self, n: usize, f: impl FnOnce(View<'_>) -> Result<()>) -> Result<()> {
+    pub(super) fn with_carry(
+        &self,
+        n: usize,
+        f: impl FnOnce(View<'_>) -> Result<()>,
+    ) -> Result<()> {
         self.with_grow_only(&self.seq_carry, n, false, f)
     }
 
@@ -150,6 +155,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
             return Ok(());
         }
+        if self.seq_gemm_wanted(shape) {
+            return self.lstm_forward_by_gemm([gates, hs, cs], weights, shape);
+        }
         gated_seq::lstm_forward_by_steps(self, [gates, hs, cs], weights, shape)
     }
 
@@ -173,6 +181,17 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             gates: 4,
             forward: false,
         };
+        if self.seq_gemm_wanted(shape) {
+            // The persistent kernel first, as on the step path; the GEMM path needs twice the
+            // carry scratch.
+            return self.with_carry(2 * n, |scratch| {
+                let carry = scratch.slice(0, n)?;
+                if self.gated_persistent(k, &bufs, &[&carry], shape)? {
+                    return Ok(());
+                }
+                self.lstm_backward_by_gemm([dh, gates, cs, w_hh, dgates], scratch, shape)
+            });
+        }
         self.gated_backward(k, &bufs, n, shape, |carry| {
             let seq = LstmBackwardSeq {
                 dh,
@@ -207,6 +226,11 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
             return Ok(());
         }
+        if self.seq_gemm_wanted(shape) {
+            return self.with_carry(6 * n, |scratch| {
+                self.gru_forward_by_gemm([gx, hs, cache], weights, scratch, shape)
+            });
+        }
         gated_seq::gru_forward_by_steps(self, [gx, hs, cache], weights, shape)
     }
 
@@ -230,6 +254,15 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             gates: 3,
             forward: false,
         };
+        if self.seq_gemm_wanted(shape) {
+            return self.with_carry(2 * n, |scratch| {
+                let carry = scratch.slice(0, n)?;
+                if self.gated_persistent(k, &bufs, &[&carry], shape)? {
+                    return Ok(());
+                }
+                self.gru_backward_by_gemm([dh, hs, cache, w_hh], grads, scratch, shape)
+            });
+        }
         self.gated_backward(k, &bufs, n, shape, |carry| {
             let seq = GruBackwardSeq {
                 dh,

@@ -165,6 +165,11 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         {
             return Ok(());
         }
+        if self.seq_gemm_wanted(shape) {
+            return self.with_carry(shape.hidden, |bias| {
+                self.elman_forward_by_gemm([pre, hs], weights, bias, act, shape)
+            });
+        }
         crate::ops::rnn_seq::forward_by_steps(self, [pre, hs], weights, act, shape)
     }
 
@@ -185,6 +190,11 @@ impl<D: Device> ElmanOps for GpuOps<D> {
             || self.elman_persistent("rnn_seq_backward", &bufs, n, act, shape)?
         {
             return Ok(());
+        }
+        if self.seq_gemm_wanted(shape) {
+            return self.with_carry(n, |total| {
+                self.elman_backward_by_gemm([dh, hs, w_hh, dpre], total, act, shape)
+            });
         }
         crate::ops::rnn_seq::backward_by_steps(self, [dh, hs, w_hh, dpre], act, shape)
     }
