@@ -55,8 +55,8 @@ pub struct ContextOptions {
     /// How a GPU runs the recurrent sequences (Elman, LSTM, GRU) that its persistent kernels do
     /// not take (large hidden sizes, devices without them): `Some(true)` as a GEMM (tensor cores
     /// where the device has them) and a cell kernel per step, `Some(false)` with the fused step
-    /// kernels (product and gate math in one launch per step), `None` the GEMMs from hidden 512
-    /// up. `RNN_RECURRENT_GEMM_STEPS=0|1` sets it for every context that leaves it `None`.
+    /// kernels (product and gate math in one launch per step), `None` the GEMMs from hidden 384
+    /// up (LSTM, GRU) and 1024 up (Elman). `RNN_RECURRENT_GEMM_STEPS=0|1` sets it for every context that leaves it `None`.
     pub recurrent_gemm_steps: Option<bool>,
 }
 

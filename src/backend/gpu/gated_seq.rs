@@ -155,7 +155,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
             return Ok(());
         }
-        if self.seq_gemm_wanted(shape) {
+        if self.seq_gemm_wanted(shape, 4) {
             return self.lstm_forward_by_gemm([gates, hs, cs], weights, shape);
         }
         gated_seq::lstm_forward_by_steps(self, [gates, hs, cs], weights, shape)
@@ -181,7 +181,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             gates: 4,
             forward: false,
         };
-        if self.seq_gemm_wanted(shape) {
+        if self.seq_gemm_wanted(shape, 4) {
             // The persistent kernel first, as on the step path; the GEMM path needs twice the
             // carry scratch.
             return self.with_carry(2 * n, |scratch| {
@@ -226,7 +226,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if n == 0 || shape.steps == 0 || self.gated_persistent(k, &bufs, &[], shape)? {
             return Ok(());
         }
-        if self.seq_gemm_wanted(shape) {
+        if self.seq_gemm_wanted(shape, 3) {
             return self.with_carry(6 * n, |scratch| {
                 self.gru_forward_by_gemm([gx, hs, cache], weights, scratch, shape)
             });
@@ -254,7 +254,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             gates: 3,
             forward: false,
         };
-        if self.seq_gemm_wanted(shape) {
+        if self.seq_gemm_wanted(shape, 3) {
             return self.with_carry(2 * n, |scratch| {
                 let carry = scratch.slice(0, n)?;
                 if self.gated_persistent(k, &bufs, &[&carry], shape)? {

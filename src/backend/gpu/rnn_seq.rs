@@ -165,7 +165,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         {
             return Ok(());
         }
-        if self.seq_gemm_wanted(shape) {
+        if self.seq_gemm_wanted(shape, 1) {
             return self.with_carry(shape.hidden, |bias| {
                 self.elman_forward_by_gemm([pre, hs], weights, bias, act, shape)
             });
@@ -191,7 +191,7 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         {
             return Ok(());
         }
-        if self.seq_gemm_wanted(shape) {
+        if self.seq_gemm_wanted(shape, 1) {
             return self.with_carry(n, |total| {
                 self.elman_backward_by_gemm([dh, hs, w_hh, dpre], total, act, shape)
             });

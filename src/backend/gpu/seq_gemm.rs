@@ -5,9 +5,12 @@
 //! `gru_step_*`) do both in one launch, but their product runs on the
 //! CUDA cores from a small register tile: at hidden 1024 and batch 64 it reached about a sixth
 //! of the FP32 bound on an H100 (2026-11-26), and the GEMM path ran the whole training step two
-//! to four times faster from hidden 768 to 2048 and batch 1 to 512, on CUDA and NVIDIA OpenCL.
-//! Below [`MIN_HIDDEN`] the fused kernels keep the sequence (fewer launches, and where a
-//! device's persistent kernels do not fit at such sizes, its products are small).
+//! to four times faster from hidden 640 to 2048 and batch 1 to 512 on CUDA, and 1.3 to 1.9
+//! times at hidden 384 and 512 on NVIDIA OpenCL. An Elman step's product is a quarter of an
+//! LSTM's, and its GEMM path (three launches a step) lost to the fused kernel at hidden 384 and
+//! 512 on NVIDIA OpenCL (1.5 to 2.4 times slower) while it won at 2048 on CUDA (1.5 times
+//! faster). Hence the thresholds [`MIN_GATED_HIDDEN`] and [`MIN_ELMAN_HIDDEN`]; below them the
+//! fused kernels keep the sequence.
 
 use super::GpuOps;
 use crate::backend::Device;
@@ -16,9 +19,11 @@ use crate::error::{Error, Result};
 use crate::ops::prelude::*;
 use crate::ops::{Activated, Activation, Gemm, GruGateGrads, MatShape, RecurrentWeights, SeqShape};
 
-/// The smallest hidden size that takes the GEMM path when neither the context nor [`ENV`]
-/// decides.
-pub(crate) const MIN_HIDDEN: usize = 512;
+/// The smallest hidden size at which an LSTM or GRU sequence takes the GEMM path when neither
+/// the context nor [`ENV`] decides.
+pub(crate) const MIN_GATED_HIDDEN: usize = 384;
+/// The same for an Elman sequence.
+pub(crate) const MIN_ELMAN_HIDDEN: usize = 1024;
 
 /// `RNN_RECURRENT_GEMM_STEPS`: `1` sends every recurrent sequence that the persistent kernels
 /// do not take to the GEMM path, `0` none (`ContextOptions::recurrent_gemm_steps` where unset).
@@ -45,10 +50,15 @@ fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
 }
 
 impl<D: Device> GpuOps<D> {
-    /// Whether a recurrent sequence of `shape` that the persistent kernels do not take runs as
-    /// per-step GEMMs and cells (see the module docs).
-    pub(crate) fn seq_gemm_wanted(&self, shape: SeqShape) -> bool {
-        self.seq_gemm_steps.unwrap_or(shape.hidden >= MIN_HIDDEN)
+    /// Whether a recurrent sequence of `shape` with `gates` gate blocks (1 for Elman) that the
+    /// persistent kernels do not take runs as per-step GEMMs and cells (see the module docs).
+    pub(crate) fn seq_gemm_wanted(&self, shape: SeqShape, gates: usize) -> bool {
+        let least = if gates == 1 {
+            MIN_ELMAN_HIDDEN
+        } else {
+            MIN_GATED_HIDDEN
+        };
+        self.seq_gemm_steps.unwrap_or(shape.hidden >= least)
     }
 
     /// `lstm_sequence_forward` with one GEMM and one cell launch per step, after the two biases

@@ -128,7 +128,7 @@ pub fn gated_sequence_graph(t: Target) {
             let graph = graph.unwrap();
             // One launch per op where the persistent kernels run (CUDA, the small shape: a
             // handful of blocks fits any device); where no W_hh slice fits a block's shared
-            // memory, the per-step GEMM path (hidden >= 512) launches a GEMM and a cell kernel
+            // memory, the per-step GEMM path (hidden >= 384) launches a GEMM and a cell kernel
             // (and more) per op and step.
             if hidden > 1000 {
                 assert!(
