@@ -52,6 +52,12 @@ pub struct ContextOptions {
     /// speed); `RNN_PROFILE_KERNELS=1` turns it on for every OpenCL context too. Off by
     /// default; ignored elsewhere (CUDA kernels are profiled with Nsight Compute).
     pub profile_kernels: bool,
+    /// How a GPU runs the recurrent sequences (Elman, LSTM, GRU) that its persistent kernels do
+    /// not take (large hidden sizes, devices without them): `Some(true)` as a GEMM (tensor cores
+    /// where the device has them) and a cell kernel per step, `Some(false)` with the fused step
+    /// kernels (product and gate math in one launch per step), `None` the GEMMs from hidden 384
+    /// up (LSTM, GRU) and 1024 up (Elman). `RNN_RECURRENT_GEMM_STEPS=0|1` sets it for every context that leaves it `None`.
+    pub recurrent_gemm_steps: Option<bool>,
 }
 
 impl Default for ContextOptions {
@@ -64,6 +70,7 @@ impl Default for ContextOptions {
             hip_sources_via_nvrtc: false,
             opencl_sgemm_tile: None,
             profile_kernels: false,
+            recurrent_gemm_steps: None,
         }
     }
 }

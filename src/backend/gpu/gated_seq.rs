@@ -67,12 +67,17 @@ struct SeqKernel {
 }
 
 impl<D: Device> GpuOps<D> {
-    /// Runs `f` with `n` elements of this context's carry scratch. Not a pooled temporary: a
+    /// Runs `f` with `n` elements of this context's carry scratch (also the scratch of the
+    /// per-step GEMM path, `seq_gemm`). Not a pooled temporary: a
     /// recorded training step may hold several gated layers of one size, and while recording,
     /// the pool keeps each released temporary for the graph, so the second layer would need a
     /// fresh allocation, which recording refuses. One grow-only buffer serves every call instead
     /// (`with_grow_only`).
-    fn with_carry(&self, n: usize, f: impl FnOnce(View<'_>) -> Result<()>) -> Result<()> {
+    pub(super) fn with_carry(
+        &self,
+        n: usize,
+        f: impl FnOnce(View<'_>) -> Result<()>,
+    ) -> Result<()> {
         self.with_grow_only(&self.seq_carry, n, false, f)
     }
 
@@ -95,24 +100,25 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// A backward sequence: the persistent kernel `k` with `bufs` and the carry scratch of `n`
-    /// elements appended, or else `by_steps` with that scratch; nothing where `n` is 0 (the
-    /// checks found nothing to compute).
+    /// elements appended, or else `by_steps` with `blocks * n` elements of scratch (the carry
+    /// first); nothing where `n` is 0 (the checks found nothing to compute).
     fn gated_backward(
         &self,
         k: SeqKernel,
         bufs: &[&View<'_>],
-        n: usize,
+        (n, blocks): (usize, usize),
         shape: SeqShape,
         by_steps: impl FnOnce(View<'_>) -> Result<()>,
     ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
-        self.with_carry(n, |carry| {
+        self.with_carry(blocks * n, |scratch| {
+            let carry = scratch.slice(0, n)?;
             if self.gated_persistent(k, bufs, &[&carry], shape)? {
                 return Ok(());
             }
-            by_steps(carry)
+            by_steps(if blocks == 1 { carry } else { scratch })
         })
     }
 }
@@ -144,6 +150,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if n == 0 || self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
             return Ok(());
         }
+        if self.seq_gemm_wanted(a.shape, 4) {
+            return self.lstm_forward_by_gemm(&a);
+        }
         gated_seq::lstm_forward_by_steps(self, a)
     }
 
@@ -154,7 +163,13 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: false,
         };
         let n = a.check(self.context)?;
-        self.gated_backward(k, &a.views().each_ref(), n, a.shape, |carry| {
+        let bufs = a.views();
+        if self.seq_gemm_wanted(a.shape, 4) {
+            return self.gated_backward(k, &bufs.each_ref(), (n, 2), a.shape, |scratch| {
+                self.lstm_backward_by_gemm(&a, scratch)
+            });
+        }
+        self.gated_backward(k, &bufs.each_ref(), (n, 1), a.shape, |carry| {
             gated_seq::lstm_backward_by_steps(self, &a, carry)
         })
     }
@@ -169,6 +184,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         if n == 0 || self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
             return Ok(());
         }
+        if self.seq_gemm_wanted(a.shape, 3) {
+            return self.with_carry(6 * n, |scratch| self.gru_forward_by_gemm(&a, scratch));
+        }
         gated_seq::gru_forward_by_steps(self, a)
     }
 
@@ -179,7 +197,13 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: false,
         };
         let n = a.check(self.context)?;
-        self.gated_backward(k, &a.views().each_ref(), n, a.shape, |carry| {
+        let bufs = a.views();
+        if self.seq_gemm_wanted(a.shape, 3) {
+            return self.gated_backward(k, &bufs.each_ref(), (n, 2), a.shape, |scratch| {
+                self.gru_backward_by_gemm(&a, scratch)
+            });
+        }
+        self.gated_backward(k, &bufs.each_ref(), (n, 1), a.shape, |carry| {
             gated_seq::gru_backward_by_steps(self, &a, carry)
         })
     }

@@ -26,6 +26,7 @@ mod random;
 mod reduce;
 mod rnn_seq;
 mod scratch;
+mod seq_gemm;
 mod user;
 
 use std::collections::HashMap;
@@ -93,6 +94,8 @@ pub(crate) struct GpuOps<D: Device> {
     gemm_parts: Mutex<Option<Buffer>>,
     /// Whether thin products go to the thin GEMM kernels (`ContextOptions::thin_gemm`).
     thin_gemm: bool,
+    /// `ContextOptions::recurrent_gemm_steps` or its environment variable (`seq_gemm`).
+    seq_gemm_steps: Option<bool>,
     /// Launches queued since the current graph recording began (`None`: not recording).
     recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
@@ -146,6 +149,7 @@ impl<D: Device> GpuOps<D> {
             scratch: Mutex::new(None),
             gemm_parts: Mutex::new(None),
             thin_gemm: options.thin_gemm,
+            seq_gemm_steps: seq_gemm::choice(options.recurrent_gemm_steps)?,
             recording: Mutex::new(None),
         })
     }

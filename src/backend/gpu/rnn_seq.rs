@@ -134,6 +134,9 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         {
             return Ok(());
         }
+        if self.seq_gemm_wanted(a.shape, 1) {
+            return self.with_carry(a.shape.hidden, |bias| self.elman_forward_by_gemm(&a, bias));
+        }
         crate::ops::rnn_seq::forward_by_steps(self, a)
     }
 
@@ -144,6 +147,9 @@ impl<D: Device> ElmanOps for GpuOps<D> {
             || self.elman_persistent("rnn_seq_backward", &bufs.each_ref(), n, a.act, a.shape)?
         {
             return Ok(());
+        }
+        if self.seq_gemm_wanted(a.shape, 1) {
+            return self.with_carry(n, |total| self.elman_backward_by_gemm(&a, total));
         }
         crate::ops::rnn_seq::backward_by_steps(self, a)
     }

@@ -131,17 +131,17 @@ pub fn gated_sequence_graph(t: Target) {
             recording.unwrap();
             let graph = graph.unwrap();
             // One launch per op where the persistent kernels run (CUDA, the small shape: a
-            // handful of blocks fits any device), one per op and step where no W_hh slice fits
-            // a block's shared memory.
-            let want = if hidden > 1000 {
-                Some(4 * steps)
+            // handful of blocks fits any device); where no W_hh slice fits a block's shared
+            // memory, the per-step GEMM path (hidden >= 384) launches a GEMM and a cell kernel
+            // (and more) per op and step.
+            if hidden > 1000 {
+                assert!(
+                    graph.kernels() >= 8 * steps,
+                    "{}: {shape:?} {graph:?}",
+                    ctx.id()
+                );
             } else if t == Target::Cuda {
-                Some(4)
-            } else {
-                None
-            };
-            if let Some(want) = want {
-                assert_eq!(graph.kernels(), want, "{}: {shape:?} {graph:?}", ctx.id());
+                assert_eq!(graph.kernels(), 4, "{}: {shape:?} {graph:?}", ctx.id());
             }
             let n = batch * hidden;
             let mut r = Values(11);

@@ -17,8 +17,8 @@ use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
-use super::{Values, compare_at, nan, prop, run_padded};
-use crate::support::Target;
+use super::{Values, compare_at, nan, prop, prop_on, run_padded};
+use crate::support::{self, Target};
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
 fn states(r: &mut Values, steps: usize, n: usize) -> Vec<f32> {
@@ -159,23 +159,22 @@ pub fn gated_sequence_fallback(t: Target) {
     // The persistent LSTM backward needs 384 bytes of shared memory per hidden unit, so 700
     // units (268,800 bytes) exceed any current GPU's opt-in limit (227 KB on H100) while its
     // forward still fits; from 1040 units no gated kernel fits (the smallest, the GRU forward,
-    // needs 224 bytes per unit).
-    let s = (
-        1..=3usize,
-        // One row tile of the step kernels, or two with a ragged second.
-        prop_oneof![1..=3usize, 17..=20usize],
-        prop_oneof![700..=710usize, 1040..=1050usize],
-        any::<u64>(),
-    );
-    prop(
-        t,
-        "gpu_gated_sequence_fallback",
-        3,
-        s,
-        |ctx, (steps, batch, hidden, seed)| {
+    // needs 224 bytes per unit). What does not fit runs per step: as a GEMM and a cell kernel
+    // (the default at these sizes), or with the fused step kernels; both are checked.
+    for gemm_steps in [true, false] {
+        let test = format!("gpu_gated_sequence_fallback (per-step GEMMs: {gemm_steps})");
+        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_gemm_steps = Some(gemm_steps));
+        let s = (
+            1..=3usize,
+            // One row tile of the step kernels, or two with a ragged second.
+            prop_oneof![1..=3usize, 17..=20usize],
+            prop_oneof![700..=710usize, 1040..=1050usize],
+            any::<u64>(),
+        );
+        prop_on(ctxs, &test, 3, s, |ctx, (steps, batch, hidden, seed)| {
             let mut r = Values(seed);
             check_lstm(ctx, (steps, batch, hidden), 0, &mut r)?;
             check_gru(ctx, (steps, batch, hidden), 0, &mut r)
-        },
-    );
+        });
+    }
 }

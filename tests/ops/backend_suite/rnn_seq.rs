@@ -15,8 +15,8 @@ use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
-use super::{Values, compare_at, nan, prop, run_padded};
-use crate::support::Target;
+use super::{Values, compare_at, nan, prop, prop_on, run_padded};
+use crate::support::{self, Target};
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
 fn check_sequence(
@@ -117,6 +117,15 @@ pub fn rnn_sequence_cooperative(t: Target) {
 pub fn rnn_sequence_fallback(t: Target) {
     // 32 floats of shared memory per hidden unit (W slice and two staging areas): 2600 units
     // need 332,800 bytes, more than any current GPU lets one block opt in to (227 KB on H100).
-    let s = (1..=3usize, 1..=3usize, 2600..=2610usize, any::<u64>());
-    tanh_sequences(t, "gpu_rnn_sequence_fallback", 2, 0, s);
+    // Such a sequence runs per step, as a GEMM and an activation (the default at this size) or
+    // with the fused step kernels; both are checked.
+    for gemm_steps in [true, false] {
+        let test = format!("gpu_rnn_sequence_fallback (per-step GEMMs: {gemm_steps})");
+        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_gemm_steps = Some(gemm_steps));
+        let s = (1..=3usize, 1..=3usize, 2600..=2610usize, any::<u64>());
+        prop_on(ctxs, &test, 2, s, |ctx, (steps, batch, hidden, seed)| {
+            let mut r = Values(seed);
+            check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
+        });
+    }
 }

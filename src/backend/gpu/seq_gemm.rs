@@ -1,0 +1,227 @@
+//! Recurrent sequences (Elman, LSTM, GRU) as per-step GEMMs and cell kernels, where the
+//! persistent kernels do not fit: each step's recurrent product runs through the op set's GEMM
+//! (tensor cores, 3xTF32, where the device has them) and the gate math through the cell (or
+//! bias-activation) kernels. The fused step kernels (`rnn_step_*`, `lstm_step_*`,
+//! `gru_step_*`) do both in one launch, but their product runs on the
+//! CUDA cores from a small register tile: at hidden 1024 and batch 64 it reached about a sixth
+//! of the FP32 bound on an H100 (2026-11-26), and the GEMM path ran the whole training step two
+//! to four times faster from hidden 640 to 2048 and batch 1 to 512 on CUDA, and 1.3 to 1.9
+//! times at hidden 384 and 512 on NVIDIA OpenCL. An Elman step's product is a quarter of an
+//! LSTM's, and its GEMM path (three launches a step) lost to the fused kernel at hidden 384 and
+//! 512 on NVIDIA OpenCL (1.5 to 2.4 times slower) while it won at 2048 on CUDA (1.5 times
+//! faster). Hence the thresholds [`MIN_GATED_HIDDEN`] and [`MIN_ELMAN_HIDDEN`]; below them the
+//! fused kernels keep the sequence.
+
+use super::GpuOps;
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::error::{Error, Result};
+use crate::ops::prelude::*;
+use crate::ops::{
+    Activated, Activation, Gemm, GruCellBackward, GruCellForward, GruGateGrads,
+    GruSequenceBackward, GruSequenceForward, LstmCellBackward, LstmCellForward,
+    LstmSequenceBackward, LstmSequenceForward, MatShape, RnnSequenceBackward, RnnSequenceForward,
+    SeqShape,
+};
+
+/// The smallest hidden size at which an LSTM or GRU sequence takes the GEMM path when neither
+/// the context nor [`ENV`] decides.
+pub(crate) const MIN_GATED_HIDDEN: usize = 384;
+/// The same for an Elman sequence.
+pub(crate) const MIN_ELMAN_HIDDEN: usize = 1024;
+
+/// `RNN_RECURRENT_GEMM_STEPS`: `1` sends every recurrent sequence that the persistent kernels
+/// do not take to the GEMM path, `0` none (`ContextOptions::recurrent_gemm_steps` where unset).
+pub(crate) const ENV: &str = "RNN_RECURRENT_GEMM_STEPS";
+
+/// The context's choice (`ContextOptions::recurrent_gemm_steps`), else [`ENV`]'s, else `None`
+/// (by hidden size). Read once, when the context is created.
+pub(crate) fn choice(option: Option<bool>) -> Result<Option<bool>> {
+    if option.is_some() {
+        return Ok(option);
+    }
+    match std::env::var(ENV).as_deref() {
+        Err(_) => Ok(None),
+        Ok("1") => Ok(Some(true)),
+        Ok("0") => Ok(Some(false)),
+        Ok(other) => Err(Error::InvalidArgument(format!(
+            "{ENV} must be 0 or 1, got '{other}'"
+        ))),
+    }
+}
+
+fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
+    v.slice(t * len, len)
+}
+
+impl<D: Device> GpuOps<D> {
+    /// Whether a recurrent sequence of `shape` with `gates` gate blocks (1 for Elman) that the
+    /// persistent kernels do not take runs as per-step GEMMs and cells (see the module docs).
+    pub(crate) fn seq_gemm_wanted(&self, shape: SeqShape, gates: usize) -> bool {
+        let least = if gates == 1 {
+            MIN_ELMAN_HIDDEN
+        } else {
+            MIN_GATED_HIDDEN
+        };
+        self.seq_gemm_steps.unwrap_or(shape.hidden >= least)
+    }
+
+    /// `lstm_sequence_forward` with one GEMM and one cell launch per step, after the two biases
+    /// are added to every step's gates (the sequence checks have run).
+    pub(crate) fn lstm_forward_by_gemm(&self, a: &LstmSequenceForward<'_>) -> Result<()> {
+        let (b, h) = (a.shape.batch, a.shape.hidden);
+        let (n, g) = (a.shape.block(), 4 * a.shape.block());
+        let rows = MatShape::new(a.shape.steps * b, 4 * h);
+        let gates = Activated::new(a.gates, a.gates, Activation::Identity);
+        for bias in [a.weights.b_ih, a.weights.b_hh] {
+            self.bias_act_forward(gates, bias, rows)?;
+        }
+        for t in 0..a.shape.steps {
+            let gates = block(a.gates, t, g)?;
+            let product = Gemm::new(b, 4 * h, h).tb().scaled(1.0, 1.0);
+            self.gemm(product, block(a.hs, t, n)?, a.weights.w_hh, gates)?;
+            self.lstm_cell_forward(LstmCellForward {
+                gates,
+                c_prev: block(a.cs, t, n)?,
+                c: block(a.cs, t + 1, n)?,
+                h: block(a.hs, t + 1, n)?,
+                shape: SeqShape::step(b, h),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `lstm_sequence_backward` with one copy, one GEMM and one cell launch per step;
+    /// `scratch` is `2 * batch * hidden`: the cell-state carry, then the total gradient reaching
+    /// `h_t`.
+    pub(crate) fn lstm_backward_by_gemm(
+        &self,
+        a: &LstmSequenceBackward<'_>,
+        scratch: View<'_>,
+    ) -> Result<()> {
+        let (b, h) = (a.shape.batch, a.shape.hidden);
+        let (n, g) = (a.shape.block(), 4 * a.shape.block());
+        let (carry, total) = (scratch.slice(0, n)?, scratch.slice(n, n)?);
+        self.fill(carry, 0.0)?;
+        for t in (0..a.shape.steps).rev() {
+            self.copy(block(a.dh, t, n)?, total)?;
+            if t + 1 < a.shape.steps {
+                let product = Gemm::new(b, h, 4 * h).scaled(1.0, 1.0);
+                self.gemm(product, block(a.dgates, t + 1, g)?, a.w_hh, total)?;
+            }
+            self.lstm_cell_backward(LstmCellBackward {
+                gates: block(a.gates, t, g)?,
+                c_prev: block(a.cs, t, n)?,
+                c: block(a.cs, t + 1, n)?,
+                dh: total,
+                dc: carry,
+                dgates: block(a.dgates, t, g)?,
+                shape: SeqShape::step(b, h),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `gru_sequence_forward` with five launches per step: `gx_t + b_ih` and
+    /// `h_prev W_hh^T + b_hh` into `scratch` (`6 * batch * hidden`; `gx` is read only), then the
+    /// cell.
+    pub(crate) fn gru_forward_by_gemm(
+        &self,
+        a: &GruSequenceForward<'_>,
+        scratch: View<'_>,
+    ) -> Result<()> {
+        let (b, h) = (a.shape.batch, a.shape.hidden);
+        let n = a.shape.block();
+        let (gx, gh) = (scratch.slice(0, 3 * n)?, scratch.slice(3 * n, 3 * n)?);
+        let rows = MatShape::new(b, 3 * h);
+        let plus =
+            |v, bias| self.bias_act_forward(Activated::new(v, v, Activation::Identity), bias, rows);
+        for t in 0..a.shape.steps {
+            self.copy(block(a.gx, t, 3 * n)?, gx)?;
+            plus(gx, a.weights.b_ih)?;
+            let h_prev = block(a.hs, t, n)?;
+            self.gemm(Gemm::new(b, 3 * h, h).tb(), h_prev, a.weights.w_hh, gh)?;
+            plus(gh, a.weights.b_hh)?;
+            self.gru_cell_forward(GruCellForward {
+                gx,
+                gh,
+                h_prev,
+                h: block(a.hs, t + 1, n)?,
+                cache: block(a.cache, t, 4 * n)?,
+                shape: SeqShape::step(b, h),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `gru_sequence_backward` with three launches per step; `scratch` is `2 * batch * hidden`:
+    /// what flows on to `h_{t-1}`, then the total gradient reaching `h_t`.
+    pub(crate) fn gru_backward_by_gemm(
+        &self,
+        a: &GruSequenceBackward<'_>,
+        scratch: View<'_>,
+    ) -> Result<()> {
+        let (b, h) = (a.shape.batch, a.shape.hidden);
+        let n = a.shape.block();
+        let (carry, total) = (scratch.slice(0, n)?, scratch.slice(n, n)?);
+        self.fill(carry, 0.0)?;
+        for t in (0..a.shape.steps).rev() {
+            self.add(block(a.dh, t, n)?, carry, total)?;
+            let dgh = block(a.grads.dgh, t, 3 * n)?;
+            self.gru_cell_backward(GruCellBackward {
+                cache: block(a.cache, t, 4 * n)?,
+                h_prev: block(a.hs, t, n)?,
+                dh: total,
+                grads: GruGateGrads::new(block(a.grads.dgx, t, 3 * n)?, dgh),
+                dh_prev: carry,
+                shape: SeqShape::step(b, h),
+            })?;
+            let product = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
+            self.gemm(product, dgh, a.w_hh, carry)?;
+        }
+        Ok(())
+    }
+
+    /// `rnn_sequence_forward` with three launches per step: the step's input projection copied
+    /// into its state block, the product added there, then the summed biases and the
+    /// activation; `bias` (`hidden`) is scratch.
+    pub(crate) fn elman_forward_by_gemm(
+        &self,
+        a: &RnnSequenceForward<'_>,
+        bias: View<'_>,
+    ) -> Result<()> {
+        let (b, h) = (a.shape.batch, a.shape.hidden);
+        let n = a.shape.block();
+        self.add(a.weights.b_ih, a.weights.b_hh, bias)?;
+        for t in 0..a.shape.steps {
+            let h_t = block(a.hs, t + 1, n)?;
+            self.copy(block(a.pre, t, n)?, h_t)?;
+            let product = Gemm::new(b, h, h).tb().scaled(1.0, 1.0);
+            self.gemm(product, block(a.hs, t, n)?, a.weights.w_hh, h_t)?;
+            let f = Activated::new(h_t, h_t, a.act);
+            self.bias_act_forward(f, bias, MatShape::new(b, h))?;
+        }
+        Ok(())
+    }
+
+    /// `rnn_sequence_backward` with three launches per step; `total` (`batch x hidden`) is
+    /// scratch for the gradient reaching `h_t`.
+    pub(crate) fn elman_backward_by_gemm(
+        &self,
+        a: &RnnSequenceBackward<'_>,
+        total: View<'_>,
+    ) -> Result<()> {
+        let (b, h) = (a.shape.batch, a.shape.hidden);
+        let n = a.shape.block();
+        for t in (0..a.shape.steps).rev() {
+            self.copy(block(a.dh, t, n)?, total)?;
+            if t + 1 < a.shape.steps {
+                let product = Gemm::new(b, h, h).scaled(1.0, 1.0);
+                self.gemm(product, block(a.dpre, t + 1, n)?, a.w_hh, total)?;
+            }
+            let h_t = block(a.hs, t + 1, n)?;
+            self.act_backward(total, Activated::new(h_t, h_t, a.act), block(a.dpre, t, n)?)?;
+        }
+        Ok(())
+    }
+}
