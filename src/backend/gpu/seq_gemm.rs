@@ -15,7 +15,8 @@
 use super::GpuOps;
 use crate::backend::Device;
 use crate::buffer::View;
-use crate::error::{Error, Result};
+use crate::env_switch::Switch;
+use crate::error::Result;
 use crate::ops::prelude::*;
 use crate::ops::{
     Activated, Activation, Gemm, GruCellBackward, GruCellForward, GruGateGrads,
@@ -30,9 +31,15 @@ pub(crate) const MIN_GATED_HIDDEN: usize = 384;
 /// The same for an Elman sequence.
 pub(crate) const MIN_ELMAN_HIDDEN: usize = 1024;
 
-/// `RNN_RECURRENT_GEMM_STEPS`: `1` sends every recurrent sequence that the persistent kernels
-/// do not take to the GEMM path, `0` none (`ContextOptions::recurrent_gemm_steps` where unset).
-pub(crate) const ENV: &str = "RNN_RECURRENT_GEMM_STEPS";
+/// `RNN_RECURRENT_GEMM_STEPS`: on (`1`, `on`, `true`, `yes`) sends every recurrent sequence
+/// that the persistent kernels do not take to the GEMM path, off (`0`, `off`, `false`, `no`)
+/// none; unset or empty, `ContextOptions::recurrent_gemm_steps` or the hidden-size rule decides.
+const ENV: Switch = Switch {
+    name: "RNN_RECURRENT_GEMM_STEPS",
+    unset: false,
+    empty: false,
+    yes_no: true,
+};
 
 /// The context's choice (`ContextOptions::recurrent_gemm_steps`), else [`ENV`]'s, else `None`
 /// (by hidden size). Read once, when the context is created.
@@ -40,13 +47,9 @@ pub(crate) fn choice(option: Option<bool>) -> Result<Option<bool>> {
     if option.is_some() {
         return Ok(option);
     }
-    match std::env::var(ENV).as_deref() {
-        Err(_) => Ok(None),
-        Ok("1") => Ok(Some(true)),
-        Ok("0") => Ok(Some(false)),
-        Ok(other) => Err(Error::InvalidArgument(format!(
-            "{ENV} must be 0 or 1, got '{other}'"
-        ))),
+    match std::env::var_os(ENV.name) {
+        Some(v) if !v.is_empty() => ENV.parse(Some(&v)).map(Some),
+        _ => Ok(None),
     }
 }
 
