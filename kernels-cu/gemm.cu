@@ -13,26 +13,6 @@
 #define SG_LD (SG_BM + SG_PAD)
 #define SG_THREADS 256
 
-// Four consecutive elements along the contiguous dimension of a row-major operand, zero-filled
-// outside (row_lim, col_lim). `col` is a multiple of 4, so with `vec` (16-byte aligned base and
-// ld % 4 == 0) the float4 access is aligned.
-__device__ __forceinline__ float4 sg_load4(const float* __restrict__ base, uint row, uint row_lim,
-                                           uint col, uint col_lim, uint ld, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row < row_lim) {
-        const float* p = base + (u64)row * ld + col;
-        if (vec && col + 3 < col_lim) {
-            v = *reinterpret_cast<const float4*>(p);
-        } else {
-            if (col < col_lim) v.x = p[0];
-            if (col + 1 < col_lim) v.y = p[1];
-            if (col + 2 < col_lim) v.z = p[2];
-            if (col + 3 < col_lim) v.w = p[3];
-        }
-    }
-    return v;
-}
-
 // The k-tile `kb` of op(A) (128 x 8 values) as four values per thread.
 template <bool TA>
 __device__ __forceinline__ float4 sg_load_a(const float* __restrict__ A, uint m, uint k, uint bm,
@@ -40,10 +20,10 @@ __device__ __forceinline__ float4 sg_load_a(const float* __restrict__ A, uint m,
     const uint t = threadIdx.x;
     if (!TA) {
         // A is m x k: thread reads 4 consecutive k of row t / 2.
-        return sg_load4(A, bm + t / 2, m, kb + (t % 2) * 4, k, k, vec);
+        return rnn_load4(A, bm + t / 2, m, kb + (t % 2) * 4, k, k, vec);
     } else {
         // A is stored k x m: thread reads 4 consecutive m of k-row t / 32.
-        return sg_load4(A, kb + t / 32, k, bm + (t % 32) * 4, m, m, vec);
+        return rnn_load4(A, kb + t / 32, k, bm + (t % 32) * 4, m, m, vec);
     }
 }
 
@@ -67,10 +47,10 @@ __device__ __forceinline__ float4 sg_load_b(const float* __restrict__ B, uint n,
     const uint t = threadIdx.x;
     if (!TB) {
         // B is k x n: thread reads 4 consecutive n of k-row t / 32.
-        return sg_load4(B, kb + t / 32, k, bn + (t % 32) * 4, n, n, vec);
+        return rnn_load4(B, kb + t / 32, k, bn + (t % 32) * 4, n, n, vec);
     } else {
         // B is stored n x k: thread reads 4 consecutive k of row t / 2.
-        return sg_load4(B, bn + t / 2, n, kb + (t % 2) * 4, k, k, vec);
+        return rnn_load4(B, bn + t / 2, n, kb + (t % 2) * 4, k, k, vec);
     }
 }
 
