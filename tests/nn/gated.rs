@@ -425,22 +425,9 @@ fn follows_cpu(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn opencl_gated_follow_cpu() {
-    follows_cpu(Target::OpenCl, "opencl_gated_follow_cpu");
-}
-
-#[test]
-fn cuda_gated_follow_cpu() {
-    follows_cpu(Target::Cuda, "cuda_gated_follow_cpu");
-}
-
-#[test]
-fn hip_gated_follow_cpu() {
-    follows_cpu(Target::Hip, "hip_gated_follow_cpu");
-}
-
-#[test]
-fn hip_on_cuda_gated_follow_cpu() {
-    follows_cpu(Target::HipOnCuda, "hip_on_cuda_gated_follow_cpu");
-}
+target_tests!(follows_cpu(named):
+    opencl_gated_follow_cpu => OpenCl,
+    cuda_gated_follow_cpu => Cuda,
+    hip_gated_follow_cpu => Hip,
+    hip_on_cuda_gated_follow_cpu => HipOnCuda,
+);

@@ -418,15 +418,19 @@ fn cpu_stack_checkpoint_round_trip() {
     let dir = std::env::temp_dir().join(format!("rnn-nn-test-stack-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("stack.safetensors");
-    let bi2 = RecurrentOptions::new().layers(2).bidirectional(true);
-    let model = |seed, cell| {
+    // Two layers of `cell` (bidirectional or not), then three GRU layers.
+    let model = |seed, cell, bidirectional: bool| {
+        let first = RecurrentOptions::new()
+            .layers(2)
+            .bidirectional(bidirectional);
+        let width = if bidirectional { 8 } else { 4 };
         Network::builder(&ctx)
             .seed(seed)
             .sequence_length(3)
-            .recurrent(cell, 2, 4, RnnOutput::Sequence, bi2)
+            .recurrent(cell, 2, 4, RnnOutput::Sequence, first)
             .recurrent(
                 RecurrentCell::Gru,
-                8,
+                width,
                 3,
                 RnnOutput::Last,
                 RecurrentOptions::new().layers(3),
@@ -435,7 +439,7 @@ fn cpu_stack_checkpoint_round_trip() {
             .unwrap()
     };
     for cell in CELLS {
-        let mut a = model(1, cell);
+        let mut a = model(1, cell, true);
         a.save(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -445,33 +449,14 @@ fn cpu_stack_checkpoint_round_trip() {
         assert_eq!(st.tensor("0.weight_ih_l1_reverse").unwrap().shape(), [g, 8]);
         assert_eq!(st.tensor("0.bias_hh_l1_reverse").unwrap().shape(), [g]);
         assert_eq!(st.tensor("1.weight_hh_l2").unwrap().shape(), [9, 3]);
-        let mut b = model(2, cell);
+        let mut b = model(2, cell, true);
         assert_ne!(a.parameters().unwrap(), b.parameters().unwrap());
         b.load(&path).unwrap();
         assert_eq!(a.parameters().unwrap(), b.parameters().unwrap());
         let x: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
         assert_eq!(a.predict(&x).unwrap(), b.predict(&x).unwrap());
         // A one-direction checkpoint does not load into the bidirectional network.
-        let err = Network::builder(&ctx)
-            .sequence_length(3)
-            .recurrent(
-                cell,
-                2,
-                4,
-                RnnOutput::Sequence,
-                RecurrentOptions::new().layers(2),
-            )
-            .recurrent(
-                RecurrentCell::Gru,
-                4,
-                3,
-                RnnOutput::Last,
-                RecurrentOptions::new().layers(3),
-            )
-            .build(Loss::Mse)
-            .unwrap()
-            .load(&path)
-            .unwrap_err();
+        let err = model(1, cell, false).load(&path).unwrap_err();
         assert!(err.to_string().contains("0.weight_ih_l1"), "{err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -583,22 +568,9 @@ fn follows_cpu(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn opencl_stack_follows_cpu() {
-    follows_cpu(Target::OpenCl, "opencl_stack_follows_cpu");
-}
-
-#[test]
-fn cuda_stack_follows_cpu() {
-    follows_cpu(Target::Cuda, "cuda_stack_follows_cpu");
-}
-
-#[test]
-fn hip_stack_follows_cpu() {
-    follows_cpu(Target::Hip, "hip_stack_follows_cpu");
-}
-
-#[test]
-fn hip_on_cuda_stack_follows_cpu() {
-    follows_cpu(Target::HipOnCuda, "hip_on_cuda_stack_follows_cpu");
-}
+target_tests!(follows_cpu(named):
+    opencl_stack_follows_cpu => OpenCl,
+    cuda_stack_follows_cpu => Cuda,
+    hip_stack_follows_cpu => Hip,
+    hip_on_cuda_stack_follows_cpu => HipOnCuda,
+);

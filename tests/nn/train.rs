@@ -144,25 +144,12 @@ fn follows_cpu(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn opencl_training_follows_cpu() {
-    follows_cpu(Target::OpenCl, "opencl_training_follows_cpu");
-}
-
-#[test]
-fn cuda_training_follows_cpu() {
-    follows_cpu(Target::Cuda, "cuda_training_follows_cpu");
-}
-
-#[test]
-fn hip_training_follows_cpu() {
-    follows_cpu(Target::Hip, "hip_training_follows_cpu");
-}
-
-#[test]
-fn hip_on_cuda_training_follows_cpu() {
-    follows_cpu(Target::HipOnCuda, "hip_on_cuda_training_follows_cpu");
-}
+target_tests!(follows_cpu(named):
+    opencl_training_follows_cpu => OpenCl,
+    cuda_training_follows_cpu => Cuda,
+    hip_training_follows_cpu => Hip,
+    hip_on_cuda_training_follows_cpu => HipOnCuda,
+);
 
 /// 500 MNIST digits, and 70 character sequences of 10 steps with their vocabulary size.
 fn mnist_and_sequences() -> (Dataset, Dataset, usize) {
@@ -229,30 +216,13 @@ fn graphs_match_op_by_op(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn cpu_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::Cpu, "cpu_graphs_match_op_by_op");
-}
-
-#[test]
-fn opencl_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::OpenCl, "opencl_graphs_match_op_by_op");
-}
-
-#[test]
-fn cuda_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::Cuda, "cuda_graphs_match_op_by_op");
-}
-
-#[test]
-fn hip_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::Hip, "hip_graphs_match_op_by_op");
-}
-
-#[test]
-fn hip_on_cuda_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::HipOnCuda, "hip_on_cuda_graphs_match_op_by_op");
-}
+target_tests!(graphs_match_op_by_op(named):
+    cpu_graphs_match_op_by_op => Cpu,
+    opencl_graphs_match_op_by_op => OpenCl,
+    cuda_graphs_match_op_by_op => Cuda,
+    hip_graphs_match_op_by_op => Hip,
+    hip_on_cuda_graphs_match_op_by_op => HipOnCuda,
+);
 
 /// `Trainer::step` reads its contiguous batches in place where the step runs op by op (and
 /// copies them where a recorded graph needs fixed addresses); `Network::train` gathers them
@@ -305,27 +275,10 @@ fn trainer_matches_train(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn cpu_trainer_matches_train() {
-    trainer_matches_train(Target::Cpu, "cpu_trainer_matches_train");
-}
-
-#[test]
-fn opencl_trainer_matches_train() {
-    trainer_matches_train(Target::OpenCl, "opencl_trainer_matches_train");
-}
-
-#[test]
-fn cuda_trainer_matches_train() {
-    trainer_matches_train(Target::Cuda, "cuda_trainer_matches_train");
-}
-
-#[test]
-fn hip_trainer_matches_train() {
-    trainer_matches_train(Target::Hip, "hip_trainer_matches_train");
-}
-
-#[test]
-fn hip_on_cuda_trainer_matches_train() {
-    trainer_matches_train(Target::HipOnCuda, "hip_on_cuda_trainer_matches_train");
-}
+target_tests!(trainer_matches_train(named):
+    cpu_trainer_matches_train => Cpu,
+    opencl_trainer_matches_train => OpenCl,
+    cuda_trainer_matches_train => Cuda,
+    hip_trainer_matches_train => Hip,
+    hip_on_cuda_trainer_matches_train => HipOnCuda,
+);
