@@ -230,18 +230,10 @@ fn hip_broken_kernel_is_a_compile_error_with_the_log() {
     if !hiprtc_present(test) {
         return;
     }
-    let src = "extern \"C\" __global__ void broken(float* x) { x[0] = not_declared_anywhere; }";
-    match rnn::backend::hip::compile_for_arch(src, "gfx90a") {
-        Err(Error::Compile { log, device }) => {
-            assert!(
-                log.contains("not_declared_anywhere"),
-                "log lacks the error:\n{log}"
-            );
-            assert!(device.contains("gfx90a"), "{device}");
-        }
-        Err(other) => panic!("expected Error::Compile, got {other}"),
-        Ok(b) => panic!("a broken kernel compiled ({} bytes)", b.len()),
-    }
+    let device = support::broken_kernel_is_a_compile_error(|src| {
+        rnn::backend::hip::compile_for_arch(src, "gfx90a")
+    });
+    assert!(device.contains("gfx90a"), "{device}");
 }
 
 #[test]

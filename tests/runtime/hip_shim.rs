@@ -254,14 +254,23 @@ fn no_device_child() {
     );
 }
 
+/// The shim fixture for `test`'s parent half; `None` where the test skips, or where this process
+/// is the test's child (`CHILD_ENV` set): there it runs the child's half, `child_half`, first.
+fn parent_fixture(test: &str, child_half: fn()) -> Option<PathBuf> {
+    if let Ok(which) = std::env::var(CHILD_ENV) {
+        child_half();
+        println!("child {which} done");
+        return None;
+    }
+    fixture(test)
+}
+
 #[test]
 fn hip_shim_without_cuda_answers_like_rocm_without_a_gpu() {
     let test = "hip_shim_without_cuda_answers_like_rocm_without_a_gpu";
-    if std::env::var(CHILD_ENV).is_ok() {
-        no_device_child();
-        return println!("child {} done", std::env::var(CHILD_ENV).unwrap());
-    }
-    let Some(dir) = fixture(test) else { return };
+    let Some(dir) = parent_fixture(test, no_device_child) else {
+        return;
+    };
     for flavour in ["rocm6", "rocm5"] {
         let lib = shim(&dir, flavour);
         child(
@@ -319,11 +328,9 @@ fn hiprtc_child() {
 #[test]
 fn hip_shim_hiprtc_compiles_the_hip_op_set_through_nvrtc() {
     let test = "hip_shim_hiprtc_compiles_the_hip_op_set_through_nvrtc";
-    if std::env::var(CHILD_ENV).is_ok() {
-        hiprtc_child();
-        return println!("child {} done", std::env::var(CHILD_ENV).unwrap());
-    }
-    let Some(dir) = fixture(test) else { return };
+    let Some(dir) = parent_fixture(test, hiprtc_child) else {
+        return;
+    };
     let out = child(
         test,
         "hiprtc",
@@ -444,11 +451,9 @@ fn layout_child() {
 #[test]
 fn hip_shim_gcn_arch_reads_the_same_in_both_prop_layouts() {
     let test = "hip_shim_gcn_arch_reads_the_same_in_both_prop_layouts";
-    if std::env::var(CHILD_ENV).is_ok() {
-        layout_child();
-        return println!("child {} done", std::env::var(CHILD_ENV).unwrap());
-    }
-    let Some(dir) = fixture(test) else { return };
+    let Some(dir) = parent_fixture(test, layout_child) else {
+        return;
+    };
     for flavour in ["rocm6", "rocm5"] {
         let out = child(
             test,
