@@ -195,6 +195,18 @@ inline float4 bab_dy(__global const float* dy, __global const float* pg,
     return o;
 }
 
+// Puts work-item lx's column sums `v` into its row of `sh`: four at lx * 4 when `quad`, else
+// v.x at lx.
+inline void bab_stage(__local float* row, uint lx, uint quad, float4 v) {
+    const uint w = quad ? 4 : 1;
+    row[lx * w] = v.x;
+    if (quad) {
+        row[lx * 4 + 1] = v.y;
+        row[lx * 4 + 2] = v.z;
+        row[lx * 4 + 3] = v.w;
+    }
+}
+
 // The body of both entries (dy from `dy`, or with pk > 0 from the product of pg and pw); `a`
 // is what act_grad reads: y for relu, sigmoid and tanh, z for gelu and leaky relu.
 inline void bab_body(__global const float* dy, __global const float* pg,
@@ -250,12 +262,7 @@ inline void bab_body(__global const float* dy, __global const float* pg,
     // Work-item e < 32 w owns column `strip + e` from here on.
     const uint e = ly * 32 + lx;
     const ulong strip = (ulong)get_group_id(0) * 32 * w;
-    sh[ly][lx * w] = s.x;
-    if (quad) {
-        sh[ly][lx * 4 + 1] = s.y;
-        sh[ly][lx * 4 + 2] = s.z;
-        sh[ly][lx * 4 + 3] = s.w;
-    }
+    bab_stage(sh[ly], lx, quad, s);
     barrier(CLK_LOCAL_MEM_FENCE);
     const bool owner = e < 32 * w && strip + e < cols;
     float t = 0.0f;
@@ -282,12 +289,7 @@ inline void bab_body(__global const float* dy, __global const float* pg,
             }
         }
     barrier(CLK_LOCAL_MEM_FENCE);  // every owner has read sh above
-    sh[ly][lx * w] = u.x;
-    if (quad) {
-        sh[ly][lx * 4 + 1] = u.y;
-        sh[ly][lx * 4 + 2] = u.z;
-        sh[ly][lx * 4 + 3] = u.w;
-    }
+    bab_stage(sh[ly], lx, quad, u);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (last && owner) {
         float v = t;
