@@ -2,11 +2,14 @@
 //! checks, checkpoints with PyTorch names, training, and every GPU backend against the CPU.
 
 use proptest::prelude::*;
-use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, Targets, TrainingConfig};
+use rnn::nn::{
+    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets,
+    TrainingConfig,
+};
 use rnn::{Activation, Context};
 
 use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
-use crate::gradcheck::{classes, random};
+use crate::gradcheck::{LayerCase, classes, random, sequence_and_last};
 use crate::support::{Target, contexts, rel_err};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -228,34 +231,10 @@ proptest! {
 
     #[test]
     fn cpu_gated_gradients_sequence_and_last(seed in any::<u64>(), n in 1usize..4, t in 1usize..5, i in 1usize..4, h in 1usize..4) {
-        let ctx = Context::cpu();
         let mut rng = Rng::new(seed);
-        let c = 3;
-        for cell in [Cell::Lstm, Cell::Gru] {
-            // Every hidden state feeds a head with a label per step.
-            let mut net = Network::builder(&ctx)
-                .seed(seed)
-                .sequence_length(t)
-                .cell(cell, i, h, RnnOutput::Sequence)
-                .dense(h, c, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-                .unwrap();
-            let targets = Targets::Classes { labels: classes(&mut rng, n * t, c), classes: c, per_sample: t };
-            let data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-            check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} sequence"));
-
-            // Last state only, MSE, with a dense layer in front: its gradients are exact only
-            // if the cell's input gradient is.
-            let mut net = Network::builder(&ctx)
-                .seed(seed ^ 3)
-                .sequence_length(t)
-                .dense(i, 3, Activation::Tanh)
-                .cell(cell, 3, h, RnnOutput::Last)
-                .dense(h, 2, Activation::Identity)
-                .build(Loss::Mse)
-                .unwrap();
-            let data = Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2).unwrap();
-            check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} last"));
+        for cell in [RecurrentCell::Lstm, RecurrentCell::Gru] {
+            let case = LayerCase { cell, opts: RecurrentOptions::new(), n, t, i, h };
+            sequence_and_last(&Context::cpu(), case, false, seed, &mut rng, check);
         }
     }
 }

@@ -10,7 +10,7 @@ use rnn::{Activation, Context};
 
 use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
 use crate::gated::{check, config_for};
-use crate::gradcheck::{classes, random};
+use crate::gradcheck::{LayerCase, classes, random, sequence_and_last};
 use crate::support::{Target, contexts, rel_err};
 
 const CELLS: [RecurrentCell; 4] = [
@@ -375,7 +375,6 @@ proptest! {
     fn cpu_stack_gradients(seed in any::<u64>(), n in 1usize..3, t in 1usize..4, i in 1usize..3, h in 1usize..3, layers in 1usize..3) {
         let ctx = Context::cpu();
         let mut rng = Rng::new(seed);
-        let c = 3;
         // Relu's kinks make finite differences meaningless at random points: Tanh stands in
         // for the Elman cell here (Relu's path differs only in the cell kernel).
         for cell in [RecurrentCell::Rnn(Activation::Tanh), RecurrentCell::Lstm, RecurrentCell::Gru] {
@@ -384,29 +383,8 @@ proptest! {
                 if opts == RecurrentOptions::new() {
                     continue;
                 }
-                let w = h * opts.directions();
-                let mut net = Network::builder(&ctx)
-                    .seed(seed)
-                    .sequence_length(t)
-                    .dense(i, 2, Activation::Tanh)
-                    .recurrent(cell, 2, h, RnnOutput::Sequence, opts)
-                    .dense(w, c, Activation::Identity)
-                    .build(Loss::SoftmaxCrossEntropy)
-                    .unwrap();
-                let targets = Targets::Classes { labels: classes(&mut rng, n * t, c), classes: c, per_sample: t };
-                let data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-                check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} {opts:?} sequence"));
-
-                let mut net = Network::builder(&ctx)
-                    .seed(seed ^ 5)
-                    .sequence_length(t)
-                    .dense(i, 2, Activation::Tanh)
-                    .recurrent(cell, 2, h, RnnOutput::Last, opts)
-                    .dense(w, 2, Activation::Identity)
-                    .build(Loss::Mse)
-                    .unwrap();
-                let data = Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2).unwrap();
-                check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} {opts:?} last"));
+                let case = LayerCase { cell, opts, n, t, i, h };
+                sequence_and_last(&ctx, case, true, seed, &mut rng, check);
             }
         }
     }
