@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use rnn::{BackendKind, DeviceId, Error, GpuManager};
 
-use crate::hip_compile::{EM_CUDA, abi_entries, elf_symbols, u16_at, u32_at, u64_at};
+use crate::hip_compile::{assert_cubin_with_every_entry, u16_at, u32_at, u64_at};
 use crate::support;
 
 /// A prebuilt fixture directory (`scripts/bundle.sh` puts one in `.gpu-bundle/hipshim`), used
@@ -308,13 +308,7 @@ fn hiprtc_child() {
     let source = rnn::backend::hip::op_set_source();
     let cubin = rnn::backend::hip::compile_for_arch(&source, "gfx90a")
         .unwrap_or_else(|e| panic!("the HIP op set through the shim's hiprtc:\n{e}"));
-    let (machine, symbols) = elf_symbols(&cubin);
-    assert_eq!(machine, EM_CUDA, "the shim's code objects are CUBINs");
-    let missing: Vec<String> = abi_entries()
-        .into_iter()
-        .filter(|e| !symbols.contains(e))
-        .collect();
-    assert!(missing.is_empty(), "entry points missing: {missing:?}");
+    assert_cubin_with_every_entry(&cubin);
     let broken = "extern \"C\" __global__ void k(float* p) { p[0] = not_declared_q5; }";
     match rnn::backend::hip::compile_for_arch(broken, "gfx90a") {
         Err(Error::Compile { log, .. }) => assert!(

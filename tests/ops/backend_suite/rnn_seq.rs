@@ -13,7 +13,7 @@ use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
-use super::{Values, compare_at, nan, prop, run_padded};
+use super::{Values, compare_at, cpu_outputs, nan, prop};
 use crate::support::Target;
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
@@ -27,8 +27,7 @@ fn check_sequence(
     r: &mut Values,
 ) -> Result<(), TestCaseError> {
     let n = batch * hidden;
-    let bound = 1.0 / (hidden as f32).sqrt();
-    let w = r.vec(hidden * hidden, -bound, bound);
+    let w = r.recurrent_w(1, hidden);
     let mut hs = r.vec(n, -1.0, 1.0);
     hs.extend(nan(steps * n));
     let fwd = [
@@ -47,9 +46,7 @@ fn check_sequence(
     };
     compare_at(ctx, &what, &fwd, pad, &[1], tol, &forward)?;
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
-    let hs = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &forward)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?
-        .remove(1);
+    let hs = cpu_outputs(&fwd, pad, &forward)?.remove(1);
     let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
     let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
     compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {
