@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use rnn::nn::{
-    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets,
+    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
     TrainingConfig,
 };
 use rnn::{Activation, Context};
