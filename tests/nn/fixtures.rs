@@ -1,6 +1,6 @@
 //! Data sets and networks that several of these tests train.
 
-use rnn::nn::{Dataset, Loss, Network, Rng};
+use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, TrainingConfig};
 use rnn::{Activation, Context};
 
 /// Three Gaussian blobs in 8 dimensions.
@@ -33,4 +33,20 @@ pub fn classifier(
         .dense(hidden, classes, Activation::Identity)
         .build(Loss::SoftmaxCrossEntropy)
         .unwrap()
+}
+
+/// Adam training on `ctx`'s device alone (no GPU preference, no replicas): `epochs` of batches
+/// of `batch` at learning rate `lr`, seed 1.
+pub fn config_for(ctx: &Context, epochs: usize, batch: usize, lr: f32) -> TrainingConfig {
+    TrainingConfig {
+        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
+        prefer_gpu: false,
+        device: Some(ctx.id()),
+        epochs,
+        batch_size: batch,
+        learning_rate: lr,
+        optimizer: Optimizer::adam(),
+        seed: 1,
+        ..Default::default()
+    }
 }

@@ -2,12 +2,10 @@
 //! checks, checkpoints with PyTorch names, training, and every GPU backend against the CPU.
 
 use proptest::prelude::*;
-use rnn::nn::{
-    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
-    TrainingConfig,
-};
+use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput};
 use rnn::{Activation, Context};
 
+use crate::fixtures::config_for;
 use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
 use crate::gradcheck::{LayerCase, classes, random, sequence_and_last};
 use crate::support::{Target, contexts, rel_err};
@@ -317,20 +315,6 @@ fn remember_first(rng: &mut Rng, n: usize, t: usize, c: usize) -> Dataset {
     Dataset::classification(x, t * c, labels, c).unwrap()
 }
 
-pub(crate) fn config_for(ctx: &Context, epochs: usize, lr: f32) -> TrainingConfig {
-    TrainingConfig {
-        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
-        prefer_gpu: false,
-        device: Some(ctx.id()),
-        epochs,
-        batch_size: 32,
-        learning_rate: lr,
-        optimizer: Optimizer::adam(),
-        seed: 1,
-        ..Default::default()
-    }
-}
-
 fn memory_model(ctx: &Context, cell: Cell, t: usize, c: usize) -> Network {
     Network::builder(ctx)
         .seed(7)
@@ -350,7 +334,7 @@ fn cpu_gated_training_remembers_the_first_step() {
     let test = remember_first(&mut rng, 128, t, c);
     for cell in [Cell::Lstm, Cell::Gru] {
         let mut net = memory_model(&ctx, cell, t, c);
-        let mut config = config_for(&ctx, 16, 1e-2);
+        let mut config = config_for(&ctx, 16, 32, 1e-2);
         config.clip_grad_norm = Some(1.0);
         let h = net.train(&train, &config).unwrap();
         let l = h.losses();
@@ -396,7 +380,7 @@ fn follows_cpu(target: Target, test: &str) {
         };
         let training = |ctx: &Context| {
             memory_model(ctx, cell, tt, tc)
-                .train(&train, &config_for(ctx, 3, 1e-2))
+                .train(&train, &config_for(ctx, 3, 32, 1e-2))
                 .unwrap()
         };
         let cases = [(false, &seq_data), (true, &last_data)];

@@ -8,8 +8,9 @@ use proptest::prelude::*;
 use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets};
 use rnn::{Activation, Context};
 
+use crate::fixtures::config_for;
 use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
-use crate::gated::{check, config_for};
+use crate::gated::check;
 use crate::gradcheck::{LayerCase, classes, random, sequence_and_last};
 use crate::support::{Target, contexts, rel_err};
 
@@ -491,7 +492,7 @@ fn cpu_bidirectional_training_sees_the_future() {
         for bidir in [true, false] {
             let opts = RecurrentOptions::new().layers(2).bidirectional(bidir);
             let mut net = next_step_model(&ctx, cell, t, c, opts);
-            let h = net.train(&train, &config_for(&ctx, 12, 1e-2)).unwrap();
+            let h = net.train(&train, &config_for(&ctx, 12, 32, 1e-2)).unwrap();
             assert!(h.losses().iter().all(|v| v.is_finite()), "{:?}", h.losses());
             accs.push(net.evaluate(&test).unwrap().accuracy.unwrap());
         }
@@ -538,7 +539,7 @@ fn follows_cpu(target: Target, test: &str) {
         };
         let training = |ctx: &Context| {
             next_step_model(ctx, cell, 4, 3, train_opts)
-                .train(&train, &config_for(ctx, 3, 1e-2))
+                .train(&train, &config_for(ctx, 3, 32, 1e-2))
                 .unwrap()
         };
         let cases = [(false, &seq_data), (true, &last_data)];

@@ -1,27 +1,13 @@
 //! Training converges on real data, runs are reproducible, and GPU backends follow the CPU.
 
-use rnn::nn::{CharCorpus, Dataset, Loss, Network, Optimizer, RnnOutput, TrainingConfig};
+use rnn::nn::{CharCorpus, Dataset, Loss, Network, RnnOutput, TrainingConfig};
 use rnn::{Activation, Context};
 
-use crate::fixtures::classifier;
+use crate::fixtures::{classifier, config_for};
 use crate::support::{Target, contexts};
 
 static MNIST: &[u8] = include_bytes!("../../examples/data/mnist_5k.csv.gz");
 static TEXT: &str = include_str!("../../examples/data/asyoulik.txt");
-
-fn config_for(ctx: &Context, epochs: usize, batch: usize, lr: f32) -> TrainingConfig {
-    TrainingConfig {
-        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
-        prefer_gpu: false,
-        device: Some(ctx.id()),
-        epochs,
-        batch_size: batch,
-        learning_rate: lr,
-        optimizer: Optimizer::adam(),
-        seed: 1,
-        ..Default::default()
-    }
-}
 
 fn mlp(ctx: &Context) -> Network {
     classifier(ctx, 3, [784, 128, 10], Activation::Relu)

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use rnn::nn::{EarlyStopping, LrSchedule, Network, Optimizer, Progress, TrainingConfig};
 use rnn::{Activation, Context, Error};
 
-use crate::fixtures::{blobs, classifier};
+use crate::fixtures::{blobs, classifier, config_for};
 use crate::loop_checks::{
     self, assert_same_history, assert_same_parameters, keep_best, resume, stop_early, temp_dir,
     warmup_cosine,
@@ -19,16 +19,9 @@ fn mlp(ctx: &Context, seed: u64) -> Network {
 
 fn config(ctx: &Context, epochs: usize) -> TrainingConfig {
     TrainingConfig {
-        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
-        prefer_gpu: false,
-        device: Some(ctx.id()),
-        epochs,
-        batch_size: 16,
-        learning_rate: 1e-2,
-        optimizer: Optimizer::adam(),
         seed: 5,
         progress: Progress::Off,
-        ..Default::default()
+        ..config_for(ctx, epochs, 16, 1e-2)
     }
 }
 
