@@ -31,10 +31,14 @@ use std::time::Instant;
 use log::Log;
 use parking_lot::Mutex;
 use rnn::nn::{
-    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets,
+    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
     TrainingConfig,
 };
 use rnn::{Activation, BackendKind, Context, ContextOptions, DeviceId, GpuManager};
+
+#[path = "common/char_data.rs"]
+mod char_data;
+use char_data::one_hot_sequences;
 
 /// One-hot input features and head classes per step (the W2/W5/W6 vocabulary).
 const VOCAB: usize = 96;
@@ -179,16 +183,7 @@ fn model(ctx: &Context, p: &Point) -> rnn::Result<Model> {
         .dense(h * dirs, v, Activation::Identity)
         .build(Loss::SoftmaxCrossEntropy)?;
     let mut rng = Rng::new(2);
-    let mut x = vec![0.0f32; b * t * v];
-    for row in x.chunks_mut(v) {
-        row[rng.below(v)] = 1.0;
-    }
-    let labels = (0..b * t).map(|_| rng.below(v) as u32).collect();
-    let targets = Targets::Classes {
-        labels,
-        classes: v,
-        per_sample: t,
-    };
+    let (x, targets) = one_hot_sequences(&mut rng, b, t, v);
     let device_x = ctx.tensor(&[b, t * v], &x)?;
     Ok(Model {
         net,

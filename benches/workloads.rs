@@ -24,11 +24,15 @@ use rnn::ops::SeqShape;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, Targets, TrainingConfig};
+use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, TrainingConfig};
 use rnn::{
     Activation, BackendKind, Context, ContextOptions, DeviceId, DeviceKind, Gemm, GpuManager,
     KernelTime,
 };
+
+#[path = "common/char_data.rs"]
+mod char_data;
+use char_data::one_hot_sequences;
 
 fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
     (0..n).map(|_| rng.normal()).collect()
@@ -244,16 +248,7 @@ fn char_model(ctx: &Context, cell: Cell, gpu: bool, mode: Mode) -> rnn::Result<f
     let mut net = builder
         .dense(h, v, Activation::Identity)
         .build(Loss::SoftmaxCrossEntropy)?;
-    let mut x = vec![0.0f32; b * t * v];
-    for row in x.chunks_mut(v) {
-        row[rng.below(v)] = 1.0;
-    }
-    let labels = (0..b * t).map(|_| rng.below(v) as u32).collect();
-    let targets = Targets::Classes {
-        labels,
-        classes: v,
-        per_sample: t,
-    };
+    let (x, targets) = one_hot_sequences(&mut rng, b, t, v);
     let data = Dataset::new(x, t * v, targets)?;
     step_us(ctx, &mut net, &data, b, gpu, mode)
 }

@@ -108,29 +108,29 @@ fn parse_args() -> Result<Option<Args>, String> {
     Ok(Some(a))
 }
 
+/// Two ReLU layers and a linear head of the `widths` (inputs first), for softmax cross-entropy.
+fn mlp(ctx: &Context, [inputs, h1, h2, classes]: [usize; 4]) -> rnn::Result<Network> {
+    Network::builder(ctx)
+        .seed(1)
+        .dense(inputs, h1, Activation::Relu)
+        .dense(h1, h2, Activation::Relu)
+        .dense(h2, classes, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+}
+
 /// The network and its data: MNIST, or a synthetic benchmark workload of `n` samples.
 fn workload(args: &Args, ctx: &Context, batch: usize) -> rnn::Result<(Network, Dataset)> {
     let mut rng = Rng::new(5);
     match args.bench.as_deref() {
         None => {
-            let net = Network::builder(ctx)
-                .seed(1)
-                .dense(784, 256, Activation::Relu)
-                .dense(256, 128, Activation::Relu)
-                .dense(128, 10, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)?;
+            let net = mlp(ctx, [784, 256, 128, 10])?;
             // The file is ordered; the split shuffles (the same way on every rank).
             let (train, _) = Dataset::from_mnist_csv(MNIST)?.train_test_split(500, 7)?;
             Ok((net, train))
         }
         Some("mlp4096") => {
             let n = batch * args.steps;
-            let net = Network::builder(ctx)
-                .seed(1)
-                .dense(784, 4096, Activation::Relu)
-                .dense(4096, 4096, Activation::Relu)
-                .dense(4096, 10, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)?;
+            let net = mlp(ctx, [784, 4096, 4096, 10])?;
             let x = (0..n * 784)
                 .map(|_| rng.below(256) as f32 / 255.0)
                 .collect();

@@ -36,34 +36,30 @@ __kernel void axpy(__global const float* x_base, ulong x_off, __global float* y_
 #undef E
 }
 
-// `o` may be the same view as `a` or `b`: each element is read before the same work-item
-// writes it.
-__kernel void add(__global const float* a_base, ulong a_off, __global const float* b_base,
-                  ulong b_off, __global float* o_base, ulong o_off, uint n) {
-    __global const float* a = a_base + a_off;
-    __global const float* b = b_base + b_off;
-    __global float* o = o_base + o_off;
+// o = a * b when `product`, else a + b; the kernels pass a constant `product`, which inlining
+// folds. `o` may be the same view as `a` or `b`: each element is read before the same
+// work-item writes it.
+inline void rnn_add_or_mul(__global const float* a, __global const float* b, __global float* o,
+                           uint n, bool aligned, bool product) {
 #define L(k, v) (v.a = RNN_CF4(a)[k], v.b = RNN_CF4(b)[k])
-#define S(k, v) RNN_F4(o)[k] = v.a + v.b
-#define E(i) o[i] = a[i] + b[i]
-    RNN_STREAM(n, ((a_off | b_off | o_off) & 3) == 0, rnn_v2, L, S, E)
+#define S(k, v) RNN_F4(o)[k] = product ? v.a * v.b : v.a + v.b
+#define E(i) o[i] = product ? a[i] * b[i] : a[i] + b[i]
+    RNN_STREAM(n, aligned, rnn_v2, L, S, E)
 #undef L
 #undef S
 #undef E
 }
 
+__kernel void add(__global const float* a_base, ulong a_off, __global const float* b_base,
+                  ulong b_off, __global float* o_base, ulong o_off, uint n) {
+    rnn_add_or_mul(a_base + a_off, b_base + b_off, o_base + o_off, n,
+                   ((a_off | b_off | o_off) & 3) == 0, false);
+}
+
 __kernel void mul(__global const float* a_base, ulong a_off, __global const float* b_base,
                   ulong b_off, __global float* o_base, ulong o_off, uint n) {
-    __global const float* a = a_base + a_off;
-    __global const float* b = b_base + b_off;
-    __global float* o = o_base + o_off;
-#define L(k, v) (v.a = RNN_CF4(a)[k], v.b = RNN_CF4(b)[k])
-#define S(k, v) RNN_F4(o)[k] = v.a * v.b
-#define E(i) o[i] = a[i] * b[i]
-    RNN_STREAM(n, ((a_off | b_off | o_off) & 3) == 0, rnn_v2, L, S, E)
-#undef L
-#undef S
-#undef E
+    rnn_add_or_mul(a_base + a_off, b_base + b_off, o_base + o_off, n,
+                   ((a_off | b_off | o_off) & 3) == 0, true);
 }
 
 // The bias is small and stays in cache; the four columns of a float4 may wrap past a row end.

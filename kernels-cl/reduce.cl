@@ -6,9 +6,10 @@
     for (ulong row = get_group_id(0); row < (ulong)(rows); row += get_num_groups(0))
 #define RNN_COL_LOOP(c, cols) for (ulong c = lid; c < (ulong)(cols); c += RED_THREADS)
 
-__kernel void softmax(__global const float* x_base, ulong x_off, __global float* y_base,
-                      ulong y_off, uint rows, uint cols) {
-    __local float sh[RED_THREADS];
+// softmax (`log_out` false) or log_softmax (true) of each row: one pass for the max, one for the
+// sum of exp(x - max), one to write. The kernels pass a constant `log_out`, which inlining folds.
+inline void softmax_rows(__global const float* x_base, ulong x_off, __global float* y_base,
+                         ulong y_off, uint rows, uint cols, __local float* sh, bool log_out) {
     uint lid = get_local_id(0);
     RNN_ROW_LOOP(row, rows) {
         __global const float* x = x_base + x_off + (ulong)row * cols;
@@ -19,27 +20,26 @@ __kernel void softmax(__global const float* x_base, ulong x_off, __global float*
         float s = 0.0f;
         RNN_COL_LOOP(c, cols) s += exp(x[c] - mx);
         s = group_sum(sh, s);
-        float inv = 1.0f / s;
-        RNN_COL_LOOP(c, cols) y[c] = exp(x[c] - mx) * inv;
+        if (log_out) {
+            float lse = mx + log(s);
+            RNN_COL_LOOP(c, cols) y[c] = x[c] - lse;
+        } else {
+            float inv = 1.0f / s;
+            RNN_COL_LOOP(c, cols) y[c] = exp(x[c] - mx) * inv;
+        }
     }
+}
+
+__kernel void softmax(__global const float* x_base, ulong x_off, __global float* y_base,
+                      ulong y_off, uint rows, uint cols) {
+    __local float sh[RED_THREADS];
+    softmax_rows(x_base, x_off, y_base, y_off, rows, cols, sh, false);
 }
 
 __kernel void log_softmax(__global const float* x_base, ulong x_off, __global float* y_base,
                           ulong y_off, uint rows, uint cols) {
     __local float sh[RED_THREADS];
-    uint lid = get_local_id(0);
-    RNN_ROW_LOOP(row, rows) {
-        __global const float* x = x_base + x_off + (ulong)row * cols;
-        __global float* y = y_base + y_off + (ulong)row * cols;
-        float mx = -INFINITY;
-        RNN_COL_LOOP(c, cols) mx = fmax(mx, x[c]);
-        mx = group_max(sh, mx);
-        float s = 0.0f;
-        RNN_COL_LOOP(c, cols) s += exp(x[c] - mx);
-        s = group_sum(sh, s);
-        float lse = mx + log(s);
-        RNN_COL_LOOP(c, cols) y[c] = x[c] - lse;
-    }
+    softmax_rows(x_base, x_off, y_base, y_off, rows, cols, sh, true);
 }
 
 // Geometry W: a segment of 32 work-items per row, 8 rows per group; every work-item runs the
@@ -195,6 +195,18 @@ inline float4 bab_dy(__global const float* dy, __global const float* pg,
     return o;
 }
 
+// Puts work-item lx's column sums `v` into its row of `sh`: four at lx * 4 when `quad`, else
+// v.x at lx.
+inline void bab_stage(__local float* row, uint lx, uint quad, float4 v) {
+    const uint w = quad ? 4 : 1;
+    row[lx * w] = v.x;
+    if (quad) {
+        row[lx * 4 + 1] = v.y;
+        row[lx * 4 + 2] = v.z;
+        row[lx * 4 + 3] = v.w;
+    }
+}
+
 // The body of both entries (dy from `dy`, or with pk > 0 from the product of pg and pw); `a`
 // is what act_grad reads: y for relu, sigmoid and tanh, z for gelu and leaky relu.
 inline void bab_body(__global const float* dy, __global const float* pg,
@@ -250,12 +262,7 @@ inline void bab_body(__global const float* dy, __global const float* pg,
     // Work-item e < 32 w owns column `strip + e` from here on.
     const uint e = ly * 32 + lx;
     const ulong strip = (ulong)get_group_id(0) * 32 * w;
-    sh[ly][lx * w] = s.x;
-    if (quad) {
-        sh[ly][lx * 4 + 1] = s.y;
-        sh[ly][lx * 4 + 2] = s.z;
-        sh[ly][lx * 4 + 3] = s.w;
-    }
+    bab_stage(sh[ly], lx, quad, s);
     barrier(CLK_LOCAL_MEM_FENCE);
     const bool owner = e < 32 * w && strip + e < cols;
     float t = 0.0f;
@@ -282,12 +289,7 @@ inline void bab_body(__global const float* dy, __global const float* pg,
             }
         }
     barrier(CLK_LOCAL_MEM_FENCE);  // every owner has read sh above
-    sh[ly][lx * w] = u.x;
-    if (quad) {
-        sh[ly][lx * 4 + 1] = u.y;
-        sh[ly][lx * 4 + 2] = u.z;
-        sh[ly][lx * 4 + 3] = u.w;
-    }
+    bab_stage(sh[ly], lx, quad, u);
     barrier(CLK_LOCAL_MEM_FENCE);
     if (last && owner) {
         float v = t;

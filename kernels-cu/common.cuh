@@ -43,6 +43,27 @@ __device__ __forceinline__ void warp_reduce_argmax(float& v, int& idx) {
 #define RNN_INF (__int_as_float(0x7f800000))
 #define RNN_NAN (__int_as_float(0x7fffffff))
 
+// Four consecutive elements of row `row` (of pitch `ld`) of a row-major operand from column
+// `col` (a multiple of 4), zero-filled outside (row_lim, col_lim): the GEMM and recurrent tile
+// loads. With `vec` (16-byte aligned base and ld % 4 == 0) the float4 access is aligned.
+__device__ __forceinline__ float4 rnn_load4(const float* __restrict__ base, uint row,
+                                            uint row_lim, uint col, uint col_lim, uint ld,
+                                            bool vec) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row < row_lim) {
+        const float* p = base + (u64)row * ld + col;
+        if (vec && col + 3 < col_lim) {
+            v = *reinterpret_cast<const float4*>(p);
+        } else {
+            if (col < col_lim) v.x = p[0];
+            if (col + 1 < col_lim) v.y = p[1];
+            if (col + 2 < col_lim) v.z = p[2];
+            if (col + 3 < col_lim) v.w = p[3];
+        }
+    }
+    return v;
+}
+
 // Partial results of one block: one slot per warp (at most 1024 / 32 warps).
 #define RNN_MAX_WARPS 32
 

@@ -13,78 +13,33 @@
 #define SG_LD (SG_BM + SG_PAD)
 #define SG_THREADS 256
 
-// Four consecutive elements along the contiguous dimension of a row-major operand, zero-filled
-// outside (row_lim, col_lim). `col` is a multiple of 4, so with `vec` (16-byte aligned base and
-// ld % 4 == 0) the float4 access is aligned.
-__device__ __forceinline__ float4 sg_load4(const float* __restrict__ base, uint row, uint row_lim,
-                                           uint col, uint col_lim, uint ld, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row < row_lim) {
-        const float* p = base + (u64)row * ld + col;
-        if (vec && col + 3 < col_lim) {
-            v = *reinterpret_cast<const float4*>(p);
-        } else {
-            if (col < col_lim) v.x = p[0];
-            if (col + 1 < col_lim) v.y = p[1];
-            if (col + 2 < col_lim) v.z = p[2];
-            if (col + 3 < col_lim) v.w = p[3];
-        }
-    }
-    return v;
-}
-
-// The k-tile `kb` of op(A) (128 x 8 values) as four values per thread.
-template <bool TA>
-__device__ __forceinline__ float4 sg_load_a(const float* __restrict__ A, uint m, uint k, uint bm,
-                                            uint kb, bool vec) {
+// The k-tile `kb` of one operand (128 x 8 values of op(A), or 8 x 128 of op(B)) as four values
+// per thread. `rows` is m for A, n for B, and `b0` the block's first of them. K_CONTIG: the
+// operand is stored rows x k (A, or B transposed), and the thread reads 4 consecutive k of row
+// t / 2; else it is stored k x rows, and the thread reads 4 consecutive rows of k-row t / 32.
+template <bool K_CONTIG>
+__device__ __forceinline__ float4 sg_load_tile(const float* __restrict__ X, uint rows, uint k,
+                                               uint b0, uint kb, bool vec) {
     const uint t = threadIdx.x;
-    if (!TA) {
-        // A is m x k: thread reads 4 consecutive k of row t / 2.
-        return sg_load4(A, bm + t / 2, m, kb + (t % 2) * 4, k, k, vec);
+    if (K_CONTIG) {
+        return rnn_load4(X, b0 + t / 2, rows, kb + (t % 2) * 4, k, k, vec);
     } else {
-        // A is stored k x m: thread reads 4 consecutive m of k-row t / 32.
-        return sg_load4(A, kb + t / 32, k, bm + (t % 32) * 4, m, m, vec);
+        return rnn_load4(X, kb + t / 32, k, b0 + (t % 32) * 4, rows, rows, vec);
     }
 }
 
-template <bool TA>
-__device__ __forceinline__ void sg_store_a(float* __restrict__ As, float4 v) {
+// Stores a thread's values from sg_load_tile<K_CONTIG> into the k-major shared tile `Xs`.
+template <bool K_CONTIG>
+__device__ __forceinline__ void sg_store_tile(float* __restrict__ Xs, float4 v) {
     const uint t = threadIdx.x;
-    if (!TA) {
+    if (K_CONTIG) {
         const uint r = t / 2, kk = (t % 2) * 4;
-        As[(kk + 0) * SG_LD + r] = v.x;
-        As[(kk + 1) * SG_LD + r] = v.y;
-        As[(kk + 2) * SG_LD + r] = v.z;
-        As[(kk + 3) * SG_LD + r] = v.w;
+        Xs[(kk + 0) * SG_LD + r] = v.x;
+        Xs[(kk + 1) * SG_LD + r] = v.y;
+        Xs[(kk + 2) * SG_LD + r] = v.z;
+        Xs[(kk + 3) * SG_LD + r] = v.w;
     } else {
-        *reinterpret_cast<float4*>(&As[(t / 32) * SG_LD + (t % 32) * 4]) = v;
-    }
-}
-
-template <bool TB>
-__device__ __forceinline__ float4 sg_load_b(const float* __restrict__ B, uint n, uint k, uint bn,
-                                            uint kb, bool vec) {
-    const uint t = threadIdx.x;
-    if (!TB) {
-        // B is k x n: thread reads 4 consecutive n of k-row t / 32.
-        return sg_load4(B, kb + t / 32, k, bn + (t % 32) * 4, n, n, vec);
-    } else {
-        // B is stored n x k: thread reads 4 consecutive k of row t / 2.
-        return sg_load4(B, bn + t / 2, n, kb + (t % 2) * 4, k, k, vec);
-    }
-}
-
-template <bool TB>
-__device__ __forceinline__ void sg_store_b(float* __restrict__ Bs, float4 v) {
-    const uint t = threadIdx.x;
-    if (!TB) {
-        *reinterpret_cast<float4*>(&Bs[(t / 32) * SG_LD + (t % 32) * 4]) = v;
-    } else {
-        const uint r = t / 2, kk = (t % 2) * 4;
-        Bs[(kk + 0) * SG_LD + r] = v.x;
-        Bs[(kk + 1) * SG_LD + r] = v.y;
-        Bs[(kk + 2) * SG_LD + r] = v.z;
-        Bs[(kk + 3) * SG_LD + r] = v.w;
+        *reinterpret_cast<float4*>(&Xs[(t / 32) * SG_LD + (t % 32) * 4]) = v;
     }
 }
 
@@ -133,8 +88,8 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
     const uint ktiles = (uint)(((u64)k + SG_BK - 1) / SG_BK);  // k + SG_BK - 1 may wrap a uint
     const uint stage = SG_BK * SG_LD;
     if (ktiles > 0) {
-        sg_store_a<TA>(As, sg_load_a<TA>(A, m, k, bm, 0, a_vec));
-        sg_store_b<TB>(Bs, sg_load_b<TB>(B, n, k, bn, 0, b_vec));
+        sg_store_tile<!TA>(As, sg_load_tile<!TA>(A, m, k, bm, 0, a_vec));
+        sg_store_tile<TB>(Bs, sg_load_tile<TB>(B, n, k, bn, 0, b_vec));
     }
     __syncthreads();
     for (uint kt = 0; kt < ktiles; ++kt) {
@@ -143,8 +98,8 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
         const bool more = kt + 1 < ktiles;
         float4 a_next, b_next;
         if (more) {
-            a_next = sg_load_a<TA>(A, m, k, bm, (kt + 1) * SG_BK, a_vec);
-            b_next = sg_load_b<TB>(B, n, k, bn, (kt + 1) * SG_BK, b_vec);
+            a_next = sg_load_tile<!TA>(A, m, k, bm, (kt + 1) * SG_BK, a_vec);
+            b_next = sg_load_tile<TB>(B, n, k, bn, (kt + 1) * SG_BK, b_vec);
         }
 #pragma unroll
         for (uint p = 0; p < SG_BK; ++p) {
@@ -162,8 +117,8 @@ __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const fl
                 for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
         }
         if (more) {
-            sg_store_a<TA>(As + nxt, a_next);
-            sg_store_b<TB>(Bs + nxt, b_next);
+            sg_store_tile<!TA>(As + nxt, a_next);
+            sg_store_tile<TB>(Bs + nxt, b_next);
         }
         __syncthreads();
     }

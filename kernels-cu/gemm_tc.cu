@@ -128,6 +128,27 @@ struct TcTile {
     }
 };
 
+// Where a block's results go: C, scaled by alpha and beta; with a k split (gridDim.z > 1), the
+// block's own slice of `part`, unscaled (sgemm_split_sum scales the sum). `pair`: `out` takes
+// float2 stores (8-byte aligned, n even). Shared with gemm_wg.cu.
+struct TcOut {
+    float* out;
+    float a_s;
+    float b_s;
+    bool pair;
+};
+
+__device__ __forceinline__ TcOut tc_out(float* C, float* part, uint m, uint n, float alpha,
+                                        float beta) {
+    const bool split = gridDim.z > 1;
+    TcOut o;
+    o.out = split ? part + (u64)blockIdx.z * m * n : C;
+    o.a_s = split ? 1.0f : alpha;
+    o.b_s = split ? 0.0f : beta;
+    o.pair = ((u64)o.out % 8 == 0) && (n % 2 == 0);
+    return o;
+}
+
 // Stores v0 and v1 (alpha already applied) into p[0] and p[1], columns col and col + 1 of an
 // n-wide row, adding beta times what is there (beta = 0: p is not read, so it may hold NaN).
 // `pair`: p may be written as one float2 (8-byte aligned, n even). Shared with gemm_wg.cu.
@@ -242,11 +263,7 @@ __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,
         __syncthreads();
     }
 
-    const bool split = gridDim.z > 1;
-    float* out = split ? part + (u64)blockIdx.z * m * n : C;
-    const float a_s = split ? 1.0f : alpha;
-    const float b_s = split ? 0.0f : beta;
-    const bool pair = ((u64)out % 8 == 0) && (n % 2 == 0);
+    const TcOut o = tc_out(C, part, m, n, alpha, beta);
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
 #pragma unroll
@@ -256,8 +273,8 @@ __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const uint col = bn + wn0 + j * 8 + t * 2;
-                tc_store_pair(out + (u64)row * n + col, a_s * acc[i][j][2 * h],
-                              a_s * acc[i][j][2 * h + 1], b_s, pair, col, n);
+                tc_store_pair(o.out + (u64)row * n + col, o.a_s * acc[i][j][2 * h],
+                              o.a_s * acc[i][j][2 * h + 1], o.b_s, o.pair, col, n);
             }
         }
     }

@@ -20,7 +20,7 @@
 //
 // Only built where NVRTC targets sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the host picks these kernels
 // only then (src/backend/cuda/kernels.rs). Follows gemm_tc.cu in the translation unit and uses
-// its tc_store_pair.
+// its tc_out and tc_store_pair.
 
 #if !defined(RNN_HIP) && defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
@@ -217,11 +217,7 @@ __device__ __forceinline__ void sgemm_wg_body(const float* __restrict__ A,
         __syncthreads();
     }
 
-    const bool split = gridDim.z > 1;
-    float* out = split ? part + (u64)blockIdx.z * m * n : C;
-    const float a_s = split ? 1.0f : alpha;
-    const float b_s = split ? 0.0f : beta;
-    const bool pair = ((u64)out % 8 == 0) && (n % 2 == 0);
+    const TcOut o = tc_out(C, part, m, n, alpha, beta);
     // acc[4c + {0,1}]: row 16 warp + lane / 4, columns 8c + 2 (lane % 4) + {0,1}; {2,3}: row + 8.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -230,8 +226,8 @@ __device__ __forceinline__ void sgemm_wg_body(const float* __restrict__ A,
 #pragma unroll
         for (int c = 0; c < 16; ++c) {
             const uint col = bn + c * 8 + (lane % 4) * 2;
-            tc_store_pair(out + (u64)row * n + col, a_s * acc[4 * c + 2 * h],
-                          a_s * acc[4 * c + 2 * h + 1], b_s, pair, col, n);
+            tc_store_pair(o.out + (u64)row * n + col, o.a_s * acc[4 * c + 2 * h],
+                          o.a_s * acc[4 * c + 2 * h + 1], o.b_s, o.pair, col, n);
         }
     }
 }

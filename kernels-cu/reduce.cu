@@ -6,8 +6,11 @@
     for (u64 row = blockIdx.x; row < (u64)(rows); row += gridDim.x)
 #define RNN_COL_LOOP(c, cols) for (u64 c = threadIdx.x; c < (u64)(cols); c += blockDim.x)
 
-extern "C" __global__ void softmax(const float* x_base, u64 x_off, float* y_base, u64 y_off,
-                                   uint rows, uint cols) {
+// softmax (LOG false) or log_softmax (LOG true) of each row: one pass for the max, one for
+// the sum of exp(x - max), one to write.
+template <bool LOG>
+__device__ __forceinline__ void softmax_rows(const float* x_base, u64 x_off, float* y_base,
+                                             u64 y_off, uint rows, uint cols) {
     __shared__ float sh[RNN_MAX_WARPS];
     RNN_ROW_LOOP(row, rows) {
         const float* x = x_base + x_off + (u64)row * cols;
@@ -18,26 +21,24 @@ extern "C" __global__ void softmax(const float* x_base, u64 x_off, float* y_base
         float s = 0.0f;
         RNN_COL_LOOP(c, cols) s += expf(x[c] - mx);
         s = block_reduce_sum(s, sh);
-        const float inv = 1.0f / s;
-        RNN_COL_LOOP(c, cols) y[c] = expf(x[c] - mx) * inv;
+        if (LOG) {
+            const float lse = mx + logf(s);
+            RNN_COL_LOOP(c, cols) y[c] = x[c] - lse;
+        } else {
+            const float inv = 1.0f / s;
+            RNN_COL_LOOP(c, cols) y[c] = expf(x[c] - mx) * inv;
+        }
     }
+}
+
+extern "C" __global__ void softmax(const float* x_base, u64 x_off, float* y_base, u64 y_off,
+                                   uint rows, uint cols) {
+    softmax_rows<false>(x_base, x_off, y_base, y_off, rows, cols);
 }
 
 extern "C" __global__ void log_softmax(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                        uint rows, uint cols) {
-    __shared__ float sh[RNN_MAX_WARPS];
-    RNN_ROW_LOOP(row, rows) {
-        const float* x = x_base + x_off + (u64)row * cols;
-        float* y = y_base + y_off + (u64)row * cols;
-        float mx = -RNN_INF;
-        RNN_COL_LOOP(c, cols) mx = fmaxf(mx, x[c]);
-        mx = block_reduce_max(mx, sh);
-        float s = 0.0f;
-        RNN_COL_LOOP(c, cols) s += expf(x[c] - mx);
-        s = block_reduce_sum(s, sh);
-        const float lse = mx + logf(s);
-        RNN_COL_LOOP(c, cols) y[c] = x[c] - lse;
-    }
+    softmax_rows<true>(x_base, x_off, y_base, y_off, rows, cols);
 }
 
 // Adds this block's partial `(a, b)` to the launch totals `totals[0] += sum a`,

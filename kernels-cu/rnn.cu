@@ -35,26 +35,6 @@
 #define RS_A_LOADS (RS_BM * RS_BK / 4 / RS_THREADS)
 #define RS_W_LOADS (RS_BN * RS_BK / 4 / RS_THREADS)
 
-// Four consecutive elements of row `row` (of pitch `ld`) from column `col` (a multiple of 4),
-// zero outside (row_lim, col_lim). With `vec` (16-byte aligned base, ld % 4 == 0) whole float4s.
-__device__ __forceinline__ float4 rs_load4(const float* __restrict__ base, uint row,
-                                           uint row_lim, uint col, uint col_lim, uint ld,
-                                           bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (row < row_lim) {
-        const float* p = base + (u64)row * ld + col;
-        if (vec && col + 3 < col_lim) {
-            v = *reinterpret_cast<const float4*>(p);
-        } else {
-            if (col < col_lim) v.x = p[0];
-            if (col + 1 < col_lim) v.y = p[1];
-            if (col + 2 < col_lim) v.z = p[2];
-            if (col + 3 < col_lim) v.w = p[3];
-        }
-    }
-    return v;
-}
-
 // The slice of K from kb into registers: float4 j of this thread is element
 // (t + j * RS_THREADS) of the slice in row-major float4 order, so consecutive threads read
 // consecutive addresses. A's slice is RS_BM rows (of pitch lda) of RS_BK; W's is RS_BN (hidden)
@@ -67,18 +47,18 @@ __device__ __forceinline__ void rs_fetch(const float* __restrict__ A, const floa
 #pragma unroll
     for (int j = 0; j < RS_A_LOADS; ++j) {
         const uint e = t + j * RS_THREADS;
-        a[j] = rs_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden, lda,
-                        a_vec);
+        a[j] = rnn_load4(A, bm + e / (RS_BK / 4), batch, kb + (e % (RS_BK / 4)) * 4, hidden, lda,
+                         a_vec);
     }
 #pragma unroll
     for (int j = 0; j < RS_W_LOADS; ++j) {
         const uint e = t + j * RS_THREADS;
         if (TRANS_W) {
-            w[j] = rs_load4(W, bn + e / (RS_BK / 4), hidden, kb + (e % (RS_BK / 4)) * 4, hidden,
-                            hidden, w_vec);
+            w[j] = rnn_load4(W, bn + e / (RS_BK / 4), hidden, kb + (e % (RS_BK / 4)) * 4, hidden,
+                             hidden, w_vec);
         } else {
-            w[j] = rs_load4(W, kb + e / (RS_BN / 4), hidden, bn + (e % (RS_BN / 4)) * 4, hidden,
-                            hidden, w_vec);
+            w[j] = rnn_load4(W, kb + e / (RS_BN / 4), hidden, bn + (e % (RS_BN / 4)) * 4, hidden,
+                             hidden, w_vec);
         }
     }
 }

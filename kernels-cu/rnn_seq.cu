@@ -299,6 +299,34 @@ __device__ __forceinline__ u64 rq_slice_floats(uint hidden) {
     return REGS ? 0 : (u64)RQ_UNITS * hidden;
 }
 
+// A thread's place in the rq kernels' output tiles (RQ_ROWS rows by the block's RQ_UNITS
+// columns from j0): its row in a tile and its column; `writer`: the even lane of a pair, on a
+// column below `hidden`, which stores the pair's value.
+struct RqPlace {
+    uint row_in_tile;
+    uint col;
+    bool writer;
+
+    // Sets `at` to this thread's element of the tile of rows from `r0` in a batch x hidden
+    // block; whether the thread stores it (a writer, on a row below `batch`).
+    __device__ __forceinline__ bool element(uint r0, uint batch, uint hidden, u64& at) const {
+        const uint row = r0 + row_in_tile;
+        const bool store = writer && row < batch;
+        at = (u64)row * hidden + col;
+        return store;
+    }
+};
+
+__device__ __forceinline__ RqPlace rq_place(uint j0, uint hidden) {
+    const uint lane = threadIdx.x % 32;
+    const uint g = threadIdx.x / 32;
+    RqPlace p;
+    p.row_in_tile = 2 * (g % 4) + ((lane >> 4) & 1);
+    p.col = j0 + 8 * (g / 4) + ((lane >> 1) & 7);
+    p.writer = (lane & 1) == 0 && p.col < hidden;
+    return p;
+}
+
 // hs[t + 1] = act(pre[t] + hs[t] W^T + b_ih + b_hh) for t = 0 .. steps - 1; hs[0] is read.
 template <bool REGS>
 __device__ __forceinline__ void rq_forward(const float* pre, float* hs, const float* w_hh,
@@ -311,12 +339,8 @@ __device__ __forceinline__ void rq_forward(const float* pre, float* hs, const fl
     RqSlice<REGS> slice;
     slice.template load<true>(w_hh, hidden, j0, rq_smem);
 
-    const uint lane = threadIdx.x % 32;
-    const uint g = threadIdx.x / 32;
-    const uint row_in_tile = 2 * (g % 4) + ((lane >> 4) & 1);
-    const uint col = j0 + 8 * (g / 4) + ((lane >> 1) & 7);
-    const bool writer = (lane & 1) == 0 && col < hidden;
-    const float bias = writer ? b_ih[col] + b_hh[col] : 0.0f;
+    const RqPlace place = rq_place(j0, hidden);
+    const float bias = place.writer ? b_ih[place.col] + b_hh[place.col] : 0.0f;
     const u64 block = (u64)batch * hidden;
     const uint row_tiles = (batch + RQ_ROWS - 1) / RQ_ROWS;
     uint turn = 0;
@@ -328,9 +352,8 @@ __device__ __forceinline__ void rq_forward(const float* pre, float* hs, const fl
             // between, which every thread reaches after its last read of that area.
             float* as = staging + (turn++ & 1) * RQ_ROWS * hidden;
             const uint r0 = tile * RQ_ROWS;
-            const uint row = r0 + row_in_tile;
-            const bool store = writer && row < batch;
-            const u64 at = (u64)row * hidden + col;
+            u64 at;
+            const bool store = place.element(r0, batch, hidden, at);
             // Read-only input: issued before the staging so its latency overlaps.
             const float p = store ? pre[t * block + at] : 0.0f;
             if (t == 0) {
@@ -347,7 +370,7 @@ __device__ __forceinline__ void rq_forward(const float* pre, float* hs, const fl
             }
         }
     }
-    rq_clear_exchange(xch, barrier, batch, hidden, row_in_tile, col, writer);
+    rq_clear_exchange(xch, barrier, batch, hidden, place.row_in_tile, place.col, place.writer);
 }
 
 // dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W) for t = steps - 1 .. 0, the product
@@ -362,11 +385,7 @@ __device__ __forceinline__ void rq_backward(const float* dh, const float* hs, co
     RqSlice<REGS> slice;
     slice.template load<false>(w_hh, hidden, j0, rq_smem);
 
-    const uint lane = threadIdx.x % 32;
-    const uint g = threadIdx.x / 32;
-    const uint row_in_tile = 2 * (g % 4) + ((lane >> 4) & 1);
-    const uint col = j0 + 8 * (g / 4) + ((lane >> 1) & 7);
-    const bool writer = (lane & 1) == 0 && col < hidden;
+    const RqPlace place = rq_place(j0, hidden);
     const u64 block = (u64)batch * hidden;
     const uint row_tiles = (batch + RQ_ROWS - 1) / RQ_ROWS;
     uint turn = 0;
@@ -376,9 +395,8 @@ __device__ __forceinline__ void rq_backward(const float* dh, const float* hs, co
         for (uint tile = blockIdx.y; tile < row_tiles; tile += gridDim.y) {
             float* as = staging + (turn++ & 1) * RQ_ROWS * hidden;
             const uint r0 = tile * RQ_ROWS;
-            const uint row = r0 + row_in_tile;
-            const bool store = writer && row < batch;
-            const u64 at = (u64)row * hidden + col;
+            u64 at;
+            const bool store = place.element(r0, batch, hidden, at);
             const float y = store ? hs[(t + 1) * block + at] : 0.0f;
             const float d = store ? dh[t * block + at] : 0.0f;
             float acc = 0.0f;
@@ -396,7 +414,7 @@ __device__ __forceinline__ void rq_backward(const float* dh, const float* hs, co
             }
         }
     }
-    rq_clear_exchange(xch, barrier, batch, hidden, row_in_tile, col, writer);
+    rq_clear_exchange(xch, barrier, batch, hidden, place.row_in_tile, place.col, place.writer);
 }
 
 // Entries: `_regs` for hidden <= RQ_REG_K (the host picks), the shared-memory slice otherwise.

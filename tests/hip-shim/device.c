@@ -239,13 +239,22 @@ static hipError_t read_facts(int ordinal, struct facts *f) {
         snprintf((p)->gcnArchName, sizeof (p)->gcnArchName, "%s", HIPSHIM_GCN_ARCH_NAME);     \
     } while (0)
 
+/* What both property layouts start with: a set `prop` (else `null_prop`, the error's text), the
+ * device's facts in `f`, and the `size` bytes of `prop` zeroed. */
+static hipError_t props_start(void *prop, size_t size, int ordinal, const char *null_prop,
+                              struct facts *f) {
+    if (!prop) return shim_fail(hipErrorInvalidValue, null_prop);
+    hipError_t e = read_facts(ordinal, f);
+    if (e == hipSuccess) memset(prop, 0, size);
+    return e;
+}
+
 /* The pre-6 layout. ROCm 6 still exports this symbol for binaries built against ROCm 5. */
 HIPSHIM_API hipError_t hipGetDeviceProperties(hipDeviceProp_tR0000 *prop, int ordinal) {
-    if (!prop) return shim_fail(hipErrorInvalidValue, "hipGetDeviceProperties: null prop");
     struct facts f;
-    hipError_t e = read_facts(ordinal, &f);
+    hipError_t e = props_start(prop, sizeof *prop, ordinal,
+                                "hipGetDeviceProperties: null prop", &f);
     if (e != hipSuccess) return e;
-    memset(prop, 0, sizeof *prop);
     HIPSHIM_FILL_COMMON(prop, f);
     prop->gcnArch = HIPSHIM_GCN_ARCH;
     return hipSuccess;
@@ -253,11 +262,10 @@ HIPSHIM_API hipError_t hipGetDeviceProperties(hipDeviceProp_tR0000 *prop, int or
 
 #if HIPSHIM_ROCM_MAJOR >= 6
 HIPSHIM_API hipError_t hipGetDevicePropertiesR0600(hipDeviceProp_tR0600 *prop, int ordinal) {
-    if (!prop) return shim_fail(hipErrorInvalidValue, "hipGetDevicePropertiesR0600: null prop");
     struct facts f;
-    hipError_t e = read_facts(ordinal, &f);
+    hipError_t e = props_start(prop, sizeof *prop, ordinal,
+                                "hipGetDevicePropertiesR0600: null prop", &f);
     if (e != hipSuccess) return e;
-    memset(prop, 0, sizeof *prop);
     HIPSHIM_FILL_COMMON(prop, f);
     prop->sharedMemPerBlockOptin = (size_t)f.shared_optin;
     prop->sharedMemPerMultiprocessor = (size_t)f.shared_per_sm;

@@ -276,18 +276,26 @@ HIPSHIM_API hipError_t hipGraphLaunch(hipGraphExec_t exec, hipStream_t stream) {
     return shim_map(cu.cuGraphLaunch((CUgraphExec)exec, (CUstream)stream), "cuGraphLaunch");
 }
 
+/* The checks before a graph object's destroy: the driver has the call (`have`, else the error
+ * `lacks`), the object is set (else `null_obj`), the current device is bound. */
+static hipError_t destroy_checks(int have, const char *lacks, const void *obj,
+                                 const char *null_obj) {
+    if (!have) return unsupported(lacks);
+    if (!obj) return shim_fail(hipErrorInvalidValue, null_obj);
+    return shim_bind_device(shim_current_device());
+}
+
 HIPSHIM_API hipError_t hipGraphExecDestroy(hipGraphExec_t exec) {
-    if (!cu.cuGraphExecDestroy) return unsupported("driver lacks cuGraphExecDestroy");
-    if (!exec) return shim_fail(hipErrorInvalidValue, "hipGraphExecDestroy: null");
-    hipError_t e = shim_bind_device(shim_current_device());
+    hipError_t e = destroy_checks(cu.cuGraphExecDestroy != NULL,
+                                  "driver lacks cuGraphExecDestroy", exec,
+                                  "hipGraphExecDestroy: null");
     if (e != hipSuccess) return e;
     return shim_map(cu.cuGraphExecDestroy((CUgraphExec)exec), "cuGraphExecDestroy");
 }
 
 HIPSHIM_API hipError_t hipGraphDestroy(hipGraph_t graph) {
-    if (!cu.cuGraphDestroy) return unsupported("driver lacks cuGraphDestroy");
-    if (!graph) return shim_fail(hipErrorInvalidValue, "hipGraphDestroy: null");
-    hipError_t e = shim_bind_device(shim_current_device());
+    hipError_t e = destroy_checks(cu.cuGraphDestroy != NULL, "driver lacks cuGraphDestroy", graph,
+                                  "hipGraphDestroy: null");
     if (e != hipSuccess) return e;
     return shim_map(cu.cuGraphDestroy((CUgraph)graph), "cuGraphDestroy");
 }

@@ -452,22 +452,13 @@ fn rnn_device_lists_select_data_parallel_devices() {
         vec![DeviceId::Cpu, DeviceId::Cpu]
     );
     // One id, or an explicit `device`, or `use_gpu: false`: single-device training.
-    assert!(
-        config
-            .data_parallel_devices(Some("cuda:1"))
-            .unwrap()
-            .is_empty()
-    );
+    let single = |c: &TrainingConfig, env| c.data_parallel_devices(Some(env)).unwrap().is_empty();
+    assert!(single(&config, "cuda:1"));
     let pinned = TrainingConfig {
         device: Some(DeviceId::Cuda(1)),
         ..config.clone()
     };
-    assert!(
-        pinned
-            .data_parallel_devices(Some("cuda:0,cuda:1"))
-            .unwrap()
-            .is_empty()
-    );
+    assert!(single(&pinned, "cuda:0,cuda:1"));
     // `devices` wins over the environment.
     let listed = TrainingConfig {
         devices: vec![DeviceId::Cuda(2), DeviceId::Cuda(3)],

@@ -133,27 +133,10 @@ fn lstm(ctx: &Context, vocab: usize) -> Network {
         .unwrap()
 }
 
-#[test]
-fn cpu_eval_graphs_match_op_by_op() {
-    eval_graphs_match_op_by_op(Target::Cpu, "cpu_eval_graphs_match_op_by_op");
-}
-
-#[test]
-fn opencl_eval_graphs_match_op_by_op() {
-    eval_graphs_match_op_by_op(Target::OpenCl, "opencl_eval_graphs_match_op_by_op");
-}
-
-#[test]
-fn cuda_eval_graphs_match_op_by_op() {
-    eval_graphs_match_op_by_op(Target::Cuda, "cuda_eval_graphs_match_op_by_op");
-}
-
-#[test]
-fn hip_eval_graphs_match_op_by_op() {
-    eval_graphs_match_op_by_op(Target::Hip, "hip_eval_graphs_match_op_by_op");
-}
-
-#[test]
-fn hip_on_cuda_eval_graphs_match_op_by_op() {
-    eval_graphs_match_op_by_op(Target::HipOnCuda, "hip_on_cuda_eval_graphs_match_op_by_op");
-}
+target_tests!(eval_graphs_match_op_by_op(named):
+    cpu_eval_graphs_match_op_by_op => Cpu,
+    opencl_eval_graphs_match_op_by_op => OpenCl,
+    cuda_eval_graphs_match_op_by_op => Cuda,
+    hip_eval_graphs_match_op_by_op => Hip,
+    hip_on_cuda_eval_graphs_match_op_by_op => HipOnCuda,
+);

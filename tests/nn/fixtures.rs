@@ -1,6 +1,6 @@
 //! Data sets and networks that several of these tests train.
 
-use rnn::nn::{Dataset, Loss, Network, Rng, TrainingHistory};
+use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, TrainingConfig};
 use rnn::{Activation, Context};
 
 /// Three Gaussian blobs in 8 dimensions.
@@ -35,29 +35,18 @@ pub fn classifier(
         .unwrap()
 }
 
-/// Asserts that two runs' histories are the same bit for bit: losses, validation losses,
-/// learning rates and the best epoch.
-pub fn assert_same_bits(a: &TrainingHistory, b: &TrainingHistory, what: &str) {
-    assert_eq!(a.epochs.len(), b.epochs.len(), "{what}");
-    for (x, y) in a.epochs.iter().zip(&b.epochs) {
-        assert_eq!(x.epoch, y.epoch, "{what}");
-        assert_eq!(
-            x.loss.to_bits(),
-            y.loss.to_bits(),
-            "{what}: epoch {}",
-            x.epoch
-        );
-        assert_eq!(
-            x.val_loss.map(f32::to_bits),
-            y.val_loss.map(f32::to_bits),
-            "{what}: epoch {}",
-            x.epoch
-        );
-        assert_eq!(
-            x.learning_rate.to_bits(),
-            y.learning_rate.to_bits(),
-            "{what}"
-        );
+/// Adam training on `ctx`'s device alone (no GPU preference, no replicas): `epochs` of batches
+/// of `batch` at learning rate `lr`, seed 1.
+pub fn config_for(ctx: &Context, epochs: usize, batch: usize, lr: f32) -> TrainingConfig {
+    TrainingConfig {
+        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
+        prefer_gpu: false,
+        device: Some(ctx.id()),
+        epochs,
+        batch_size: batch,
+        learning_rate: lr,
+        optimizer: Optimizer::adam(),
+        seed: 1,
+        ..Default::default()
     }
-    assert_eq!(a.best_epoch, b.best_epoch, "{what}");
 }

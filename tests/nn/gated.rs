@@ -2,11 +2,12 @@
 //! checks, checkpoints with PyTorch names, training, and every GPU backend against the CPU.
 
 use proptest::prelude::*;
-use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, Targets, TrainingConfig};
+use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput};
 use rnn::{Activation, Context};
 
+use crate::fixtures::config_for;
 use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
-use crate::gradcheck::{classes, random};
+use crate::gradcheck::{LayerCase, classes, random, sequence_and_last};
 use crate::support::{Target, contexts, rel_err};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -228,34 +229,10 @@ proptest! {
 
     #[test]
     fn cpu_gated_gradients_sequence_and_last(seed in any::<u64>(), n in 1usize..4, t in 1usize..5, i in 1usize..4, h in 1usize..4) {
-        let ctx = Context::cpu();
         let mut rng = Rng::new(seed);
-        let c = 3;
-        for cell in [Cell::Lstm, Cell::Gru] {
-            // Every hidden state feeds a head with a label per step.
-            let mut net = Network::builder(&ctx)
-                .seed(seed)
-                .sequence_length(t)
-                .cell(cell, i, h, RnnOutput::Sequence)
-                .dense(h, c, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-                .unwrap();
-            let targets = Targets::Classes { labels: classes(&mut rng, n * t, c), classes: c, per_sample: t };
-            let data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-            check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} sequence"));
-
-            // Last state only, MSE, with a dense layer in front: its gradients are exact only
-            // if the cell's input gradient is.
-            let mut net = Network::builder(&ctx)
-                .seed(seed ^ 3)
-                .sequence_length(t)
-                .dense(i, 3, Activation::Tanh)
-                .cell(cell, 3, h, RnnOutput::Last)
-                .dense(h, 2, Activation::Identity)
-                .build(Loss::Mse)
-                .unwrap();
-            let data = Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2).unwrap();
-            check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} last"));
+        for cell in [RecurrentCell::Lstm, RecurrentCell::Gru] {
+            let case = LayerCase { cell, opts: RecurrentOptions::new(), n, t, i, h };
+            sequence_and_last(&Context::cpu(), case, false, seed, &mut rng, check);
         }
     }
 }
@@ -338,20 +315,6 @@ fn remember_first(rng: &mut Rng, n: usize, t: usize, c: usize) -> Dataset {
     Dataset::classification(x, t * c, labels, c).unwrap()
 }
 
-pub(crate) fn config_for(ctx: &Context, epochs: usize, lr: f32) -> TrainingConfig {
-    TrainingConfig {
-        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
-        prefer_gpu: false,
-        device: Some(ctx.id()),
-        epochs,
-        batch_size: 32,
-        learning_rate: lr,
-        optimizer: Optimizer::adam(),
-        seed: 1,
-        ..Default::default()
-    }
-}
-
 fn memory_model(ctx: &Context, cell: Cell, t: usize, c: usize) -> Network {
     Network::builder(ctx)
         .seed(7)
@@ -371,7 +334,7 @@ fn cpu_gated_training_remembers_the_first_step() {
     let test = remember_first(&mut rng, 128, t, c);
     for cell in [Cell::Lstm, Cell::Gru] {
         let mut net = memory_model(&ctx, cell, t, c);
-        let mut config = config_for(&ctx, 16, 1e-2);
+        let mut config = config_for(&ctx, 16, 32, 1e-2);
         config.clip_grad_norm = Some(1.0);
         let h = net.train(&train, &config).unwrap();
         let l = h.losses();
@@ -417,7 +380,7 @@ fn follows_cpu(target: Target, test: &str) {
         };
         let training = |ctx: &Context| {
             memory_model(ctx, cell, tt, tc)
-                .train(&train, &config_for(ctx, 3, 1e-2))
+                .train(&train, &config_for(ctx, 3, 32, 1e-2))
                 .unwrap()
         };
         let cases = [(false, &seq_data), (true, &last_data)];
@@ -425,22 +388,9 @@ fn follows_cpu(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn opencl_gated_follow_cpu() {
-    follows_cpu(Target::OpenCl, "opencl_gated_follow_cpu");
-}
-
-#[test]
-fn cuda_gated_follow_cpu() {
-    follows_cpu(Target::Cuda, "cuda_gated_follow_cpu");
-}
-
-#[test]
-fn hip_gated_follow_cpu() {
-    follows_cpu(Target::Hip, "hip_gated_follow_cpu");
-}
-
-#[test]
-fn hip_on_cuda_gated_follow_cpu() {
-    follows_cpu(Target::HipOnCuda, "hip_on_cuda_gated_follow_cpu");
-}
+target_tests!(follows_cpu(named):
+    opencl_gated_follow_cpu => OpenCl,
+    cuda_gated_follow_cpu => Cuda,
+    hip_gated_follow_cpu => Hip,
+    hip_on_cuda_gated_follow_cpu => HipOnCuda,
+);

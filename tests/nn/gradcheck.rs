@@ -1,7 +1,7 @@
 //! Finite-difference gradient checks of every layer kind, both losses and whole networks.
 
 use proptest::prelude::*;
-use rnn::nn::{Dataset, Loss, Network, Rng, RnnOutput, Targets};
+use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets};
 use rnn::{Activation, Context};
 
 use crate::support::rel_err;
@@ -73,6 +73,76 @@ pub(crate) fn classes(rng: &mut Rng, n: usize, c: usize) -> Vec<u32> {
     (0..n).map(|_| rng.below(c) as u32).collect()
 }
 
+/// A recurrent layer to check: `cell` with `opts`, `h` units a direction, over `t` steps of `i`
+/// features, `n` samples.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LayerCase {
+    pub cell: RecurrentCell,
+    pub opts: RecurrentOptions,
+    pub n: usize,
+    pub t: usize,
+    pub i: usize,
+    pub h: usize,
+}
+
+/// A finite-difference check (`check` here, or `gated::check`): network, data, eps, tolerance,
+/// what to name in a failure.
+pub(crate) type GradCheck = fn(&mut Network, &Dataset, f32, f64, &str);
+
+/// `grad_check`s through the layer of `case` in two networks from `seed`: a head at every step
+/// with a label per step (cross-entropy), and the last state only (MSE). The second has a tanh
+/// dense layer in front, so its gradients are exact only if the layer's input gradient is; the
+/// first has it too when `front`, else the layer takes the input itself.
+pub(crate) fn sequence_and_last(
+    ctx: &Context,
+    case: LayerCase,
+    front: bool,
+    seed: u64,
+    rng: &mut Rng,
+    grad_check: GradCheck,
+) {
+    let LayerCase {
+        cell,
+        opts,
+        n,
+        t,
+        i,
+        h,
+    } = case;
+    let (c, w) = (3, h * opts.directions());
+    let what = format!("{cell:?} {opts:?}");
+    let builder = Network::builder(ctx).seed(seed).sequence_length(t);
+    let (builder, width) = if front {
+        (builder.dense(i, 2, Activation::Tanh), 2)
+    } else {
+        (builder, i)
+    };
+    let mut net = builder
+        .recurrent(cell, width, h, RnnOutput::Sequence, opts)
+        .dense(w, c, Activation::Identity)
+        .build(Loss::SoftmaxCrossEntropy)
+        .unwrap();
+    let targets = Targets::Classes {
+        labels: classes(rng, n * t, c),
+        classes: c,
+        per_sample: t,
+    };
+    let data = Dataset::new(random(rng, n * t * i), t * i, targets).unwrap();
+    grad_check(&mut net, &data, 1e-3, 3e-2, &format!("{what} sequence"));
+
+    let mut net = Network::builder(ctx)
+        .seed(seed ^ 5)
+        .sequence_length(t)
+        .dense(i, 3, Activation::Tanh)
+        .recurrent(cell, 3, h, RnnOutput::Last, opts)
+        .dense(w, 2, Activation::Identity)
+        .build(Loss::Mse)
+        .unwrap();
+    let (x, y) = (random(rng, n * t * i), random(rng, n * 2));
+    let data = Dataset::regression(x, t * i, y, 2).unwrap();
+    grad_check(&mut net, &data, 1e-3, 3e-2, &format!("{what} last"));
+}
+
 const ACTS: [Activation; 6] = crate::support::activations(0.1);
 
 proptest! {
@@ -112,34 +182,11 @@ proptest! {
 
     #[test]
     fn cpu_rnn_sequence_and_last(seed in any::<u64>(), n in 1usize..4, t in 1usize..5, i in 1usize..4, h in 1usize..5) {
-        let ctx = Context::cpu();
         let mut rng = Rng::new(seed);
-        let c = 3;
         for act in [Activation::Tanh, Activation::Relu] {
-            // Full sequence, a head at every step, a label per step.
-            let mut net = Network::builder(&ctx)
-                .seed(seed)
-                .sequence_length(t)
-                .rnn(i, h, act, RnnOutput::Sequence)
-                .dense(h, c, Activation::Identity)
-                .build(Loss::SoftmaxCrossEntropy)
-                .unwrap();
-            let targets = Targets::Classes { labels: classes(&mut rng, n * t, c), classes: c, per_sample: t };
-            let data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-            check(&mut net, &data, 1e-3, 3e-2, &format!("rnn {act:?} sequence"));
-
-            // Last state only, MSE, with a dense layer before the RNN (input gradient of the
-            // RNN flows into it).
-            let mut net = Network::builder(&ctx)
-                .seed(seed ^ 2)
-                .sequence_length(t)
-                .dense(i, 3, Activation::Tanh)
-                .rnn(3, h, act, RnnOutput::Last)
-                .dense(h, 2, Activation::Identity)
-                .build(Loss::Mse)
-                .unwrap();
-            let data = Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2).unwrap();
-            check(&mut net, &data, 1e-3, 3e-2, &format!("rnn {act:?} last"));
+            let (cell, opts) = (RecurrentCell::Rnn(act), RecurrentOptions::new());
+            let case = LayerCase { cell, opts, n, t, i, h };
+            sequence_and_last(&Context::cpu(), case, false, seed, &mut rng, check);
         }
     }
 }

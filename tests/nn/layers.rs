@@ -171,25 +171,12 @@ fn dropout_training_matches_cpu(target: crate::support::Target) {
     }
 }
 
-#[test]
-fn opencl_dropout_training_follows_cpu() {
-    dropout_training_matches_cpu(crate::support::Target::OpenCl)
-}
-
-#[test]
-fn cuda_dropout_training_follows_cpu() {
-    dropout_training_matches_cpu(crate::support::Target::Cuda)
-}
-
-#[test]
-fn hip_dropout_training_follows_cpu() {
-    dropout_training_matches_cpu(crate::support::Target::Hip)
-}
-
-#[test]
-fn hip_on_cuda_dropout_training_follows_cpu() {
-    dropout_training_matches_cpu(crate::support::Target::HipOnCuda)
-}
+target_tests!(dropout_training_matches_cpu:
+    opencl_dropout_training_follows_cpu => OpenCl,
+    cuda_dropout_training_follows_cpu => Cuda,
+    hip_dropout_training_follows_cpu => Hip,
+    hip_on_cuda_dropout_training_follows_cpu => HipOnCuda,
+);
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
@@ -447,25 +434,12 @@ fn layers_follow_cpu(target: crate::support::Target) {
     }
 }
 
-#[test]
-fn opencl_layers_follow_cpu() {
-    layers_follow_cpu(crate::support::Target::OpenCl)
-}
-
-#[test]
-fn cuda_layers_follow_cpu() {
-    layers_follow_cpu(crate::support::Target::Cuda)
-}
-
-#[test]
-fn hip_layers_follow_cpu() {
-    layers_follow_cpu(crate::support::Target::Hip)
-}
-
-#[test]
-fn hip_on_cuda_layers_follow_cpu() {
-    layers_follow_cpu(crate::support::Target::HipOnCuda)
-}
+target_tests!(layers_follow_cpu:
+    opencl_layers_follow_cpu => OpenCl,
+    cuda_layers_follow_cpu => Cuda,
+    hip_layers_follow_cpu => Hip,
+    hip_on_cuda_layers_follow_cpu => HipOnCuda,
+);
 
 /// A data set of u32 token ids trains exactly as the same ids held as f32 features, predicts
 /// the same through `predict_ids`, keeps its ids through a split, and is refused with an id

@@ -1,5 +1,26 @@
 //! Layers, losses, optimizers and training: gradient checks, convergence, bad input.
 
+/// One `#[test]` per `name => Target` variant, each running `check(target)`; with `(named)`,
+/// `check(target, "name")`.
+macro_rules! target_tests {
+    ($check:ident: $($test:ident => $target:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                $check(crate::support::Target::$target);
+            }
+        )+
+    };
+    ($check:ident(named): $($test:ident => $target:ident),+ $(,)?) => {
+        $(
+            #[test]
+            fn $test() {
+                $check(crate::support::Target::$target, stringify!($test));
+            }
+        )+
+    };
+}
+
 #[cfg(feature = "onnx")]
 #[path = "../support/onnx_case.rs"]
 mod onnx_case;
@@ -15,6 +36,7 @@ mod follow;
 mod gated;
 mod gradcheck;
 mod layers;
+mod loop_checks;
 mod nccl_loop;
 #[cfg(feature = "onnx")]
 mod onnx;

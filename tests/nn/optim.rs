@@ -80,22 +80,27 @@ fn cpu_adam_and_adamw_two_steps() {
             adam_ref(-1.5, &[-3.0, 1.0], 0.01, 0.0, false),
         ],
     );
-    let adam_wd = Optimizer::Adam {
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
-    let out = run(adam_wd, 0.01, &[0.5], &[&[0.2], &[0.3]]);
-    close(&out, &[adam_ref(0.5, &[0.2, 0.3], 0.01, 0.1, false)]);
-    let adamw = Optimizer::AdamW {
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
-    let out = run(adamw, 0.01, &[0.5], &[&[0.2], &[0.3]]);
-    close(&out, &[adam_ref(0.5, &[0.2, 0.3], 0.01, 0.1, true)]);
+    // Weight decay 0.1, in the gradient (Adam) and decoupled from it (AdamW).
+    let (beta1, beta2, eps, weight_decay) = (0.9, 0.999, 1e-8, 0.1);
+    for decoupled in [false, true] {
+        let opt = if decoupled {
+            Optimizer::AdamW {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            }
+        } else {
+            Optimizer::Adam {
+                beta1,
+                beta2,
+                eps,
+                weight_decay,
+            }
+        };
+        let out = run(opt, 0.01, &[0.5], &[&[0.2], &[0.3]]);
+        close(&out, &[adam_ref(0.5, &[0.2, 0.3], 0.01, 0.1, decoupled)]);
+    }
 }
 
 #[test]

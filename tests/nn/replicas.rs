@@ -3,27 +3,20 @@
 //! checkpoints and resume work there too, and two replicas with half the batch each train
 //! what one device trains on the whole batch.
 
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 
-use rnn::nn::{
-    Dataset, EarlyStopping, Loss, LrSchedule, Network, Optimizer, Progress, Rng, StopReason,
-    TrainingConfig,
-};
+use rnn::nn::{LrSchedule, Network, Optimizer, Progress, TrainingConfig};
 use rnn::{Activation, Context, DeviceId, Error};
 
-use crate::fixtures::{assert_same_bits, blobs, classifier};
+use crate::fixtures::{blobs, classifier};
+use crate::loop_checks::{
+    assert_same_history, assert_same_parameters, keep_best, non_finite_loss_is_an_error, resume,
+    stop_early, temp_dir, warmup_cosine,
+};
 use crate::support::rel_err;
 
 fn mlp(seed: u64) -> Network {
     classifier(&Context::cpu(), seed, [8, 16, 3], Activation::Tanh)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rnn-replicas-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 /// Everything `Network::train` offers at once: Adam, warmup-then-cosine, shuffling, clipping,
@@ -46,15 +39,8 @@ fn config(replicas: usize, path: Option<PathBuf>) -> TrainingConfig {
         seed: 5,
         validation_split: 0.2,
         progress: Progress::Off,
-        schedule: LrSchedule::WarmupCosine {
-            warmup_steps: 10,
-            min_lr: 1e-4,
-        },
-        early_stopping: Some(EarlyStopping {
-            patience: 100,
-            min_delta: 0.0,
-            restore_best: true,
-        }),
+        schedule: warmup_cosine(10),
+        early_stopping: keep_best(),
         checkpoint_path: path,
         ..Default::default()
     }
@@ -70,28 +56,18 @@ fn two_cpu_replicas_match_one_device_on_the_whole_batch() {
         ("adam", Optimizer::adam(), 1e-2),
         ("sgd", Optimizer::sgd_momentum(0.9), 5e-2),
     ] {
-        let mut single = mlp(1);
-        let h1 = single
-            .train(
-                &data,
-                &TrainingConfig {
-                    optimizer,
-                    learning_rate: lr,
-                    ..config(1, None)
-                },
-            )
-            .unwrap();
-        let mut replicated = mlp(1);
-        let h2 = replicated
-            .train(
-                &data,
-                &TrainingConfig {
-                    optimizer,
-                    learning_rate: lr,
-                    ..config(2, None)
-                },
-            )
-            .unwrap();
+        let run = |replicas| {
+            let mut net = mlp(1);
+            let cfg = TrainingConfig {
+                optimizer,
+                learning_rate: lr,
+                ..config(replicas, None)
+            };
+            let h = net.train(&data, &cfg).unwrap();
+            (net, h)
+        };
+        let (single, h1) = run(1);
+        let (replicated, h2) = run(2);
         let (p1, p2) = (
             single.parameters().unwrap(),
             replicated.parameters().unwrap(),
@@ -120,48 +96,15 @@ fn two_cpu_replicas_match_one_device_on_the_whole_batch() {
 #[test]
 fn cpu_replicas_resume_from_a_checkpoint_like_the_uninterrupted_run() {
     let data = blobs(240, 2);
-    let dir = temp_dir("resume");
-    let mut whole = mlp(1);
-    let full = whole
-        .train(&data, &config(2, Some(dir.join("whole.safetensors"))))
-        .unwrap();
-    assert_eq!(full.epochs.len(), 5);
-    assert!(full.best_epoch.is_some());
+    let dir = temp_dir("replicas", "resume");
+    let run = resume(mlp, &data, &dir, |path| config(2, Some(path)));
+    assert!(run.full.best_epoch.is_some());
     assert!(
-        full.epochs[0].learning_rate != full.epochs[4].learning_rate,
+        run.full.epochs[0].learning_rate != run.full.epochs[4].learning_rate,
         "the schedule moved the learning rate"
     );
-
-    let cut = dir.join("cut.safetensors");
-    let mut calls = 0;
-    let part = mlp(1)
-        .train_with(&data, &config(2, Some(cut.clone())), |e| {
-            calls += 1;
-            if e.epoch == 2 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .unwrap();
-    assert_eq!(calls, 2, "the callback runs once per epoch, on rank 0 only");
-    assert_eq!(part.epochs.len(), 2);
-    assert_eq!(part.stopped, Some(StopReason::Callback));
-
-    let mut resumed = mlp(99);
-    let rest = resumed
-        .resume_training(&cut, &data, &config(2, Some(cut.clone())))
-        .unwrap();
-    assert_same_bits(&rest, &full, "resumed vs uninterrupted");
-    let (p, q) = (resumed.parameters().unwrap(), whole.parameters().unwrap());
-    assert!(
-        p.iter().zip(&q).all(|(a, b)| a.to_bits() == b.to_bits()),
-        "parameters differ after resuming (rel err {:e})",
-        rel_err(&p, &q)
-    );
-    // The checkpoint's weights are the trained network's (rank 0 wrote them).
-    let mut plain = mlp(7);
-    plain.load(dir.join("whole.safetensors")).unwrap();
+    assert_same_history(&run.rest, &run.full, 0.0, "resumed vs uninterrupted");
+    assert_same_parameters(&run.resumed, &run.whole, 0.0, "resumed vs uninterrupted");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -175,87 +118,28 @@ fn cpu_replicas_stop_early_and_restore_the_best_epoch() {
         early_stopping: None,
         ..config(2, None)
     };
-    let mut one_epoch = mlp(1);
-    one_epoch
-        .train(
-            &data,
-            &TrainingConfig {
-                epochs: 1,
-                ..base.clone()
-            },
-        )
-        .unwrap();
-    let mut stopped = mlp(1);
-    let h = stopped
-        .train(
-            &data,
-            &TrainingConfig {
-                epochs: 10,
-                early_stopping: Some(EarlyStopping {
-                    patience: 2,
-                    min_delta: 1e9,
-                    restore_best: true,
-                }),
-                ..base
-            },
-        )
-        .unwrap();
-    assert_eq!(h.stopped, Some(StopReason::EarlyStopping));
-    assert_eq!(h.epochs.len(), 3);
-    assert_eq!(h.best_epoch, Some(1));
-    let (p, q) = (
-        stopped.parameters().unwrap(),
-        one_epoch.parameters().unwrap(),
-    );
-    assert!(
-        p.iter().zip(&q).all(|(a, b)| a.to_bits() == b.to_bits()),
-        "restore_best did not put back epoch 1 (rel err {:e})",
-        rel_err(&p, &q)
-    );
+    let (stopped, one_epoch) = stop_early(|| mlp(1), &data, &base);
+    assert_same_parameters(&stopped, &one_epoch, 0.0, "restored epoch 1 vs one epoch");
 }
 
 /// A loss that blows up on replicas is the same error as on one device, from every rank at
 /// once (no rank is left waiting in the all-reduce).
 #[test]
 fn cpu_replicas_report_a_non_finite_loss() {
-    let mut rng = Rng::new(4);
-    let x: Vec<f32> = (0..64 * 4).map(|_| rng.normal()).collect();
-    let y: Vec<f32> = (0..64).map(|_| rng.normal() * 10.0).collect();
-    let data = Dataset::regression(x, 4, y, 1).unwrap();
-    let mut net = Network::builder(&Context::cpu())
-        .seed(2)
-        .dense(4, 8, Activation::Identity)
-        .dense(8, 1, Activation::Identity)
-        .build(Loss::Mse)
-        .unwrap();
-    let cfg = TrainingConfig {
+    let replicas = TrainingConfig {
         use_gpu: false,
         devices: vec![DeviceId::Cpu; 2],
-        learning_rate: 1e12,
-        optimizer: Optimizer::sgd(),
-        batch_size: 4,
-        shuffle: false,
-        epochs: 3,
         progress: Progress::Off,
         ..Default::default()
     };
-    match net.train(&data, &cfg) {
-        Err(Error::NonFiniteLoss {
-            epoch, step, loss, ..
-        }) => {
-            assert_eq!(epoch, 1);
-            assert!((2..=16).contains(&step), "step {step}");
-            assert!(!loss.is_finite());
-        }
-        r => panic!("lr 1e12 trained on: {r:?}"),
-    }
+    non_finite_loss_is_an_error(&Context::cpu(), replicas);
 }
 
 /// A failure on rank 0 alone (its checkpoint cannot be written) ends every replica instead
 /// of leaving the others waiting, and is the error the caller sees.
 #[test]
 fn a_failing_rank_ends_the_others() {
-    let dir = temp_dir("failing");
+    let dir = temp_dir("replicas", "failing");
     let cfg = TrainingConfig {
         // A directory where the file should be: the write fails.
         checkpoint_path: Some(dir.clone()),

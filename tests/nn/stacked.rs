@@ -8,9 +8,10 @@ use proptest::prelude::*;
 use rnn::nn::{Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets};
 use rnn::{Activation, Context};
 
+use crate::fixtures::config_for;
 use crate::follow::{affine, assert_follows_cpu, sequence_and_last_data, sigmoid};
-use crate::gated::{check, config_for};
-use crate::gradcheck::{classes, random};
+use crate::gated::check;
+use crate::gradcheck::{LayerCase, classes, random, sequence_and_last};
 use crate::support::{Target, contexts, rel_err};
 
 const CELLS: [RecurrentCell; 4] = [
@@ -375,7 +376,6 @@ proptest! {
     fn cpu_stack_gradients(seed in any::<u64>(), n in 1usize..3, t in 1usize..4, i in 1usize..3, h in 1usize..3, layers in 1usize..3) {
         let ctx = Context::cpu();
         let mut rng = Rng::new(seed);
-        let c = 3;
         // Relu's kinks make finite differences meaningless at random points: Tanh stands in
         // for the Elman cell here (Relu's path differs only in the cell kernel).
         for cell in [RecurrentCell::Rnn(Activation::Tanh), RecurrentCell::Lstm, RecurrentCell::Gru] {
@@ -384,29 +384,8 @@ proptest! {
                 if opts == RecurrentOptions::new() {
                     continue;
                 }
-                let w = h * opts.directions();
-                let mut net = Network::builder(&ctx)
-                    .seed(seed)
-                    .sequence_length(t)
-                    .dense(i, 2, Activation::Tanh)
-                    .recurrent(cell, 2, h, RnnOutput::Sequence, opts)
-                    .dense(w, c, Activation::Identity)
-                    .build(Loss::SoftmaxCrossEntropy)
-                    .unwrap();
-                let targets = Targets::Classes { labels: classes(&mut rng, n * t, c), classes: c, per_sample: t };
-                let data = Dataset::new(random(&mut rng, n * t * i), t * i, targets).unwrap();
-                check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} {opts:?} sequence"));
-
-                let mut net = Network::builder(&ctx)
-                    .seed(seed ^ 5)
-                    .sequence_length(t)
-                    .dense(i, 2, Activation::Tanh)
-                    .recurrent(cell, 2, h, RnnOutput::Last, opts)
-                    .dense(w, 2, Activation::Identity)
-                    .build(Loss::Mse)
-                    .unwrap();
-                let data = Dataset::regression(random(&mut rng, n * t * i), t * i, random(&mut rng, n * 2), 2).unwrap();
-                check(&mut net, &data, 1e-3, 3e-2, &format!("{cell:?} {opts:?} last"));
+                let case = LayerCase { cell, opts, n, t, i, h };
+                sequence_and_last(&ctx, case, true, seed, &mut rng, check);
             }
         }
     }
@@ -418,15 +397,19 @@ fn cpu_stack_checkpoint_round_trip() {
     let dir = std::env::temp_dir().join(format!("rnn-nn-test-stack-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("stack.safetensors");
-    let bi2 = RecurrentOptions::new().layers(2).bidirectional(true);
-    let model = |seed, cell| {
+    // Two layers of `cell` (bidirectional or not), then three GRU layers.
+    let model = |seed, cell, bidirectional: bool| {
+        let first = RecurrentOptions::new()
+            .layers(2)
+            .bidirectional(bidirectional);
+        let width = if bidirectional { 8 } else { 4 };
         Network::builder(&ctx)
             .seed(seed)
             .sequence_length(3)
-            .recurrent(cell, 2, 4, RnnOutput::Sequence, bi2)
+            .recurrent(cell, 2, 4, RnnOutput::Sequence, first)
             .recurrent(
                 RecurrentCell::Gru,
-                8,
+                width,
                 3,
                 RnnOutput::Last,
                 RecurrentOptions::new().layers(3),
@@ -435,7 +418,7 @@ fn cpu_stack_checkpoint_round_trip() {
             .unwrap()
     };
     for cell in CELLS {
-        let mut a = model(1, cell);
+        let mut a = model(1, cell, true);
         a.save(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
@@ -445,33 +428,14 @@ fn cpu_stack_checkpoint_round_trip() {
         assert_eq!(st.tensor("0.weight_ih_l1_reverse").unwrap().shape(), [g, 8]);
         assert_eq!(st.tensor("0.bias_hh_l1_reverse").unwrap().shape(), [g]);
         assert_eq!(st.tensor("1.weight_hh_l2").unwrap().shape(), [9, 3]);
-        let mut b = model(2, cell);
+        let mut b = model(2, cell, true);
         assert_ne!(a.parameters().unwrap(), b.parameters().unwrap());
         b.load(&path).unwrap();
         assert_eq!(a.parameters().unwrap(), b.parameters().unwrap());
         let x: Vec<f32> = (0..12).map(|i| (i as f32 * 0.37).sin()).collect();
         assert_eq!(a.predict(&x).unwrap(), b.predict(&x).unwrap());
         // A one-direction checkpoint does not load into the bidirectional network.
-        let err = Network::builder(&ctx)
-            .sequence_length(3)
-            .recurrent(
-                cell,
-                2,
-                4,
-                RnnOutput::Sequence,
-                RecurrentOptions::new().layers(2),
-            )
-            .recurrent(
-                RecurrentCell::Gru,
-                4,
-                3,
-                RnnOutput::Last,
-                RecurrentOptions::new().layers(3),
-            )
-            .build(Loss::Mse)
-            .unwrap()
-            .load(&path)
-            .unwrap_err();
+        let err = model(1, cell, false).load(&path).unwrap_err();
         assert!(err.to_string().contains("0.weight_ih_l1"), "{err}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -528,7 +492,7 @@ fn cpu_bidirectional_training_sees_the_future() {
         for bidir in [true, false] {
             let opts = RecurrentOptions::new().layers(2).bidirectional(bidir);
             let mut net = next_step_model(&ctx, cell, t, c, opts);
-            let h = net.train(&train, &config_for(&ctx, 12, 1e-2)).unwrap();
+            let h = net.train(&train, &config_for(&ctx, 12, 32, 1e-2)).unwrap();
             assert!(h.losses().iter().all(|v| v.is_finite()), "{:?}", h.losses());
             accs.push(net.evaluate(&test).unwrap().accuracy.unwrap());
         }
@@ -575,7 +539,7 @@ fn follows_cpu(target: Target, test: &str) {
         };
         let training = |ctx: &Context| {
             next_step_model(ctx, cell, 4, 3, train_opts)
-                .train(&train, &config_for(ctx, 3, 1e-2))
+                .train(&train, &config_for(ctx, 3, 32, 1e-2))
                 .unwrap()
         };
         let cases = [(false, &seq_data), (true, &last_data)];
@@ -583,22 +547,9 @@ fn follows_cpu(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn opencl_stack_follows_cpu() {
-    follows_cpu(Target::OpenCl, "opencl_stack_follows_cpu");
-}
-
-#[test]
-fn cuda_stack_follows_cpu() {
-    follows_cpu(Target::Cuda, "cuda_stack_follows_cpu");
-}
-
-#[test]
-fn hip_stack_follows_cpu() {
-    follows_cpu(Target::Hip, "hip_stack_follows_cpu");
-}
-
-#[test]
-fn hip_on_cuda_stack_follows_cpu() {
-    follows_cpu(Target::HipOnCuda, "hip_on_cuda_stack_follows_cpu");
-}
+target_tests!(follows_cpu(named):
+    opencl_stack_follows_cpu => OpenCl,
+    cuda_stack_follows_cpu => Cuda,
+    hip_stack_follows_cpu => Hip,
+    hip_on_cuda_stack_follows_cpu => HipOnCuda,
+);

@@ -1,27 +1,13 @@
 //! Training converges on real data, runs are reproducible, and GPU backends follow the CPU.
 
-use rnn::nn::{CharCorpus, Dataset, Loss, Network, Optimizer, RnnOutput, TrainingConfig};
+use rnn::nn::{CharCorpus, Dataset, Loss, Network, RnnOutput, TrainingConfig};
 use rnn::{Activation, Context};
 
-use crate::fixtures::classifier;
+use crate::fixtures::{classifier, config_for};
 use crate::support::{Target, contexts};
 
 static MNIST: &[u8] = include_bytes!("../../examples/data/mnist_5k.csv.gz");
 static TEXT: &str = include_str!("../../examples/data/asyoulik.txt");
-
-fn config_for(ctx: &Context, epochs: usize, batch: usize, lr: f32) -> TrainingConfig {
-    TrainingConfig {
-        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
-        prefer_gpu: false,
-        device: Some(ctx.id()),
-        epochs,
-        batch_size: batch,
-        learning_rate: lr,
-        optimizer: Optimizer::adam(),
-        seed: 1,
-        ..Default::default()
-    }
-}
 
 fn mlp(ctx: &Context) -> Network {
     classifier(ctx, 3, [784, 128, 10], Activation::Relu)
@@ -144,25 +130,12 @@ fn follows_cpu(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn opencl_training_follows_cpu() {
-    follows_cpu(Target::OpenCl, "opencl_training_follows_cpu");
-}
-
-#[test]
-fn cuda_training_follows_cpu() {
-    follows_cpu(Target::Cuda, "cuda_training_follows_cpu");
-}
-
-#[test]
-fn hip_training_follows_cpu() {
-    follows_cpu(Target::Hip, "hip_training_follows_cpu");
-}
-
-#[test]
-fn hip_on_cuda_training_follows_cpu() {
-    follows_cpu(Target::HipOnCuda, "hip_on_cuda_training_follows_cpu");
-}
+target_tests!(follows_cpu(named):
+    opencl_training_follows_cpu => OpenCl,
+    cuda_training_follows_cpu => Cuda,
+    hip_training_follows_cpu => Hip,
+    hip_on_cuda_training_follows_cpu => HipOnCuda,
+);
 
 /// 500 MNIST digits, and 70 character sequences of 10 steps with their vocabulary size.
 fn mnist_and_sequences() -> (Dataset, Dataset, usize) {
@@ -229,30 +202,13 @@ fn graphs_match_op_by_op(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn cpu_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::Cpu, "cpu_graphs_match_op_by_op");
-}
-
-#[test]
-fn opencl_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::OpenCl, "opencl_graphs_match_op_by_op");
-}
-
-#[test]
-fn cuda_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::Cuda, "cuda_graphs_match_op_by_op");
-}
-
-#[test]
-fn hip_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::Hip, "hip_graphs_match_op_by_op");
-}
-
-#[test]
-fn hip_on_cuda_graphs_match_op_by_op() {
-    graphs_match_op_by_op(Target::HipOnCuda, "hip_on_cuda_graphs_match_op_by_op");
-}
+target_tests!(graphs_match_op_by_op(named):
+    cpu_graphs_match_op_by_op => Cpu,
+    opencl_graphs_match_op_by_op => OpenCl,
+    cuda_graphs_match_op_by_op => Cuda,
+    hip_graphs_match_op_by_op => Hip,
+    hip_on_cuda_graphs_match_op_by_op => HipOnCuda,
+);
 
 /// `Trainer::step` reads its contiguous batches in place where the step runs op by op (and
 /// copies them where a recorded graph needs fixed addresses); `Network::train` gathers them
@@ -305,27 +261,10 @@ fn trainer_matches_train(target: Target, test: &str) {
     }
 }
 
-#[test]
-fn cpu_trainer_matches_train() {
-    trainer_matches_train(Target::Cpu, "cpu_trainer_matches_train");
-}
-
-#[test]
-fn opencl_trainer_matches_train() {
-    trainer_matches_train(Target::OpenCl, "opencl_trainer_matches_train");
-}
-
-#[test]
-fn cuda_trainer_matches_train() {
-    trainer_matches_train(Target::Cuda, "cuda_trainer_matches_train");
-}
-
-#[test]
-fn hip_trainer_matches_train() {
-    trainer_matches_train(Target::Hip, "hip_trainer_matches_train");
-}
-
-#[test]
-fn hip_on_cuda_trainer_matches_train() {
-    trainer_matches_train(Target::HipOnCuda, "hip_on_cuda_trainer_matches_train");
-}
+target_tests!(trainer_matches_train(named):
+    cpu_trainer_matches_train => Cpu,
+    opencl_trainer_matches_train => OpenCl,
+    cuda_trainer_matches_train => Cuda,
+    hip_trainer_matches_train => Hip,
+    hip_on_cuda_trainer_matches_train => HipOnCuda,
+);

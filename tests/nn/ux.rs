@@ -1,16 +1,16 @@
 //! Training UX: plain progress lines off a terminal, schedules, early stopping, callbacks, the
 //! non-finite-loss error, training checkpoints and resume, history files and curves.
 
-use std::ops::ControlFlow;
 use std::path::PathBuf;
 
-use rnn::nn::{
-    Dataset, EarlyStopping, Loss, LrSchedule, Network, Optimizer, Progress, Rng, StopReason,
-    TrainingConfig,
-};
+use rnn::nn::{EarlyStopping, LrSchedule, Network, Optimizer, Progress, TrainingConfig};
 use rnn::{Activation, Context, Error};
 
-use crate::fixtures::{blobs, classifier};
+use crate::fixtures::{blobs, classifier, config_for};
+use crate::loop_checks::{
+    self, assert_same_history, assert_same_parameters, keep_best, resume, stop_early, temp_dir,
+    warmup_cosine,
+};
 use crate::support::{Target, contexts, rel_err};
 
 fn mlp(ctx: &Context, seed: u64) -> Network {
@@ -19,24 +19,10 @@ fn mlp(ctx: &Context, seed: u64) -> Network {
 
 fn config(ctx: &Context, epochs: usize) -> TrainingConfig {
     TrainingConfig {
-        use_gpu: ctx.id() != rnn::DeviceId::Cpu,
-        prefer_gpu: false,
-        device: Some(ctx.id()),
-        epochs,
-        batch_size: 16,
-        learning_rate: 1e-2,
-        optimizer: Optimizer::adam(),
         seed: 5,
         progress: Progress::Off,
-        ..Default::default()
+        ..config_for(ctx, epochs, 16, 1e-2)
     }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rnn-ux-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
 }
 
 const CHILD: &str = "RNN_UX_PROGRESS_CHILD";
@@ -91,15 +77,8 @@ fn plain_progress_lines_when_stderr_is_not_a_tty() {
 fn resumable(ctx: &Context, path: PathBuf) -> TrainingConfig {
     TrainingConfig {
         validation_split: 0.2,
-        schedule: LrSchedule::WarmupCosine {
-            warmup_steps: 10,
-            min_lr: 1e-4,
-        },
-        early_stopping: Some(EarlyStopping {
-            patience: 100,
-            min_delta: 0.0,
-            restore_best: true,
-        }),
+        schedule: warmup_cosine(10),
+        early_stopping: keep_best(),
         checkpoint_path: Some(path),
         ..config(ctx, 5)
     }
@@ -113,81 +92,24 @@ fn resume_matches_the_uninterrupted_run_bit_for_bit(t: Target) {
     }
 }
 
-#[test]
-fn cpu_resume_matches_the_uninterrupted_run_bit_for_bit() {
-    resume_matches_the_uninterrupted_run_bit_for_bit(Target::Cpu);
-}
-
-#[test]
-fn opencl_resume_matches_the_uninterrupted_run_bit_for_bit() {
-    resume_matches_the_uninterrupted_run_bit_for_bit(Target::OpenCl);
-}
-
-#[test]
-fn cuda_resume_matches_the_uninterrupted_run_bit_for_bit() {
-    resume_matches_the_uninterrupted_run_bit_for_bit(Target::Cuda);
-}
+target_tests!(resume_matches_the_uninterrupted_run_bit_for_bit:
+    cpu_resume_matches_the_uninterrupted_run_bit_for_bit => Cpu,
+    opencl_resume_matches_the_uninterrupted_run_bit_for_bit => OpenCl,
+    cuda_resume_matches_the_uninterrupted_run_bit_for_bit => Cuda,
+);
 
 fn resume_on(ctx: &Context, name: &str) {
-    let ctx = ctx.clone();
     let data = blobs(240, 2);
-    let dir = temp_dir(name);
-
-    let mut whole = mlp(&ctx, 1);
-    let full = whole
-        .train(&data, &resumable(&ctx, dir.join("whole.safetensors")))
-        .unwrap();
-    assert_eq!(full.epochs.len(), 5);
-
-    // Interrupted after epoch 2 by the callback.
-    let cut = dir.join("cut.safetensors");
-    let mut first = mlp(&ctx, 1);
-    let part = first
-        .train_with(&data, &resumable(&ctx, cut.clone()), |e| {
-            if e.epoch == 2 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-        .unwrap();
-    assert_eq!(part.epochs.len(), 2);
-    assert_eq!(part.stopped, Some(StopReason::Callback));
-
-    // A network with other initial weights continues from the file.
-    let mut resumed = mlp(&ctx, 99);
-    let rest = resumed
-        .resume_training(&cut, &data, &resumable(&ctx, cut.clone()))
-        .unwrap();
-    assert_eq!(
-        rest.epochs.len(),
-        5,
-        "the history includes the first epochs"
+    let dir = temp_dir("ux", name);
+    let run = resume(
+        |seed| mlp(ctx, seed),
+        &data,
+        &dir,
+        |path| resumable(ctx, path),
     );
-    for (a, b) in rest.epochs.iter().zip(&full.epochs) {
-        assert_eq!(a.epoch, b.epoch);
-        assert_eq!(
-            a.loss.to_bits(),
-            b.loss.to_bits(),
-            "{}: epoch {}",
-            ctx.id(),
-            a.epoch
-        );
-        assert_eq!(a.val_loss.map(f32::to_bits), b.val_loss.map(f32::to_bits));
-        assert_eq!(a.learning_rate.to_bits(), b.learning_rate.to_bits());
-    }
-    let (p, q) = (resumed.parameters().unwrap(), whole.parameters().unwrap());
-    assert!(
-        p.iter().zip(&q).all(|(a, b)| a.to_bits() == b.to_bits()),
-        "{}: parameters differ after resuming (rel err {:e})",
-        ctx.id(),
-        rel_err(&p, &q)
-    );
-    assert_eq!(rest.best_epoch, full.best_epoch);
-
-    // The weights of a training checkpoint load as a plain checkpoint.
-    let mut plain = mlp(&ctx, 7);
-    plain.load(dir.join("whole.safetensors")).unwrap();
+    let what = format!("{}: resumed vs uninterrupted", ctx.id());
+    assert_same_history(&run.rest, &run.full, 0.0, &what);
+    assert_same_parameters(&run.resumed, &run.whole, 0.0, &what);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -195,7 +117,7 @@ fn resume_on(ctx: &Context, name: &str) {
 fn resume_refuses_another_architecture_or_a_weights_file() {
     let ctx = Context::cpu();
     let data = blobs(120, 3);
-    let dir = temp_dir("mismatch");
+    let dir = temp_dir("ux", "mismatch");
     let path = dir.join("run.safetensors");
     let mut net = mlp(&ctx, 1);
     let cfg = TrainingConfig {
@@ -239,59 +161,18 @@ fn resume_refuses_another_architecture_or_a_weights_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A learning rate of 1e12 on a regression overflows the loss within a few steps: training
-/// stops with an error naming the epoch and the first step whose loss was not finite.
+/// A learning rate of 1e12 overflows the loss: an error naming the epoch and the step.
 fn non_finite_loss_is_an_error(t: Target) {
     for ctx in contexts(t, "non_finite_loss_is_an_error") {
-        let mut rng = Rng::new(4);
-        let x: Vec<f32> = (0..64 * 4).map(|_| rng.normal()).collect();
-        let y: Vec<f32> = (0..64).map(|_| rng.normal() * 10.0).collect();
-        let data = Dataset::regression(x, 4, y, 1).unwrap();
-        let mut net = Network::builder(&ctx)
-            .seed(2)
-            .dense(4, 8, Activation::Identity)
-            .dense(8, 1, Activation::Identity)
-            .build(Loss::Mse)
-            .unwrap();
-        let cfg = TrainingConfig {
-            learning_rate: 1e12,
-            optimizer: Optimizer::sgd(),
-            batch_size: 4,
-            shuffle: false,
-            ..config(&ctx, 3)
-        };
-        match net.train(&data, &cfg) {
-            Err(Error::NonFiniteLoss {
-                epoch,
-                step,
-                global_step,
-                loss,
-            }) => {
-                assert_eq!(epoch, 1, "{}", ctx.id());
-                // The first step starts from sane weights; the blow-up comes after it.
-                assert!((2..=16).contains(&step), "{}: step {step}", ctx.id());
-                assert_eq!(global_step, step as u64);
-                assert!(!loss.is_finite());
-            }
-            r => panic!("{}: lr 1e12 trained on: {r:?}", ctx.id()),
-        }
+        loop_checks::non_finite_loss_is_an_error(&ctx, config(&ctx, 3));
     }
 }
 
-#[test]
-fn cpu_non_finite_loss_is_an_error() {
-    non_finite_loss_is_an_error(Target::Cpu);
-}
-
-#[test]
-fn opencl_non_finite_loss_is_an_error() {
-    non_finite_loss_is_an_error(Target::OpenCl);
-}
-
-#[test]
-fn cuda_non_finite_loss_is_an_error() {
-    non_finite_loss_is_an_error(Target::Cuda);
-}
+target_tests!(non_finite_loss_is_an_error:
+    cpu_non_finite_loss_is_an_error => Cpu,
+    opencl_non_finite_loss_is_an_error => OpenCl,
+    cuda_non_finite_loss_is_an_error => Cuda,
+);
 
 /// A step schedule halves the rate every epoch; with recorded step graphs the replays must
 /// follow it exactly as op-by-op steps do.
@@ -328,20 +209,11 @@ fn schedule_applies_between_steps(t: Target) {
     }
 }
 
-#[test]
-fn cpu_schedule_applies_between_steps() {
-    schedule_applies_between_steps(Target::Cpu);
-}
-
-#[test]
-fn opencl_schedule_applies_between_steps() {
-    schedule_applies_between_steps(Target::OpenCl);
-}
-
-#[test]
-fn cuda_schedule_applies_between_steps() {
-    schedule_applies_between_steps(Target::Cuda);
-}
+target_tests!(schedule_applies_between_steps:
+    cpu_schedule_applies_between_steps => Cpu,
+    opencl_schedule_applies_between_steps => OpenCl,
+    cuda_schedule_applies_between_steps => Cuda,
+);
 
 #[test]
 fn early_stopping_stops_and_restores_the_best_epoch() {
@@ -351,35 +223,10 @@ fn early_stopping_stops_and_restores_the_best_epoch() {
         validation_split: 0.25,
         ..config(&ctx, 10)
     };
-    // No epoch can beat the first by 1e9: training stops after `patience` more.
-    let mut net = mlp(&ctx, 4);
-    let h = net
-        .train(
-            &data,
-            &TrainingConfig {
-                early_stopping: Some(EarlyStopping {
-                    patience: 2,
-                    min_delta: 1e9,
-                    restore_best: true,
-                }),
-                ..base.clone()
-            },
-        )
-        .unwrap();
-    assert_eq!(h.epochs.len(), 3);
-    assert_eq!(h.stopped, Some(StopReason::EarlyStopping));
-    assert_eq!(h.best_epoch, Some(1));
-    // The parameters are those after epoch 1.
-    let mut one = mlp(&ctx, 4);
-    one.train(
-        &data,
-        &TrainingConfig {
-            epochs: 1,
-            ..base.clone()
-        },
-    )
-    .unwrap();
-    assert_eq!(net.parameters().unwrap(), one.parameters().unwrap());
+    // No epoch can beat the first by 1e9: training stops after `patience` more, and the
+    // parameters are those after epoch 1.
+    let (net, one) = stop_early(|| mlp(&ctx, 4), &data, &base);
+    assert_same_parameters(&net, &one, 0.0, "restored epoch 1 vs one epoch");
     // Early stopping without a validation split is a configuration error.
     let bad = TrainingConfig {
         validation_split: 0.0,
@@ -412,7 +259,7 @@ fn history_saves_csv_json_and_draws_png_and_svg_curves() {
             .all(|e| e.peak_memory_bytes.unwrap_or(0) > 0)
     );
     assert!(h.epochs.iter().all(|e| e.utilization.is_none()));
-    let dir = temp_dir("curves");
+    let dir = temp_dir("ux", "curves");
     h.save_csv(dir.join("h.csv")).unwrap();
     h.save_json(dir.join("h.json")).unwrap();
     let csv = std::fs::read_to_string(dir.join("h.csv")).unwrap();
@@ -497,7 +344,7 @@ fn example_plot_writes_png_curves() {
         println!("SKIP example_plot_writes_png_curves: {why}");
         return;
     }
-    let dir = temp_dir("example");
+    let dir = temp_dir("ux", "example");
     let out = std::process::Command::new(&example)
         .args(["--cpu", "--epochs", "2", "--rnn-epochs", "2", "--plot"])
         .arg(&dir)

@@ -78,6 +78,12 @@ impl Values {
     fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
         (0..n).map(|_| self.uniform(lo, hi)).collect()
     }
+    /// `W_hh` of a recurrent cell with `gates` gates: `gates * hidden x hidden`, in PyTorch's
+    /// `±1/sqrt(hidden)`.
+    fn recurrent_w(&mut self, gates: usize, hidden: usize) -> Vec<f32> {
+        let bound = 1.0 / (hidden as f32).sqrt();
+        self.vec(gates * hidden * hidden, -bound, bound)
+    }
     /// Leading elements for `k` views: half the time all multiples of 4 (the streaming kernels'
     /// float4 path), otherwise any small offsets (mostly their scalar path).
     fn pads(&mut self, k: usize) -> Vec<usize> {
@@ -104,7 +110,7 @@ type OpFn<'f> = dyn Fn(&dyn Ops, &[View<'_>]) -> rnn::Result<()> + 'f;
 
 /// Uploads `bufs` (each behind a pad of guard elements), runs `f` on views of them, downloads.
 fn run_on(ctx: &Context, bufs: &[Vec<f32>], f: &OpFn<'_>) -> rnn::Result<Vec<Vec<f32>>> {
-    run_padded(ctx, bufs, &vec![pick_pad(bufs); bufs.len()], f)
+    run_ids(ctx, bufs, &[], f)
 }
 
 /// [`run_on`] with the buffers at `ids` uploaded as u32 (index data: each value converted with
@@ -118,18 +124,19 @@ fn run_ids(
     run_padded_ids(ctx, (bufs, ids), &vec![pick_pad(bufs); bufs.len()], f)
 }
 
-/// [`run_on`] with buffer `i` behind `pads[i]` guard elements (and [`GUARD`] after it). Panics
-/// when an op changed a guard element: it wrote outside its views.
-fn run_padded(
-    ctx: &Context,
+/// The outputs of `f` on the CPU backend, every buffer behind `pad` guard elements: the state a
+/// recurrent forward leaves, for the backward to start from.
+fn cpu_outputs(
     bufs: &[Vec<f32>],
-    pads: &[usize],
+    pad: usize,
     f: &OpFn<'_>,
-) -> rnn::Result<Vec<Vec<f32>>> {
-    run_padded_ids(ctx, (bufs, &[]), pads, f)
+) -> Result<Vec<Vec<f32>>, TestCaseError> {
+    run_padded_ids(&Context::cpu(), (bufs, &[]), &vec![pad; bufs.len()], f)
+        .map_err(|e| TestCaseError::fail(e.to_string()))
 }
 
-/// [`run_padded`] with the buffers at `ids` u32 (as [`run_ids`] uploads them).
+/// [`run_ids`] with buffer `i` behind `pads[i]` guard elements (and [`GUARD`] after it). Panics
+/// when an op changed a guard element: it wrote outside its views.
 fn run_padded_ids(
     ctx: &Context,
     (bufs, ids): (&[Vec<f32>], &[usize]),
@@ -299,7 +306,7 @@ fn compare_checked(
     let what = &format!("{what} (n {}, pads {pads:?})", bufs[0].len());
     let want = run_on(&Context::cpu(), bufs, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
-    let got = run_padded(gpu, bufs, pads, f)
+    let got = run_padded_ids(gpu, (bufs, &[]), pads, f)
         .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
     judge(gpu, what, (&got, &want), check, sums, tol)
 }
@@ -356,22 +363,28 @@ fn norm(v: &[f32]) -> f64 {
     v.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt()
 }
 
-/// Runs a property over every device of `target` (or prints SKIP).
-fn prop<S: Strategy>(
-    target: Target,
-    test: &str,
-    cases: u32,
-    strategy: S,
-    body: impl Fn(&Context, S::Value) -> Result<(), TestCaseError>,
-) where
-    S::Value: Clone,
-{
-    prop_on(contexts(target, test), test, cases, strategy, body)
+/// Where a property runs: every device of a target (or nowhere, with a SKIP printed), or the
+/// given contexts.
+enum On {
+    Target(Target),
+    Contexts(Vec<Context>),
 }
 
-/// Runs a property over `ctxs` (nothing when empty: `support::contexts` printed the SKIP).
-fn prop_on<S: Strategy>(
-    ctxs: Vec<Context>,
+impl From<Target> for On {
+    fn from(t: Target) -> On {
+        On::Target(t)
+    }
+}
+
+impl From<Vec<Context>> for On {
+    fn from(ctxs: Vec<Context>) -> On {
+        On::Contexts(ctxs)
+    }
+}
+
+/// Runs a property on every context of `on` (nothing when there is none).
+fn prop<S: Strategy>(
+    on: impl Into<On>,
     test: &str,
     cases: u32,
     strategy: S,
@@ -379,6 +392,10 @@ fn prop_on<S: Strategy>(
 ) where
     S::Value: Clone,
 {
+    let ctxs = match on.into() {
+        On::Target(t) => contexts(t, test),
+        On::Contexts(ctxs) => ctxs,
+    };
     if ctxs.is_empty() {
         return;
     }

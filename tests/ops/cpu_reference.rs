@@ -130,6 +130,34 @@ fn sig(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
+/// `W_hh` (`±1/sqrt(hidden)`, PyTorch's range), `b_ih` and `b_hh` of a cell with `gates` gates.
+fn params(r: &mut Rng, gates: usize, hidden: usize) -> [Vec<f32>; 3] {
+    let bound = 1.0 / (hidden as f32).sqrt();
+    let w = r.vec(gates * hidden * hidden, -bound, bound);
+    [
+        w,
+        r.vec(gates * hidden, -1.0, 1.0),
+        r.vec(gates * hidden, -1.0, 1.0),
+    ]
+}
+
+/// A random initial block, then `steps` poisoned blocks.
+fn states(r: &mut Rng, steps: usize, n: usize) -> Vec<f32> {
+    let mut s = r.vec(n, -1.0, 1.0);
+    s.extend(vec![f32::NAN; steps * n]);
+    s
+}
+
+/// `(steps, batch, hidden, batch * hidden)` of a recurrent op's shape.
+fn dims(shape: rnn::ops::SeqShape) -> (usize, usize, usize, usize) {
+    (
+        shape.steps,
+        shape.batch,
+        shape.hidden,
+        shape.batch * shape.hidden,
+    )
+}
+
 fn to64(v: &[f32]) -> Vec<f64> {
     v.iter().map(|&x| x as f64).collect()
 }

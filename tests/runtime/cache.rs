@@ -92,6 +92,25 @@ pub(super) fn run(cache: &KernelCache, key: &CacheKey<'_>, binary: &str, accept:
     }
 }
 
+/// A cache in a fresh temporary directory (`tag`) holding one entry, for `key(source)`, built
+/// from `binary`; with that entry's path. Keep the directory until the test ends.
+fn stocked(
+    tag: &str,
+    source: &'static str,
+    binary: &str,
+) -> (TempDir, KernelCache, CacheKey<'static>, PathBuf) {
+    let tmp = TempDir::new(tag);
+    let cache = KernelCache::at(tmp.path());
+    let k = key(source);
+    assert_eq!(
+        run(&cache, &k, binary, true).builds,
+        1,
+        "{tag}: the first run builds"
+    );
+    let path = cache.entry_path(&k).unwrap();
+    (tmp, cache, k, path)
+}
+
 /// Every file name in `dir`, sorted.
 pub(super) fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
@@ -228,11 +247,7 @@ fn cache_corrupt_entries_are_deleted_and_rebuilt() {
         ("zero length", |p| fs::write(p, b"").unwrap()),
     ];
     for (what, corrupt) in corruptions {
-        let tmp = TempDir::new("corrupt");
-        let cache = KernelCache::at(tmp.path());
-        let k = key(what);
-        assert_eq!(run(&cache, &k, "GOOD-BINARY", true).builds, 1);
-        let path = cache.entry_path(&k).unwrap();
+        let (_tmp, cache, k, path) = stocked("corrupt", what, "GOOD-BINARY");
         corrupt(&path);
 
         let r = run(&cache, &k, "REBUILT", true);
@@ -251,11 +266,7 @@ fn cache_corrupt_entries_are_deleted_and_rebuilt() {
 
 #[test]
 fn cache_corrupt_entry_is_deleted_even_when_the_rebuild_fails() {
-    let tmp = TempDir::new("corrupt-fail");
-    let cache = KernelCache::at(tmp.path());
-    let k = key("k");
-    run(&cache, &k, "GOOD", true);
-    let path = cache.entry_path(&k).unwrap();
+    let (_tmp, cache, k, path) = stocked("corrupt-fail", "k", "GOOD");
     fs::write(&path, b"garbage").unwrap();
     let err = cache
         .get_or_build(
@@ -276,10 +287,7 @@ fn cache_corrupt_entry_is_deleted_even_when_the_rebuild_fails() {
 
 #[test]
 fn cache_rejected_binary_is_deleted_and_rebuilt() {
-    let tmp = TempDir::new("reject");
-    let cache = KernelCache::at(tmp.path());
-    let k = key("kernel");
-    run(&cache, &k, "OLD", true);
+    let (_tmp, cache, k, path) = stocked("reject", "kernel", "OLD");
 
     let r = run(&cache, &k, "NEW", false);
     assert_eq!((r.builds, r.loads), (1, 1));
@@ -293,7 +301,6 @@ fn cache_rejected_binary_is_deleted_and_rebuilt() {
     );
 
     // With a failing build the rejected entry is still deleted and the build error returned.
-    let path = cache.entry_path(&k).unwrap();
     let err = cache
         .get_or_build(
             &k,
@@ -307,11 +314,7 @@ fn cache_rejected_binary_is_deleted_and_rebuilt() {
 
 #[test]
 fn cache_entry_survives_a_transient_load_failure() {
-    let tmp = TempDir::new("transient");
-    let cache = KernelCache::at(tmp.path());
-    let k = key("kernel");
-    run(&cache, &k, "OLD", true);
-    let path = cache.entry_path(&k).unwrap();
+    let (_tmp, cache, k, path) = stocked("transient", "kernel", "OLD");
     let transient = |i: usize| match i {
         0 => Error::OutOfMemory {
             device: "gpu".into(),
@@ -616,6 +619,15 @@ const WARN_CHILD: &str = "RNN_CACHE_TEST_WARN_CHILD";
 /// Counts warnings logged by the cache module.
 pub(super) struct CountingLogger(pub(super) AtomicUsize);
 
+/// Installs a [`CountingLogger`] as the process's logger, at warning level: once per process,
+/// so in a test's child process.
+pub(super) fn count_cache_warnings() -> &'static CountingLogger {
+    static LOGGER: CountingLogger = CountingLogger(AtomicUsize::new(0));
+    log::set_logger(&LOGGER).unwrap();
+    log::set_max_level(log::LevelFilter::Warn);
+    &LOGGER
+}
+
 impl log::Log for CountingLogger {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
         m.level() <= log::Level::Warn
@@ -633,16 +645,14 @@ impl log::Log for CountingLogger {
 fn cache_unwritable_warns_once() {
     if let Ok(file) = std::env::var(WARN_CHILD) {
         // A fresh process: no other test has installed a logger or touched this directory.
-        static LOGGER: CountingLogger = CountingLogger(AtomicUsize::new(0));
-        log::set_logger(&LOGGER).unwrap();
-        log::set_max_level(log::LevelFilter::Warn);
+        let logger = count_cache_warnings();
         for i in 0..5 {
             // A new KernelCache each time, as backends create one per compile.
             let cache = KernelCache::at(Path::new(&file).join("cache"));
             let r = run(&cache, &key(&format!("kernel {i}")), "B", true);
             assert_eq!(r.module.unwrap(), "built:B");
         }
-        println!("warnings: {}", LOGGER.0.load(Ordering::Relaxed));
+        println!("warnings: {}", logger.0.load(Ordering::Relaxed));
         return;
     }
     let tmp = TempDir::new("warn");

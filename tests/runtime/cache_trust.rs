@@ -5,11 +5,11 @@
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use rnn::cache::KernelCache;
 
-use super::cache::{CountingLogger, TempDir, key, names, run};
+use super::cache::{TempDir, count_cache_warnings, key, names, run};
 use crate::support::run_child;
 
 fn mode(path: &Path) -> u32 {
@@ -120,9 +120,7 @@ const REFUSE_CHILD: &str = "RNN_CACHE_TEST_REFUSE_CHILD";
 #[test]
 fn cache_refusal_warns_once_with_the_reason() {
     if let Ok(dir) = std::env::var(REFUSE_CHILD) {
-        static LOGGER: CountingLogger = CountingLogger(AtomicUsize::new(0));
-        log::set_logger(&LOGGER).unwrap();
-        log::set_max_level(log::LevelFilter::Warn);
+        let logger = count_cache_warnings();
         for i in 0..5 {
             let r = run(
                 &KernelCache::at(&dir),
@@ -132,7 +130,7 @@ fn cache_refusal_warns_once_with_the_reason() {
             );
             assert_eq!(r.module.unwrap(), "built:B");
         }
-        println!("warnings: {}", LOGGER.0.load(Ordering::Relaxed));
+        println!("warnings: {}", logger.0.load(Ordering::Relaxed));
         return;
     }
     let tmp = TempDir::new("refuse-warn");

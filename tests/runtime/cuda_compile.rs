@@ -193,18 +193,7 @@ fn cuda_broken_kernel_is_a_compile_error_with_the_log() {
     if !nvrtc_or_skip(test) {
         return;
     }
-    let broken = "extern \"C\" __global__ void broken(float* x) { x[0] = undeclared_name; }";
-    match compile_for_arch(broken, "sm_90") {
-        Err(Error::Compile { log, .. }) => {
-            assert!(
-                log.contains("undeclared_name"),
-                "log lacks the culprit: {log}"
-            );
-            assert!(log.contains("error"), "log lacks the error: {log}");
-        }
-        Err(e) => panic!("expected Error::Compile, got {e}"),
-        Ok(_) => panic!("a broken kernel compiled"),
-    }
+    support::broken_kernel_is_a_compile_error(|src| compile_for_arch(src, "sm_90"));
 }
 
 #[test]

@@ -116,6 +116,20 @@ fn amdgpu_elf(binary: &[u8]) -> &[u8] {
     panic!("offload bundle without an amdgcn entry");
 }
 
+/// `binary` is a CUBIN (the HIP op set compiled by NVRTC) defining every ABI entry point.
+pub(crate) fn assert_cubin_with_every_entry(binary: &[u8]) {
+    let (machine, symbols) = elf_symbols(binary);
+    assert_eq!(machine, EM_CUDA, "not a CUBIN");
+    let missing: Vec<String> = abi_entries()
+        .into_iter()
+        .filter(|e| !symbols.contains(e))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "entry points missing from the CUBIN: {missing:?}"
+    );
+}
+
 /// Names in the ELF64 symbol tables (`SHT_SYMTAB` and `SHT_DYNSYM`), with the `e_machine`.
 pub(crate) fn elf_symbols(elf: &[u8]) -> (u16, Vec<String>) {
     assert!(elf.len() > 64, "code object too short: {} bytes", elf.len());
@@ -230,18 +244,10 @@ fn hip_broken_kernel_is_a_compile_error_with_the_log() {
     if !hiprtc_present(test) {
         return;
     }
-    let src = "extern \"C\" __global__ void broken(float* x) { x[0] = not_declared_anywhere; }";
-    match rnn::backend::hip::compile_for_arch(src, "gfx90a") {
-        Err(Error::Compile { log, device }) => {
-            assert!(
-                log.contains("not_declared_anywhere"),
-                "log lacks the error:\n{log}"
-            );
-            assert!(device.contains("gfx90a"), "{device}");
-        }
-        Err(other) => panic!("expected Error::Compile, got {other}"),
-        Ok(b) => panic!("a broken kernel compiled ({} bytes)", b.len()),
-    }
+    let device = support::broken_kernel_is_a_compile_error(|src| {
+        rnn::backend::hip::compile_for_arch(src, "gfx90a")
+    });
+    assert!(device.contains("gfx90a"), "{device}");
 }
 
 #[test]
@@ -308,16 +314,7 @@ fn hip_sources_compile_with_nvrtc_behind_the_prelude() {
         }
         Err(e) => panic!("NVRTC rejected the HIP sources:\n{e}"),
     };
-    let (machine, symbols) = elf_symbols(&cubin);
-    assert_eq!(machine, EM_CUDA, "not a CUBIN");
-    let missing: Vec<String> = abi_entries()
-        .into_iter()
-        .filter(|e| !symbols.contains(e))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "entry points missing from the CUBIN: {missing:?}"
-    );
+    assert_cubin_with_every_entry(&cubin);
     // A context in hip_sources_via_nvrtc mode also pre-includes the prelude as
     // <hip/hip_runtime.h>; its include guard keeps the inlined copy from clashing.
     if let Err(e) = rnn::backend::cuda::compile_hip_for_arch(&source, "sm_90") {

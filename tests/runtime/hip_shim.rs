@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use rnn::{BackendKind, DeviceId, Error, GpuManager};
 
-use crate::hip_compile::{EM_CUDA, abi_entries, elf_symbols, u16_at, u32_at, u64_at};
+use crate::hip_compile::{assert_cubin_with_every_entry, u16_at, u32_at, u64_at};
 use crate::support;
 
 /// A prebuilt fixture directory (`scripts/bundle.sh` puts one in `.gpu-bundle/hipshim`), used
@@ -254,14 +254,23 @@ fn no_device_child() {
     );
 }
 
+/// The shim fixture for `test`'s parent half; `None` where the test skips, or where this process
+/// is the test's child (`CHILD_ENV` set): there it runs the child's half, `child_half`, first.
+fn parent_fixture(test: &str, child_half: fn()) -> Option<PathBuf> {
+    if let Ok(which) = std::env::var(CHILD_ENV) {
+        child_half();
+        println!("child {which} done");
+        return None;
+    }
+    fixture(test)
+}
+
 #[test]
 fn hip_shim_without_cuda_answers_like_rocm_without_a_gpu() {
     let test = "hip_shim_without_cuda_answers_like_rocm_without_a_gpu";
-    if std::env::var(CHILD_ENV).is_ok() {
-        no_device_child();
-        return println!("child {} done", std::env::var(CHILD_ENV).unwrap());
-    }
-    let Some(dir) = fixture(test) else { return };
+    let Some(dir) = parent_fixture(test, no_device_child) else {
+        return;
+    };
     for flavour in ["rocm6", "rocm5"] {
         let lib = shim(&dir, flavour);
         child(
@@ -299,13 +308,7 @@ fn hiprtc_child() {
     let source = rnn::backend::hip::op_set_source();
     let cubin = rnn::backend::hip::compile_for_arch(&source, "gfx90a")
         .unwrap_or_else(|e| panic!("the HIP op set through the shim's hiprtc:\n{e}"));
-    let (machine, symbols) = elf_symbols(&cubin);
-    assert_eq!(machine, EM_CUDA, "the shim's code objects are CUBINs");
-    let missing: Vec<String> = abi_entries()
-        .into_iter()
-        .filter(|e| !symbols.contains(e))
-        .collect();
-    assert!(missing.is_empty(), "entry points missing: {missing:?}");
+    assert_cubin_with_every_entry(&cubin);
     let broken = "extern \"C\" __global__ void k(float* p) { p[0] = not_declared_q5; }";
     match rnn::backend::hip::compile_for_arch(broken, "gfx90a") {
         Err(Error::Compile { log, .. }) => assert!(
@@ -319,11 +322,9 @@ fn hiprtc_child() {
 #[test]
 fn hip_shim_hiprtc_compiles_the_hip_op_set_through_nvrtc() {
     let test = "hip_shim_hiprtc_compiles_the_hip_op_set_through_nvrtc";
-    if std::env::var(CHILD_ENV).is_ok() {
-        hiprtc_child();
-        return println!("child {} done", std::env::var(CHILD_ENV).unwrap());
-    }
-    let Some(dir) = fixture(test) else { return };
+    let Some(dir) = parent_fixture(test, hiprtc_child) else {
+        return;
+    };
     let out = child(
         test,
         "hiprtc",
@@ -444,11 +445,9 @@ fn layout_child() {
 #[test]
 fn hip_shim_gcn_arch_reads_the_same_in_both_prop_layouts() {
     let test = "hip_shim_gcn_arch_reads_the_same_in_both_prop_layouts";
-    if std::env::var(CHILD_ENV).is_ok() {
-        layout_child();
-        return println!("child {} done", std::env::var(CHILD_ENV).unwrap());
-    }
-    let Some(dir) = fixture(test) else { return };
+    let Some(dir) = parent_fixture(test, layout_child) else {
+        return;
+    };
     for flavour in ["rocm6", "rocm5"] {
         let out = child(
             test,

@@ -153,3 +153,24 @@ pub fn run_child(name: &str, env: &[(&str, &std::ffi::OsStr)]) -> String {
     );
     stdout
 }
+
+/// Compiles a kernel that uses an undeclared name with `compile` (a dialect's compiler, for one
+/// target): it must fail with `Error::Compile` whose log names the culprit and the error.
+/// Returns that error's device.
+pub fn broken_kernel_is_a_compile_error(
+    compile: impl FnOnce(&str) -> rnn::Result<Vec<u8>>,
+) -> String {
+    let src = "extern \"C\" __global__ void broken(float* x) { x[0] = undeclared_name; }";
+    match compile(src) {
+        Err(rnn::Error::Compile { log, device }) => {
+            assert!(
+                log.contains("undeclared_name"),
+                "log lacks the culprit: {log}"
+            );
+            assert!(log.contains("error"), "log lacks the error: {log}");
+            device
+        }
+        Err(e) => panic!("expected Error::Compile, got {e}"),
+        Ok(b) => panic!("a broken kernel compiled ({} bytes)", b.len()),
+    }
+}

@@ -13,7 +13,7 @@ use rnn::ops::DenseForward;
 use rnn::ops::DenseParamGrads;
 use rnn::ops::{Activated, BiasActGrads, MatShape};
 use rnn::ops::{DenseParams, DenseShape};
-use rnn::{Activation, Context};
+use rnn::{Activation, Context, Ops, View};
 
 use super::activations::ACTIVATIONS;
 use super::{Values, compare_checked, contexts, nan, prop, run_on};
@@ -63,15 +63,19 @@ fn dense_case(
     let tol = 2e-5 * (inputs as f64).sqrt();
     let what = format!("dense_forward {act:?} {rows}x{inputs}->{outputs}");
     let bufs = [x.clone(), w, bias, nan(rows * outputs), nan(rows * outputs)];
-    compare_checked(ctx, &what, &bufs, &pads, &[3, 4], &[], tol, &|o, v| {
+    // `y` is buffer 4, or buffer 3 (`z`) in place.
+    let forward = |o: &dyn Ops, v: &[View<'_>], y: usize| {
         o.dense_forward(DenseForward::new(
             v[0],
             DenseParams::new(v[1], v[2]),
             v[3],
-            v[4],
+            v[y],
             act,
             DenseShape::new(rows, inputs, outputs),
         ))
+    };
+    compare_checked(ctx, &what, &bufs, &pads, &[3, 4], &[], tol, &|o, v| {
+        forward(o, v, 4)
     })?;
     if act.derivative_from_output() {
         compare_checked(
@@ -82,16 +86,7 @@ fn dense_case(
             &[3],
             &[],
             tol,
-            &|o, v| {
-                o.dense_forward(DenseForward::new(
-                    v[0],
-                    DenseParams::new(v[1], v[2]),
-                    v[3],
-                    v[3],
-                    act,
-                    DenseShape::new(rows, inputs, outputs),
-                ))
-            },
+            &|o, v| forward(o, v, 3),
         )?;
     }
 

@@ -17,7 +17,7 @@ use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
-use super::{Values, compare_at, nan, prop, prop_on, run_padded};
+use super::{Values, compare_at, cpu_outputs, nan, prop};
 use crate::support::{self, Target};
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
@@ -35,8 +35,7 @@ fn check_lstm(
     r: &mut Values,
 ) -> Result<(), TestCaseError> {
     let n = batch * hidden;
-    let bound = 1.0 / (hidden as f32).sqrt();
-    let w = r.vec(4 * hidden * hidden, -bound, bound);
+    let w = r.recurrent_w(4, hidden);
     let fwd = [
         r.vec(steps * 4 * n, -2.0, 2.0),
         states(r, steps, n),
@@ -59,8 +58,7 @@ fn check_lstm(
     compare_at(ctx, &what, &fwd, pad, &[0, 1, 2], 1e-4, &f)?;
     // The gates and cell states as the CPU forward leaves them, so both sides differentiate
     // the same point.
-    let done = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &f)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let done = cpu_outputs(&fwd, pad, &f)?;
     let bwd = [
         r.vec(steps * n, -1.0, 1.0),
         done[0].clone(),
@@ -89,8 +87,7 @@ fn check_gru(
     r: &mut Values,
 ) -> Result<(), TestCaseError> {
     let n = batch * hidden;
-    let bound = 1.0 / (hidden as f32).sqrt();
-    let w = r.vec(3 * hidden * hidden, -bound, bound);
+    let w = r.recurrent_w(3, hidden);
     let fwd = [
         r.vec(steps * 3 * n, -2.0, 2.0),
         states(r, steps, n),
@@ -111,8 +108,7 @@ fn check_gru(
     };
     let what = format!("gru_sequence_forward {shape}");
     compare_at(ctx, &what, &fwd, pad, &[1, 5], 1e-4, &f)?;
-    let done = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &f)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let done = cpu_outputs(&fwd, pad, &f)?;
     let bwd = [
         r.vec(steps * n, -1.0, 1.0),
         done[1].clone(),
@@ -171,7 +167,7 @@ pub fn gated_sequence_fallback(t: Target) {
             prop_oneof![700..=710usize, 1040..=1050usize],
             any::<u64>(),
         );
-        prop_on(ctxs, &test, 3, s, |ctx, (steps, batch, hidden, seed)| {
+        prop(ctxs, &test, 3, s, |ctx, (steps, batch, hidden, seed)| {
             let mut r = Values(seed);
             check_lstm(ctx, (steps, batch, hidden), 0, &mut r)?;
             check_gru(ctx, (steps, batch, hidden), 0, &mut r)

@@ -31,7 +31,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 use rnn::{BackendKind, Context, ContextOptions, Error, Gemm, GpuManager};
 
-use super::{Values, compare, compare_padded, contexts, dim, nan, prop_on};
+use super::{Values, compare, compare_padded, contexts, dim, nan, prop};
 use crate::support::{self, Target};
 
 /// `(m, n, k)`: 1 and 0, one short of / at / one past the tile edges (64, 128) and the k-steps
@@ -103,31 +103,14 @@ pub fn gemm_thin(t: Target) {
     for ctx in &ctxs {
         edge_shapes(ctx, &THIN_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
     }
-    let s = (
-        0..3usize,
-        1..=16usize,
-        dim(),
-        dim(),
-        any::<bool>(),
-        any::<bool>(),
-        any::<bool>(),
-        any::<u64>(),
-    );
-    prop_on(
-        ctxs,
-        test,
-        16,
-        s,
-        |ctx, (side, short, d1, d2, ta, tb, beta0, seed)| {
-            let (m, n, k) = match side {
-                0 => (d1, short, d2 * 7),
-                1 => (short, d1, d2 * 7),
-                _ => (d1, d2, short),
-            };
-            let mut r = Values(seed);
-            one_random(ctx, &mut r, Gemm::new(m, n, k), ta, tb, beta0)
-        },
-    );
+    // A thin product: `short` (at most 16) is m, n or k, the other two any dimension.
+    let shapes =
+        (0..3usize, 1..=16usize, dim(), dim()).prop_map(|(side, short, d1, d2)| match side {
+            0 => (d1, short, d2 * 7),
+            1 => (short, d1, d2 * 7),
+            _ => (d1, d2, short),
+        });
+    random_products(ctxs, test, 16, shapes);
 }
 
 pub fn gemm_tiles(t: Target) {
@@ -247,21 +230,35 @@ pub fn gemm(t: Target) {
 }
 
 fn gemm_on(ctxs: Vec<Context>, test: &str, cases: u32) {
+    random_products(
+        ctxs,
+        test,
+        cases,
+        (dim(), dim(), prop_oneof![Just(0usize), dim()]),
+    );
+}
+
+/// Products of the `(m, n, k)` shapes `shapes` draws, either operand transposed or not and beta
+/// 0 or not, on `ctxs` against the CPU.
+fn random_products(
+    ctxs: Vec<Context>,
+    test: &str,
+    cases: u32,
+    shapes: impl Strategy<Value = (usize, usize, usize)>,
+) {
     let s = (
-        dim(),
-        dim(),
-        prop_oneof![Just(0usize), dim()],
+        shapes,
         any::<bool>(),
         any::<bool>(),
         any::<bool>(),
         any::<u64>(),
     );
-    prop_on(
+    prop(
         ctxs,
         test,
         cases,
         s,
-        |ctx, (m, n, k, ta, tb, beta0, seed)| {
+        |ctx, ((m, n, k), ta, tb, beta0, seed)| {
             let mut r = Values(seed);
             one_random(ctx, &mut r, Gemm::new(m, n, k), ta, tb, beta0)
         },

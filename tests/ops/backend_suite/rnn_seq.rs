@@ -15,7 +15,7 @@ use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
-use super::{Values, compare_at, nan, prop, prop_on, run_padded};
+use super::{Values, compare_at, cpu_outputs, nan, prop};
 use crate::support::{self, Target};
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
@@ -29,8 +29,7 @@ fn check_sequence(
     r: &mut Values,
 ) -> Result<(), TestCaseError> {
     let n = batch * hidden;
-    let bound = 1.0 / (hidden as f32).sqrt();
-    let w = r.vec(hidden * hidden, -bound, bound);
+    let w = r.recurrent_w(1, hidden);
     let mut hs = r.vec(n, -1.0, 1.0);
     hs.extend(nan(steps * n));
     let fwd = [
@@ -49,9 +48,7 @@ fn check_sequence(
     };
     compare_at(ctx, &what, &fwd, pad, &[1], tol, &forward)?;
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
-    let hs = run_padded(&Context::cpu(), &fwd, &vec![pad; fwd.len()], &forward)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?
-        .remove(1);
+    let hs = cpu_outputs(&fwd, pad, &forward)?.remove(1);
     let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
     let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
     compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {
@@ -123,7 +120,7 @@ pub fn rnn_sequence_fallback(t: Target) {
         let test = format!("gpu_rnn_sequence_fallback (per-step GEMMs: {gemm_steps})");
         let ctxs = support::contexts_with(t, &test, |o| o.recurrent_gemm_steps = Some(gemm_steps));
         let s = (1..=3usize, 1..=3usize, 2600..=2610usize, any::<u64>());
-        prop_on(ctxs, &test, 2, s, |ctx, (steps, batch, hidden, seed)| {
+        prop(ctxs, &test, 2, s, |ctx, (steps, batch, hidden, seed)| {
             let mut r = Values(seed);
             check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
         });

@@ -27,8 +27,7 @@ pub fn rnn_steps(t: Target) {
         |ctx, (batch, hidden, pad, seed)| {
             let mut r = Values(seed);
             let n = batch * hidden;
-            let bound = 1.0 / (hidden as f32).sqrt();
-            let w = r.vec(hidden * hidden, -bound, bound);
+            let w = r.recurrent_w(1, hidden);
             let tol = 1e-5;
             for act in [Activation::Tanh, Activation::Relu] {
                 let fwd = [

@@ -166,6 +166,35 @@ proptest! {
     }
 }
 
+/// `softmax_cross_entropy` of `x` (`shape`) with `labels` on `ctx`, no totals: the gradient,
+/// the per-row loss and the per-row correct flags, each output poisoned before the op runs.
+fn cross_entropy(
+    ctx: &Context,
+    x: &[f32],
+    labels: &[f32],
+    shape: MatShape,
+    scale: f32,
+) -> [Vec<f32>; 3] {
+    let (bx, bl) = (upload(ctx, x), ids(ctx, labels));
+    let rows = shape.rows;
+    let (bd, bloss, bc) = (
+        poisoned(ctx, x.len()),
+        poisoned(ctx, rows),
+        poisoned(ctx, rows),
+    );
+    ctx.ops()
+        .softmax_cross_entropy(SoftmaxCrossEntropy::new(
+            bx.view(),
+            bl.view(),
+            LossOutputs::new(bd.view(), bloss.view(), None),
+            bc.view(),
+            shape,
+            scale,
+        ))
+        .unwrap();
+    [read(ctx, &bd), read(ctx, &bloss), read(ctx, &bc)]
+}
+
 /// Confident rows element by element: the label's gradient p_t - 1 and the loss -ln p_t are
 /// tiny there, and forming them from p_t (0.99999 - 1) keeps two digits, or none once p_t
 /// rounds to 1 (row 2); a normwise error over a random batch hides that.
@@ -177,23 +206,7 @@ fn cpu_cross_entropy_confident_rows_are_accurate() {
         12.0, 0.0, -1.0, 1.0, 0.5, 9.0, 0.0, -3.0, 0.0, 0.0, 21.0, 1.0, 2.0, 1.0, 0.0, 2.5,
     ];
     let labels = [0.0, 1.0, 2.0, 0.0];
-    let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
-    let (bd, bloss, bc) = (
-        poisoned(&ctx, 16),
-        poisoned(&ctx, rows),
-        poisoned(&ctx, rows),
-    );
-    ctx.ops()
-        .softmax_cross_entropy(SoftmaxCrossEntropy::new(
-            bx.view(),
-            bl.view(),
-            LossOutputs::new(bd.view(), bloss.view(), None),
-            bc.view(),
-            MatShape::new(rows, cols),
-            scale,
-        ))
-        .unwrap();
-    let (grad, loss) = (read(&ctx, &bd), read(&ctx, &bloss));
+    let [grad, loss, _] = cross_entropy(&ctx, &x, &labels, MatShape::new(rows, cols), scale);
     let close = |what: String, got: f32, want: f64| {
         let err = ((got as f64 - want) / want).abs();
         assert!(
@@ -226,19 +239,7 @@ fn cpu_cross_entropy_ties_and_bad_labels() {
     // Row 1: tie, label 1 -> correct. Row 2: label out of range -> NaN loss.
     let x = [0.0, 3.0, 3.0, 1.0, 5.0, 5.0, 1.0, 2.0, 3.0];
     let labels = [2.0, 1.0, 7.0];
-    let (bx, bl) = (upload(&ctx, &x), ids(&ctx, &labels));
-    let (bd, bloss, bc) = (poisoned(&ctx, 9), poisoned(&ctx, 3), poisoned(&ctx, 3));
-    ctx.ops()
-        .softmax_cross_entropy(SoftmaxCrossEntropy::new(
-            bx.view(),
-            bl.view(),
-            LossOutputs::new(bd.view(), bloss.view(), None),
-            bc.view(),
-            MatShape::new(3, 3),
-            1.0,
-        ))
-        .unwrap();
-    assert_eq!(read(&ctx, &bc), vec![0.0, 1.0, 0.0]);
-    let loss = read(&ctx, &bloss);
+    let [_, loss, correct] = cross_entropy(&ctx, &x, &labels, MatShape::new(3, 3), 1.0);
+    assert_eq!(correct, vec![0.0, 1.0, 0.0]);
     assert!(loss[0].is_finite() && loss[1].is_finite() && loss[2].is_nan());
 }

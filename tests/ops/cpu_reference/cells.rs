@@ -26,7 +26,7 @@ fn cell_shape() -> impl Strategy<Value = (usize, usize)> {
 }
 
 /// `act(pre + hp W^T + bi + bh)` in f64, W `hd x hd` row-major.
-fn rnn_fwd_ref(
+pub(super) fn rnn_fwd_ref(
     act: Activation,
     pre: &[f64],
     hp: &[f64],
@@ -35,11 +35,7 @@ fn rnn_fwd_ref(
     bh: &[f64],
     shape: SeqShape,
 ) -> Vec<f64> {
-    let SeqShape {
-        batch: b,
-        hidden: hd,
-        ..
-    } = shape;
+    let (_, b, hd, _) = dims(shape);
     let mut out = vec![0.0; b * hd];
     for r in 0..b {
         for j in 0..hd {
@@ -51,7 +47,7 @@ fn rnn_fwd_ref(
 }
 
 /// `act'(h) * (dh + next W)` in f64 (`next` None: `act'(h) * dh`).
-fn rnn_bwd_ref(
+pub(super) fn rnn_bwd_ref(
     act: Activation,
     dh: &[f64],
     next: Option<&[f64]>,
@@ -145,10 +141,8 @@ proptest! {
         let ops = ctx.ops();
         let mut r = rng(seed);
         let n = batch * hidden;
-        let bound = 1.0 / (hidden as f32).sqrt();
-        let w = r.vec(hidden * hidden, -bound, bound);
+        let [w, bi, bh] = params(&mut r, 1, hidden);
         let (pre, hp) = (r.vec(n, -2.0, 2.0), r.vec(n, -1.0, 1.0));
-        let (bi, bh) = (r.vec(hidden, -1.0, 1.0), r.vec(hidden, -1.0, 1.0));
         let want = rnn_fwd_ref(act, &to64(&pre), &to64(&hp), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::step(batch, hidden));
         let bw = upload(&ctx, &w);
         let (bp, bhp, bbi, bbh, out) = (upload(&ctx, &pre), upload(&ctx, &hp), upload(&ctx, &bi), upload(&ctx, &bh), poisoned(&ctx, n));

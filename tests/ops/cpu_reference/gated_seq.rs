@@ -35,12 +35,7 @@ fn lstm_fwd_ref(
     bh: &[f64],
     shape: SeqShape,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let SeqShape {
-        steps,
-        batch: b,
-        hidden: hd,
-    } = shape;
-    let n = b * hd;
+    let (steps, b, hd, n) = dims(shape);
     let (mut hs, mut cs) = (h0.to_vec(), c0.to_vec());
     let mut gates = vec![0.0; steps * 4 * n];
     for t in 0..steps {
@@ -123,12 +118,7 @@ fn gru_fwd_ref(
     bh: &[f64],
     shape: SeqShape,
 ) -> (Vec<f64>, Vec<f64>) {
-    let SeqShape {
-        steps,
-        batch: b,
-        hidden: hd,
-    } = shape;
-    let n = b * hd;
+    let (steps, b, hd, n) = dims(shape);
     let mut hs = h0.to_vec();
     let mut cache = vec![0.0; steps * 4 * n];
     for t in 0..steps {
@@ -194,24 +184,6 @@ fn gru_bwd_ref(
         dh_next = dh_now;
     }
     (dgx, dgh)
-}
-
-/// `W_hh` (`±1/sqrt(hidden)`, PyTorch's range), `b_ih` and `b_hh` of a cell with `gates` gates.
-fn params(r: &mut Rng, gates: usize, hidden: usize) -> [Vec<f32>; 3] {
-    let bound = 1.0 / (hidden as f32).sqrt();
-    let w = r.vec(gates * hidden * hidden, -bound, bound);
-    [
-        w,
-        r.vec(gates * hidden, -1.0, 1.0),
-        r.vec(gates * hidden, -1.0, 1.0),
-    ]
-}
-
-/// A random initial block, then `steps` poisoned blocks.
-fn states(r: &mut Rng, steps: usize, n: usize) -> Vec<f32> {
-    let mut s = r.vec(n, -1.0, 1.0);
-    s.extend(vec![f32::NAN; steps * n]);
-    s
 }
 
 proptest! {

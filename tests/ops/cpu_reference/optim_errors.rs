@@ -226,29 +226,21 @@ fn cpu_concurrent_ops_share_buffers() {
     let n = 50_000;
     let x = upload(&ctx, &vec![1.0; 2 * n]);
     let y = upload(&ctx, &vec![2.0; 2 * n]);
+    // `b[n..] = a[..n] + b[..n]`, 50 times.
+    let add_into = |a: &Buffer, b: &Buffer| {
+        for _ in 0..50 {
+            ctx.ops()
+                .add(
+                    a.slice(0, n).unwrap(),
+                    b.slice(0, n).unwrap(),
+                    b.slice(n, n).unwrap(),
+                )
+                .unwrap();
+        }
+    };
     std::thread::scope(|s| {
-        s.spawn(|| {
-            for _ in 0..50 {
-                ctx.ops()
-                    .add(
-                        x.slice(0, n).unwrap(),
-                        y.slice(0, n).unwrap(),
-                        y.slice(n, n).unwrap(),
-                    )
-                    .unwrap();
-            }
-        });
-        s.spawn(|| {
-            for _ in 0..50 {
-                ctx.ops()
-                    .add(
-                        y.slice(0, n).unwrap(),
-                        x.slice(0, n).unwrap(),
-                        x.slice(n, n).unwrap(),
-                    )
-                    .unwrap();
-            }
-        });
+        s.spawn(|| add_into(&x, &y));
+        s.spawn(|| add_into(&y, &x));
     });
     assert!(read(&ctx, &x)[n..].iter().all(|&v| v == 3.0));
     assert!(read(&ctx, &y)[n..].iter().all(|&v| v == 3.0));

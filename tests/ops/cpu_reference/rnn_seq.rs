@@ -6,6 +6,8 @@ use rnn::ops::RnnSequenceBackward;
 use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 
+use super::cells::{rnn_bwd_ref, rnn_fwd_ref};
+
 /// `(steps, batch, hidden)`: one step, short odd sequences, and steps past the parallel
 /// threshold.
 fn seq_shape() -> impl Strategy<Value = (usize, usize, usize)> {
@@ -16,15 +18,7 @@ fn seq_shape() -> impl Strategy<Value = (usize, usize, usize)> {
     ]
 }
 
-fn act_grad_from_output(act: Activation, y: f64) -> f64 {
-    if act == Activation::Relu {
-        (y > 0.0) as u8 as f64
-    } else {
-        1.0 - y * y
-    }
-}
-
-/// All `steps + 1` state blocks in f64 (block 0 is `h0`).
+/// All `steps + 1` state blocks in f64 (block 0 is `h0`): the cell's reference, step by step.
 fn seq_fwd_ref(
     act: Activation,
     pre: &[f64],
@@ -34,27 +28,17 @@ fn seq_fwd_ref(
     bh: &[f64],
     shape: SeqShape,
 ) -> Vec<f64> {
-    let SeqShape {
-        steps,
-        batch: b,
-        hidden: hd,
-    } = shape;
-    let n = b * hd;
+    let n = shape.batch * shape.hidden;
     let mut hs = h0.to_vec();
-    for t in 0..steps {
-        for r in 0..b {
-            for j in 0..hd {
-                let hp = &hs[t * n + r * hd..t * n + (r + 1) * hd];
-                let z: f64 = (0..hd).map(|k| hp[k] * w[j * hd + k]).sum();
-                let v = act_ref(act, pre[t * n + r * hd + j] + bi[j] + bh[j] + z);
-                hs.push(v);
-            }
-        }
+    for t in 0..shape.steps {
+        let h = rnn_fwd_ref(act, &pre[t * n..], &hs[t * n..], w, bi, bh, shape);
+        hs.extend(h);
     }
     hs
 }
 
-/// `dpre` for every step in f64, from the states `hs` (`steps + 1` blocks).
+/// `dpre` for every step in f64, from the states `hs` (`steps + 1` blocks): the cell's
+/// reference, from the last step back.
 fn seq_bwd_ref(
     act: Activation,
     dh: &[f64],
@@ -67,19 +51,10 @@ fn seq_bwd_ref(
     let n = b * hd;
     let mut dpre = vec![0.0; steps * n];
     for t in (0..steps).rev() {
-        for r in 0..b {
-            for j in 0..hd {
-                let z: f64 = if t + 1 < steps {
-                    let nx = &dpre[(t + 1) * n + r * hd..(t + 1) * n + (r + 1) * hd];
-                    (0..hd).map(|k| nx[k] * w[k * hd + j]).sum()
-                } else {
-                    0.0
-                };
-                let at = r * hd + j;
-                let g = act_grad_from_output(act, hs[(t + 1) * n + at]);
-                dpre[t * n + at] = g * (dh[t * n + at] + z);
-            }
-        }
+        let next = (t + 1 < steps).then(|| dpre[(t + 1) * n..(t + 2) * n].to_vec());
+        let h = &hs[(t + 1) * n..];
+        let d = rnn_bwd_ref(act, &dh[t * n..], next.as_deref(), w, h, b, hd);
+        dpre[t * n..(t + 1) * n].copy_from_slice(&d);
     }
     dpre
 }
@@ -94,13 +69,9 @@ proptest! {
         let ops = ctx.ops();
         let mut r = rng(seed);
         let n = batch * hidden;
-        let bound = 1.0 / (hidden as f32).sqrt();
-        let w = r.vec(hidden * hidden, -bound, bound);
+        let [w, bi, bh] = params(&mut r, 1, hidden);
         let pre = r.vec(steps * n, -2.0, 2.0);
-        let (bi, bh) = (r.vec(hidden, -1.0, 1.0), r.vec(hidden, -1.0, 1.0));
-        // A random initial state; every later block poisoned.
-        let mut hs0 = r.vec(n, -1.0, 1.0);
-        hs0.extend(vec![f32::NAN; steps * n]);
+        let hs0 = states(&mut r, steps, n);
         let want = seq_fwd_ref(act, &to64(&pre), &to64(&hs0[..n]), &to64(&w), &to64(&bi), &to64(&bh), SeqShape::new(steps, batch, hidden));
         let (bp, bw, bbi, bbh, bhs) = (upload(&ctx, &pre), upload(&ctx, &w), upload(&ctx, &bi), upload(&ctx, &bh), upload(&ctx, &hs0));
         ops.rnn_sequence_forward(RnnSequenceForward::new(bp.view(), bhs.view(), RecurrentWeights::new(bw.view(), bbi.view(), bbh.view()), act, SeqShape::new(steps, batch, hidden))).unwrap();
@@ -162,31 +133,22 @@ fn cpu_rnn_sequence_rejects_bad_arguments() {
     assert!(read(&ctx, &one).iter().all(|v| *v == 0.5));
 
     let (dh, dpre) = (buf(t * b * h), buf(t * b * h));
-    let r = ops.rnn_sequence_backward(RnnSequenceBackward::new(
-        dh.view(),
-        hs.view(),
-        w.view(),
-        dh.view(),
-        Activation::Tanh,
-        SeqShape::new(t, b, h),
-    ));
+    let bwd = |hs: &Buffer, dpre: &Buffer, act: Activation| {
+        ops.rnn_sequence_backward(RnnSequenceBackward::new(
+            dh.view(),
+            hs.view(),
+            w.view(),
+            dpre.view(),
+            act,
+            SeqShape::new(t, b, h),
+        ))
+    };
+    // dpre may not be dh; hs must hold steps + 1 blocks; tanh and relu have a backward, sigmoid
+    // none.
+    let r = bwd(&hs, &dh, Activation::Tanh);
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
-    let r = ops.rnn_sequence_backward(RnnSequenceBackward::new(
-        dh.view(),
-        dpre.view(),
-        w.view(),
-        hs.view(),
-        Activation::Tanh,
-        SeqShape::new(t, b, h),
-    ));
+    let r = bwd(&dpre, &hs, Activation::Tanh);
     assert!(matches!(r, Err(Error::Shape { .. })), "{r:?}");
-    let r = ops.rnn_sequence_backward(RnnSequenceBackward::new(
-        dh.view(),
-        hs.view(),
-        w.view(),
-        dpre.view(),
-        Activation::Sigmoid,
-        SeqShape::new(t, b, h),
-    ));
+    let r = bwd(&hs, &dpre, Activation::Sigmoid);
     assert!(matches!(r, Err(Error::InvalidArgument(_))), "{r:?}");
 }
