@@ -10,6 +10,8 @@
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 #   bash scripts/gpu-machine.sh grid          (not in all: the recurrent shape grid, PyTorch and
 #                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
+#   bash scripts/gpu-machine.sh stream        (not in all: a step from memory against one from a
+#                                              DataStream, cuda:0 and NVIDIA OpenCL)
 #   bash scripts/gpu-machine.sh cold-start    (not in all: time to context, first training step and
 #                                              the whole example, empty and warm kernel cache, on
 #                                              cuda:0, NVIDIA OpenCL and HIP through the shim)
@@ -94,6 +96,16 @@ for what in "${@:-all}"; do
       python3 .gpu-bundle/pytorch_reference.py cuda 2>&1 | tee "$OUT/bench-torch-cuda.log"
       bash $run exec workloads --device cuda:0 --torch "$OUT/bench-torch-cuda.log" 2>&1 \
         | tee "$OUT/bench-rnn-cuda.log" ;;&
+    stream)
+      # Not in `all`: a training step reading batches from memory and from a DataStream (shard
+      # files, the next batch copied while the step runs), on cuda:0 and NVIDIA OpenCL.
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      for dev in cuda:0 $ocl; do
+        for batch in 256 1024; do
+          step "stream against memory on $dev, batch $batch"
+          bash $run exec stream --device "$dev" --batch $batch 2>&1 | tail -n 4 | tee -a "$OUT/stream.log"
+        done
+      done ;;&
     bench-opencl|all)
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
       step "benchmarks: rnn on NVIDIA OpenCL ($ocl)"
