@@ -244,8 +244,9 @@ fn median_us(
     Ok(reps[reps.len() / 2] * 1e6)
 }
 
-/// The entries named by the GPU op set's "looping the step kernels" debug records (a persistent
-/// launch that did not fit), collected while [`COLLECT`] is on.
+/// The GPU op set's debug records of sequence ops that did not run persistent, as
+/// `steps:<entry>` (a persistent launch that did not fit) and `gemm:<entry>` (the per-step GEMM
+/// path ran), collected while [`COLLECT`] is on.
 static FALLBACKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static COLLECT: AtomicBool = AtomicBool::new(false);
 
@@ -273,13 +274,21 @@ impl Log for GridLogger {
     fn log(&self, record: &log::Record<'_>) {
         if COLLECT.load(Ordering::Relaxed) && record.level() == log::Level::Debug {
             let message = record.args().to_string();
-            // "{device}: {entry} {batch}x{hidden} does not fit ...; looping the step kernels"
-            if message.contains("looping the step kernels")
+            // "{device}: {entry} {batch}x{hidden} does not fit ...; running it per step", and
+            // "{device}: {entry} {batch}x{hidden} runs per step as GEMMs and cell launches"
+            let kind = if message.contains("runs per step as GEMMs") {
+                Some("gemm")
+            } else if message.contains("running it per step") {
+                Some("steps")
+            } else {
+                None
+            };
+            if let Some(kind) = kind
                 && let Some(entry) = message
                     .split_once(": ")
                     .and_then(|(_, rest)| rest.split_whitespace().next())
             {
-                FALLBACKS.lock().push(entry.to_string());
+                FALLBACKS.lock().push(format!("{kind}:{entry}"));
             }
         }
         if self.inner.enabled(record.metadata()) {
@@ -308,8 +317,9 @@ enum Path {
     Steps,
     /// Both kinds of kernel ran (calls of one pass took different paths).
     Mixed,
-    /// No sequence kernel of the cell was seen.
-    None,
+    /// Per-step GEMMs and cell (or bias-activation) launches; from kernel names: no sequence or
+    /// step kernel of the cell was seen.
+    Gemm,
 }
 
 impl Path {
@@ -318,7 +328,7 @@ impl Path {
             (true, false) => Path::Persistent,
             (false, true) => Path::Steps,
             (true, true) => Path::Mixed,
-            (false, false) => Path::None,
+            (false, false) => Path::Gemm,
         }
     }
 
@@ -327,7 +337,7 @@ impl Path {
             Path::Persistent => "persistent",
             Path::Steps => "steps",
             Path::Mixed => "mixed",
-            Path::None => "none",
+            Path::Gemm => "gemm",
         }
     }
 }
@@ -351,12 +361,20 @@ fn paths_from_kernels(cell: Cell, entries: &[String]) -> (Path, Path) {
     (pass("forward"), pass("backward"))
 }
 
-/// The paths from the fallback records of a run that called both passes of `cell`: a pass
-/// whose persistent entry fell back looped the step kernels; one that did not ran persistent.
+/// The paths from the records of a run that called both passes of `cell`: a pass that ran the
+/// GEMM path says so; one whose persistent entry fell back otherwise looped the step kernels;
+/// one with neither record ran persistent.
 fn paths_from_fallbacks(cell: Cell, fell_back: &[String]) -> (Path, Path) {
     let pass = |name: &str| {
-        let prefix = format!("{}_seq_{name}", cell.kernel_prefix());
-        if fell_back.iter().any(|e| e.starts_with(&prefix)) {
+        let entry = format!("{}_seq_{name}", cell.kernel_prefix());
+        let has = |kind: &str| {
+            fell_back
+                .iter()
+                .any(|e| e.starts_with(&format!("{kind}:{entry}")))
+        };
+        if has("gemm") {
+            Path::Gemm
+        } else if has("steps") {
             Path::Steps
         } else {
             Path::Persistent

@@ -115,7 +115,9 @@ impl<D: Device> GpuOps<D> {
         }
         self.with_carry(blocks * n, |scratch| {
             let carry = scratch.slice(0, n)?;
-            if self.gated_persistent(k, bufs, &[&carry], shape)? {
+            if self.seq_persistent_wanted(shape)
+                && self.gated_persistent(k, bufs, &[&carry], shape)?
+            {
                 return Ok(());
             }
             by_steps(if blocks == 1 { carry } else { scratch })
@@ -147,7 +149,8 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: true,
         };
         let n = a.check(self.context)?;
-        if n == 0 || self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
+        let persistent = self.seq_persistent_wanted(a.shape);
+        if n == 0 || persistent && self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
             return Ok(());
         }
         if self.seq_gemm_wanted(a.shape, 4) {
@@ -181,7 +184,8 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: true,
         };
         let n = a.check(self.context)?;
-        if n == 0 || self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
+        let persistent = self.seq_persistent_wanted(a.shape);
+        if n == 0 || persistent && self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
             return Ok(());
         }
         if self.seq_gemm_wanted(a.shape, 3) {

@@ -82,7 +82,7 @@ impl<D: Device> GpuOps<D> {
         let Some(grid) = persistent_grid(batch, hidden, limit, tile.rows, tile.units) else {
             log::debug!(
                 "{}: {entry} {batch}x{hidden} does not fit {limit} co-resident blocks \
-                 ({shared} bytes of shared memory each); looping the step kernels",
+                 ({shared} bytes of shared memory each); running it per step",
                 self.info.id
             );
             return Ok(false);

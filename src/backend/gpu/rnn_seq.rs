@@ -130,7 +130,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let n = a.check(self.context)?;
         let bufs = a.views();
         if n == 0
-            || self.elman_persistent("rnn_seq_forward", &bufs.each_ref(), n, a.act, a.shape)?
+            || self.seq_persistent_wanted(a.shape)
+                && self.elman_persistent("rnn_seq_forward", &bufs.each_ref(), n, a.act, a.shape)?
         {
             return Ok(());
         }
@@ -144,7 +145,8 @@ impl<D: Device> ElmanOps for GpuOps<D> {
         let n = a.check(self.context)?;
         let bufs = a.views();
         if n == 0
-            || self.elman_persistent("rnn_seq_backward", &bufs.each_ref(), n, a.act, a.shape)?
+            || self.seq_persistent_wanted(a.shape)
+                && self.elman_persistent("rnn_seq_backward", &bufs.each_ref(), n, a.act, a.shape)?
         {
             return Ok(());
         }

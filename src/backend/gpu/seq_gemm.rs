@@ -1,16 +1,23 @@
-//! Recurrent sequences (Elman, LSTM, GRU) as per-step GEMMs and cell kernels, where the
-//! persistent kernels do not fit: each step's recurrent product runs through the op set's GEMM
-//! (tensor cores, 3xTF32, where the device has them) and the gate math through the cell (or
-//! bias-activation) kernels. The fused step kernels (`rnn_step_*`, `lstm_step_*`,
-//! `gru_step_*`) do both in one launch, but their product runs on the
-//! CUDA cores from a small register tile: at hidden 1024 and batch 64 it reached about a sixth
-//! of the FP32 bound on an H100 (2026-11-26), and the GEMM path ran the whole training step two
-//! to four times faster from hidden 640 to 2048 and batch 1 to 512 on CUDA, and 1.3 to 1.9
-//! times at hidden 384 and 512 on NVIDIA OpenCL. An Elman step's product is a quarter of an
-//! LSTM's, and its GEMM path (three launches a step) lost to the fused kernel at hidden 384 and
-//! 512 on NVIDIA OpenCL (1.5 to 2.4 times slower) while it won at 2048 on CUDA (1.5 times
-//! faster). Hence the thresholds [`MIN_GATED_HIDDEN`] and [`MIN_ELMAN_HIDDEN`]; below them the
-//! fused kernels keep the sequence.
+//! Recurrent sequences (Elman, LSTM, GRU) as per-step GEMMs and cell kernels: each step's
+//! recurrent product runs through the op set's GEMM (tensor cores, 3xTF32, where the device has
+//! them) and the gate math through the cell (or bias-activation) kernels.
+//!
+//! Where the persistent kernels do not fit, the fused step kernels (`rnn_step_*`,
+//! `lstm_step_*`, `gru_step_*`) do both in one launch, but their product runs on the CUDA cores
+//! from a small register tile: at hidden 1024 and batch 64 it reached about a sixth of the FP32
+//! bound on an H100 (2026-11-26), and the GEMM path ran the whole training step two to four
+//! times faster from hidden 640 to 2048 and batch 1 to 512 on CUDA, and 1.3 to 1.9 times at
+//! hidden 384 and 512 on NVIDIA OpenCL. An Elman step's product is a quarter of an LSTM's, and
+//! its GEMM path (three launches a step) lost to the fused kernel at hidden 384 and 512 on
+//! NVIDIA OpenCL (1.5 to 2.4 times slower) while it won at 2048 on CUDA (1.5 times faster).
+//! Hence the thresholds [`MIN_GATED_HIDDEN`] and [`MIN_ELMAN_HIDDEN`]; below them the fused
+//! kernels keep the sequence.
+//!
+//! The persistent kernels keep their blocks on the recurrence however many rows a step has; from
+//! [`GEMM_OVER_PERSISTENT_BLOCK`] state elements a step's product is a GEMM the tensor cores run
+//! faster, and the GEMM path takes the sequence first: 1.9 to 3.8 times faster training steps on
+//! the H100 from batch 256 to 1024 and hidden 256 to 1024 (Elman hidden 1024, batch 512, 512
+//! steps: 180.0 -> 47.3 ms), and the same below that size (GRU hidden 512, batch 128).
 
 use super::GpuOps;
 use crate::backend::Device;
@@ -53,11 +60,42 @@ pub(crate) fn choice(option: Option<bool>) -> Result<Option<bool>> {
     }
 }
 
+/// The debug record of a sequence op (named by its persistent entry) that runs the GEMM path,
+/// which benches/recurrent_grid.rs reads to name the algorithm.
+fn note(device: &impl std::fmt::Display, entry: &str, shape: SeqShape) {
+    log::debug!(
+        "{device}: {entry} {}x{} runs per step as GEMMs and cell launches",
+        shape.batch,
+        shape.hidden
+    );
+}
+
 fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
     v.slice(t * len, len)
 }
 
+/// The state block (`batch x hidden` elements) from which a sequence takes the GEMM path even
+/// where the persistent kernels would run, at hidden >= [`GEMM_OVER_PERSISTENT_HIDDEN`]: a
+/// persistent grid keeps its blocks on the recurrence however many rows there are, and with
+/// hundreds of rows a step's product is a GEMM that the tensor cores run faster.
+pub(crate) const GEMM_OVER_PERSISTENT_BLOCK: usize = 1 << 18;
+/// See [`GEMM_OVER_PERSISTENT_BLOCK`].
+pub(crate) const GEMM_OVER_PERSISTENT_HIDDEN: usize = 256;
+
+/// Whether a sequence of `shape` is large enough for the GEMM path to beat the persistent
+/// kernels ([`GEMM_OVER_PERSISTENT_BLOCK`]).
+fn gemm_over_persistent(shape: SeqShape) -> bool {
+    shape.hidden >= GEMM_OVER_PERSISTENT_HIDDEN
+        && shape.batch.saturating_mul(shape.hidden) >= GEMM_OVER_PERSISTENT_BLOCK
+}
+
 impl<D: Device> GpuOps<D> {
+    /// Whether the persistent kernels may take a sequence of `shape` (false where the GEMM
+    /// path runs it faster whether they fit or not; `RNN_RECURRENT_GEMM_STEPS=0` keeps them).
+    pub(crate) fn seq_persistent_wanted(&self, shape: SeqShape) -> bool {
+        self.seq_gemm_steps == Some(false) || !gemm_over_persistent(shape)
+    }
+
     /// Whether a recurrent sequence of `shape` with `gates` gate blocks (1 for Elman) that the
     /// persistent kernels do not take runs as per-step GEMMs and cells (see the module docs).
     pub(crate) fn seq_gemm_wanted(&self, shape: SeqShape, gates: usize) -> bool {
@@ -66,12 +104,14 @@ impl<D: Device> GpuOps<D> {
         } else {
             MIN_GATED_HIDDEN
         };
-        self.seq_gemm_steps.unwrap_or(shape.hidden >= least)
+        self.seq_gemm_steps
+            .unwrap_or(shape.hidden >= least || !self.seq_persistent_wanted(shape))
     }
 
     /// `lstm_sequence_forward` with one GEMM and one cell launch per step, after the two biases
     /// are added to every step's gates (the sequence checks have run).
     pub(crate) fn lstm_forward_by_gemm(&self, a: &LstmSequenceForward<'_>) -> Result<()> {
+        note(&self.info.id, "lstm_seq_forward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
         let rows = MatShape::new(a.shape.steps * b, 4 * h);
@@ -102,6 +142,7 @@ impl<D: Device> GpuOps<D> {
         a: &LstmSequenceBackward<'_>,
         scratch: View<'_>,
     ) -> Result<()> {
+        note(&self.info.id, "lstm_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
         let (carry, total) = (scratch.slice(0, n)?, scratch.slice(n, n)?);
@@ -133,6 +174,7 @@ impl<D: Device> GpuOps<D> {
         a: &GruSequenceForward<'_>,
         scratch: View<'_>,
     ) -> Result<()> {
+        note(&self.info.id, "gru_seq_forward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         let (gx, gh) = (scratch.slice(0, 3 * n)?, scratch.slice(3 * n, 3 * n)?);
@@ -164,6 +206,7 @@ impl<D: Device> GpuOps<D> {
         a: &GruSequenceBackward<'_>,
         scratch: View<'_>,
     ) -> Result<()> {
+        note(&self.info.id, "gru_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         let (carry, total) = (scratch.slice(0, n)?, scratch.slice(n, n)?);
@@ -193,6 +236,7 @@ impl<D: Device> GpuOps<D> {
         a: &RnnSequenceForward<'_>,
         bias: View<'_>,
     ) -> Result<()> {
+        note(&self.info.id, "rnn_seq_forward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         self.add(a.weights.b_ih, a.weights.b_hh, bias)?;
@@ -214,6 +258,7 @@ impl<D: Device> GpuOps<D> {
         a: &RnnSequenceBackward<'_>,
         total: View<'_>,
     ) -> Result<()> {
+        note(&self.info.id, "rnn_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         for t in (0..a.shape.steps).rev() {
@@ -226,5 +271,23 @@ impl<D: Device> GpuOps<D> {
             self.act_backward(total, Activated::new(h_t, h_t, a.act), block(a.dpre, t, n)?)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gemm_over_persistent;
+    use crate::ops::SeqShape;
+
+    #[test]
+    fn large_state_blocks_take_the_gemm_path_over_the_persistent_kernels() {
+        let at = |batch, hidden| gemm_over_persistent(SeqShape::new(64, batch, hidden));
+        // W2, W5 and W6 (batch 64, hidden 256) stay persistent, as does batch 128 at hidden 512.
+        assert!(!at(64, 256) && !at(128, 512) && !at(511, 512));
+        // From 2^18 state elements at hidden >= 256 (measured on an H100, 2026-11-26).
+        assert!(at(512, 512) && at(1024, 256) && at(256, 1024) && at(512, 1024));
+        // A narrow hidden keeps the persistent kernels however many rows.
+        assert!(!at(4096, 128));
+        assert!(!at(usize::MAX, 64) && at(usize::MAX, 2048));
     }
 }
