@@ -82,7 +82,7 @@ impl Network {
     /// work as on one device. The network ends on the first device. GPU devices without NCCL
     /// (RCCL), or devices of other backends, are a clear error; see `src/nn/data_parallel.rs`.
     ///
-    /// `data` is a [`Dataset`] (uploaded once) or a [`super::DataStream`] (data larger than the
+    /// `data` is a [`Dataset`](super::Dataset) (uploaded once) or a [`super::DataStream`] (data larger than the
     /// device: read in shards by a background thread, two batches on the device at a time;
     /// see `src/nn/source.rs`), the one loop training either. A stream's validation samples
     /// are its own ([`super::DataStream::validation`]), not `validation_split`'s.
