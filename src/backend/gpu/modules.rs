@@ -283,7 +283,7 @@ impl<D: Device> OpSet<D> {
     }
 
     /// The names of the modules built so far (compiled or loaded), in table order.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
     pub(super) fn built(&self) -> Vec<&'static str> {
         self.slots
             .iter()
@@ -293,7 +293,7 @@ impl<D: Device> OpSet<D> {
     }
 
     /// How many module builds (compiles or disk-cache loads) this set has done.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
     pub(super) fn builds(&self) -> usize {
         self.builds.load(Ordering::Relaxed)
     }
