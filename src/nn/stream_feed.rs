@@ -151,17 +151,9 @@ fn read_shard_into(
         }
         e => e,
     };
-    let t0 = std::time::Instant::now();
     let data = source.read_shard(s).map_err(named)?;
-    let t1 = std::time::Instant::now();
     convert.spec.check(&data, len, &name)?;
-    let r = convert.rows_into(&data, x, y).map_err(named);
-    eprintln!(
-        "TIMING shard {s}: read {:?} convert {:?}",
-        t1 - t0,
-        t1.elapsed()
-    );
-    r
+    convert.rows_into(&data, x, y).map_err(named)
 }
 
 /// Reads the window of `shards` into `into`, its shards in parallel, each straight into its
