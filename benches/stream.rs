@@ -1,11 +1,13 @@
 //! Step time of training in memory against training from a stream of shard files, on one
-//! device: the same MLP (784-1024-1024-10, batch 256 by default) on the same random samples,
+//! device: the same MLP (784-H-H-10 with H = 1024, batch 256 by default) on the same random samples,
 //! printed as `name value unit` lines. The stream's step time is within a few percent of the
 //! in-memory one when the reading thread and the copies are hidden behind the steps.
 //!
 //! ```text
 //! cargo bench --bench stream -- [--device ID] [--samples N] [--batch B] [--epochs E]
 //!     [--shard N]   samples per shard file (default 8192)
+//!     [--hidden H]  width of the two hidden layers (default 1024; a small one leaves
+//!                   mostly the feeding's cost, to time the host side on a slow device)
 //! ```
 //!
 //! Figures: `stream_step_us_memory` and `stream_step_us_files` are the last epoch's
@@ -26,6 +28,7 @@ struct Args {
     batch: usize,
     epochs: usize,
     shard: usize,
+    hidden: usize,
 }
 
 fn parse() -> Result<Args, String> {
@@ -35,6 +38,7 @@ fn parse() -> Result<Args, String> {
         batch: 256,
         epochs: 3,
         shard: 8192,
+        hidden: 1024,
     };
     let mut args = std::env::args().skip(1);
     let number = |v: Option<String>, what: &str| -> Result<usize, String> {
@@ -56,12 +60,13 @@ fn parse() -> Result<Args, String> {
             "--batch" => a.batch = number(args.next(), "--batch")?,
             "--epochs" => a.epochs = number(args.next(), "--epochs")?,
             "--shard" => a.shard = number(args.next(), "--shard")?,
+            "--hidden" => a.hidden = number(args.next(), "--hidden")?,
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --samples N, --batch B, \
-                     --epochs E, --shard N)"
+                     --epochs E, --shard N, --hidden H)"
                 ));
             }
         }
@@ -73,9 +78,9 @@ fn parse() -> Result<Args, String> {
 fn step_us(ctx: &Context, data: TrainData<'_>, a: &Args) -> rnn::Result<f64> {
     let mut net = Network::builder(ctx)
         .seed(1)
-        .dense(784, 1024, Activation::Relu)
-        .dense(1024, 1024, Activation::Relu)
-        .dense(1024, 10, Activation::Identity)
+        .dense(784, a.hidden, Activation::Relu)
+        .dense(a.hidden, a.hidden, Activation::Relu)
+        .dense(a.hidden, 10, Activation::Identity)
         .build(Loss::SoftmaxCrossEntropy)?;
     let config = TrainingConfig {
         use_gpu: ctx.id() != DeviceId::Cpu,

@@ -4,8 +4,9 @@
 //! ([`TrainData`]).
 //!
 //! A stream's training loop keeps only the batches in flight on the device (two batch slots),
-//! and on the host one shuffle window of shards plus a bounded queue of prepared batches; a
-//! background thread reads and prepares them while the device trains. See
+//! and on the host two shuffle windows of shards (the one being trained on and the next, read
+//! ahead) plus a bounded queue of prepared batches; background threads read and prepare them
+//! while the device trains. See
 //! `src/nn/stream_plan.rs` for the shuffle's guarantees.
 
 use std::sync::Arc;
@@ -201,7 +202,7 @@ impl DataStream {
     }
 
     /// Shuffles the samples of `shards` shards together (at least 1): more mixes better and
-    /// holds more samples on the host at once.
+    /// holds more samples on the host at once (two windows: the next is read ahead).
     pub fn shuffle_window(mut self, shards: usize) -> Self {
         self.shuffle_window = shards.max(1);
         self

@@ -1,7 +1,10 @@
 //! Feeding a [`DataStream`] to the training loop: a background thread reads each epoch's
-//! shards in the [`ShufflePlan`]'s order and cuts this rank's share of every batch into a
-//! bounded queue (host memory: one shuffle window and `prefetch` batches); the loop uploads
-//! each batch into one of two device slots and gathers it into the step's workspace.
+//! windows in the [`ShufflePlan`]'s order (a window's shards in parallel, each straight into
+//! its part of one buffer), one window ahead of a second thread that cuts this rank's share
+//! of every batch out of the current window into a bounded queue; at the end of an epoch the
+//! next epoch's first window is read ahead. Host memory: two shuffle windows and `prefetch`
+//! batches, all reused from epoch to epoch. The loop uploads each batch into one of two
+//! device slots and gathers it into the step's workspace.
 //!
 //! On a device with side-stream uploads (CUDA: pinned staging and a copy stream; OpenCL: a
 //! second queue with non-blocking writes), batch `k + 1` is copied while step `k` runs: the
@@ -15,8 +18,11 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::JoinHandle;
 
+use parking_lot::Mutex;
+use rayon::prelude::*;
+
 use crate::buffer::Buffer;
-use crate::dtype::to_bytes;
+use crate::dtype::Element;
 use crate::error::{Error, Result};
 use crate::ops::{MemoryOps, TypedMemory};
 
@@ -31,9 +37,36 @@ use super::train_state::RunState;
 use super::workspace::{Batch, DeviceData, Rows, Workspace, token_ids_need_an_embedding};
 
 /// This rank's rows of one step, as the device takes them (native-endian bytes).
+#[derive(Default)]
 struct HostBatch {
     x: Vec<u8>,
     y: Vec<u8>,
+}
+
+/// One window's samples as the device takes them (native-endian bytes), its shards one
+/// after another in the plan's order.
+#[derive(Default)]
+struct Window {
+    x: Vec<u8>,
+    y: Vec<u8>,
+}
+
+/// Buffers handed back for reuse, so that a steady epoch allocates (and page-faults) nothing:
+/// the spent windows and the uploaded batches.
+#[derive(Default)]
+struct Spares {
+    windows: Mutex<Vec<Window>>,
+    batches: Mutex<Vec<HostBatch>>,
+    /// The next epoch's first window, read at the end of this one, with its shards (taken
+    /// only when the next epoch's plan starts with the same shards).
+    ahead: Mutex<Option<(Vec<u32>, Window)>>,
+}
+
+/// Writes `values`' native-endian bytes into `out` (`values.len() * 4` bytes).
+fn write_ne<T: Element>(values: &[T], out: &mut [u8]) {
+    for (v, chunk) in values.iter().zip(out.chunks_exact_mut(T::DTYPE.size())) {
+        v.write_ne(chunk);
+    }
 }
 
 /// How an epoch's samples fall into steps: `used` samples in global batches of `global`
@@ -73,93 +106,176 @@ struct Convert {
 }
 
 impl Convert {
-    /// `data`'s inputs and targets as the device holds them, with the bytes per sample.
-    fn rows(&self, data: &Dataset) -> Result<(Vec<u8>, Vec<u8>)> {
+    /// Writes `data`'s inputs and targets as the device holds them into `x` and `y` (sized
+    /// for its samples).
+    fn rows_into(&self, data: &Dataset, x: &mut [u8], y: &mut [u8]) -> Result<()> {
         let w = data.width();
-        let x = match (data.token_ids(), &self.embedding) {
+        match (data.token_ids(), &self.embedding) {
             (Some(ids), Some(e)) => {
                 e.check_u32_ids(ids, w)?;
-                to_bytes(ids)
+                write_ne(ids, x);
             }
-            (None, Some(e)) => to_bytes(&e.ids_of(data.features(), w)?),
-            (None, None) => to_bytes(data.features()),
+            (None, Some(e)) => write_ne(&e.ids_of(data.features(), w)?, x),
+            (None, None) => write_ne(data.features(), x),
             (Some(_), None) => return Err(token_ids_need_an_embedding()),
+        }
+        match data.targets() {
+            Targets::Classes { labels, .. } => write_ne(labels, y),
+            Targets::Values { values, .. } => write_ne(values, y),
+        }
+        Ok(())
+    }
+
+    /// Bytes per sample of inputs and of targets.
+    fn sample_bytes(&self) -> (usize, usize) {
+        let tw = match self.spec.targets {
+            TargetSpec::Classes { per_sample, .. } => per_sample,
+            TargetSpec::Values { width } => width,
         };
-        let y = match data.targets() {
-            Targets::Classes { labels, .. } => to_bytes(labels),
-            Targets::Values { values, .. } => to_bytes(values),
-        };
-        Ok((x, y))
+        (self.spec.width * 4, tw * 4)
     }
 }
 
-/// Reads the epoch's windows in `plan`'s order and sends this rank's batches; stops at the
-/// first error (sent on) or when the loop hangs up.
-fn produce(
+/// Reads shard `s` (of `len` samples) into its part of a window.
+fn read_shard_into(
     source: &dyn DataSource,
     convert: &Convert,
-    plan: &ShufflePlan,
-    layout: StepLayout,
-    tx: &SyncSender<Result<HostBatch>>,
+    (s, len): (usize, usize),
+    x: &mut [u8],
+    y: &mut [u8],
+) -> Result<()> {
+    let name = source.shard_name(s);
+    let named = |e: Error| match e {
+        Error::InvalidData(m) if !m.starts_with(&name) => {
+            Error::InvalidData(format!("{name}: {m}"))
+        }
+        e => e,
+    };
+    let data = source.read_shard(s).map_err(named)?;
+    convert.spec.check(&data, len, &name)?;
+    convert.rows_into(&data, x, y).map_err(named)
+}
+
+/// Reads the window of `shards` into `into`, its shards in parallel, each straight into its
+/// part of the one buffer.
+fn read_window(
+    source: &dyn DataSource,
+    convert: &Convert,
+    shards: &[u32],
+    into: &mut Window,
 ) -> Result<()> {
     let lens = source.shard_lens();
-    let spec = convert.spec;
-    let tw = match spec.targets {
-        TargetSpec::Classes { per_sample, .. } => per_sample,
-        TargetSpec::Values { width } => width,
+    let (xs, ys) = convert.sample_bytes();
+    let n: usize = shards.iter().map(|&s| lens[s as usize]).sum();
+    into.x.resize(n * xs, 0);
+    into.y.resize(n * ys, 0);
+    let (mut x, mut y) = (into.x.as_mut_slice(), into.y.as_mut_slice());
+    let mut parts = Vec::with_capacity(shards.len());
+    for &s in shards {
+        let len = lens[s as usize];
+        let (xp, xr) = std::mem::take(&mut x).split_at_mut(len * xs);
+        let (yp, yr) = std::mem::take(&mut y).split_at_mut(len * ys);
+        (x, y) = (xr, yr);
+        parts.push(((s as usize, len), xp, yp));
+    }
+    parts
+        .into_par_iter()
+        .try_for_each(|(shard, x, y)| read_shard_into(source, convert, shard, x, y))
+}
+
+/// Reads the epoch's windows in `plan`'s order, one ahead of the one being cut into
+/// batches, and sends them on; then reads the window of `next` shards (the next epoch's
+/// first, when known) for that epoch. Stops at the first error (sent on) or when `tx` hangs
+/// up.
+fn read_windows(
+    (source, convert): (&dyn DataSource, &Convert),
+    plan: &ShufflePlan,
+    next: Option<&[u32]>,
+    spares: &Spares,
+    tx: &SyncSender<Result<Window>>,
+) {
+    let read = |shards: &[u32]| {
+        let mut window = spares.windows.lock().pop().unwrap_or_default();
+        read_window(source, convert, shards, &mut window).map(|()| window)
     };
-    let (xs, ys) = (spec.width * 4, tw * 4);
-    let mut batch = HostBatch {
-        x: Vec::new(),
-        y: Vec::new(),
+    let mut ahead = spares.ahead.lock().take();
+    for shards in plan.shards.chunks(plan.window()) {
+        let window = match ahead.take() {
+            Some((read_for, w)) if read_for == shards => Ok(w),
+            Some((_, w)) => {
+                spares.windows.lock().push(w);
+                read(shards)
+            }
+            None => read(shards),
+        };
+        let failed = window.is_err();
+        if tx.send(window).is_err() || failed {
+            return;
+        }
+    }
+    if let Some((shards, Ok(w))) = next.map(|s| (s, read(s))) {
+        *spares.ahead.lock() = Some((shards.to_vec(), w));
+    }
+}
+
+/// Cuts the epoch's windows (read by a second thread, one window ahead) into this rank's
+/// batches and sends them; stops at the first error (sent on) or when the loop hangs up.
+fn produce(
+    (source, convert): (&dyn DataSource, &Convert),
+    (plan, next): (&ShufflePlan, Option<&[u32]>),
+    layout: StepLayout,
+    spares: &Spares,
+    tx: &SyncSender<Result<HostBatch>>,
+) -> Result<()> {
+    let (xs, ys) = convert.sample_bytes();
+    let local = layout.global / layout.world;
+    let fresh = || {
+        let mut b = spares.batches.lock().pop().unwrap_or_default();
+        b.x.clear();
+        b.y.clear();
+        b.x.reserve(local * xs);
+        b.y.reserve(local * ys);
+        b
     };
-    let mut pos = 0;
-    for (w, shards) in plan.shards.chunks(plan.window()).enumerate() {
-        if pos >= layout.used {
-            break;
-        }
-        let (mut wx, mut wy) = (Vec::new(), Vec::new());
-        for &s in shards {
-            let s = s as usize;
-            let name = source.shard_name(s);
-            let named = |e: Error| match e {
-                Error::InvalidData(m) if !m.starts_with(&name) => {
-                    Error::InvalidData(format!("{name}: {m}"))
-                }
-                e => e,
-            };
-            let data = source.read_shard(s).map_err(named)?;
-            spec.check(&data, lens[s], &name)?;
-            let (x, y) = convert.rows(&data).map_err(named)?;
-            wx.extend_from_slice(&x);
-            wy.extend_from_slice(&y);
-        }
-        for &r in &plan.rows[w] {
+    // A rendezvous: the reader holds at most the next window while this thread cuts the
+    // current one, and reads the one after only once this thread has taken it.
+    std::thread::scope(|scope| {
+        // Made in here so that the reader's send fails once this thread returns early.
+        let (wtx, wrx) = sync_channel(0);
+        scope.spawn(move || read_windows((source, convert), plan, next, spares, &wtx));
+        let mut batch = fresh();
+        let mut pos = 0;
+        for rows in &plan.rows {
             if pos >= layout.used {
                 break;
             }
-            let r = r as usize;
-            let (mine, ends) = layout.place(pos);
-            if mine {
-                batch.x.extend_from_slice(&wx[r * xs..(r + 1) * xs]);
-                batch.y.extend_from_slice(&wy[r * ys..(r + 1) * ys]);
-            }
-            if ends {
-                let full = std::mem::replace(
-                    &mut batch,
-                    HostBatch {
-                        x: Vec::new(),
-                        y: Vec::new(),
-                    },
-                );
-                if tx.send(Ok(full)).is_err() {
-                    return Ok(());
+            let window = match wrx.recv() {
+                Ok(w) => w?,
+                Err(_) => return Ok(()),
+            };
+            for &r in rows {
+                if pos >= layout.used {
+                    break;
                 }
+                let r = r as usize;
+                let (mine, ends) = layout.place(pos);
+                if mine {
+                    batch.x.extend_from_slice(&window.x[r * xs..(r + 1) * xs]);
+                    batch.y.extend_from_slice(&window.y[r * ys..(r + 1) * ys]);
+                }
+                if ends {
+                    let full = std::mem::replace(&mut batch, fresh());
+                    if tx.send(Ok(full)).is_err() {
+                        return Ok(());
+                    }
+                }
+                pos += 1;
             }
-            pos += 1;
+            // Back before the next window is taken, so that the reader refills this one.
+            spares.windows.lock().push(window);
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The device side of a stream: two batch slots, and the current epoch's reading thread.
@@ -167,6 +283,7 @@ pub(crate) struct StreamFeed {
     source: Arc<dyn DataSource>,
     convert: Arc<Convert>,
     prefetch: usize,
+    spares: Arc<Spares>,
     layout: StepLayout,
     slots: [(Buffer, Buffer); 2],
     /// Batch `k + 1` is copied on the side stream while step `k` runs.
@@ -205,6 +322,7 @@ impl Network {
             source: stream.source.clone(),
             convert: Arc::new(Convert { spec, embedding }),
             prefetch: stream.prefetch,
+            spares: Arc::default(),
             layout,
             slots,
             side: self.ctx.execution().side_uploads(),
@@ -216,18 +334,21 @@ impl Network {
 }
 
 impl StreamFeed {
-    /// Starts reading the epoch whose order `plan` holds.
-    pub(crate) fn begin_epoch(&mut self, plan: &ShufflePlan) {
+    /// Starts reading the epoch whose order `plan` holds; `next` is the next epoch's first
+    /// window, when there is one, read ahead at the end of this epoch.
+    pub(crate) fn begin_epoch(&mut self, plan: &ShufflePlan, next: Option<Vec<u32>>) {
         self.stop();
         let (tx, rx) = sync_channel(self.prefetch);
-        let (source, convert, plan, layout) = (
+        let (source, convert, plan, layout, spares) = (
             self.source.clone(),
             self.convert.clone(),
             plan.clone(),
             self.layout,
+            self.spares.clone(),
         );
         self.reader = Some(std::thread::spawn(move || {
-            if let Err(e) = produce(&*source, &convert, &plan, layout, &tx) {
+            let order = (&plan, next.as_deref());
+            if let Err(e) = produce((&*source, &convert), order, layout, &spares, &tx) {
                 let _ = tx.send(Err(e));
             }
         }));
@@ -257,8 +378,22 @@ impl StreamFeed {
         }
     }
 
-    /// Uploads `batch` into slot `slot`, on the side stream when `side`.
+    /// Uploads `b` into slot `slot`, on the side stream when `side`, and hands `b` back for
+    /// reuse (every upload copies it out before returning).
     fn upload(
+        &self,
+        ops: &dyn MemoryOps,
+        exec: &dyn crate::ops::Execution,
+        slot: usize,
+        b: HostBatch,
+        side: bool,
+    ) -> Result<()> {
+        self.upload_rows(ops, exec, slot, &b, side)?;
+        self.spares.batches.lock().push(b);
+        Ok(())
+    }
+
+    fn upload_rows(
         &self,
         ops: &dyn MemoryOps,
         exec: &dyn crate::ops::Execution,
@@ -288,7 +423,7 @@ impl StreamFeed {
         let slot = k % 2;
         if k == 0 || !self.side {
             let b = self.recv()?;
-            self.upload(ops, exec, slot, &b, false)?;
+            self.upload(ops, exec, slot, b, false)?;
         }
         if self.side {
             // Step k waits for its copy; the next copy waits for step k - 1, the last reader
@@ -297,7 +432,7 @@ impl StreamFeed {
             if k + 1 < self.layout.steps() {
                 let b = self.recv()?;
                 exec.order_streams(true)?;
-                self.upload(ops, exec, 1 - slot, &b, true)?;
+                self.upload(ops, exec, 1 - slot, b, true)?;
             }
         }
         self.step += 1;
@@ -351,12 +486,14 @@ impl Feed {
     }
 
     /// Starts an epoch: the next order (shuffled by `rng` when given), then its upload or the
-    /// stream's reading thread.
+    /// stream's reading thread; `more` when another epoch follows (a stream reads its first
+    /// window ahead, from the order that `rng` gives it next).
     pub(crate) fn begin_epoch(
         &mut self,
         net: &Network,
         state: &mut RunState,
-        rng: Option<&mut Rng>,
+        mut rng: Option<&mut Rng>,
+        more: bool,
     ) -> Result<()> {
         match self {
             Feed::Memory { perm, .. } => {
@@ -366,10 +503,23 @@ impl Feed {
                 net.ctx.ops().upload_as(perm.view(), &state.order)
             }
             Feed::Stream { feed, plan } => {
-                if let Some(rng) = rng {
+                if let Some(rng) = rng.as_deref_mut() {
                     plan.advance(rng);
                 }
-                feed.begin_epoch(plan);
+                // Nothing else draws from `rng` before the next epoch's shuffle, so a copy of
+                // it gives that order (a window read for another order is not used).
+                let next = more.then(|| {
+                    let mut next = plan.clone();
+                    if let Some(rng) = rng {
+                        next.advance(&mut rng.clone());
+                    }
+                    next.shards
+                        .chunks(next.window())
+                        .next()
+                        .unwrap_or(&[])
+                        .to_vec()
+                });
+                feed.begin_epoch(plan, next);
                 Ok(())
             }
         }

@@ -275,7 +275,8 @@ impl Network {
             let t0 = Instant::now();
             sampler.start();
             reporter.start_epoch(epoch, config.epochs, used);
-            feed.begin_epoch(self, &mut state, config.shuffle.then_some(&mut rng))?;
+            let more = epoch < config.epochs;
+            feed.begin_epoch(self, &mut state, config.shuffle.then_some(&mut rng), more)?;
             self.ctx.ops().fill(acc.view(), 0.0)?;
             let mut start = 0;
             let mut step = 0;
