@@ -396,9 +396,9 @@ enum Detector {
 }
 
 /// The detector for `ctx`: on OpenCL the kernel timer of a second, profiling context of the
-/// device; on CUDA and HIP the fallback records, where a model that cannot run persistent
+/// device; on CUDA and HIP the op set's records, where a model that cannot run persistent
 /// kernels anywhere (an LSTM of hidden 2048: its 16-unit W slice alone is 512 KB of shared
-/// memory) produces one.
+/// memory) leaves one (`steps:` or `gemm:lstm_seq_forward`).
 fn detector(ctx: &Context) -> Detector {
     match ctx.info().backend {
         BackendKind::Cpu => return Detector::Cpu,
@@ -421,7 +421,7 @@ fn detector(ctx: &Context) -> Detector {
     });
     match ran {
         Err(e) => Detector::Unknown(format!("the fallback probe failed: {e}")),
-        Ok(()) if fell_back.iter().any(|e| e.starts_with("lstm_seq_forward")) => {
+        Ok(()) if fell_back.iter().any(|e| e.ends_with(":lstm_seq_forward")) => {
             Detector::FallbackRecords
         }
         Ok(()) => Detector::Unknown(
