@@ -99,28 +99,34 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
-    /// A backward sequence: the persistent kernel `k` with `bufs` and the carry scratch of `n`
-    /// elements appended, or else `by_steps` with `blocks * n` elements of scratch (the carry
-    /// first); nothing where `n` is 0 (the checks found nothing to compute).
-    fn gated_backward(
+    /// A gated sequence op with `n` state elements (0: the checks found nothing to compute):
+    /// the persistent kernel `k` with `bufs` (and, backward, the carry scratch appended) where
+    /// it is wanted and fits; else `by_gemm` with `gemm_blocks * n` elements of scratch where the
+    /// per-step GEMM path is ([`GpuOps::seq_gemm_wanted`]); else `by_steps` with the carry.
+    fn gated_sequence(
         &self,
         k: SeqKernel,
         bufs: &[&View<'_>],
-        (n, blocks): (usize, usize),
-        shape: SeqShape,
+        (n, shape): (usize, SeqShape),
+        (gemm_blocks, by_gemm): (usize, impl FnOnce(View<'_>) -> Result<()>),
         by_steps: impl FnOnce(View<'_>) -> Result<()>,
     ) -> Result<()> {
         if n == 0 {
             return Ok(());
         }
+        let gemm = self.seq_gemm_wanted(shape, k.gates);
+        let blocks = if gemm { gemm_blocks.max(1) } else { 1 };
         self.with_carry(blocks * n, |scratch| {
             let carry = scratch.slice(0, n)?;
-            if self.seq_persistent_wanted(shape)
-                && self.gated_persistent(k, bufs, &[&carry], shape)?
-            {
+            let tail: &[&View<'_>] = if k.forward { &[] } else { &[&carry] };
+            if self.seq_persistent_wanted(shape) && self.gated_persistent(k, bufs, tail, shape)? {
                 return Ok(());
             }
-            by_steps(if blocks == 1 { carry } else { scratch })
+            if gemm {
+                by_gemm(scratch)
+            } else {
+                by_steps(carry)
+            }
         })
     }
 }
@@ -149,14 +155,11 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: true,
         };
         let n = a.check(self.context)?;
-        let persistent = self.seq_persistent_wanted(a.shape);
-        if n == 0 || persistent && self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
-            return Ok(());
-        }
-        if self.seq_gemm_wanted(a.shape, 4) {
-            return self.lstm_forward_by_gemm(&a);
-        }
-        gated_seq::lstm_forward_by_steps(self, a)
+        let (gemm, steps) = (
+            |_: View<'_>| self.lstm_forward_by_gemm(&a),
+            |_: View<'_>| gated_seq::lstm_forward_by_steps(self, a),
+        );
+        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (0, gemm), steps)
     }
 
     fn lstm_sequence_backward(&self, a: LstmSequenceBackward<'_>) -> Result<()> {
@@ -166,15 +169,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: false,
         };
         let n = a.check(self.context)?;
-        let bufs = a.views();
-        if self.seq_gemm_wanted(a.shape, 4) {
-            return self.gated_backward(k, &bufs.each_ref(), (n, 2), a.shape, |scratch| {
-                self.lstm_backward_by_gemm(&a, scratch)
-            });
-        }
-        self.gated_backward(k, &bufs.each_ref(), (n, 1), a.shape, |carry| {
-            gated_seq::lstm_backward_by_steps(self, &a, carry)
-        })
+        let gemm = |scratch: View<'_>| self.lstm_backward_by_gemm(&a, scratch);
+        let steps = |carry: View<'_>| gated_seq::lstm_backward_by_steps(self, &a, carry);
+        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (2, gemm), steps)
     }
 
     fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()> {
@@ -184,14 +181,11 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: true,
         };
         let n = a.check(self.context)?;
-        let persistent = self.seq_persistent_wanted(a.shape);
-        if n == 0 || persistent && self.gated_persistent(k, &a.views().each_ref(), &[], a.shape)? {
-            return Ok(());
-        }
-        if self.seq_gemm_wanted(a.shape, 3) {
-            return self.with_carry(6 * n, |scratch| self.gru_forward_by_gemm(&a, scratch));
-        }
-        gated_seq::gru_forward_by_steps(self, a)
+        let (gemm, steps) = (
+            |scratch: View<'_>| self.gru_forward_by_gemm(&a, scratch),
+            |_: View<'_>| gated_seq::gru_forward_by_steps(self, a),
+        );
+        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (6, gemm), steps)
     }
 
     fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {
@@ -201,15 +195,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             forward: false,
         };
         let n = a.check(self.context)?;
-        let bufs = a.views();
-        if self.seq_gemm_wanted(a.shape, 3) {
-            return self.gated_backward(k, &bufs.each_ref(), (n, 2), a.shape, |scratch| {
-                self.gru_backward_by_gemm(&a, scratch)
-            });
-        }
-        self.gated_backward(k, &bufs.each_ref(), (n, 1), a.shape, |carry| {
-            gated_seq::gru_backward_by_steps(self, &a, carry)
-        })
+        let gemm = |scratch: View<'_>| self.gru_backward_by_gemm(&a, scratch);
+        let steps = |carry: View<'_>| gated_seq::gru_backward_by_steps(self, &a, carry);
+        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (2, gemm), steps)
     }
 }
 
