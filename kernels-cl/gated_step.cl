@@ -5,7 +5,7 @@
 // A = gate block g of the next step's gate gradient, rows G*H apart, W = the same block), so the
 // cell math stays with the work-item that holds the sums. The backward steps carry dc * f
 // (LSTM) or dh * z (GRU) per (row, unit) in `carry`; with has_next == 0 neither it nor the next
-// gradient is read.
+// gradient is read, with has_next == 2 (LSTM) only `carry` is.
 
 #define GS_GATE_SUM(acc, i) ((acc)[i] + (acc)[RS_ROWS + (i)])
 
@@ -90,7 +90,7 @@ void lstm_step_backward(__global const float* dh_base, ulong dh_off,
         uint bm = tile * RS_BM;
         float acc[2 * RS_ROWS];
         for (int i = 0; i < 2 * RS_ROWS; i++) acc[i] = 0.0f;
-        if (has_next) {
+        if (has_next == 1u) {
             for (int g = 0; g < 4; g++) {
                 float part[2 * RS_ROWS];
                 rs_tile_product(dnext + g * H, W + g * H * H, batch, hidden, 4 * hidden, bm, bn,

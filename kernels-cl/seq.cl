@@ -571,7 +571,8 @@ void lstm_seq_backward(__global const float* dh_base, ulong dh_off,
                        __global const float* w_hh_base, ulong w_hh_off,
                        __global float* dgates_base, ulong dgates_off, __global float* carry_base,
                        ulong carry_off, __global uint* barrier_base, ulong barrier_off,
-                       uint steps, uint batch, uint hidden, __local float* smem) {
+                       uint steps, uint batch, uint hidden, uint carry_in,
+                       __local float* smem) {
     __local float* ws = smem;
     __local float* red = ws + 4 * PQ_UNITS * hidden;
     __global const float* dh = dh_base + dh_off;
@@ -607,7 +608,9 @@ void lstm_seq_backward(__global const float* dh_base, ulong dh_off,
             float c = store ? cs[(t + 1) * block + at] : 0.0f;
             float cp = store ? cs[t * block + at] : 0.0f;
             float d = store ? dh[t * block + at] : 0.0f;
-            float dc = store && s > 0 ? carry[at] : 0.0f;
+            // At the last step `carry` holds the gradient reaching c_n from outside when
+            // carry_in (kernels-cu/gated_seq.cu).
+            float dc = store && (s > 0 || carry_in) ? carry[at] : 0.0f;
             float rec = 0.0f;
             // Uniform over the grid: every work-item reaches the barriers, every lane the
             // shuffles.

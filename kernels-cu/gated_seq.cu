@@ -38,7 +38,9 @@
 // GRU's dh z) in `carry` (batch x hidden): the thread that owns an element in every step (same
 // block, same tile, same thread) writes and later reads it, so plain loads see it, however many
 // tiles a block strides over. It is not read in the first step of the launch (the last time
-// step), where it is zero.
+// step), where it is zero, unless the LSTM's carry_in says it holds the gradient reaching the
+// last cell state from outside; after the last step (t = 0) it holds the gradient for the
+// initial cell state (LSTM) or the direct part of that for the initial hidden state (GRU).
 //
 // Shuffles are 32 wide with xor masks below 32, so 64-lane AMD wavefronts run two groups each.
 
@@ -238,14 +240,16 @@ extern "C" __global__ void __launch_bounds__(512)
 }
 
 // For t = steps - 1 .. 0: dh_t = dh[t] + dgates[t + 1] W_hh (absent at t = steps - 1);
-// dc_t = carry + dh_t o (1 - tanh^2 cs[t + 1]) (carry = dc_{t+1} f_{t+1}, zero at the last
-// step); dgates[t] from the activated gates, cs[t] and cs[t + 1]; carry = dc_t f_t.
+// dc_t = carry + dh_t o (1 - tanh^2 cs[t + 1]) (carry = dc_{t+1} f_{t+1}; at the last step
+// the gradient reaching the last cell state from outside when carry_in, else zero); dgates[t]
+// from the activated gates, cs[t] and cs[t + 1]; carry = dc_t f_t, so on return it holds the
+// gradient for the initial cell state.
 extern "C" __global__ void __launch_bounds__(512)
     lstm_seq_backward(const float* dh_base, u64 dh_off, const float* gates_base, u64 gates_off,
                       const float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
                       float* dgates_base, u64 dgates_off, float* carry_base, u64 carry_off,
                       uint* barrier_base, u64 barrier_off, uint steps, uint batch,
-                      uint hidden) {
+                      uint hidden, uint carry_in) {
     extern __shared__ float gq_smem[];
     float* ws = gq_smem;
     float* as = ws + 4 * GQ_UNITS * hidden;
@@ -286,7 +290,7 @@ extern "C" __global__ void __launch_bounds__(512)
             const float c = store ? cs[(t + 1) * block + at] : 0.0f;
             const float cp = store ? cs[t * block + at] : 0.0f;
             const float d = store ? dh[t * block + at] : 0.0f;
-            const float dc = store && s > 0 ? carry[at] : 0.0f;
+            const float dc = store && (s > 0 || carry_in) ? carry[at] : 0.0f;
             float rec = 0.0f;
             // The branch is uniform over the grid, so every thread reaches the barriers and
             // every lane the shuffles.

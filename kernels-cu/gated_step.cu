@@ -14,7 +14,9 @@
 //
 // The backward steps carry a value per (row, unit) from step t+1 to step t in `carry`
 // (`batch x hidden`): the LSTM's dc_t * f_t, the GRU's dh_t * z_t. With has_next == 0 (the last
-// step) it is taken as zero and not read, and the next step's gradient is not read either.
+// step) it is taken as zero and not read, and the next step's gradient is not read either;
+// has_next == 2 (the LSTM's last step with a gradient reaching c_n from outside) reads `carry`
+// but not the next step's gradient.
 
 // The fused epilogues: thread (tr, tc) of a tile at (bm, bn) visits row bm + tr + 4 i, unit
 // bn + tc, its products in acc[..][i] + acc[..][RS_ROWS + i].
@@ -113,7 +115,7 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
         float acc[2 * RS_ROWS];
 #pragma unroll
         for (int i = 0; i < 2 * RS_ROWS; ++i) acc[i] = 0.0f;
-        if (has_next) {
+        if (has_next == 1u) {
 #pragma unroll
             for (int g = 0; g < 4; ++g) {
                 float part[2 * RS_ROWS];

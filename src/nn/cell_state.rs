@@ -12,6 +12,8 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::{Ops, zeros};
 
+use super::layer::Flat;
+
 /// The state views of one cell, each `batch x hidden`. A cell's "final" state is the one after
 /// its own last step: for the reverse direction of a bidirectional layer (which runs on the
 /// time-reversed sequence) that is the state after original step 0, PyTorch's `h_n` for it.
@@ -40,6 +42,22 @@ pub(crate) struct StateGradViews<'a> {
     pub dc_n: Option<View<'a>>,
     /// Written: the gradient for `c_0` (LSTM).
     pub dc0: Option<View<'a>>,
+}
+
+impl<'a> StateGradViews<'a> {
+    /// Adds `dh_n` to `dh_last` (the gradient the next layer left for the last state) and, for
+    /// the LSTM, copies `dc_n` into `dc0`, where the sequence op reads it and leaves the
+    /// gradient for `c_0`; returns `dc0` (`dh0` for the other cells).
+    pub fn take_final(&self, f: &Flat<'_>, dh_last: View<'_>) -> Result<View<'a>> {
+        f.ops.axpy(1.0, self.dh_n, dh_last)?;
+        match (self.dc_n, self.dc0) {
+            (Some(dc_n), Some(dc0)) => {
+                f.ops.copy(dc_n, dc0)?;
+                Ok(dc0)
+            }
+            _ => Ok(self.dh0),
+        }
+    }
 }
 
 /// The buffers behind [`StateGradViews`], zero when made (a zero gradient for the final state

@@ -15,8 +15,8 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::GruGateGrads;
-use crate::ops::Ops;
 use crate::ops::SeqShape;
+use crate::ops::{Gemm, Ops};
 use crate::ops::{GruSequenceBackward, GruSequenceForward};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews};
@@ -126,14 +126,25 @@ impl Gru {
     pub fn backward(&self, f: &Flat<'_>, ws: &GruWs, input: LayerInput<'_>) -> Result<()> {
         let LayerInput { x, dx } = input;
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
+        let state = f.state_grads.then(|| ws.state_grads.views());
+        if let Some(s) = &state {
+            s.take_final(f, ws.seq.grad_last()?)?;
+        }
+        let w_hh = self.p.w_hh.view(f.params)?;
         f.ops.gru_sequence_backward(GruSequenceBackward {
             dh: ws.seq.grads(),
             hs: ws.seq.states(),
             cache: ws.cache.view(),
-            w_hh: self.p.w_hh.view(f.params)?,
+            w_hh,
             grads: GruGateGrads::new(ws.gx.view(), ws.dgh.view()),
+            dh_state: state.map(|s| s.dh0),
             shape: SeqShape::new(t_n, b, h),
         })?;
+        if let Some(s) = state {
+            // dh_0 = z_0 dh_0 (the op's part) + dgh_0 W_hh.
+            let g = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
+            f.ops.gemm(g, ws.dgh.slice(0, 3 * b * h)?, w_hh, s.dh0)?;
+        }
         let d = GateGrads {
             input_side: ws.gx.view(),
             hidden_side: ws.dgh.view(),

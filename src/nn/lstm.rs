@@ -13,8 +13,8 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::Ops;
 use crate::ops::SeqShape;
+use crate::ops::{Gemm, Ops};
 use crate::ops::{LstmSequenceBackward, LstmSequenceForward};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
@@ -127,15 +127,27 @@ impl Lstm {
     pub fn backward(&self, f: &Flat<'_>, ws: &LstmWs, input: LayerInput<'_>) -> Result<()> {
         let LayerInput { x, dx } = input;
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
+        let state = f.state_grads.then(|| ws.state_grads.views());
+        let dc_state = match &state {
+            Some(s) => Some(s.take_final(f, ws.seq.grad_last()?)?),
+            None => None,
+        };
+        let w_hh = self.p.w_hh.view(f.params)?;
         f.ops.lstm_sequence_backward(LstmSequenceBackward {
             dh: ws.seq.grads(),
             gates: ws.gates.view(),
             cs: ws.cs.view(),
-            w_hh: self.p.w_hh.view(f.params)?,
+            w_hh,
             dgates: ws.dgates.view(),
+            dc_state,
             shape: SeqShape::new(t_n, b, h),
         })?;
         let dgates = ws.dgates.view();
+        if let Some(s) = state {
+            // dh_0 = dgates_0 W_hh: all of it comes through the first step's gates.
+            let g = Gemm::new(b, h, 4 * h);
+            f.ops.gemm(g, dgates.slice(0, 4 * b * h)?, w_hh, s.dh0)?;
+        }
         // Both biases enter the same sum, so they get the same gradient.
         let d = GateGrads {
             input_side: dgates,

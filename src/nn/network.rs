@@ -254,6 +254,13 @@ impl Network {
     /// embedding first, `x` holds token ids (u32, or f32 holding exact integers, which are
     /// converted) and is read back once to check them.
     pub fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
+        let converted = self.check_forward_input(x)?;
+        self.forward_checked(converted.as_ref().unwrap_or(x))
+    }
+
+    /// Checks the input of a forward pass: whole samples, and with an embedding first, valid
+    /// token ids; returns the ids as u32 where `x` held them as f32.
+    pub(crate) fn check_forward_input(&self, x: &Tensor) -> Result<Option<Tensor>> {
         let w = self.input_width();
         if x.is_empty() || x.len() % w != 0 {
             return Err(Error::shape(
@@ -268,10 +275,10 @@ impl Network {
                 e.check_u32_ids(&x.to_vec_as::<u32>()?, w)?;
             } else {
                 let ids = e.ids_of(&x.to_vec()?, w)?;
-                return self.forward_checked(&self.ctx.tensor_as(x.shape(), &ids)?);
+                return Ok(Some(self.ctx.tensor_as(x.shape(), &ids)?));
             }
         }
-        self.forward_checked(x)
+        Ok(None)
     }
 
     /// [`Network::forward`] on input whose ids (if any) are already checked. Each batch is

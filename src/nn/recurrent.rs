@@ -212,6 +212,11 @@ impl HiddenSeq {
         }
     }
 
+    /// The gradient reaching the last state, `h_{steps-1}`.
+    pub fn grad_last(&self) -> Result<View<'_>> {
+        self.dh.slice((self.steps - 1) * self.block(), self.block())
+    }
+
     pub fn grad_output(&self, mode: RnnOutput) -> Result<View<'_>> {
         match mode {
             RnnOutput::Sequence => Ok(self.dh.view()),

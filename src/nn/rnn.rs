@@ -159,6 +159,11 @@ impl Rnn {
         let LayerInput { x, dx } = input;
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
         let w_hh = self.w_hh.view(f.params)?;
+        let block = ws.block(h);
+        let state = f.state_grads.then(|| ws.state_grads.views());
+        if let Some(s) = &state {
+            s.take_final(f, ws.dh.slice((t_n - 1) * block, block)?)?;
+        }
         f.ops.rnn_sequence_backward(RnnSequenceBackward {
             dh: ws.dh.view(),
             hs: ws.hs.view(),
@@ -169,6 +174,11 @@ impl Rnn {
         })?;
         let rows = t_n * b;
         let dpre = ws.dpre.view();
+        if let Some(s) = state {
+            // dh_0 = dpre_0 W_hh.
+            f.ops
+                .gemm(Gemm::new(b, h, h), dpre.slice(0, block)?, w_hh, s.dh0)?;
+        }
         f.ops.gemm(
             Gemm::new(h, self.inputs, rows).ta(),
             dpre,

@@ -304,6 +304,25 @@ impl Network {
         }
     }
 
+    /// The state views of every recurrent cell of every layer at this workspace's batch size,
+    /// one list per layer (empty for the other layers), each in PyTorch's `h_0` order.
+    pub(crate) fn state_views<'a>(
+        &'a self,
+        ws: &'a Workspace,
+    ) -> Result<Vec<Vec<super::cell_state::StateViews<'a>>>> {
+        let layers = self.layers.iter().zip(&ws.layers);
+        layers.map(|(l, w)| l.state_views(w)).collect()
+    }
+
+    /// The state-gradient views of every recurrent cell, as [`Self::state_views`].
+    pub(crate) fn state_grad_views<'a>(
+        &'a self,
+        ws: &'a Workspace,
+    ) -> Vec<Vec<super::cell_state::StateGradViews<'a>>> {
+        let layers = self.layers.iter().zip(&ws.layers);
+        layers.map(|(l, w)| l.state_grad_views(w)).collect()
+    }
+
     /// The last layer's output (time-major rows for sequence outputs).
     pub(crate) fn output_view<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
         let last = self.layers.len() - 1;
@@ -443,7 +462,18 @@ impl Network {
         batch: &Batch<'_>,
         after: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
-        let f = self.train_flat();
+        self.backward_flat(ws, batch, &self.train_flat(), after)
+    }
+
+    /// [`Self::backward_ws_then`] with the flat buffers `f` (which say, among other things,
+    /// whether the recurrent layers form their state gradients).
+    pub(crate) fn backward_flat(
+        &self,
+        ws: &Workspace,
+        batch: &Batch<'_>,
+        f: &Flat<'_>,
+        after: &mut dyn FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
         // A dense layer under a dense layer gets its output gradient unformed (the product the
         // layer above would have stored) and forms it in its own pass: one launch and one pass
         // over the matrix fewer where the layer above is thin.
@@ -459,12 +489,12 @@ impl Network {
                 (Layer::Dense(d), LayerWs::Dense(dws)) => {
                     let defer = i > 0 && matches!(&self.layers[i - 1], Layer::Dense(_));
                     let dx = if defer { None } else { dx };
-                    d.backward(&f, dws, x, dx, pending.take())?;
+                    d.backward(f, dws, x, dx, pending.take())?;
                     if defer {
-                        pending = Some(d.pending_input_grad(&f, dws)?);
+                        pending = Some(d.pending_input_grad(f, dws)?);
                     }
                 }
-                (layer, lws) => layer.backward(&f, lws, x, dx)?,
+                (layer, lws) => layer.backward(f, lws, x, dx)?,
             }
             after(i)?;
         }

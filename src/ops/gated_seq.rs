@@ -6,7 +6,10 @@
 //!
 //! The backward steps hand one value per (row, unit) to the step before them through `carry`
 //! (`batch x hidden`): the LSTM's `dc_t * f_t`, the GRU's `dh_t * z_t`. The last time step has
-//! no successor: it reads neither `carry` nor a next gradient (`has_next` is false).
+//! no successor: it reads neither `carry` nor a next gradient (`has_next` is 0), except that an
+//! LSTM given `dc_state` finds the gradient reaching its last cell state in `carry` there
+//! (`has_next` is 2). After the first time step `carry` holds the gradient for the initial cell
+//! state (LSTM) or the direct part of that for the initial hidden state (GRU).
 
 use crate::buffer::View;
 use crate::error::Result;
@@ -20,12 +23,12 @@ use crate::ops::{
 
 /// One fused time step of a gated cell (geometry `S`, docs/kernel-abi.md): the step kernel
 /// `entry` with its buffers in ABI order. A backward step (`has_next` set) has the gradient of
-/// step `t + 1` in slot 1 of `bufs`, or at the last step (`has_next == Some(false)`) `dh` there,
-/// which the kernel then does not read.
+/// step `t + 1` in slot 1 of `bufs` (`has_next == Some(1)`), or at the last step `dh` there,
+/// which the kernel then does not read (`Some(0)`, or `Some(2)` where it reads `carry`).
 pub(crate) struct GatedStep<'v, 'a> {
     pub entry: &'static str,
     pub bufs: &'v [View<'a>],
-    pub has_next: Option<bool>,
+    pub has_next: Option<u32>,
     pub batch: usize,
     pub hidden: usize,
 }
@@ -40,20 +43,34 @@ fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
     v.slice(t * len, len)
 }
 
+/// Which way a loop of step kernels runs: forward in time, or from the last step down, with
+/// `carry_in` where the last step reads `carry` (the LSTM given `dc_state`).
+#[derive(Clone, Copy)]
+enum Direction {
+    Forward,
+    Backward { carry_in: bool },
+}
+
 /// Runs the step kernel `entry` for every time step of `shape` with the buffers `bufs(t)` of
-/// step `t`: forward in time, or from the last step down when `backward`.
+/// step `t`, in `direction`.
 fn run_steps<'a, const N: usize>(
     ops: &(impl GatedSteps + ?Sized),
     entry: &'static str,
     shape: SeqShape,
-    backward: bool,
+    direction: Direction,
     bufs: impl Fn(usize) -> Result<[View<'a>; N]>,
 ) -> Result<()> {
+    let backward = matches!(direction, Direction::Backward { .. });
     for_each_step(shape.steps, backward, |t| {
+        let has_next = match direction {
+            Direction::Forward => None,
+            Direction::Backward { .. } if t + 1 < shape.steps => Some(1),
+            Direction::Backward { carry_in } => Some(if carry_in { 2 } else { 0 }),
+        };
         ops.gated_step(&GatedStep {
             entry,
             bufs: &bufs(t)?,
-            has_next: backward.then_some(t + 1 < shape.steps),
+            has_next,
             batch: shape.batch,
             hidden: shape.hidden,
         })
@@ -79,7 +96,7 @@ pub(crate) fn lstm_forward_by_steps(
     let (gates, hs, cs) = (a.gates, a.hs, a.cs);
     let RecurrentWeights { w_hh, b_ih, b_hh } = a.weights;
     let n = a.shape.block();
-    run_steps(ops, "lstm_step_forward", a.shape, false, |t| {
+    run_steps(ops, "lstm_step_forward", a.shape, Direction::Forward, |t| {
         let (h_prev, c_prev, gates_t) =
             (block(hs, t, n)?, block(cs, t, n)?, block(gates, t, 4 * n)?);
         let (c, h) = (block(cs, t + 1, n)?, block(hs, t + 1, n)?);
@@ -88,14 +105,17 @@ pub(crate) fn lstm_forward_by_steps(
 }
 
 /// `GatedSequenceOps::lstm_sequence_backward`, one step at a time, with `carry` (`batch x
-/// hidden` scratch).
+/// hidden`: scratch, or `dc_state` itself when given).
 pub(crate) fn lstm_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     s: &LstmSequenceBackward<'_>,
     carry: View<'_>,
 ) -> Result<()> {
     let (n, shape) = (s.shape.block(), s.shape);
-    run_steps(ops, "lstm_step_backward", shape, true, |t| {
+    let direction = Direction::Backward {
+        carry_in: s.dc_state.is_some(),
+    };
+    run_steps(ops, "lstm_step_backward", shape, direction, |t| {
         let (dh, c_prev, c) = (
             block(s.dh, t, n)?,
             block(s.cs, t, n)?,
@@ -115,7 +135,7 @@ pub(crate) fn gru_forward_by_steps(
     let (gx, hs, cache) = (a.gx, a.hs, a.cache);
     let RecurrentWeights { w_hh, b_ih, b_hh } = a.weights;
     let n = a.shape.block();
-    run_steps(ops, "gru_step_forward", a.shape, false, |t| {
+    run_steps(ops, "gru_step_forward", a.shape, Direction::Forward, |t| {
         let (gx_t, cache_t) = (block(gx, t, 3 * n)?, block(cache, t, 4 * n)?);
         let (h_prev, h) = (block(hs, t, n)?, block(hs, t + 1, n)?);
         Ok([gx_t, h_prev, w_hh, b_ih, b_hh, h, cache_t])
@@ -123,14 +143,15 @@ pub(crate) fn gru_forward_by_steps(
 }
 
 /// `GatedSequenceOps::gru_sequence_backward`, one step at a time, with `carry` (`batch x
-/// hidden` scratch).
+/// hidden`: scratch, or `dh_state` itself when given).
 pub(crate) fn gru_backward_by_steps(
     ops: &(impl GatedSteps + ?Sized),
     s: &GruSequenceBackward<'_>,
     carry: View<'_>,
 ) -> Result<()> {
     let (n, shape, GruGateGrads { dgx, dgh }) = (s.shape.block(), s.shape, s.grads);
-    run_steps(ops, "gru_step_backward", shape, true, |t| {
+    let direction = Direction::Backward { carry_in: false };
+    run_steps(ops, "gru_step_backward", shape, direction, |t| {
         let (dh, h_prev, cache) = (
             block(s.dh, t, n)?,
             block(s.hs, t, n)?,

@@ -350,6 +350,11 @@ op_args! {
         w_hh: View<'a>,
         /// Written: the gate pre-activation gradients, `steps * batch x 4H`; overlaps no input.
         dgates: View<'a>,
+        /// The cell-state gradient across the sequence's ends, `batch x H`: read on entry as
+        /// the gradient reaching the last cell state from outside (`dc_n`), written on return
+        /// with the gradient for the initial cell state (`dc_{-1} = dc_0 f_0`). `None`: no
+        /// gradient reaches the last cell state and none is wanted for the initial one.
+        dc_state: Option<View<'a>>,
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
@@ -388,6 +393,9 @@ op_args! {
         /// Written: `dgx` and `dgh`, `steps * batch x 3H` each, overlapping no input nor each
         /// other.
         grads: GruGateGrads<'a>,
+        /// Written when given, `batch x H`: the direct part of the gradient for the initial
+        /// hidden state, `z_0 dh_0` (the caller adds `dgh_0 W_hh` for the whole of it).
+        dh_state: Option<View<'a>>,
         /// Steps, batch and hidden size.
         shape: SeqShape,
     }
@@ -427,7 +435,11 @@ impl LstmSequenceBackward<'_> {
             ("gates", &self.gates, steps, 4),
             ("cs", &self.cs, steps.saturating_add(1), 1),
         ];
-        let outputs: [SeqArg; 1] = [("dgates", &self.dgates, steps, 4)];
+        let mut outputs: Vec<SeqArg> = vec![("dgates", &self.dgates, steps, 4)];
+        if let Some(d) = &self.dc_state {
+            check::view(Self::OP, ctx, 5, d)?;
+            outputs.push(("dc_state", d, 1, 1));
+        }
         let w_hh = check::recurrent_weight(4, self.shape.hidden, &self.w_hh);
         check::gated_sequence(Self::OP, 4, self.shape, &[w_hh], &inputs, &outputs)
     }
@@ -464,10 +476,14 @@ impl GruSequenceBackward<'_> {
             ("hs", &self.hs, steps.saturating_add(1), 1),
             ("cache", &self.cache, steps, 4),
         ];
-        let outputs: [SeqArg; 2] = [
+        let mut outputs: Vec<SeqArg> = vec![
             ("dgx", &self.grads.dgx, steps, 3),
             ("dgh", &self.grads.dgh, steps, 3),
         ];
+        if let Some(d) = &self.dh_state {
+            check::view(Self::OP, ctx, 6, d)?;
+            outputs.push(("dh_state", d, 1, 1));
+        }
         let w_hh = check::recurrent_weight(3, self.shape.hidden, &self.w_hh);
         check::gated_sequence(Self::OP, 3, self.shape, &[w_hh], &inputs, &outputs)
     }

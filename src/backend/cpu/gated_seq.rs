@@ -81,18 +81,45 @@ fn lstm_forward_seq([w, bi, bh]: [&[f32]; 3], [gates, hs, cs]: [&mut [f32]; 3], 
     });
 }
 
-/// The LSTM backward through a whole sequence on locked slices.
-fn lstm_backward_seq([dh, gates, cs, w]: [&[f32]; 4], [dgates]: [&mut [f32]; 1], shape: SeqShape) {
+/// Each row group's part of a `batch x hidden` state (one block), or none for every group.
+fn state_parts<'a>(
+    groups: &Groups,
+    state: Option<&'a mut [f32]>,
+    hidden: usize,
+) -> Vec<Option<&'a mut [f32]>> {
+    match state {
+        Some(s) => groups
+            .cut(s, hidden)
+            .into_iter()
+            .map(|mut b| b.pop())
+            .collect(),
+        None => (0..groups.count()).map(|_| None).collect(),
+    }
+}
+
+/// The LSTM backward through a whole sequence on locked slices; `dc_state` as
+/// [`LstmSequenceBackward::dc_state`].
+fn lstm_backward_seq(
+    [dh, gates, cs, w]: [&[f32]; 4],
+    dgates: &mut [f32],
+    dc_state: Option<&mut [f32]>,
+    shape: SeqShape,
+) {
     let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
     let groups = Groups::new(batch);
     let split = groups.split();
     let rec = Recurrent::new(w, 4 * hidden, hidden, false, steps * batch);
-    groups.run(groups.cut(dgates, 4 * hidden), |p, mut dgates| {
+    let work = groups.cut(dgates, 4 * hidden).into_iter();
+    let work = work.zip(state_parts(&groups, dc_state, hidden));
+    groups.run(work.collect(), |p, (mut dgates, mut state)| {
         let rows = groups.rows(p).len();
         let g = Gemm::new(rows, hidden, 4 * hidden);
         let mut dh_t = vec![0.0f32; rows * hidden];
-        // dc_{t+1} f_{t+1}; nothing reaches the last cell state from beyond the sequence.
-        let mut carry = vec![0.0f32; rows * hidden];
+        // dc_{t+1} f_{t+1}; at the last step, what reaches the last cell state from outside.
+        let mut carry = match &state {
+            Some(s) => s.to_vec(),
+            None => vec![0.0f32; rows * hidden],
+        };
         for t in (0..steps).rev() {
             let d = groups.rows_of(dh, hidden, t, p);
             let (dg, next) = dgates.split_at_mut(t + 1);
@@ -116,6 +143,9 @@ fn lstm_backward_seq([dh, gates, cs, w]: [&[f32]; 4], [dgates]: [&mut [f32]; 1],
                 hidden,
                 split,
             );
+        }
+        if let Some(s) = state.as_deref_mut() {
+            s.copy_from_slice(&carry);
         }
     });
 }
@@ -154,15 +184,22 @@ fn gru_forward_seq([gx, w, bi, bh]: [&[f32]; 4], [hs, cache]: [&mut [f32]; 2], s
     });
 }
 
-/// The GRU backward through a whole sequence on locked slices.
-fn gru_backward_seq([dh, hs, cache, w]: [&[f32]; 4], [dgx, dgh]: [&mut [f32]; 2], shape: SeqShape) {
+/// The GRU backward through a whole sequence on locked slices; `dh_state` as
+/// [`GruSequenceBackward::dh_state`].
+fn gru_backward_seq(
+    [dh, hs, cache, w]: [&[f32]; 4],
+    [dgx, dgh]: [&mut [f32]; 2],
+    dh_state: Option<&mut [f32]>,
+    shape: SeqShape,
+) {
     let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
     let groups = Groups::new(batch);
     let split = groups.split();
     let rec = Recurrent::new(w, 3 * hidden, hidden, false, steps * batch);
     let work = groups.cut(dgx, 3 * hidden).into_iter();
     let work = work.zip(groups.cut(dgh, 3 * hidden));
-    groups.run(work.collect(), |p, (mut dgx, mut dgh)| {
+    let work = work.zip(state_parts(&groups, dh_state, hidden));
+    groups.run(work.collect(), |p, ((mut dgx, mut dgh), state)| {
         let rows = groups.rows(p).len();
         let g = Gemm::new(rows, hidden, 3 * hidden);
         let mut dh_t = vec![0.0f32; rows * hidden];
@@ -197,6 +234,9 @@ fn gru_backward_seq([dh, hs, cache, w]: [&[f32]; 4], [dgx, dgh]: [&mut [f32]; 2]
                 split,
             );
         }
+        if let Some(s) = state {
+            s.copy_from_slice(&carry);
+        }
     });
 }
 
@@ -216,10 +256,15 @@ impl GatedSequenceOps for CpuOps {
         if a.check(self.context)? == 0 {
             return Ok(());
         }
-        let (ins, outs) = ([a.dh, a.gates, a.cs, a.w_hh], [a.dgates]);
-        lock(LstmSequenceBackward::OP, self.context, ins, outs, |i, o| {
-            lstm_backward_seq(i, o, a.shape)
-        })
+        let (op, ins) = (LstmSequenceBackward::OP, [a.dh, a.gates, a.cs, a.w_hh]);
+        match a.dc_state {
+            Some(d) => lock(op, self.context, ins, [a.dgates, d], |i, [o, d]| {
+                lstm_backward_seq(i, o, Some(d), a.shape)
+            }),
+            None => lock(op, self.context, ins, [a.dgates], |i, [o]| {
+                lstm_backward_seq(i, o, None, a.shape)
+            }),
+        }
     }
 
     fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()> {
@@ -238,9 +283,14 @@ impl GatedSequenceOps for CpuOps {
             return Ok(());
         }
         let GruGateGrads { dgx, dgh } = a.grads;
-        let (ins, outs) = ([a.dh, a.hs, a.cache, a.w_hh], [dgx, dgh]);
-        lock(GruSequenceBackward::OP, self.context, ins, outs, |i, o| {
-            gru_backward_seq(i, o, a.shape)
-        })
+        let (op, ins) = (GruSequenceBackward::OP, [a.dh, a.hs, a.cache, a.w_hh]);
+        match a.dh_state {
+            Some(d) => lock(op, self.context, ins, [dgx, dgh, d], |i, [x, h, d]| {
+                gru_backward_seq(i, [x, h], Some(d), a.shape)
+            }),
+            None => lock(op, self.context, ins, [dgx, dgh], |i, o| {
+                gru_backward_seq(i, o, None, a.shape)
+            }),
+        }
     }
 }

@@ -34,6 +34,11 @@ impl Groups {
         Groups { count, batch }
     }
 
+    /// How many groups there are.
+    pub(super) fn count(&self) -> usize {
+        self.count
+    }
+
     /// The batch rows of group `p`.
     pub(super) fn rows(&self, p: usize) -> Range<usize> {
         (self.batch * p / self.count)..(self.batch * (p + 1) / self.count)

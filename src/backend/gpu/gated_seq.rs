@@ -58,12 +58,14 @@ fn tile(gates: usize, hidden: usize, forward: bool, dialect: Dialect) -> SeqTile
     }
 }
 
-/// A gated cell's persistent sequence kernel: `entry`, the cell's gate count and direction.
+/// A gated cell's persistent sequence kernel: `entry`, the cell's gate count and direction,
+/// and for the LSTM's backward its `carry_in` argument (the carry holds `dc_n` on entry).
 #[derive(Clone, Copy)]
 struct SeqKernel {
     entry: &'static str,
     gates: usize,
     forward: bool,
+    carry_in: Option<bool>,
 }
 
 impl<D: Device> GpuOps<D> {
@@ -95,18 +97,23 @@ impl<D: Device> GpuOps<D> {
         let tile = tile(k.gates, hidden, k.forward, self.device.dialect());
         self.cooperative(k.entry, tile, batch, hidden, |barrier| {
             let args = Args::new().bufs(bufs)?.bufs(tail)?.buf(barrier)?;
-            Ok(args.dims(&[steps, batch, hidden]))
+            let args = args.dims(&[steps, batch, hidden]);
+            Ok(match k.carry_in {
+                Some(on) => args.u32(on as u32),
+                None => args,
+            })
         })
     }
 
     /// A gated sequence op with `n` state elements (0: the checks found nothing to compute):
-    /// the persistent kernel `k` with `bufs` (and, backward, the carry scratch appended) where
-    /// it is wanted and fits; else `by_gemm` with `gemm_blocks * n` elements of scratch where the
-    /// per-step GEMM path is ([`GpuOps::seq_gemm_wanted`]); else `by_steps` with the carry.
+    /// the persistent kernel `k` with `bufs` (and, backward, the carry appended: `state` where
+    /// the caller gives one, else scratch) where it is wanted and fits; else `by_gemm` with
+    /// `gemm_blocks * n` elements of scratch where the per-step GEMM path is
+    /// ([`GpuOps::seq_gemm_wanted`]); else `by_steps` with the carry.
     fn gated_sequence(
         &self,
         k: SeqKernel,
-        bufs: &[&View<'_>],
+        (bufs, state): (&[&View<'_>], Option<View<'_>>),
         (n, shape): (usize, SeqShape),
         (gemm_blocks, by_gemm): (usize, impl FnOnce(View<'_>) -> Result<()>),
         by_steps: impl FnOnce(View<'_>) -> Result<()>,
@@ -117,7 +124,10 @@ impl<D: Device> GpuOps<D> {
         let gemm = self.seq_gemm_wanted(shape, k.gates);
         let blocks = if gemm { gemm_blocks.max(1) } else { 1 };
         self.with_carry(blocks * n, |scratch| {
-            let carry = scratch.slice(0, n)?;
+            let carry = match state {
+                Some(s) => s,
+                None => scratch.slice(0, n)?,
+            };
             let tail: &[&View<'_>] = if k.forward { &[] } else { &[&carry] };
             if self.seq_persistent_wanted(shape) && self.gated_persistent(k, bufs, tail, shape)? {
                 return Ok(());
@@ -141,7 +151,7 @@ impl<D: Device> GatedSteps for GpuOps<D> {
         }
         args = args.dims(&[s.batch, s.hidden]);
         if let Some(has_next) = s.has_next {
-            args = args.u32(has_next as u32);
+            args = args.u32(has_next);
         }
         self.run(s.entry, launch::rnn_step(s.batch, s.hidden), args)
     }
@@ -153,13 +163,16 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             entry: "lstm_seq_forward",
             gates: 4,
             forward: true,
+            carry_in: None,
         };
         let n = a.check(self.context)?;
         let (gemm, steps) = (
             |_: View<'_>| self.lstm_forward_by_gemm(&a),
             |_: View<'_>| gated_seq::lstm_forward_by_steps(self, a),
         );
-        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (0, gemm), steps)
+        let views = a.views();
+        let bufs = (&views.each_ref()[..], None);
+        self.gated_sequence(k, bufs, (n, a.shape), (0, gemm), steps)
     }
 
     fn lstm_sequence_backward(&self, a: LstmSequenceBackward<'_>) -> Result<()> {
@@ -167,11 +180,14 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             entry: "lstm_seq_backward",
             gates: 4,
             forward: false,
+            carry_in: Some(a.dc_state.is_some()),
         };
         let n = a.check(self.context)?;
         let gemm = |scratch: View<'_>| self.lstm_backward_by_gemm(&a, scratch);
         let steps = |carry: View<'_>| gated_seq::lstm_backward_by_steps(self, &a, carry);
-        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (2, gemm), steps)
+        let views = a.views();
+        let bufs = (&views.each_ref()[..], a.dc_state);
+        self.gated_sequence(k, bufs, (n, a.shape), (2, gemm), steps)
     }
 
     fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()> {
@@ -179,13 +195,16 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             entry: "gru_seq_forward",
             gates: 3,
             forward: true,
+            carry_in: None,
         };
         let n = a.check(self.context)?;
         let (gemm, steps) = (
             |scratch: View<'_>| self.gru_forward_by_gemm(&a, scratch),
             |_: View<'_>| gated_seq::gru_forward_by_steps(self, a),
         );
-        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (6, gemm), steps)
+        let views = a.views();
+        let bufs = (&views.each_ref()[..], None);
+        self.gated_sequence(k, bufs, (n, a.shape), (6, gemm), steps)
     }
 
     fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {
@@ -193,11 +212,14 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
             entry: "gru_seq_backward",
             gates: 3,
             forward: false,
+            carry_in: None,
         };
         let n = a.check(self.context)?;
         let gemm = |scratch: View<'_>| self.gru_backward_by_gemm(&a, scratch);
         let steps = |carry: View<'_>| gated_seq::gru_backward_by_steps(self, &a, carry);
-        self.gated_sequence(k, &a.views().each_ref(), (n, a.shape), (2, gemm), steps)
+        let views = a.views();
+        let bufs = (&views.each_ref()[..], a.dh_state);
+        self.gated_sequence(k, bufs, (n, a.shape), (2, gemm), steps)
     }
 }
 

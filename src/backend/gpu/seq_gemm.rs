@@ -135,8 +135,8 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// `lstm_sequence_backward` with one copy, one GEMM and one cell launch per step;
-    /// `scratch` is `2 * batch * hidden`: the cell-state carry, then the total gradient reaching
-    /// `h_t`.
+    /// `scratch` is `2 * batch * hidden`: the cell-state carry (`dc_state` instead where
+    /// given), then the total gradient reaching `h_t`.
     pub(crate) fn lstm_backward_by_gemm(
         &self,
         a: &LstmSequenceBackward<'_>,
@@ -145,8 +145,15 @@ impl<D: Device> GpuOps<D> {
         note(&self.info.id, "lstm_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
-        let (carry, total) = (scratch.slice(0, n)?, scratch.slice(n, n)?);
-        self.fill(carry, 0.0)?;
+        let total = scratch.slice(n, n)?;
+        let carry = match a.dc_state {
+            Some(dc) => dc,
+            None => {
+                let carry = scratch.slice(0, n)?;
+                self.fill(carry, 0.0)?;
+                carry
+            }
+        };
         for t in (0..a.shape.steps).rev() {
             self.copy(block(a.dh, t, n)?, total)?;
             if t + 1 < a.shape.steps {
@@ -199,8 +206,9 @@ impl<D: Device> GpuOps<D> {
         Ok(())
     }
 
-    /// `gru_sequence_backward` with three launches per step; `scratch` is `2 * batch * hidden`:
-    /// what flows on to `h_{t-1}`, then the total gradient reaching `h_t`.
+    /// `gru_sequence_backward` with three launches per step (two at the first time step, whose
+    /// product would reach no step); `scratch` is `2 * batch * hidden`: what flows on to
+    /// `h_{t-1}` (`dh_state` instead where given), then the total gradient reaching `h_t`.
     pub(crate) fn gru_backward_by_gemm(
         &self,
         a: &GruSequenceBackward<'_>,
@@ -209,7 +217,8 @@ impl<D: Device> GpuOps<D> {
         note(&self.info.id, "gru_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
-        let (carry, total) = (scratch.slice(0, n)?, scratch.slice(n, n)?);
+        let total = scratch.slice(n, n)?;
+        let carry = a.dh_state.map_or_else(|| scratch.slice(0, n), Ok)?;
         self.fill(carry, 0.0)?;
         for t in (0..a.shape.steps).rev() {
             self.add(block(a.dh, t, n)?, carry, total)?;
@@ -222,8 +231,10 @@ impl<D: Device> GpuOps<D> {
                 dh_prev: carry,
                 shape: SeqShape::step(b, h),
             })?;
-            let product = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
-            self.gemm(product, dgh, a.w_hh, carry)?;
+            if t > 0 {
+                let product = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
+                self.gemm(product, dgh, a.w_hh, carry)?;
+            }
         }
         Ok(())
     }

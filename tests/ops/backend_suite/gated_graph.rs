@@ -87,6 +87,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.cs.view(),
         s.w4.view(),
         s.dgates.view(),
+        None,
         SeqShape::new(steps, batch, hidden),
     ))?;
     o.gru_sequence_forward(GruSequenceForward::new(
@@ -102,6 +103,7 @@ fn run(ctx: &Context, s: &Seq, (steps, batch, hidden): (usize, usize, usize)) ->
         s.cache.view(),
         s.w3.view(),
         GruGateGrads::new(s.dgx.view(), s.dgh.view()),
+        None,
         SeqShape::new(steps, batch, hidden),
     ))
 }

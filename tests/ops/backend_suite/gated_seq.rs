@@ -4,7 +4,8 @@
 //! aligned and not. On CUDA `gpu_gated_sequence` runs the persistent cooperative kernels; on
 //! OpenCL and HIP the fused step kernels. `gpu_gated_sequence_fallback` takes hidden sizes whose
 //! W slices exceed the shared memory a block can have (for the LSTM backward only, or for all
-//! four kernels), so CUDA runs the step kernels there too.
+//! four kernels), so CUDA runs the step kernels there too. Each backward also runs with the
+//! state gradient (`dc_state`, `dh_state`) on every path.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -74,6 +75,23 @@ fn check_lstm(
             v[2],
             v[3],
             v[4],
+            None,
+            SeqShape::new(steps, batch, hidden),
+        ))
+    })?;
+    // With a gradient reaching c_n from outside (read at the last step), written back as the
+    // one for c_0.
+    let mut with_state = bwd.to_vec();
+    with_state.push(r.vec(n, -1.0, 1.0));
+    let what = format!("lstm_sequence_backward with dc_state {shape}");
+    compare_at(ctx, &what, &with_state, pad, &[4, 5], 1e-4, &|o, v| {
+        o.lstm_sequence_backward(LstmSequenceBackward::new(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            v[4],
+            Some(v[5]),
             SeqShape::new(steps, batch, hidden),
         ))
     })
@@ -125,6 +143,22 @@ fn check_gru(
             v[2],
             v[3],
             GruGateGrads::new(v[4], v[5]),
+            None,
+            SeqShape::new(steps, batch, hidden),
+        ))
+    })?;
+    // The direct part of the gradient for h_0, written into a poisoned block.
+    let mut with_state = bwd.to_vec();
+    with_state.push(nan(n));
+    let what = format!("gru_sequence_backward with dh_state {shape}");
+    compare_at(ctx, &what, &with_state, pad, &[4, 5, 6], 1e-4, &|o, v| {
+        o.gru_sequence_backward(GruSequenceBackward::new(
+            v[0],
+            v[1],
+            v[2],
+            v[3],
+            GruGateGrads::new(v[4], v[5]),
+            Some(v[6]),
             SeqShape::new(steps, batch, hidden),
         ))
     })

@@ -189,6 +189,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             cs.view(),
             w.view(),
             dgates.slice(0, steps * 4 * n)?,
+            None,
             SeqShape::new(steps, batch, hidden),
         ))?;
         let gx = gates.slice(0, steps * 3 * n)?;
@@ -205,6 +206,7 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
             cache.view(),
             w3,
             GruGateGrads::new(gates.slice(0, steps * 3 * n)?, dgh.slice(0, steps * 3 * n)?),
+            None,
             SeqShape::new(steps, batch, hidden),
         ))?;
     }

@@ -2,6 +2,7 @@
 //! order i, f, g, o and r, z, n), and their argument checks.
 
 use super::*;
+use rnn::View;
 use rnn::ops::GruGateGrads;
 use rnn::ops::GruSequenceBackward;
 use rnn::ops::GruSequenceForward;
@@ -60,18 +61,20 @@ fn lstm_fwd_ref(
 }
 
 /// LSTM backward in f64 from the activated gates and cell states: `dgates`.
+/// The gate gradients and the gradient for the initial cell state, given `dc_n` (the gradient
+/// reaching the last cell state from outside).
 fn lstm_bwd_ref(
     dh: &[f64],
     gates: &[f64],
     cs: &[f64],
     w: &[f64],
-    steps: usize,
-    b: usize,
-    hd: usize,
-) -> Vec<f64> {
+    dc_n: &[f64],
+    shape: SeqShape,
+) -> (Vec<f64>, Vec<f64>) {
+    let (steps, b, hd) = (shape.steps, shape.batch, shape.hidden);
     let n = b * hd;
     let mut dg = vec![0.0; steps * 4 * n];
-    let mut dc_next = vec![0.0; n];
+    let mut dc_next = dc_n.to_vec();
     for t in (0..steps).rev() {
         let mut dc_now = vec![0.0; n];
         for r in 0..b {
@@ -89,7 +92,7 @@ fn lstm_bwd_ref(
                 let g4 = |k: usize| gates[t * 4 * n + r * 4 * hd + k * hd + j];
                 let (i, f, g, o) = (g4(0), g4(1), g4(2), g4(3));
                 let tc = cs[(t + 1) * n + at].tanh();
-                let carry = if t + 1 < steps { dc_next[at] } else { 0.0 };
+                let carry = dc_next[at];
                 let dct = carry + dht * o * (1.0 - tc * tc);
                 let cp = cs[t * n + at];
                 let out = [
@@ -106,7 +109,7 @@ fn lstm_bwd_ref(
         }
         dc_next = dc_now;
     }
-    dg
+    (dg, dc_next)
 }
 
 /// GRU forward in f64: `(hs, cache)`, `hs` with `steps + 1` blocks, `cache = [r, z, n, gh_n]`.
@@ -149,7 +152,7 @@ fn gru_bwd_ref(
     steps: usize,
     b: usize,
     hd: usize,
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let n = b * hd;
     let (mut dgx, mut dgh) = (vec![0.0; steps * 3 * n], vec![0.0; steps * 3 * n]);
     let mut dh_next = vec![0.0; n];
@@ -183,7 +186,10 @@ fn gru_bwd_ref(
         }
         dh_next = dh_now;
     }
-    (dgx, dgh)
+    // The direct part of the gradient for the initial state: dh_0 z_0.
+    let z0 = |at: usize| cache[(at / hd) * 4 * hd + hd + at % hd];
+    let dh0 = (0..n).map(|at| dh_next[at] * z0(at)).collect();
+    (dgx, dgh, dh0)
 }
 
 proptest! {
@@ -209,10 +215,17 @@ proptest! {
 
         // At the point the forward produced, so both sides differentiate the same thing.
         let dh = r.vec(steps * n, -1.0, 1.0);
-        let want = lstm_bwd_ref(&to64(&dh), &to64(&gates), &to64(&cs), &to64(&w), steps, batch, hidden);
+        let (want, _) = lstm_bwd_ref(&to64(&dh), &to64(&gates), &to64(&cs), &to64(&w), &vec![0.0; n], SeqShape::new(steps, batch, hidden));
         let (bdh, dg) = (upload(&ctx, &dh), poisoned(&ctx, steps * 4 * n));
-        ops.lstm_sequence_backward(LstmSequenceBackward::new(bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), SeqShape::new(steps, batch, hidden))).unwrap();
+        ops.lstm_sequence_backward(LstmSequenceBackward::new(bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), None, SeqShape::new(steps, batch, hidden))).unwrap();
         assert_close("lstm sequence backward", &read(&ctx, &dg), &want);
+        // With a gradient reaching c_n from outside, and the one for c_0 back.
+        let dc_n = r.vec(n, -1.0, 1.0);
+        let (want, want_dc0) = lstm_bwd_ref(&to64(&dh), &to64(&gates), &to64(&cs), &to64(&w), &to64(&dc_n), SeqShape::new(steps, batch, hidden));
+        let (dg, dc) = (poisoned(&ctx, steps * 4 * n), upload(&ctx, &dc_n));
+        ops.lstm_sequence_backward(LstmSequenceBackward::new(bdh.view(), bg.view(), bcs.view(), bw.view(), dg.view(), Some(dc.view()), SeqShape::new(steps, batch, hidden))).unwrap();
+        assert_close("lstm sequence backward with dc_n", &read(&ctx, &dg), &want);
+        assert_close("lstm sequence backward dc_0", &read(&ctx, &dc), &want_dc0);
     }
 
     #[test]
@@ -233,11 +246,15 @@ proptest! {
         assert_close("gru sequence forward cache", &cache, &want_k);
 
         let dh = r.vec(steps * n, -1.0, 1.0);
-        let (want_x, want_h) = gru_bwd_ref(&to64(&dh), &to64(&hs), &to64(&cache), &to64(&w), steps, batch, hidden);
+        let (want_x, want_h, want_dh0) = gru_bwd_ref(&to64(&dh), &to64(&hs), &to64(&cache), &to64(&w), steps, batch, hidden);
         let (bdh, dgx, dgh) = (upload(&ctx, &dh), poisoned(&ctx, steps * 3 * n), poisoned(&ctx, steps * 3 * n));
-        ops.gru_sequence_backward(GruSequenceBackward::new(bdh.view(), bhs.view(), bk.view(), bw.view(), GruGateGrads::new(dgx.view(), dgh.view()), SeqShape::new(steps, batch, hidden))).unwrap();
+        ops.gru_sequence_backward(GruSequenceBackward::new(bdh.view(), bhs.view(), bk.view(), bw.view(), GruGateGrads::new(dgx.view(), dgh.view()), None, SeqShape::new(steps, batch, hidden))).unwrap();
         assert_close("gru sequence backward dgx", &read(&ctx, &dgx), &want_x);
         assert_close("gru sequence backward dgh", &read(&ctx, &dgh), &want_h);
+        let (dgx, dgh, dh0) = (poisoned(&ctx, steps * 3 * n), poisoned(&ctx, steps * 3 * n), poisoned(&ctx, n));
+        ops.gru_sequence_backward(GruSequenceBackward::new(bdh.view(), bhs.view(), bk.view(), bw.view(), GruGateGrads::new(dgx.view(), dgh.view()), Some(dh0.view()), SeqShape::new(steps, batch, hidden))).unwrap();
+        assert_close("gru sequence backward dgx with dh_state", &read(&ctx, &dgx), &want_x);
+        assert_close("gru sequence backward dh_state", &read(&ctx, &dh0), &want_dh0);
     }
 }
 
@@ -295,12 +312,29 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             cs.view(),
             w4.view(),
             dg.view(),
+            None,
             SeqShape::new(steps, b, h),
         ))
     };
     lb(&dg, t).unwrap();
     overlap(lb(&g, t));
     shape(lb(&dg, t + 1));
+    // The state gradient is one batch x hidden block, apart from every other view.
+    let lb_state = |dc: View<'_>| {
+        ops.lstm_sequence_backward(LstmSequenceBackward::new(
+            dh.view(),
+            g.view(),
+            cs.view(),
+            w4.view(),
+            dg.view(),
+            Some(dc),
+            SeqShape::new(t, b, h),
+        ))
+    };
+    lb_state(buf(n).view()).unwrap();
+    shape(lb_state(buf(n + 1).view()));
+    overlap(lb_state(dg.slice(0, n).unwrap()));
+    overlap(lb_state(cs.slice(0, n).unwrap()));
 
     // GRU forward and backward.
     let (gx, k, w3, b3) = (buf(t * 3 * n), buf(t * 4 * n), buf(3 * h * h), buf(3 * h));
@@ -333,10 +367,26 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
             k.view(),
             w3.view(),
             GruGateGrads::new(dgx.view(), dgh.view()),
+            None,
             SeqShape::new(t, b, h),
         ))
     };
     gb(&dgx, &dgh).unwrap();
+    let gb_state = |d: View<'_>| {
+        ops.gru_sequence_backward(GruSequenceBackward::new(
+            dh.view(),
+            hs.view(),
+            k.view(),
+            w3.view(),
+            GruGateGrads::new(dgx.view(), dgh.view()),
+            Some(d),
+            SeqShape::new(t, b, h),
+        ))
+    };
+    gb_state(buf(n).view()).unwrap();
+    shape(gb_state(buf(2 * n).view()));
+    overlap(gb_state(dgh.slice(n, n).unwrap()));
+    overlap(gb_state(hs.slice(0, n).unwrap()));
     overlap(gb(&dgx, &dgx));
     shape(gb(&dgx, &buf(t * 4 * n)));
 }

@@ -319,6 +319,7 @@ fn recurrent(
         cs: cs.view(),
         w_hh: w4.view(),
         dgates: sdg.view(),
+        dc_state: None,
         shape,
     })?;
     let w3 = z(3 * hidden * hidden)?;
@@ -342,6 +343,7 @@ fn recurrent(
         cache: scache.view(),
         w_hh: w3.view(),
         grads: GruGateGrads::new(sdgx.view(), sdgh.view()),
+        dh_state: None,
         shape,
     })
 }
