@@ -236,6 +236,15 @@ pub struct TrainingConfig {
     pub checkpoint_path: Option<PathBuf>,
     /// Epochs between training checkpoints (> 0).
     pub checkpoint_every: usize,
+    /// Truncated backpropagation through time: every recurrent cell starts each batch from
+    /// the final state of the previous batch's same sample (detached: no gradient flows
+    /// back across batches), and from zeros at the start of each epoch. The samples must be
+    /// laid out so that sample `b` of one batch continues sample `b` of the batch before
+    /// ([`super::Dataset::token_streams`] with `batch_size` streams), so it needs `shuffle`
+    /// off and one-direction recurrent layers, and the samples that do not fill a last batch
+    /// are skipped. Each data-parallel rank carries the states of its share of every batch.
+    /// Off by default.
+    pub carry_state: bool,
 }
 
 impl Default for TrainingConfig {
@@ -261,6 +270,7 @@ impl Default for TrainingConfig {
             early_stopping: None,
             checkpoint_path: None,
             checkpoint_every: 1,
+            carry_state: false,
         }
     }
 }
@@ -313,6 +323,13 @@ impl TrainingConfig {
         }
         if self.checkpoint_every == 0 {
             return bad("checkpoint_every must be > 0".into());
+        }
+        if self.carry_state && self.shuffle {
+            return bad(
+                "carry_state continues each sample's state in the next batch, so it needs \
+                 shuffle off"
+                    .into(),
+            );
         }
         if !self.devices.is_empty() {
             if !self.use_gpu && self.devices.iter().any(|&d| d != DeviceId::Cpu) {

@@ -74,6 +74,7 @@ mod step_graph;
 mod strategy;
 mod stream_feed;
 mod stream_plan;
+mod tbptt;
 mod train;
 mod train_state;
 mod trainer;

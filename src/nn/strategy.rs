@@ -126,6 +126,9 @@ pub(crate) struct Stepper<'s> {
     /// Each layer's range of the gradient buffer, when each layer's all-reduce starts on a
     /// second stream as soon as its backward is queued (`overlap_allreduce`).
     overlap: Option<Vec<(usize, usize)>>,
+    /// Hand each cell's final state to the next step as its initial state
+    /// ([`TrainingConfig::carry_state`]).
+    carry: bool,
 }
 
 impl<'s> Stepper<'s> {
@@ -162,6 +165,7 @@ impl<'s> Stepper<'s> {
             first: StepGraphs::new(config.graphs),
             update: StepGraphs::new(config.graphs),
             overlap,
+            carry: config.carry_state,
         })
     }
 
@@ -176,9 +180,20 @@ impl<'s> Stepper<'s> {
         opt: &OptimizerState,
     ) -> Result<()> {
         let (ctx, rows, strategy) = (&net.ctx, ws.batch, self.strategy);
+        let carry = self.carry;
+        // After the backward pass, which still reads this step's initial state.
+        let carry_state = || {
+            if carry {
+                net.carry_state_ws(ws)
+            } else {
+                Ok(())
+            }
+        };
         if strategy.world() == 1 {
-            self.first
-                .run(ctx, rows, || net.train_step_ws(ws, batch, acc, clip, opt))?;
+            self.first.run(ctx, rows, || {
+                net.train_step_ws(ws, batch, acc, clip, opt)?;
+                carry_state()
+            })?;
             return Ok(());
         }
         match (&self.overlap, strategy) {
@@ -196,13 +211,15 @@ impl<'s> Stepper<'s> {
                     ctx.execution().order_streams(true)?;
                     comm.all_reduce_mean_on_side(&net.ctx, net.grads.slice(start, len)?)
                 })?;
+                carry_state()?;
                 ctx.execution().order_streams(false)?;
             }
             _ => {
                 self.first.run(ctx, rows, || {
                     net.forward_train_ws(ws, batch)?;
                     net.loss_ws(ws, batch, Some(acc))?;
-                    net.backward_ws(ws, batch)
+                    net.backward_ws(ws, batch)?;
+                    carry_state()
                 })?;
                 strategy.mean_gradients(net)?;
             }

@@ -162,7 +162,8 @@ impl Network {
                 "{n} training samples cannot be shared by {world} devices"
             )));
         }
-        let steps_per_epoch = if world == 1 {
+        // Carried states continue sample by sample, so a partial batch has no place either.
+        let steps_per_epoch = if world == 1 && !config.carry_state {
             n.div_ceil(global)
         } else {
             n / global
@@ -170,10 +171,18 @@ impl Network {
         let used = n.min(steps_per_epoch * global);
         if leads && used < n {
             log::info!(
-                "data-parallel: the last {} samples of each (shuffled) epoch are skipped so every \
-                 step has a full global batch of {global}",
+                "the last {} samples of each (shuffled) epoch are skipped so every step has a \
+                 full global batch of {global} (data-parallel or carry_state)",
                 n - used
             );
+        }
+        if config.carry_state {
+            if !matches!(run.train, TrainData::Memory(_)) {
+                return Err(Error::InvalidArgument(
+                    "carry_state needs an in-memory Dataset laid out as streams".into(),
+                ));
+            }
+            self.check_carry()?;
         }
         let total_steps = (steps_per_epoch * config.epochs) as u64;
         strategy.share_parameters(self)?;
@@ -278,6 +287,10 @@ impl Network {
             let more = epoch < config.epochs;
             feed.begin_epoch(self, &mut state, config.shuffle.then_some(&mut rng), more)?;
             self.ctx.ops().fill(acc.view(), 0.0)?;
+            if config.carry_state {
+                let (net, ws) = self.workspace(local)?;
+                net.zero_initial(ws)?;
+            }
             let mut start = 0;
             let mut step = 0;
             while start < used {
@@ -309,6 +322,11 @@ impl Network {
                     }
                     reporter.show(progress_message(loss, lr, &sampler));
                 }
+            }
+            if config.carry_state {
+                // The validation below may run on this workspace; it starts from zeros.
+                let (net, ws) = self.workspace(local)?;
+                net.zero_initial(ws)?;
             }
             let mut sums = [0.0f32; 2];
             self.ctx.ops().download(acc.view(), &mut sums)?;

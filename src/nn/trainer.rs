@@ -23,6 +23,9 @@ pub struct Trainer {
     graphs: StepGraphs,
     batch: usize,
     clip: Option<f32>,
+    /// [`TrainingConfig::carry_state`]: each step starts from the last one's final state,
+    /// from zeros whenever the data wraps around.
+    carry: bool,
     next: usize,
     since: u64,
     /// Keeps this batch size's workspace from being evicted by predictions of other sizes.
@@ -48,6 +51,9 @@ impl Network {
         self.check_data(data)?;
         let data = self.upload(data)?;
         let batch = config.batch_size.min(data.n);
+        if config.carry_state {
+            self.check_carry()?;
+        }
         let pin = self.pin_workspace(batch)?;
         let ops = self.ctx.ops();
         // Dropout masks follow the training seed (uploaded once, before any step).
@@ -71,6 +77,7 @@ impl Network {
             data,
             batch,
             clip: config.clip_grad_norm,
+            carry: config.carry_state,
             next: 0,
             since: 0,
             _pin: pin,
@@ -91,14 +98,22 @@ impl Trainer {
             self.next = 0;
         }
         let (net, ws) = net.workspace(self.batch)?;
+        if self.carry && self.next == 0 {
+            net.zero_initial(ws)?;
+        }
         let rows = Rows::Range(self.next);
         let in_place = self.graphs.runs_op_by_op(self.batch);
         let (x, y) = (self.data.x.view(), Some(self.data.y.view()));
         let batch = net.load_rows(ws, x, y, &rows, in_place)?;
         let clip = self.clip.map(|max| (max, self.norm.view()));
         let (acc, opt) = (self.acc.view(), &self.opt);
+        let carry = self.carry;
         self.graphs.run(&net.ctx, self.batch, || {
-            net.train_step_ws(ws, &batch, acc, clip, opt)
+            net.train_step_ws(ws, &batch, acc, clip, opt)?;
+            if carry {
+                net.carry_state_ws(ws)?;
+            }
+            Ok(())
         })?;
         self.opt.count_step();
         self.next += self.batch;

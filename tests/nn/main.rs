@@ -46,5 +46,6 @@ mod robust;
 mod stacked;
 mod state;
 mod stream;
+mod tbptt;
 mod train;
 mod ux;
