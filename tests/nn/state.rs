@@ -286,7 +286,7 @@ fn bad_states_are_clear_errors() {
         RecurrentOptions::new().layers(2),
         T,
     );
-    let x = ctx.tensor(&[N, T * I], &vec![0.1; N * T * I]).unwrap();
+    let x = ctx.tensor(&[N, T * I], &[0.1; N * T * I]).unwrap();
     let good = net.zero_state(N);
     assert_eq!(good.layers.len(), 1);
     assert_eq!((good.layers[0].cells, good.layers[0].batch), (2, N));
