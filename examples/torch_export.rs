@@ -21,8 +21,14 @@
 //!
 //! loads PyTorch's bf16 and f16 checkpoints, predicts, and compares with PyTorch's forward in
 //! that precision (within 1e-2 relative), one `PASS`/`FAIL` line each.
+//!
+//! The `state_*` models (torch_export/state.rs) start their recurrent layers from a given
+//! `h_0`/`c_0` and carry everything `torch_compare.py` needs to check the outputs, `h_n`/`c_n`,
+//! the loss and every gradient, the initial state's included.
 
 mod common;
+#[path = "torch_export/state.rs"]
+mod state;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -551,6 +557,7 @@ fn run(args: &Args) -> rnn::Result<()> {
         models.push(export(&ctx, m, &args.out)?);
         println!("exported {} on {}", m.name, ctx.id());
     }
+    models.extend(state::export_all(&ctx, &args.out)?);
     let manifest = json!({"device": ctx.id().to_string(), "device_name": ctx.info().name,
                           "models": models});
     let path = args.out.join("manifest.json");
@@ -558,7 +565,7 @@ fn run(args: &Args) -> rnn::Result<()> {
         .map_err(|e| rnn::Error::io(&path, e))?;
     println!(
         "torch_export models={} device={} out={}",
-        MODELS.len(),
+        models.len(),
         ctx.id(),
         args.out.display()
     );

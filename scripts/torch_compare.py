@@ -13,6 +13,10 @@ difference measured is our device's error alone. One line per model:
     PASS|FAIL <dir> <model> device=<id> rel_err=<e> max_abs=<a>
 then `torch_compare models=<n> failed=<k>`; the exit status is 1 when any model failed.
 
+The `state_*` models (kind "state") start their recurrent layer from a given h0/c0: their
+outputs, h_n/c_n, loss and the gradients of every parameter and of h0/c0 (for a loss that
+also weighs h_n/c_n) must each match within --tol; rel_err is the worst of them.
+
 The safetensors files are read here directly (an 8-byte header length, a JSON header, raw
 little-endian data), so only torch is needed.
 """
@@ -155,6 +159,54 @@ def compare(directory, model, args):
     return err <= args.tol, "", err, max_abs
 
 
+def rel(ours, want):
+    ours, want = ours.to(torch.float64), want.detach().to("cpu", torch.float64)
+    if tuple(ours.shape) != tuple(want.shape):
+        return float("inf")
+    return ((ours - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
+def compare_state(directory, model, args):
+    """A `state_*` model: recurrent layer from h0 (and c0), dense head, cross-entropy at every
+    step plus sum(r_h h_n) + sum(r_c c_n); outputs, h_n, c_n, the loss and the gradients of all
+    parameters and of h0/c0 against ours. Returns (ok, why, worst rel_err, 0.0)."""
+    layers = model["layers"]
+    net = Model(layers)
+    net.load_state_dict(read_safetensors(os.path.join(directory, model["checkpoint"])), strict=True)
+    io = read_safetensors(os.path.join(directory, model["io"]))
+    dtype = getattr(torch, args.dtype)
+    dev = torch.device(args.torch_device)
+    net = net.to(dev, dtype).train()  # no dropout in these models; train() for cuDNN's backward
+    rnn_m, head = getattr(net, "0"), getattr(net, "1")
+    t = lambda name: io[name].to(dev, dtype)
+    lstm = "state0.c" in io
+    h0 = t("state0.h").requires_grad_(True)
+    c0 = t("state0.c").requires_grad_(True) if lstm else None
+    out, hn = rnn_m(t("input"), (h0, c0) if lstm else h0)
+    h_n, c_n = hn if lstm else (hn, None)
+    logits = head(out)
+    labels = io["labels"].to(dev, torch.long)
+    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    total = loss + (h_n * t("r.h")).sum() + ((c_n * t("r.c")).sum() if lstm else 0.0)
+    total.backward()
+    checks = [
+        ("output", io["output"], logits),
+        ("h_n", io["state_n.h"], h_n),
+        ("loss", io["loss"], loss.reshape(1)),
+        ("dh0", io["d0.h"], h0.grad),
+    ]
+    if lstm:
+        checks += [("c_n", io["state_n.c"], c_n), ("dc0", io["d0.c"], c0.grad)]
+    params = dict(net.named_parameters())
+    for name, ours in io.items():
+        if name.startswith("grad."):
+            checks.append((name, ours, params[name[len("grad."):]].grad))
+    errs = [(rel(ours, want), what) for what, ours, want in checks]
+    worst, what = max(errs)
+    bad = [f"{w}={e:.2e}" for e, w in errs if not e <= args.tol]
+    return not bad, " ".join(bad) or f"worst {what}", worst, 0.0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("dirs", nargs="+")
@@ -173,7 +225,8 @@ def main():
         for model in manifest["models"]:
             total += 1
             try:
-                ok, why, err, max_abs = compare(d, model, args)
+                check = compare_state if model.get("kind") == "state" else compare
+                ok, why, err, max_abs = check(d, model, args)
             except Exception as e:  # a strict-load failure is a result, not a crash
                 why = f"{type(e).__name__}: {e}".replace("\n", " ")
                 ok, err, max_abs = False, float("nan"), float("nan")
