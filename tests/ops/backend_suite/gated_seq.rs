@@ -67,34 +67,26 @@ fn check_lstm(
         w,
         nan(steps * 4 * n),
     ];
-    let what = format!("lstm_sequence_backward {shape}");
-    compare_at(ctx, &what, &bwd, pad, &[4], 1e-4, &|o, v| {
+    // `dc_state` is the sixth view where there is one.
+    let b = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
         o.lstm_sequence_backward(LstmSequenceBackward::new(
             v[0],
             v[1],
             v[2],
             v[3],
             v[4],
-            None,
+            v.get(5).copied(),
             SeqShape::new(steps, batch, hidden),
         ))
-    })?;
+    };
+    let what = format!("lstm_sequence_backward {shape}");
+    compare_at(ctx, &what, &bwd, pad, &[4], 1e-4, &b)?;
     // With a gradient reaching c_n from outside (read at the last step), written back as the
     // one for c_0.
     let mut with_state = bwd.to_vec();
     with_state.push(r.vec(n, -1.0, 1.0));
     let what = format!("lstm_sequence_backward with dc_state {shape}");
-    compare_at(ctx, &what, &with_state, pad, &[4, 5], 1e-4, &|o, v| {
-        o.lstm_sequence_backward(LstmSequenceBackward::new(
-            v[0],
-            v[1],
-            v[2],
-            v[3],
-            v[4],
-            Some(v[5]),
-            SeqShape::new(steps, batch, hidden),
-        ))
-    })
+    compare_at(ctx, &what, &with_state, pad, &[4, 5], 1e-4, &b)
 }
 
 /// Forward then backward of one random GRU sequence on `ctx` against the CPU backend.
@@ -135,33 +127,25 @@ fn check_gru(
         nan(steps * 3 * n),
         nan(steps * 3 * n),
     ];
-    let what = format!("gru_sequence_backward {shape}");
-    compare_at(ctx, &what, &bwd, pad, &[4, 5], 1e-4, &|o, v| {
+    // `dh_state` is the seventh view where there is one.
+    let b = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
         o.gru_sequence_backward(GruSequenceBackward::new(
             v[0],
             v[1],
             v[2],
             v[3],
             GruGateGrads::new(v[4], v[5]),
-            None,
+            v.get(6).copied(),
             SeqShape::new(steps, batch, hidden),
         ))
-    })?;
+    };
+    let what = format!("gru_sequence_backward {shape}");
+    compare_at(ctx, &what, &bwd, pad, &[4, 5], 1e-4, &b)?;
     // The direct part of the gradient for h_0, written into a poisoned block.
     let mut with_state = bwd.to_vec();
     with_state.push(nan(n));
     let what = format!("gru_sequence_backward with dh_state {shape}");
-    compare_at(ctx, &what, &with_state, pad, &[4, 5, 6], 1e-4, &|o, v| {
-        o.gru_sequence_backward(GruSequenceBackward::new(
-            v[0],
-            v[1],
-            v[2],
-            v[3],
-            GruGateGrads::new(v[4], v[5]),
-            Some(v[6]),
-            SeqShape::new(steps, batch, hidden),
-        ))
-    })
+    compare_at(ctx, &what, &with_state, pad, &[4, 5, 6], 1e-4, &b)
 }
 
 pub fn gated_sequence(t: Target) {

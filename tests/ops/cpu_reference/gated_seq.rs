@@ -305,32 +305,23 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
 
     // LSTM backward: dgates may not overlap the gates it is computed from.
     let (dh, dg) = (buf(t * n), buf(t * 4 * n));
-    let lb = |dg: &Buffer, steps: usize| {
+    let lb_with = |dg: &Buffer, dc: Option<View<'_>>, steps: usize| {
         ops.lstm_sequence_backward(LstmSequenceBackward::new(
             dh.view(),
             g.view(),
             cs.view(),
             w4.view(),
             dg.view(),
-            None,
+            dc,
             SeqShape::new(steps, b, h),
         ))
     };
+    let lb = |dg: &Buffer, steps: usize| lb_with(dg, None, steps);
     lb(&dg, t).unwrap();
     overlap(lb(&g, t));
     shape(lb(&dg, t + 1));
     // The state gradient is one batch x hidden block, apart from every other view.
-    let lb_state = |dc: View<'_>| {
-        ops.lstm_sequence_backward(LstmSequenceBackward::new(
-            dh.view(),
-            g.view(),
-            cs.view(),
-            w4.view(),
-            dg.view(),
-            Some(dc),
-            SeqShape::new(t, b, h),
-        ))
-    };
+    let lb_state = |dc: View<'_>| lb_with(&dg, Some(dc), t);
     lb_state(buf(n).view()).unwrap();
     shape(lb_state(buf(n + 1).view()));
     overlap(lb_state(dg.slice(0, n).unwrap()));
@@ -360,29 +351,20 @@ fn cpu_gated_sequence_rejects_bad_arguments() {
         SeqShape::new(t, b, h),
     )));
     let (dgx, dgh) = (buf(t * 3 * n), buf(t * 3 * n));
-    let gb = |dgx: &Buffer, dgh: &Buffer| {
+    let gb_with = |dgx: &Buffer, dgh: &Buffer, d: Option<View<'_>>| {
         ops.gru_sequence_backward(GruSequenceBackward::new(
             dh.view(),
             hs.view(),
             k.view(),
             w3.view(),
             GruGateGrads::new(dgx.view(), dgh.view()),
-            None,
+            d,
             SeqShape::new(t, b, h),
         ))
     };
+    let gb = |dgx: &Buffer, dgh: &Buffer| gb_with(dgx, dgh, None);
     gb(&dgx, &dgh).unwrap();
-    let gb_state = |d: View<'_>| {
-        ops.gru_sequence_backward(GruSequenceBackward::new(
-            dh.view(),
-            hs.view(),
-            k.view(),
-            w3.view(),
-            GruGateGrads::new(dgx.view(), dgh.view()),
-            Some(d),
-            SeqShape::new(t, b, h),
-        ))
-    };
+    let gb_state = |d: View<'_>| gb_with(&dgx, &dgh, Some(d));
     gb_state(buf(n).view()).unwrap();
     shape(gb_state(buf(2 * n).view()));
     overlap(gb_state(dgh.slice(n, n).unwrap()));
