@@ -16,6 +16,11 @@
 //! [`NetworkBuilder::recurrent`] adds PyTorch's `num_layers`, `bidirectional` and `dropout`
 //! ([`RecurrentOptions`]), with PyTorch's names (`weight_ih_l1`, `weight_hh_l0_reverse`, ...),
 //! `[forward | reverse]` output rows, and `h_n` of the top layer as the `Last` output.
+//! Every recurrent layer starts from a zero state unless given one:
+//! [`Network::forward_with_state`] and [`Network::compute_gradients_with_state`] take PyTorch's
+//! `h_0`/`c_0` and give back `h_n`/`c_n` and the gradients across both ends ([`RecurrentState`]),
+//! and [`TrainingConfig::carry_state`] trains with truncated backpropagation through time over
+//! [`Dataset::token_streams`].
 //!
 //! Everything runs through [`crate::Context`] and [`crate::Ops`]; layers never know the
 //! backend.
