@@ -70,6 +70,7 @@ mod source;
 mod stack;
 mod step_graph;
 mod strategy;
+mod stream_batches;
 mod stream_feed;
 mod stream_plan;
 mod train;
@@ -98,7 +99,10 @@ pub use rng::Rng;
 pub use schedule::{EarlyStopping, LrSchedule};
 pub use shard_file::{ShardFiles, write_shard};
 pub use size::MAX_INDEXED_ROWS;
-pub use source::{DataSource, DataStream, GeneratedShards, SampleSpec, TargetSpec, TrainData};
+pub use source::{
+    DataSource, DataStream, GeneratedShards, InputsMut, SampleSpec, TargetSpec, TargetsMut,
+    TrainData,
+};
 pub use stack::{RecurrentCell, RecurrentOptions};
 pub use train::{EpochCallback, format_epoch};
 pub use trainer::Trainer;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 use super::data::{Dataset, Targets};
-use super::source::{DataSource, SampleSpec, TargetSpec};
+use super::source::{DataSource, InputsMut, SampleSpec, TargetSpec, TargetsMut};
 
 const MAGIC: &[u8; 8] = b"RNNSHRD1";
 const HEADER: usize = 48;
@@ -102,10 +102,9 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Parses a whole shard file (checked: header, length, and the values as [`Dataset::new`]
-/// checks them).
-fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
-    let (n, spec) = parse_header(bytes, path)?;
+/// The input values of a shard of `n` samples of `spec`, after checking that the file's
+/// `file_len` bytes are exactly its header and values.
+fn checked_size(n: usize, spec: SampleSpec, file_len: u64, path: &Path) -> Result<usize> {
     let per = match spec.targets {
         TargetSpec::Classes { per_sample, .. } => per_sample,
         TargetSpec::Values { width } => width,
@@ -120,15 +119,45 @@ fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
             reason: format!("{n} samples of width {} overflow", spec.width),
         });
     };
-    if bytes.len() != need {
+    if file_len != need as u64 {
         return Err(Error::Format {
             path: path.display().to_string(),
             reason: format!(
-                "{} bytes, the header's {n} samples need {need} (truncated or padded file)",
-                bytes.len()
+                "{file_len} bytes, the header's {n} samples need {need} (truncated or padded file)"
             ),
         });
     }
+    Ok(x_len)
+}
+
+/// Reads exactly `out`'s bytes from `file` into it, with as few reads as the OS allows, and
+/// turns the little-endian values into native ones.
+fn read_values<T: bytemuck::Pod>(
+    file: &mut std::fs::File,
+    out: &mut [T],
+    path: &Path,
+    swap: fn(&mut T),
+) -> Result<()> {
+    std::io::Read::read_exact(file, bytemuck::cast_slice_mut(out)).map_err(|e| Error::io(path, e))?;
+    if cfg!(target_endian = "big") {
+        out.iter_mut().for_each(swap);
+    }
+    Ok(())
+}
+
+fn swap_u32(v: &mut u32) {
+    *v = u32::from_le(*v);
+}
+
+fn swap_f32(v: &mut f32) {
+    *v = f32::from_bits(u32::from_le(v.to_bits()));
+}
+
+/// Parses a whole shard file (checked: header, length, and the values as [`Dataset::new`]
+/// checks them).
+fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
+    let (n, spec) = parse_header(bytes, path)?;
+    let x_len = checked_size(n, spec, bytes.len() as u64, path)?;
     let (x, y) = bytes[HEADER..].split_at(x_len * 4);
     let targets = match spec.targets {
         TargetSpec::Classes {
@@ -287,6 +316,65 @@ impl DataSource for ShardFiles {
         self.paths
             .get(index)
             .map_or_else(|| format!("shard {index}"), |p| p.display().to_string())
+    }
+
+    /// Reads the file's values straight into the buffers (one read each for the inputs and
+    /// the targets), after checking its header and length; the stream checks the values.
+    fn read_shard_into(
+        &self,
+        index: usize,
+        inputs: InputsMut<'_>,
+        targets: TargetsMut<'_>,
+    ) -> Result<()> {
+        let path = self.paths.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!("shard {index} of {}", self.paths.len()))
+        })?;
+        let io = |e| Error::io(path, e);
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut header = [0u8; HEADER];
+        let got = std::io::Read::read(&mut file, &mut header).map_err(io)?;
+        let (n, spec) = parse_header(&header[..got.min(HEADER)], path)?;
+        if spec != self.spec || n != self.lens[index] {
+            return Err(Error::InvalidData(format!(
+                "{}: {n} samples of {spec:?}, opened as {} of {:?} (was the file replaced?)",
+                path.display(),
+                self.lens[index],
+                self.spec
+            )));
+        }
+        let x_len = checked_size(n, spec, file_len, path)?;
+        let fits = match &inputs {
+            InputsMut::Features(x) => x.len() == x_len,
+            InputsMut::Ids(x) => x.len() == x_len,
+        };
+        if !fits {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the input buffer does not hold the shard's {x_len} values",
+                path.display()
+            )));
+        }
+        match inputs {
+            InputsMut::Features(x) => read_values(&mut file, x, path, swap_f32)?,
+            InputsMut::Ids(x) => read_values(&mut file, x, path, swap_u32)?,
+        }
+        // The file's length was checked: what is left is exactly the targets, when the
+        // buffer is sized for them.
+        let y_len = (file_len as usize - HEADER) / 4 - x_len;
+        let fits = match &targets {
+            TargetsMut::Labels(y) => y.len() == y_len,
+            TargetsMut::Values(y) => y.len() == y_len,
+        };
+        if !fits {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the target buffer does not hold the shard's {y_len} values",
+                path.display()
+            )));
+        }
+        match targets {
+            TargetsMut::Labels(y) => read_values(&mut file, y, path, swap_u32),
+            TargetsMut::Values(y) => read_values(&mut file, y, path, swap_f32),
+        }
     }
 }
 
