@@ -138,7 +138,8 @@ fn read_values<T: bytemuck::Pod>(
     path: &Path,
     swap: fn(&mut T),
 ) -> Result<()> {
-    std::io::Read::read_exact(file, bytemuck::cast_slice_mut(out)).map_err(|e| Error::io(path, e))?;
+    std::io::Read::read_exact(file, bytemuck::cast_slice_mut(out))
+        .map_err(|e| Error::io(path, e))?;
     if cfg!(target_endian = "big") {
         out.iter_mut().for_each(swap);
     }

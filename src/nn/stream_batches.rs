@@ -13,7 +13,9 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex};
 use rayon::prelude::*;
@@ -135,7 +137,9 @@ fn ids_in_place(e: &Embedding, x: &mut [u32], width: usize) -> Result<()> {
 /// [`Error::InvalidData`] naming the first label outside `0..classes`.
 fn check_labels(labels: &[u32], classes: usize, per_sample: usize) -> Result<()> {
     let limit = u32::try_from(classes).unwrap_or(u32::MAX);
-    let all_fit = labels.chunks(1024).all(|c| c.iter().fold(true, |ok, &l| ok & (l < limit)));
+    let all_fit = labels
+        .chunks(1024)
+        .all(|c| c.iter().fold(true, |ok, &l| ok & (l < limit)));
     if all_fit && classes <= u32::MAX as usize {
         return Ok(());
     }
@@ -253,12 +257,40 @@ pub(crate) struct Filled {
     pub rows: usize,
 }
 
+/// Where the host side's time goes, since the last [`HostTimes::take`]: nanoseconds and
+/// bytes of window reading (wall time per window, its shards read in parallel) and of
+/// gathering (wall time per batch segment, its rows gathered in parallel).
+#[derive(Default)]
+pub(crate) struct HostTimes {
+    read: [AtomicU64; 2],
+    gather: [AtomicU64; 2],
+}
+
+impl HostTimes {
+    fn add(pair: &[AtomicU64; 2], since: Instant, bytes: usize) {
+        pair[0].fetch_add(since.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        pair[1].fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// `(read ns, read bytes, gather ns, gather bytes)`, reset to zero.
+    pub(crate) fn take(&self) -> [u64; 4] {
+        let t = |a: &AtomicU64| a.swap(0, Ordering::Relaxed);
+        [
+            t(&self.read[0]),
+            t(&self.read[1]),
+            t(&self.gather[0]),
+            t(&self.gather[1]),
+        ]
+    }
+}
+
 /// What both threads share with the feed.
 pub(crate) struct Producer {
     pub source: Arc<dyn DataSource>,
     pub convert: Convert,
     pub layout: StepLayout,
     pub pool: Arc<BlockPool>,
+    pub times: HostTimes,
     /// Windows handed back for reuse, so that a steady run allocates (and page-faults) none.
     spare_windows: Mutex<Vec<Window>>,
 }
@@ -275,6 +307,7 @@ impl Producer {
             convert,
             layout,
             pool,
+            times: HostTimes::default(),
             spare_windows: Mutex::default(),
         }
     }
@@ -290,9 +323,11 @@ impl Producer {
         self.layout.local() * (xv + yv) * 4
     }
 
-    /// Reads the window of `shards` into `into`, its shards in parallel, each straight into
-    /// its part of the one buffer.
+    /// Reads the window of `shards` into `into`, its shards in parallel (on threads of their
+    /// own, so that waiting on the file system holds no worker the gathering needs), each
+    /// straight into its part of the one buffer.
     fn read_window(&self, shards: &[u32], into: &mut Window) -> Result<()> {
+        let t0 = Instant::now();
         let lens = self.source.shard_lens();
         let (xv, yv) = self.convert.sample_values();
         let n: usize = shards.iter().map(|&s| lens[s as usize]).sum();
@@ -308,9 +343,35 @@ impl Producer {
             (x, y) = (xr, yr);
             parts.push((s as usize, xp, yp));
         }
-        parts.into_par_iter().try_for_each(|(s, x, y)| {
-            self.convert.read_shard(&*self.source, s, x, y)
-        })
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(parts.len())
+            .max(1);
+        let mut shares: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
+        for (i, part) in parts.into_iter().enumerate() {
+            shares[i % threads].push(part);
+        }
+        let read = std::thread::scope(|scope| {
+            let handles: Vec<_> = shares
+                .into_iter()
+                .map(|share| {
+                    scope.spawn(move || {
+                        share.into_iter().try_for_each(|(s, x, y)| {
+                            self.convert.read_shard(&*self.source, s, x, y)
+                        })
+                    })
+                })
+                .collect();
+            // Every thread is joined; the first thread's error is the window's.
+            handles.into_iter().fold(Ok(()), |first, h| {
+                let r = h.join().unwrap_or_else(|_| {
+                    Err(Error::InvalidData("a shard reading thread panicked".into()))
+                });
+                first.and(r)
+            })
+        });
+        HostTimes::add(&self.times.read, t0, (n * (xv + yv)) * 4);
+        read
     }
 
     /// Reads each plan's windows in order, each handed on once read; a plan's windows past
@@ -340,6 +401,7 @@ impl Producer {
 
     /// Gathers window rows `rows` into `block` from row `at` of the batch.
     fn gather(&self, window: &Window, rows: &[u32], block: &mut [u8], at: usize) {
+        let t0 = Instant::now();
         let (xv, yv) = self.convert.sample_values();
         let (xs, ys) = (xv * 4, yv * 4);
         let (bx, by) = block.split_at_mut(self.targets_at());
@@ -361,6 +423,7 @@ impl Producer {
                     oy.copy_from_slice(&wy[r * ys..(r + 1) * ys]);
                 }
             });
+        HostTimes::add(&self.times.gather, t0, rows.len() * (xs + ys));
     }
 
     /// Cuts the windows that a reading thread reads from `plans` into this rank's batches,
@@ -377,7 +440,11 @@ impl Producer {
     }
 
     /// The cutting loop of [`Producer::run`]; `None` when it stopped early.
-    fn cut(&self, windows: &Receiver<Result<Piece>>, tx: &SyncSender<Result<Filled>>) -> Option<()> {
+    fn cut(
+        &self,
+        windows: &Receiver<Result<Piece>>,
+        tx: &SyncSender<Result<Filled>>,
+    ) -> Option<()> {
         let layout = self.layout;
         let steps = layout.steps();
         let (mut step, mut start) = (0, 0);
@@ -410,7 +477,12 @@ impl Producer {
                             return None;
                         }
                     };
-                    self.gather(&piece.window, &rows[a - start..b - start], bytes, a - mine.start);
+                    self.gather(
+                        &piece.window,
+                        &rows[a - start..b - start],
+                        bytes,
+                        a - mine.start,
+                    );
                 }
                 if whole.end > end {
                     break;
@@ -447,7 +519,11 @@ mod tests {
             rank,
         };
         let mine = |l: StepLayout| (0..l.steps()).flat_map(|s| l.step(s).1).collect::<Vec<_>>();
-        let ends = |l: StepLayout| (0..l.steps()).map(|s| l.step(s).0.end - 1).collect::<Vec<_>>();
+        let ends = |l: StepLayout| {
+            (0..l.steps())
+                .map(|s| l.step(s).0.end - 1)
+                .collect::<Vec<_>>()
+        };
         assert_eq!(mine(layout(8, 2, 0)), vec![0, 1, 4, 5]);
         assert_eq!(mine(layout(8, 2, 1)), vec![2, 3, 6, 7]);
         assert_eq!(ends(layout(8, 2, 1)), vec![3, 7]);

@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
@@ -25,8 +26,8 @@ use super::layer::Layer;
 use super::network::Network;
 use super::rng::Rng;
 use super::source::{DataStream, TrainData};
-use super::stream_batches::{BlockPool, Convert, Filled, Producer};
 pub(crate) use super::stream_batches::StepLayout;
+use super::stream_batches::{BlockPool, Convert, Filled, Producer};
 use super::stream_plan::ShufflePlan;
 use super::train_state::RunState;
 use super::workspace::{Batch, DeviceData, Rows, Workspace};
@@ -52,6 +53,10 @@ pub(crate) struct StreamFeed {
     step: usize,
     /// The slot a batch was copied into ahead of its step, and its rows.
     ahead: Option<(usize, usize)>,
+    /// This epoch's time on the loop's thread: waiting for full blocks, and queueing or
+    /// making their copies (logged at debug level at the end of an epoch).
+    waited: Duration,
+    copying: Duration,
 }
 
 impl Network {
@@ -99,6 +104,8 @@ impl Network {
             queued: None,
             step: 0,
             ahead: None,
+            waited: Duration::ZERO,
+            copying: Duration::ZERO,
         })
     }
 }
@@ -108,6 +115,7 @@ impl StreamFeed {
     /// and gathered once this epoch's batches are. An epoch whose plan was queued by the last
     /// one continues the running host side (its first batch may already be on the device).
     pub(crate) fn begin_epoch(&mut self, plan: &ShufflePlan, next: Option<ShufflePlan>) {
+        self.log_times();
         let continues = self.pipe.is_some() && self.queued.as_deref() == Some(plan);
         if !continues {
             self.stop();
@@ -151,11 +159,39 @@ impl StreamFeed {
         }
     }
 
+    /// Logs (debug) where the last epoch's feeding time went, and starts counting afresh.
+    fn log_times(&mut self) {
+        let [read_ns, read_bytes, gather_ns, gather_bytes] = self.producer.times.take();
+        let (waited, copying) = (self.waited, self.copying);
+        (self.waited, self.copying) = (Duration::ZERO, Duration::ZERO);
+        if self.step == 0 {
+            return;
+        }
+        let rate = |bytes: u64, ns: u64| bytes as f64 / ns.max(1) as f64;
+        log::debug!(
+            "stream: {} steps; the loop waited {:.2} ms for batches and spent {:.2} ms on their \
+             copies; reading threads: {:.1} MB in {:.2} ms ({:.2} GB/s); gathering: {:.1} MB \
+             in {:.2} ms ({:.2} GB/s)",
+            self.step,
+            waited.as_secs_f64() * 1e3,
+            copying.as_secs_f64() * 1e3,
+            read_bytes as f64 / 1e6,
+            read_ns as f64 / 1e6,
+            rate(read_bytes, read_ns),
+            gather_bytes as f64 / 1e6,
+            gather_ns as f64 / 1e6,
+            rate(gather_bytes, gather_ns),
+        );
+    }
+
     fn recv(&mut self) -> Result<Filled> {
         let pipe = self.pipe.as_ref().ok_or_else(|| {
             Error::InvalidArgument("a stream batch asked for outside an epoch".into())
         })?;
-        match pipe.batches.recv() {
+        let t0 = Instant::now();
+        let got = pipe.batches.recv();
+        self.waited += t0.elapsed();
+        match got {
             Ok(r) => r,
             Err(_) => Err(Error::InvalidData(
                 "the data stream's reading thread stopped before the epoch's last batch".into(),
@@ -169,6 +205,7 @@ impl StreamFeed {
     fn upload_next(&mut self, net: &Network, slot: usize) -> Result<usize> {
         let (ops, exec) = (net.ctx.ops(), net.ctx.execution());
         let mut filled = self.recv()?;
+        let t0 = Instant::now();
         let (x, y) = &self.slots[slot];
         let (xb, yb) = (x.dtype().size(), y.dtype().size());
         let (xv, yv) = (net.input_width(), net.target_width());
@@ -187,6 +224,7 @@ impl StreamFeed {
             ops.upload_bytes(xv_rows, &bytes[xr])?;
             ops.upload_bytes(yv_rows, &bytes[yr])?;
         }
+        self.copying += t0.elapsed();
         Ok(rows)
     }
 
@@ -336,6 +374,7 @@ impl Network {
 
 impl Drop for StreamFeed {
     fn drop(&mut self) {
+        self.log_times();
         self.stop();
     }
 }

@@ -405,7 +405,9 @@ impl Device for CudaDevice {
     }
 
     fn host_block(&self, bytes: usize) -> Result<Box<dyn crate::ops::HostBlock>> {
-        Ok(Box::new(super::staging::PinnedBlock::new(&self.ctx, bytes)?))
+        Ok(Box::new(super::staging::PinnedBlock::new(
+            &self.ctx, bytes,
+        )?))
     }
 
     fn write_block_on_side(

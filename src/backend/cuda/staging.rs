@@ -44,7 +44,12 @@ impl PinnedBlock {
 
     /// Queues the copy of bytes `range` (checked against the block by the caller) to `dst` on
     /// `side`, then records the block's event after it.
-    pub(super) fn copy_to(&self, side: &CudaStream, dst: DevicePtr, range: Range<usize>) -> Result<()> {
+    pub(super) fn copy_to(
+        &self,
+        side: &CudaStream,
+        dst: DevicePtr,
+        range: Range<usize>,
+    ) -> Result<()> {
         // `as_slice` waits on the slice's own event, which nothing records: it does not block.
         let host = self
             .host

@@ -14,9 +14,9 @@ use std::ptr;
 use std::sync::OnceLock;
 
 use opencl3::command_queue::{
-    CL_BLOCKING, CL_NON_BLOCKING, CommandQueue, enqueue_barrier_with_wait_list,
-    enqueue_map_buffer, enqueue_marker_with_wait_list, enqueue_unmap_mem_object,
-    enqueue_write_buffer, release_command_queue, retain_command_queue,
+    CL_BLOCKING, CL_NON_BLOCKING, CommandQueue, enqueue_barrier_with_wait_list, enqueue_map_buffer,
+    enqueue_marker_with_wait_list, enqueue_unmap_mem_object, enqueue_write_buffer,
+    release_command_queue, retain_command_queue,
 };
 use opencl3::context::Context;
 use opencl3::event::wait_for_events;
@@ -118,7 +118,13 @@ impl Drop for MappedBlock {
         // above); the unmap is waited for before the buffer and the queue are released, each
         // exactly once.
         unsafe {
-            match enqueue_unmap_mem_object(self.queue, self.mem, self.host as *mut c_void, 0, ptr::null()) {
+            match enqueue_unmap_mem_object(
+                self.queue,
+                self.mem,
+                self.host as *mut c_void,
+                0,
+                ptr::null(),
+            ) {
                 Ok(event) => {
                     if let Err(e) = settle(event) {
                         log::warn!("opencl: unmapping a host block failed: {e}");
@@ -135,7 +141,9 @@ impl Drop for MappedBlock {
 /// `block` as a mapped block of this backend, else an error for `op`.
 pub(super) fn mapped<'a>(block: &'a mut dyn HostBlock, op: &str) -> Result<&'a mut MappedBlock> {
     block.as_any_mut().downcast_mut().ok_or_else(|| {
-        Error::InvalidArgument(format!("{op}: the host block is not an OpenCL mapped block"))
+        Error::InvalidArgument(format!(
+            "{op}: the host block is not an OpenCL mapped block"
+        ))
     })
 }
 
@@ -183,7 +191,17 @@ impl SideQueue {
         let mut host: cl_mem = ptr::null_mut();
         // SAFETY: a blocking map of the whole live buffer on a live queue of its context.
         let mapped = unsafe {
-            enqueue_map_buffer(queue, mem, CL_BLOCKING, CL_MAP_WRITE, 0, len, &mut host, 0, ptr::null())
+            enqueue_map_buffer(
+                queue,
+                mem,
+                CL_BLOCKING,
+                CL_MAP_WRITE,
+                0,
+                len,
+                &mut host,
+                0,
+                ptr::null(),
+            )
         };
         // SAFETY: the queue is live; the block releases this reference once.
         let retained = mapped.and_then(|event| {
