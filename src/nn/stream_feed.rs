@@ -51,8 +51,10 @@ pub(crate) struct StreamFeed {
     queued: Option<Arc<ShufflePlan>>,
     /// The step of the current epoch the next batch is for.
     step: usize,
-    /// The slot a batch was copied into ahead of its step, and its rows.
-    ahead: Option<(usize, usize)>,
+    /// The slot a batch was copied into ahead of its step, and its rows; or why it could not
+    /// be (raised at its step, not at the one before: the next epoch's first batch is read
+    /// during this epoch's last step).
+    ahead: Option<Result<(usize, usize)>>,
     /// This epoch's time on the loop's thread: waiting for full blocks, and queueing or
     /// making their copies (logged at debug level at the end of an epoch).
     waited: Duration,
@@ -233,7 +235,7 @@ impl StreamFeed {
     /// copying.
     pub(crate) fn next<'a>(&'a mut self, net: &'a Network, ws: &'a Workspace) -> Result<Batch<'a>> {
         let (slot, rows) = match self.ahead.take() {
-            Some(ahead) => ahead,
+            Some(ahead) => ahead?,
             None => (0, self.upload_next(net, 0)?),
         };
         if rows != ws.batch {
@@ -247,8 +249,8 @@ impl StreamFeed {
             // of its slot, and runs while step k does.
             net.ctx.execution().order_streams(false)?;
             if self.step + 1 < self.producer.layout.steps() || self.queued.is_some() {
-                let rows = self.upload_next(net, 1 - slot)?;
-                self.ahead = Some((1 - slot, rows));
+                let ahead = self.upload_next(net, 1 - slot);
+                self.ahead = Some(ahead.map(|rows| (1 - slot, rows)));
             }
         }
         self.step += 1;
