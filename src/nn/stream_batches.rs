@@ -156,9 +156,11 @@ fn check_labels(labels: &[u32], classes: usize, per_sample: usize) -> Result<()>
 /// [`Error::InvalidData`] naming the first value that is not finite; a branch-free pass over
 /// blocks first (which vectorizes), the search only when one fails.
 fn check_finite(values: &[f32], width: usize, what: &str) -> Result<()> {
-    let all_finite = values
-        .chunks(1024)
-        .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()));
+    // In parallel: a shard's values are checked right after it is read, on its reading thread.
+    let all_finite = values.par_chunks(1 << 16).all(|c| {
+        c.chunks(1024)
+            .all(|c| c.iter().fold(true, |ok, v| ok & v.is_finite()))
+    });
     if all_finite {
         return Ok(());
     }
@@ -362,13 +364,18 @@ impl Producer {
                     })
                 })
                 .collect();
-            // Every thread is joined; the first thread's error is the window's.
-            handles.into_iter().fold(Ok(()), |first, h| {
+            // Every thread is joined (one left unjoined would take its panic to the scope);
+            // the first thread's error is the window's.
+            let mut first = Ok(());
+            for h in handles {
                 let r = h.join().unwrap_or_else(|_| {
                     Err(Error::InvalidData("a shard reading thread panicked".into()))
                 });
-                first.and(r)
-            })
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
         });
         HostTimes::add(&self.times.read, t0, (n * (xv + yv)) * 4);
         read
