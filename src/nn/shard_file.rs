@@ -392,33 +392,23 @@ impl DataSource for ShardFiles {
             )));
         }
         let x_len = checked_size(n, spec, file_len, path)?;
-        let fits = match &inputs {
-            InputsMut::Features(x) => x.len() == x_len,
-            InputsMut::Ids(x) => x.len() == x_len,
-        };
-        if !fits {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the input buffer does not hold the shard's {x_len} values",
-                path.display()
-            )));
+        // The file's length was checked: after the inputs come exactly the targets.
+        let y_len = (file_len as usize - HEADER) / 4 - x_len;
+        for (what, got, want) in [
+            ("input", inputs.len(), x_len),
+            ("target", targets.len(), y_len),
+        ] {
+            if got != want {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a {what} buffer of {got} values for the shard's {want}",
+                    path.display()
+                )));
+            }
         }
         let at = HEADER as u64;
         match inputs {
             InputsMut::Features(x) => read_values(&file, at, x, path, swap_f32)?,
             InputsMut::Ids(x) => read_values(&file, at, x, path, swap_u32)?,
-        }
-        // The file's length was checked: what is left is exactly the targets, when the
-        // buffer is sized for them.
-        let y_len = (file_len as usize - HEADER) / 4 - x_len;
-        let fits = match &targets {
-            TargetsMut::Labels(y) => y.len() == y_len,
-            TargetsMut::Values(y) => y.len() == y_len,
-        };
-        if !fits {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the target buffer does not hold the shard's {y_len} values",
-                path.display()
-            )));
         }
         let at = (HEADER + x_len * 4) as u64;
         match targets {

@@ -167,6 +167,36 @@ pub enum TargetsMut<'a> {
     Values(&'a mut [f32]),
 }
 
+impl InputsMut<'_> {
+    /// The values the buffer holds.
+    pub fn len(&self) -> usize {
+        match self {
+            InputsMut::Features(x) => x.len(),
+            InputsMut::Ids(x) => x.len(),
+        }
+    }
+
+    /// True for a buffer of no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl TargetsMut<'_> {
+    /// The values the buffer holds.
+    pub fn len(&self) -> usize {
+        match self {
+            TargetsMut::Labels(y) => y.len(),
+            TargetsMut::Values(y) => y.len(),
+        }
+    }
+
+    /// True for a buffer of no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Copies `data` (checked against the source's spec and length) into the buffers.
 fn copy_into(data: &Dataset, inputs: InputsMut<'_>, targets: TargetsMut<'_>) -> Result<()> {
     let mismatch = || {

@@ -27,6 +27,18 @@ pub trait HostBlock: Send {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
+impl<'a> dyn HostBlock + 'a {
+    /// This block as the backend's own type `T`, else an error for `op` (a block of another
+    /// backend or device kind).
+    pub(crate) fn downcast<T: HostBlock + 'static>(&mut self, op: &str) -> Result<&mut T> {
+        self.as_any_mut().downcast_mut().ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "{op}: the host block was not made by this device's host_block"
+            ))
+        })
+    }
+}
+
 /// Plain host memory, for devices that copy synchronously (the CPU, HIP): nothing to wait for.
 #[derive(Debug, Default)]
 pub(crate) struct PlainBlock(pub(crate) Vec<u8>);

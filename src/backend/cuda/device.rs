@@ -419,7 +419,7 @@ impl Device for CudaDevice {
     ) -> Result<()> {
         // A recorded host-to-device copy would read the block at every replay.
         self.refuse_while_capturing("upload")?;
-        let block = super::staging::pinned(block, "write_block_on_side")?;
+        let block: &mut super::staging::PinnedBlock = block.downcast("write_block_on_side")?;
         let side = self.side_stream()?;
         block.copy_to(&side, dst + offset as u64, range)
     }

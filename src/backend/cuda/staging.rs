@@ -13,7 +13,7 @@ use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice, result
 
 use super::error;
 use crate::backend::DevicePtr;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::HostBlock;
 
 /// A pinned (write-combined) block and the event recorded after the last copy out of it.
@@ -91,11 +91,4 @@ impl Drop for PinnedBlock {
             log::warn!("cuda: a pinned block's last copy failed: {e}");
         }
     }
-}
-
-/// `block` as a pinned block of this backend, else an error for `op`.
-pub(super) fn pinned<'a>(block: &'a mut dyn HostBlock, op: &str) -> Result<&'a mut PinnedBlock> {
-    block.as_any_mut().downcast_mut().ok_or_else(|| {
-        Error::InvalidArgument(format!("{op}: the host block is not a CUDA pinned block"))
-    })
 }

@@ -138,15 +138,6 @@ impl Drop for MappedBlock {
     }
 }
 
-/// `block` as a mapped block of this backend, else an error for `op`.
-pub(super) fn mapped<'a>(block: &'a mut dyn HostBlock, op: &str) -> Result<&'a mut MappedBlock> {
-    block.as_any_mut().downcast_mut().ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "{op}: the host block is not an OpenCL mapped block"
-        ))
-    })
-}
-
 /// The side queue, created on first use.
 #[derive(Default)]
 pub(super) struct SideQueue {
@@ -233,7 +224,7 @@ impl SideQueue {
         range: Range<usize>,
         enqueue_error: impl FnOnce(cl_int) -> Error,
     ) -> Result<()> {
-        let block = mapped(block, "write_block_on_side")?;
+        let block: &mut MappedBlock = block.downcast("write_block_on_side")?;
         if self.queue.get().map(|q| q.get()) != Some(block.queue) {
             return Err(Error::InvalidArgument(
                 "write_block_on_side: the host block belongs to another OpenCL device".into(),
