@@ -97,6 +97,8 @@ fn step_us(ctx: &Context, data: TrainData<'_>, a: &Args) -> rnn::Result<f64> {
 }
 
 fn run() -> Result<(), String> {
+    // `RUST_LOG=rnn=debug` shows where each stream epoch's feeding time went.
+    env_logger::init();
     let a = parse()?;
     let err = |e: rnn::Error| e.to_string();
     let ctx = match a.device {

@@ -103,7 +103,10 @@ for what in "${@:-all}"; do
       for dev in cuda:0 $ocl; do
         for batch in 256 1024; do
           step "stream against memory on $dev, batch $batch"
-          bash $run exec stream --device "$dev" --batch $batch 2>&1 | tail -n 4 | tee -a "$OUT/stream.log"
+          # The debug lines say, per epoch, how long the loop waited for batches and what
+          # the reading and gathering threads achieved.
+          RUST_LOG=rnn::nn::stream_feed=debug bash $run exec stream --device "$dev" --batch $batch 2>&1 \
+            | grep -E "^device|stream" | tail -n 8 | tee -a "$OUT/stream.log"
         done
       done ;;&
     bench-opencl|all)

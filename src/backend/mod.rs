@@ -336,17 +336,30 @@ pub trait Device: Send + Sync + 'static {
         })
     }
 
-    /// Whether [`Device::write_on_side`] copies on the side stream.
+    /// Whether [`Device::write_block_on_side`] copies on the side stream.
     fn side_writes(&self) -> bool {
         false
     }
 
-    /// Queues a copy of host bytes to `dst + offset` (bytes) on the side stream, staged
-    /// through pinned host memory so `src` may be reused on return; ordered against the main
-    /// stream only by [`Device::order_streams`].
-    fn write_on_side(&self, _dst: DevicePtr, _offset: usize, _src: &[u8]) -> Result<()> {
+    /// A host block of `bytes` that [`Device::write_block_on_side`] copies from without
+    /// staging (pinned where the device has such memory); plain host memory by default.
+    fn host_block(&self, bytes: usize) -> Result<Box<dyn crate::ops::HostBlock>> {
+        Ok(Box::new(crate::ops::PlainBlock(vec![0; bytes])))
+    }
+
+    /// Queues a copy of `block`'s bytes `range` (a block of this device's
+    /// [`Device::host_block`]) to `dst + offset` (bytes) on the side stream; the block's next
+    /// `bytes_mut` waits for it. Ordered against the main stream only by
+    /// [`Device::order_streams`].
+    fn write_block_on_side(
+        &self,
+        _dst: DevicePtr,
+        _offset: usize,
+        _block: &mut dyn crate::ops::HostBlock,
+        _range: std::ops::Range<usize>,
+    ) -> Result<()> {
         Err(crate::error::Error::Unsupported {
-            op: "write_on_side".into(),
+            op: "write_block_on_side".into(),
             backend: self.info().backend,
             reason: "this device has no side-stream copies".into(),
         })

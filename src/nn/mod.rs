@@ -77,6 +77,7 @@ mod stack;
 mod state;
 mod step_graph;
 mod strategy;
+mod stream_batches;
 mod stream_feed;
 mod stream_plan;
 mod tbptt;
@@ -106,7 +107,10 @@ pub use rng::Rng;
 pub use schedule::{EarlyStopping, LrSchedule};
 pub use shard_file::{ShardFiles, write_shard};
 pub use size::MAX_INDEXED_ROWS;
-pub use source::{DataSource, DataStream, GeneratedShards, SampleSpec, TargetSpec, TrainData};
+pub use source::{
+    DataSource, DataStream, GeneratedShards, InputsMut, SampleSpec, TargetSpec, TargetsMut,
+    TrainData,
+};
 pub use stack::{RecurrentCell, RecurrentOptions};
 pub use state::{LayerState, RecurrentState};
 pub use train::{EpochCallback, format_epoch};

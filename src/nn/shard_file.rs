@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 
 use super::data::{Dataset, Targets};
-use super::source::{DataSource, SampleSpec, TargetSpec};
+use super::source::{DataSource, InputsMut, SampleSpec, TargetSpec, TargetsMut};
 
 const MAGIC: &[u8; 8] = b"RNNSHRD1";
 const HEADER: usize = 48;
@@ -102,10 +102,9 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Parses a whole shard file (checked: header, length, and the values as [`Dataset::new`]
-/// checks them).
-fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
-    let (n, spec) = parse_header(bytes, path)?;
+/// The input values of a shard of `n` samples of `spec`, after checking that the file's
+/// `file_len` bytes are exactly its header and values.
+fn checked_size(n: usize, spec: SampleSpec, file_len: u64, path: &Path) -> Result<usize> {
     let per = match spec.targets {
         TargetSpec::Classes { per_sample, .. } => per_sample,
         TargetSpec::Values { width } => width,
@@ -120,15 +119,93 @@ fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
             reason: format!("{n} samples of width {} overflow", spec.width),
         });
     };
-    if bytes.len() != need {
+    if file_len != need as u64 {
         return Err(Error::Format {
             path: path.display().to_string(),
             reason: format!(
-                "{} bytes, the header's {n} samples need {need} (truncated or padded file)",
-                bytes.len()
+                "{file_len} bytes, the header's {n} samples need {need} (truncated or padded file)"
             ),
         });
     }
+    Ok(x_len)
+}
+
+/// Bytes a reading thread takes at least: one thread reads a small shard, a large one is read
+/// by several in parallel (one copy from the page cache runs at a few GB/s).
+const READ_SHARE: usize = 8 << 20;
+
+/// Reads exactly `out`'s bytes from `file` at `offset`, in large positional reads shared by
+/// up to one thread per core, and turns the little-endian values into native ones.
+fn read_values<T: bytemuck::Pod>(
+    file: &std::fs::File,
+    offset: u64,
+    out: &mut [T],
+    path: &Path,
+    swap: fn(&mut T),
+) -> Result<()> {
+    let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = bytes.len().div_ceil(READ_SHARE).clamp(1, cores);
+    let share = bytes.len().div_ceil(threads).max(1);
+    let read = std::thread::scope(|scope| {
+        let handles: Vec<_> = bytes
+            .chunks_mut(share)
+            .enumerate()
+            .map(|(i, part)| {
+                scope.spawn(move || read_exact_at(file, part, offset + (i * share) as u64))
+            })
+            .collect();
+        // Every thread is joined (one left unjoined would take its panic to the scope).
+        let mut first = Ok(());
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("a shard reading thread panicked")));
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    });
+    read.map_err(|e| Error::io(path, e))?;
+    if cfg!(target_endian = "big") {
+        out.iter_mut().for_each(swap);
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &std::fs::File, out: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, out, offset)
+}
+
+#[cfg(not(unix))]
+fn read_exact_at(file: &std::fs::File, mut out: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !out.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, out, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                out = &mut out[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn swap_u32(v: &mut u32) {
+    *v = u32::from_le(*v);
+}
+
+fn swap_f32(v: &mut f32) {
+    *v = f32::from_bits(u32::from_le(v.to_bits()));
+}
+
+/// Parses a whole shard file (checked: header, length, and the values as [`Dataset::new`]
+/// checks them).
+fn parse_shard(bytes: &[u8], path: &Path) -> Result<Dataset> {
+    let (n, spec) = parse_header(bytes, path)?;
+    let x_len = checked_size(n, spec, bytes.len() as u64, path)?;
     let (x, y) = bytes[HEADER..].split_at(x_len * 4);
     let targets = match spec.targets {
         TargetSpec::Classes {
@@ -288,6 +365,57 @@ impl DataSource for ShardFiles {
             .get(index)
             .map_or_else(|| format!("shard {index}"), |p| p.display().to_string())
     }
+
+    /// Reads the file's values straight into the buffers (one read each for the inputs and
+    /// the targets), after checking its header and length; the stream checks the values.
+    fn read_shard_into(
+        &self,
+        index: usize,
+        inputs: InputsMut<'_>,
+        targets: TargetsMut<'_>,
+    ) -> Result<()> {
+        let path = self.paths.get(index).ok_or_else(|| {
+            Error::InvalidArgument(format!("shard {index} of {}", self.paths.len()))
+        })?;
+        let io = |e| Error::io(path, e);
+        let mut file = std::fs::File::open(path).map_err(io)?;
+        let file_len = file.metadata().map_err(io)?.len();
+        let mut header = [0u8; HEADER];
+        let got = std::io::Read::read(&mut file, &mut header).map_err(io)?;
+        let (n, spec) = parse_header(&header[..got.min(HEADER)], path)?;
+        if spec != self.spec || n != self.lens[index] {
+            return Err(Error::InvalidData(format!(
+                "{}: {n} samples of {spec:?}, opened as {} of {:?} (was the file replaced?)",
+                path.display(),
+                self.lens[index],
+                self.spec
+            )));
+        }
+        let x_len = checked_size(n, spec, file_len, path)?;
+        // The file's length was checked: after the inputs come exactly the targets.
+        let y_len = (file_len as usize - HEADER) / 4 - x_len;
+        for (what, got, want) in [
+            ("input", inputs.len(), x_len),
+            ("target", targets.len(), y_len),
+        ] {
+            if got != want {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: a {what} buffer of {got} values for the shard's {want}",
+                    path.display()
+                )));
+            }
+        }
+        let at = HEADER as u64;
+        match inputs {
+            InputsMut::Features(x) => read_values(&file, at, x, path, swap_f32)?,
+            InputsMut::Ids(x) => read_values(&file, at, x, path, swap_u32)?,
+        }
+        let at = (HEADER + x_len * 4) as u64;
+        match targets {
+            TargetsMut::Labels(y) => read_values(&file, at, y, path, swap_u32),
+            TargetsMut::Values(y) => read_values(&file, at, y, path, swap_f32),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -310,6 +438,33 @@ mod tests {
             err.contains("truncated") && err.contains("shard-00000"),
             "{err}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A shard larger than one reading thread's share is read by several, straight into the
+    /// buffers, with the values `read_shard` gives.
+    #[test]
+    fn read_shard_into_reads_a_large_shard_in_parts() {
+        let dir = std::env::temp_dir().join(format!("rnn-shard-parts-{}", std::process::id()));
+        let (n, width) = (3000, 784);
+        assert!(n * width * 4 > READ_SHARE);
+        let x: Vec<f32> = (0..n * width).map(|i| (i % 9973) as f32 * 0.5).collect();
+        let y: Vec<u32> = (0..n).map(|i| (i % 10) as u32).collect();
+        let data = Dataset::classification(x.clone(), width, y.clone(), 10).unwrap();
+        let paths = data.write_shards(&dir, n).unwrap();
+        let files = ShardFiles::open(&paths).unwrap();
+        let (mut xs, mut ys) = (vec![f32::NAN; n * width], vec![u32::MAX; n]);
+        files
+            .read_shard_into(0, InputsMut::Features(&mut xs), TargetsMut::Labels(&mut ys))
+            .unwrap();
+        assert!(xs == x && ys == y);
+        // Buffers of another size are an error, not a short read.
+        let err = files.read_shard_into(
+            0,
+            InputsMut::Features(&mut xs[1..]),
+            TargetsMut::Labels(&mut ys),
+        );
+        assert!(err.is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -124,6 +124,108 @@ pub trait DataSource: Send + Sync {
     fn shard_name(&self, index: usize) -> String {
         format!("shard {index}")
     }
+
+    /// Writes shard `index`'s samples straight into `inputs` and `targets`, each sized for
+    /// its `shard_lens()[index]` samples of [`DataSource::spec`]: what a stream's reading
+    /// threads call, into buffers reused from window to window. The stream checks the values
+    /// afterwards as [`Dataset::new`] does (finite features and values, labels below the
+    /// classes). By default [`DataSource::read_shard`], checked against the spec and copied;
+    /// a source that can fill the buffers without a [`Dataset`] in between (as
+    /// [`super::ShardFiles`] does) saves that allocation and copy.
+    fn read_shard_into(
+        &self,
+        index: usize,
+        inputs: InputsMut<'_>,
+        targets: TargetsMut<'_>,
+    ) -> Result<()> {
+        let data = self.read_shard(index)?;
+        let len = self.shard_lens().get(index).copied().unwrap_or(0);
+        self.spec().check(&data, len, &self.shard_name(index))?;
+        copy_into(&data, inputs, targets)
+    }
+}
+
+/// Where [`DataSource::read_shard_into`] writes a shard's inputs: `len * width` values,
+/// sample-major.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum InputsMut<'a> {
+    /// f32 features ([`SampleSpec::token_ids`] false).
+    Features(&'a mut [f32]),
+    /// u32 token ids ([`SampleSpec::token_ids`] true).
+    Ids(&'a mut [u32]),
+}
+
+/// Where [`DataSource::read_shard_into`] writes a shard's targets: `len` samples' worth,
+/// sample-major.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TargetsMut<'a> {
+    /// u32 class labels ([`TargetSpec::Classes`]).
+    Labels(&'a mut [u32]),
+    /// f32 values ([`TargetSpec::Values`]).
+    Values(&'a mut [f32]),
+}
+
+impl InputsMut<'_> {
+    /// The values the buffer holds.
+    pub fn len(&self) -> usize {
+        match self {
+            InputsMut::Features(x) => x.len(),
+            InputsMut::Ids(x) => x.len(),
+        }
+    }
+
+    /// True for a buffer of no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl TargetsMut<'_> {
+    /// The values the buffer holds.
+    pub fn len(&self) -> usize {
+        match self {
+            TargetsMut::Labels(y) => y.len(),
+            TargetsMut::Values(y) => y.len(),
+        }
+    }
+
+    /// True for a buffer of no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Copies `data` (checked against the source's spec and length) into the buffers.
+fn copy_into(data: &Dataset, inputs: InputsMut<'_>, targets: TargetsMut<'_>) -> Result<()> {
+    let mismatch = || {
+        Error::InvalidData(format!(
+            "a shard of {:?} does not fit the buffers it is read into",
+            SampleSpec::of(data)
+        ))
+    };
+    fn fill<T: Copy>(out: &mut [T], from: &[T]) -> bool {
+        let fits = out.len() == from.len();
+        if fits {
+            out.copy_from_slice(from);
+        }
+        fits
+    }
+    let inputs_fit = match (inputs, data.token_ids()) {
+        (InputsMut::Ids(out), Some(ids)) => fill(out, ids),
+        (InputsMut::Features(out), None) => fill(out, data.features()),
+        _ => false,
+    };
+    let targets_fit = match (targets, data.targets()) {
+        (TargetsMut::Labels(out), Targets::Classes { labels, .. }) => fill(out, labels),
+        (TargetsMut::Values(out), Targets::Values { values, .. }) => fill(out, values),
+        _ => false,
+    };
+    match inputs_fit && targets_fit {
+        true => Ok(()),
+        false => Err(mismatch()),
+    }
 }
 
 /// A function's data sets as shards: shard `i` is `make(i)`, which must have

@@ -1,9 +1,11 @@
 //! Execution control of a context: graph capture and replay, the native streams a collective
 //! library queues on, and kernel profiling. Not ops: they steer how and where the ops run.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use super::{KernelTime, Ops};
+use super::host_block::PlainBlock;
+use super::{HostBlock, KernelTime, Ops};
 use crate::buffer::View;
 use crate::error::Result;
 
@@ -55,20 +57,34 @@ pub trait Execution: Send + Sync {
     #[doc(hidden)]
     fn order_streams(&self, to_side: bool) -> Result<()>;
 
-    /// Whether [`Execution::upload_bytes_on_side`] copies on a side stream (CUDA), so that a
-    /// copy overlaps the main stream's work.
+    /// Whether [`Execution::upload_block_on_side`] copies on a side stream (CUDA, OpenCL), so
+    /// that a copy overlaps the main stream's work.
     #[doc(hidden)]
     fn side_uploads(&self) -> bool {
         false
     }
 
-    /// Queues a host-to-device copy of `src` (the native-endian bytes of `dst`'s elements) on
-    /// the side stream, from pinned staging memory: `src` may be reused on return. Order it
-    /// with [`Execution::order_streams`]: `true` before (the copy waits for the main stream's
+    /// A host block of `bytes` that [`Execution::upload_block_on_side`] copies from without
+    /// staging: pinned memory on CUDA, a mapped host-allocated buffer on OpenCL, plain memory
+    /// elsewhere.
+    #[doc(hidden)]
+    fn host_block(&self, bytes: usize) -> Result<Box<dyn HostBlock>> {
+        Ok(Box::new(PlainBlock(vec![0; bytes])))
+    }
+
+    /// Queues a host-to-device copy of `block`'s bytes `range` (the native-endian bytes of
+    /// `dst`'s elements) on the side stream; the block's next [`HostBlock::bytes_mut`] waits
+    /// for it. `block` must come from this context's [`Execution::host_block`]. Order it with
+    /// [`Execution::order_streams`]: `true` before (the copy waits for the main stream's
     /// readers of `dst`), `false` before the work that reads `dst`.
     /// [`crate::Error::Unsupported`] where [`Execution::side_uploads`] is false.
     #[doc(hidden)]
-    fn upload_bytes_on_side(&self, dst: View<'_>, src: &[u8]) -> Result<()>;
+    fn upload_block_on_side(
+        &self,
+        dst: View<'_>,
+        block: &mut dyn HostBlock,
+        range: Range<usize>,
+    ) -> Result<()>;
 
     /// For a collective library that queues its own kernels on this context's stream (NCCL,
     /// RCCL): makes the device current on the calling thread and returns the raw stream handle

@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rnn::nn::{
-    DataStream, Dataset, GeneratedShards, Progress, SampleSpec, ShardFiles, TrainingConfig,
+    DataSource, DataStream, Dataset, GeneratedShards, Progress, SampleSpec, ShardFiles,
+    TrainingConfig,
 };
 use rnn::{Activation, Context, DeviceId, Error};
 
@@ -323,5 +324,103 @@ fn bad_streams_are_clear_errors() {
     };
     let err = net().train(&fine, &split).unwrap_err();
     assert!(err.to_string().contains("DataStream::validation"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Replicas on a stream of many windows, in data order, train what the same replicas train
+/// on the data set in memory: batches that straddle windows, and the samples past the last
+/// full global batch skipped (in a window of their own, or at the end of one).
+fn replicas_on_windows_match_in_memory(ctx: &Context, devices: Vec<DeviceId>, what: &str) {
+    let data = blobs(250, 12);
+    let cfg = TrainingConfig {
+        devices,
+        batch_size: 30,
+        ..config(ctx, 3, false)
+    };
+    let memory = classifier(ctx, 4, [8, 16, 3], Activation::Tanh)
+        .train(&data, &cfg)
+        .unwrap();
+    for (per_shard, window) in [(35, 2), (5, 1)] {
+        let stream = DataStream::new(shards_of(&data, per_shard, Arc::default()))
+            .shuffle_window(window)
+            .prefetch(1);
+        let streamed = classifier(ctx, 4, [8, 16, 3], Activation::Tanh)
+            .train(&stream, &cfg)
+            .unwrap();
+        let what = format!("{what}, {per_shard} per shard, window {window}");
+        assert_same_history(&memory, &streamed, 0.0, &what);
+    }
+}
+
+#[test]
+fn cpu_replicas_on_many_windows_match_in_memory_replicas() {
+    let ctx = Context::cpu();
+    replicas_on_windows_match_in_memory(&ctx, vec![DeviceId::Cpu; 3], "3 CPU replicas");
+}
+
+/// The same on two or more CUDA GPUs through NCCL (skips without them, unless
+/// `RNN_REQUIRE_BACKENDS` names `nccl`).
+#[test]
+fn gpu_replicas_on_many_windows_match_in_memory_replicas() {
+    let test = "gpu_replicas_on_many_windows_match_in_memory_replicas";
+    let Some((manager, gpus)) = crate::data_parallel::nccl_gpus(test) else {
+        return;
+    };
+    let ctx = manager.create_context(gpus[0]).unwrap();
+    replicas_on_windows_match_in_memory(&ctx, gpus[..2].to_vec(), "2 CUDA replicas");
+}
+
+/// A shard that fails in a later epoch (a source error, a non-finite feature, a label out of
+/// range in a shard file) ends training with an error naming it, never a hang or a panic,
+/// while the next epoch's batches are being read ahead.
+#[test]
+fn a_shard_failing_mid_run_is_a_clear_error() {
+    let ctx = Context::cpu();
+    let data = blobs(120, 13);
+    let cfg = config(&ctx, 3, true);
+    let net = || classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counted = shards_of(&data, 30, reads.clone());
+    let spec = SampleSpec::of(&data);
+    let failing = GeneratedShards::new(spec, vec![30; 4], move |i| {
+        // Epochs 1 and 2 read every shard; the first read of epoch 3 fails.
+        if reads.load(Ordering::Relaxed) >= 8 {
+            return Err(Error::InvalidData("the disk went away".into()));
+        }
+        counted.read_shard(i)
+    });
+    let mut finished = 0;
+    let err = net()
+        .train_with(&DataStream::new(failing).shuffle_window(1), &cfg, |_| {
+            finished += 1;
+            ControlFlow::Continue(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("the disk went away") && err.contains("shard "),
+        "{err}"
+    );
+    // The failure belongs to epoch 3, though its first batch was read during epoch 2.
+    assert_eq!(finished, 2);
+
+    // Shard files whose values Dataset::new would reject.
+    let dir = temp_dir("bad-values");
+    let paths = data.write_shards(&dir, 40).unwrap();
+    let header = 48;
+    let labels_at = header + 40 * data.width() * 4;
+    for (at, bytes, says) in [
+        (header + 4 * 5, f32::NAN.to_le_bytes(), "NaN"),
+        (labels_at + 4 * 7, 99u32.to_le_bytes(), "label 99"),
+    ] {
+        let good = std::fs::read(&paths[2]).unwrap();
+        let mut bad = good.clone();
+        bad[at..at + 4].copy_from_slice(&bytes);
+        std::fs::write(&paths[2], &bad).unwrap();
+        let stream = DataStream::new(ShardFiles::open(&paths).unwrap()).shuffle_window(2);
+        let err = net().train(&stream, &cfg).unwrap_err().to_string();
+        assert!(err.contains("shard-00002") && err.contains(says), "{err}");
+        std::fs::write(&paths[2], &good).unwrap();
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

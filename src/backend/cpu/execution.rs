@@ -7,6 +7,7 @@ use crate::device::BackendKind;
 use crate::error::{Error, Result};
 use crate::graph::Graph;
 use crate::kernel::{Kernel, KernelArg, KernelSource, LaunchConfig};
+use crate::ops::HostBlock;
 use crate::ops::prelude::*;
 
 fn unsupported(op: &str) -> Error {
@@ -70,9 +71,14 @@ impl Execution for CpuOps {
         })
     }
 
-    fn upload_bytes_on_side(&self, _dst: View<'_>, _src: &[u8]) -> Result<()> {
+    fn upload_block_on_side(
+        &self,
+        _dst: View<'_>,
+        _block: &mut dyn HostBlock,
+        _range: std::ops::Range<usize>,
+    ) -> Result<()> {
         Err(Error::Unsupported {
-            op: "upload_bytes_on_side".into(),
+            op: "upload_block_on_side".into(),
             backend: BackendKind::Cpu,
             reason: "this backend has no side stream".into(),
         })

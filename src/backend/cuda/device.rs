@@ -27,9 +27,6 @@ pub(crate) struct CudaDevice {
     // Field order is drop order: the cuBLAS handle refers to the stream, the stream to the
     // context.
     pub(super) blas: Option<Blas>,
-    /// Pinned blocks for copies on the side stream (`Device::write_on_side`); freed before
-    /// the streams, after waiting for their copies.
-    pub(super) staging: super::staging::Staging,
     /// A second stream, created on first use, for collectives that overlap the main stream's
     /// work (`Device::native_side_stream`).
     pub(super) side: std::sync::OnceLock<Arc<CudaStream>>,
@@ -168,7 +165,6 @@ impl CudaDevice {
         Ok(CudaDevice {
             warpgroup_gemm,
             blas,
-            staging: Default::default(),
             async_alloc: ctx.has_async_alloc(),
             side: std::sync::OnceLock::new(),
             stream,
@@ -408,12 +404,24 @@ impl Device for CudaDevice {
         true
     }
 
-    fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
-        // A recorded host-to-device copy would read the staging block at every replay.
+    fn host_block(&self, bytes: usize) -> Result<Box<dyn crate::ops::HostBlock>> {
+        Ok(Box::new(super::staging::PinnedBlock::new(
+            &self.ctx, bytes,
+        )?))
+    }
+
+    fn write_block_on_side(
+        &self,
+        dst: DevicePtr,
+        offset: usize,
+        block: &mut dyn crate::ops::HostBlock,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        // A recorded host-to-device copy would read the block at every replay.
         self.refuse_while_capturing("upload")?;
+        let block: &mut super::staging::PinnedBlock = block.downcast("write_block_on_side")?;
         let side = self.side_stream()?;
-        self.staging
-            .write(&self.ctx, &side, dst + offset as u64, src)
+        block.copy_to(&side, dst + offset as u64, range)
     }
 
     fn order_streams(&self, to_side: bool) -> Result<()> {

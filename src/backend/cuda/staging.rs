@@ -1,91 +1,94 @@
-//! Host-to-device copies on the side stream through pinned staging memory
-//! (`Device::write_on_side`): a copy from pinned memory runs on the copy engines while the
-//! main stream computes, where one from pageable memory would be staged by the driver,
-//! possibly in step with the stream. A few staging blocks are used in turn; a block is
-//! refilled only once its previous copy has finished (an event per block).
+//! Host blocks in pinned memory (`Device::host_block`) and their copies to the device on the
+//! side stream (`Device::write_block_on_side`): a copy from pinned memory runs on the copy
+//! engines while the main stream computes, where one from pageable memory would be staged by
+//! the driver, on the calling thread. Each block carries the event recorded after its last
+//! copy; refilling or freeing the block waits for it, so the writer (a data stream's reading
+//! thread) waits, never the thread that queues the copies.
 
+use std::any::Any;
+use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice, result};
-use parking_lot::Mutex;
 
 use super::error;
 use crate::backend::DevicePtr;
 use crate::error::Result;
+use crate::ops::HostBlock;
 
-/// Staging blocks used in turn: a batch's inputs and targets, for two batches in flight.
-const BLOCKS: usize = 4;
-
-/// One pinned block and the event recorded after the last copy out of it.
-struct Block {
+/// A pinned (write-combined) block and the event recorded after the last copy out of it.
+pub(super) struct PinnedBlock {
+    // Field order is drop order, but `Drop` waits for the event before either goes.
     host: PinnedHostSlice<u8>,
     copied: CudaEvent,
 }
 
-/// The side stream's staging blocks (grown on demand, never shrunk).
-#[derive(Default)]
-pub(super) struct Staging {
-    blocks: Mutex<(usize, Vec<Option<Block>>)>,
-}
+impl PinnedBlock {
+    /// A block of `bytes` (at least 1: the driver refuses empty allocations) in `ctx`.
+    pub(super) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+        // SAFETY: the memory is uninitialized until written; `bytes_mut` hands it out only to
+        // be written, and a copy reads only the range its caller filled.
+        let host = unsafe { ctx.alloc_pinned::<u8>(bytes.max(1)) }
+            .map_err(|e| error::driver("cuMemHostAlloc", e))?;
+        let copied = ctx
+            .new_event(None)
+            .map_err(|e| error::driver("cuEventCreate", e))?;
+        Ok(PinnedBlock { host, copied })
+    }
 
-impl Staging {
-    /// Copies `src` into a pinned block of `ctx`, then queues its copy to `dst` on `side`;
-    /// returns once `src` may be reused.
-    pub(super) fn write(
+    fn settle(&self) -> Result<()> {
+        self.copied
+            .synchronize()
+            .map_err(|e| error::driver("cuEventSynchronize", e))
+    }
+
+    /// Queues the copy of bytes `range` (checked against the block by the caller) to `dst` on
+    /// `side`, then records the block's event after it.
+    pub(super) fn copy_to(
         &self,
-        ctx: &Arc<CudaContext>,
         side: &CudaStream,
         dst: DevicePtr,
-        src: &[u8],
+        range: Range<usize>,
     ) -> Result<()> {
-        if src.is_empty() {
-            return Ok(());
-        }
-        let mut guard = self.blocks.lock();
-        let (next, blocks) = &mut *guard;
-        if blocks.is_empty() {
-            blocks.resize_with(BLOCKS, || None);
-        }
-        let slot = &mut blocks[*next];
-        *next = (*next + 1) % BLOCKS;
-        if slot.as_ref().is_none_or(|b| b.host.len() < src.len()) {
-            // The old block's copy must finish before the block is freed (its drop waits on
-            // an event of its own that nothing recorded, so it would not).
-            if let Some(old) = slot.take() {
-                old.copied
-                    .synchronize()
-                    .map_err(|e| error::driver("cuEventSynchronize", e))?;
-            }
-            // SAFETY: the block is filled below before any copy reads it.
-            let host = unsafe { ctx.alloc_pinned::<u8>(src.len()) }
-                .map_err(|e| error::driver("cuMemHostAlloc", e))?;
-            let copied = ctx
-                .new_event(None)
-                .map_err(|e| error::driver("cuEventCreate", e))?;
-            *slot = Some(Block { host, copied });
-        }
-        let Some(block) = slot.as_mut() else {
-            unreachable!("the block was made above")
-        };
-        // The block's previous copy has read it before it is refilled.
-        block
-            .copied
-            .synchronize()
-            .map_err(|e| error::driver("cuEventSynchronize", e))?;
-        let host = block
+        // `as_slice` waits on the slice's own event, which nothing records: it does not block.
+        let host = self
             .host
-            .as_mut_slice()
+            .as_slice()
             .map_err(|e| error::driver("cuEventSynchronize", e))?;
-        let staged = &mut host[..src.len()];
-        staged.copy_from_slice(src);
-        // SAFETY: the caller (generic ops) checked that `src.len()` bytes from `dst` lie
-        // inside the allocation; `staged` is pinned memory that stays allocated and untouched
-        // until the event recorded next has passed (checked above before any refill or free).
-        unsafe { result::memcpy_htod_async(dst, &*staged, side.cu_stream()) }
+        let src = &host[range];
+        // SAFETY: the caller (generic ops) checked that `src.len()` bytes from `dst` lie inside
+        // the allocation; `src` is pinned memory that is neither written (`bytes_mut`) nor
+        // freed (`Drop`) before the event recorded next has passed.
+        unsafe { result::memcpy_htod_async(dst, src, side.cu_stream()) }
             .map_err(|e| error::driver("cuMemcpyHtoDAsync", e))?;
-        block
-            .copied
+        self.copied
             .record(side)
             .map_err(|e| error::driver("cuEventRecord", e))
+    }
+}
+
+impl HostBlock for PinnedBlock {
+    fn bytes_mut(&mut self) -> Result<&mut [u8]> {
+        self.settle()?;
+        self.host
+            .as_mut_slice()
+            .map_err(|e| error::driver("cuEventSynchronize", e))
+    }
+
+    fn len(&self) -> usize {
+        self.host.len()
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Drop for PinnedBlock {
+    fn drop(&mut self) {
+        // The slice's own drop waits on its own event, which nothing recorded.
+        if let Err(e) = self.settle() {
+            log::warn!("cuda: a pinned block's last copy failed: {e}");
+        }
     }
 }

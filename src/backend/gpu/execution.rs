@@ -6,7 +6,8 @@ use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
 use crate::graph::Graph;
-use crate::ops::Execution;
+use crate::ops::{Execution, HostBlock};
+use std::ops::Range;
 
 impl<D: Device> Execution for GpuOps<D> {
     fn capture_begin(&self) -> Result<bool> {
@@ -76,14 +77,31 @@ impl<D: Device> Execution for GpuOps<D> {
         self.device.side_writes()
     }
 
-    fn upload_bytes_on_side(&self, dst: View<'_>, src: &[u8]) -> Result<()> {
-        crate::ops::check::transfer("upload_bytes_on_side", self.context, &dst, src.len())?;
-        if src.is_empty() {
+    fn host_block(&self, bytes: usize) -> Result<Box<dyn HostBlock>> {
+        self.device.host_block(bytes)
+    }
+
+    fn upload_block_on_side(
+        &self,
+        dst: View<'_>,
+        block: &mut dyn HostBlock,
+        range: Range<usize>,
+    ) -> Result<()> {
+        let bytes = range.len();
+        if range.start > range.end || range.end > block.len() {
+            return Err(crate::Error::InvalidArgument(format!(
+                "upload_block_on_side: range {range:?} outside a host block of {} bytes",
+                block.len()
+            )));
+        }
+        crate::ops::check::transfer("upload_block_on_side", self.context, &dst, bytes)?;
+        if bytes == 0 {
             return Ok(());
         }
         let size = dst.dtype().size();
         let ptr = launch::device_ptr(&dst)?;
-        self.device.write_on_side(ptr, dst.offset() * size, src)
+        self.device
+            .write_block_on_side(ptr, dst.offset() * size, block, range)
     }
 
     fn native_queue(&self, x: View<'_>) -> Result<(u64, u64)> {

@@ -268,8 +268,18 @@ impl Device for ClDevice {
         true
     }
 
-    fn write_on_side(&self, dst: DevicePtr, offset: usize, src: &[u8]) -> Result<()> {
-        self.write_buffer_on_side(dst, offset, src)
+    fn host_block(&self, bytes: usize) -> Result<Box<dyn crate::ops::HostBlock>> {
+        Ok(Box::new(self.side.host_block(&self.context, bytes)?))
+    }
+
+    fn write_block_on_side(
+        &self,
+        dst: DevicePtr,
+        offset: usize,
+        block: &mut dyn crate::ops::HostBlock,
+        range: std::ops::Range<usize>,
+    ) -> Result<()> {
+        self.write_buffer_from_block(dst, offset, block, range)
     }
 
     fn order_streams(&self, to_side: bool) -> Result<()> {

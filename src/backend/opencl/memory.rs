@@ -132,20 +132,21 @@ impl ClDevice {
         Ok(())
     }
 
-    /// [`Self::write_buffer`] on the side queue (`side_queue.rs`), without blocking: `src`
-    /// may be reused on return.
-    pub(super) fn write_buffer_on_side(
+    /// A copy of `block`'s bytes `range` to `dst` at `offset` on the side queue
+    /// (`side_queue.rs`), without blocking.
+    pub(super) fn write_buffer_from_block(
         &self,
         dst: DevicePtr,
         offset: usize,
-        src: &[u8],
+        block: &mut dyn crate::ops::HostBlock,
+        range: std::ops::Range<usize>,
     ) -> Result<()> {
-        if src.is_empty() {
+        if range.is_empty() {
             return Ok(());
         }
-        self.check_range("clEnqueueWriteBuffer", dst, offset, src.len())?;
+        self.check_range("clEnqueueWriteBuffer", dst, offset, range.len())?;
         self.side
-            .write(&self.context, as_mem(dst), offset, src, |c| {
+            .write_block(as_mem(dst), offset, block, range, |c| {
                 self.enqueue_error("clEnqueueWriteBuffer", c, &[dst])
             })
     }

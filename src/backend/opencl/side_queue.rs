@@ -1,70 +1,154 @@
 //! A second in-order queue for host-to-device copies that overlap the main queue's kernels
-//! (`Device::write_on_side`), ordered against the main queue by a marker on one queue and a
-//! barrier on the other (`Device::order_streams`), without blocking the host. Each copy is
-//! non-blocking from a staging block the queue owns, so the caller's bytes may be reused on
-//! return; a block is refilled only once its previous copy has finished.
+//! (`Device::write_block_on_side`), ordered against the main queue by a marker on one queue
+//! and a barrier on the other (`Device::order_streams`), without blocking the host. The copies
+//! read host blocks (`Device::host_block`) that are buffers allocated by the driver in host
+//! memory (`CL_MEM_ALLOC_HOST_PTR`) and kept mapped: on NVIDIA's OpenCL that memory is pinned,
+//! so a copy from it runs on the copy engines without staging (NVIDIA's OpenCL best-practices
+//! guide, "pinned memory"). A block's next write or its release waits for the copies still
+//! reading it, on the writing thread.
 
+use std::any::Any;
 use std::ffi::c_void;
+use std::ops::Range;
 use std::ptr;
 use std::sync::OnceLock;
 
 use opencl3::command_queue::{
-    CL_NON_BLOCKING, CommandQueue, enqueue_barrier_with_wait_list, enqueue_marker_with_wait_list,
-    enqueue_write_buffer,
+    CL_BLOCKING, CL_NON_BLOCKING, CommandQueue, enqueue_barrier_with_wait_list, enqueue_map_buffer,
+    enqueue_marker_with_wait_list, enqueue_unmap_mem_object, enqueue_write_buffer,
+    release_command_queue, retain_command_queue,
 };
 use opencl3::context::Context;
 use opencl3::event::wait_for_events;
-use opencl3::types::{cl_event, cl_int, cl_mem};
-use parking_lot::Mutex;
+use opencl3::memory::{
+    CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_WRITE, create_buffer, release_mem_object,
+};
+use opencl3::types::{cl_command_queue, cl_event, cl_int, cl_mem};
 
 use super::error::cl_error;
 use super::event::release;
 use crate::error::{Error, Result};
+use crate::ops::HostBlock;
 
-/// Staging blocks used in turn: a batch's inputs and targets, for two batches in flight.
-const BLOCKS: usize = 4;
-
-/// A copy's completion event.
-struct Pending(cl_event);
-
-// SAFETY: an OpenCL event handle may be waited on and released from any thread (OpenCL 1.1+
-// makes every API call but clSetKernelArg thread-safe); it is used under the staging lock.
-unsafe impl Send for Pending {}
-
-/// One staging block and the copy still reading it, if any.
-#[derive(Default)]
-struct Block {
-    bytes: Vec<u8>,
-    pending: Option<Pending>,
+/// Waits for `event`, then releases it.
+fn settle(event: cl_event) -> Result<()> {
+    let waited = wait_for_events(&[event]);
+    release(event);
+    waited.map_err(|c| cl_error("clWaitForEvents", c))
 }
 
-impl Block {
-    /// Waits for the copy reading this block, then forgets its event.
+/// A driver-allocated host buffer, mapped for the life of the block, and the last copy still
+/// reading it.
+pub(super) struct MappedBlock {
+    /// The side queue, retained: the block is mapped and unmapped on it.
+    queue: cl_command_queue,
+    mem: cl_mem,
+    host: *mut u8,
+    len: usize,
+    /// The completion event of the last copy out of the block (the queue is in order, so it
+    /// completes after every earlier one).
+    pending: Option<cl_event>,
+}
+
+// SAFETY: the handles are OpenCL objects, which any thread may use (OpenCL 1.1+ makes every
+// call but clSetKernelArg thread-safe); `host` is owned by the block, written only through
+// `&mut self` and read by the driver only until `pending` completes.
+unsafe impl Send for MappedBlock {}
+
+impl MappedBlock {
     fn settle(&mut self) -> Result<()> {
-        if let Some(Pending(event)) = self.pending.take() {
-            let waited = wait_for_events(&[event]);
-            release(event);
-            waited.map_err(|c| cl_error("clWaitForEvents", c))?;
+        self.pending.take().map_or(Ok(()), settle)
+    }
+
+    /// Queues the non-blocking write of bytes `range` (checked against the block by the
+    /// caller) to `dst` at `offset` (checked against `dst` by the caller) on the side queue.
+    fn copy_to(
+        &mut self,
+        dst: cl_mem,
+        offset: usize,
+        range: Range<usize>,
+        enqueue_error: impl FnOnce(cl_int) -> Error,
+    ) -> Result<()> {
+        // SAFETY: `dst` is a live buffer with `offset + range.len()` in range and `range` lies
+        // inside the mapped block (both checked by the caller); the block is neither written
+        // (`bytes_mut`) nor unmapped (`Drop`) before the event kept below has completed.
+        let event = unsafe {
+            enqueue_write_buffer(
+                self.queue,
+                dst,
+                CL_NON_BLOCKING,
+                offset,
+                range.len(),
+                self.host.add(range.start) as *const c_void,
+                0,
+                ptr::null(),
+            )
         }
-        Ok(())
+        .map_err(enqueue_error)?;
+        if let Some(earlier) = self.pending.replace(event) {
+            release(earlier);
+        }
+        opencl3::command_queue::flush(self.queue).map_err(|c| cl_error("clFlush", c))
     }
 }
 
-/// The side queue (created on first use) and its staging blocks.
+impl HostBlock for MappedBlock {
+    fn bytes_mut(&mut self) -> Result<&mut [u8]> {
+        self.settle()?;
+        // SAFETY: `host` maps `len` bytes for writing until `Drop` unmaps them; no copy reads
+        // them any more (settled above) and `&mut self` keeps them from being handed out twice.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.host, self.len) })
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Drop for MappedBlock {
+    fn drop(&mut self) {
+        if let Err(e) = self.settle() {
+            log::warn!("opencl: a host block's last copy failed: {e}");
+        }
+        // SAFETY: `host` was mapped from `mem` on `queue` and is no longer read (settled
+        // above); the unmap is waited for before the buffer and the queue are released, each
+        // exactly once.
+        unsafe {
+            match enqueue_unmap_mem_object(
+                self.queue,
+                self.mem,
+                self.host as *mut c_void,
+                0,
+                ptr::null(),
+            ) {
+                Ok(event) => {
+                    if let Err(e) = settle(event) {
+                        log::warn!("opencl: unmapping a host block failed: {e}");
+                    }
+                }
+                Err(c) => log::warn!("opencl: {}", cl_error("clEnqueueUnmapMemObject", c)),
+            }
+            let _ = release_mem_object(self.mem);
+            let _ = release_command_queue(self.queue);
+        }
+    }
+}
+
+/// The side queue, created on first use.
 #[derive(Default)]
 pub(super) struct SideQueue {
     queue: OnceLock<CommandQueue>,
-    blocks: Mutex<(usize, Vec<Block>)>,
 }
 
 impl SideQueue {
-    /// Waits for every copy, so the staging blocks may be freed.
+    /// Waits for every copy queued so far.
     pub(super) fn finish(&self) {
         if let Some(q) = self.queue.get() {
             let _ = q.finish();
-        }
-        for block in self.blocks.lock().1.iter_mut() {
-            let _ = block.settle();
         }
     }
 
@@ -79,49 +163,74 @@ impl SideQueue {
         Ok(self.queue.get_or_init(|| q))
     }
 
-    /// Copies `src` into a staging block, then queues its non-blocking write to `dst` at
-    /// `offset` (a range the caller checked) on the side queue of `context`; `enqueue_error`
-    /// turns a failed enqueue's status into the error.
-    pub(super) fn write(
-        &self,
-        context: &Context,
-        dst: cl_mem,
-        offset: usize,
-        src: &[u8],
-        enqueue_error: impl FnOnce(cl_int) -> Error,
-    ) -> Result<()> {
-        if src.is_empty() {
-            return Ok(());
+    /// A host block of `bytes` (at least 4: OpenCL refuses empty buffers) in `context`,
+    /// mapped for writing on the side queue.
+    pub(super) fn host_block(&self, context: &Context, bytes: usize) -> Result<MappedBlock> {
+        let queue = self.queue(context)?.get();
+        let len = bytes.max(4);
+        // SAFETY: a live context; no host pointer is passed, the driver allocates the storage
+        // in host memory.
+        let mem = unsafe {
+            create_buffer(
+                context.get(),
+                CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                len,
+                ptr::null_mut(),
+            )
         }
-        let queue = self.queue(context)?;
-        let mut guard = self.blocks.lock();
-        let (next, blocks) = &mut *guard;
-        if blocks.is_empty() {
-            blocks.resize_with(BLOCKS, Block::default);
-        }
-        let block = &mut blocks[*next];
-        *next = (*next + 1) % BLOCKS;
-        block.settle()?;
-        block.bytes.clear();
-        block.bytes.extend_from_slice(src);
-        // SAFETY: `dst` is a live buffer with `offset + len` in range (checked by the caller);
-        // `block.bytes` is neither touched nor freed until the returned event has completed
-        // (`settle` waits for it before any refill, and `finish` before the drop).
-        let event = unsafe {
-            enqueue_write_buffer(
-                queue.get(),
-                dst,
-                CL_NON_BLOCKING,
-                offset,
-                src.len(),
-                block.bytes.as_ptr() as *const c_void,
+        .map_err(|c| cl_error("clCreateBuffer", c))?;
+        let mut host: cl_mem = ptr::null_mut();
+        // SAFETY: a blocking map of the whole live buffer on a live queue of its context.
+        let mapped = unsafe {
+            enqueue_map_buffer(
+                queue,
+                mem,
+                CL_BLOCKING,
+                CL_MAP_WRITE,
+                0,
+                len,
+                &mut host,
                 0,
                 ptr::null(),
             )
+        };
+        // SAFETY: the queue is live; the block releases this reference once.
+        let retained = mapped.and_then(|event| {
+            release(event);
+            unsafe { retain_command_queue(queue) }
+        });
+        if let Err(c) = retained {
+            // SAFETY: the buffer was created above and is released once, here.
+            let _ = unsafe { release_mem_object(mem) };
+            return Err(cl_error("clEnqueueMapBuffer", c));
         }
-        .map_err(enqueue_error)?;
-        block.pending = Some(Pending(event));
-        queue.flush().map_err(|e| cl_error("clFlush", e.0))
+        Ok(MappedBlock {
+            queue,
+            mem,
+            host: host as *mut u8,
+            len,
+            pending: None,
+        })
+    }
+
+    /// Queues the copy of `block`'s bytes `range` to `dst` at `offset` (both ranges checked
+    /// by the caller) on the side queue; `enqueue_error` turns a failed enqueue's status into
+    /// the error.
+    pub(super) fn write_block(
+        &self,
+        dst: cl_mem,
+        offset: usize,
+        block: &mut dyn HostBlock,
+        range: Range<usize>,
+        enqueue_error: impl FnOnce(cl_int) -> Error,
+    ) -> Result<()> {
+        let block: &mut MappedBlock = block.downcast("write_block_on_side")?;
+        if self.queue.get().map(|q| q.get()) != Some(block.queue) {
+            return Err(Error::InvalidArgument(
+                "write_block_on_side: the host block belongs to another OpenCL device".into(),
+            ));
+        }
+        block.copy_to(dst, offset, range, enqueue_error)
     }
 
     /// Makes the side queue wait for the work queued on `main` so far (`to_side`), or `main`
