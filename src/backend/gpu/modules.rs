@@ -1,15 +1,18 @@
-//! The built-in op set as independent modules, one per kernel family
+//! The built-in op set as independent modules, one per kernel
 //! ([`crate::backend::Device::op_set_modules`]): a launch compiles (or loads from the disk cache)
 //! only the module holding its entry, on first use; each module has its own lock, so concurrent
 //! first uses of one module compile it once and different modules compile at the same time.
 //! `warm_up` compiles every module on a few threads; a context may also prefetch them all in
-//! the background as it is created ([`PREFETCH`]); dropping the context stops the prefetch and
-//! waits for the modules it is compiling.
+//! the background ([`PREFETCH`]), in the order a training run is likely to need them
+//! ([`LIKELY_ORDER`]): at once where builds run in parallel (NVRTC, hiprtc), one at a time once
+//! first uses have gone quiet where the driver builds one program at a time (OpenCL), so that
+//! the kernels a step launches are not queued behind others. Dropping the context stops the
+//! prefetch and waits for the modules it is compiling.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -18,7 +21,7 @@ use crate::cache::{CacheKey, KernelCache};
 use crate::device::DeviceKind;
 use crate::env_switch::Switch;
 use crate::error::{Error, Result};
-use crate::kernel::OpModule;
+use crate::kernel::{Dialect, OpModule};
 
 /// `RNN_KERNEL_PREFETCH`: `1`/`on` makes every new context compile (or load) the op set's
 /// modules on background threads while it starts working, `0`/`off` leaves each to its first
@@ -67,6 +70,142 @@ pub(super) fn build<D: Device>(
     Ok((module, compiled.into_inner()))
 }
 
+/// The entries a training run is likely to launch first, in that order: a dense network's step
+/// (forward, loss, backward, optimizer), its evaluation, then the recurrent layers' steps and
+/// cells. A prefetch builds their modules first, then the rest in table order, then the
+/// warpgroup GEMMs, which only large products take and which compile slowest. Names of every
+/// dialect; a dialect without one skips it.
+const LIKELY_ORDER: &[&str] = &[
+    "fill",
+    "gather_rows",
+    "one_hot",
+    "bias_act_forward",
+    "sgemm_tc64",
+    "sgemm_tc128",
+    "sgemm",
+    "sgemm_split_sum",
+    "sgemm_thin",
+    "sgemm_thin_k",
+    "sgemm_split",
+    "sgemm_tile64_split",
+    "softmax_xent",
+    "mse",
+    "bias_act_backward",
+    "bias_act_backward_product",
+    "act_backward",
+    "sum_cols",
+    "sum_partial",
+    "sum_final",
+    "clip_final",
+    "clip_scale",
+    "adam_step",
+    "sgd_step",
+    "softmax",
+    "log_softmax",
+    "activation",
+    "scale",
+    "axpy",
+    "add",
+    "mul",
+    "rnn_step_forward",
+    "rnn_step_backward",
+    "lstm_step_forward",
+    "lstm_step_backward",
+    "gru_step_forward",
+    "gru_step_backward",
+    "lstm_cell_forward",
+    "lstm_cell_backward",
+    "gru_cell_forward",
+    "gru_cell_backward",
+];
+
+/// The entries a prefetch builds last.
+const LIKELY_LAST: &[&str] = &["sgemm_wg64", "sgemm_wg128"];
+
+/// The order a prefetch builds `modules` in (indices): [`LIKELY_ORDER`]'s first, then the
+/// others in table order, [`LIKELY_LAST`]'s last.
+fn prefetch_order(modules: &[OpModule]) -> Vec<usize> {
+    let rank = |m: &OpModule| {
+        let first = |list: &[&str]| {
+            m.entries
+                .iter()
+                .flatten()
+                .filter_map(|e| list.iter().position(|l| l == e))
+                .min()
+        };
+        if let Some(at) = first(LIKELY_ORDER) {
+            (0, at)
+        } else if let Some(at) = first(LIKELY_LAST) {
+            (2, at)
+        } else {
+            (1, 0)
+        }
+    };
+    let mut order: Vec<usize> = (0..modules.len()).collect();
+    // Stable: the unlisted keep their table order.
+    order.sort_by_key(|&i| rank(&modules[i]));
+    order
+}
+
+/// How a background prefetch goes on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    /// Builds run in parallel (NVRTC, hiprtc): every thread starts at once.
+    AtOnce,
+    /// The driver builds one program at a time whatever the threads (NVIDIA's OpenCL; PoCL
+    /// under `PROGRAM_LOCK`), so a prefetched build would hold up a first use behind it: one
+    /// thread, which builds a module only while no first use has built one for [`QUIET`].
+    WhenQuiet,
+}
+
+impl Pace {
+    fn of(dialect: Dialect) -> Self {
+        match dialect {
+            Dialect::OpenCl => Pace::WhenQuiet,
+            _ => Pace::AtOnce,
+        }
+    }
+}
+
+/// How long first uses must have built nothing before a [`Pace::WhenQuiet`] prefetch builds
+/// a module: longer than the gaps between a step's launches (host work and waits on the GPU),
+/// short next to the step's compiles.
+const QUIET: Duration = Duration::from_millis(500);
+
+/// How often a waiting [`Pace::WhenQuiet`] prefetch looks again (and at `stop`).
+const QUIET_POLL: Duration = Duration::from_millis(25);
+
+/// First-use builds: how many are running, and when the last one ended.
+#[derive(Default)]
+struct FirstUses {
+    running: AtomicUsize,
+    last_end: Mutex<Option<Instant>>,
+}
+
+/// Marks a first-use build from its start (before it waits for the module's lock) to its end.
+struct FirstUse<'a>(&'a FirstUses);
+
+impl FirstUses {
+    fn begin(&self) -> FirstUse<'_> {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        FirstUse(self)
+    }
+
+    /// Whether at least one first use has built a module, none is building one, and the last
+    /// ended `period` ago or longer.
+    fn quiet_for(&self, period: Duration) -> bool {
+        self.running.load(Ordering::SeqCst) == 0
+            && self.last_end.lock().is_some_and(|t| t.elapsed() >= period)
+    }
+}
+
+impl Drop for FirstUse<'_> {
+    fn drop(&mut self) {
+        *self.0.last_end.lock() = Some(Instant::now());
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// One module: its source and, once built, the loaded module.
 struct Slot<M> {
     name: &'static str,
@@ -86,6 +225,10 @@ pub(super) struct OpSet<D: Device> {
     by_entry: HashMap<&'static str, usize>,
     /// The module of a device that builds its op set as one (`OpModule::entries` is `None`).
     catch_all: Option<usize>,
+    /// Module indices in the order a prefetch builds them ([`prefetch_order`]).
+    order: Vec<usize>,
+    /// First-use builds, which a [`Pace::WhenQuiet`] prefetch waits for.
+    first_uses: FirstUses,
     /// Set when the context is dropped: a prefetch starts no further module.
     stop: AtomicBool,
     /// The background prefetch threads, joined when the context is dropped.
@@ -98,7 +241,12 @@ pub(super) struct OpSet<D: Device> {
 impl<D: Device> OpSet<D> {
     /// The op set `device` compiles, as modules, none built yet.
     pub(super) fn new(device: Arc<D>) -> Result<Self> {
-        let modules: Vec<OpModule> = device.op_set_modules();
+        let modules = device.op_set_modules();
+        Self::with_modules(device, modules)
+    }
+
+    /// `modules` for `device`, none built yet.
+    fn with_modules(device: Arc<D>, modules: Vec<OpModule>) -> Result<Self> {
         let mut by_entry = HashMap::new();
         let mut catch_all = None;
         for (i, m) in modules.iter().enumerate() {
@@ -115,6 +263,7 @@ impl<D: Device> OpSet<D> {
                 }
             }
         }
+        let order = prefetch_order(&modules);
         let slots = modules
             .into_iter()
             .map(|m| Slot {
@@ -127,6 +276,8 @@ impl<D: Device> OpSet<D> {
             slots,
             by_entry,
             catch_all,
+            order,
+            first_uses: FirstUses::default(),
             stop: AtomicBool::new(false),
             prefetchers: Mutex::new(Vec::new()),
             builds: AtomicUsize::new(0),
@@ -161,6 +312,7 @@ impl<D: Device> OpSet<D> {
         if let Some(m) = self.slots[index].loaded.lock().as_ref() {
             return Ok(m.clone());
         }
+        let _first_use = self.first_uses.begin();
         if recording() {
             return std::thread::scope(|s| {
                 s.spawn(|| self.ensure(index))
@@ -227,23 +379,33 @@ impl<D: Device> OpSet<D> {
         }
     }
 
-    /// Starts building every module on background threads (at most `threads`) and returns at
+    /// Starts building every module on background threads (at most `threads`; one where the
+    /// device builds one program at a time, see [`Pace`]) in [`prefetch_order`], and returns at
     /// once. The threads hold the set until they finish; [`OpSet::stop`] makes them start no
     /// further module and waits for them. A failed build is logged and left unbuilt: the first
     /// use builds it again and returns the error, with the compiler's full log.
     pub(super) fn prefetch(self: &Arc<Self>, threads: usize) {
+        let pace = Pace::of(self.device.dialect());
+        let threads = match pace {
+            Pace::AtOnce => threads.clamp(1, self.slots.len().max(1)),
+            Pace::WhenQuiet => 1,
+        };
         let next = Arc::new(AtomicUsize::new(0));
-        for _ in 0..threads.clamp(1, self.slots.len().max(1)) {
+        for _ in 0..threads {
             let set = self.clone();
             let next = next.clone();
             let spawned = std::thread::Builder::new()
                 .name("rnn-kernel-prefetch".into())
                 .spawn(move || {
                     while !set.stop.load(Ordering::Relaxed) {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= set.slots.len() {
-                            return;
+                        if pace == Pace::WhenQuiet && !set.first_uses.quiet_for(QUIET) {
+                            std::thread::sleep(QUIET_POLL);
+                            continue;
                         }
+                        let at = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&i) = set.order.get(at) else {
+                            return;
+                        };
                         if let Err(e) = set.ensure(i) {
                             log::debug!(
                                 "{}: prefetching op-set module {} failed (its first use \
@@ -371,14 +533,154 @@ mod tests {
         }
     }
 
-    fn recording_set() -> OpSet<RecordingDevice> {
+    /// Each dialect's modules define one kernel each, the one they are named after and list,
+    /// read back from the module's source: every entry of the op set is in exactly one module.
+    #[test]
+    fn every_module_defines_exactly_its_own_kernel() {
+        use crate::backend::{cuda, hip, opencl};
+        let dialects = [
+            (
+                cuda::kernels::op_set_modules(),
+                cuda::kernels::op_set_source(),
+                false,
+            ),
+            (
+                hip::kernels::op_set_modules(),
+                hip::kernels::op_set_source(),
+                false,
+            ),
+            (
+                opencl::kernels::op_set_modules(""),
+                opencl::kernels::op_set_source(),
+                true,
+            ),
+        ];
+        for (modules, whole, opencl) in dialects {
+            let mut seen = BTreeSet::new();
+            for m in &modules {
+                let defined: Vec<String> = signatures::kernels(&m.source, opencl)
+                    .into_iter()
+                    .map(|s| s.entry)
+                    .collect();
+                assert_eq!(defined, [m.name], "module {} ({})", m.name, m.family);
+                assert_eq!(m.entries.as_deref(), Some(&[m.name][..]));
+                assert!(seen.insert(m.name), "{} is two modules", m.name);
+            }
+            let all: BTreeSet<String> = signatures::kernels(&whole, opencl)
+                .into_iter()
+                .map(|s| s.entry)
+                .collect();
+            assert_eq!(
+                seen.iter().map(|e| e.to_string()).collect::<BTreeSet<_>>(),
+                all
+            );
+        }
+    }
+
+    #[test]
+    fn a_prefetch_builds_the_likely_kernels_first_and_the_warpgroup_gemms_last() {
+        use crate::backend::{cuda, opencl};
+        let cuda = cuda::kernels::op_set_modules();
+        let cl = opencl::kernels::op_set_modules("");
+        for name in LIKELY_ORDER.iter().chain(LIKELY_LAST) {
+            assert!(
+                cuda.iter().chain(&cl).any(|m| m.name == *name),
+                "{name} is no module's entry"
+            );
+        }
+        for modules in [&cuda, &cl] {
+            let order = prefetch_order(modules);
+            let names: Vec<&str> = order.iter().map(|&i| modules[i].name).collect();
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, (0..modules.len()).collect::<Vec<_>>());
+            assert_eq!(names[..3], ["fill", "gather_rows", "one_hot"]);
+            let last = names.last().unwrap();
+            assert!(LIKELY_LAST.contains(last), "{last}");
+            // The unlisted keep their table order.
+            let unlisted: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| !LIKELY_ORDER.contains(n) && !LIKELY_LAST.contains(n))
+                .collect();
+            let in_table: Vec<&str> = modules
+                .iter()
+                .map(|m| m.name)
+                .filter(|n| unlisted.contains(n))
+                .collect();
+            assert_eq!(unlisted, in_table);
+        }
+    }
+
+    #[test]
+    fn first_uses_go_quiet_only_after_one_has_ended() {
+        let uses = FirstUses::default();
+        assert!(!uses.quiet_for(Duration::ZERO), "none yet");
+        let one = uses.begin();
+        let two = uses.begin();
+        drop(one);
+        assert!(!uses.quiet_for(Duration::ZERO), "one still running");
+        drop(two);
+        assert!(uses.quiet_for(Duration::ZERO));
+        assert!(!uses.quiet_for(Duration::from_secs(3600)));
+        assert_eq!(Pace::of(Dialect::OpenCl), Pace::WhenQuiet);
+        assert_eq!(Pace::of(Dialect::Cuda), Pace::AtOnce);
+    }
+
+    fn recording_device(dialect: Dialect) -> Arc<RecordingDevice> {
         let (device, _) = RecordingDevice::new(Imitate {
-            dialect: Dialect::OpenCl,
+            dialect,
             compute_units: 4,
             sgemm: Box::new(|_, _, _| crate::backend::SGEMM_TC64),
             co_resident: None,
         });
-        OpSet::new(Arc::new(device)).unwrap()
+        Arc::new(device)
+    }
+
+    fn recording_set() -> OpSet<RecordingDevice> {
+        OpSet::new(recording_device(Dialect::OpenCl)).unwrap()
+    }
+
+    /// The CUDA op set's modules on a device that reads kernels from sources.
+    fn per_kernel_set(dialect: Dialect) -> Arc<OpSet<RecordingDevice>> {
+        let modules = crate::backend::cuda::kernels::op_set_modules();
+        Arc::new(OpSet::with_modules(recording_device(dialect), modules).unwrap())
+    }
+
+    #[test]
+    fn a_first_use_builds_only_its_kernel_once_however_many_threads_ask() {
+        let set = per_kernel_set(Dialect::Cuda);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| set.module_for("softmax", || false).unwrap());
+                s.spawn(|| set.module_for("adam_step", || false).unwrap());
+            }
+        });
+        assert_eq!(set.builds(), 2);
+        assert_eq!(set.built(), ["softmax", "adam_step"]);
+        set.module_for("softmax", || true).unwrap();
+        assert_eq!(set.builds(), 2);
+    }
+
+    #[test]
+    fn a_quiet_prefetch_waits_for_a_first_use_to_end() {
+        let set = per_kernel_set(Dialect::OpenCl);
+        set.prefetch(4);
+        std::thread::sleep(QUIET_POLL * 4);
+        assert_eq!(set.builds(), 0, "no first use yet: the prefetch waits");
+        set.module_for("fill", || false).unwrap();
+        let all = set.slots.len();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while set.builds() < all && Instant::now() < deadline {
+            std::thread::sleep(QUIET_POLL);
+        }
+        set.stop();
+        assert_eq!(
+            set.builds(),
+            all,
+            "each module once, after the quiet period"
+        );
+        assert_eq!(Arc::strong_count(&set), 1);
     }
 
     #[test]
