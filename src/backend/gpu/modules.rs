@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
@@ -21,7 +21,11 @@ use crate::cache::{CacheKey, KernelCache};
 use crate::device::DeviceKind;
 use crate::env_switch::Switch;
 use crate::error::{Error, Result};
-use crate::kernel::{Dialect, OpModule};
+use crate::kernel::OpModule;
+
+use super::module_plan::{
+    ACTIVATION_CODES, FirstUses, Pace, QUIET, QUIET_POLL, per_activation, prefetch_order,
+};
 
 /// `RNN_KERNEL_PREFETCH`: `1`/`on` makes every new context compile (or load) the op set's
 /// modules on background threads while it starts working, `0`/`off` leaves each to its first
@@ -70,145 +74,11 @@ pub(super) fn build<D: Device>(
     Ok((module, compiled.into_inner()))
 }
 
-/// The entries a training run is likely to launch first, in that order: a dense network's step
-/// (forward, loss, backward, optimizer), its evaluation, then the recurrent layers' steps and
-/// cells. A prefetch builds their modules first, then the rest in table order, then the
-/// warpgroup GEMMs, which only large products take and which compile slowest. Names of every
-/// dialect; a dialect without one skips it.
-const LIKELY_ORDER: &[&str] = &[
-    "fill",
-    "gather_rows",
-    "one_hot",
-    "bias_act_forward",
-    "sgemm_tc64",
-    "sgemm_tc128",
-    "sgemm",
-    "sgemm_split_sum",
-    "sgemm_thin",
-    "sgemm_thin_k",
-    "sgemm_split",
-    "sgemm_tile64_split",
-    "softmax_xent",
-    "mse",
-    "bias_act_backward",
-    "bias_act_backward_product",
-    "act_backward",
-    "sum_cols",
-    "sum_partial",
-    "sum_final",
-    "clip_final",
-    "clip_scale",
-    "adam_step",
-    "sgd_step",
-    "softmax",
-    "log_softmax",
-    "activation",
-    "scale",
-    "axpy",
-    "add",
-    "mul",
-    "rnn_step_forward",
-    "rnn_step_backward",
-    "lstm_step_forward",
-    "lstm_step_backward",
-    "gru_step_forward",
-    "gru_step_backward",
-    "lstm_cell_forward",
-    "lstm_cell_backward",
-    "gru_cell_forward",
-    "gru_cell_backward",
-];
-
-/// The entries a prefetch builds last.
-const LIKELY_LAST: &[&str] = &["sgemm_wg64", "sgemm_wg128"];
-
-/// The order a prefetch builds `modules` in (indices): [`LIKELY_ORDER`]'s first, then the
-/// others in table order, [`LIKELY_LAST`]'s last.
-fn prefetch_order(modules: &[OpModule]) -> Vec<usize> {
-    let rank = |m: &OpModule| {
-        let first = |list: &[&str]| {
-            m.entries
-                .iter()
-                .flatten()
-                .filter_map(|e| list.iter().position(|l| l == e))
-                .min()
-        };
-        if let Some(at) = first(LIKELY_ORDER) {
-            (0, at)
-        } else if let Some(at) = first(LIKELY_LAST) {
-            (2, at)
-        } else {
-            (1, 0)
-        }
-    };
-    let mut order: Vec<usize> = (0..modules.len()).collect();
-    // Stable: the unlisted keep their table order.
-    order.sort_by_key(|&i| rank(&modules[i]));
-    order
-}
-
-/// How a background prefetch goes on a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pace {
-    /// Builds run in parallel (NVRTC, hiprtc): every thread starts at once.
-    AtOnce,
-    /// The driver builds one program at a time whatever the threads (NVIDIA's OpenCL; PoCL
-    /// under `PROGRAM_LOCK`), so a prefetched build would hold up a first use behind it: one
-    /// thread, which builds a module only while no first use has built one for [`QUIET`].
-    WhenQuiet,
-}
-
-impl Pace {
-    fn of(dialect: Dialect) -> Self {
-        match dialect {
-            Dialect::OpenCl => Pace::WhenQuiet,
-            _ => Pace::AtOnce,
-        }
-    }
-}
-
-/// How long first uses must have built nothing before a [`Pace::WhenQuiet`] prefetch builds
-/// a module: longer than the gaps between a step's launches (host work and waits on the GPU),
-/// short next to the step's compiles.
-const QUIET: Duration = Duration::from_millis(500);
-
-/// How often a waiting [`Pace::WhenQuiet`] prefetch looks again (and at `stop`).
-const QUIET_POLL: Duration = Duration::from_millis(25);
-
-/// First-use builds: how many are running, and when the last one ended.
-#[derive(Default)]
-struct FirstUses {
-    running: AtomicUsize,
-    last_end: Mutex<Option<Instant>>,
-}
-
-/// Marks a first-use build from its start (before it waits for the module's lock) to its end.
-struct FirstUse<'a>(&'a FirstUses);
-
-impl FirstUses {
-    fn begin(&self) -> FirstUse<'_> {
-        self.running.fetch_add(1, Ordering::SeqCst);
-        FirstUse(self)
-    }
-
-    /// Whether at least one first use has built a module, none is building one, and the last
-    /// ended `period` ago or longer.
-    fn quiet_for(&self, period: Duration) -> bool {
-        self.running.load(Ordering::SeqCst) == 0
-            && self.last_end.lock().is_some_and(|t| t.elapsed() >= period)
-    }
-}
-
-impl Drop for FirstUse<'_> {
-    fn drop(&mut self) {
-        *self.0.last_end.lock() = Some(Instant::now());
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// One module: its source and, once built, the loaded module.
 struct Slot<M> {
     name: &'static str,
+    /// The activation code a per-activation module is built for ([`PER_ACTIVATION`]).
+    activation: Option<u32>,
     source: String,
     /// Held while the module is built, so that it is built once.
     loaded: Mutex<Option<Arc<M>>>,
@@ -223,6 +93,8 @@ pub(super) struct OpSet<D: Device> {
     slots: Vec<Slot<D::Module>>,
     /// Entry point -> index in `slots`.
     by_entry: HashMap<&'static str, usize>,
+    /// (entry point, activation code) -> index in `slots`, for [`PER_ACTIVATION`]'s entries.
+    by_activation: HashMap<(&'static str, u32), usize>,
     /// The module of a device that builds its op set as one (`OpModule::entries` is `None`).
     catch_all: Option<usize>,
     /// Module indices in the order a prefetch builds them ([`prefetch_order`]).
@@ -263,18 +135,43 @@ impl<D: Device> OpSet<D> {
                 }
             }
         }
-        let order = prefetch_order(&modules);
-        let slots = modules
+        let mut slots: Vec<Slot<D::Module>> = modules
             .into_iter()
             .map(|m| Slot {
                 name: m.name,
+                activation: None,
                 source: m.source,
                 loaded: Mutex::new(None),
             })
             .collect();
+        // Each activation's module of the entries launched per activation; the module for all
+        // of them stays for a launch that does not say, and no prefetch builds it.
+        let mut by_activation = HashMap::new();
+        let mut all_activations = Vec::new();
+        for i in 0..slots.len() {
+            if !per_activation(slots[i].name, &slots[i].source) {
+                continue;
+            }
+            all_activations.push(i);
+            for code in ACTIVATION_CODES {
+                by_activation.insert((slots[i].name, code), slots.len());
+                slots.push(Slot {
+                    name: slots[i].name,
+                    activation: Some(code),
+                    source: format!("#define RNN_ONLY_ACT {code}u\n{}", slots[i].source),
+                    loaded: Mutex::new(None),
+                });
+            }
+        }
+        let names: Vec<&str> = slots.iter().map(|s| s.name).collect();
+        let order = prefetch_order(&names)
+            .into_iter()
+            .filter(|i| !all_activations.contains(i))
+            .collect();
         Ok(OpSet {
             slots,
             by_entry,
+            by_activation,
             catch_all,
             order,
             first_uses: FirstUses::default(),
@@ -308,7 +205,28 @@ impl<D: Device> OpSet<D> {
         entry: &str,
         recording: impl FnOnce() -> bool,
     ) -> Result<Arc<D::Module>> {
-        let index = self.index_of(entry)?;
+        self.module_at(self.index_of(entry)?, recording)
+    }
+
+    /// [`OpSet::module_for`] for a launch of `entry` with activation `code`: the module built
+    /// for that activation alone where `entry` is launched per activation on this device
+    /// ([`PER_ACTIVATION`]), else the one for all. Which one a launch takes depends only on
+    /// the entry, the code and the device's sources, never on what is built already.
+    pub(super) fn module_for_activation(
+        &self,
+        entry: &str,
+        code: u32,
+        recording: impl FnOnce() -> bool,
+    ) -> Result<Arc<D::Module>> {
+        let index = match self.by_activation.get(&(entry, code)) {
+            Some(&i) => i,
+            None => self.index_of(entry)?,
+        };
+        self.module_at(index, recording)
+    }
+
+    /// Module `index`, built on first use (see [`OpSet::module_for`]).
+    fn module_at(&self, index: usize, recording: impl FnOnce() -> bool) -> Result<Arc<D::Module>> {
         if let Some(m) = self.slots[index].loaded.lock().as_ref() {
             return Ok(m.clone());
         }
@@ -334,9 +252,11 @@ impl<D: Device> OpSet<D> {
         let (module, compiled) = build(&*self.device, &slot.source, &[])?;
         self.builds.fetch_add(1, Ordering::Relaxed);
         log::debug!(
-            "{}: op-set module {} {} in {:.2} s",
+            "{}: op-set module {}{} {} in {:.2} s",
             self.device.info().id,
             slot.name,
+            slot.activation
+                .map_or(String::new(), |code| format!(" (activation {code})")),
             if compiled {
                 "compiled"
             } else {
@@ -349,17 +269,18 @@ impl<D: Device> OpSet<D> {
         Ok(module)
     }
 
-    /// Builds every module not yet built, on up to `threads` threads at once; the first error
-    /// (in module order) is returned once all have been tried.
+    /// Builds every module a launch may take (not the all-activations module of an entry
+    /// launched per activation) not yet built, on up to `threads` threads at once, in
+    /// [`prefetch_order`]; the first error (in module order) is returned once all have been
+    /// tried.
     pub(super) fn build_all(&self, threads: usize) -> Result<()> {
         let next = AtomicUsize::new(0);
         let errors: Mutex<Vec<(usize, Error)>> = Mutex::new(Vec::new());
         let work = || {
             loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= self.slots.len() {
+                let Some(&i) = self.order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                     return;
-                }
+                };
                 if let Err(e) = self.ensure(i) {
                     errors.lock().push((i, e));
                 }
@@ -471,6 +392,7 @@ pub(super) fn build_threads() -> usize {
 #[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
 mod tests {
     use std::collections::BTreeSet;
+    use std::time::Duration;
 
     use super::*;
     use crate::backend::recording::{Imitate, RecordingDevice, signatures};
@@ -577,56 +499,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_prefetch_builds_the_likely_kernels_first_and_the_warpgroup_gemms_last() {
-        use crate::backend::{cuda, opencl};
-        let cuda = cuda::kernels::op_set_modules();
-        let cl = opencl::kernels::op_set_modules("");
-        for name in LIKELY_ORDER.iter().chain(LIKELY_LAST) {
-            assert!(
-                cuda.iter().chain(&cl).any(|m| m.name == *name),
-                "{name} is no module's entry"
-            );
-        }
-        for modules in [&cuda, &cl] {
-            let order = prefetch_order(modules);
-            let names: Vec<&str> = order.iter().map(|&i| modules[i].name).collect();
-            let mut sorted = order.clone();
-            sorted.sort_unstable();
-            assert_eq!(sorted, (0..modules.len()).collect::<Vec<_>>());
-            assert_eq!(names[..3], ["fill", "gather_rows", "one_hot"]);
-            let last = names.last().unwrap();
-            assert!(LIKELY_LAST.contains(last), "{last}");
-            // The unlisted keep their table order.
-            let unlisted: Vec<&str> = names
-                .iter()
-                .copied()
-                .filter(|n| !LIKELY_ORDER.contains(n) && !LIKELY_LAST.contains(n))
-                .collect();
-            let in_table: Vec<&str> = modules
-                .iter()
-                .map(|m| m.name)
-                .filter(|n| unlisted.contains(n))
-                .collect();
-            assert_eq!(unlisted, in_table);
-        }
-    }
-
-    #[test]
-    fn first_uses_go_quiet_only_after_one_has_ended() {
-        let uses = FirstUses::default();
-        assert!(!uses.quiet_for(Duration::ZERO), "none yet");
-        let one = uses.begin();
-        let two = uses.begin();
-        drop(one);
-        assert!(!uses.quiet_for(Duration::ZERO), "one still running");
-        drop(two);
-        assert!(uses.quiet_for(Duration::ZERO));
-        assert!(!uses.quiet_for(Duration::from_secs(3600)));
-        assert_eq!(Pace::of(Dialect::OpenCl), Pace::WhenQuiet);
-        assert_eq!(Pace::of(Dialect::Cuda), Pace::AtOnce);
-    }
-
     fn recording_device(dialect: Dialect) -> Arc<RecordingDevice> {
         let (device, _) = RecordingDevice::new(Imitate {
             dialect,
@@ -663,13 +535,55 @@ mod tests {
     }
 
     #[test]
+    fn activations_have_modules_of_their_own_where_the_kernel_is_stamped_per_activation() {
+        let set = per_kernel_set(Dialect::Cuda);
+        let relu = set
+            .module_for_activation("bias_act_backward_product", 1, || false)
+            .unwrap();
+        let again = set
+            .module_for_activation("bias_act_backward_product", 1, || false)
+            .unwrap();
+        assert!(Arc::ptr_eq(&relu, &again));
+        set.module_for_activation("bias_act_backward_product", 3, || false)
+            .unwrap();
+        // An entry not launched per activation takes its one module.
+        set.module_for_activation("softmax", 1, || false).unwrap();
+        assert_eq!(set.builds(), 3);
+        let sources: Vec<&str> = set
+            .slots
+            .iter()
+            .filter(|s| s.loaded.lock().is_some())
+            .map(|s| s.source.as_str())
+            .collect();
+        // softmax's (in table order), then the activations' (after every table module).
+        assert!(!sources[0].contains("#define RNN_ONLY_ACT"));
+        assert!(sources[1].starts_with("#define RNN_ONLY_ACT 1u\n"));
+        assert!(sources[2].starts_with("#define RNN_ONLY_ACT 3u\n"));
+        // The module for every activation is never prefetched (no launch takes it), each
+        // activation's is.
+        let plain = set.index_of("bias_act_backward_product").unwrap();
+        assert!(!set.order.contains(&plain));
+        let variants = set
+            .order
+            .iter()
+            .filter(|&&i| set.slots[i].name == "bias_act_backward_product")
+            .count();
+        assert_eq!(variants, ACTIVATION_CODES.len());
+        // OpenCL's bias_act_backward reads its activation at run time: one module.
+        let cl = crate::backend::opencl::kernels::op_set_modules("");
+        let cl = OpSet::with_modules(recording_device(Dialect::OpenCl), cl).unwrap();
+        assert!(!cl.by_activation.contains_key(&("bias_act_backward", 1)));
+        assert!(cl.by_activation.contains_key(&("bias_act_forward", 1)));
+    }
+
+    #[test]
     fn a_quiet_prefetch_waits_for_a_first_use_to_end() {
         let set = per_kernel_set(Dialect::OpenCl);
         set.prefetch(4);
         std::thread::sleep(QUIET_POLL * 4);
         assert_eq!(set.builds(), 0, "no first use yet: the prefetch waits");
         set.module_for("fill", || false).unwrap();
-        let all = set.slots.len();
+        let all = set.order.len();
         let deadline = Instant::now() + Duration::from_secs(60);
         while set.builds() < all && Instant::now() < deadline {
             std::thread::sleep(QUIET_POLL);
