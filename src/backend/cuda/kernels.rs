@@ -182,10 +182,13 @@ pub fn op_set_source() -> String {
     whole_op_set(&HEADERS, &FAMILIES)
 }
 
-/// The op set as one module per family.
+/// The op set as one module per kernel, family by family.
 pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
-    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.modules(&prelude, false))
+        .collect()
 }
 
 #[cfg(test)]
