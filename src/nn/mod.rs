@@ -56,6 +56,7 @@ mod network;
 #[cfg(feature = "onnx")]
 mod onnx;
 mod optim;
+mod padding;
 mod params;
 #[cfg(feature = "plot")]
 mod plot;
@@ -75,6 +76,7 @@ mod stream_plan;
 mod train;
 mod train_state;
 mod trainer;
+mod varlen_cell;
 mod workspace;
 mod workspace_cache;
 

@@ -536,6 +536,7 @@ impl Feed {
         match self {
             Feed::Memory { data, perm } => {
                 let rows = Rows::Gather(perm.slice(offset, ws.batch)?);
+                net.load_lengths(ws, data, &rows)?;
                 net.load_rows(ws, data.x.view(), Some(data.y.view()), &rows, false)
             }
             Feed::Stream { feed, .. } => feed.next(net, ws),

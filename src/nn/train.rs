@@ -121,6 +121,7 @@ impl Network {
     ) -> Result<TrainingHistory> {
         config.validate()?;
         self.check_train_data(data)?;
+        self.adopt_train_padding(data)?;
         let env = std::env::var("RNN_DEVICE").ok();
         let devices = config.data_parallel_devices(env.as_deref())?;
         if devices.len() > 1 {
