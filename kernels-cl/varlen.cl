@@ -37,7 +37,9 @@ inline bool loss_row_valid(__global const uint* labels, __global const float* ma
     return ((flags & 1u) == 0 || labels[r] != ignore) && ((flags & 2u) == 0 || mask[r] != 0.0f);
 }
 
-// One group of RED_THREADS work-items; see kernels-cu/varlen.cu.
+// One group of RED_THREADS work-items; see kernels-cu/varlen.cu. Without labels (flag 1 off)
+// `labels` is any valid address, never read: a null one lets the compiler assume the load
+// away or hoist it.
 inline void loss_weights_body(__global const float* row_loss, __global const float* row_correct,
                               __global const float* mask, __global float* weights,
                               __global float* totals, __global const uint* labels, uint rows,
@@ -58,10 +60,10 @@ inline void loss_weights_body(__global const float* row_loss, __global const flo
             if (flags & 8u) correct += wr * row_correct[r];
         }
     }
-    if ((flags & 4u) == 0) return;
+    // Every work-item reaches every barrier: the sums run with or without totals.
     loss = group_sum(sh, loss);
     correct = group_sum(sh, correct);
-    if (lid == 0) {
+    if (lid == 0 && (flags & 4u)) {
         totals[0] += loss;
         if (flags & 8u) totals[1] += correct;
     }
@@ -74,7 +76,8 @@ __kernel void loss_weights(__global const float* loss_base, ulong loss_off,
                            ulong totals_off, uint rows, uint flags) {
     __local float sh[RED_THREADS];
     loss_weights_body(loss_base + loss_off, correct_base + correct_off, mask_base + mask_off,
-                      w_base + w_off, totals_base + totals_off, 0, rows, flags & ~1u, 0u, sh);
+                      w_base + w_off, totals_base + totals_off,
+                      (__global const uint*)(mask_base + mask_off), rows, flags & ~1u, 0u, sh);
 }
 
 __kernel void loss_weights_labels(__global const float* loss_base, ulong loss_off,

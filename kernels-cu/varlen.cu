@@ -37,7 +37,7 @@ extern "C" __global__ void scale_rows(float* x_base, u64 x_off, const float* w_b
 // One block: count the valid rows (label not `ignore` when `labels` is given, flag 1; mask not
 // 0, flag 2), then weigh each valid row by rows / count and, with totals (flag 4), add the
 // weighted row losses (and, flag 8, correct flags) to totals. Counts are float sums of ones,
-// exact below 2^24 rows.
+// exact below 2^24 rows. Without labels, `labels` is any valid address, never read.
 __device__ void loss_weights_body(const float* row_loss, const float* row_correct,
                                   const float* mask, float* weights, float* totals,
                                   const uint* labels, uint rows, uint flags, uint ignore) {
@@ -60,10 +60,9 @@ __device__ void loss_weights_body(const float* row_loss, const float* row_correc
             if (flags & 8u) correct += wr * row_correct[r];
         }
     }
-    if (!(flags & 4u)) return;
     loss = block_reduce_sum(loss, sh);
     correct = block_reduce_sum(correct, sh);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && (flags & 4u)) {
         totals[0] += loss;
         if (flags & 8u) totals[1] += correct;
     }
@@ -75,7 +74,8 @@ extern "C" __global__ void loss_weights(const float* loss_base, u64 loss_off,
                                         u64 w_off, float* totals_base, u64 totals_off, uint rows,
                                         uint flags) {
     loss_weights_body(loss_base + loss_off, correct_base + correct_off, mask_base + mask_off,
-                      w_base + w_off, totals_base + totals_off, nullptr, rows, flags & ~1u, 0u);
+                      w_base + w_off, totals_base + totals_off,
+                      (const uint*)(mask_base + mask_off), rows, flags & ~1u, 0u);
 }
 
 extern "C" __global__ void loss_weights_labels(const float* loss_base, u64 loss_off,

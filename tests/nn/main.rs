@@ -47,3 +47,4 @@ mod stacked;
 mod stream;
 mod train;
 mod ux;
+mod varlen;
