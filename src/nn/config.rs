@@ -236,6 +236,11 @@ pub struct TrainingConfig {
     pub checkpoint_path: Option<PathBuf>,
     /// Epochs between training checkpoints (> 0).
     pub checkpoint_every: usize,
+    /// With `shuffle`, group samples of similar length into the same batches (data sets with
+    /// [`crate::nn::Dataset::with_lengths`] only): each epoch's shuffled order is cut into
+    /// pools of 50 batches, each pool sorted by length (longest first) and its whole batches
+    /// put in a random order; deterministic by `seed`.
+    pub bucket_by_length: bool,
 }
 
 impl Default for TrainingConfig {
@@ -261,6 +266,7 @@ impl Default for TrainingConfig {
             early_stopping: None,
             checkpoint_path: None,
             checkpoint_every: 1,
+            bucket_by_length: false,
         }
     }
 }

@@ -20,10 +20,12 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::{IndexedRows, LengthLayout, LossWeights, Ops, TypedMemory};
 
+use super::config::TrainingConfig;
 use super::data::Dataset;
 use super::layer::Layer;
 use super::loss::Loss;
 use super::network::Network;
+use super::rng::Rng;
 use super::size;
 use super::source::TrainData;
 use super::workspace::{DeviceData, Rows, Workspace};
@@ -95,6 +97,50 @@ impl LengthWs {
     /// The row mask the loss reads for per-step outputs.
     pub fn mask(&self) -> View<'_> {
         self.mask.view()
+    }
+}
+
+/// Batches pooled by length: [`super::TrainingConfig::bucket_by_length`].
+pub(crate) struct Buckets {
+    lengths: Vec<u32>,
+    batch: usize,
+}
+
+/// Batches per pool that is sorted by length.
+const POOL_BATCHES: usize = 50;
+
+impl Buckets {
+    /// The buckets `config` asks for over `data` in global batches of `batch`; `None` when it
+    /// asks for none. Bucketing data without lengths is an error.
+    pub fn of(data: &Dataset, config: &TrainingConfig, batch: usize) -> Result<Option<Self>> {
+        if !config.bucket_by_length {
+            return Ok(None);
+        }
+        let lengths = data.lengths().ok_or_else(|| {
+            Error::InvalidArgument(
+                "bucket_by_length needs a data set with lengths (Dataset::with_lengths)".into(),
+            )
+        })?;
+        Ok(Some(Buckets {
+            lengths: lengths.to_vec(),
+            batch: batch.max(1),
+        }))
+    }
+
+    /// Reorders a shuffled `order`: each pool of [`POOL_BATCHES`] batches sorted by length,
+    /// longest first (ties keep the shuffled order), then its whole batches shuffled by `rng`
+    /// (a pool's trailing partial batch stays last).
+    pub fn apply(&self, order: &mut [u32], rng: &mut Rng) {
+        let b = self.batch;
+        for pool in order.chunks_mut(b * POOL_BATCHES) {
+            pool.sort_by_key(|&i| std::cmp::Reverse(self.lengths[i as usize]));
+            let mut batches: Vec<usize> = (0..pool.len() / b).collect();
+            rng.shuffle(&mut batches);
+            let sorted = pool.to_vec();
+            for (k, &j) in batches.iter().enumerate() {
+                pool[k * b..(k + 1) * b].copy_from_slice(&sorted[j * b..(j + 1) * b]);
+            }
+        }
     }
 }
 

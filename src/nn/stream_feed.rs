@@ -34,6 +34,7 @@ use super::rng::Rng;
 use super::source::{DataSource, DataStream, SampleSpec, TargetSpec, TrainData};
 use super::stream_plan::ShufflePlan;
 use super::train_state::RunState;
+use super::padding::Buckets;
 use super::workspace::{Batch, DeviceData, Rows, Workspace, token_ids_need_an_embedding};
 
 /// This rank's rows of one step, as the device takes them (native-endian bytes).
@@ -448,6 +449,8 @@ pub(crate) enum Feed {
         data: DeviceData,
         /// The epoch's sample order (u32).
         perm: Buffer,
+        /// Batches of similar lengths ([`super::TrainingConfig::bucket_by_length`]).
+        buckets: Option<Buckets>,
     },
     Stream {
         feed: Box<StreamFeed>,
@@ -496,9 +499,12 @@ impl Feed {
         more: bool,
     ) -> Result<()> {
         match self {
-            Feed::Memory { perm, .. } => {
+            Feed::Memory { perm, buckets, .. } => {
                 if let Some(rng) = rng {
                     rng.shuffle(&mut state.order);
+                    if let Some(b) = buckets {
+                        b.apply(&mut state.order, rng);
+                    }
                 }
                 net.ctx.ops().upload_as(perm.view(), &state.order)
             }

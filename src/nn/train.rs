@@ -22,6 +22,7 @@ use super::data_parallel::{Prepared, Run, shard};
 use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::padding::Buckets;
 use super::progress::Progress;
 use super::progress::Reporter;
 use super::rng::Rng;
@@ -186,6 +187,7 @@ impl Network {
         };
         let mut feed = match run.train {
             TrainData::Memory(d) => Feed::Memory {
+                buckets: Buckets::of(d, config, global)?,
                 data: self.upload(d)?,
                 perm: self.ctx.ops().alloc_as(DType::U32, n)?,
             },

@@ -401,3 +401,40 @@ fn bad_lengths_and_ignore_index_are_clear_errors() {
     let e = flat.evaluate(&d).unwrap_err().to_string();
     assert!(e.contains("takes no sequence"), "{e}");
 }
+
+/// Bucketing by length trains the same way (deterministic by seed), and needs lengths.
+#[test]
+fn cpu_bucket_by_length() {
+    let ctx = Context::cpu();
+    let (n, t, i) = (40, 5, 2);
+    let mut rng = Rng::new(6);
+    let x = random(&mut rng, n * t * i);
+    let y = random(&mut rng, n);
+    let lengths: Vec<usize> = (0..n).map(|_| 1 + rng.below(t)).collect();
+    let data = Dataset::regression(x, t * i, y, 1).unwrap();
+    let padded = data.clone().with_lengths(&lengths).unwrap();
+    let config = TrainingConfig {
+        epochs: 3,
+        batch_size: 4,
+        learning_rate: 0.01,
+        bucket_by_length: true,
+        ..TrainingConfig::default()
+    };
+    let build = || {
+        Network::builder(&ctx)
+            .seed(1)
+            .sequence_length(t)
+            .lstm(i, 3, RnnOutput::Last)
+            .dense(3, 1, Activation::Identity)
+            .build(Loss::Mse)
+            .unwrap()
+    };
+    let (mut a, mut b) = (build(), build());
+    let ha = a.train(&padded, &config).unwrap();
+    let hb = b.train(&padded, &config).unwrap();
+    assert_eq!(a.parameters().unwrap(), b.parameters().unwrap());
+    assert!(ha.epochs.iter().all(|e| e.loss.is_finite()));
+    assert_eq!(ha.epochs.len(), hb.epochs.len());
+    let e = build().train(&data, &config).unwrap_err().to_string();
+    assert!(e.contains("bucket_by_length needs a data set with lengths"), "{e}");
+}
