@@ -540,7 +540,7 @@ impl Feed {
         offset: usize,
     ) -> Result<Batch<'a>> {
         match self {
-            Feed::Memory { data, perm } => {
+            Feed::Memory { data, perm, .. } => {
                 let rows = Rows::Gather(perm.slice(offset, ws.batch)?);
                 net.load_lengths(ws, data, &rows)?;
                 net.load_rows(ws, data.x.view(), Some(data.y.view()), &rows, false)
