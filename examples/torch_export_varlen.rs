@@ -201,7 +201,11 @@ fn run((device, out): &(DeviceId, PathBuf)) -> rnn::Result<()> {
         .map_err(|e| rnn::Error::InvalidArgument(e.to_string()))?;
     let path = out.join("manifest.json");
     std::fs::write(&path, manifest).map_err(|e| rnn::Error::io(&path, e))?;
-    println!("wrote {} padded-sequence cases to {}", models.len(), out.display());
+    println!(
+        "wrote {} padded-sequence cases to {}",
+        models.len(),
+        out.display()
+    );
     Ok(())
 }
 

@@ -11,9 +11,9 @@ use super::embedding::{Embedding, EmbeddingWs};
 use super::gru::{Gru, GruWs};
 use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
+use super::padding::LengthViews;
 use super::recurrent::RnnOutput;
 use super::rnn::{Rnn, RnnWs};
-use super::padding::LengthViews;
 use super::stack::{RecurrentCell, Stack, StackWs};
 use super::varlen_cell::{self, CellSeq};
 

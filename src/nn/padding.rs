@@ -183,12 +183,16 @@ impl Network {
                 "an ignore_index needs the cross-entropy loss".into(),
             ));
         }
-        let wanted = Padding::of(data);
-        if wanted != self.padding {
-            self.padding = wanted;
+        self.use_padding(Padding::of(data));
+        Ok(())
+    }
+
+    /// Builds the workspaces for `padding` from now on (dropping them when it changes).
+    pub(crate) fn use_padding(&mut self, padding: Padding) {
+        if padding != self.padding {
+            self.padding = padding;
             self.workspaces.clear();
         }
-        Ok(())
     }
 
     /// [`Network::adopt_padding`] for training data. A stream's batches carry no lengths and
@@ -197,17 +201,17 @@ impl Network {
         match data {
             TrainData::Memory(d) => self.adopt_padding(d),
             TrainData::Stream(s) => {
-                if s.validation.as_ref().is_some_and(|v| Padding::of(v) != Padding::default()) {
+                if s.validation
+                    .as_ref()
+                    .is_some_and(|v| Padding::of(v) != Padding::default())
+                {
                     return Err(Error::InvalidData(
                         "a data stream carries no sequence lengths or ignore_index, so its \
                          validation samples may not either"
                             .into(),
                     ));
                 }
-                if self.padding != Padding::default() {
-                    self.padding = Padding::default();
-                    self.workspaces.clear();
-                }
+                self.use_padding(Padding::default());
                 Ok(())
             }
         }
@@ -231,7 +235,12 @@ impl Network {
 
     /// Puts the lengths of the batch `rows` of `dd` into `ws` and lays them out (a no-op for a
     /// network without lengths). Queued before the step, outside its recording.
-    pub(crate) fn load_lengths(&self, ws: &Workspace, dd: &DeviceData, rows: &Rows<'_>) -> Result<()> {
+    pub(crate) fn load_lengths(
+        &self,
+        ws: &Workspace,
+        dd: &DeviceData,
+        rows: &Rows<'_>,
+    ) -> Result<()> {
         let (Some(lw), Some(lens)) = (&ws.lengths, &dd.lens) else {
             return Ok(());
         };

@@ -289,7 +289,13 @@ impl Stack {
                 let partner = |r: usize| if m == seq_rows { rev_row(r) } else { r };
                 let interleave = |partner: &dyn Fn(usize) -> usize| -> Vec<usize> {
                     (0..2 * m)
-                        .map(|j| if j % 2 == 0 { j / 2 } else { m + partner(j / 2) })
+                        .map(|j| {
+                            if j % 2 == 0 {
+                                j / 2
+                            } else {
+                                m + partner(j / 2)
+                            }
+                        })
                         .collect()
                 };
                 let cat = interleave(&partner);
@@ -419,12 +425,8 @@ impl Stack {
                         bi.cat_idx.view()
                     }
                 };
-                f.ops.gather_rows(IndexedRows::new(
-                    bi.stage.view(),
-                    cat,
-                    bi.out.view(),
-                    h,
-                ))?;
+                f.ops
+                    .gather_rows(IndexedRows::new(bi.stage.view(), cat, bi.out.view(), h))?;
             }
             if let Some(d) = ws.drops.get(k) {
                 self.drop(f, k, self.level_output(ws, k)?, d.y.view())?;
@@ -460,12 +462,9 @@ impl Stack {
                 f.ops
                     .gather_rows(IndexedRows::new(tmp, lv.reversal, dst, h))
             }
-            _ => f.ops.gather_rows(IndexedRows::new(
-                bi.dout.view(),
-                bi.rev_idx.view(),
-                dst,
-                h,
-            )),
+            _ => f
+                .ops
+                .gather_rows(IndexedRows::new(bi.dout.view(), bi.rev_idx.view(), dst, h)),
         }
     }
 

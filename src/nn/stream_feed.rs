@@ -30,11 +30,11 @@ use super::data::{Dataset, Targets};
 use super::embedding::Embedding;
 use super::layer::Layer;
 use super::network::Network;
+use super::padding::Buckets;
 use super::rng::Rng;
 use super::source::{DataSource, DataStream, SampleSpec, TargetSpec, TrainData};
 use super::stream_plan::ShufflePlan;
 use super::train_state::RunState;
-use super::padding::Buckets;
 use super::workspace::{Batch, DeviceData, Rows, Workspace, token_ids_need_an_embedding};
 
 /// This rank's rows of one step, as the device takes them (native-endian bytes).

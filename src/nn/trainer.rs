@@ -9,6 +9,7 @@ use super::config::TrainingConfig;
 use super::data::Dataset;
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::padding::Padding;
 use super::step_graph::StepGraphs;
 use super::workspace::{DeviceData, Rows};
 use super::workspace_cache::WorkspacePin;
@@ -25,6 +26,12 @@ pub struct Trainer {
     clip: Option<f32>,
     next: usize,
     since: u64,
+    /// The padding of its data set, which the network's workspaces must be built for.
+    padding: Padding,
+    /// [`StepGraphs::new`]'s switch, to record again after the workspaces were rebuilt.
+    graphs_on: bool,
+    /// The workspaces' generation the step graphs were recorded against.
+    generation: u64,
     /// Keeps this batch size's workspace from being evicted by predictions of other sizes.
     _pin: WorkspacePin,
 }
@@ -46,6 +53,8 @@ impl Network {
     pub fn trainer(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<Trainer> {
         config.validate()?;
         self.check_data(data)?;
+        self.adopt_padding(data)?;
+        let padding = self.padding;
         let data = self.upload(data)?;
         let batch = config.batch_size.min(data.n);
         let pin = self.pin_workspace(batch)?;
@@ -73,6 +82,9 @@ impl Network {
             clip: config.clip_grad_norm,
             next: 0,
             since: 0,
+            padding,
+            graphs_on: config.graphs,
+            generation: self.workspaces.generation(),
             _pin: pin,
         })
     }
@@ -90,8 +102,16 @@ impl Trainer {
         if self.next + self.batch > self.data.n {
             self.next = 0;
         }
+        // Another data set may have changed the network's padding since; rebuilt workspaces
+        // need the step recorded again.
+        net.use_padding(self.padding);
+        if net.workspaces.generation() != self.generation {
+            self.graphs = StepGraphs::new(self.graphs_on);
+            self.generation = net.workspaces.generation();
+        }
         let (net, ws) = net.workspace(self.batch)?;
         let rows = Rows::Range(self.next);
+        net.load_lengths(ws, &self.data, &rows)?;
         let in_place = self.graphs.runs_op_by_op(self.batch);
         let (x, y) = (self.data.x.view(), Some(self.data.y.view()));
         let batch = net.load_rows(ws, x, y, &rows, in_place)?;

@@ -132,10 +132,7 @@ fn padded_batch_equals_each_sample_alone(ctx: &Context) {
                     }
                 }
                 let loss_err = (loss as f64 - want_loss).abs() / want_loss.abs().max(1e-6);
-                assert!(
-                    loss_err < 1e-4,
-                    "{what}: loss {loss} vs {want_loss}"
-                );
+                assert!(loss_err < 1e-4, "{what}: loss {loss} vs {want_loss}");
                 let e = rel_err(&grads, &want_grads);
                 assert!(e < 1e-4, "{what}: gradient rel err {e}");
             }
@@ -242,7 +239,9 @@ fn ignore_index_matches_a_hand_computation(ctx: &Context) {
 
     // The gradients are those of the kept rows alone.
     let only = Dataset::classification(
-        kept.iter().flat_map(|&s| x[s * i..(s + 1) * i].to_vec()).collect(),
+        kept.iter()
+            .flat_map(|&s| x[s * i..(s + 1) * i].to_vec())
+            .collect(),
         i,
         kept.iter().map(|&s| labels[s]).collect(),
         c,
@@ -436,5 +435,8 @@ fn cpu_bucket_by_length() {
     assert!(ha.epochs.iter().all(|e| e.loss.is_finite()));
     assert_eq!(ha.epochs.len(), hb.epochs.len());
     let e = build().train(&data, &config).unwrap_err().to_string();
-    assert!(e.contains("bucket_by_length needs a data set with lengths"), "{e}");
+    assert!(
+        e.contains("bucket_by_length needs a data set with lengths"),
+        "{e}"
+    );
 }

@@ -29,7 +29,11 @@ impl SequenceMaskOps for CpuOps {
                 let r = t * batch + b;
                 let valid = t < len;
                 mask[r] = if valid { 1.0 } else { 0.0 };
-                reversal[r] = if valid { ((len - 1 - t) * batch + b) as u32 } else { r as u32 };
+                reversal[r] = if valid {
+                    ((len - 1 - t) * batch + b) as u32
+                } else {
+                    r as u32
+                };
             }
         }
         let last: Vec<u32> = lens

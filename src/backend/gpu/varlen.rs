@@ -30,7 +30,9 @@ impl<D: Device> SequenceMaskOps for GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new().bufs(&[&x, &weights])?.dims(&[weights.len(), cols]);
+        let args = Args::new()
+            .bufs(&[&x, &weights])?
+            .dims(&[weights.len(), cols]);
         self.run("scale_rows", launch::elementwise(n), args)
     }
 
@@ -51,7 +53,10 @@ impl<D: Device> SequenceMaskOps for GpuOps<D> {
         let (entry, args) = match a.labels {
             Some((labels, ignore)) => (
                 "loss_weights_labels",
-                args.buf_u32(&labels)?.dims(&[rows]).u32(a.flags()).u32(ignore),
+                args.buf_u32(&labels)?
+                    .dims(&[rows])
+                    .u32(a.flags())
+                    .u32(ignore),
             ),
             None => (LossWeights::OP, args.dims(&[rows]).u32(a.flags())),
         };

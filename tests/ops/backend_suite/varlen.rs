@@ -23,7 +23,10 @@ pub fn sequence_masks(t: Target) {
             compare_ids(
                 ctx,
                 &format!("length_layout {steps}x{batch} {lengths:?}"),
-                (&[lengths, nan(n), vec![7.0; n], vec![7.0; batch]], &[0, 2, 3]),
+                (
+                    &[lengths, nan(n), vec![7.0; n], vec![7.0; batch]],
+                    &[0, 2, 3],
+                ),
                 &[1, 2, 3],
                 0.0,
                 &|o, v| o.length_layout(LengthLayout::new(v[0], v[1], v[2], v[3], steps)),
@@ -68,7 +71,11 @@ pub fn sequence_masks(t: Target) {
                 (false, false, false),
             ] {
                 let bufs = [
-                    if use_labels { loss_nan.clone() } else { loss.clone() },
+                    if use_labels {
+                        loss_nan.clone()
+                    } else {
+                        loss.clone()
+                    },
                     correct.clone(),
                     labels.clone(),
                     mask.clone(),
@@ -78,7 +85,9 @@ pub fn sequence_masks(t: Target) {
                 let check: &[usize] = if use_totals { &[4, 5] } else { &[4] };
                 compare_ids(
                     ctx,
-                    &format!("loss_weights labels {use_labels} mask {use_mask} totals {use_totals}"),
+                    &format!(
+                        "loss_weights labels {use_labels} mask {use_mask} totals {use_totals}"
+                    ),
                     (&bufs, &[2]),
                     check,
                     1e-5,

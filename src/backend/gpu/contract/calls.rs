@@ -27,8 +27,8 @@ use crate::ops::prelude::TypedMemory;
 use crate::ops::{
     Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
     GruGateGrads, GruSequenceBackward, GruSequenceForward, LayerNormGrads, LayerNormParams,
-    LengthLayout, LossOutputs, LossWeights, LstmSequenceBackward, LstmSequenceForward, MatShape, Ops, OptimBuffers,
-    RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
+    LengthLayout, LossOutputs, LossWeights, LstmSequenceBackward, LstmSequenceForward, MatShape,
+    Ops, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
