@@ -446,7 +446,8 @@ impl StreamFeed {
 /// permutation on the device, or a stream.
 pub(crate) enum Feed {
     Memory {
-        data: DeviceData,
+        /// Boxed: the lengths made it much larger than the stream variant.
+        data: Box<DeviceData>,
         /// The epoch's sample order (u32).
         perm: Buffer,
         /// Batches of similar lengths ([`super::TrainingConfig::bucket_by_length`]).

@@ -188,7 +188,7 @@ impl Network {
         let mut feed = match run.train {
             TrainData::Memory(d) => Feed::Memory {
                 buckets: Buckets::of(d, config, global)?,
-                data: self.upload(d)?,
+                data: Box::new(self.upload(d)?),
                 perm: self.ctx.ops().alloc_as(DType::U32, n)?,
             },
             TrainData::Stream(s) => Feed::Stream {
