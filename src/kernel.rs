@@ -221,6 +221,13 @@ pub(crate) mod family_entries {
     pub(crate) const NORM: &[&str] = &["layer_norm_forward", "layer_norm_backward"];
     /// Embedding gradients.
     pub(crate) const EMBEDDING: &[&str] = &["scatter_add_rows"];
+    /// Variable-length sequences: the lengths' layout, row masks, loss weights.
+    pub(crate) const VARLEN: &[&str] = &[
+        "length_layout",
+        "scale_rows",
+        "loss_weights",
+        "loss_weights_labels",
+    ];
 }
 
 /// One module of the built-in op set as a device compiles it: the modules are compiled, cached

@@ -420,6 +420,7 @@ impl NetworkBuilder {
             layer_steps,
             out_steps: steps,
             workspaces: Workspaces::default(),
+            padding: Default::default(),
         })
     }
 }

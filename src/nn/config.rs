@@ -245,6 +245,11 @@ pub struct TrainingConfig {
     /// are skipped. Each data-parallel rank carries the states of its share of every batch.
     /// Off by default.
     pub carry_state: bool,
+    /// With `shuffle`, group samples of similar length into the same batches (data sets with
+    /// [`crate::nn::Dataset::with_lengths`] only): each epoch's shuffled order is cut into
+    /// pools of 50 batches, each pool sorted by length (longest first) and its whole batches
+    /// put in a random order; deterministic by `seed`.
+    pub bucket_by_length: bool,
 }
 
 impl Default for TrainingConfig {
@@ -271,6 +276,7 @@ impl Default for TrainingConfig {
             checkpoint_path: None,
             checkpoint_every: 1,
             carry_state: false,
+            bucket_by_length: false,
         }
     }
 }

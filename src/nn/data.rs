@@ -105,6 +105,10 @@ pub struct Dataset {
     inputs: Inputs,
     width: usize,
     targets: Targets,
+    /// Per-sample sequence lengths ([`Dataset::with_lengths`]); `None`: every sample is whole.
+    lengths: Option<Vec<u32>>,
+    /// The class label the loss skips ([`Dataset::new_ignoring`]).
+    ignore_index: Option<u32>,
 }
 
 fn check_finite(values: &[f32], width: usize, what: &str) -> Result<()> {
@@ -150,8 +154,90 @@ impl Dataset {
         Self::validated(Inputs::Ids(ids), steps, targets)
     }
 
+    /// [`Dataset::new`] with class targets where the label `ignore_index` marks a position the
+    /// loss skips, as PyTorch's `CrossEntropyLoss(ignore_index=...)`: that label is allowed
+    /// whatever the class count (e.g. `u32::MAX`, or a padding class), and the loss is the mean
+    /// over the other labels only. Rejects real-valued targets.
+    pub fn new_ignoring(
+        features: Vec<f32>,
+        width: usize,
+        targets: Targets,
+        ignore_index: u32,
+    ) -> Result<Self> {
+        if width > 0 {
+            check_finite(&features, width, "feature")?;
+        }
+        Self::ignoring(Inputs::Values(features), width, targets, ignore_index)
+    }
+
+    /// [`Dataset::tokens`] with an ignored label, as [`Dataset::new_ignoring`].
+    pub fn tokens_ignoring(
+        ids: Vec<u32>,
+        steps: usize,
+        targets: Targets,
+        ignore_index: u32,
+    ) -> Result<Self> {
+        Self::ignoring(Inputs::Ids(ids), steps, targets, ignore_index)
+    }
+
+    fn ignoring(inputs: Inputs, width: usize, targets: Targets, ignore: u32) -> Result<Self> {
+        if !matches!(targets, Targets::Classes { .. }) {
+            return Err(Error::InvalidData(
+                "an ignore_index needs class targets, the data has real values".into(),
+            ));
+        }
+        Self::validated_ignoring(inputs, width, targets, Some(ignore))
+    }
+
+    /// The same samples with per-sample sequence lengths: sample `i` is valid for its first
+    /// `lengths[i]` steps and padded after them, with PyTorch's packed-sequence meaning
+    /// (`pack_padded_sequence`): recurrent outputs past a sample's length are zero and get no
+    /// gradient, the reverse direction of a bidirectional layer starts at the sample's last
+    /// valid step, `RnnOutput::Last` is the last valid step, and a per-step loss averages over
+    /// the valid (sample, step) pairs only. Each length must be in `1..=steps`; this checks
+    /// `1..=width` (`width` is the steps of token data), and a network checks its own steps
+    /// ([`crate::nn::Network::check_data`]).
+    pub fn with_lengths(mut self, lengths: &[usize]) -> Result<Self> {
+        if lengths.len() != self.len() {
+            return Err(Error::InvalidData(format!(
+                "{} lengths for {} samples",
+                lengths.len(),
+                self.len()
+            )));
+        }
+        if let Some(i) = lengths.iter().position(|&l| l == 0 || l > self.width) {
+            return Err(Error::InvalidData(format!(
+                "sample {i}: length {} outside 1..={}",
+                lengths[i], self.width
+            )));
+        }
+        self.lengths = Some(lengths.iter().map(|&l| l as u32).collect());
+        Ok(self)
+    }
+
+    /// The per-sample lengths of [`Dataset::with_lengths`], if any.
+    pub fn lengths(&self) -> Option<&[u32]> {
+        self.lengths.as_deref()
+    }
+
+    /// The label the loss skips ([`Dataset::new_ignoring`]), if any.
+    pub fn ignore_index(&self) -> Option<u32> {
+        self.ignore_index
+    }
+
     /// The checks of [`Dataset::new`] but the features' finiteness.
     fn validated(inputs: Inputs, width: usize, targets: Targets) -> Result<Self> {
+        Self::validated_ignoring(inputs, width, targets, None)
+    }
+
+    /// [`Dataset::validated`], where a label equal to `ignore` is allowed (and skipped by the
+    /// loss) whatever the class count.
+    fn validated_ignoring(
+        inputs: Inputs,
+        width: usize,
+        targets: Targets,
+        ignore: Option<u32>,
+    ) -> Result<Self> {
         if width == 0 {
             return Err(Error::InvalidData("feature width must be > 0".into()));
         }
@@ -183,7 +269,8 @@ impl Dataset {
                 if *classes == 0 {
                     return Err(Error::InvalidData("classes must be > 0".into()));
                 }
-                if let Some(i) = labels.iter().position(|&l| l as usize >= *classes) {
+                let bad = |l: u32| l as usize >= *classes && Some(l) != ignore;
+                if let Some(i) = labels.iter().position(|&l| bad(l)) {
                     return Err(Error::InvalidData(format!(
                         "row {}: label {} outside 0..{classes}",
                         i / tw,
@@ -197,6 +284,8 @@ impl Dataset {
             inputs,
             width,
             targets,
+            lengths: None,
+            ignore_index: ignore,
         })
     }
 
@@ -282,7 +371,14 @@ impl Dataset {
             )));
         }
         let w = self.width;
-        Dataset::validated(self.inputs.select(rows, w), w, self.targets.select(rows))
+        let inputs = self.inputs.select(rows, w);
+        let mut out =
+            Dataset::validated_ignoring(inputs, w, self.targets.select(rows), self.ignore_index)?;
+        out.lengths = self
+            .lengths
+            .as_ref()
+            .map(|l| rows.iter().map(|&r| l[r]).collect());
+        Ok(out)
     }
 
     /// The first `n` samples and the rest (both non-empty).

@@ -159,6 +159,7 @@ impl Network {
             out_steps: self.out_steps,
             workspaces: Workspaces::default(),
             rng,
+            padding: self.padding,
         })
     }
 

@@ -24,6 +24,7 @@ use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
 use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
 use super::size;
+use super::varlen_cell::CellSeq;
 
 /// A GRU layer.
 #[derive(Debug, Clone)]
@@ -104,6 +105,16 @@ impl Gru {
 
     pub fn grad_output<'a>(&self, ws: &'a GruWs) -> Result<View<'a>> {
         ws.seq.grad_output(self.output)
+    }
+
+    /// Every output state and its gradient, for padded sequences.
+    pub fn cell_seq<'a>(&self, ws: &'a GruWs) -> Result<CellSeq<'a>> {
+        Ok(CellSeq {
+            states: ws.seq.output(RnnOutput::Sequence)?,
+            grads: ws.seq.grads(),
+            hidden: self.hidden,
+            output: self.output,
+        })
     }
 
     /// `x` is time-major, `steps * batch x inputs`.

@@ -12,9 +12,11 @@ use super::embedding::{Embedding, EmbeddingWs};
 use super::gru::{Gru, GruWs};
 use super::layer_norm::{LayerNorm, LayerNormWs};
 use super::lstm::{Lstm, LstmWs};
+use super::padding::LengthViews;
 use super::recurrent::RnnOutput;
 use super::rnn::{Rnn, RnnWs};
 use super::stack::{RecurrentCell, Stack, StackWs};
+use super::varlen_cell::{self, CellSeq};
 
 /// A layer's input rows and, unless it is the first layer (whose input needs no gradient), the
 /// buffer its backward pass writes the gradient with respect to them into.
@@ -36,6 +38,9 @@ pub(crate) struct Flat<'a> {
     /// gradient for its initial state ([`super::cell_state::StateGradViews`]); false keeps the
     /// plain pass and its cost.
     pub state_grads: bool,
+    /// The batch's lengths, when its sequences are padded: recurrent layers then zero their
+    /// outputs past each length and mask the gradients coming back.
+    pub lengths: Option<LengthViews<'a>>,
 }
 
 #[derive(Debug, Clone)]
@@ -281,7 +286,26 @@ impl Layer {
         }
     }
 
+    /// A one-direction recurrent cell's output states and their gradients; `None` for the
+    /// other layers.
+    fn cell_seq<'a>(&self, ws: &'a LayerWs) -> Result<Option<CellSeq<'a>>> {
+        Ok(match (self, ws) {
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => Some(r.cell_seq(w)?),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => Some(l.cell_seq(w)?),
+            (Layer::Gru(g), LayerWs::Gru(w)) => Some(g.cell_seq(w)?),
+            _ => None,
+        })
+    }
+
     pub fn forward(&self, f: &Flat<'_>, ws: &LayerWs, x: View<'_>) -> Result<()> {
+        self.forward_unmasked(f, ws, x)?;
+        match (&f.lengths, self.cell_seq(ws)?) {
+            (Some(lv), Some(c)) => varlen_cell::mask_outputs(f.ops, lv, &c),
+            _ => Ok(()),
+        }
+    }
+
+    fn forward_unmasked(&self, f: &Flat<'_>, ws: &LayerWs, x: View<'_>) -> Result<()> {
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.forward(f, w, x),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward(f, w, x),
@@ -303,6 +327,9 @@ impl Layer {
         dx: Option<View<'_>>,
     ) -> Result<()> {
         let input = LayerInput { x, dx };
+        if let (Some(lv), Some(c)) = (&f.lengths, self.cell_seq(ws)?) {
+            varlen_cell::mask_grads(f.ops, lv, &c)?;
+        }
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx, None),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, input),

@@ -22,6 +22,7 @@ use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
 use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
 use super::size;
+use super::varlen_cell::CellSeq;
 
 /// An LSTM layer.
 #[derive(Debug, Clone)]
@@ -105,6 +106,16 @@ impl Lstm {
 
     pub fn grad_output<'a>(&self, ws: &'a LstmWs) -> Result<View<'a>> {
         ws.seq.grad_output(self.output)
+    }
+
+    /// Every output state and its gradient, for padded sequences.
+    pub fn cell_seq<'a>(&self, ws: &'a LstmWs) -> Result<CellSeq<'a>> {
+        Ok(CellSeq {
+            states: ws.seq.output(RnnOutput::Sequence)?,
+            grads: ws.seq.grads(),
+            hidden: self.hidden,
+            output: self.output,
+        })
     }
 
     /// `x` is time-major, `steps * batch x inputs`.

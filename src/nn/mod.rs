@@ -62,6 +62,7 @@ mod network;
 #[cfg(feature = "onnx")]
 mod onnx;
 mod optim;
+mod padding;
 mod params;
 #[cfg(feature = "plot")]
 mod plot;
@@ -84,6 +85,7 @@ mod tbptt;
 mod train;
 mod train_state;
 mod trainer;
+mod varlen_cell;
 mod workspace;
 mod workspace_cache;
 

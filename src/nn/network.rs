@@ -12,6 +12,7 @@ use super::data::{Dataset, Targets};
 use super::history::Evaluation;
 use super::layer::{Layer, LayerDesc};
 use super::loss::Loss;
+use super::padding::Padding;
 use super::params::{ParamInfo, ParamLayout};
 use super::size::MAX_INDEXED_ROWS;
 use super::step_graph::EvalKind;
@@ -43,6 +44,8 @@ pub struct Network {
     /// Steps per sample at the output.
     pub(crate) out_steps: usize,
     pub(crate) workspaces: Workspaces,
+    /// The padding (lengths, ignored label) the workspaces are built for.
+    pub(crate) padding: Padding,
 }
 
 impl std::fmt::Debug for Network {
@@ -382,6 +385,7 @@ impl Network {
     /// Mean loss (and accuracy) over `data`.
     pub fn evaluate(&mut self, data: &Dataset) -> Result<Evaluation> {
         self.check_data(data)?;
+        self.adopt_padding(data)?;
         let dd = self.upload(data)?;
         self.evaluate_device(&dd, true)
     }
@@ -406,6 +410,7 @@ impl Network {
             let mut ws_graphs = ws.graphs.lock();
             let in_place = ws_graphs.runs_op_by_op(EvalKind::Loss, b, graphs);
             let rows = Rows::Range(start);
+            net.load_lengths(ws, dd, &rows)?;
             let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &rows, in_place)?;
             runs.push(ws_graphs.run(&net.ctx, EvalKind::Loss, b, graphs, || {
                 net.forward_ws(ws, &batch)?;
@@ -449,11 +454,13 @@ impl Network {
     /// same masks, so finite differences of its loss match its gradients.
     pub fn compute_gradients(&mut self, data: &Dataset) -> Result<f32> {
         self.check_data(data)?;
+        self.adopt_padding(data)?;
         let dd = self.upload(data)?;
         let ops = self.ctx.ops();
         let acc = ops.alloc(2)?;
         ops.fill(acc.view(), 0.0)?;
         let (net, ws) = self.workspace(dd.n)?;
+        net.load_lengths(ws, &dd, &Rows::Range(0))?;
         let batch = net.load_rows(ws, dd.x.view(), Some(dd.y.view()), &Rows::Range(0), true)?;
         net.forward_train_ws(ws, &batch)?;
         net.loss_ws(ws, &batch, Some(acc.view()))?;

@@ -15,6 +15,7 @@ use super::layer::{Flat, LayerInput};
 use super::params::{ParamLayout, ParamRef};
 use super::recurrent::{GateParams, RnnOutput};
 use super::size;
+use super::varlen_cell::CellSeq;
 
 /// An Elman recurrent layer (one direction, one layer, zero initial state).
 #[derive(Debug, Clone)]
@@ -122,6 +123,17 @@ impl Rnn {
             RnnOutput::Sequence => ws.hs.slice(block, self.steps * block),
             RnnOutput::Last => ws.hs.slice(self.steps * block, block),
         }
+    }
+
+    /// Every output state and its gradient, for padded sequences.
+    pub fn cell_seq<'a>(&self, ws: &'a RnnWs) -> Result<CellSeq<'a>> {
+        let block = ws.block(self.hidden);
+        Ok(CellSeq {
+            states: ws.hs.slice(block, self.steps * block)?,
+            grads: ws.dh.view(),
+            hidden: self.hidden,
+            output: self.output,
+        })
     }
 
     pub fn grad_output<'a>(&self, ws: &'a RnnWs) -> Result<View<'a>> {

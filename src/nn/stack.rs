@@ -146,6 +146,10 @@ struct BiWs {
     fwd_idx: Buffer,
     /// Same for the reverse cell (its rows in reversed time order).
     rev_idx: Buffer,
+    /// `cat_idx` and `rev_idx` without the time reversal, for padded batches, whose
+    /// per-sample reversal is a separate gather ([`super::padding::LengthViews::reversal`]).
+    cat_plain: Buffer,
+    rev_plain: Buffer,
 }
 
 /// Per-batch-size buffers of a [`Stack`].
@@ -284,17 +288,21 @@ impl Stack {
                 let m = self.level_rows(k, batch);
                 // With `Last` both cells hand on their final state: no reordering.
                 let partner = |r: usize| if m == seq_rows { rev_row(r) } else { r };
-                let cat: Vec<usize> = (0..2 * m)
-                    .map(|j| {
-                        if j % 2 == 0 {
-                            j / 2
-                        } else {
-                            m + partner(j / 2)
-                        }
-                    })
-                    .collect();
+                let interleave = |partner: &dyn Fn(usize) -> usize| -> Vec<usize> {
+                    (0..2 * m)
+                        .map(|j| {
+                            if j % 2 == 0 {
+                                j / 2
+                            } else {
+                                m + partner(j / 2)
+                            }
+                        })
+                        .collect()
+                };
+                let cat = interleave(&partner);
                 let fwd: Vec<usize> = (0..m).map(|r| 2 * r).collect();
                 let rev_d: Vec<usize> = (0..m).map(|r| 2 * partner(r) + 1).collect();
+                let rev_plain: Vec<usize> = (0..m).map(|r| 2 * r + 1).collect();
                 let x_len = size::mul(seq_rows, level_in, "recurrent input")?;
                 let out_len = size::mul(m, 2 * h, "bidirectional output")?;
                 bi.push(BiWs {
@@ -306,6 +314,8 @@ impl Stack {
                     cat_idx: index_buffer(ops, &cat)?,
                     fwd_idx: index_buffer(ops, &fwd)?,
                     rev_idx: index_buffer(ops, &rev_d)?,
+                    cat_plain: index_buffer(ops, &interleave(&|r| r))?,
+                    rev_plain: index_buffer(ops, &rev_plain)?,
                 });
             }
         }
@@ -411,28 +421,69 @@ impl Stack {
             let xin = self.level_input(ws, x, k)?;
             let level = &self.cells[k];
             level[0].forward(f, &ws.cells[k][0], xin)?;
-            if let (Some(bi), Some(rev)) = (ws.bi.get(k), &ws.time_rev) {
+            if let (Some(bi), Some(rev)) = (ws.bi.get(k), self.reversal(f, ws)) {
                 let level_in = xin.len() / rev.len();
                 f.ops
-                    .gather_rows(IndexedRows::new(xin, rev.view(), bi.x_rev.view(), level_in))?;
+                    .gather_rows(IndexedRows::new(xin, rev, bi.x_rev.view(), level_in))?;
                 level[1].forward(f, &ws.cells[k][1], bi.x_rev.view())?;
                 let fo = level[0].output(&ws.cells[k][0])?;
                 let ro = level[1].output(&ws.cells[k][1])?;
                 let m = fo.len();
                 f.ops.copy(fo, bi.stage.slice(0, m)?)?;
-                f.ops.copy(ro, bi.stage.slice(m, m)?)?;
-                f.ops.gather_rows(IndexedRows::new(
-                    bi.stage.view(),
-                    bi.cat_idx.view(),
-                    bi.out.view(),
-                    h,
-                ))?;
+                let cat = match (&f.lengths, m == rev.len() * h) {
+                    // Padded: the reverse cell's sequence back in time order first.
+                    (Some(lv), true) => {
+                        let back = bi.stage.slice(m, m)?;
+                        f.ops
+                            .gather_rows(IndexedRows::new(ro, lv.reversal, back, h))?;
+                        bi.cat_plain.view()
+                    }
+                    _ => {
+                        f.ops.copy(ro, bi.stage.slice(m, m)?)?;
+                        bi.cat_idx.view()
+                    }
+                };
+                f.ops
+                    .gather_rows(IndexedRows::new(bi.stage.view(), cat, bi.out.view(), h))?;
             }
             if let Some(d) = ws.drops.get(k) {
                 self.drop(f, k, self.level_output(ws, k)?, d.y.view())?;
             }
         }
         Ok(())
+    }
+
+    /// The time reversal of the reverse direction: each sample's own for a padded batch, else
+    /// the whole sequence's; `None` with one direction.
+    fn reversal<'a>(&self, f: &Flat<'a>, ws: &'a StackWs) -> Option<View<'a>> {
+        match (&f.lengths, &ws.time_rev) {
+            (_, None) => None,
+            (Some(lv), Some(_)) => Some(lv.reversal),
+            (None, Some(rev)) => Some(rev.view()),
+        }
+    }
+
+    /// The reverse cell's output gradient (in its reversed time order) from the level's.
+    fn reverse_grad(&self, f: &Flat<'_>, bi: &BiWs, dst: View<'_>) -> Result<()> {
+        let h = self.hidden;
+        match f.lengths {
+            Some(lv) if dst.len() == lv.reversal.len() * h => {
+                // Padded: the reverse half in time order, then reversed per sample. `stage` is
+                // free during the backward pass.
+                let tmp = bi.stage.slice(0, dst.len())?;
+                f.ops.gather_rows(IndexedRows::new(
+                    bi.dout.view(),
+                    bi.rev_plain.view(),
+                    tmp,
+                    h,
+                ))?;
+                f.ops
+                    .gather_rows(IndexedRows::new(tmp, lv.reversal, dst, h))
+            }
+            _ => f
+                .ops
+                .gather_rows(IndexedRows::new(bi.dout.view(), bi.rev_idx.view(), dst, h)),
+        }
     }
 
     /// Backpropagation through every level, from the gradient the next layer left in
@@ -456,22 +507,18 @@ impl Stack {
                     level[0].grad_output(wf)?,
                     h,
                 ))?;
-                f.ops.gather_rows(IndexedRows::new(
-                    bi.dout.view(),
-                    bi.rev_idx.view(),
-                    level[1].grad_output(wr)?,
-                    h,
-                ))?;
+                self.reverse_grad(f, bi, level[1].grad_output(wr)?)?;
                 let dx_rev = dxin.map(|_| bi.dx_rev.view());
                 level[1].backward(f, wr, bi.x_rev.view(), dx_rev)?;
             }
             level[0].backward(f, wf, xin, dxin)?;
-            if let (Some(dxin), Some(bi), Some(rev)) = (dxin, ws.bi.get(k), &ws.time_rev) {
-                // `x_rev` is free once the reverse cell's backward pass has run.
+            if let (Some(dxin), Some(bi), Some(rev)) = (dxin, ws.bi.get(k), self.reversal(f, ws)) {
+                // `x_rev` is free once the reverse cell's backward pass has run; every
+                // reversal is its own inverse.
                 let level_in = dxin.len() / rev.len();
                 f.ops.gather_rows(IndexedRows::new(
                     bi.dx_rev.view(),
-                    rev.view(),
+                    rev,
                     bi.x_rev.view(),
                     level_in,
                 ))?;

@@ -24,6 +24,7 @@ use crate::ops::TypedMemory;
 
 use super::layer::Layer;
 use super::network::Network;
+use super::padding::Buckets;
 use super::rng::Rng;
 use super::source::{DataStream, TrainData};
 pub(crate) use super::stream_batches::StepLayout;
@@ -263,9 +264,12 @@ impl StreamFeed {
 /// permutation on the device, or a stream.
 pub(crate) enum Feed {
     Memory {
-        data: DeviceData,
+        /// Boxed: the lengths made it much larger than the stream variant.
+        data: Box<DeviceData>,
         /// The epoch's sample order (u32).
         perm: Buffer,
+        /// Batches of similar lengths ([`super::TrainingConfig::bucket_by_length`]).
+        buckets: Option<Buckets>,
     },
     Stream {
         feed: Box<StreamFeed>,
@@ -314,9 +318,12 @@ impl Feed {
         more: bool,
     ) -> Result<()> {
         match self {
-            Feed::Memory { perm, .. } => {
+            Feed::Memory { perm, buckets, .. } => {
                 if let Some(rng) = rng {
                     rng.shuffle(&mut state.order);
+                    if let Some(b) = buckets {
+                        b.apply(&mut state.order, rng);
+                    }
                 }
                 net.ctx.ops().upload_as(perm.view(), &state.order)
             }
@@ -348,8 +355,9 @@ impl Feed {
         offset: usize,
     ) -> Result<Batch<'a>> {
         match self {
-            Feed::Memory { data, perm } => {
+            Feed::Memory { data, perm, .. } => {
                 let rows = Rows::Gather(perm.slice(offset, ws.batch)?);
+                net.load_lengths(ws, data, &rows)?;
                 net.load_rows(ws, data.x.view(), Some(data.y.view()), &rows, false)
             }
             Feed::Stream { feed, .. } => feed.next(net, ws),

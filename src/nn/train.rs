@@ -22,6 +22,7 @@ use super::data_parallel::{Prepared, Run, shard};
 use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::padding::Buckets;
 use super::progress::Progress;
 use super::progress::Reporter;
 use super::rng::Rng;
@@ -121,6 +122,7 @@ impl Network {
     ) -> Result<TrainingHistory> {
         config.validate()?;
         self.check_train_data(data)?;
+        self.adopt_train_padding(data)?;
         let env = std::env::var("RNN_DEVICE").ok();
         let devices = config.data_parallel_devices(env.as_deref())?;
         if devices.len() > 1 {
@@ -194,7 +196,8 @@ impl Network {
         };
         let mut feed = match run.train {
             TrainData::Memory(d) => Feed::Memory {
-                data: self.upload(d)?,
+                buckets: Buckets::of(d, config, global)?,
+                data: Box::new(self.upload(d)?),
                 perm: self.ctx.ops().alloc_as(DType::U32, n)?,
             },
             TrainData::Stream(s) => Feed::Stream {

@@ -9,6 +9,7 @@ use super::config::TrainingConfig;
 use super::data::Dataset;
 use super::network::Network;
 use super::optim::OptimizerState;
+use super::padding::Padding;
 use super::step_graph::StepGraphs;
 use super::workspace::{DeviceData, Rows};
 use super::workspace_cache::WorkspacePin;
@@ -28,6 +29,12 @@ pub struct Trainer {
     carry: bool,
     next: usize,
     since: u64,
+    /// The padding of its data set, which the network's workspaces must be built for.
+    padding: Padding,
+    /// [`StepGraphs::new`]'s switch, to record again after the workspaces were rebuilt.
+    graphs_on: bool,
+    /// The workspaces' generation the step graphs were recorded against.
+    generation: u64,
     /// Keeps this batch size's workspace from being evicted by predictions of other sizes.
     _pin: WorkspacePin,
 }
@@ -49,6 +56,8 @@ impl Network {
     pub fn trainer(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<Trainer> {
         config.validate()?;
         self.check_data(data)?;
+        self.adopt_padding(data)?;
+        let padding = self.padding;
         let data = self.upload(data)?;
         let batch = config.batch_size.min(data.n);
         if config.carry_state {
@@ -80,6 +89,9 @@ impl Network {
             carry: config.carry_state,
             next: 0,
             since: 0,
+            padding,
+            graphs_on: config.graphs,
+            generation: self.workspaces.generation(),
             _pin: pin,
         })
     }
@@ -97,11 +109,19 @@ impl Trainer {
         if self.next + self.batch > self.data.n {
             self.next = 0;
         }
+        // Another data set may have changed the network's padding since; rebuilt workspaces
+        // need the step recorded again.
+        net.use_padding(self.padding);
+        if net.workspaces.generation() != self.generation {
+            self.graphs = StepGraphs::new(self.graphs_on);
+            self.generation = net.workspaces.generation();
+        }
         let (net, ws) = net.workspace(self.batch)?;
         if self.carry && self.next == 0 {
             net.zero_initial(ws)?;
         }
         let rows = Rows::Range(self.next);
+        net.load_lengths(ws, &self.data, &rows)?;
         let in_place = self.graphs.runs_op_by_op(self.batch);
         let (x, y) = (self.data.x.view(), Some(self.data.y.view()));
         let batch = net.load_rows(ws, x, y, &rows, in_place)?;

@@ -16,6 +16,7 @@ use super::dense::PendingGrad;
 use super::layer::{Flat, Layer, LayerWs};
 use super::loss::Loss;
 use super::network::Network;
+use super::padding::{LengthWs, widest_cell};
 use super::size;
 use super::step_graph::EvalGraphs;
 
@@ -33,6 +34,8 @@ pub(crate) struct DeviceData {
     pub x: Buffer,
     pub y: Buffer,
     pub n: usize,
+    /// u32 per-sample lengths, when the network runs with lengths.
+    pub lens: Option<Buffer>,
 }
 
 /// Which samples a batch holds.
@@ -71,6 +74,10 @@ pub(crate) struct Workspace {
     layers: Vec<LayerWs>,
     row_loss: Buffer,
     row_correct: Buffer,
+    /// The batch's lengths and their layout, when the network runs with lengths.
+    pub(crate) lengths: Option<LengthWs>,
+    /// One weight per loss row, when the loss skips padded rows or an ignored label.
+    pub(crate) loss_weights: Option<Buffer>,
 }
 
 impl Network {
@@ -82,6 +89,7 @@ impl Network {
             grads: &self.grads,
             rng: None,
             state_grads: false,
+            lengths: None,
         }
     }
 
@@ -160,6 +168,7 @@ impl Network {
             x,
             y,
             n: data.len(),
+            lens: self.upload_lengths(data)?,
         })
     }
 
@@ -221,6 +230,15 @@ impl Network {
             layers,
             row_loss: ops.alloc(out_rows)?,
             row_correct: ops.alloc(out_rows)?,
+            lengths: self
+                .padding
+                .lengths
+                .then(|| LengthWs::new(ops, batch, t, widest_cell(&self.layers)))
+                .transpose()?,
+            loss_weights: self
+                .weighs_loss()
+                .then(|| ops.alloc(out_rows))
+                .transpose()?,
         };
         Ok(ws)
     }
@@ -365,6 +383,7 @@ impl Network {
     }
 
     fn forward_with(&self, ws: &Workspace, batch: &Batch<'_>, f: &Flat<'_>) -> Result<()> {
+        let f = &with_lengths(f, ws);
         for (i, layer) in self.layers.iter().enumerate() {
             let x = self.layer_input(ws, batch, i)?;
             layer.forward(f, &ws.layers[i], x)?;
@@ -391,6 +410,9 @@ impl Network {
             crate::Error::InvalidArgument("a loss over a batch loaded without targets".into())
         })?;
         let scale = 1.0 / rows as f32;
+        if self.weighs_loss() {
+            return self.weighted_loss_ws(ws, targets, (out, dout), acc);
+        }
         match self.loss {
             Loss::SoftmaxCrossEntropy => ops.softmax_cross_entropy(SoftmaxCrossEntropy {
                 logits: out,
@@ -408,6 +430,46 @@ impl Network {
                 grad_scale: scale,
             }),
         }
+    }
+
+    /// The loss of a network whose loss rows are weighed ([`Network::weigh_loss`]): the loss
+    /// op without totals, then the weights, which add the totals.
+    fn weighted_loss_ws(
+        &self,
+        ws: &Workspace,
+        targets: View<'_>,
+        (out, dout): (View<'_>, View<'_>),
+        acc: Option<View<'_>>,
+    ) -> Result<()> {
+        let ops = self.ctx.ops();
+        let rows = ws.batch * self.out_steps;
+        let shape = MatShape::new(rows, self.output_features());
+        let scale = 1.0 / rows as f32;
+        let outs = LossOutputs::new(dout, ws.row_loss.view(), None);
+        let correct = match self.loss {
+            Loss::SoftmaxCrossEntropy => {
+                ops.softmax_cross_entropy(SoftmaxCrossEntropy {
+                    logits: out,
+                    labels: targets,
+                    out: outs,
+                    row_correct: ws.row_correct.view(),
+                    shape,
+                    grad_scale: scale,
+                })?;
+                Some(ws.row_correct.view())
+            }
+            Loss::Mse => {
+                ops.mse(Mse {
+                    pred: out,
+                    target: targets,
+                    out: outs,
+                    shape,
+                    grad_scale: scale,
+                })?;
+                None
+            }
+        };
+        self.weigh_loss(ws, targets, (dout, ws.row_loss.view(), correct), acc)
     }
 
     /// One training step on the batch already loaded into `ws`: forward, loss (its sums added
@@ -474,6 +536,7 @@ impl Network {
         f: &Flat<'_>,
         after: &mut dyn FnMut(usize) -> Result<()>,
     ) -> Result<()> {
+        let f = &with_lengths(f, ws);
         // A dense layer under a dense layer gets its output gradient unformed (the product the
         // layer above would have stored) and forms it in its own pass: one launch and one pass
         // over the matrix fewer where the layer above is thin.
@@ -499,5 +562,17 @@ impl Network {
             after(i)?;
         }
         Ok(())
+    }
+}
+
+/// `f` with the lengths of the batch loaded into `ws`, when the network runs with lengths.
+fn with_lengths<'a>(f: &Flat<'a>, ws: &'a Workspace) -> Flat<'a> {
+    Flat {
+        ops: f.ops,
+        params: f.params,
+        grads: f.grads,
+        rng: f.rng,
+        state_grads: f.state_grads,
+        lengths: ws.lengths.as_ref().map(LengthWs::views),
     }
 }

@@ -46,6 +46,9 @@ pub(crate) struct Workspaces {
     /// Evaluation and prediction batches recorded as graphs, and replayed from one.
     recorded: u64,
     replayed: u64,
+    /// How many times [`Workspaces::clear`] ran: recordings made against older workspaces
+    /// (a [`crate::nn::Trainer`]'s) must be made again.
+    generation: u64,
 }
 
 impl Workspaces {
@@ -54,6 +57,12 @@ impl Workspaces {
     pub fn clear(&mut self) {
         self.slots.clear();
         self.eval_acc = None;
+        self.generation += 1;
+    }
+
+    /// Changes with every [`Workspaces::clear`].
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Whether evaluation and prediction may record graphs.

@@ -46,6 +46,7 @@ mod reduce;
 pub(crate) mod rnn_seq;
 mod row_args;
 mod shape;
+mod varlen;
 mod views;
 
 pub use activation::ActivationOps;
@@ -83,6 +84,8 @@ pub use row_args::{
     LayerNormBackward, LayerNormForward, Mse, SoftmaxCrossEntropy,
 };
 pub use shape::{DenseShape, MatShape, SeqShape};
+pub(crate) use varlen::check_scale_rows;
+pub use varlen::{LengthLayout, LossWeights, SequenceMaskOps};
 pub use views::{
     Activated, BiasActGrads, DenseParams, GruGateGrads, LayerNormGrads, LayerNormParams,
     LossOutputs, OptimBuffers, RecurrentWeights,
@@ -232,6 +235,7 @@ op_set! {
     GatedCellOps,
     GatedSequenceOps,
     OptimOps,
+    SequenceMaskOps,
 }
 
 /// Everything needed to call ops: [`Ops`] and every family trait (a method of a family is
@@ -240,7 +244,7 @@ pub mod prelude {
     pub use super::{
         ActivationOps, DenseOps, ElementwiseOps, ElmanOps, Execution, GatedCellOps,
         GatedSequenceOps, IndexOps, KernelOps, LinalgOps, LossOps, MemoryOps, NormOps, Ops,
-        OptimOps, RandomOps, ReduceOps, TypedMemory,
+        OptimOps, RandomOps, ReduceOps, SequenceMaskOps, TypedMemory,
     };
 }
 

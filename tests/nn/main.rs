@@ -49,3 +49,4 @@ mod stream;
 mod tbptt;
 mod train;
 mod ux;
+mod varlen;

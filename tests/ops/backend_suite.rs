@@ -29,6 +29,7 @@ mod optim;
 mod reductions;
 mod rnn_seq;
 mod rnn_step;
+mod varlen;
 
 /// Fresh contexts of `target` for one test, dropped when it ends, so every device allocation is
 /// released before the process exits (leak checkers see none). The disk kernel cache makes the
@@ -472,6 +473,7 @@ macro_rules! backend_suite {
                 gpu_typed_round_trips => dtypes::typed_round_trips,
                 gpu_rejects_other_types => dtypes::rejects_other_types,
                 gpu_kernel_times => kernel_times::kernel_times,
+                gpu_sequence_masks => varlen::sequence_masks,
             }
         }
     };

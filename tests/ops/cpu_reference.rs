@@ -170,6 +170,7 @@ mod layers;
 mod optim_errors;
 mod reductions_data;
 mod rnn_seq;
+mod varlen;
 
 /// The element-type suite of the GPU targets, on the CPU backend.
 #[test]

@@ -25,6 +25,7 @@ mod rnn_step;
 mod row_groups;
 mod simd;
 mod softmax;
+mod varlen;
 
 use std::sync::Arc;
 

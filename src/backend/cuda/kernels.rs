@@ -65,7 +65,7 @@ pub(crate) const HEADERS: [(&str, &str); 3] = [
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 10] = [
+pub(crate) const FAMILIES: [OpFamily; 11] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -173,6 +173,14 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             include_str!("../../../kernels-cu/embedding.cu"),
         )],
         entries: &[family_entries::EMBEDDING],
+    },
+    OpFamily {
+        name: "varlen",
+        files: &[(
+            "kernels-cu/varlen.cu",
+            include_str!("../../../kernels-cu/varlen.cu"),
+        )],
+        entries: &[family_entries::VARLEN],
     },
 ];
 

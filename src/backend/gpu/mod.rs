@@ -29,6 +29,7 @@ mod rnn_seq;
 mod scratch;
 mod seq_gemm;
 mod user;
+mod varlen;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -22,7 +22,7 @@ const HEADERS: [(&str, &str); 3] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 9] = [
+pub(crate) const FAMILIES: [OpFamily; 10] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -130,6 +130,14 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             include_str!("../../../kernels-cl/embedding.cl"),
         )],
         entries: &[family_entries::EMBEDDING],
+    },
+    OpFamily {
+        name: "varlen",
+        files: &[(
+            "kernels-cl/varlen.cl",
+            include_str!("../../../kernels-cl/varlen.cl"),
+        )],
+        entries: &[family_entries::VARLEN],
     },
 ];
 

@@ -27,8 +27,8 @@ use crate::ops::prelude::TypedMemory;
 use crate::ops::{
     Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
     GruGateGrads, GruSequenceBackward, GruSequenceForward, LayerNormGrads, LayerNormParams,
-    LossOutputs, LstmSequenceBackward, LstmSequenceForward, MatShape, Ops, OptimBuffers,
-    RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
+    LengthLayout, LossOutputs, LossWeights, LstmSequenceBackward, LstmSequenceForward, MatShape,
+    Ops, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
@@ -141,6 +141,26 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
             1.0,
         ))?;
         ops.mse(Mse::new(a.view(), c.view(), out, shape, 1.0))?;
+    }
+    // Variable lengths: the layout of 8 steps x 8 samples, row masks, both loss-weight entries.
+    let (lens, rev, last) = (u(8)?, u(rows)?, u(8)?);
+    ops.length_layout(LengthLayout::new(
+        lens.view(),
+        v.view(),
+        rev.view(),
+        last.view(),
+        8,
+    ))?;
+    ops.scale_rows(a.view(), v.view(), cols)?;
+    for lab in [Some((labels.view(), 7)), None] {
+        ops.loss_weights(LossWeights::new(
+            loss.view(),
+            Some(correct.view()),
+            lab,
+            Some(v.view()),
+            b.slice(0, rows)?,
+            Some(totals.view()),
+        ))?;
     }
     ops.sum_rows(a.view(), bias.view(), MatShape::new(rows, cols), 0.0)?;
     ops.sum_cols(a.view(), v.view(), MatShape::new(rows, cols), 0.0)?;
