@@ -310,7 +310,9 @@ impl DataStream {
         self
     }
 
-    /// Prepares at most `batches` batches ahead of the device (at least 1).
+    /// Prepares at most `batches` batches ahead of the device (at least 1). Each is gathered
+    /// into a host block the device copies from; `batches + 2` blocks are allocated once per
+    /// run (pinned memory on CUDA, so keep this small for large batches).
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches.max(1);
         self

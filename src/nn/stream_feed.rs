@@ -308,8 +308,8 @@ impl Feed {
     }
 
     /// Starts an epoch: the next order (shuffled by `rng` when given), then its upload or the
-    /// stream's reading thread; `more` when another epoch follows (a stream reads its first
-    /// window ahead, from the order that `rng` gives it next).
+    /// stream's host side; `more` when another epoch follows (a stream queues that epoch's
+    /// order, which `rng` gives it next, to be read and gathered once this epoch's is).
     pub(crate) fn begin_epoch(
         &mut self,
         net: &Network,
