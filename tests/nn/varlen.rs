@@ -349,8 +349,12 @@ fn cpu_padded_tokens_train() {
         classes: vocab,
         per_sample: t,
     };
-    let plain = Dataset::tokens(ids, t, plain).unwrap();
+    let plain = Dataset::tokens(ids.clone(), t, plain).unwrap();
     assert!(net.evaluate(&plain).unwrap().loss.is_finite());
+    // Prediction takes whole sequences, whatever the network last ran.
+    net.evaluate(&data).unwrap();
+    let out = net.predict_ids(&ids).unwrap();
+    assert!(out.len() == n * t * vocab && out.iter().all(|v| v.is_finite()));
     assert!(net.evaluate(&data).unwrap().loss <= after * 1.0001);
 }
 
