@@ -19,30 +19,14 @@ then `torch_compare_varlen models=<n> failed=<k>`; exit status 1 when any case f
 import argparse
 import json
 import os
-import struct
 import sys
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    data = raw[8 + n :]
-    out = {}
-    for name, meta in header.items():
-        if name == "__metadata__":
-            continue
-        if meta["dtype"] != "F32":
-            raise ValueError(f"{path}: {name} is {meta['dtype']}, expected F32")
-        a, b = meta["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=torch.float32)
-        out[name] = t.reshape(meta["shape"]).clone()
-    return out
+# The safetensors reader of the sibling script (this directory is on sys.path when run).
+from torch_compare import read_safetensors
 
 
 CELLS = {"rnn_tanh": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}

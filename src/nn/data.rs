@@ -196,7 +196,9 @@ impl Dataset {
     /// valid step, `RnnOutput::Last` is the last valid step, and a per-step loss averages over
     /// the valid (sample, step) pairs only. Each length must be in `1..=steps`; this checks
     /// `1..=width` (`width` is the steps of token data), and a network checks its own steps
-    /// ([`crate::nn::Network::check_data`]).
+    /// when it runs the data. Training, evaluation and
+    /// [`crate::nn::Network::compute_gradients`] use the lengths; `predict` and `forward` take
+    /// whole sequences.
     pub fn with_lengths(mut self, lengths: &[usize]) -> Result<Self> {
         if lengths.len() != self.len() {
             return Err(Error::InvalidData(format!(

@@ -289,6 +289,11 @@ impl Network {
     /// out: the copies, whose addresses change, stay outside the recording. Where the forward
     /// runs op by op, it reads the batch's rows in place instead.
     fn forward_checked(&mut self, x: &Tensor) -> Result<Tensor> {
+        // Inputs given here carry no lengths: every sample runs its whole sequence.
+        self.use_padding(Padding {
+            lengths: false,
+            ..self.padding
+        });
         let w = self.input_width();
         let n = x.len() / w;
         let cols = self.output_features();

@@ -145,13 +145,21 @@ fn cpu_padded_batch_equals_each_sample_alone() {
     padded_batch_equals_each_sample_alone(&Context::cpu());
 }
 
-#[test]
-fn gpu_padded_batch_equals_each_sample_alone() {
+/// Runs `check` on every GPU context (OpenCL, CUDA, HIP) there is.
+fn on_every_gpu(test: &str, check: fn(&Context)) {
     for target in [Target::OpenCl, Target::Cuda, Target::Hip] {
-        for ctx in support::contexts(target, "gpu_padded_batch_equals_each_sample_alone") {
-            padded_batch_equals_each_sample_alone(&ctx);
+        for ctx in support::contexts(target, test) {
+            check(&ctx);
         }
     }
+}
+
+#[test]
+fn gpu_padded_batch_equals_each_sample_alone() {
+    on_every_gpu(
+        "gpu_padded_batch_equals_each_sample_alone",
+        padded_batch_equals_each_sample_alone,
+    );
 }
 
 #[test]
@@ -271,11 +279,10 @@ fn cpu_ignore_index_matches_a_hand_computation() {
 
 #[test]
 fn gpu_ignore_index_matches_a_hand_computation() {
-    for target in [Target::OpenCl, Target::Cuda, Target::Hip] {
-        for ctx in support::contexts(target, "gpu_ignore_index_matches_a_hand_computation") {
-            ignore_index_matches_a_hand_computation(&ctx);
-        }
-    }
+    on_every_gpu(
+        "gpu_ignore_index_matches_a_hand_computation",
+        ignore_index_matches_a_hand_computation,
+    );
 }
 
 /// A per-step classifier over token ids with padding (both lengths and an ignored pad label)
@@ -342,8 +349,12 @@ fn cpu_padded_tokens_train() {
         classes: vocab,
         per_sample: t,
     };
-    let plain = Dataset::tokens(ids, t, plain).unwrap();
+    let plain = Dataset::tokens(ids.clone(), t, plain).unwrap();
     assert!(net.evaluate(&plain).unwrap().loss.is_finite());
+    // Prediction takes whole sequences, whatever the network last ran.
+    net.evaluate(&data).unwrap();
+    let out = net.predict_ids(&ids).unwrap();
+    assert!(out.len() == n * t * vocab && out.iter().all(|v| v.is_finite()));
     assert!(net.evaluate(&data).unwrap().loss <= after * 1.0001);
 }
 
