@@ -65,7 +65,7 @@ pub(crate) const HEADERS: [(&str, &str); 3] = [
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 10] = [
+pub(crate) const FAMILIES: [OpFamily; 11] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -149,6 +149,14 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
             ),
         ],
         entries: &[family_entries::SEQUENCE],
+    },
+    OpFamily {
+        name: "small_seq",
+        files: &[(
+            "kernels-cu/small_seq.cu",
+            include_str!("../../../kernels-cu/small_seq.cu"),
+        )],
+        entries: &[family_entries::SMALL_SEQUENCE],
     },
     OpFamily {
         name: "random",

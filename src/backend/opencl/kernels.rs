@@ -22,7 +22,7 @@ const HEADERS: [(&str, &str); 3] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 9] = [
+pub(crate) const FAMILIES: [OpFamily; 10] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -114,6 +114,14 @@ pub(crate) const FAMILIES: [OpFamily; 9] = [
             include_str!("../../../kernels-cl/seq.cl"),
         )],
         entries: &[family_entries::SEQUENCE],
+    },
+    OpFamily {
+        name: "small_seq",
+        files: &[(
+            "kernels-cl/small_seq.cl",
+            include_str!("../../../kernels-cl/small_seq.cl"),
+        )],
+        entries: &[family_entries::SMALL_SEQUENCE],
     },
     OpFamily {
         name: "random",

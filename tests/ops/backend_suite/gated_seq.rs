@@ -174,3 +174,32 @@ pub fn gated_sequence_fallback(t: Target) {
         });
     }
 }
+
+pub fn gated_sequence_block_local(t: Target) {
+    // The block-local kernels (one block per row tile, every unit, W_hh in shared memory) and,
+    // turned off, the paths they replace at the same sizes; the hidden sizes run to the largest
+    // whose LSTM (119 units on an H100, 54 under OpenCL on NVIDIA) and GRU fit a block; batches
+    // from one row a block to several (more rows than the device has compute units).
+    for on in [true, false] {
+        let test = format!("gpu_gated_sequence_block_local ({on})");
+        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_block_local = Some(on));
+        let s = (
+            1..=6usize,
+            prop_oneof![Just(1usize), 2..=9usize, 130..=300usize],
+            prop_oneof![Just(1usize), 2..=63usize, 110..=119usize],
+            prop_oneof![Just(0usize), Just(3usize)],
+            any::<u64>(),
+        );
+        prop(
+            ctxs,
+            &test,
+            6,
+            s,
+            |ctx, (steps, batch, hidden, pad, seed)| {
+                let mut r = Values(seed);
+                check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
+                check_gru(ctx, (steps, batch, hidden), pad, &mut r)
+            },
+        );
+    }
+}

@@ -132,3 +132,33 @@ pub fn rnn_sequence_fallback(t: Target) {
         });
     }
 }
+
+pub fn rnn_sequence_block_local(t: Target) {
+    // The block-local kernels up to the largest hidden size whose W_hh fits a block (240 units
+    // on an H100, 109 under OpenCL on NVIDIA), from one row a block to several; and, turned
+    // off, the paths they replace at the same sizes.
+    for on in [true, false] {
+        let test = format!("gpu_rnn_sequence_block_local ({on})");
+        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_block_local = Some(on));
+        let s = (
+            1..=8usize,
+            prop_oneof![Just(1usize), 2..=9usize, 130..=300usize],
+            prop_oneof![Just(1usize), 2..=109usize, 230..=240usize],
+            prop_oneof![Just(0usize), Just(3usize)],
+            any::<u64>(),
+        );
+        prop(
+            ctxs,
+            &test,
+            6,
+            s,
+            |ctx, (steps, batch, hidden, pad, seed)| {
+                let mut r = Values(seed);
+                for act in [Activation::Tanh, Activation::Relu] {
+                    check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+                }
+                Ok(())
+            },
+        );
+    }
+}
