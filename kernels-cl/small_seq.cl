@@ -3,9 +3,11 @@
 // same names, arguments (the dynamic local memory last) and algorithm; read that file first.
 // Groups never wait on each other, so every OpenCL device runs them (no persistent-grid
 // condition); the host takes them only where W_hh and the staged rows fit the device's local
-// memory (48 KB a group on NVIDIA: LSTM hidden <= 54, GRU <= 63, Elman <= 109 at one row a group).
+// memory (48 KB a group on NVIDIA: LSTM hidden <= 52, GRU <= 62, Elman <= 108 at one row a
+// group). vload4 reads the float4s, which needs no 16-byte alignment.
 
 inline uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
+inline uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
 
 // The group's tile (BlTile of small_seq.cu).
 typedef struct {
@@ -15,55 +17,75 @@ typedef struct {
     uint per;
     uint slots;
     uint gh;
+    uint hp;
 } BlTile;
 
-inline BlTile bl_tile(uint batch, uint gh) {
+inline BlTile bl_tile(uint batch, uint gates, uint hidden) {
     BlTile t;
     t.rows = (batch + get_num_groups(0) - 1) / get_num_groups(0);
     t.row0 = get_group_id(0) * t.rows;
-    t.groups = max((uint)get_local_size(0) / bl_pad32(gh), 1u);
+    t.gh = gates * hidden;
+    t.hp = bl_pad4(hidden);
+    t.groups = max((uint)get_local_size(0) / bl_pad32(t.gh), 1u);
     t.per = (t.rows + t.groups - 1) / t.groups;
     t.slots = t.groups * t.per;
-    t.gh = gh;
     return t;
 }
 
-// W into local memory, transposed (wt[k gh + q] = W[q, k]) or as it is.
-inline void bl_load_w(__global const float* W, uint gh, uint hidden, int transpose,
+// W into local memory as the products' K x N operand in float4s along k (bl_load_w of
+// small_seq.cu; `forward` uniform).
+inline void bl_load_w(__global const float* W, BlTile t, uint hidden, int forward,
                       __local float* ws) {
-    uint n = gh * hidden;
+    uint total = t.gh * t.hp;
+    for (uint e = get_local_id(0); e < total; e += get_local_size(0)) ws[e] = 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint n = t.gh * hidden;
     for (uint e = get_local_id(0); e < n; e += get_local_size(0)) {
-        float v = W[e];
-        if (transpose) {
-            uint q = e / hidden;
-            ws[(e - q * hidden) * gh + q] = v;
+        uint row = e / hidden;
+        uint col = e - row * hidden;
+        uint at;
+        if (forward) {
+            at = ((col >> 2) * t.gh + row) * 4 + (col & 3);
         } else {
-            ws[e] = v;
+            uint s = row / hidden;
+            uint k = s * t.hp + (row - s * hidden);
+            at = ((k >> 2) * hidden + col) * 4 + (k & 3);
         }
+        ws[at] = W[e];
     }
 }
 
-// The tile's rows of `a` (batch x width) into `as`, zero past the tile or batch, or everywhere
-// without `a` (`have` 0).
-inline void bl_stage(__global const float* a, int have, uint batch, uint width, BlTile t,
-                     __local float* as) {
-    uint n = t.slots * width;
+// bl_stage of small_seq.cu (`have` 0: no source, all zero).
+inline void bl_stage(__global const float* a, int have, uint batch, uint blocks, uint hidden,
+                     BlTile t, __local float* as) {
+    uint ld = blocks * t.hp;
+    uint n = t.slots * ld;
     for (uint e = get_local_id(0); e < n; e += get_local_size(0)) {
-        uint r = e / width;
+        uint r = e / ld;
+        uint x = e - r * ld;
+        uint s = x / t.hp;
+        uint k = x - s * t.hp;
         uint row = t.row0 + r;
-        as[e] = have && r < t.rows && row < batch ? a[(ulong)row * width + (e - r * width)] : 0.0f;
+        int in = have && r < t.rows && row < batch && k < hidden;
+        as[e] = in ? a[(ulong)row * blocks * hidden + s * hidden + k] : 0.0f;
     }
 }
 
-// bl_dot of small_seq.cu for 4, 2 and 1 rows.
+// bl_dot of small_seq.cu for 4, 2 and 1 rows; offsets in float4s from `a` and `w`.
 #define BL_DOT(NAME, RB)                                                                       \
-    inline void NAME(__local const float* a, uint lda, __local const float* w, uint ldw,     \
-                     uint n, __local float* out, uint ldo) {                                   \
+    inline void NAME(__local const float* a, uint lda4, __local const float* w, uint ldw4,   \
+                     uint n4, __local float* out, uint ldo) {                                  \
         float acc[RB];                                                                         \
         for (int i = 0; i < RB; i++) acc[i] = 0.0f;                                            \
-        for (uint k = 0; k < n; k++) {                                                         \
-            float wk = w[k * ldw];                                                             \
-            for (int i = 0; i < RB; i++) acc[i] = fma(a[i * lda + k], wk, acc[i]);             \
+        for (uint k = 0; k < n4; k++) {                                                        \
+            float4 wk = vload4(k * ldw4, w);                                                   \
+            for (int i = 0; i < RB; i++) {                                                     \
+                float4 x = vload4(i * lda4 + k, a);                                            \
+                acc[i] = fma(x.x, wk.x, acc[i]);                                               \
+                acc[i] = fma(x.y, wk.y, acc[i]);                                               \
+                acc[i] = fma(x.z, wk.z, acc[i]);                                               \
+                acc[i] = fma(x.w, wk.w, acc[i]);                                               \
+            }                                                                                  \
         }                                                                                      \
         for (int i = 0; i < RB; i++) out[i * ldo] = acc[i];                                    \
     }
@@ -78,17 +100,18 @@ inline void bl_products(int forward, BlTile t, uint hidden, __local const float*
     uint p = get_local_id(0) % qp;
     uint grp = get_local_id(0) / qp;
     if (p < t.gh && grp < t.groups) {
+        uint n4 = t.hp / 4;
         uint s = forward ? 0 : p / hidden;
         uint col = forward ? p : p - s * hidden;
-        uint lda = forward ? hidden : t.gh;
-        uint ldw = forward ? t.gh : hidden;
-        __local const float* a = as + s * hidden;
-        __local const float* w = ws + (forward ? col : s * hidden * hidden + col);
+        uint lda4 = forward ? n4 : t.gh / hidden * n4;
+        uint ldw4 = forward ? t.gh : hidden;
+        __local const float* a = as + 4 * (s * n4);
+        __local const float* w = ws + 4 * (s * n4 * ldw4 + col);
         uint r = grp * t.per;
         uint end = r + t.per;
-        for (; r + 4 <= end; r += 4) bl_dot4(a + r * lda, lda, w, ldw, hidden, red + r * t.gh + p, t.gh);
-        for (; r + 2 <= end; r += 2) bl_dot2(a + r * lda, lda, w, ldw, hidden, red + r * t.gh + p, t.gh);
-        if (r < end) bl_dot1(a + r * lda, lda, w, ldw, hidden, red + r * t.gh + p, t.gh);
+        for (; r + 4 <= end; r += 4) bl_dot4(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        for (; r + 2 <= end; r += 2) bl_dot2(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        if (r < end) bl_dot1(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 }
@@ -120,12 +143,12 @@ __kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_of
                                     __local float* smem) {
     __global const float* pre = pre_base + pre_off;
     __global float* hs = hs_base + hs_off;
-    BlTile t = bl_tile(batch, hidden);
+    BlTile t = bl_tile(batch, 1, hidden);
     __local float* ws = smem;
-    __local float* as = ws + t.gh * hidden;
-    __local float* red = as + t.slots * hidden;
-    bl_load_w(w_hh_base + w_hh_off, hidden, hidden, 1, ws);
-    bl_stage(hs, 1, batch, hidden, t, as);
+    __local float* as = ws + t.gh * t.hp;
+    __local float* red = as + t.slots * t.hp;
+    bl_load_w(w_hh_base + w_hh_off, t, hidden, 1, ws);
+    bl_stage(hs, 1, batch, 1, hidden, t, as);
     BlCell c = bl_cell(t, batch, hidden);
     float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
     ulong block = (ulong)batch * hidden;
@@ -136,7 +159,7 @@ __kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_of
         if (c.store) {
             float h = act_forward(red[c.r * t.gh + c.j] + x + bias, act, act_param);
             hs[(s + 1) * block + c.at] = h;
-            as[c.r * hidden + c.j] = h;
+            as[c.r * t.hp + c.j] = h;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -151,12 +174,12 @@ __kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off
     __global const float* dh = dh_base + dh_off;
     __global const float* hs = hs_base + hs_off;
     __global float* dpre = dpre_base + dpre_off;
-    BlTile t = bl_tile(batch, hidden);
+    BlTile t = bl_tile(batch, 1, hidden);
     __local float* ws = smem;
-    __local float* as = ws + t.gh * hidden;
-    __local float* red = as + t.slots * hidden;
-    bl_load_w(w_hh_base + w_hh_off, hidden, hidden, 0, ws);
-    bl_stage(hs, 0, batch, hidden, t, as);
+    __local float* as = ws + t.gh * t.hp;
+    __local float* red = as + t.slots * t.hp;
+    bl_load_w(w_hh_base + w_hh_off, t, hidden, 0, ws);
+    bl_stage(hs, 0, batch, 1, hidden, t, as);
     BlCell c = bl_cell(t, batch, hidden);
     ulong block = (ulong)batch * hidden;
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -164,12 +187,14 @@ __kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off
         uint step = steps - 1 - s;
         float y = c.store ? hs[((ulong)step + 1) * block + c.at] : 0.0f;
         float d = c.store ? dh[step * block + c.at] : 0.0f;
-        if (s > 0) bl_products(0, t, hidden, as, ws, red);
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products(0, t, hidden, as, ws, red);
         if (c.store) {
             float acc = s > 0 ? red[c.r * t.gh + c.j] : 0.0f;
             float v = act_grad(0.0f, y, act, act_param) * (d + acc);
             dpre[step * block + c.at] = v;
-            as[c.r * hidden + c.j] = v;
+            as[c.r * t.hp + c.j] = v;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -185,12 +210,12 @@ __kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off
     __global float* gates = gates_base + gates_off;
     __global float* hs = hs_base + hs_off;
     __global float* cs = cs_base + cs_off;
-    BlTile t = bl_tile(batch, 4 * hidden);
+    BlTile t = bl_tile(batch, 4, hidden);
     __local float* ws = smem;
-    __local float* as = ws + t.gh * hidden;
-    __local float* red = as + t.slots * hidden;
-    bl_load_w(w_hh_base + w_hh_off, 4 * hidden, hidden, 1, ws);
-    bl_stage(hs, 1, batch, hidden, t, as);
+    __local float* as = ws + t.gh * t.hp;
+    __local float* red = as + t.slots * t.hp;
+    bl_load_w(w_hh_base + w_hh_off, t, hidden, 1, ws);
+    bl_stage(hs, 1, batch, 1, hidden, t, as);
     BlCell c = bl_cell(t, batch, hidden);
     ulong H = hidden;
     float bias[4];
@@ -219,7 +244,7 @@ __kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off
             float h = go * tanh(cell);
             cs[(s + 1) * block + c.at] = cell;
             hs[(s + 1) * block + c.at] = h;
-            as[c.r * hidden + c.j] = h;
+            as[c.r * t.hp + c.j] = h;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
@@ -237,12 +262,12 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
     __global const float* cs = cs_base + cs_off;
     __global float* dgates = dgates_base + dgates_off;
     __global float* carry = carry_base + carry_off;
-    BlTile t = bl_tile(batch, 4 * hidden);
+    BlTile t = bl_tile(batch, 4, hidden);
     __local float* ws = smem;
-    __local float* as = ws + t.gh * hidden;
-    __local float* red = as + t.slots * t.gh;
-    bl_load_w(w_hh_base + w_hh_off, 4 * hidden, hidden, 0, ws);
-    bl_stage(dh, 0, batch, 4 * hidden, t, as);
+    __local float* as = ws + t.gh * t.hp;
+    __local float* red = as + t.slots * 4 * t.hp;
+    bl_load_w(w_hh_base + w_hh_off, t, hidden, 0, ws);
+    bl_stage(dh, 0, batch, 4, hidden, t, as);
     BlCell c = bl_cell(t, batch, hidden);
     ulong H = hidden;
     ulong block = (ulong)batch * H;
@@ -259,22 +284,22 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
         float cn = c.store ? cs[((ulong)step + 1) * block + c.at] : 0.0f;
         float cp = c.store ? cs[step * block + c.at] : 0.0f;
         float d = c.store ? dh[step * block + c.at] : 0.0f;
-        if (s > 0) bl_products(0, t, hidden, as, ws, red);
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products(0, t, hidden, as, ws, red);
         if (c.store) {
+            __local const float* p = red + c.r * t.gh + c.j;
             float rec = 0.0f;
-            if (s > 0) {
-                __local const float* p = red + c.r * t.gh + c.j;
-                for (int k = 0; k < 4; k++) rec += p[k * H];
-            }
+            for (int k = 0; k < 4; k++) rec += s > 0 ? p[k * H] : 0.0f;
             float tc = tanh(cn);
             float dht = d + rec;
             float out[4];
             RNN_LSTM_UNIT_BACKWARD(out, 0, 1, dc, dht, tc, cp, gi, gf, gg, go, dc);
             __global float* dg = dgates + (ulong)step * 4 * block + ga;
-            __local float* next = as + c.r * t.gh + c.j;
+            __local float* next = as + c.r * 4 * t.hp + c.j;
             for (int g = 0; g < 4; g++) {
                 dg[g * H] = out[g];
-                next[g * H] = out[g];
+                next[g * t.hp] = out[g];
             }
             carry[c.at] = dc;
         }
@@ -292,12 +317,12 @@ __kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
     __global const float* gx = gx_base + gx_off;
     __global float* hs = hs_base + hs_off;
     __global float* cache = cache_base + cache_off;
-    BlTile t = bl_tile(batch, 3 * hidden);
+    BlTile t = bl_tile(batch, 3, hidden);
     __local float* ws = smem;
-    __local float* as = ws + t.gh * hidden;
-    __local float* red = as + t.slots * hidden;
-    bl_load_w(w_hh_base + w_hh_off, 3 * hidden, hidden, 1, ws);
-    bl_stage(hs, 1, batch, hidden, t, as);
+    __local float* as = ws + t.gh * t.hp;
+    __local float* red = as + t.slots * t.hp;
+    bl_load_w(w_hh_base + w_hh_off, t, hidden, 1, ws);
+    bl_stage(hs, 1, batch, 1, hidden, t, as);
     BlCell c = bl_cell(t, batch, hidden);
     ulong H = hidden;
     float bi[3], bh[3];
@@ -322,7 +347,7 @@ __kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
             float rg = rnn_sigmoid(x[0] + ghr);
             float z = rnn_sigmoid(x[1] + ghz);
             float n = tanh(x[2] + rg * ghn);
-            __local float* hp = as + c.r * hidden + c.j;
+            __local float* hp = as + c.r * t.hp + c.j;
             float h = (1.0f - z) * n + z * *hp;
             hs[(s + 1) * block + c.at] = h;
             *hp = h;
@@ -350,12 +375,12 @@ __kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off
     __global float* dgx = dgx_base + dgx_off;
     __global float* dgh = dgh_base + dgh_off;
     __global float* carry = carry_base + carry_off;
-    BlTile t = bl_tile(batch, 3 * hidden);
+    BlTile t = bl_tile(batch, 3, hidden);
     __local float* ws = smem;
-    __local float* as = ws + t.gh * hidden;
-    __local float* red = as + t.slots * t.gh;
-    bl_load_w(w_hh_base + w_hh_off, 3 * hidden, hidden, 0, ws);
-    bl_stage(dh, 0, batch, 3 * hidden, t, as);
+    __local float* as = ws + t.gh * t.hp;
+    __local float* red = as + t.slots * 3 * t.hp;
+    bl_load_w(w_hh_base + w_hh_off, t, hidden, 0, ws);
+    bl_stage(dh, 0, batch, 3, hidden, t, as);
     BlCell c = bl_cell(t, batch, hidden);
     ulong H = hidden;
     ulong block = (ulong)batch * H;
@@ -372,22 +397,22 @@ __kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off
         float ghn = c.store ? kr[3 * H] : 0.0f;
         float hp = c.store ? hs[step * block + c.at] : 0.0f;
         float d = c.store ? dh[step * block + c.at] : 0.0f;
-        if (s > 0) bl_products(0, t, hidden, as, ws, red);
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products(0, t, hidden, as, ws, red);
         if (c.store) {
+            __local const float* p = red + c.r * t.gh + c.j;
             float rec = 0.0f;
-            if (s > 0) {
-                __local const float* p = red + c.r * t.gh + c.j;
-                for (int k = 0; k < 3; k++) rec += p[k * H];
-            }
+            for (int k = 0; k < 3; k++) rec += s > 0 ? p[k * H] : 0.0f;
             float dt = (d + rec) + cr;
             float ox[3], oh[3];
             RNN_GRU_UNIT_BACKWARD(ox, oh, 0, 1, dt, rg, z, n, ghn, hp, cr);
             ulong at3 = (ulong)step * 3 * block + g3;
-            __local float* next = as + c.r * t.gh + c.j;
+            __local float* next = as + c.r * 3 * t.hp + c.j;
             for (int g = 0; g < 3; g++) {
                 dgx[at3 + g * H] = ox[g];
                 dgh[at3 + g * H] = oh[g];
-                next[g * H] = oh[g];
+                next[g * t.hp] = oh[g];
             }
             carry[c.at] = cr;
         }

@@ -14,20 +14,22 @@
 // block's threads are `groups` row groups of bl_pad32(G H) threads (groups = blockDim.x / that),
 // a group owning `per` = ceil(R / groups) consecutive rows of the tile. Thread p of a group
 // forms, for each of its rows, one product of the step:
-//   forward:  output p = g H + j of row r: sum over k < H of h[r, k] W[p, k], from W
-//             transposed in shared memory (wt[k G H + p]: consecutive threads read consecutive
-//             words; h[r, k] is a broadcast);
+//   forward:  output p = g H + j of row r: sum over k < H of h[r, k] W[p, k];
 //   backward: for p = s H + j, the part of dh[r, j] from gate block s: sum over k < H of
-//             dnext[r, s H + k] W[s H + k, j], from W as it is (w[q H + j]).
-// into red[r G H + p]. After a __syncthreads, thread e < R H applies the cell math of row e / H,
-// unit e % H (the host makes blockDim.x >= R H): it adds the G products of its unit (forward:
-// one per gate; backward: the G partial sums), writes the outputs, and puts the row's next state
-// (h forward; the gate gradients dgates / dgh / dpre backward) in the staging rows that the next
-// step's products read. A second __syncthreads ends the step.
+//             dnext[r, s H + k] W[s H + k, j];
+// into red[r G H + p]. W sits in shared memory as the K x N operand of these products in
+// float4s along k (bl_load_w): consecutive threads read consecutive 16-byte words (no bank
+// conflicts), four k at a time, and the staged rows are float4 broadcasts; k is padded with
+// zeros to hp, H rounded up to 4, in W and in the staged rows, per gate block. After a
+// __syncthreads, thread e < R H applies the cell math of row e / H, unit e % H (the host makes
+// blockDim.x >= R H): it adds the G products of its unit (forward: one per gate; backward: the
+// G partial sums), writes the outputs, and puts the row's next state (h forward; the gate
+// gradients dgates / dgh / dpre backward) in the staging rows that the next step's products
+// read. A second __syncthreads ends the step.
 //
-// Dynamic shared memory, in floats: G H H (W) + S A (staged rows, A = H forward, G H backward)
-// + S G H (products), S = groups * per rows. The host sizes it for its R; the kernel's R (from
-// gridDim.x) is never larger.
+// Dynamic shared memory, in floats: G H hp (W) + S A (staged rows, A = hp forward, G hp
+// backward) + S G H (products), S = groups * per rows. The host sizes it for its R; the
+// kernel's R (from gridDim.x) is never larger.
 //
 // The backward's carry (the LSTM's dc f, the GRU's dh z from step t + 1 to t) lives in the
 // register of the thread that owns the element, and is written to `carry` (batch x hidden) every
@@ -35,9 +37,10 @@
 // last time step), where it is zero.
 
 __device__ __forceinline__ uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
+__device__ __forceinline__ uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
 
 // The tile of a block: `rows` batch rows from `row0`; `groups` row groups of `per` rows each
-// (`slots` = groups * per staged rows); `gh` = G H products per row.
+// (`slots` = groups * per staged rows); `gh` = G H products per row; `hp` = H padded to 4.
 struct BlTile {
     uint rows;
     uint row0;
@@ -45,60 +48,86 @@ struct BlTile {
     uint per;
     uint slots;
     uint gh;
+    uint hp;
 };
 
-__device__ __forceinline__ BlTile bl_tile(uint batch, uint gh) {
+__device__ __forceinline__ BlTile bl_tile(uint batch, uint gates, uint hidden) {
     BlTile t;
     t.rows = (batch + gridDim.x - 1) / gridDim.x;
     t.row0 = blockIdx.x * t.rows;
-    t.groups = max(blockDim.x / bl_pad32(gh), 1u);
+    t.gh = gates * hidden;
+    t.hp = bl_pad4(hidden);
+    t.groups = max(blockDim.x / bl_pad32(t.gh), 1u);
     t.per = (t.rows + t.groups - 1) / t.groups;
     t.slots = t.groups * t.per;
-    t.gh = gh;
     return t;
 }
 
-// W (gh x hidden, row-major) into shared memory: transposed (wt[k gh + q] = W[q, k]) for the
-// forward, as it is for the backward. Read along W's rows either way.
-template <bool TRANSPOSE>
-__device__ __forceinline__ void bl_load_w(const float* W, uint gh, uint hidden, float* ws) {
-    const uint n = gh * hidden;
+// W (G H x H, row-major) into shared memory as the K x N operand of the products, in float4s
+// along k: element (k, n) at ((k / 4) N + n) 4 + k % 4, each gate block's k padded with zeros
+// to hp (a multiple of 4):
+//   forward:  K = hp, N = G H, (k, q) = W[q, k];
+//   backward: K = G hp, N = H, (s hp + k, j) = W[s H + k, j].
+// Read along W's rows.
+template <bool FORWARD>
+__device__ __forceinline__ void bl_load_w(const float* W, const BlTile& t, uint hidden,
+                                          float* ws) {
+    const uint total = t.gh * t.hp;
+    for (uint e = threadIdx.x; e < total; e += blockDim.x) ws[e] = 0.0f;
+    __syncthreads();
+    const uint n = t.gh * hidden;
     for (uint e = threadIdx.x; e < n; e += blockDim.x) {
-        const float v = W[e];
-        if (TRANSPOSE) {
-            const uint q = e / hidden;
-            ws[(e - q * hidden) * gh + q] = v;
+        const uint row = e / hidden;
+        const uint col = e - row * hidden;
+        uint at;
+        if (FORWARD) {
+            at = ((col >> 2) * t.gh + row) * 4 + (col & 3);
         } else {
-            ws[e] = v;
+            const uint s = row / hidden;
+            const uint k = s * t.hp + (row - s * hidden);
+            at = ((k >> 2) * hidden + col) * 4 + (k & 3);
         }
+        ws[at] = W[e];
     }
 }
 
-// The tile's rows of the `batch x width` matrix `a` into `as` (t.slots rows), zero past the
-// tile or the batch; zero everywhere without `a`.
-__device__ __forceinline__ void bl_stage(const float* a, uint batch, uint width, const BlTile& t,
-                                         float* as) {
-    const uint n = t.slots * width;
+// The tile's rows of `a` (batch rows of `blocks` blocks of `hidden`) into `as` (t.slots rows
+// of `blocks` blocks of t.hp, the padding zero), zero past the tile or the batch; zero
+// everywhere without `a`.
+__device__ __forceinline__ void bl_stage(const float* a, uint batch, uint blocks, uint hidden,
+                                         const BlTile& t, float* as) {
+    const uint ld = blocks * t.hp;
+    const uint n = t.slots * ld;
     for (uint e = threadIdx.x; e < n; e += blockDim.x) {
-        const uint r = e / width;
+        const uint r = e / ld;
+        const uint x = e - r * ld;
+        const uint s = x / t.hp;
+        const uint k = x - s * t.hp;
         const uint row = t.row0 + r;
-        as[e] = a != nullptr && r < t.rows && row < batch ? a[(u64)row * width + (e - r * width)]
-                                                          : 0.0f;
+        const bool in = a != nullptr && r < t.rows && row < batch && k < hidden;
+        as[e] = in ? a[(u64)row * blocks * hidden + s * hidden + k] : 0.0f;
     }
 }
 
-// acc[i] = sum over k < n of a[i lda + k] w[k ldw] for RB rows.
+// out[i ldo] = sum over k < 4 n4 of a[i][k] w[k] for RB rows: a in float4s with row stride
+// lda4, w the float4s of one column with stride ldw4 (the layout of bl_load_w).
 template <int RB>
-__device__ __forceinline__ void bl_dot(const float* a, uint lda, const float* w, uint ldw, uint n,
-                                       float* out, uint ldo) {
+__device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4* w, uint ldw4,
+                                       uint n4, float* out, uint ldo) {
     float acc[RB];
 #pragma unroll
     for (int i = 0; i < RB; ++i) acc[i] = 0.0f;
-#pragma unroll 4
-    for (uint k = 0; k < n; ++k) {
-        const float wk = w[k * ldw];
+#pragma unroll 2
+    for (uint k = 0; k < n4; ++k) {
+        const float4 wk = w[k * ldw4];
 #pragma unroll
-        for (int i = 0; i < RB; ++i) acc[i] = fmaf(a[i * lda + k], wk, acc[i]);
+        for (int i = 0; i < RB; ++i) {
+            const float4 x = a[i * lda4 + k];
+            acc[i] = fmaf(x.x, wk.x, acc[i]);
+            acc[i] = fmaf(x.y, wk.y, acc[i]);
+            acc[i] = fmaf(x.z, wk.z, acc[i]);
+            acc[i] = fmaf(x.w, wk.w, acc[i]);
+        }
     }
 #pragma unroll
     for (int i = 0; i < RB; ++i) out[i * ldo] = acc[i];
@@ -113,18 +142,19 @@ __device__ __forceinline__ void bl_products(const BlTile& t, uint hidden, const 
     const uint p = threadIdx.x % qp;
     const uint grp = threadIdx.x / qp;
     if (p < t.gh && grp < t.groups) {
+        const uint n4 = t.hp / 4;
         const uint s = FORWARD ? 0 : p / hidden;
         const uint col = FORWARD ? p : p - s * hidden;
-        const uint lda = FORWARD ? hidden : t.gh;
-        const uint ldw = FORWARD ? t.gh : hidden;
+        const uint lda4 = FORWARD ? n4 : t.gh / hidden * n4;
+        const uint ldw4 = FORWARD ? t.gh : hidden;
+        const float4* a = reinterpret_cast<const float4*>(as) + s * n4;
+        const float4* w = reinterpret_cast<const float4*>(ws) + s * n4 * ldw4 + col;
         // The rows of this group in blocks of 4, 2 and 1 (each W word read once per block).
-        const float* a = as + s * hidden;
-        const float* w = ws + (FORWARD ? col : s * hidden * hidden + col);
         uint r = grp * t.per;
         const uint end = r + t.per;
-        for (; r + 4 <= end; r += 4) bl_dot<4>(a + r * lda, lda, w, ldw, hidden, red + r * t.gh + p, t.gh);
-        for (; r + 2 <= end; r += 2) bl_dot<2>(a + r * lda, lda, w, ldw, hidden, red + r * t.gh + p, t.gh);
-        if (r < end) bl_dot<1>(a + r * lda, lda, w, ldw, hidden, red + r * t.gh + p, t.gh);
+        for (; r + 4 <= end; r += 4) bl_dot<4>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        for (; r + 2 <= end; r += 2) bl_dot<2>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        if (r < end) bl_dot<1>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
     }
     __syncthreads();
 }
@@ -147,19 +177,20 @@ __device__ __forceinline__ BlCell bl_cell(const BlTile& t, uint batch, uint hidd
     return c;
 }
 
-// Shared memory of a kernel: W, the staged rows (`width` wide), the products.
+// Shared memory of a kernel: W, the staged rows (`blocks` blocks of hp), the products.
 struct BlSmem {
     float* ws;
     float* as;
     float* red;
 };
 
-__device__ __forceinline__ BlSmem bl_smem(const BlTile& t, uint hidden, uint width) {
-    extern __shared__ float bl_shared[];
+__device__ __forceinline__ BlSmem bl_smem(const BlTile& t, uint blocks) {
+    // float4: the products read W and the staged rows as float4s.
+    extern __shared__ float4 bl_shared[];
     BlSmem m;
-    m.ws = bl_shared;
-    m.as = m.ws + (u64)t.gh * hidden;
-    m.red = m.as + t.slots * width;
+    m.ws = reinterpret_cast<float*>(bl_shared);
+    m.as = m.ws + t.gh * t.hp;
+    m.red = m.as + t.slots * blocks * t.hp;
     return m;
 }
 
@@ -171,10 +202,10 @@ extern "C" __global__ void __launch_bounds__(1024)
                           uint batch, uint hidden, uint act, float act_param) {
     const float* pre = pre_base + pre_off;
     float* hs = hs_base + hs_off;
-    const BlTile t = bl_tile(batch, hidden);
-    const BlSmem m = bl_smem(t, hidden, hidden);
-    bl_load_w<true>(w_hh_base + w_hh_off, hidden, hidden, m.ws);
-    bl_stage(hs, batch, hidden, t, m.as);
+    const BlTile t = bl_tile(batch, 1, hidden);
+    const BlSmem m = bl_smem(t, 1);
+    bl_load_w<true>(w_hh_base + w_hh_off, t, hidden, m.ws);
+    bl_stage(hs, batch, 1, hidden, t, m.as);
     const BlCell c = bl_cell(t, batch, hidden);
     const float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
     const u64 block = (u64)batch * hidden;
@@ -186,7 +217,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         if (c.store) {
             const float h = act_forward(m.red[c.r * t.gh + c.j] + x + bias, act, act_param);
             hs[(s + 1) * block + c.at] = h;
-            m.as[c.r * hidden + c.j] = h;
+            m.as[c.r * t.hp + c.j] = h;
         }
         __syncthreads();
     }
@@ -201,10 +232,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     const float* dh = dh_base + dh_off;
     const float* hs = hs_base + hs_off;
     float* dpre = dpre_base + dpre_off;
-    const BlTile t = bl_tile(batch, hidden);
-    const BlSmem m = bl_smem(t, hidden, hidden);
-    bl_load_w<false>(w_hh_base + w_hh_off, hidden, hidden, m.ws);
-    bl_stage(nullptr, batch, hidden, t, m.as);
+    const BlTile t = bl_tile(batch, 1, hidden);
+    const BlSmem m = bl_smem(t, 1);
+    bl_load_w<false>(w_hh_base + w_hh_off, t, hidden, m.ws);
+    bl_stage(nullptr, batch, 1, hidden, t, m.as);
     const BlCell c = bl_cell(t, batch, hidden);
     const u64 block = (u64)batch * hidden;
     __syncthreads();
@@ -213,12 +244,14 @@ extern "C" __global__ void __launch_bounds__(1024)
         const float y = c.store ? hs[((u64)step + 1) * block + c.at] : 0.0f;
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Uniform over the block: every thread reaches the barrier inside.
-        if (s > 0) bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products<false>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float acc = s > 0 ? m.red[c.r * t.gh + c.j] : 0.0f;
             const float v = act_grad(0.0f, y, act, act_param) * (d + acc);
             dpre[step * block + c.at] = v;
-            m.as[c.r * hidden + c.j] = v;
+            m.as[c.r * t.hp + c.j] = v;
         }
         __syncthreads();
     }
@@ -234,10 +267,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     float* gates = gates_base + gates_off;
     float* hs = hs_base + hs_off;
     float* cs = cs_base + cs_off;
-    const BlTile t = bl_tile(batch, 4 * hidden);
-    const BlSmem m = bl_smem(t, hidden, hidden);
-    bl_load_w<true>(w_hh_base + w_hh_off, 4 * hidden, hidden, m.ws);
-    bl_stage(hs, batch, hidden, t, m.as);
+    const BlTile t = bl_tile(batch, 4, hidden);
+    const BlSmem m = bl_smem(t, 1);
+    bl_load_w<true>(w_hh_base + w_hh_off, t, hidden, m.ws);
+    bl_stage(hs, batch, 1, hidden, t, m.as);
     const BlCell c = bl_cell(t, batch, hidden);
     const u64 H = hidden;
     float bias[4];
@@ -269,7 +302,7 @@ extern "C" __global__ void __launch_bounds__(1024)
             const float h = go * tanhf(cell);
             cs[(s + 1) * block + c.at] = cell;
             hs[(s + 1) * block + c.at] = h;
-            m.as[c.r * hidden + c.j] = h;
+            m.as[c.r * t.hp + c.j] = h;
         }
         __syncthreads();
     }
@@ -288,10 +321,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     const float* cs = cs_base + cs_off;
     float* dgates = dgates_base + dgates_off;
     float* carry = carry_base + carry_off;
-    const BlTile t = bl_tile(batch, 4 * hidden);
-    const BlSmem m = bl_smem(t, hidden, 4 * hidden);
-    bl_load_w<false>(w_hh_base + w_hh_off, 4 * hidden, hidden, m.ws);
-    bl_stage(nullptr, batch, 4 * hidden, t, m.as);
+    const BlTile t = bl_tile(batch, 4, hidden);
+    const BlSmem m = bl_smem(t, 4);
+    bl_load_w<false>(w_hh_base + w_hh_off, t, hidden, m.ws);
+    bl_stage(nullptr, batch, 4, hidden, t, m.as);
     const BlCell c = bl_cell(t, batch, hidden);
     const u64 H = hidden;
     const u64 block = (u64)batch * H;
@@ -309,24 +342,24 @@ extern "C" __global__ void __launch_bounds__(1024)
         const float cn = c.store ? cs[((u64)step + 1) * block + c.at] : 0.0f;
         const float cp = c.store ? cs[step * block + c.at] : 0.0f;
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
-        if (s > 0) bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products<false>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
+            const float* p = m.red + c.r * t.gh + c.j;
             float rec = 0.0f;
-            if (s > 0) {
-                const float* p = m.red + c.r * t.gh + c.j;
 #pragma unroll
-                for (int k = 0; k < 4; ++k) rec += p[k * H];
-            }
+            for (int k = 0; k < 4; ++k) rec += s > 0 ? p[k * H] : 0.0f;
             const float tc = tanhf(cn);
             const float dht = d + rec;
             float out[4];
             RNN_LSTM_UNIT_BACKWARD(out, 0, 1, dc, dht, tc, cp, gi, gf, gg, go, dc);
             float* dg = dgates + (u64)step * 4 * block + ga;
-            float* next = m.as + c.r * t.gh + c.j;
+            float* next = m.as + c.r * 4 * t.hp + c.j;
 #pragma unroll
             for (int g = 0; g < 4; ++g) {
                 dg[g * H] = out[g];
-                next[g * H] = out[g];
+                next[g * t.hp] = out[g];
             }
             carry[c.at] = dc;
         }
@@ -344,10 +377,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     const float* gx = gx_base + gx_off;
     float* hs = hs_base + hs_off;
     float* cache = cache_base + cache_off;
-    const BlTile t = bl_tile(batch, 3 * hidden);
-    const BlSmem m = bl_smem(t, hidden, hidden);
-    bl_load_w<true>(w_hh_base + w_hh_off, 3 * hidden, hidden, m.ws);
-    bl_stage(hs, batch, hidden, t, m.as);
+    const BlTile t = bl_tile(batch, 3, hidden);
+    const BlSmem m = bl_smem(t, 1);
+    bl_load_w<true>(w_hh_base + w_hh_off, t, hidden, m.ws);
+    bl_stage(hs, batch, 1, hidden, t, m.as);
     const BlCell c = bl_cell(t, batch, hidden);
     const u64 H = hidden;
     float bi[3], bh[3];
@@ -374,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(1024)
             const float rg = rnn_sigmoid(x[0] + ghr);
             const float z = rnn_sigmoid(x[1] + ghz);
             const float n = tanhf(x[2] + rg * ghn);
-            float* hp = m.as + c.r * hidden + c.j;
+            float* hp = m.as + c.r * t.hp + c.j;
             const float h = (1.0f - z) * n + z * *hp;
             hs[(s + 1) * block + c.at] = h;
             *hp = h;
@@ -403,10 +436,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     float* dgx = dgx_base + dgx_off;
     float* dgh = dgh_base + dgh_off;
     float* carry = carry_base + carry_off;
-    const BlTile t = bl_tile(batch, 3 * hidden);
-    const BlSmem m = bl_smem(t, hidden, 3 * hidden);
-    bl_load_w<false>(w_hh_base + w_hh_off, 3 * hidden, hidden, m.ws);
-    bl_stage(nullptr, batch, 3 * hidden, t, m.as);
+    const BlTile t = bl_tile(batch, 3, hidden);
+    const BlSmem m = bl_smem(t, 3);
+    bl_load_w<false>(w_hh_base + w_hh_off, t, hidden, m.ws);
+    bl_stage(nullptr, batch, 3, hidden, t, m.as);
     const BlCell c = bl_cell(t, batch, hidden);
     const u64 H = hidden;
     const u64 block = (u64)batch * H;
@@ -423,24 +456,24 @@ extern "C" __global__ void __launch_bounds__(1024)
         const float ghn = c.store ? kr[3 * H] : 0.0f;
         const float hp = c.store ? hs[step * block + c.at] : 0.0f;
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
-        if (s > 0) bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products<false>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
+            const float* p = m.red + c.r * t.gh + c.j;
             float rec = 0.0f;
-            if (s > 0) {
-                const float* p = m.red + c.r * t.gh + c.j;
 #pragma unroll
-                for (int k = 0; k < 3; ++k) rec += p[k * H];
-            }
+            for (int k = 0; k < 3; ++k) rec += s > 0 ? p[k * H] : 0.0f;
             const float dt = (d + rec) + cr;
             float ox[3], oh[3];
             RNN_GRU_UNIT_BACKWARD(ox, oh, 0, 1, dt, rg, z, n, ghn, hp, cr);
             const u64 at3 = (u64)step * 3 * block + g3;
-            float* next = m.as + c.r * t.gh + c.j;
+            float* next = m.as + c.r * 3 * t.hp + c.j;
 #pragma unroll
             for (int g = 0; g < 3; ++g) {
                 dgx[at3 + g * H] = ox[g];
                 dgh[at3 + g * H] = oh[g];
-                next[g * H] = oh[g];
+                next[g * t.hp] = oh[g];
             }
             carry[c.at] = cr;
         }

@@ -1,18 +1,19 @@
 //! The block-local sequence kernels (`*_seq_*_local`, geometry `B`, kernels-cu/small_seq.cu,
 //! kernels-cl/small_seq.cl): each block owns a tile of batch rows and every hidden unit, keeps
-//! the whole W_hh and its state rows in shared memory, and steps with `__syncthreads` only, in one
-//! plain launch per sequence op. The persistent kernels (geometry `Q`) split the hidden units
-//! across blocks and meet at a global-memory barrier every step, whose cost (a few microseconds on
-//! an H100, 2026-11-26) dominates a step at small hidden sizes; these kernels have none, and run
-//! on every device whose blocks hold W_hh (no co-residency needed).
+//! the whole W_hh and its state rows in shared memory, and steps with `__syncthreads` only, in
+//! one plain launch per sequence op. The persistent kernels (geometry `Q`) split the hidden
+//! units across blocks and meet at a global-memory barrier every step, which costs about the
+//! same however little a step computes (3-7 us a step on an H100, 2026-11-26, issue 27),
+//! so it dominates at small hidden sizes; these kernels have no such barrier, and run on every
+//! device whose blocks hold W_hh (no co-residency needed).
 //!
 //! Selection (`RNN_RECURRENT_BLOCK_LOCAL`, `ContextOptions::recurrent_block_local`): by default
-//! a sequence runs block-local wherever W_hh and one tile fit a block's shared memory (on an H100
-//! under CUDA: LSTM hidden <= 119, GRU <= 138, Elman <= 240 at one row a block; 48 KB under
-//! OpenCL on NVIDIA: LSTM <= 54, GRU <= 63, Elman <= 109), at any batch: there the whole recurrence of a row stays in one
-//! block, and a step costs its products, not a barrier. `0` turns them off (the persistent, GEMM
-//! or step paths decide as before); `1` is the default's rule too, so that a test can ask for
-//! them explicitly.
+//! a sequence runs block-local wherever W_hh and one tile fit a block's shared memory, at any
+//! batch (on an H100 under CUDA: LSTM hidden <= 119, GRU <= 136, Elman <= 240 at one row a
+//! block; with 48 KB, OpenCL on NVIDIA and HIP: LSTM <= 52, GRU <= 62, Elman <= 108). There a
+//! row's whole recurrence stays in one block and a step costs its products, not a barrier;
+//! larger hidden sizes do not fit, so the rule needs no size threshold. `0` turns them off (the
+//! persistent, GEMM or step paths decide as before).
 
 use super::GpuOps;
 use super::launch::Args;
@@ -70,7 +71,7 @@ pub(crate) struct BlockRoom {
 /// have `room`: the fewest rows a block that still give every SM one block (more rows per
 /// block only lengthen each block's steps while SMs idle), fewer where the threads (one per
 /// product and row group, and at least one per cell element of the tile) or the shared memory
-/// (W_hh, the staged rows, the products) would not fit. `None` where not even one row fits.
+/// (W_hh and the staged rows with hidden padded to 4, the products) would not fit. `None` where not even one row fits.
 pub(crate) fn geometry(
     gates: usize,
     (batch, hidden): (usize, usize),
@@ -88,8 +89,10 @@ pub(crate) fn geometry(
     if max_groups == 0 {
         return None;
     }
-    let width = if forward { hidden } else { gh };
-    let w = gh.checked_mul(hidden)?;
+    // k runs in float4s: each gate block's hidden padded to 4, in W and in the staged rows.
+    let padded_hidden = hidden.div_ceil(4) * 4;
+    let width = if forward { 1 } else { gates } * padded_hidden;
+    let w = gh.checked_mul(padded_hidden)?;
     let want = batch
         .div_ceil(compute_units.max(1))
         .min(max_threads / hidden);
@@ -221,8 +224,8 @@ mod tests {
 
     #[test]
     fn hidden_limits_by_cell_and_device() {
-        assert_eq!([4, 3, 1].map(|g| largest(g, H100)), [119, 138, 240]);
-        assert_eq!([4, 3, 1].map(|g| largest(g, NV_OPENCL)), [54, 63, 109]);
+        assert_eq!([4, 3, 1].map(|g| largest(g, H100)), [119, 136, 240]);
+        assert_eq!([4, 3, 1].map(|g| largest(g, NV_OPENCL)), [52, 62, 108]);
     }
 
     #[test]

@@ -178,7 +178,7 @@ pub fn gated_sequence_fallback(t: Target) {
 pub fn gated_sequence_block_local(t: Target) {
     // The block-local kernels (one block per row tile, every unit, W_hh in shared memory) and,
     // turned off, the paths they replace at the same sizes; the hidden sizes run to the largest
-    // whose LSTM (119 units on an H100, 54 under OpenCL on NVIDIA) and GRU fit a block; batches
+    // whose LSTM (119 units on an H100, 52 under OpenCL on NVIDIA) and GRU fit a block; batches
     // from one row a block to several (more rows than the device has compute units).
     for on in [true, false] {
         let test = format!("gpu_gated_sequence_block_local ({on})");

@@ -135,7 +135,7 @@ pub fn rnn_sequence_fallback(t: Target) {
 
 pub fn rnn_sequence_block_local(t: Target) {
     // The block-local kernels up to the largest hidden size whose W_hh fits a block (240 units
-    // on an H100, 109 under OpenCL on NVIDIA), from one row a block to several; and, turned
+    // on an H100, 108 under OpenCL on NVIDIA), from one row a block to several; and, turned
     // off, the paths they replace at the same sizes.
     for on in [true, false] {
         let test = format!("gpu_rnn_sequence_block_local ({on})");
