@@ -109,9 +109,15 @@ inline void bl_products(int forward, BlTile t, uint hidden, __local const float*
         __local const float* w = ws + 4 * (s * n4 * ldw4 + col);
         uint r = grp * t.per;
         uint end = r + t.per;
-        for (; r + 4 <= end; r += 4) bl_dot4(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
-        for (; r + 2 <= end; r += 2) bl_dot2(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
-        if (r < end) bl_dot1(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        for (; r + 4 <= end; r += 4) {
+            bl_dot4(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        for (; r + 2 <= end; r += 2) {
+            bl_dot2(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        if (r < end) {
+            bl_dot1(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 }
@@ -134,6 +140,38 @@ inline BlCell bl_cell(BlTile t, uint batch, uint hidden) {
     return c;
 }
 
+// bl_start of small_seq.cu: the tile and cell element, W loaded and the staged rows set
+// (`forward`: from block 0 of `state`; else zero), then a barrier. `smem` is split into W
+// (`*ws`), the staged rows (`*as`) and the products (`*red`).
+typedef struct {
+    BlTile t;
+    BlCell c;
+} BlStart;
+
+inline BlStart bl_start(__global const float* W, __global const float* state, int forward,
+                        uint gates, uint batch, uint hidden, __local float* smem,
+                        __local float** ws, __local float** as, __local float** red) {
+    BlStart b;
+    b.t = bl_tile(batch, gates, hidden);
+    uint blocks = forward ? 1 : gates;
+    *ws = smem;
+    *as = smem + b.t.gh * b.t.hp;
+    *red = *as + b.t.slots * blocks * b.t.hp;
+    bl_load_w(W, b.t, hidden, forward, *ws);
+    bl_stage(state, forward, batch, blocks, hidden, b.t, *as);
+    b.c = bl_cell(b.t, batch, hidden);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return b;
+}
+
+// bl_recurrent of small_seq.cu.
+inline float bl_recurrent(__local const float* red, BlStart b, uint gates, ulong H, uint s) {
+    __local const float* p = red + b.c.r * b.t.gh + b.c.j;
+    float rec = 0.0f;
+    for (uint k = 0; k < gates; k++) rec += s > 0 ? p[k * H] : 0.0f;
+    return rec;
+}
+
 __kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_off,
                                     __global float* hs_base, ulong hs_off,
                                     __global const float* w_hh_base, ulong w_hh_off,
@@ -143,16 +181,13 @@ __kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_of
                                     __local float* smem) {
     __global const float* pre = pre_base + pre_off;
     __global float* hs = hs_base + hs_off;
-    BlTile t = bl_tile(batch, 1, hidden);
-    __local float* ws = smem;
-    __local float* as = ws + t.gh * t.hp;
-    __local float* red = as + t.slots * t.hp;
-    bl_load_w(w_hh_base + w_hh_off, t, hidden, 1, ws);
-    bl_stage(hs, 1, batch, 1, hidden, t, as);
-    BlCell c = bl_cell(t, batch, hidden);
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 1, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
     float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
     ulong block = (ulong)batch * hidden;
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = 0; s < steps; s++) {
         float x = c.store ? pre[s * block + c.at] : 0.0f;
         bl_products(1, t, hidden, as, ws, red);
@@ -174,15 +209,12 @@ __kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off
     __global const float* dh = dh_base + dh_off;
     __global const float* hs = hs_base + hs_off;
     __global float* dpre = dpre_base + dpre_off;
-    BlTile t = bl_tile(batch, 1, hidden);
-    __local float* ws = smem;
-    __local float* as = ws + t.gh * t.hp;
-    __local float* red = as + t.slots * t.hp;
-    bl_load_w(w_hh_base + w_hh_off, t, hidden, 0, ws);
-    bl_stage(hs, 0, batch, 1, hidden, t, as);
-    BlCell c = bl_cell(t, batch, hidden);
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 0, 1, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
     ulong block = (ulong)batch * hidden;
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = 0; s < steps; s++) {
         uint step = steps - 1 - s;
         float y = c.store ? hs[((ulong)step + 1) * block + c.at] : 0.0f;
@@ -191,7 +223,7 @@ __kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off
         // barrier under a condition (PoCL mishandles those).
         bl_products(0, t, hidden, as, ws, red);
         if (c.store) {
-            float acc = s > 0 ? red[c.r * t.gh + c.j] : 0.0f;
+            float acc = bl_recurrent(red, b, 1, hidden, s);
             float v = act_grad(0.0f, y, act, act_param) * (d + acc);
             dpre[step * block + c.at] = v;
             as[c.r * t.hp + c.j] = v;
@@ -210,13 +242,11 @@ __kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off
     __global float* gates = gates_base + gates_off;
     __global float* hs = hs_base + hs_off;
     __global float* cs = cs_base + cs_off;
-    BlTile t = bl_tile(batch, 4, hidden);
-    __local float* ws = smem;
-    __local float* as = ws + t.gh * t.hp;
-    __local float* red = as + t.slots * t.hp;
-    bl_load_w(w_hh_base + w_hh_off, t, hidden, 1, ws);
-    bl_stage(hs, 1, batch, 1, hidden, t, as);
-    BlCell c = bl_cell(t, batch, hidden);
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 4, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
     ulong H = hidden;
     float bias[4];
     for (int g = 0; g < 4; g++)
@@ -224,7 +254,6 @@ __kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off
                           : 0.0f;
     ulong block = (ulong)batch * H;
     float cell = c.store ? cs[c.at] : 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = 0; s < steps; s++) {
         __global float* gr = gates + (ulong)s * 4 * block + (c.at - c.j) * 4 + c.j;
         float x[4];
@@ -262,18 +291,15 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
     __global const float* cs = cs_base + cs_off;
     __global float* dgates = dgates_base + dgates_off;
     __global float* carry = carry_base + carry_off;
-    BlTile t = bl_tile(batch, 4, hidden);
-    __local float* ws = smem;
-    __local float* as = ws + t.gh * t.hp;
-    __local float* red = as + t.slots * 4 * t.hp;
-    bl_load_w(w_hh_base + w_hh_off, t, hidden, 0, ws);
-    bl_stage(dh, 0, batch, 4, hidden, t, as);
-    BlCell c = bl_cell(t, batch, hidden);
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, dh, 0, 4, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
     ulong H = hidden;
     ulong block = (ulong)batch * H;
     ulong ga = (c.at - c.j) * 4 + c.j;
     float dc = 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = 0; s < steps; s++) {
         uint step = steps - 1 - s;
         __global const float* gr = gates + (ulong)step * 4 * block + ga;
@@ -288,9 +314,7 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
         // barrier under a condition (PoCL mishandles those).
         bl_products(0, t, hidden, as, ws, red);
         if (c.store) {
-            __local const float* p = red + c.r * t.gh + c.j;
-            float rec = 0.0f;
-            for (int k = 0; k < 4; k++) rec += s > 0 ? p[k * H] : 0.0f;
+            float rec = bl_recurrent(red, b, 4, H, s);
             float tc = tanh(cn);
             float dht = d + rec;
             float out[4];
@@ -317,13 +341,11 @@ __kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
     __global const float* gx = gx_base + gx_off;
     __global float* hs = hs_base + hs_off;
     __global float* cache = cache_base + cache_off;
-    BlTile t = bl_tile(batch, 3, hidden);
-    __local float* ws = smem;
-    __local float* as = ws + t.gh * t.hp;
-    __local float* red = as + t.slots * t.hp;
-    bl_load_w(w_hh_base + w_hh_off, t, hidden, 1, ws);
-    bl_stage(hs, 1, batch, 1, hidden, t, as);
-    BlCell c = bl_cell(t, batch, hidden);
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 3, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
     ulong H = hidden;
     float bi[3], bh[3];
     for (int g = 0; g < 3; g++) {
@@ -333,7 +355,6 @@ __kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
     ulong block = (ulong)batch * H;
     ulong g3 = (c.at - c.j) * 3 + c.j;
     ulong g4 = (c.at - c.j) * 4 + c.j;
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = 0; s < steps; s++) {
         __global const float* xr = gx + (ulong)s * 3 * block + g3;
         float x[3];
@@ -375,19 +396,16 @@ __kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off
     __global float* dgx = dgx_base + dgx_off;
     __global float* dgh = dgh_base + dgh_off;
     __global float* carry = carry_base + carry_off;
-    BlTile t = bl_tile(batch, 3, hidden);
-    __local float* ws = smem;
-    __local float* as = ws + t.gh * t.hp;
-    __local float* red = as + t.slots * 3 * t.hp;
-    bl_load_w(w_hh_base + w_hh_off, t, hidden, 0, ws);
-    bl_stage(dh, 0, batch, 3, hidden, t, as);
-    BlCell c = bl_cell(t, batch, hidden);
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, dh, 0, 3, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
     ulong H = hidden;
     ulong block = (ulong)batch * H;
     ulong g3 = (c.at - c.j) * 3 + c.j;
     ulong g4 = (c.at - c.j) * 4 + c.j;
     float cr = 0.0f;
-    barrier(CLK_LOCAL_MEM_FENCE);
     for (uint s = 0; s < steps; s++) {
         uint step = steps - 1 - s;
         __global const float* kr = cache + (ulong)step * 4 * block + g4;
@@ -401,9 +419,7 @@ __kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off
         // barrier under a condition (PoCL mishandles those).
         bl_products(0, t, hidden, as, ws, red);
         if (c.store) {
-            __local const float* p = red + c.r * t.gh + c.j;
-            float rec = 0.0f;
-            for (int k = 0; k < 3; k++) rec += s > 0 ? p[k * H] : 0.0f;
+            float rec = bl_recurrent(red, b, 3, H, s);
             float dt = (d + rec) + cr;
             float ox[3], oh[3];
             RNN_GRU_UNIT_BACKWARD(ox, oh, 0, 1, dt, rg, z, n, ghn, hp, cr);

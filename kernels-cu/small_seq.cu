@@ -152,9 +152,15 @@ __device__ __forceinline__ void bl_products(const BlTile& t, uint hidden, const 
         // The rows of this group in blocks of 4, 2 and 1 (each W word read once per block).
         uint r = grp * t.per;
         const uint end = r + t.per;
-        for (; r + 4 <= end; r += 4) bl_dot<4>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
-        for (; r + 2 <= end; r += 2) bl_dot<2>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
-        if (r < end) bl_dot<1>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        for (; r + 4 <= end; r += 4) {
+            bl_dot<4>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        for (; r + 2 <= end; r += 2) {
+            bl_dot<2>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        if (r < end) {
+            bl_dot<1>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
     }
     __syncthreads();
 }
@@ -194,6 +200,39 @@ __device__ __forceinline__ BlSmem bl_smem(const BlTile& t, uint blocks) {
     return m;
 }
 
+// A kernel's start: its tile, shared memory and cell element, W loaded and the staged rows set
+// (forward from block 0 of `state`; backward zero), then a barrier.
+struct BlStart {
+    BlTile t;
+    BlSmem m;
+    BlCell c;
+};
+
+template <bool FORWARD>
+__device__ __forceinline__ BlStart bl_start(const float* W, const float* state, uint gates,
+                                            uint batch, uint hidden) {
+    BlStart b;
+    b.t = bl_tile(batch, gates, hidden);
+    const uint blocks = FORWARD ? 1 : gates;
+    b.m = bl_smem(b.t, blocks);
+    bl_load_w<FORWARD>(W, b.t, hidden, b.m.ws);
+    bl_stage(FORWARD ? state : nullptr, batch, blocks, hidden, b.t, b.m.as);
+    b.c = bl_cell(b.t, batch, hidden);
+    __syncthreads();
+    return b;
+}
+
+// The backward's recurrent gradient of this thread's element: the G partial products in gate
+// order, zero at the first step (`s` 0), whose products are not used.
+template <int G>
+__device__ __forceinline__ float bl_recurrent(const BlStart& b, u64 H, uint s) {
+    const float* p = b.m.red + b.c.r * b.t.gh + b.c.j;
+    float rec = 0.0f;
+#pragma unroll
+    for (int k = 0; k < G; ++k) rec += s > 0 ? p[k * H] : 0.0f;
+    return rec;
+}
+
 // hs[t + 1] = act(pre[t] + hs[t] W^T + b_ih + b_hh) for t = 0 .. steps - 1; hs[0] is read.
 extern "C" __global__ void __launch_bounds__(1024)
     rnn_seq_forward_local(const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off,
@@ -202,14 +241,12 @@ extern "C" __global__ void __launch_bounds__(1024)
                           uint batch, uint hidden, uint act, float act_param) {
     const float* pre = pre_base + pre_off;
     float* hs = hs_base + hs_off;
-    const BlTile t = bl_tile(batch, 1, hidden);
-    const BlSmem m = bl_smem(t, 1);
-    bl_load_w<true>(w_hh_base + w_hh_off, t, hidden, m.ws);
-    bl_stage(hs, batch, 1, hidden, t, m.as);
-    const BlCell c = bl_cell(t, batch, hidden);
+    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 1, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
     const float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
     const u64 block = (u64)batch * hidden;
-    __syncthreads();
     for (uint s = 0; s < steps; ++s) {
         // Read-only input, issued before the products so its latency overlaps them.
         const float x = c.store ? pre[s * block + c.at] : 0.0f;
@@ -232,13 +269,11 @@ extern "C" __global__ void __launch_bounds__(1024)
     const float* dh = dh_base + dh_off;
     const float* hs = hs_base + hs_off;
     float* dpre = dpre_base + dpre_off;
-    const BlTile t = bl_tile(batch, 1, hidden);
-    const BlSmem m = bl_smem(t, 1);
-    bl_load_w<false>(w_hh_base + w_hh_off, t, hidden, m.ws);
-    bl_stage(nullptr, batch, 1, hidden, t, m.as);
-    const BlCell c = bl_cell(t, batch, hidden);
+    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 1, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
     const u64 block = (u64)batch * hidden;
-    __syncthreads();
     for (uint s = 0; s < steps; ++s) {
         const uint step = steps - 1 - s;
         const float y = c.store ? hs[((u64)step + 1) * block + c.at] : 0.0f;
@@ -248,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         // barrier under a condition (PoCL mishandles those).
         bl_products<false>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
-            const float acc = s > 0 ? m.red[c.r * t.gh + c.j] : 0.0f;
+            const float acc = bl_recurrent<1>(b, hidden, s);
             const float v = act_grad(0.0f, y, act, act_param) * (d + acc);
             dpre[step * block + c.at] = v;
             m.as[c.r * t.hp + c.j] = v;
@@ -258,7 +293,8 @@ extern "C" __global__ void __launch_bounds__(1024)
 }
 
 // lstm_seq_forward of gated_seq.cu: gates[t] (x_t W_ih^T on entry) becomes the activated gates
-// of gates[t] + b_ih + b_hh + hs[t] W_hh^T; cs[t + 1] = f cs[t] + i g; hs[t + 1] = o tanh(cs[t + 1]).
+// of gates[t] + b_ih + b_hh + hs[t] W_hh^T; cs[t + 1] = f cs[t] + i g;
+// hs[t + 1] = o tanh(cs[t + 1]).
 extern "C" __global__ void __launch_bounds__(1024)
     lstm_seq_forward_local(float* gates_base, u64 gates_off, float* hs_base, u64 hs_off,
                            float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
@@ -267,11 +303,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     float* gates = gates_base + gates_off;
     float* hs = hs_base + hs_off;
     float* cs = cs_base + cs_off;
-    const BlTile t = bl_tile(batch, 4, hidden);
-    const BlSmem m = bl_smem(t, 1);
-    bl_load_w<true>(w_hh_base + w_hh_off, t, hidden, m.ws);
-    bl_stage(hs, batch, 1, hidden, t, m.as);
-    const BlCell c = bl_cell(t, batch, hidden);
+    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 4, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
     const u64 H = hidden;
     float bias[4];
 #pragma unroll
@@ -281,7 +316,6 @@ extern "C" __global__ void __launch_bounds__(1024)
     }
     const u64 block = (u64)batch * H;
     float cell = c.store ? cs[c.at] : 0.0f;
-    __syncthreads();
     for (uint s = 0; s < steps; ++s) {
         float* gr = gates + (u64)s * 4 * block + (c.at - c.j) * 4 + c.j;
         float x[4];
@@ -321,16 +355,14 @@ extern "C" __global__ void __launch_bounds__(1024)
     const float* cs = cs_base + cs_off;
     float* dgates = dgates_base + dgates_off;
     float* carry = carry_base + carry_off;
-    const BlTile t = bl_tile(batch, 4, hidden);
-    const BlSmem m = bl_smem(t, 4);
-    bl_load_w<false>(w_hh_base + w_hh_off, t, hidden, m.ws);
-    bl_stage(nullptr, batch, 4, hidden, t, m.as);
-    const BlCell c = bl_cell(t, batch, hidden);
+    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 4, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
     const u64 H = hidden;
     const u64 block = (u64)batch * H;
     const u64 ga = (c.at - c.j) * 4 + c.j;
     float dc = 0.0f;
-    __syncthreads();
     for (uint s = 0; s < steps; ++s) {
         const uint step = steps - 1 - s;
         // Inputs of the forward, issued before the products.
@@ -346,10 +378,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         // barrier under a condition (PoCL mishandles those).
         bl_products<false>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
-            const float* p = m.red + c.r * t.gh + c.j;
-            float rec = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 4; ++k) rec += s > 0 ? p[k * H] : 0.0f;
+            const float rec = bl_recurrent<4>(b, H, s);
             const float tc = tanhf(cn);
             const float dht = d + rec;
             float out[4];
@@ -377,11 +406,10 @@ extern "C" __global__ void __launch_bounds__(1024)
     const float* gx = gx_base + gx_off;
     float* hs = hs_base + hs_off;
     float* cache = cache_base + cache_off;
-    const BlTile t = bl_tile(batch, 3, hidden);
-    const BlSmem m = bl_smem(t, 1);
-    bl_load_w<true>(w_hh_base + w_hh_off, t, hidden, m.ws);
-    bl_stage(hs, batch, 1, hidden, t, m.as);
-    const BlCell c = bl_cell(t, batch, hidden);
+    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 3, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
     const u64 H = hidden;
     float bi[3], bh[3];
 #pragma unroll
@@ -392,7 +420,6 @@ extern "C" __global__ void __launch_bounds__(1024)
     const u64 block = (u64)batch * H;
     const u64 g3 = (c.at - c.j) * 3 + c.j;
     const u64 g4 = (c.at - c.j) * 4 + c.j;
-    __syncthreads();
     for (uint s = 0; s < steps; ++s) {
         const float* xr = gx + (u64)s * 3 * block + g3;
         float x[3];
@@ -436,17 +463,15 @@ extern "C" __global__ void __launch_bounds__(1024)
     float* dgx = dgx_base + dgx_off;
     float* dgh = dgh_base + dgh_off;
     float* carry = carry_base + carry_off;
-    const BlTile t = bl_tile(batch, 3, hidden);
-    const BlSmem m = bl_smem(t, 3);
-    bl_load_w<false>(w_hh_base + w_hh_off, t, hidden, m.ws);
-    bl_stage(nullptr, batch, 3, hidden, t, m.as);
-    const BlCell c = bl_cell(t, batch, hidden);
+    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 3, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
     const u64 H = hidden;
     const u64 block = (u64)batch * H;
     const u64 g3 = (c.at - c.j) * 3 + c.j;
     const u64 g4 = (c.at - c.j) * 4 + c.j;
     float cr = 0.0f;
-    __syncthreads();
     for (uint s = 0; s < steps; ++s) {
         const uint step = steps - 1 - s;
         const float* kr = cache + (u64)step * 4 * block + g4;
@@ -460,10 +485,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         // barrier under a condition (PoCL mishandles those).
         bl_products<false>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
-            const float* p = m.red + c.r * t.gh + c.j;
-            float rec = 0.0f;
-#pragma unroll
-            for (int k = 0; k < 3; ++k) rec += s > 0 ? p[k * H] : 0.0f;
+            const float rec = bl_recurrent<3>(b, H, s);
             const float dt = (d + rec) + cr;
             float ox[3], oh[3];
             RNN_GRU_UNIT_BACKWARD(ox, oh, 0, 1, dt, rg, z, n, ghn, hp, cr);

@@ -1,8 +1,10 @@
 //! The whole-sequence LSTM and GRU ops on every GPU target against the CPU backend: odd and
 //! tile-sized shapes (batch not a multiple of the 8- or 16-row tiles, hidden not a multiple of
 //! the 16- or 32-unit slices), 1 to 12 steps, a random initial state, outputs poisoned, views
-//! aligned and not. On CUDA `gpu_gated_sequence` runs the persistent cooperative kernels; on
-//! OpenCL and HIP the fused step kernels. `gpu_gated_sequence_fallback` takes hidden sizes whose
+//! aligned and not. `gpu_gated_sequence` runs the block-local kernels where W_hh fits a block
+//! (every device, the smaller hidden sizes), else on CUDA the persistent cooperative kernels, on
+//! OpenCL and HIP the fused step kernels; `gpu_gated_sequence_block_local` asks for the
+//! block-local kernels up to their largest hidden size, and for the other paths at those sizes. `gpu_gated_sequence_fallback` takes hidden sizes whose
 //! W slices exceed the shared memory a block can have (for the LSTM backward only, or for all
 //! four kernels), so CUDA runs the step kernels there too.
 
@@ -17,7 +19,7 @@ use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
-use super::{Values, compare_at, cpu_outputs, nan, prop};
+use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
 use crate::support::{self, Target};
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
@@ -176,30 +178,13 @@ pub fn gated_sequence_fallback(t: Target) {
 }
 
 pub fn gated_sequence_block_local(t: Target) {
-    // The block-local kernels (one block per row tile, every unit, W_hh in shared memory) and,
-    // turned off, the paths they replace at the same sizes; the hidden sizes run to the largest
-    // whose LSTM (119 units on an H100, 52 under OpenCL on NVIDIA) and GRU fit a block; batches
-    // from one row a block to several (more rows than the device has compute units).
-    for on in [true, false] {
-        let test = format!("gpu_gated_sequence_block_local ({on})");
-        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_block_local = Some(on));
-        let s = (
-            1..=6usize,
-            prop_oneof![Just(1usize), 2..=9usize, 130..=300usize],
-            prop_oneof![Just(1usize), 2..=63usize, 110..=119usize],
-            prop_oneof![Just(0usize), Just(3usize)],
-            any::<u64>(),
-        );
-        prop(
-            ctxs,
-            &test,
-            6,
-            s,
-            |ctx, (steps, batch, hidden, pad, seed)| {
-                let mut r = Values(seed);
-                check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
-                check_gru(ctx, (steps, batch, hidden), pad, &mut r)
-            },
-        );
-    }
+    // Hidden sizes up to the largest whose LSTM fits a block (119 units on an H100, 52 under
+    // OpenCL on NVIDIA).
+    let shapes = (6, 2..=63usize, 110..=119usize);
+    let test = "gpu_gated_sequence_block_local";
+    block_local_sequences(t, test, shapes, |ctx, (steps, batch, hidden, pad, seed)| {
+        let mut r = Values(seed);
+        check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
+        check_gru(ctx, (steps, batch, hidden), pad, &mut r)
+    });
 }
