@@ -15,14 +15,15 @@
 //!
 //! Prints `NAME_train US us alg=ALG` and `NAME_infer US us alg=ALG` per point (the names and
 //! units of the PyTorch script's lines, which scripts/recurrent_grid_table.py joins), or
-//! `NAME_train failed ERROR`. ALG is `persistent`, `steps`, `forward/backward` where the two
-//! differ (`persistent/steps`), `cpu`, or `unknown`.
+//! `NAME_train failed ERROR`. ALG is `persistent`, `block-local`, `gemm`, `steps`,
+//! `forward/backward` where the two differ (`persistent/steps`), `cpu`, or `unknown`.
 //!
 //! The algorithm is read from the kernels that ran where the context times its kernels
 //! (OpenCL: a second context with `ContextOptions::profile_kernels` runs one step and one
 //! forward of each point). CUDA keeps no kernel names, so there the bench reads the debug
 //! record the GPU op set writes when a persistent grid does not fit and it loops the step
-//! kernels instead; a model that must fall back checks at start that such records arrive.
+//! kernels instead, or runs the per-step GEMMs or the block-local kernels; a model that must
+//! fall back checks at start that such records arrive.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -245,8 +246,9 @@ fn median_us(
 }
 
 /// The GPU op set's debug records of sequence ops that did not run persistent, as
-/// `steps:<entry>` (a persistent launch that did not fit) and `gemm:<entry>` (the per-step GEMM
-/// path ran), collected while [`COLLECT`] is on.
+/// `steps:<entry>` (a persistent launch that did not fit), `gemm:<entry>` (the per-step GEMM
+/// path ran) and `local:<entry>` (the block-local kernel ran), collected while [`COLLECT`] is
+/// on.
 static FALLBACKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static COLLECT: AtomicBool = AtomicBool::new(false);
 
@@ -275,9 +277,12 @@ impl Log for GridLogger {
         if COLLECT.load(Ordering::Relaxed) && record.level() == log::Level::Debug {
             let message = record.args().to_string();
             // "{device}: {entry} {batch}x{hidden} does not fit ...; running it per step", and
-            // "{device}: {entry} {batch}x{hidden} runs per step as GEMMs and cell launches"
+            // "{device}: {entry} {batch}x{hidden} runs per step as GEMMs and cell launches", and
+            // "{device}: {entry_local} {batch}x{hidden} runs block-local (...)"
             let kind = if message.contains("runs per step as GEMMs") {
                 Some("gemm")
+            } else if message.contains("runs block-local") {
+                Some("local")
             } else if message.contains("running it per step") {
                 Some("steps")
             } else {
@@ -314,6 +319,8 @@ fn with_fallbacks<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Path {
     Persistent,
+    /// The block-local kernels (one launch per sequence op, no barrier between blocks).
+    BlockLocal,
     Steps,
     /// Both kinds of kernel ran (calls of one pass took different paths).
     Mixed,
@@ -335,6 +342,7 @@ impl Path {
     fn word(self) -> &'static str {
         match self {
             Path::Persistent => "persistent",
+            Path::BlockLocal => "block-local",
             Path::Steps => "steps",
             Path::Mixed => "mixed",
             Path::Gemm => "gemm",
@@ -351,19 +359,28 @@ fn label(forward: Path, backward: Option<Path>) -> String {
 }
 
 /// The paths of the forward and backward sequence ops of `cell`, from the kernel entries that
-/// ran: `<prefix>_seq_*` are the persistent kernels, `<prefix>_step_*` the per-step fallback.
+/// ran: `<prefix>_seq_<pass>_local` are the block-local kernels, the other `<prefix>_seq_*` the
+/// persistent ones, `<prefix>_step_*` the per-step fallback.
 fn paths_from_kernels(cell: Cell, entries: &[String]) -> (Path, Path) {
-    let ran = |kind: &str, pass: &str| {
+    let ran = |kind: &str, pass: &str, local: bool| {
         let prefix = format!("{}_{kind}_{pass}", cell.kernel_prefix());
-        entries.iter().any(|e| e.starts_with(&prefix))
+        entries
+            .iter()
+            .any(|e| e.starts_with(&prefix) && e.ends_with("_local") == local)
     };
-    let pass = |name: &str| Path::of(ran("seq", name), ran("step", name));
+    let pass = |name: &str| {
+        if ran("seq", name, true) && !ran("seq", name, false) && !ran("step", name, false) {
+            Path::BlockLocal
+        } else {
+            Path::of(ran("seq", name, false), ran("step", name, false))
+        }
+    };
     (pass("forward"), pass("backward"))
 }
 
 /// The paths from the records of a run that called both passes of `cell`: a pass that ran the
-/// GEMM path says so; one whose persistent entry fell back otherwise looped the step kernels;
-/// one with neither record ran persistent.
+/// GEMM path or the block-local kernel says so; one whose persistent entry fell back otherwise
+/// looped the step kernels; one with no record ran persistent.
 fn paths_from_fallbacks(cell: Cell, fell_back: &[String]) -> (Path, Path) {
     let pass = |name: &str| {
         let entry = format!("{}_seq_{name}", cell.kernel_prefix());
@@ -374,6 +391,8 @@ fn paths_from_fallbacks(cell: Cell, fell_back: &[String]) -> (Path, Path) {
         };
         if has("gemm") {
             Path::Gemm
+        } else if has("local") {
+            Path::BlockLocal
         } else if has("steps") {
             Path::Steps
         } else {

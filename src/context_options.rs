@@ -61,6 +61,12 @@ pub struct ContextOptions {
     /// persistent kernels fit. `RNN_RECURRENT_GEMM_STEPS=0|1` sets it for every context that
     /// leaves it `None`.
     pub recurrent_gemm_steps: Option<bool>,
+    /// Whether a GPU runs recurrent sequences (Elman, LSTM, GRU) with the block-local kernels
+    /// where W_hh and a tile of rows fit one block's shared memory (small hidden sizes: on an
+    /// H100 LSTM up to 119, GRU 136, Elman 240 units), ahead of every other path:
+    /// `Some(false)` never, `Some(true)` or `None` wherever they fit.
+    /// `RNN_RECURRENT_BLOCK_LOCAL=0|1` sets it for every context that leaves it `None`.
+    pub recurrent_block_local: Option<bool>,
 }
 
 impl Default for ContextOptions {
@@ -74,6 +80,7 @@ impl Default for ContextOptions {
             opencl_sgemm_tile: None,
             profile_kernels: false,
             recurrent_gemm_steps: None,
+            recurrent_block_local: None,
         }
     }
 }

@@ -215,6 +215,15 @@ pub(crate) mod family_entries {
         "gru_seq_forward",
         "gru_seq_backward",
     ];
+    /// The block-local sequence kernels for small hidden sizes (plain launches).
+    pub(crate) const SMALL_SEQUENCE: &[&str] = &[
+        "rnn_seq_forward_local",
+        "rnn_seq_backward_local",
+        "lstm_seq_forward_local",
+        "lstm_seq_backward_local",
+        "gru_seq_forward_local",
+        "gru_seq_backward_local",
+    ];
     /// Dropout and the generator.
     pub(crate) const RANDOM: &[&str] = &["dropout", "rng_advance"];
     /// Layer normalization.

@@ -266,6 +266,13 @@ pub trait Device: Send + Sync + 'static {
     /// summed over `k`.
     fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel;
 
+    /// The most threads, and the most bytes of dynamic shared memory, that one block running
+    /// `entry` of `module` may have in a plain [`Device::launch`]. `None` when the device does
+    /// not say; the caller then keeps to kernels with fixed tiles.
+    fn block_limits(&self, _module: &Self::Module, _entry: &str) -> Option<Result<(u32, u32)>> {
+        None
+    }
+
     /// How many blocks of `threads` threads, each with `shared_bytes` of dynamic shared memory,
     /// can be resident on the device at once running `entry` of `module`: the largest grid a
     /// [`Device::launch_cooperative`] of that kernel accepts (0 when one block does not fit, e.g.

@@ -2,6 +2,8 @@
 //! shapes and values, outputs poisoned with NaN before the op, relative-error bounds. One suite,
 //! instantiated per target by `backend_suite!`; absent targets SKIP through `support::contexts`.
 
+use std::ops::RangeInclusive;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rnn::ops::TypedMemory;
@@ -418,6 +420,34 @@ fn prop<S: Strategy>(
     }
 }
 
+/// A recurrent sequence shape: `(steps, batch, hidden, pad, seed)`.
+type SeqCase = (usize, usize, usize, usize, u64);
+
+/// Runs `body` on random sequence shapes with the block-local recurrent kernels
+/// (`ContextOptions::recurrent_block_local`) on, then off (the paths they replace, at the same
+/// shapes): 1 to `max_steps` steps; batch 1, a few rows, or more rows than a GPU has compute
+/// units; hidden 1, `small` or `near_limit` (up to the largest that fits a block); views
+/// aligned and not.
+fn block_local_sequences(
+    t: Target,
+    test: &str,
+    (max_steps, small, near_limit): (usize, RangeInclusive<usize>, RangeInclusive<usize>),
+    body: impl Fn(&Context, SeqCase) -> Result<(), TestCaseError>,
+) {
+    for on in [true, false] {
+        let test = format!("{test} ({on})");
+        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_block_local = Some(on));
+        let s = (
+            1..=max_steps,
+            prop_oneof![Just(1usize), 2..=9usize, 130..=300usize],
+            prop_oneof![Just(1usize), small.clone(), near_limit.clone()],
+            prop_oneof![Just(0usize), Just(3usize)],
+            any::<u64>(),
+        );
+        prop(ctxs, &test, 6, s, &body);
+    }
+}
+
 /// A dimension: 1, small odd sizes, sizes around the 64-wide tiles, and a few large ones.
 fn dim() -> impl Strategy<Value = usize> {
     prop_oneof![Just(1usize), 2..=17usize, 50..=80usize, 120..=300usize]
@@ -458,8 +488,10 @@ macro_rules! backend_suite {
                 gpu_rnn_sequence => rnn_seq::rnn_sequence,
                 gpu_rnn_sequence_cooperative => rnn_seq::rnn_sequence_cooperative,
                 gpu_rnn_sequence_fallback => rnn_seq::rnn_sequence_fallback,
+                gpu_rnn_sequence_block_local => rnn_seq::rnn_sequence_block_local,
                 gpu_gated_sequence => gated_seq::gated_sequence,
                 gpu_gated_sequence_fallback => gated_seq::gated_sequence_fallback,
+                gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,
                 gpu_dropout => layers::dropout,
                 gpu_layer_norm => layers::layer_norm,

@@ -340,6 +340,12 @@ impl Device for CudaDevice {
         self.launch_kernel(LaunchKind::Plain, module, entry, config, args)
     }
 
+    fn block_limits(&self, _: &Self::Module, _: &str) -> Option<Result<(u32, u32)>> {
+        // The kernels that ask declare __launch_bounds__(1024); `launch_kernel` opts a plain
+        // launch in to more shared memory than the default.
+        Some(Ok((1024, self.shared_optin)))
+    }
+
     fn cooperative_blocks(
         &self,
         module: &Self::Module,

@@ -151,6 +151,14 @@ pub(crate) const FAMILIES: [OpFamily; 11] = [
         entries: &[family_entries::SEQUENCE],
     },
     OpFamily {
+        name: "small_seq",
+        files: &[(
+            "kernels-cu/small_seq.cu",
+            include_str!("../../../kernels-cu/small_seq.cu"),
+        )],
+        entries: &[family_entries::SMALL_SEQUENCE],
+    },
+    OpFamily {
         name: "random",
         files: &[(
             "kernels-cu/random.cu",

@@ -129,6 +129,10 @@ impl<D: Device> GpuOps<D> {
                 None => scratch.slice(0, n)?,
             };
             let tail: &[&View<'_>] = if k.forward { &[] } else { &[&carry] };
+            let all: Vec<&View<'_>> = bufs.iter().chain(tail).copied().collect();
+            if self.block_local(k.entry, &all, shape, |args| args)? {
+                return Ok(());
+            }
             if self.seq_persistent_wanted(shape) && self.gated_persistent(k, bufs, tail, shape)? {
                 return Ok(());
             }

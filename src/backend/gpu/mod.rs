@@ -28,6 +28,7 @@ mod reduce;
 mod rnn_seq;
 mod scratch;
 mod seq_gemm;
+mod small_seq;
 mod user;
 mod varlen;
 
@@ -98,6 +99,8 @@ pub(crate) struct GpuOps<D: Device> {
     thin_gemm: bool,
     /// `ContextOptions::recurrent_gemm_steps` or its environment variable (`seq_gemm`).
     seq_gemm_steps: Option<bool>,
+    /// `ContextOptions::recurrent_block_local` or its environment variable (`small_seq`).
+    seq_block_local: bool,
     /// Launches queued since the current graph recording began (`None`: not recording).
     recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
@@ -152,6 +155,7 @@ impl<D: Device> GpuOps<D> {
             gemm_parts: Mutex::new(None),
             thin_gemm: options.thin_gemm,
             seq_gemm_steps: seq_gemm::choice(options.recurrent_gemm_steps)?,
+            seq_block_local: small_seq::choice(options.recurrent_block_local)?,
             recording: Mutex::new(None),
         })
     }

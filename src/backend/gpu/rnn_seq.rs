@@ -129,7 +129,9 @@ impl<D: Device> ElmanOps for GpuOps<D> {
     fn rnn_sequence_forward(&self, a: RnnSequenceForward<'_>) -> Result<()> {
         let n = a.check(self.context)?;
         let bufs = a.views();
+        let act = |args: Args| args.u32(a.act.code()).f32(a.act.param());
         if n == 0
+            || self.block_local("rnn_seq_forward", &bufs.each_ref(), a.shape, act)?
             || self.seq_persistent_wanted(a.shape)
                 && self.elman_persistent("rnn_seq_forward", &bufs.each_ref(), n, a.act, a.shape)?
         {
@@ -144,7 +146,9 @@ impl<D: Device> ElmanOps for GpuOps<D> {
     fn rnn_sequence_backward(&self, a: RnnSequenceBackward<'_>) -> Result<()> {
         let n = a.check(self.context)?;
         let bufs = a.views();
+        let act = |args: Args| args.u32(a.act.code()).f32(a.act.param());
         if n == 0
+            || self.block_local("rnn_seq_backward", &bufs.each_ref(), a.shape, act)?
             || self.seq_persistent_wanted(a.shape)
                 && self.elman_persistent("rnn_seq_backward", &bufs.each_ref(), n, a.act, a.shape)?
         {

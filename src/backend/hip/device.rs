@@ -199,6 +199,12 @@ impl Device for HipDevice {
         Dialect::Hip
     }
 
+    fn block_limits(&self, _: &HipModule, _: &str) -> Option<Result<(u32, u32)>> {
+        // 48 KB: within the 64 KB of LDS every AMD GPU gives a workgroup since GCN, and the
+        // default a plain launch may use on NVIDIA (hipshim), which needs no opt-in there.
+        Some(Ok((1024, 48 << 10)))
+    }
+
     fn op_set_source(&self) -> String {
         super::kernels::op_set_source()
     }

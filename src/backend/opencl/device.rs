@@ -330,6 +330,10 @@ impl Device for ClDevice {
         self.launch_kernel(module, entry, config, args)
     }
 
+    fn block_limits(&self, module: &ClModule, entry: &str) -> Option<Result<(u32, u32)>> {
+        self.group_limits(module, entry)
+    }
+
     fn cooperative_blocks(
         &self,
         module: &ClModule,

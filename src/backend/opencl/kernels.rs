@@ -116,6 +116,14 @@ pub(crate) const FAMILIES: [OpFamily; 10] = [
         entries: &[family_entries::SEQUENCE],
     },
     OpFamily {
+        name: "small_seq",
+        files: &[(
+            "kernels-cl/small_seq.cl",
+            include_str!("../../../kernels-cl/small_seq.cl"),
+        )],
+        entries: &[family_entries::SMALL_SEQUENCE],
+    },
+    OpFamily {
         name: "random",
         files: &[(
             "kernels-cl/random.cl",

@@ -251,6 +251,26 @@ impl ClDevice {
 }
 
 impl ClDevice {
+    /// The most work-items of a group running `entry` (its register-limited size) and the
+    /// local memory the group may add to the kernel's static use; `None` when the program lacks
+    /// `entry`.
+    pub(super) fn group_limits(
+        &self,
+        module: &ClModule,
+        entry: &str,
+    ) -> Option<Result<(u32, u32)>> {
+        let (max_threads, static_local) = match module.limits(entry, &self.device) {
+            Err(e) => return Some(Err(e)),
+            Ok(None) => return None,
+            Ok(Some(l)) => l,
+        };
+        let left = self.local_mem.saturating_sub(static_local);
+        Some(Ok((
+            u32::try_from(max_threads).unwrap_or(u32::MAX),
+            u32::try_from(left).unwrap_or(u32::MAX),
+        )))
+    }
+
     /// How many groups of `entry` (`threads` work-items, `shared_bytes` of dynamic local
     /// memory) may form one persistent grid: one per compute unit when a group fits (the
     /// kernel's register-limited group size and the local memory left by its static use),

@@ -239,6 +239,15 @@ impl Device for RecordingDevice {
         (self.imitate.sgemm)(m, n, k)
     }
 
+    fn block_limits(&self, _: &Module, _: &str) -> Option<Result<(u32, u32)>> {
+        // An H100's opt-in limit under CUDA, NVIDIA's 48 KB under OpenCL, HIP's default.
+        let shared = match self.imitate.dialect {
+            Dialect::Cuda => 227 << 10,
+            Dialect::OpenCl | Dialect::Hip => 48 << 10,
+        };
+        Some(Ok((1024, shared)))
+    }
+
     fn cooperative_blocks(&self, _: &Module, _: &str, _: u32, _: u32) -> Option<Result<u32>> {
         self.imitate.co_resident.map(Ok)
     }

@@ -1,8 +1,10 @@
 //! The whole-sequence LSTM and GRU ops on every GPU target against the CPU backend: odd and
 //! tile-sized shapes (batch not a multiple of the 8- or 16-row tiles, hidden not a multiple of
 //! the 16- or 32-unit slices), 1 to 12 steps, a random initial state, outputs poisoned, views
-//! aligned and not. On CUDA `gpu_gated_sequence` runs the persistent cooperative kernels; on
-//! OpenCL and HIP the fused step kernels. `gpu_gated_sequence_fallback` takes hidden sizes whose
+//! aligned and not. `gpu_gated_sequence` runs the block-local kernels where W_hh fits a block
+//! (every device, the smaller hidden sizes), else on CUDA the persistent cooperative kernels, on
+//! OpenCL and HIP the fused step kernels; `gpu_gated_sequence_block_local` asks for the
+//! block-local kernels up to their largest hidden size, and for the other paths at those sizes. `gpu_gated_sequence_fallback` takes hidden sizes whose
 //! W slices exceed the shared memory a block can have (for the LSTM backward only, or for all
 //! four kernels), so CUDA runs the step kernels there too. Each backward also runs with the
 //! state gradient (`dc_state`, `dh_state`) on every path.
@@ -18,7 +20,7 @@ use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
-use super::{Values, compare_at, cpu_outputs, nan, prop};
+use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
 use crate::support::{self, Target};
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
@@ -191,4 +193,16 @@ pub fn gated_sequence_fallback(t: Target) {
             check_gru(ctx, (steps, batch, hidden), 0, &mut r)
         });
     }
+}
+
+pub fn gated_sequence_block_local(t: Target) {
+    // Hidden sizes up to the largest whose LSTM fits a block (119 units on an H100, 52 under
+    // OpenCL on NVIDIA).
+    let shapes = (6, 2..=63usize, 110..=119usize);
+    let test = "gpu_gated_sequence_block_local";
+    block_local_sequences(t, test, shapes, |ctx, (steps, batch, hidden, pad, seed)| {
+        let mut r = Values(seed);
+        check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
+        check_gru(ctx, (steps, batch, hidden), pad, &mut r)
+    });
 }

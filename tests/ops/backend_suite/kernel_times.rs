@@ -219,7 +219,12 @@ fn launched_by_sequences(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
 /// The numbers of both paths are checked against the CPU by `gpu_rnn_sequence` and
 /// `gpu_gated_sequence`; this pins down which path those tests exercised.
 pub fn sequence_launches(t: Target) {
-    for ctx in support::contexts_with(t, "gpu_sequence_launches", |o| o.profile_kernels = true) {
+    let test = "gpu_sequence_launches (block-local off)";
+    let options = |o: &mut rnn::ContextOptions| {
+        o.profile_kernels = true;
+        o.recurrent_block_local = Some(false);
+    };
+    for ctx in support::contexts_with(t, test, options) {
         let got = launched_by_sequences(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
         // The Elman entries keep their W slices in registers at this hidden size (<= 256).
         let persistent = [
@@ -253,6 +258,27 @@ pub fn sequence_launches(t: Target) {
                 ctx.id()
             );
         }
+    }
+    // By default every device whose groups hold W_hh (any OpenCL device at hidden 24: 9 KB for
+    // the LSTM) runs each op as one block-local launch, and nothing else of the recurrence.
+    let test = "gpu_sequence_launches (block-local)";
+    for ctx in support::contexts_with(t, test, |o| o.profile_kernels = true) {
+        let got = launched_by_sequences(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+        for cell in ["rnn", "lstm", "gru"] {
+            for pass in ["forward", "backward"] {
+                let entry = format!("{cell}_seq_{pass}_local");
+                assert_eq!(
+                    got.get(&entry),
+                    Some(&2),
+                    "{}: {entry} in {got:?}",
+                    ctx.id()
+                );
+            }
+        }
+        let others = got
+            .keys()
+            .filter(|k| k.contains("_step_") || k.contains("_seq_") && !k.ends_with("_local"));
+        assert_eq!(others.count(), 0, "{}: {got:?}", ctx.id());
     }
 }
 

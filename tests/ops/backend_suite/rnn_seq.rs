@@ -1,11 +1,13 @@
 //! The whole-sequence Elman ops on every GPU target against the CPU backend: odd and tile-sized
 //! shapes, 1 to 20 steps, both activations, a random initial state, outputs poisoned, views
-//! aligned and not. On CUDA this runs the persistent cooperative kernels, on OpenCL and HIP the
-//! step-kernel loop. `gpu_rnn_sequence_cooperative` takes hidden sizes past 512 (33 or more
-//! 16-unit slices per block row, W slices in shared memory), then batches of about 1000 rows
-//! (more row tiles than block rows); `gpu_rnn_sequence_fallback` a hidden
-//! size whose W slice exceeds any shared memory a block can have, so CUDA loops the step kernels
-//! too.
+//! aligned and not. This runs the block-local kernels where W_hh fits a block (every device, the
+//! smaller hidden sizes), else on CUDA the persistent cooperative kernels, on OpenCL and HIP the
+//! step-kernel loop; `gpu_rnn_sequence_block_local` asks for the block-local kernels up to their
+//! largest hidden size, and for the other paths at those sizes. `gpu_rnn_sequence_cooperative`
+//! takes hidden sizes past 512 (33 or more 16-unit slices per block row, W slices in shared
+//! memory), then batches of about 1000 rows (more row tiles than block rows);
+//! `gpu_rnn_sequence_fallback` a hidden size whose W slice exceeds any shared memory a block can
+//! have, so CUDA loops the step kernels too.
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -15,7 +17,7 @@ use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
-use super::{Values, compare_at, cpu_outputs, nan, prop};
+use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
 use crate::support::{self, Target};
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
@@ -131,4 +133,18 @@ pub fn rnn_sequence_fallback(t: Target) {
             check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
         });
     }
+}
+
+pub fn rnn_sequence_block_local(t: Target) {
+    // Hidden sizes up to the largest whose W_hh fits a block (240 units on an H100, 108 under
+    // OpenCL on NVIDIA).
+    let shapes = (8, 2..=109usize, 230..=240usize);
+    let test = "gpu_rnn_sequence_block_local";
+    block_local_sequences(t, test, shapes, |ctx, (steps, batch, hidden, pad, seed)| {
+        let mut r = Values(seed);
+        for act in [Activation::Tanh, Activation::Relu] {
+            check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+        }
+        Ok(())
+    });
 }

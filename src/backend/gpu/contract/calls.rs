@@ -203,9 +203,10 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         shape,
     ))?;
 
-    // Recurrent cells, steps and sequences, below and above 256 hidden units.
+    // Recurrent cells, steps and sequences: block-local (32), persistent with the Elman W slice
+    // in registers (250), above 256 hidden units.
     let batch = 4;
-    for hidden in [32, 272] {
+    for hidden in [32, 250, 272] {
         recurrent(ops, &z, batch, hidden)?;
     }
 

@@ -1,0 +1,437 @@
+// Whole-sequence Elman, LSTM and GRU, forward and backward, in ONE launch each, for small hidden
+// sizes (geometry B, docs/kernel-abi.md): the block-local kernels of kernels-cu/small_seq.cu,
+// same names, arguments (the dynamic local memory last) and algorithm; read that file first.
+// Groups never wait on each other, so every OpenCL device runs them (no persistent-grid
+// condition); the host takes them only where W_hh and the staged rows fit the device's local
+// memory (48 KB a group on NVIDIA: LSTM hidden <= 52, GRU <= 62, Elman <= 108 at one row a
+// group). vload4 reads the float4s, which needs no 16-byte alignment.
+
+inline uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
+inline uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
+
+// The group's tile (BlTile of small_seq.cu).
+typedef struct {
+    uint rows;
+    uint row0;
+    uint groups;
+    uint per;
+    uint slots;
+    uint gh;
+    uint hp;
+} BlTile;
+
+inline BlTile bl_tile(uint batch, uint gates, uint hidden) {
+    BlTile t;
+    t.rows = (batch + get_num_groups(0) - 1) / get_num_groups(0);
+    t.row0 = get_group_id(0) * t.rows;
+    t.gh = gates * hidden;
+    t.hp = bl_pad4(hidden);
+    t.groups = max((uint)get_local_size(0) / bl_pad32(t.gh), 1u);
+    t.per = (t.rows + t.groups - 1) / t.groups;
+    t.slots = t.groups * t.per;
+    return t;
+}
+
+// W into local memory as the products' K x N operand in float4s along k (bl_load_w of
+// small_seq.cu; `forward` uniform).
+inline void bl_load_w(__global const float* W, BlTile t, uint hidden, int forward,
+                      __local float* ws) {
+    uint total = t.gh * t.hp;
+    for (uint e = get_local_id(0); e < total; e += get_local_size(0)) ws[e] = 0.0f;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    uint n = t.gh * hidden;
+    for (uint e = get_local_id(0); e < n; e += get_local_size(0)) {
+        uint row = e / hidden;
+        uint col = e - row * hidden;
+        uint at;
+        if (forward) {
+            at = ((col >> 2) * t.gh + row) * 4 + (col & 3);
+        } else {
+            uint s = row / hidden;
+            uint k = s * t.hp + (row - s * hidden);
+            at = ((k >> 2) * hidden + col) * 4 + (k & 3);
+        }
+        ws[at] = W[e];
+    }
+}
+
+// bl_stage of small_seq.cu (`have` 0: no source, all zero).
+inline void bl_stage(__global const float* a, int have, uint batch, uint blocks, uint hidden,
+                     BlTile t, __local float* as) {
+    uint ld = blocks * t.hp;
+    uint n = t.slots * ld;
+    for (uint e = get_local_id(0); e < n; e += get_local_size(0)) {
+        uint r = e / ld;
+        uint x = e - r * ld;
+        uint s = x / t.hp;
+        uint k = x - s * t.hp;
+        uint row = t.row0 + r;
+        int in = have && r < t.rows && row < batch && k < hidden;
+        as[e] = in ? a[(ulong)row * blocks * hidden + s * hidden + k] : 0.0f;
+    }
+}
+
+// bl_dot of small_seq.cu for 4, 2 and 1 rows; offsets in float4s from `a` and `w`.
+#define BL_DOT(NAME, RB)                                                                       \
+    inline void NAME(__local const float* a, uint lda4, __local const float* w, uint ldw4,   \
+                     uint n4, __local float* out, uint ldo) {                                  \
+        float acc[RB];                                                                         \
+        for (int i = 0; i < RB; i++) acc[i] = 0.0f;                                            \
+        for (uint k = 0; k < n4; k++) {                                                        \
+            float4 wk = vload4(k * ldw4, w);                                                   \
+            for (int i = 0; i < RB; i++) {                                                     \
+                float4 x = vload4(i * lda4 + k, a);                                            \
+                acc[i] = fma(x.x, wk.x, acc[i]);                                               \
+                acc[i] = fma(x.y, wk.y, acc[i]);                                               \
+                acc[i] = fma(x.z, wk.z, acc[i]);                                               \
+                acc[i] = fma(x.w, wk.w, acc[i]);                                               \
+            }                                                                                  \
+        }                                                                                      \
+        for (int i = 0; i < RB; i++) out[i * ldo] = acc[i];                                    \
+    }
+BL_DOT(bl_dot4, 4)
+BL_DOT(bl_dot2, 2)
+BL_DOT(bl_dot1, 1)
+
+// bl_products of small_seq.cu; `forward` is uniform over the group. Ends with the barrier.
+inline void bl_products(int forward, BlTile t, uint hidden, __local const float* as,
+                        __local const float* ws, __local float* red) {
+    uint qp = bl_pad32(t.gh);
+    uint p = get_local_id(0) % qp;
+    uint grp = get_local_id(0) / qp;
+    if (p < t.gh && grp < t.groups) {
+        uint n4 = t.hp / 4;
+        uint s = forward ? 0 : p / hidden;
+        uint col = forward ? p : p - s * hidden;
+        uint lda4 = forward ? n4 : t.gh / hidden * n4;
+        uint ldw4 = forward ? t.gh : hidden;
+        __local const float* a = as + 4 * (s * n4);
+        __local const float* w = ws + 4 * (s * n4 * ldw4 + col);
+        uint r = grp * t.per;
+        uint end = r + t.per;
+        for (; r + 4 <= end; r += 4) {
+            bl_dot4(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        for (; r + 2 <= end; r += 2) {
+            bl_dot2(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        if (r < end) {
+            bl_dot1(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
+// The cell element of this work-item (BlCell of small_seq.cu).
+typedef struct {
+    uint r;
+    uint j;
+    int store;
+    ulong at;
+} BlCell;
+
+inline BlCell bl_cell(BlTile t, uint batch, uint hidden) {
+    BlCell c;
+    c.r = get_local_id(0) / hidden;
+    c.j = get_local_id(0) - c.r * hidden;
+    uint row = t.row0 + c.r;
+    c.store = c.r < t.rows && row < batch;
+    c.at = (ulong)row * hidden + c.j;
+    return c;
+}
+
+// bl_start of small_seq.cu: the tile and cell element, W loaded and the staged rows set
+// (`forward`: from block 0 of `state`; else zero), then a barrier. `smem` is split into W
+// (`*ws`), the staged rows (`*as`) and the products (`*red`).
+typedef struct {
+    BlTile t;
+    BlCell c;
+} BlStart;
+
+inline BlStart bl_start(__global const float* W, __global const float* state, int forward,
+                        uint gates, uint batch, uint hidden, __local float* smem,
+                        __local float** ws, __local float** as, __local float** red) {
+    BlStart b;
+    b.t = bl_tile(batch, gates, hidden);
+    uint blocks = forward ? 1 : gates;
+    *ws = smem;
+    *as = smem + b.t.gh * b.t.hp;
+    *red = *as + b.t.slots * blocks * b.t.hp;
+    bl_load_w(W, b.t, hidden, forward, *ws);
+    bl_stage(state, forward, batch, blocks, hidden, b.t, *as);
+    b.c = bl_cell(b.t, batch, hidden);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return b;
+}
+
+// bl_recurrent of small_seq.cu.
+inline float bl_recurrent(__local const float* red, BlStart b, uint gates, ulong H, uint s) {
+    __local const float* p = red + b.c.r * b.t.gh + b.c.j;
+    float rec = 0.0f;
+    for (uint k = 0; k < gates; k++) rec += s > 0 ? p[k * H] : 0.0f;
+    return rec;
+}
+
+__kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_off,
+                                    __global float* hs_base, ulong hs_off,
+                                    __global const float* w_hh_base, ulong w_hh_off,
+                                    __global const float* b_ih_base, ulong b_ih_off,
+                                    __global const float* b_hh_base, ulong b_hh_off, uint steps,
+                                    uint batch, uint hidden, uint act, float act_param,
+                                    __local float* smem) {
+    __global const float* pre = pre_base + pre_off;
+    __global float* hs = hs_base + hs_off;
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 1, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
+    float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
+    ulong block = (ulong)batch * hidden;
+    for (uint s = 0; s < steps; s++) {
+        float x = c.store ? pre[s * block + c.at] : 0.0f;
+        bl_products(1, t, hidden, as, ws, red);
+        if (c.store) {
+            float h = act_forward(red[c.r * t.gh + c.j] + x + bias, act, act_param);
+            hs[(s + 1) * block + c.at] = h;
+            as[c.r * t.hp + c.j] = h;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off,
+                                     __global const float* hs_base, ulong hs_off,
+                                     __global const float* w_hh_base, ulong w_hh_off,
+                                     __global float* dpre_base, ulong dpre_off, uint steps,
+                                     uint batch, uint hidden, uint act, float act_param,
+                                     __local float* smem) {
+    __global const float* dh = dh_base + dh_off;
+    __global const float* hs = hs_base + hs_off;
+    __global float* dpre = dpre_base + dpre_off;
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 0, 1, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
+    ulong block = (ulong)batch * hidden;
+    for (uint s = 0; s < steps; s++) {
+        uint step = steps - 1 - s;
+        float y = c.store ? hs[((ulong)step + 1) * block + c.at] : 0.0f;
+        float d = c.store ? dh[step * block + c.at] : 0.0f;
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products(0, t, hidden, as, ws, red);
+        if (c.store) {
+            float acc = bl_recurrent(red, b, 1, hidden, s);
+            float v = act_grad(0.0f, y, act, act_param) * (d + acc);
+            dpre[step * block + c.at] = v;
+            as[c.r * t.hp + c.j] = v;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off,
+                                     __global float* hs_base, ulong hs_off,
+                                     __global float* cs_base, ulong cs_off,
+                                     __global const float* w_hh_base, ulong w_hh_off,
+                                     __global const float* b_ih_base, ulong b_ih_off,
+                                     __global const float* b_hh_base, ulong b_hh_off, uint steps,
+                                     uint batch, uint hidden, __local float* smem) {
+    __global float* gates = gates_base + gates_off;
+    __global float* hs = hs_base + hs_off;
+    __global float* cs = cs_base + cs_off;
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 4, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
+    ulong H = hidden;
+    float bias[4];
+    for (int g = 0; g < 4; g++)
+        bias[g] = c.store ? b_ih_base[b_ih_off + g * H + c.j] + b_hh_base[b_hh_off + g * H + c.j]
+                          : 0.0f;
+    ulong block = (ulong)batch * H;
+    float cell = c.store ? cs[c.at] : 0.0f;
+    for (uint s = 0; s < steps; s++) {
+        __global float* gr = gates + (ulong)s * 4 * block + (c.at - c.j) * 4 + c.j;
+        float x[4];
+        for (int g = 0; g < 4; g++) x[g] = c.store ? gr[g * H] : 0.0f;
+        bl_products(1, t, hidden, as, ws, red);
+        if (c.store) {
+            __local const float* p = red + c.r * t.gh + c.j;
+            float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
+            float gf = rnn_sigmoid(p[H] + x[1] + bias[1]);
+            float gg = tanh(p[2 * H] + x[2] + bias[2]);
+            float go = rnn_sigmoid(p[3 * H] + x[3] + bias[3]);
+            gr[0] = gi;
+            gr[H] = gf;
+            gr[2 * H] = gg;
+            gr[3 * H] = go;
+            cell = gf * cell + gi * gg;
+            float h = go * tanh(cell);
+            cs[(s + 1) * block + c.at] = cell;
+            hs[(s + 1) * block + c.at] = h;
+            as[c.r * t.hp + c.j] = h;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_off,
+                                      __global const float* gates_base, ulong gates_off,
+                                      __global const float* cs_base, ulong cs_off,
+                                      __global const float* w_hh_base, ulong w_hh_off,
+                                      __global float* dgates_base, ulong dgates_off,
+                                      __global float* carry_base, ulong carry_off, uint steps,
+                                      uint batch, uint hidden, __local float* smem) {
+    __global const float* dh = dh_base + dh_off;
+    __global const float* gates = gates_base + gates_off;
+    __global const float* cs = cs_base + cs_off;
+    __global float* dgates = dgates_base + dgates_off;
+    __global float* carry = carry_base + carry_off;
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, dh, 0, 4, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
+    ulong H = hidden;
+    ulong block = (ulong)batch * H;
+    ulong ga = (c.at - c.j) * 4 + c.j;
+    float dc = 0.0f;
+    for (uint s = 0; s < steps; s++) {
+        uint step = steps - 1 - s;
+        __global const float* gr = gates + (ulong)step * 4 * block + ga;
+        float gi = c.store ? gr[0] : 0.0f;
+        float gf = c.store ? gr[H] : 0.0f;
+        float gg = c.store ? gr[2 * H] : 0.0f;
+        float go = c.store ? gr[3 * H] : 0.0f;
+        float cn = c.store ? cs[((ulong)step + 1) * block + c.at] : 0.0f;
+        float cp = c.store ? cs[step * block + c.at] : 0.0f;
+        float d = c.store ? dh[step * block + c.at] : 0.0f;
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products(0, t, hidden, as, ws, red);
+        if (c.store) {
+            float rec = bl_recurrent(red, b, 4, H, s);
+            float tc = tanh(cn);
+            float dht = d + rec;
+            float out[4];
+            RNN_LSTM_UNIT_BACKWARD(out, 0, 1, dc, dht, tc, cp, gi, gf, gg, go, dc);
+            __global float* dg = dgates + (ulong)step * 4 * block + ga;
+            __local float* next = as + c.r * 4 * t.hp + c.j;
+            for (int g = 0; g < 4; g++) {
+                dg[g * H] = out[g];
+                next[g * t.hp] = out[g];
+            }
+            carry[c.at] = dc;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
+                                    __global float* hs_base, ulong hs_off,
+                                    __global const float* w_hh_base, ulong w_hh_off,
+                                    __global const float* b_ih_base, ulong b_ih_off,
+                                    __global const float* b_hh_base, ulong b_hh_off,
+                                    __global float* cache_base, ulong cache_off, uint steps,
+                                    uint batch, uint hidden, __local float* smem) {
+    __global const float* gx = gx_base + gx_off;
+    __global float* hs = hs_base + hs_off;
+    __global float* cache = cache_base + cache_off;
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 3, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
+    ulong H = hidden;
+    float bi[3], bh[3];
+    for (int g = 0; g < 3; g++) {
+        bi[g] = c.store ? b_ih_base[b_ih_off + g * H + c.j] : 0.0f;
+        bh[g] = c.store ? b_hh_base[b_hh_off + g * H + c.j] : 0.0f;
+    }
+    ulong block = (ulong)batch * H;
+    ulong g3 = (c.at - c.j) * 3 + c.j;
+    ulong g4 = (c.at - c.j) * 4 + c.j;
+    for (uint s = 0; s < steps; s++) {
+        __global const float* xr = gx + (ulong)s * 3 * block + g3;
+        float x[3];
+        for (int g = 0; g < 3; g++) x[g] = c.store ? xr[g * H] + bi[g] : 0.0f;
+        bl_products(1, t, hidden, as, ws, red);
+        if (c.store) {
+            __local const float* p = red + c.r * t.gh + c.j;
+            float ghr = p[0] + bh[0];
+            float ghz = p[H] + bh[1];
+            float ghn = p[2 * H] + bh[2];
+            float rg = rnn_sigmoid(x[0] + ghr);
+            float z = rnn_sigmoid(x[1] + ghz);
+            float n = tanh(x[2] + rg * ghn);
+            __local float* hp = as + c.r * t.hp + c.j;
+            float h = (1.0f - z) * n + z * *hp;
+            hs[(s + 1) * block + c.at] = h;
+            *hp = h;
+            __global float* kr = cache + (ulong)s * 4 * block + g4;
+            kr[0] = rg;
+            kr[H] = z;
+            kr[2 * H] = n;
+            kr[3 * H] = ghn;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off,
+                                     __global const float* hs_base, ulong hs_off,
+                                     __global const float* cache_base, ulong cache_off,
+                                     __global const float* w_hh_base, ulong w_hh_off,
+                                     __global float* dgx_base, ulong dgx_off,
+                                     __global float* dgh_base, ulong dgh_off,
+                                     __global float* carry_base, ulong carry_off, uint steps,
+                                     uint batch, uint hidden, __local float* smem) {
+    __global const float* dh = dh_base + dh_off;
+    __global const float* hs = hs_base + hs_off;
+    __global const float* cache = cache_base + cache_off;
+    __global float* dgx = dgx_base + dgx_off;
+    __global float* dgh = dgh_base + dgh_off;
+    __global float* carry = carry_base + carry_off;
+    __local float *ws, *as, *red;
+    BlStart b = bl_start(w_hh_base + w_hh_off, dh, 0, 3, batch, hidden, smem,
+                         &ws, &as, &red);
+    BlTile t = b.t;
+    BlCell c = b.c;
+    ulong H = hidden;
+    ulong block = (ulong)batch * H;
+    ulong g3 = (c.at - c.j) * 3 + c.j;
+    ulong g4 = (c.at - c.j) * 4 + c.j;
+    float cr = 0.0f;
+    for (uint s = 0; s < steps; s++) {
+        uint step = steps - 1 - s;
+        __global const float* kr = cache + (ulong)step * 4 * block + g4;
+        float rg = c.store ? kr[0] : 0.0f;
+        float z = c.store ? kr[H] : 0.0f;
+        float n = c.store ? kr[2 * H] : 0.0f;
+        float ghn = c.store ? kr[3 * H] : 0.0f;
+        float hp = c.store ? hs[step * block + c.at] : 0.0f;
+        float d = c.store ? dh[step * block + c.at] : 0.0f;
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products(0, t, hidden, as, ws, red);
+        if (c.store) {
+            float rec = bl_recurrent(red, b, 3, H, s);
+            float dt = (d + rec) + cr;
+            float ox[3], oh[3];
+            RNN_GRU_UNIT_BACKWARD(ox, oh, 0, 1, dt, rg, z, n, ghn, hp, cr);
+            ulong at3 = (ulong)step * 3 * block + g3;
+            __local float* next = as + c.r * 3 * t.hp + c.j;
+            for (int g = 0; g < 3; g++) {
+                dgx[at3 + g * H] = ox[g];
+                dgh[at3 + g * H] = oh[g];
+                next[g * t.hp] = oh[g];
+            }
+            carry[c.at] = cr;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}

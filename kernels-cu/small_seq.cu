@@ -1,0 +1,504 @@
+// Whole-sequence Elman, LSTM and GRU, forward and backward, in ONE plain launch each, for small
+// hidden sizes (geometry B, docs/kernel-abi.md): the block-local variant of the persistent
+// kernels of rnn_seq.cu and gated_seq.cu, with their arguments less the barrier and exchange
+// buffers, and their outputs.
+//
+// Each block owns a tile of batch rows and ALL hidden units, so no block ever reads what another
+// wrote: a step needs only __syncthreads, no inter-block barrier and no global round trip of the
+// state, and the launch needs no co-residency (any grid, any device with the shared memory).
+// The block keeps the whole W_hh (G H x H, G = 4 LSTM, 3 GRU, 1 Elman) in dynamic shared memory
+// and the state rows of its tile there too; it still writes every output the persistent kernels
+// write (hs, cs, gates, cache, dgates, ...), so the weight-gradient GEMMs are unchanged.
+//
+// Geometry: gridDim.x blocks of R = ceil(batch / gridDim.x) rows (block b: rows b R ..); the
+// block's threads are `groups` row groups of bl_pad32(G H) threads (groups = blockDim.x / that),
+// a group owning `per` = ceil(R / groups) consecutive rows of the tile. Thread p of a group
+// forms, for each of its rows, one product of the step:
+//   forward:  output p = g H + j of row r: sum over k < H of h[r, k] W[p, k];
+//   backward: for p = s H + j, the part of dh[r, j] from gate block s: sum over k < H of
+//             dnext[r, s H + k] W[s H + k, j];
+// into red[r G H + p]. W sits in shared memory as the K x N operand of these products in
+// float4s along k (bl_load_w): consecutive threads read consecutive 16-byte words (no bank
+// conflicts), four k at a time, and the staged rows are float4 broadcasts; k is padded with
+// zeros to hp, H rounded up to 4, in W and in the staged rows, per gate block. After a
+// __syncthreads, thread e < R H applies the cell math of row e / H, unit e % H (the host makes
+// blockDim.x >= R H): it adds the G products of its unit (forward: one per gate; backward: the
+// G partial sums), writes the outputs, and puts the row's next state (h forward; the gate
+// gradients dgates / dgh / dpre backward) in the staging rows that the next step's products
+// read. A second __syncthreads ends the step.
+//
+// Dynamic shared memory, in floats: G H hp (W) + S A (staged rows, A = hp forward, G hp
+// backward) + S G H (products), S = groups * per rows. The host sizes it for its R; the
+// kernel's R (from gridDim.x) is never larger.
+//
+// The backward's carry (the LSTM's dc f, the GRU's dh z from step t + 1 to t) lives in the
+// register of the thread that owns the element, and is written to `carry` (batch x hidden) every
+// step as the persistent kernels do; as there it is not read at the first processed step (the
+// last time step), where it is zero.
+
+__device__ __forceinline__ uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
+__device__ __forceinline__ uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
+
+// The tile of a block: `rows` batch rows from `row0`; `groups` row groups of `per` rows each
+// (`slots` = groups * per staged rows); `gh` = G H products per row; `hp` = H padded to 4.
+struct BlTile {
+    uint rows;
+    uint row0;
+    uint groups;
+    uint per;
+    uint slots;
+    uint gh;
+    uint hp;
+};
+
+__device__ __forceinline__ BlTile bl_tile(uint batch, uint gates, uint hidden) {
+    BlTile t;
+    t.rows = (batch + gridDim.x - 1) / gridDim.x;
+    t.row0 = blockIdx.x * t.rows;
+    t.gh = gates * hidden;
+    t.hp = bl_pad4(hidden);
+    t.groups = max(blockDim.x / bl_pad32(t.gh), 1u);
+    t.per = (t.rows + t.groups - 1) / t.groups;
+    t.slots = t.groups * t.per;
+    return t;
+}
+
+// W (G H x H, row-major) into shared memory as the K x N operand of the products, in float4s
+// along k: element (k, n) at ((k / 4) N + n) 4 + k % 4, each gate block's k padded with zeros
+// to hp (a multiple of 4):
+//   forward:  K = hp, N = G H, (k, q) = W[q, k];
+//   backward: K = G hp, N = H, (s hp + k, j) = W[s H + k, j].
+// Read along W's rows.
+template <bool FORWARD>
+__device__ __forceinline__ void bl_load_w(const float* W, const BlTile& t, uint hidden,
+                                          float* ws) {
+    const uint total = t.gh * t.hp;
+    for (uint e = threadIdx.x; e < total; e += blockDim.x) ws[e] = 0.0f;
+    __syncthreads();
+    const uint n = t.gh * hidden;
+    for (uint e = threadIdx.x; e < n; e += blockDim.x) {
+        const uint row = e / hidden;
+        const uint col = e - row * hidden;
+        uint at;
+        if (FORWARD) {
+            at = ((col >> 2) * t.gh + row) * 4 + (col & 3);
+        } else {
+            const uint s = row / hidden;
+            const uint k = s * t.hp + (row - s * hidden);
+            at = ((k >> 2) * hidden + col) * 4 + (k & 3);
+        }
+        ws[at] = W[e];
+    }
+}
+
+// The tile's rows of `a` (batch rows of `blocks` blocks of `hidden`) into `as` (t.slots rows
+// of `blocks` blocks of t.hp, the padding zero), zero past the tile or the batch; zero
+// everywhere without `a`.
+__device__ __forceinline__ void bl_stage(const float* a, uint batch, uint blocks, uint hidden,
+                                         const BlTile& t, float* as) {
+    const uint ld = blocks * t.hp;
+    const uint n = t.slots * ld;
+    for (uint e = threadIdx.x; e < n; e += blockDim.x) {
+        const uint r = e / ld;
+        const uint x = e - r * ld;
+        const uint s = x / t.hp;
+        const uint k = x - s * t.hp;
+        const uint row = t.row0 + r;
+        const bool in = a != nullptr && r < t.rows && row < batch && k < hidden;
+        as[e] = in ? a[(u64)row * blocks * hidden + s * hidden + k] : 0.0f;
+    }
+}
+
+// out[i ldo] = sum over k < 4 n4 of a[i][k] w[k] for RB rows: a in float4s with row stride
+// lda4, w the float4s of one column with stride ldw4 (the layout of bl_load_w).
+template <int RB>
+__device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4* w, uint ldw4,
+                                       uint n4, float* out, uint ldo) {
+    float acc[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) acc[i] = 0.0f;
+#pragma unroll 2
+    for (uint k = 0; k < n4; ++k) {
+        const float4 wk = w[k * ldw4];
+#pragma unroll
+        for (int i = 0; i < RB; ++i) {
+            const float4 x = a[i * lda4 + k];
+            acc[i] = fmaf(x.x, wk.x, acc[i]);
+            acc[i] = fmaf(x.y, wk.y, acc[i]);
+            acc[i] = fmaf(x.z, wk.z, acc[i]);
+            acc[i] = fmaf(x.w, wk.w, acc[i]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RB; ++i) out[i * ldo] = acc[i];
+}
+
+// The products of a step (see the file comment) from the staged rows `as` into `red`; ends
+// with the barrier after which `red` is complete.
+template <bool FORWARD>
+__device__ __forceinline__ void bl_products(const BlTile& t, uint hidden, const float* as,
+                                            const float* ws, float* red) {
+    const uint qp = bl_pad32(t.gh);
+    const uint p = threadIdx.x % qp;
+    const uint grp = threadIdx.x / qp;
+    if (p < t.gh && grp < t.groups) {
+        const uint n4 = t.hp / 4;
+        const uint s = FORWARD ? 0 : p / hidden;
+        const uint col = FORWARD ? p : p - s * hidden;
+        const uint lda4 = FORWARD ? n4 : t.gh / hidden * n4;
+        const uint ldw4 = FORWARD ? t.gh : hidden;
+        const float4* a = reinterpret_cast<const float4*>(as) + s * n4;
+        const float4* w = reinterpret_cast<const float4*>(ws) + s * n4 * ldw4 + col;
+        // The rows of this group in blocks of 4, 2 and 1 (each W word read once per block).
+        uint r = grp * t.per;
+        const uint end = r + t.per;
+        for (; r + 4 <= end; r += 4) {
+            bl_dot<4>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        for (; r + 2 <= end; r += 2) {
+            bl_dot<2>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+        if (r < end) {
+            bl_dot<1>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        }
+    }
+    __syncthreads();
+}
+
+// The cell element of this thread: row r of the tile, unit j; `store` where it is a batch row.
+struct BlCell {
+    uint r;
+    uint j;
+    bool store;
+    u64 at;  // row * hidden + j
+};
+
+__device__ __forceinline__ BlCell bl_cell(const BlTile& t, uint batch, uint hidden) {
+    BlCell c;
+    c.r = threadIdx.x / hidden;
+    c.j = threadIdx.x - c.r * hidden;
+    const uint row = t.row0 + c.r;
+    c.store = c.r < t.rows && row < batch;
+    c.at = (u64)row * hidden + c.j;
+    return c;
+}
+
+// Shared memory of a kernel: W, the staged rows (`blocks` blocks of hp), the products.
+struct BlSmem {
+    float* ws;
+    float* as;
+    float* red;
+};
+
+__device__ __forceinline__ BlSmem bl_smem(const BlTile& t, uint blocks) {
+    // float4: the products read W and the staged rows as float4s.
+    extern __shared__ float4 bl_shared[];
+    BlSmem m;
+    m.ws = reinterpret_cast<float*>(bl_shared);
+    m.as = m.ws + t.gh * t.hp;
+    m.red = m.as + t.slots * blocks * t.hp;
+    return m;
+}
+
+// A kernel's start: its tile, shared memory and cell element, W loaded and the staged rows set
+// (forward from block 0 of `state`; backward zero), then a barrier.
+struct BlStart {
+    BlTile t;
+    BlSmem m;
+    BlCell c;
+};
+
+template <bool FORWARD>
+__device__ __forceinline__ BlStart bl_start(const float* W, const float* state, uint gates,
+                                            uint batch, uint hidden) {
+    BlStart b;
+    b.t = bl_tile(batch, gates, hidden);
+    const uint blocks = FORWARD ? 1 : gates;
+    b.m = bl_smem(b.t, blocks);
+    bl_load_w<FORWARD>(W, b.t, hidden, b.m.ws);
+    bl_stage(FORWARD ? state : nullptr, batch, blocks, hidden, b.t, b.m.as);
+    b.c = bl_cell(b.t, batch, hidden);
+    __syncthreads();
+    return b;
+}
+
+// The backward's recurrent gradient of this thread's element: the G partial products in gate
+// order, zero at the first step (`s` 0), whose products are not used.
+template <int G>
+__device__ __forceinline__ float bl_recurrent(const BlStart& b, u64 H, uint s) {
+    const float* p = b.m.red + b.c.r * b.t.gh + b.c.j;
+    float rec = 0.0f;
+#pragma unroll
+    for (int k = 0; k < G; ++k) rec += s > 0 ? p[k * H] : 0.0f;
+    return rec;
+}
+
+// hs[t + 1] = act(pre[t] + hs[t] W^T + b_ih + b_hh) for t = 0 .. steps - 1; hs[0] is read.
+extern "C" __global__ void __launch_bounds__(1024)
+    rnn_seq_forward_local(const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off,
+                          const float* w_hh_base, u64 w_hh_off, const float* b_ih_base,
+                          u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, uint steps,
+                          uint batch, uint hidden, uint act, float act_param) {
+    const float* pre = pre_base + pre_off;
+    float* hs = hs_base + hs_off;
+    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 1, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
+    const float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
+    const u64 block = (u64)batch * hidden;
+    for (uint s = 0; s < steps; ++s) {
+        // Read-only input, issued before the products so its latency overlaps them.
+        const float x = c.store ? pre[s * block + c.at] : 0.0f;
+        bl_products<true>(t, hidden, m.as, m.ws, m.red);
+        if (c.store) {
+            const float h = act_forward(m.red[c.r * t.gh + c.j] + x + bias, act, act_param);
+            hs[(s + 1) * block + c.at] = h;
+            m.as[c.r * t.hp + c.j] = h;
+        }
+        __syncthreads();
+    }
+}
+
+// dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W) for t = steps - 1 .. 0, the product
+// absent at t = steps - 1.
+extern "C" __global__ void __launch_bounds__(1024)
+    rnn_seq_backward_local(const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,
+                           const float* w_hh_base, u64 w_hh_off, float* dpre_base, u64 dpre_off,
+                           uint steps, uint batch, uint hidden, uint act, float act_param) {
+    const float* dh = dh_base + dh_off;
+    const float* hs = hs_base + hs_off;
+    float* dpre = dpre_base + dpre_off;
+    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 1, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
+    const u64 block = (u64)batch * hidden;
+    for (uint s = 0; s < steps; ++s) {
+        const uint step = steps - 1 - s;
+        const float y = c.store ? hs[((u64)step + 1) * block + c.at] : 0.0f;
+        const float d = c.store ? dh[step * block + c.at] : 0.0f;
+        // Uniform over the block: every thread reaches the barrier inside.
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        if (c.store) {
+            const float acc = bl_recurrent<1>(b, hidden, s);
+            const float v = act_grad(0.0f, y, act, act_param) * (d + acc);
+            dpre[step * block + c.at] = v;
+            m.as[c.r * t.hp + c.j] = v;
+        }
+        __syncthreads();
+    }
+}
+
+// lstm_seq_forward of gated_seq.cu: gates[t] (x_t W_ih^T on entry) becomes the activated gates
+// of gates[t] + b_ih + b_hh + hs[t] W_hh^T; cs[t + 1] = f cs[t] + i g;
+// hs[t + 1] = o tanh(cs[t + 1]).
+extern "C" __global__ void __launch_bounds__(1024)
+    lstm_seq_forward_local(float* gates_base, u64 gates_off, float* hs_base, u64 hs_off,
+                           float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
+                           const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,
+                           u64 b_hh_off, uint steps, uint batch, uint hidden) {
+    float* gates = gates_base + gates_off;
+    float* hs = hs_base + hs_off;
+    float* cs = cs_base + cs_off;
+    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 4, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
+    const u64 H = hidden;
+    float bias[4];
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+        bias[g] = c.store ? b_ih_base[b_ih_off + g * H + c.j] + b_hh_base[b_hh_off + g * H + c.j]
+                          : 0.0f;
+    }
+    const u64 block = (u64)batch * H;
+    float cell = c.store ? cs[c.at] : 0.0f;
+    for (uint s = 0; s < steps; ++s) {
+        float* gr = gates + (u64)s * 4 * block + (c.at - c.j) * 4 + c.j;
+        float x[4];
+#pragma unroll
+        for (int g = 0; g < 4; ++g) x[g] = c.store ? gr[g * H] : 0.0f;
+        bl_products<true>(t, hidden, m.as, m.ws, m.red);
+        if (c.store) {
+            const float* p = m.red + c.r * t.gh + c.j;
+            const float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
+            const float gf = rnn_sigmoid(p[H] + x[1] + bias[1]);
+            const float gg = tanhf(p[2 * H] + x[2] + bias[2]);
+            const float go = rnn_sigmoid(p[3 * H] + x[3] + bias[3]);
+            gr[0] = gi;
+            gr[H] = gf;
+            gr[2 * H] = gg;
+            gr[3 * H] = go;
+            cell = gf * cell + gi * gg;
+            const float h = go * tanhf(cell);
+            cs[(s + 1) * block + c.at] = cell;
+            hs[(s + 1) * block + c.at] = h;
+            m.as[c.r * t.hp + c.j] = h;
+        }
+        __syncthreads();
+    }
+}
+
+// lstm_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgates[t + 1] W_hh
+// (absent at t = steps - 1); dgates[t] and carry = dc_t f_t by RNN_LSTM_UNIT_BACKWARD.
+extern "C" __global__ void __launch_bounds__(1024)
+    lstm_seq_backward_local(const float* dh_base, u64 dh_off, const float* gates_base,
+                            u64 gates_off, const float* cs_base, u64 cs_off,
+                            const float* w_hh_base, u64 w_hh_off, float* dgates_base,
+                            u64 dgates_off, float* carry_base, u64 carry_off, uint steps,
+                            uint batch, uint hidden) {
+    const float* dh = dh_base + dh_off;
+    const float* gates = gates_base + gates_off;
+    const float* cs = cs_base + cs_off;
+    float* dgates = dgates_base + dgates_off;
+    float* carry = carry_base + carry_off;
+    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 4, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
+    const u64 H = hidden;
+    const u64 block = (u64)batch * H;
+    const u64 ga = (c.at - c.j) * 4 + c.j;
+    float dc = 0.0f;
+    for (uint s = 0; s < steps; ++s) {
+        const uint step = steps - 1 - s;
+        // Inputs of the forward, issued before the products.
+        const float* gr = gates + (u64)step * 4 * block + ga;
+        const float gi = c.store ? gr[0] : 0.0f;
+        const float gf = c.store ? gr[H] : 0.0f;
+        const float gg = c.store ? gr[2 * H] : 0.0f;
+        const float go = c.store ? gr[3 * H] : 0.0f;
+        const float cn = c.store ? cs[((u64)step + 1) * block + c.at] : 0.0f;
+        const float cp = c.store ? cs[step * block + c.at] : 0.0f;
+        const float d = c.store ? dh[step * block + c.at] : 0.0f;
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        if (c.store) {
+            const float rec = bl_recurrent<4>(b, H, s);
+            const float tc = tanhf(cn);
+            const float dht = d + rec;
+            float out[4];
+            RNN_LSTM_UNIT_BACKWARD(out, 0, 1, dc, dht, tc, cp, gi, gf, gg, go, dc);
+            float* dg = dgates + (u64)step * 4 * block + ga;
+            float* next = m.as + c.r * 4 * t.hp + c.j;
+#pragma unroll
+            for (int g = 0; g < 4; ++g) {
+                dg[g * H] = out[g];
+                next[g * t.hp] = out[g];
+            }
+            carry[c.at] = dc;
+        }
+        __syncthreads();
+    }
+}
+
+// gru_seq_forward of gated_seq.cu: gh = hs[t] W_hh^T + b_hh; r, z, n; hs[t + 1] = (1 - z) n +
+// z hs[t]; cache[t] = [r, z, n, gh_n].
+extern "C" __global__ void __launch_bounds__(1024)
+    gru_seq_forward_local(const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off,
+                          const float* w_hh_base, u64 w_hh_off, const float* b_ih_base,
+                          u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, float* cache_base,
+                          u64 cache_off, uint steps, uint batch, uint hidden) {
+    const float* gx = gx_base + gx_off;
+    float* hs = hs_base + hs_off;
+    float* cache = cache_base + cache_off;
+    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 3, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
+    const u64 H = hidden;
+    float bi[3], bh[3];
+#pragma unroll
+    for (int g = 0; g < 3; ++g) {
+        bi[g] = c.store ? b_ih_base[b_ih_off + g * H + c.j] : 0.0f;
+        bh[g] = c.store ? b_hh_base[b_hh_off + g * H + c.j] : 0.0f;
+    }
+    const u64 block = (u64)batch * H;
+    const u64 g3 = (c.at - c.j) * 3 + c.j;
+    const u64 g4 = (c.at - c.j) * 4 + c.j;
+    for (uint s = 0; s < steps; ++s) {
+        const float* xr = gx + (u64)s * 3 * block + g3;
+        float x[3];
+#pragma unroll
+        for (int g = 0; g < 3; ++g) x[g] = c.store ? xr[g * H] + bi[g] : 0.0f;
+        bl_products<true>(t, hidden, m.as, m.ws, m.red);
+        if (c.store) {
+            const float* p = m.red + c.r * t.gh + c.j;
+            const float ghr = p[0] + bh[0];
+            const float ghz = p[H] + bh[1];
+            const float ghn = p[2 * H] + bh[2];
+            const float rg = rnn_sigmoid(x[0] + ghr);
+            const float z = rnn_sigmoid(x[1] + ghz);
+            const float n = tanhf(x[2] + rg * ghn);
+            float* hp = m.as + c.r * t.hp + c.j;
+            const float h = (1.0f - z) * n + z * *hp;
+            hs[(s + 1) * block + c.at] = h;
+            *hp = h;
+            float* kr = cache + (u64)s * 4 * block + g4;
+            kr[0] = rg;
+            kr[H] = z;
+            kr[2 * H] = n;
+            kr[3 * H] = ghn;
+        }
+        __syncthreads();
+    }
+}
+
+// gru_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgh[t + 1] W_hh +
+// carry (product and carry absent at t = steps - 1); dgx[t], dgh[t] and carry = dh_t z by
+// RNN_GRU_UNIT_BACKWARD.
+extern "C" __global__ void __launch_bounds__(1024)
+    gru_seq_backward_local(const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,
+                           const float* cache_base, u64 cache_off, const float* w_hh_base,
+                           u64 w_hh_off, float* dgx_base, u64 dgx_off, float* dgh_base,
+                           u64 dgh_off, float* carry_base, u64 carry_off, uint steps, uint batch,
+                           uint hidden) {
+    const float* dh = dh_base + dh_off;
+    const float* hs = hs_base + hs_off;
+    const float* cache = cache_base + cache_off;
+    float* dgx = dgx_base + dgx_off;
+    float* dgh = dgh_base + dgh_off;
+    float* carry = carry_base + carry_off;
+    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 3, batch, hidden);
+    const BlTile& t = b.t;
+    const BlSmem& m = b.m;
+    const BlCell& c = b.c;
+    const u64 H = hidden;
+    const u64 block = (u64)batch * H;
+    const u64 g3 = (c.at - c.j) * 3 + c.j;
+    const u64 g4 = (c.at - c.j) * 4 + c.j;
+    float cr = 0.0f;
+    for (uint s = 0; s < steps; ++s) {
+        const uint step = steps - 1 - s;
+        const float* kr = cache + (u64)step * 4 * block + g4;
+        const float rg = c.store ? kr[0] : 0.0f;
+        const float z = c.store ? kr[H] : 0.0f;
+        const float n = c.store ? kr[2 * H] : 0.0f;
+        const float ghn = c.store ? kr[3 * H] : 0.0f;
+        const float hp = c.store ? hs[step * block + c.at] : 0.0f;
+        const float d = c.store ? dh[step * block + c.at] : 0.0f;
+        // Also at the first step, whose products (of the zero staged rows) are not used: no
+        // barrier under a condition (PoCL mishandles those).
+        bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        if (c.store) {
+            const float rec = bl_recurrent<3>(b, H, s);
+            const float dt = (d + rec) + cr;
+            float ox[3], oh[3];
+            RNN_GRU_UNIT_BACKWARD(ox, oh, 0, 1, dt, rg, z, n, ghn, hp, cr);
+            const u64 at3 = (u64)step * 3 * block + g3;
+            float* next = m.as + c.r * 3 * t.hp + c.j;
+#pragma unroll
+            for (int g = 0; g < 3; ++g) {
+                dgx[at3 + g * H] = ox[g];
+                dgh[at3 + g * H] = oh[g];
+                next[g * t.hp] = oh[g];
+            }
+            carry[c.at] = cr;
+        }
+        __syncthreads();
+    }
+}
