@@ -65,7 +65,7 @@ pub(crate) const HEADERS: [(&str, &str); 3] = [
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 11] = [
+pub(crate) const FAMILIES: [OpFamily; 12] = [
     OpFamily {
         name: "elementwise",
         files: &[(

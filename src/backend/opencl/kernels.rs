@@ -22,7 +22,7 @@ const HEADERS: [(&str, &str); 3] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 10] = [
+pub(crate) const FAMILIES: [OpFamily; 11] = [
     OpFamily {
         name: "elementwise",
         files: &[(
