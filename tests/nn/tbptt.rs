@@ -189,3 +189,45 @@ fn carry_state_errors() {
     let e = dense.train(&data, &config(1, true)).unwrap_err();
     assert!(e.to_string().contains("no recurrent layer"), "{e}");
 }
+
+/// Carried training on `t`'s devices (training steps recorded as graphs where the device
+/// records them, so the carry copy replays inside the step) against the same on the CPU.
+fn carried_training_follows_cpu(t: crate::support::Target) {
+    let data =
+        Dataset::token_streams(&tokens(STREAMS * 6 * WINDOW + 1), VOCAB, STREAMS, WINDOW).unwrap();
+    let cells = [
+        (RecurrentCell::Lstm, RecurrentOptions::new().layers(2)),
+        (RecurrentCell::Gru, RecurrentOptions::new()),
+    ];
+    let on = |ctx: &Context| TrainingConfig {
+        optimizer: Optimizer::sgd(),
+        learning_rate: LR,
+        shuffle: false,
+        progress: Progress::Off,
+        carry_state: true,
+        ..crate::fixtures::config_for(ctx, 3, STREAMS, LR)
+    };
+    let cpu = Context::cpu();
+    for ctx in crate::support::contexts(t, "gpu_carried_training") {
+        for (cell, opts) in cells {
+            let mut want = model(&cpu, cell, opts);
+            want.train(&data, &on(&cpu)).unwrap();
+            let mut got = model(&ctx, cell, opts);
+            let history = got.train(&data, &on(&ctx)).unwrap();
+            assert_eq!(history.device, ctx.id());
+            let e = rel_err(&got.parameters().unwrap(), &want.parameters().unwrap());
+            assert!(
+                e < 1e-3,
+                "{} {cell:?}: parameters vs CPU, rel err {e}",
+                ctx.id()
+            );
+        }
+    }
+}
+
+target_tests!(carried_training_follows_cpu:
+    opencl_carried_training_follows_cpu => OpenCl,
+    cuda_carried_training_follows_cpu => Cuda,
+    hip_carried_training_follows_cpu => Hip,
+    hip_on_cuda_carried_training_follows_cpu => HipOnCuda,
+);
