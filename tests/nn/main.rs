@@ -44,6 +44,7 @@ mod optim;
 mod replicas;
 mod robust;
 mod stacked;
+mod stepper;
 mod stream;
 mod train;
 mod ux;
