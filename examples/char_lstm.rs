@@ -117,58 +117,62 @@ impl Sampled {
     }
 }
 
-/// Draws `len` characters after `prompt` with a stepper: the prompt in one call, then each
-/// drawn character in a call of one step, from the carried state.
-fn sample_stepper(
-    net: &Network,
-    prompt: &[u32],
-    v: usize,
+/// What both samplers draw: `len` characters after `prompt` at `temperature`.
+struct Draw<'a> {
+    prompt: &'a [u32],
+    vocab: usize,
     len: usize,
     temperature: f32,
-) -> rnn::Result<Sampled> {
-    let started = Instant::now();
-    let mut rng = Rng::new(SAMPLE_SEED);
-    let mut stepper = net.stepper(1)?;
-    let mut logits = stepper.step_ids(prompt)?[(prompt.len() - 1) * v..].to_vec();
-    let mut ids = Vec::with_capacity(len);
-    for _ in 0..len {
-        let next = CharCorpus::sample_index(&logits, temperature, &mut rng)? as u32;
-        ids.push(next);
-        logits = stepper.step_ids(&[next])?;
-    }
-    Ok(Sampled {
-        ids,
-        seconds: started.elapsed().as_secs_f64(),
-    })
 }
 
-/// Draws `len` characters after `prompt` by running the whole [`STEPS`]-character window for
-/// each: the context so far padded after its end while it is shorter than the window, then its
-/// last [`STEPS`] characters.
-fn sample_window(
-    net: &mut Network,
-    prompt: &[u32],
-    v: usize,
-    len: usize,
-    temperature: f32,
-) -> rnn::Result<Sampled> {
-    let started = Instant::now();
-    let mut rng = Rng::new(SAMPLE_SEED);
-    let mut context = prompt.to_vec();
-    for _ in 0..len {
-        let start = context.len().saturating_sub(STEPS);
-        let mut window = context[start..].to_vec();
-        let last = window.len() - 1;
-        window.resize(STEPS, 0);
-        let logits = net.predict_ids(&window)?;
-        let next =
-            CharCorpus::sample_index(&logits[last * v..(last + 1) * v], temperature, &mut rng)?;
-        context.push(next as u32);
+impl Draw<'_> {
+    /// Draws the characters one by one at [`SAMPLE_SEED`], each from the logits
+    /// `next_logits(context)` gives for the character after `context` (the prompt and the
+    /// characters drawn so far), and times it.
+    fn run(
+        &self,
+        mut next_logits: impl FnMut(&[u32]) -> rnn::Result<Vec<f32>>,
+    ) -> rnn::Result<Sampled> {
+        let started = Instant::now();
+        let mut rng = Rng::new(SAMPLE_SEED);
+        let mut context = self.prompt.to_vec();
+        for _ in 0..self.len {
+            let logits = next_logits(&context)?;
+            let next = CharCorpus::sample_index(&logits, self.temperature, &mut rng)?;
+            context.push(next as u32);
+        }
+        Ok(Sampled {
+            ids: context.split_off(self.prompt.len()),
+            seconds: started.elapsed().as_secs_f64(),
+        })
     }
-    Ok(Sampled {
-        ids: context.split_off(prompt.len()),
-        seconds: started.elapsed().as_secs_f64(),
-    })
+
+    /// With a stepper: the prompt in one call, then each drawn character in a call of one
+    /// step, from the carried state.
+    fn stepper(&self, net: &Network) -> rnn::Result<Sampled> {
+        let mut stepper = net.stepper(1)?;
+        let v = self.vocab;
+        self.run(|context| {
+            if context.len() == self.prompt.len() {
+                Ok(stepper.step_ids(context)?[(context.len() - 1) * v..].to_vec())
+            } else {
+                stepper.step_ids(&context[context.len() - 1..])
+            }
+        })
+    }
+
+    /// By running the whole [`STEPS`]-character window for each character: the context so far
+    /// padded after its end while it is shorter than the window, then its last [`STEPS`]
+    /// characters.
+    fn window(&self, net: &mut Network) -> rnn::Result<Sampled> {
+        let v = self.vocab;
+        self.run(|context| {
+            let mut window = context[context.len().saturating_sub(STEPS)..].to_vec();
+            let last = window.len() - 1;
+            window.resize(STEPS, 0);
+            Ok(net.predict_ids(&window)?[last * v..(last + 1) * v].to_vec())
+        })
+    }
 }
 
 fn text_of(corpus: &CharCorpus, ids: &[u32]) -> String {
@@ -233,8 +237,14 @@ fn run(args: &Args) -> rnn::Result<()> {
     let prompt_text: String = TEXT.chars().skip(PROMPT_AT).take(args.prompt).collect();
     let prompt = corpus.token_ids(&prompt_text)?;
     let (len, t) = (args.length, args.temperature);
-    let stepped = sample_stepper(&net, &prompt, v, len, t)?;
-    let window = sample_window(&mut net, &prompt, v, len, t)?;
+    let draw = Draw {
+        prompt: &prompt,
+        vocab: v,
+        len,
+        temperature: t,
+    };
+    let stepped = draw.stepper(&net)?;
+    let window = draw.window(&mut net)?;
     println!("sample at temperature {t}, after {prompt_text:?}:");
     println!("{}", text_of(&corpus, &stepped.ids));
     // Characters drawn while the whole context fits the window: from `prompt` characters of

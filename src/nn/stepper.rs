@@ -360,7 +360,7 @@ impl Stepper<'_> {
     /// (the last step's) for a network that hands on only the last state
     /// ([`RnnOutput::Last`]).
     pub fn step(&mut self, x: &[f32]) -> Result<Vec<f32>> {
-        let features = self.net.layers[0].inputs();
+        let (features, batch) = (self.net.layers[0].inputs(), self.batch);
         let steps = self.steps_of(x.len(), features, "values")?;
         if let Some(i) = x.iter().position(|v| !v.is_finite()) {
             return Err(Error::InvalidData(format!(
@@ -372,11 +372,11 @@ impl Stepper<'_> {
             Layer::Embedding(e) => {
                 let ids = e.ids_of(x, steps)?;
                 self.run(steps, |ops, dst| {
-                    ops.upload_as(dst, &time_major(&ids, steps, 1))
+                    ops.upload_as(dst, &swap_outer(&ids, batch, 1))
                 })
             }
             _ => self.run(steps, |ops, dst| {
-                ops.upload(dst, &time_major(x, steps, features))
+                ops.upload(dst, &swap_outer(x, batch, features))
             }),
         }
     }
@@ -387,10 +387,10 @@ impl Stepper<'_> {
         let Layer::Embedding(e) = &self.net.layers[0] else {
             return Err(token_ids_need_an_embedding());
         };
-        let steps = self.steps_of(ids.len(), 1, "token ids")?;
+        let (steps, batch) = (self.steps_of(ids.len(), 1, "token ids")?, self.batch);
         e.check_u32_ids(ids, steps)?;
         self.run(steps, |ops, dst| {
-            ops.upload_as(dst, &time_major(ids, steps, 1))
+            ops.upload_as(dst, &swap_outer(ids, batch, 1))
         })
     }
 
@@ -444,7 +444,8 @@ impl Stepper<'_> {
         let out = layers[layers.len() - 1].output(&ws[ws.len() - 1])?;
         let mut host = vec![0.0f32; out.len()];
         ops.download(out, &mut host)?;
-        Ok(batch_major(&host, *out_steps, batch))
+        let features = layers[layers.len() - 1].outputs();
+        Ok(swap_outer(&host, *out_steps, features))
     }
 
     /// Sets the carried state to zeros, as a new stepper starts.
@@ -560,33 +561,18 @@ fn check_state(k: usize, s: &StepState, g: &StateGroup, batch: usize) -> Result<
     Ok(())
 }
 
-/// `batch` samples of `steps` rows of `width` values, sample-major, reordered step-major.
-fn time_major<T: Copy>(x: &[T], steps: usize, width: usize) -> Vec<T> {
-    if steps == 1 {
+/// `x` as `[outer, inner, rows of width]` reordered `[inner, outer, ...]`: sample-major rows
+/// to step-major (`outer` the samples) and back (`outer` the steps).
+fn swap_outer<T: Copy>(x: &[T], outer: usize, width: usize) -> Vec<T> {
+    let inner = x.len() / (outer * width);
+    if inner == 1 || outer == 1 {
         return x.to_vec();
     }
-    let batch = x.len() / (steps * width);
     let mut out = Vec::with_capacity(x.len());
-    for t in 0..steps {
-        for b in 0..batch {
-            let at = (b * steps + t) * width;
+    for i in 0..inner {
+        for o in 0..outer {
+            let at = (o * inner + i) * width;
             out.extend_from_slice(&x[at..at + width]);
-        }
-    }
-    out
-}
-
-/// The inverse of [`time_major`]: `steps` blocks of `batch` rows back to sample-major rows.
-fn batch_major(y: &[f32], steps: usize, batch: usize) -> Vec<f32> {
-    if steps == 1 {
-        return y.to_vec();
-    }
-    let width = y.len() / (steps * batch);
-    let mut out = Vec::with_capacity(y.len());
-    for b in 0..batch {
-        for t in 0..steps {
-            let at = (t * batch + b) * width;
-            out.extend_from_slice(&y[at..at + width]);
         }
     }
     out
@@ -594,14 +580,14 @@ fn batch_major(y: &[f32], steps: usize, batch: usize) -> Vec<f32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{batch_major, time_major};
+    use super::swap_outer;
 
     #[test]
-    fn time_major_and_back() {
+    fn step_major_and_back() {
         // 2 samples of 3 steps of 2 values.
         let x: Vec<f32> = (0..12).map(|v| v as f32).collect();
-        let tm = time_major(&x, 3, 2);
+        let tm = swap_outer(&x, 2, 2);
         assert_eq!(tm, [0., 1., 6., 7., 2., 3., 8., 9., 4., 5., 10., 11.]);
-        assert_eq!(batch_major(&tm, 3, 2), x);
+        assert_eq!(swap_outer(&tm, 3, 2), x);
     }
 }
