@@ -204,6 +204,8 @@ fn run() -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
+    // RUST_LOG=rnn::nn::step_graph=debug shows each step recorded as a graph.
+    env_logger::init();
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
