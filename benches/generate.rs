@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use rnn::nn::{CharCorpus, Loss, Network, RecurrentCell, RecurrentOptions, RnnOutput};
-use rnn::{Activation, Context, DeviceId, GpuManager};
+use rnn::{Activation, DeviceId, GpuManager};
 
 static TEXT: &str = include_str!("../examples/data/asyoulik.txt");
 
@@ -157,17 +157,12 @@ fn figures(net: &mut Network, prompt: &[u32], a: &Args, batch: usize) -> rnn::Re
 fn run() -> Result<(), String> {
     let a = parse()?;
     let err = |e: rnn::Error| e.to_string();
+    let manager = GpuManager::new().map_err(err)?;
     let ctx = match a.device {
-        Some(DeviceId::Cpu) => Context::cpu(),
-        Some(id) => GpuManager::new()
-            .and_then(|m| m.create_context(id))
-            .map_err(err)?,
-        None => {
-            let m = GpuManager::new().map_err(err)?;
-            let id = m.best_device().map_err(err)?.id;
-            m.create_context(id).map_err(err)?
-        }
-    };
+        Some(id) => manager.create_context(id),
+        None => manager.default_context(),
+    }
+    .map_err(err)?;
     let corpus = CharCorpus::new(TEXT).map_err(err)?;
     let v = corpus.vocab_size();
     let prompt: String = TEXT.chars().skip(2000).take(WINDOW).collect();
@@ -206,11 +201,11 @@ fn run() -> Result<(), String> {
 fn main() -> ExitCode {
     // RUST_LOG=rnn::nn::step_graph=debug shows each step recorded as a graph.
     env_logger::init();
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    run().map_or_else(
+        |e| {
             eprintln!("generate bench: {e}");
             ExitCode::FAILURE
-        }
-    }
+        },
+        |()| ExitCode::SUCCESS,
+    )
 }

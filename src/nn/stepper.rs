@@ -139,7 +139,7 @@ impl Network {
             recorded: 0,
             replayed: 0,
         };
-        stepper.shape(1)?;
+        stepper.activate(1)?;
         Ok(stepper)
     }
 }
@@ -300,8 +300,9 @@ impl Stepper<'_> {
         self.net.ctx.ops()
     }
 
-    /// The buffers for `steps` steps per call, made now if missing, holding the carried state.
-    fn shape(&mut self, steps: usize) -> Result<&StepShape> {
+    /// Makes the buffers for `steps` steps per call (if missing) the ones holding the carried
+    /// state.
+    fn activate(&mut self, steps: usize) -> Result<()> {
         self.clock += 1;
         if !self.shapes.contains_key(&steps) {
             let shape = StepShape::new(self.net, self.batch, steps, self.graphs)?;
@@ -311,25 +312,21 @@ impl Stepper<'_> {
             self.move_state(steps)?;
         }
         self.evict();
-        let clock = self.clock;
-        let shape = self
-            .shapes
-            .get_mut(&steps)
-            .expect("the shape exists or was inserted above");
-        shape.last_use = clock;
-        Ok(shape)
+        if let Some(shape) = self.shapes.get_mut(&steps) {
+            shape.last_use = self.clock;
+        }
+        Ok(())
     }
 
     /// Copies the carried state into the initial blocks of the `to` buffers, which then hold it.
     fn move_state(&mut self, to: usize) -> Result<()> {
-        if let (Some(from), Some(dst)) = (self.shapes.get(&self.active), self.shapes.get(&to)) {
-            let ops = self.net.ctx.ops();
-            for i in self.groups.iter().flat_map(|g| g.cells.clone()) {
-                let (a, b) = (from.cell(i)?, dst.cell(i)?);
-                ops.copy(a.h.initial, b.h.initial)?;
-                if let (Some(ca), Some(cb)) = (a.c, b.c) {
-                    ops.copy(ca.initial, cb.initial)?;
-                }
+        let (from, ops) = (self.active_shape()?, self.ops());
+        let dst = self.shapes.get(&to).ok_or_else(|| gone(to))?;
+        for i in self.groups.iter().flat_map(|g| g.cells.clone()) {
+            let (a, b) = (from.cell(i)?, dst.cell(i)?);
+            ops.copy(a.h.initial, b.h.initial)?;
+            if let (Some(ca), Some(cb)) = (a.c, b.c) {
+                ops.copy(ca.initial, cb.initial)?;
             }
         }
         self.active = to;
@@ -414,11 +411,8 @@ impl Stepper<'_> {
         upload: impl FnOnce(&dyn Ops, View<'_>) -> Result<()>,
     ) -> Result<Vec<f32>> {
         let (net, batch, graphs) = (self.net, self.batch, self.graphs);
-        self.shape(steps)?;
-        let shape = self
-            .shapes
-            .get_mut(&steps)
-            .expect("shape() made the buffers for these steps");
+        self.activate(steps)?;
+        let shape = self.shapes.get_mut(&steps).ok_or_else(|| gone(steps))?;
         let ops = net.ctx.ops();
         upload(ops, shape.x.view())?;
         let StepShape {
@@ -463,9 +457,9 @@ impl Stepper<'_> {
     }
 
     fn active_shape(&self) -> Result<&StepShape> {
-        self.shapes.get(&self.active).ok_or_else(|| {
-            Error::InvalidArgument("stepper: the buffers holding the state are gone".into())
-        })
+        self.shapes
+            .get(&self.active)
+            .ok_or_else(|| gone(self.active))
     }
 
     /// The carried state: one [`StepState`] per recurrent layer of the network, in layer
@@ -532,6 +526,13 @@ impl Stepper<'_> {
     pub fn graph_counts(&self) -> (u64, u64) {
         (self.recorded, self.replayed)
     }
+}
+
+/// The error for buffers that should exist and do not (a bug, reported rather than a panic).
+fn gone(steps: usize) -> Error {
+    Error::InvalidArgument(format!(
+        "stepper: the buffers for {steps} step(s) a call are missing"
+    ))
 }
 
 /// [`Error::InvalidArgument`] unless `s` fits recurrent layer `k` of the stepper.

@@ -5,7 +5,7 @@
 //! re-run from the start; bad input.
 
 use rnn::nn::{
-    CharCorpus, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, StepState,
+    CharCorpus, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, StepState, Stepper,
 };
 use rnn::{Activation, Context, Error};
 
@@ -33,16 +33,13 @@ enum Input {
     Features,
 }
 
-/// `input -> recurrent(cell, layers) -> dense` over [`STEPS`] steps. One layer takes the plain
+/// A model: its cell, layers, input and output.
+type Kind = (RecurrentCell, usize, Input, RnnOutput);
+
+/// `input -> recurrent(cell, layers) -> dense` over `steps` steps. One layer takes the plain
 /// builder methods (the single-cell layers), two the stacked layer.
-fn model(
-    ctx: &Context,
-    cell: RecurrentCell,
-    layers: usize,
-    input: Input,
-    output: RnnOutput,
-) -> Network {
-    let mut b = Network::builder(ctx).seed(7).sequence_length(STEPS);
+fn model(ctx: &Context, (cell, layers, input, output): Kind, steps: usize) -> Network {
+    let mut b = Network::builder(ctx).seed(7).sequence_length(steps);
     let width = match input {
         Input::Tokens => {
             b = b.embedding(VOCAB, 5);
@@ -69,22 +66,28 @@ fn model(
         .unwrap()
 }
 
-/// `BATCH` samples of `STEPS` steps, sample-major: token ids (as f32) or features.
-fn inputs(input: Input, seed: u64) -> Vec<f32> {
-    let mut rng = Rng::new(seed);
+/// Values per step of an input.
+fn width(input: Input) -> usize {
     match input {
-        Input::Tokens => (0..BATCH * STEPS)
-            .map(|_| rng.below(VOCAB) as f32)
-            .collect(),
-        Input::Features => (0..BATCH * STEPS * FEATURES)
-            .map(|_| rng.uniform() * 2.0 - 1.0)
-            .collect(),
+        Input::Tokens => 1,
+        Input::Features => FEATURES,
     }
+}
+
+/// `BATCH` samples of `steps` steps, sample-major: token ids (as f32) or features.
+fn inputs(input: Input, steps: usize, seed: u64) -> Vec<f32> {
+    let mut rng = Rng::new(seed);
+    (0..BATCH * steps * width(input))
+        .map(|_| match input {
+            Input::Tokens => rng.below(VOCAB) as f32,
+            Input::Features => rng.uniform() * 2.0 - 1.0,
+        })
+        .collect()
 }
 
 /// Steps `from..from + k` of every sample of `x` (`width` values a step), sample-major.
 fn steps_of(x: &[f32], width: usize, from: usize, k: usize) -> Vec<f32> {
-    x.chunks(STEPS * width)
+    x.chunks(x.len() / BATCH)
         .flat_map(|sample| &sample[from * width..(from + k) * width])
         .copied()
         .collect()
@@ -100,6 +103,50 @@ fn assert_close(got: &[f32], want: &[f32], what: &str) {
     }
 }
 
+/// A model's input over its whole sequence and what `predict` gives for it.
+struct Reference {
+    x: Vec<f32>,
+    input: Input,
+    output: RnnOutput,
+    full: Vec<f32>,
+    steps: usize,
+}
+
+impl Reference {
+    fn new(net: &mut Network, (_, _, input, output): Kind, steps: usize) -> Self {
+        let x = inputs(input, steps, 3);
+        let full = net.predict(&x).unwrap();
+        Reference {
+            x,
+            input,
+            output,
+            full,
+            steps,
+        }
+    }
+
+    /// Feeds the whole sequence, `calls[i]` steps in call `i`, and checks every output: each
+    /// step's, or (`Last`) the final one's.
+    fn follow(&self, stepper: &mut Stepper<'_>, calls: &[usize], what: &str) {
+        assert_eq!(calls.iter().sum::<usize>(), self.steps, "{what}: the calls");
+        let mut from = 0;
+        for &k in calls {
+            let got = stepper
+                .step(&steps_of(&self.x, width(self.input), from, k))
+                .unwrap();
+            let what = format!("{what}, steps {from}..{}", from + k);
+            from += k;
+            match self.output {
+                RnnOutput::Sequence => {
+                    assert_close(&got, &steps_of(&self.full, VOCAB, from - k, k), &what)
+                }
+                RnnOutput::Last if from == self.steps => assert_close(&got, &self.full, &what),
+                RnnOutput::Last => assert_eq!(got.len(), BATCH * VOCAB, "{what}: the last step's"),
+            }
+        }
+    }
+}
+
 /// Every model kind: the stepper, fed [`CALLS`] steps at a time and then one step a call
 /// after a reset, gives the outputs of `predict` over the whole sequence.
 fn stepper_matches_full_forward(target: Target, test: &str) {
@@ -109,8 +156,7 @@ fn stepper_matches_full_forward(target: Target, test: &str) {
                 for input in [Input::Tokens, Input::Features] {
                     for output in [RnnOutput::Sequence, RnnOutput::Last] {
                         let what = format!("{} {cell:?} x{layers} {input:?} {output:?}", ctx.id());
-                        let kind = (cell, layers, input, output);
-                        check_model(target, &ctx, kind, &what);
+                        check_model(target, &ctx, (cell, layers, input, output), &what);
                     }
                 }
             }
@@ -118,42 +164,13 @@ fn stepper_matches_full_forward(target: Target, test: &str) {
     }
 }
 
-/// A model: its cell, layers, input and output.
-type Kind = (RecurrentCell, usize, Input, RnnOutput);
-
 fn check_model(target: Target, ctx: &Context, kind: Kind, what: &str) {
-    let (cell, layers, input, output) = kind;
-    let mut net = model(ctx, cell, layers, input, output);
-    let x = inputs(input, 3);
-    let full = net.predict(&x).unwrap();
-    let width = if input == Input::Tokens { 1 } else { FEATURES };
-    // The output after each step, sample-major: every step's, or only the last one's.
-    let at = |from: usize, k: usize| match output {
-        RnnOutput::Sequence => steps_of(&full, VOCAB, from, k),
-        RnnOutput::Last => full.clone(),
-    };
+    let mut net = model(ctx, kind, STEPS);
+    let reference = Reference::new(&mut net, kind, STEPS);
     let mut stepper = net.stepper(BATCH).unwrap();
-    let mut from = 0;
-    for k in CALLS {
-        let got = stepper.step(&steps_of(&x, width, from, k)).unwrap();
-        from += k;
-        if output == RnnOutput::Sequence || from == STEPS {
-            assert_close(
-                &got,
-                &at(from - k, k),
-                &format!("{what}, steps {from}-{k}.."),
-            );
-        } else {
-            assert_eq!(got.len(), BATCH * VOCAB, "{what}: the last step's outputs");
-        }
-    }
+    reference.follow(&mut stepper, &CALLS, what);
     stepper.reset().unwrap();
-    for t in 0..STEPS {
-        let got = stepper.step(&steps_of(&x, width, t, 1)).unwrap();
-        if output == RnnOutput::Sequence || t + 1 == STEPS {
-            assert_close(&got, &at(t, 1), &format!("{what}, after a reset, step {t}"));
-        }
-    }
+    reference.follow(&mut stepper, &[1; STEPS], &format!("{what}, after a reset"));
     // One step a call: its first call ran op by op, the second (the fourth call) was recorded,
     // and the calls after the reset replay it; 2 and 3 steps a call ran once, op by op.
     let want = if records(target) {
@@ -172,13 +189,37 @@ target_tests!(stepper_matches_full_forward(named):
     hip_on_cuda_stepper_matches_full_forward => HipOnCuda,
 );
 
+/// More steps-per-call sizes than the stepper keeps buffers for: the least recently used go
+/// (one step a call among them, made again later), and the state moves with every change.
+fn many_shapes(target: Target, test: &str) {
+    const CALLS: [usize; 7] = [1, 2, 3, 4, 5, 1, 5];
+    for ctx in contexts(target, test) {
+        for cell in CELLS {
+            let kind = (cell, 2, Input::Tokens, RnnOutput::Sequence);
+            let steps = CALLS.iter().sum();
+            let mut net = model(&ctx, kind, steps);
+            let reference = Reference::new(&mut net, kind, steps);
+            let mut stepper = net.stepper(BATCH).unwrap();
+            reference.follow(&mut stepper, &CALLS, &format!("{} {cell:?}", ctx.id()));
+        }
+    }
+}
+
+target_tests!(many_shapes(named):
+    cpu_stepper_many_shapes => Cpu,
+    opencl_stepper_many_shapes => OpenCl,
+    cuda_stepper_many_shapes => Cuda,
+    hip_stepper_many_shapes => Hip,
+    hip_on_cuda_stepper_many_shapes => HipOnCuda,
+);
+
 /// The state read after some steps and set into a fresh stepper continues the sequence as the
 /// first stepper does; its layout is PyTorch's `[layers, batch, hidden]`.
 fn state_round_trip(target: Target, test: &str) {
     for ctx in contexts(target, test) {
         for cell in CELLS {
-            let mut net = model(&ctx, cell, 2, Input::Features, RnnOutput::Sequence);
-            let x = inputs(Input::Features, 5);
+            let mut net = model(&ctx, (cell, 2, Input::Features, RnnOutput::Sequence), STEPS);
+            let x = inputs(Input::Features, STEPS, 5);
             let full = net.predict(&x).unwrap();
             let mut a = net.stepper(BATCH).unwrap();
             a.step(&steps_of(&x, FEATURES, 0, 3)).unwrap();
@@ -307,13 +348,8 @@ fn stepper_rejects_bad_networks_and_input() {
         .unwrap();
     invalid_argument(dense.stepper(1).unwrap_err(), "no recurrent layer");
 
-    let net = model(
-        &ctx,
-        RecurrentCell::Lstm,
-        2,
-        Input::Tokens,
-        RnnOutput::Sequence,
-    );
+    let lstm = (RecurrentCell::Lstm, 2, Input::Tokens, RnnOutput::Sequence);
+    let net = model(&ctx, lstm, STEPS);
     invalid_argument(net.stepper(0).unwrap_err(), "batch");
     let mut s = net.stepper(2).unwrap();
     invalid_argument(s.step_ids(&[1, 2, 3]).unwrap_err(), "not whole steps");
@@ -322,13 +358,8 @@ fn stepper_rejects_bad_networks_and_input() {
     invalid_argument(s.step(&[1.0, 2.5]).unwrap_err(), "token id");
     invalid_argument(s.step(&[1.0, f32::NAN]).unwrap_err(), "finite");
 
-    let features = model(
-        &ctx,
-        RecurrentCell::Gru,
-        1,
-        Input::Features,
-        RnnOutput::Last,
-    );
+    let gru = (RecurrentCell::Gru, 1, Input::Features, RnnOutput::Last);
+    let features = model(&ctx, gru, STEPS);
     let mut f = features.stepper(1).unwrap();
     invalid_argument(f.step_ids(&[1]).unwrap_err(), "embedding");
 
