@@ -140,6 +140,9 @@ impl Network {
             replayed: 0,
         };
         stepper.activate(1)?;
+        // Fresh state buffers start at zero; the fill keeps that true whatever a workspace
+        // starts as.
+        stepper.reset()?;
         Ok(stepper)
     }
 }
