@@ -19,6 +19,7 @@ use crate::ops::Ops;
 use crate::ops::SeqShape;
 use crate::ops::{GruSequenceBackward, GruSequenceForward};
 
+use super::cell_state::{StateGradBufs, StateGradViews, StateViews};
 use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
 use super::recurrent::{CellStates, GateGrads, GateParams, HiddenSeq, RnnOutput};
@@ -44,6 +45,7 @@ pub(crate) struct GruWs {
     dgh: Buffer,
     /// `steps * batch x 4H`: `[r, z, n, gh_n]` of every step, written by the forward op.
     cache: Buffer,
+    state_grads: StateGradBufs,
 }
 
 impl Gru {
@@ -75,7 +77,25 @@ impl Gru {
             gx: ops.alloc(3 * n)?,
             dgh: ops.alloc(3 * n)?,
             cache: ops.alloc(cache)?,
+            state_grads: StateGradBufs::new(ops, block, false)?,
         })
+    }
+
+    /// Where the forward pass reads the initial state and leaves the final one.
+    pub fn state_views<'a>(&self, ws: &'a GruWs) -> Result<StateViews<'a>> {
+        let [h0, h_n] = ws.seq.ends()?;
+        Ok(StateViews {
+            h0,
+            h_n,
+            c0: None,
+            c_n: None,
+        })
+    }
+
+    /// The gradients for the final state (read) and the initial state (written) of a backward
+    /// pass with [`Flat::state_grads`].
+    pub fn state_grad_views<'a>(&self, ws: &'a GruWs) -> StateGradViews<'a> {
+        ws.state_grads.views()
     }
 
     pub fn output<'a>(&self, ws: &'a GruWs) -> Result<View<'a>> {

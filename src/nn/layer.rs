@@ -5,6 +5,7 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::{Activation, Ops};
 
+use super::cell_state::{StateGradViews, StateViews};
 use super::dense::{Dense, DenseWs};
 use super::dropout::{Dropout, DropoutWs};
 use super::embedding::{Embedding, EmbeddingWs};
@@ -31,6 +32,10 @@ pub(crate) struct Flat<'a> {
     /// The device-side random state ([`crate::ops::RNG_STATE_LEN`]) while training; `None`
     /// in evaluation and prediction, where dropout is the identity.
     pub rng: Option<View<'a>>,
+    /// A backward pass that also adds each recurrent cell's final-state gradient and writes the
+    /// gradient for its initial state ([`super::cell_state::StateGradViews`]); false keeps the
+    /// plain pass and its cost.
+    pub state_grads: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -308,6 +313,29 @@ impl Layer {
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, input),
             (Layer::Embedding(e), LayerWs::Embedding(w)) => e.backward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
+        }
+    }
+
+    /// The state of every recurrent cell of this layer in PyTorch's `h_0`/`h_n` order (index
+    /// `layer * directions + direction`); empty for the other layers.
+    pub fn state_views<'a>(&self, ws: &'a LayerWs) -> Result<Vec<StateViews<'a>>> {
+        match (self, ws) {
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => Ok(vec![r.state_views(w)?]),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => Ok(vec![l.state_views(w)?]),
+            (Layer::Gru(g), LayerWs::Gru(w)) => Ok(vec![g.state_views(w)?]),
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.state_views(w),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The state gradients of every recurrent cell, in the order of [`Layer::state_views`].
+    pub fn state_grad_views<'a>(&self, ws: &'a LayerWs) -> Vec<StateGradViews<'a>> {
+        match (self, ws) {
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => vec![r.state_grad_views(w)],
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => vec![l.state_grad_views(w)],
+            (Layer::Gru(g), LayerWs::Gru(w)) => vec![g.state_grad_views(w)],
+            (Layer::Stack(s), LayerWs::Stack(w)) => s.state_grad_views(w),
+            _ => Vec::new(),
         }
     }
 }

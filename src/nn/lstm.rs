@@ -17,6 +17,7 @@ use crate::ops::Ops;
 use crate::ops::SeqShape;
 use crate::ops::{LstmSequenceBackward, LstmSequenceForward};
 
+use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
 use super::recurrent::{CellStates, GateGrads, GateParams, HiddenSeq, RnnOutput, StateBlocks};
@@ -43,6 +44,7 @@ pub(crate) struct LstmWs {
     /// Gradient w.r.t. the gate pre-activations of every step, so the weight and bias
     /// gradients of all steps are single GEMMs / reductions.
     dgates: Buffer,
+    state_grads: StateGradBufs,
 }
 
 impl Lstm {
@@ -75,7 +77,26 @@ impl Lstm {
             cs,
             gates: ops.alloc(g)?,
             dgates: ops.alloc(g)?,
+            state_grads: StateGradBufs::new(ops, block, true)?,
         })
+    }
+
+    /// Where the forward pass reads the initial state and leaves the final one.
+    pub fn state_views<'a>(&self, ws: &'a LstmWs) -> Result<StateViews<'a>> {
+        let [h0, h_n] = ws.seq.ends()?;
+        let [c0, c_n] = first_and_last(&ws.cs, self.steps, ws.seq.block())?;
+        Ok(StateViews {
+            h0,
+            h_n,
+            c0: Some(c0),
+            c_n: Some(c_n),
+        })
+    }
+
+    /// The gradients for the final state (read) and the initial state (written) of a backward
+    /// pass with [`Flat::state_grads`].
+    pub fn state_grad_views<'a>(&self, ws: &'a LstmWs) -> StateGradViews<'a> {
+        ws.state_grads.views()
     }
 
     pub fn output<'a>(&self, ws: &'a LstmWs) -> Result<View<'a>> {

@@ -37,6 +37,7 @@
 //! ```
 
 mod builder;
+mod cell_state;
 mod checkpoint;
 mod config;
 mod corpus;

@@ -6,6 +6,7 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::{Gemm, Ops, RecurrentWeights, zeros};
 
+use super::cell_state::first_and_last;
 use super::layer::Flat;
 use super::params::{ParamLayout, ParamRef};
 use super::size;
@@ -197,6 +198,11 @@ impl HiddenSeq {
     /// The gradients reaching every `h_t` from above, `steps * batch x hidden`.
     pub fn grads(&self) -> View<'_> {
         self.dh.view()
+    }
+
+    /// The initial state (block 0) and the final state (block `steps`).
+    pub fn ends(&self) -> Result<[View<'_>; 2]> {
+        first_and_last(&self.hs, self.steps, self.block())
     }
 
     pub fn output(&self, mode: RnnOutput) -> Result<View<'_>> {

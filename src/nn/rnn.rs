@@ -10,6 +10,7 @@ use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm, Ops, zeros};
 use crate::ops::{RnnSequenceBackward, RnnSequenceForward};
 
+use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
 use super::params::{ParamLayout, ParamRef};
 use super::recurrent::{CellStates, GateParams, RnnOutput, StateBlocks};
@@ -41,6 +42,7 @@ pub(crate) struct RnnWs {
     /// or the last block (`Last`). The steps only read it (the recurrent part travels through
     /// `dpre`), so with `Last` the other blocks stay the zeros they start as.
     dh: Buffer,
+    state_grads: StateGradBufs,
 }
 
 impl RnnWs {
@@ -93,7 +95,25 @@ impl Rnn {
             pre: ops.alloc(seq)?,
             dpre: ops.alloc(seq)?,
             dh: zeros(ops, seq)?,
+            state_grads: StateGradBufs::new(ops, block, false)?,
         })
+    }
+
+    /// Where the forward pass reads the initial state and leaves the final one.
+    pub fn state_views<'a>(&self, ws: &'a RnnWs) -> Result<StateViews<'a>> {
+        let [h0, h_n] = first_and_last(&ws.hs, self.steps, ws.block(self.hidden))?;
+        Ok(StateViews {
+            h0,
+            h_n,
+            c0: None,
+            c_n: None,
+        })
+    }
+
+    /// The gradients for the final state (read) and the initial state (written) of a backward
+    /// pass with [`Flat::state_grads`].
+    pub fn state_grad_views<'a>(&self, ws: &'a RnnWs) -> StateGradViews<'a> {
+        ws.state_grads.views()
     }
 
     pub fn output<'a>(&self, ws: &'a RnnWs) -> Result<View<'a>> {

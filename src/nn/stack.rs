@@ -15,6 +15,7 @@ use crate::error::Result;
 use crate::ops::IndexedRows;
 use crate::ops::{Activation, DropoutMask, Ops, TypedMemory};
 
+use super::cell_state::{StateGradViews, StateViews};
 use super::gru::Gru;
 use super::layer::{Flat, Layer, LayerInput, LayerWs};
 use super::lstm::Lstm;
@@ -381,6 +382,23 @@ impl Stack {
             ),
             None => f.ops.copy(src, dst),
         }
+    }
+
+    /// Every cell's state, index `layer * directions + direction` (PyTorch's `h_0` order).
+    pub fn state_views<'a>(&self, ws: &'a StackWs) -> Result<Vec<StateViews<'a>>> {
+        let mut out = Vec::new();
+        for (level, lws) in self.cells.iter().zip(&ws.cells) {
+            for (c, w) in level.iter().zip(lws) {
+                out.extend(c.state_views(w)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every cell's state gradients, in the order of [`Stack::state_views`].
+    pub fn state_grad_views<'a>(&self, ws: &'a StackWs) -> Vec<StateGradViews<'a>> {
+        let cells = self.cells.iter().flatten().zip(ws.cells.iter().flatten());
+        cells.flat_map(|(c, w)| c.state_grad_views(w)).collect()
     }
 
     pub fn output<'a>(&self, ws: &'a StackWs) -> Result<View<'a>> {

@@ -81,6 +81,7 @@ impl Network {
             params: &self.params,
             grads: &self.grads,
             rng: None,
+            state_grads: false,
         }
     }
 
