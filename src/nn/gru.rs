@@ -22,7 +22,7 @@ use crate::ops::{GruSequenceBackward, GruSequenceForward};
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews};
 use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
-use super::recurrent::{CellStates, GateGrads, GateParams, HiddenSeq, RnnOutput};
+use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
 use super::size;
 
 /// A GRU layer.
@@ -104,14 +104,6 @@ impl Gru {
 
     pub fn grad_output<'a>(&self, ws: &'a GruWs) -> Result<View<'a>> {
         ws.seq.grad_output(self.output)
-    }
-
-    /// The initial and final blocks of the hidden state in `ws`.
-    pub fn state_blocks<'a>(&self, ws: &'a GruWs) -> Result<CellStates<'a>> {
-        Ok(CellStates {
-            h: ws.seq.state_blocks()?,
-            c: None,
-        })
     }
 
     /// `x` is time-major, `steps * batch x inputs`.

@@ -20,7 +20,7 @@ use crate::ops::{LstmSequenceBackward, LstmSequenceForward};
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
-use super::recurrent::{CellStates, GateGrads, GateParams, HiddenSeq, RnnOutput, StateBlocks};
+use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
 use super::size;
 
 /// An LSTM layer.
@@ -105,14 +105,6 @@ impl Lstm {
 
     pub fn grad_output<'a>(&self, ws: &'a LstmWs) -> Result<View<'a>> {
         ws.seq.grad_output(self.output)
-    }
-
-    /// The initial and final blocks of the hidden and the cell state in `ws`.
-    pub fn state_blocks<'a>(&self, ws: &'a LstmWs) -> Result<CellStates<'a>> {
-        Ok(CellStates {
-            h: ws.seq.state_blocks()?,
-            c: Some(StateBlocks::of(&ws.cs, self.steps, ws.seq.block())?),
-        })
     }
 
     /// `x` is time-major, `steps * batch x inputs`.

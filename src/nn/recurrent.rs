@@ -218,32 +218,4 @@ impl HiddenSeq {
             RnnOutput::Last => self.dh.slice((self.steps - 1) * self.block(), self.block()),
         }
     }
-
-    /// The initial and the final hidden-state block.
-    pub fn state_blocks(&self) -> Result<StateBlocks<'_>> {
-        StateBlocks::of(&self.hs, self.steps, self.block())
-    }
-}
-
-/// Two `batch x hidden` blocks of a `(steps + 1)`-block state buffer: block 0, the state a
-/// forward pass starts from, and block `steps`, the state it ends with.
-pub(crate) struct StateBlocks<'a> {
-    pub initial: View<'a>,
-    pub last: View<'a>,
-}
-
-impl<'a> StateBlocks<'a> {
-    pub fn of(states: &'a Buffer, steps: usize, block: usize) -> Result<Self> {
-        Ok(StateBlocks {
-            initial: states.slice(0, block)?,
-            last: states.slice(steps * block, block)?,
-        })
-    }
-}
-
-/// The state blocks of one Elman, LSTM or GRU cell's workspace: the hidden state, and the cell
-/// state of an LSTM.
-pub(crate) struct CellStates<'a> {
-    pub h: StateBlocks<'a>,
-    pub c: Option<StateBlocks<'a>>,
 }

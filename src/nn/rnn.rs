@@ -13,7 +13,7 @@ use crate::ops::{RnnSequenceBackward, RnnSequenceForward};
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
 use super::params::{ParamLayout, ParamRef};
-use super::recurrent::{CellStates, GateParams, RnnOutput, StateBlocks};
+use super::recurrent::{GateParams, RnnOutput};
 use super::size;
 
 /// An Elman recurrent layer (one direction, one layer, zero initial state).
@@ -130,15 +130,6 @@ impl Rnn {
             RnnOutput::Sequence => Ok(ws.dh.view()),
             RnnOutput::Last => ws.dh.slice((self.steps - 1) * block, block),
         }
-    }
-
-    /// The initial and final blocks of the hidden state in `ws`.
-    pub fn state_blocks<'a>(&self, ws: &'a RnnWs) -> Result<CellStates<'a>> {
-        let block = ws.block(self.hidden);
-        Ok(CellStates {
-            h: StateBlocks::of(&ws.hs, self.steps, block)?,
-            c: None,
-        })
     }
 
     /// `x` is time-major, `steps * batch x inputs`.

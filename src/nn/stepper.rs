@@ -18,9 +18,10 @@ use crate::buffer::{Buffer, View};
 use crate::error::{Error, Result};
 use crate::ops::{Ops, TypedMemory};
 
+use super::cell_state::StateViews;
 use super::layer::{Layer, LayerWs};
 use super::network::Network;
-use super::recurrent::{CellStates, RnnOutput};
+use super::recurrent::RnnOutput;
 use super::size;
 use super::stack::RecurrentCell;
 use super::step_graph::{Ran, StepGraphs};
@@ -223,12 +224,11 @@ fn returns_last(layer: &Layer) -> bool {
     output == RnnOutput::Last
 }
 
-/// The state blocks of a single cell's workspace.
-fn cell_states<'a>(layer: &Layer, ws: &'a LayerWs) -> Result<CellStates<'a>> {
-    match (layer, ws) {
-        (Layer::Rnn(r), LayerWs::Rnn(w)) => r.state_blocks(w),
-        (Layer::Lstm(l), LayerWs::Lstm(w)) => l.state_blocks(w),
-        (Layer::Gru(g), LayerWs::Gru(w)) => g.state_blocks(w),
+/// The state views of a single cell's workspace.
+fn cell_states<'a>(layer: &Layer, ws: &'a LayerWs) -> Result<StateViews<'a>> {
+    let views = layer.state_views(ws)?;
+    match views[..] {
+        [one] if !matches!(layer, Layer::Stack(_)) => Ok(one),
         _ => Err(Error::InvalidArgument(
             "stepper: a state group names a layer that is not a recurrent cell".into(),
         )),
@@ -261,7 +261,7 @@ impl StepShape {
         })
     }
 
-    fn cell(&self, i: usize) -> Result<CellStates<'_>> {
+    fn cell(&self, i: usize) -> Result<StateViews<'_>> {
         cell_states(&self.layers[i], &self.ws[i])
     }
 }
@@ -285,9 +285,9 @@ fn queue_step(
     }
     for i in groups.iter().flat_map(|g| g.cells.clone()) {
         let s = cell_states(&layers[i], &ws[i])?;
-        f.ops.copy(s.h.last, s.h.initial)?;
-        if let Some(c) = s.c {
-            f.ops.copy(c.last, c.initial)?;
+        f.ops.copy(s.h_n, s.h0)?;
+        if let (Some(c_n), Some(c0)) = (s.c_n, s.c0) {
+            f.ops.copy(c_n, c0)?;
         }
     }
     Ok(())
@@ -327,9 +327,9 @@ impl Stepper<'_> {
         let dst = self.shapes.get(&to).ok_or_else(|| gone(to))?;
         for i in self.groups.iter().flat_map(|g| g.cells.clone()) {
             let (a, b) = (from.cell(i)?, dst.cell(i)?);
-            ops.copy(a.h.initial, b.h.initial)?;
-            if let (Some(ca), Some(cb)) = (a.c, b.c) {
-                ops.copy(ca.initial, cb.initial)?;
+            ops.copy(a.h0, b.h0)?;
+            if let (Some(ca), Some(cb)) = (a.c0, b.c0) {
+                ops.copy(ca, cb)?;
             }
         }
         self.active = to;
@@ -451,9 +451,9 @@ impl Stepper<'_> {
         let shape = self.active_shape()?;
         for i in self.groups.iter().flat_map(|g| g.cells.clone()) {
             let s = shape.cell(i)?;
-            ops.fill(s.h.initial, 0.0)?;
-            if let Some(c) = s.c {
-                ops.fill(c.initial, 0.0)?;
+            ops.fill(s.h0, 0.0)?;
+            if let Some(c0) = s.c0 {
+                ops.fill(c0, 0.0)?;
             }
         }
         Ok(())
@@ -478,9 +478,9 @@ impl Stepper<'_> {
             for (level, i) in g.cells.clone().enumerate() {
                 let s = shape.cell(i)?;
                 let at = level * block..(level + 1) * block;
-                ops.download(s.h.initial, &mut h[at.clone()])?;
-                if let (Some(c), Some(cs)) = (c.as_mut(), s.c) {
-                    ops.download(cs.initial, &mut c[at])?;
+                ops.download(s.h0, &mut h[at.clone()])?;
+                if let (Some(c), Some(c0)) = (c.as_mut(), s.c0) {
+                    ops.download(c0, &mut c[at])?;
                 }
             }
             out.push(StepState {
@@ -513,9 +513,9 @@ impl Stepper<'_> {
             for (level, i) in g.cells.clone().enumerate() {
                 let blocks = shape.cell(i)?;
                 let at = level * block..(level + 1) * block;
-                ops.upload(blocks.h.initial, &s.h[at.clone()])?;
-                if let (Some(c), Some(cs)) = (&s.c, blocks.c) {
-                    ops.upload(cs.initial, &c[at])?;
+                ops.upload(blocks.h0, &s.h[at.clone()])?;
+                if let (Some(c), Some(c0)) = (&s.c, blocks.c0) {
+                    ops.upload(c0, &c[at])?;
                 }
             }
         }
