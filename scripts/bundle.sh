@@ -25,6 +25,8 @@ cp "$(bench_exe cold_start)" .gpu-bundle/bin/cold_start && strip .gpu-bundle/bin
 cp "$(bench_exe recurrent_grid)" .gpu-bundle/bin/recurrent_grid && strip .gpu-bundle/bin/recurrent_grid
 # A training step from memory against one from a DataStream (scripts/gpu-machine.sh stream).
 cp "$(bench_exe stream)" .gpu-bundle/bin/stream && strip .gpu-bundle/bin/stream
+# Tokens/s of a Stepper against the window re-run (scripts/gpu-machine.sh generate).
+cp "$(bench_exe generate)" .gpu-bundle/bin/generate && strip .gpu-bundle/bin/generate
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
 # The grid, PyTorch's side of it and the table script.
 cp benches/recurrent_grid.points scripts/recurrent_grid.py scripts/recurrent_grid_table.py .gpu-bundle/
@@ -37,4 +39,4 @@ fi
 bash tests/hip-shim/build.sh .gpu-bundle/hipshim
 strip --strip-unneeded .gpu-bundle/hipshim/rocm*/libamdhip64.so .gpu-bundle/hipshim/selftest
 tar -C .gpu-bundle -cJf .gpu-bundle/bin.tar.xz bin && rm -rf .gpu-bundle/bin
-echo "bundle: + workloads, cold_start, recurrent_grid, stream, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"
+echo "bundle: + workloads, cold_start, recurrent_grid, stream, generate, hipshim, pytorch_reference.py ($(du -sm .gpu-bundle | cut -f1) MiB)"

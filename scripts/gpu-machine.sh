@@ -15,6 +15,11 @@
 #   bash scripts/gpu-machine.sh cold-start    (not in all: time to context, first training step and
 #                                              the whole example, empty and warm kernel cache, on
 #                                              cuda:0, NVIDIA OpenCL and HIP through the shim)
+#   bash scripts/gpu-machine.sh generate      (not in all: tokens/s of char_lstm's model drawn with
+#                                              a Stepper and by the window re-run, on cuda:0 and
+#                                              NVIDIA OpenCL, next to PyTorch's nn.LSTM stepping
+#                                              a carried (h, c), into $OUT/generate.md; and
+#                                              char_lstm's stepper checked on cuda:0)
 # Logs go to $OUT. Backends required: cuda, opencl, and the HIP sources through NVRTC.
 # `profile` runs Nsight Compute over two training steps of each figure ($PROFILE_FIGURES) and
 # writes $OUT/ncu-<figure>.csv and $OUT/roofline.md. `profile-opencl` times the same steps on the
@@ -109,6 +114,33 @@ for what in "${@:-all}"; do
             | grep -E "^device|stream" | tail -n 8 | tee -a "$OUT/stream.log"
         done
       done ;;&
+    generate)
+      # Not in `all`: benches/generate.rs (a Stepper, one token a call from the carried state,
+      # against re-running the 48-token window; hidden 128 and 512, batch 1 and 32) on cuda:0
+      # and NVIDIA OpenCL, scripts/generate_reference.py (the same model in PyTorch, eager and
+      # its step as a CUDA graph), the table of both, then char_lstm on cuda:0, whose stepper
+      # must draw the window re-run's characters while the context fits the window. The
+      # step_graph lines show each shape of step recorded once as a CUDA graph.
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      step "generation: rnn on cuda:0 (stepper and window re-run)"
+      RUST_LOG=warn,rnn::nn::step_graph=debug bash $run exec generate --device cuda:0 2>&1 \
+        | cut -c1-200 | tee "$OUT/generate-rnn-cuda.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! generate on cuda:0 failed"; status=1; }
+      if [ -n "$ocl" ]; then
+        step "generation: rnn on NVIDIA OpenCL ($ocl)"
+        bash $run exec generate --device "$ocl" 2>&1 | tee "$OUT/generate-rnn-opencl.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! generate on $ocl failed"; status=1; }
+      else
+        echo "!!! no NVIDIA OpenCL device"; status=1
+      fi
+      step "generation: PyTorch cuda (eager and CUDA graph)"
+      python3 scripts/generate_reference.py cuda 2>&1 | tee "$OUT/generate-torch.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! generate_reference.py failed"; status=1; }
+      python3 scripts/generate_reference.py table "$OUT/generate-rnn-cuda.log" \
+        "$OUT/generate-torch.log" | tee "$OUT/generate.md"
+      step "char_lstm on cuda:0 (3 epochs): the stepper against the window re-run"
+      bash $run exec char_lstm --device cuda:0 --epochs 3 2>&1 | tail -n 8 | tee "$OUT/generate-char-lstm.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! char_lstm on cuda:0 failed"; status=1; } ;;&
     bench-opencl|all)
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
       step "benchmarks: rnn on NVIDIA OpenCL ($ocl)"

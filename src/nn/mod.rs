@@ -77,6 +77,7 @@ mod source;
 mod stack;
 mod state;
 mod step_graph;
+mod stepper;
 mod strategy;
 mod stream_batches;
 mod stream_feed;
@@ -115,5 +116,6 @@ pub use source::{
 };
 pub use stack::{RecurrentCell, RecurrentOptions};
 pub use state::{LayerState, RecurrentState};
+pub use stepper::{StepState, Stepper};
 pub use train::{EpochCallback, format_epoch};
 pub use trainer::Trainer;

@@ -234,6 +234,11 @@ impl Stack {
         }
     }
 
+    /// The cells, `[layer][direction]`.
+    pub fn cells(&self) -> &[Vec<Layer>] {
+        &self.cells
+    }
+
     /// True when training draws dropout masks between the levels.
     pub fn uses_rng(&self) -> bool {
         self.has_dropout()

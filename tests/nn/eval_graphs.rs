@@ -20,7 +20,7 @@ const CALLS: u64 = 3;
 
 /// Whether this target records graphs here (every CUDA and HIP runtime the crate supports can),
 /// unless `RNN_GRAPHS` turns them off.
-fn records(t: Target) -> bool {
+pub(crate) fn records(t: Target) -> bool {
     let env_off = std::env::var("RNN_GRAPHS").is_ok_and(|v| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),

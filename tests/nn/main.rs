@@ -45,6 +45,7 @@ mod replicas;
 mod robust;
 mod stacked;
 mod state;
+mod stepper;
 mod stream;
 mod tbptt;
 mod train;
