@@ -285,7 +285,8 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
                                       __global const float* w_hh_base, ulong w_hh_off,
                                       __global float* dgates_base, ulong dgates_off,
                                       __global float* carry_base, ulong carry_off, uint steps,
-                                      uint batch, uint hidden, __local float* smem) {
+                                      uint batch, uint hidden, uint carry_in,
+                                      __local float* smem) {
     __global const float* dh = dh_base + dh_off;
     __global const float* gates = gates_base + gates_off;
     __global const float* cs = cs_base + cs_off;
@@ -299,7 +300,8 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
     ulong H = hidden;
     ulong block = (ulong)batch * H;
     ulong ga = (c.at - c.j) * 4 + c.j;
-    float dc = 0.0f;
+    // dc_n from the caller where carry_in (kernels-cu/small_seq.cu).
+    float dc = c.store && carry_in ? carry[c.at] : 0.0f;
     for (uint s = 0; s < steps; s++) {
         uint step = steps - 1 - s;
         __global const float* gr = gates + (ulong)step * 4 * block + ga;

@@ -343,13 +343,14 @@ extern "C" __global__ void __launch_bounds__(1024)
 }
 
 // lstm_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgates[t + 1] W_hh
-// (absent at t = steps - 1); dgates[t] and carry = dc_t f_t by RNN_LSTM_UNIT_BACKWARD.
+// (absent at t = steps - 1); dgates[t] and carry = dc_t f_t by RNN_LSTM_UNIT_BACKWARD; carry
+// read first when carry_in, as there.
 extern "C" __global__ void __launch_bounds__(1024)
     lstm_seq_backward_local(const float* dh_base, u64 dh_off, const float* gates_base,
                             u64 gates_off, const float* cs_base, u64 cs_off,
                             const float* w_hh_base, u64 w_hh_off, float* dgates_base,
                             u64 dgates_off, float* carry_base, u64 carry_off, uint steps,
-                            uint batch, uint hidden) {
+                            uint batch, uint hidden, uint carry_in) {
     const float* dh = dh_base + dh_off;
     const float* gates = gates_base + gates_off;
     const float* cs = cs_base + cs_off;
@@ -362,7 +363,9 @@ extern "C" __global__ void __launch_bounds__(1024)
     const u64 H = hidden;
     const u64 block = (u64)batch * H;
     const u64 ga = (c.at - c.j) * 4 + c.j;
-    float dc = 0.0f;
+    // The gradient reaching the last cell state from outside (dc_n) where carry_in says the
+    // caller put it in `carry`, else zero.
+    float dc = c.store && carry_in ? carry[c.at] : 0.0f;
     for (uint s = 0; s < steps; ++s) {
         const uint step = steps - 1 - s;
         // Inputs of the forward, issued before the products.

@@ -130,7 +130,11 @@ impl<D: Device> GpuOps<D> {
             };
             let tail: &[&View<'_>] = if k.forward { &[] } else { &[&carry] };
             let all: Vec<&View<'_>> = bufs.iter().chain(tail).copied().collect();
-            if self.block_local(k.entry, &all, shape, |args| args)? {
+            let carry_in = |args: Args| match k.carry_in {
+                Some(on) => args.u32(on as u32),
+                None => args,
+            };
+            if self.block_local(k.entry, &all, shape, carry_in)? {
                 return Ok(());
             }
             if self.seq_persistent_wanted(shape) && self.gated_persistent(k, bufs, tail, shape)? {
