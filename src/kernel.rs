@@ -261,14 +261,6 @@ impl OpFamily {
     /// to a file, without the other entries' kernels. `opencl`: the files are OpenCL C.
     pub(crate) fn modules(&self, prelude: &str, opencl: bool) -> Vec<OpModule> {
         let files = concatenate(self.files);
-        if opencl && WHOLE_ON_OPENCL.contains(&self.name) {
-            return vec![OpModule {
-                name: self.name,
-                family: self.name,
-                entries: Some(self.entries.concat()),
-                source: format!("{prelude}{files}"),
-            }];
-        }
         self.entries
             .concat()
             .into_iter()
@@ -281,12 +273,6 @@ impl OpFamily {
             .collect()
     }
 }
-
-/// OpenCL families built as one module rather than one per kernel. The GEMM family's sm_90a
-/// build (src/backend/opencl/sm90a.rs) retargets its PTX to sm_90a: a module holding
-/// `sgemm_wg64` alone, retargeted so, crashed NVIDIA's OpenCL driver (580.159, H100, a
-/// segmentation fault in `gpu_gemm_launches`), while the whole family builds and runs as before.
-pub(crate) const WHOLE_ON_OPENCL: &[&str] = &["gemm"];
 
 /// A dialect's whole op set as one translation unit: `headers`, then every family's files (what
 /// the compile tests and the kernel contract read).
