@@ -48,12 +48,7 @@ typedef struct { float4 a, b, c; } rnn_v3;
     }
 
 // Runs BODY with the activation code as the constant K, so each activation gets a loop of its
-// own instead of a switch per element. Unknown codes act as identity (act_forward's default). A
-// module built for one activation (RNN_ONLY_ACT, src/backend/gpu/modules.rs; its launches all
-// pass that code) has only that one's loop.
-#ifdef RNN_ONLY_ACT
-#define RNN_WITH_ACT(act, BODY) { const uint K = RNN_ONLY_ACT; BODY; }
-#else
+// own instead of a switch per element. Unknown codes act as identity (act_forward's default).
 #define RNN_WITH_ACT(act, BODY)                                      \
     switch (act) {                                                   \
     case ACT_RELU: { const uint K = ACT_RELU; BODY; } break;         \
@@ -63,4 +58,3 @@ typedef struct { float4 a, b, c; } rnn_v3;
     case ACT_LEAKY: { const uint K = ACT_LEAKY; BODY; } break;       \
     default: { const uint K = ACT_IDENTITY; BODY; } break;           \
     }
-#endif

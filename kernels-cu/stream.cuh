@@ -111,11 +111,7 @@ __device__ __forceinline__ void rnn_stream3(const float* a, const float* b, cons
 
 // Runs BODY with the activation code as the compile-time constant K, so each activation gets a
 // loop of its own instead of a switch per element. Unknown codes act as identity (act_forward's
-// default). A module built for one activation (RNN_ONLY_ACT, src/backend/gpu/modules.rs; its
-// launches all pass that code) has only that one's loop: a sixth of the code to compile.
-#ifdef RNN_ONLY_ACT
-#define RNN_WITH_ACT(act, BODY) { constexpr uint K = RNN_ONLY_ACT; BODY; }
-#else
+// default).
 #define RNN_WITH_ACT(act, BODY)                                        \
     switch (act) {                                                     \
         case ACT_RELU: { constexpr uint K = ACT_RELU; BODY; } break;       \
@@ -125,4 +121,3 @@ __device__ __forceinline__ void rnn_stream3(const float* a, const float* b, cons
         case ACT_LEAKY: { constexpr uint K = ACT_LEAKY; BODY; } break;     \
         default: { constexpr uint K = ACT_IDENTITY; BODY; } break;         \
     }
-#endif

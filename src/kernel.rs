@@ -6,8 +6,6 @@ use std::sync::Arc;
 
 use crate::buffer::View;
 
-mod split;
-
 /// The source language a GPU backend compiles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -239,38 +237,30 @@ pub(crate) mod family_entries {
     ];
 }
 
-/// One module of the built-in op set as a device compiles it: the modules are compiled, cached
-/// and loaded independently, each on the first launch of its kernel.
+/// One module of the built-in op set as a device compiles it: the families are compiled, cached
+/// and loaded independently, each on the first launch of one of its kernels.
 #[derive(Debug, Clone)]
 pub struct OpModule {
-    /// The module's name: its kernel's entry point (`fill`, `sgemm_tc128`, ...), or `op_set`.
+    /// The family's name (`elementwise`, `gemm_tc`, ...).
     pub name: &'static str,
-    /// The family the module's kernel belongs to (`elementwise`, `gemm_tc`, ...).
-    pub family: &'static str,
     /// The entry points the module defines; `None`: every built-in entry (a device that builds
     /// its op set as one module).
     pub entries: Option<Vec<&'static str>>,
-    /// The complete translation unit: the dialect's shared headers, then the family's files
-    /// with every kernel but the module's cut out.
+    /// The complete translation unit: the dialect's shared headers, then the family's files.
     pub source: String,
 }
 
 impl OpFamily {
-    /// This family's modules, one per entry point: `prelude` (defines and shared headers),
-    /// then its files, each after a `// ---- path` line so that compiler messages can be traced
-    /// to a file, without the other entries' kernels. `opencl`: the files are OpenCL C.
-    pub(crate) fn modules(&self, prelude: &str, opencl: bool) -> Vec<OpModule> {
-        let files = concatenate(self.files);
-        self.entries
-            .concat()
-            .into_iter()
-            .map(|entry| OpModule {
-                name: entry,
-                family: self.name,
-                entries: Some(vec![entry]),
-                source: format!("{prelude}{}", split::keep_only(&files, entry, opencl)),
-            })
-            .collect()
+    /// This family's module: `prelude` (defines and shared headers), then its files, each after
+    /// a `// ---- path` line so that compiler messages can be traced to a file.
+    pub(crate) fn module(&self, prelude: &str) -> OpModule {
+        let mut source = String::from(prelude);
+        source.push_str(&concatenate(self.files));
+        OpModule {
+            name: self.name,
+            entries: Some(self.entries.concat()),
+            source,
+        }
     }
 }
 

@@ -211,12 +211,12 @@ pub trait Device: Send + Sync + 'static {
     /// The complete built-in op-set translation unit this device compiles (docs/kernel-abi.md):
     /// the sources of its dialect, embedded at build time.
     fn op_set_source(&self) -> String;
-    /// The built-in op set as modules that compile independently, one per kernel, each with the
-    /// entries it defines: a context builds a module on the first launch of one of them. The default is one module of [`Device::op_set_source`] holding every entry.
+    /// The built-in op set as modules that compile independently, one per kernel family, each
+    /// with the entries it defines: a context builds a module on the first launch of one of
+    /// them. The default is one module of [`Device::op_set_source`] holding every entry.
     fn op_set_modules(&self) -> Vec<crate::kernel::OpModule> {
         vec![crate::kernel::OpModule {
             name: "op_set",
-            family: "op_set",
             entries: None,
             source: self.op_set_source(),
         }]

@@ -198,13 +198,10 @@ pub fn op_set_source() -> String {
     whole_op_set(&HEADERS, &FAMILIES)
 }
 
-/// The op set as one module per kernel, family by family.
+/// The op set as one module per family.
 pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
-    FAMILIES
-        .iter()
-        .flat_map(|f| f.modules(&prelude, false))
-        .collect()
+    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
 }
 
 #[cfg(test)]

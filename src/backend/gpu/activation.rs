@@ -35,7 +35,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             .dims(&[rows, cols])
             .u32(act.code())
             .f32(act.param());
-        self.run_activated(op, act, self.streaming(n), args)
+        self.run(op, self.streaming(n), args)
     }
 
     fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
@@ -52,7 +52,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             .u32(n)
             .u32(act.code())
             .f32(act.param());
-        self.run_activated(op, act, self.streaming(x.len()), args)
+        self.run(op, self.streaming(x.len()), args)
     }
 
     fn act_backward(&self, dy: View<'_>, f: Activated<'_>, dz: View<'_>) -> Result<()> {
@@ -77,7 +77,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
             .u32(n32)
             .u32(act.code())
             .f32(act.param());
-        self.run_activated(op, act, self.streaming(n), args)
+        self.run(op, self.streaming(n), args)
     }
 
     fn bias_act_backward(&self, a: BiasActBackward<'_>) -> Result<()> {
@@ -151,7 +151,7 @@ impl<D: Device> ActivationOps for GpuOps<D> {
                 .u32(act.code())
                 .u32(quad as u32)
                 .f32(act.param());
-            self.run_activated(op, act, config, args)
+            self.run(op, config, args)
         })
     }
 }

@@ -55,7 +55,8 @@ impl<D: Device> LinalgOps for GpuOps<D> {
             return done;
         }
         // Building or loading the chosen kernel's module tells an OpenCL device whether its
-        // warpgroup kernel runs, which the choice depends on: choose again once it is built.
+        // GEMM module has the warpgroup kernel, which the choice depends on: choose again once
+        // it is built (every GEMM entry of that dialect is in the one module).
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         let mut module = self.module_for(kernel.entry)?;
         let settled = self.device.sgemm_kernel(g.m, g.n, g.k);

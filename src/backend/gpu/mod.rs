@@ -17,7 +17,6 @@ mod gemm_thin;
 mod launch;
 mod linalg;
 mod loss;
-mod module_plan;
 mod modules;
 mod norm;
 mod optim;
@@ -176,22 +175,6 @@ impl<D: Device> GpuOps<D> {
     /// Launches built-in kernel `entry`.
     fn run(&self, entry: &str, config: LaunchConfig, args: Args) -> Result<()> {
         let module = self.module_for(entry)?;
-        self.count_recorded();
-        self.device.launch(&module, entry, &config, args.as_slice())
-    }
-
-    /// Launches built-in kernel `entry` whose arguments hold activation `act`'s code: from
-    /// the module built for that activation alone where the op set has one.
-    fn run_activated(
-        &self,
-        entry: &str,
-        act: crate::ops::Activation,
-        config: LaunchConfig,
-        args: Args,
-    ) -> Result<()> {
-        let module = self
-            .op_set
-            .module_for_activation(entry, act.code(), || self.recording.lock().is_some())?;
         self.count_recorded();
         self.device.launch(&module, entry, &config, args.as_slice())
     }

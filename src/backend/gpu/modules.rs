@@ -1,13 +1,10 @@
-//! The built-in op set as independent modules, one per kernel
+//! The built-in op set as independent modules, one per kernel family
 //! ([`crate::backend::Device::op_set_modules`]): a launch compiles (or loads from the disk cache)
 //! only the module holding its entry, on first use; each module has its own lock, so concurrent
 //! first uses of one module compile it once and different modules compile at the same time.
 //! `warm_up` compiles every module on a few threads; a context may also prefetch them all in
-//! the background ([`PREFETCH`]), in the order a training run is likely to need them
-//! ([`LIKELY_ORDER`]): at once where builds run in parallel (NVRTC, hiprtc), one at a time once
-//! first uses have gone quiet where the driver builds one program at a time (OpenCL), so that
-//! the kernels a step launches are not queued behind others. Dropping the context stops the
-//! prefetch and waits for the modules it is compiling.
+//! the background as it is created ([`PREFETCH`]); dropping the context stops the prefetch and
+//! waits for the modules it is compiling.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,10 +19,6 @@ use crate::device::DeviceKind;
 use crate::env_switch::Switch;
 use crate::error::{Error, Result};
 use crate::kernel::OpModule;
-
-use super::module_plan::{
-    ACTIVATION_CODES, FirstUses, Pace, QUIET, QUIET_POLL, per_activation, prefetch_order,
-};
 
 /// `RNN_KERNEL_PREFETCH`: `1`/`on` makes every new context compile (or load) the op set's
 /// modules on background threads while it starts working, `0`/`off` leaves each to its first
@@ -77,8 +70,6 @@ pub(super) fn build<D: Device>(
 /// One module: its source and, once built, the loaded module.
 struct Slot<M> {
     name: &'static str,
-    /// The activation code a per-activation module is built for ([`PER_ACTIVATION`]).
-    activation: Option<u32>,
     source: String,
     /// Held while the module is built, so that it is built once.
     loaded: Mutex<Option<Arc<M>>>,
@@ -93,14 +84,8 @@ pub(super) struct OpSet<D: Device> {
     slots: Vec<Slot<D::Module>>,
     /// Entry point -> index in `slots`.
     by_entry: HashMap<&'static str, usize>,
-    /// (entry point, activation code) -> index in `slots`, for [`PER_ACTIVATION`]'s entries.
-    by_activation: HashMap<(&'static str, u32), usize>,
     /// The module of a device that builds its op set as one (`OpModule::entries` is `None`).
     catch_all: Option<usize>,
-    /// Module indices in the order a prefetch builds them ([`prefetch_order`]).
-    order: Vec<usize>,
-    /// First-use builds, which a [`Pace::WhenQuiet`] prefetch waits for.
-    first_uses: FirstUses,
     /// Set when the context is dropped: a prefetch starts no further module.
     stop: AtomicBool,
     /// The background prefetch threads, joined when the context is dropped.
@@ -113,12 +98,7 @@ pub(super) struct OpSet<D: Device> {
 impl<D: Device> OpSet<D> {
     /// The op set `device` compiles, as modules, none built yet.
     pub(super) fn new(device: Arc<D>) -> Result<Self> {
-        let modules = device.op_set_modules();
-        Self::with_modules(device, modules)
-    }
-
-    /// `modules` for `device`, none built yet.
-    fn with_modules(device: Arc<D>, modules: Vec<OpModule>) -> Result<Self> {
+        let modules: Vec<OpModule> = device.op_set_modules();
         let mut by_entry = HashMap::new();
         let mut catch_all = None;
         for (i, m) in modules.iter().enumerate() {
@@ -135,46 +115,18 @@ impl<D: Device> OpSet<D> {
                 }
             }
         }
-        let mut slots: Vec<Slot<D::Module>> = modules
+        let slots = modules
             .into_iter()
             .map(|m| Slot {
                 name: m.name,
-                activation: None,
                 source: m.source,
                 loaded: Mutex::new(None),
             })
             .collect();
-        // Each activation's module of the entries launched per activation; the module for all
-        // of them stays for a launch that does not say, and no prefetch builds it.
-        let mut by_activation = HashMap::new();
-        let mut all_activations = Vec::new();
-        for i in 0..slots.len() {
-            if !per_activation(slots[i].name, &slots[i].source) {
-                continue;
-            }
-            all_activations.push(i);
-            for code in ACTIVATION_CODES {
-                by_activation.insert((slots[i].name, code), slots.len());
-                slots.push(Slot {
-                    name: slots[i].name,
-                    activation: Some(code),
-                    source: format!("#define RNN_ONLY_ACT {code}u\n{}", slots[i].source),
-                    loaded: Mutex::new(None),
-                });
-            }
-        }
-        let names: Vec<&str> = slots.iter().map(|s| s.name).collect();
-        let order = prefetch_order(&names)
-            .into_iter()
-            .filter(|i| !all_activations.contains(i))
-            .collect();
         Ok(OpSet {
             slots,
             by_entry,
-            by_activation,
             catch_all,
-            order,
-            first_uses: FirstUses::default(),
             stop: AtomicBool::new(false),
             prefetchers: Mutex::new(Vec::new()),
             builds: AtomicUsize::new(0),
@@ -205,32 +157,10 @@ impl<D: Device> OpSet<D> {
         entry: &str,
         recording: impl FnOnce() -> bool,
     ) -> Result<Arc<D::Module>> {
-        self.module_at(self.index_of(entry)?, recording)
-    }
-
-    /// [`OpSet::module_for`] for a launch of `entry` with activation `code`: the module built
-    /// for that activation alone where `entry` is launched per activation on this device
-    /// ([`PER_ACTIVATION`]), else the one for all. Which one a launch takes depends only on
-    /// the entry, the code and the device's sources, never on what is built already.
-    pub(super) fn module_for_activation(
-        &self,
-        entry: &str,
-        code: u32,
-        recording: impl FnOnce() -> bool,
-    ) -> Result<Arc<D::Module>> {
-        let index = match self.by_activation.get(&(entry, code)) {
-            Some(&i) => i,
-            None => self.index_of(entry)?,
-        };
-        self.module_at(index, recording)
-    }
-
-    /// Module `index`, built on first use (see [`OpSet::module_for`]).
-    fn module_at(&self, index: usize, recording: impl FnOnce() -> bool) -> Result<Arc<D::Module>> {
+        let index = self.index_of(entry)?;
         if let Some(m) = self.slots[index].loaded.lock().as_ref() {
             return Ok(m.clone());
         }
-        let _first_use = self.first_uses.begin();
         if recording() {
             return std::thread::scope(|s| {
                 s.spawn(|| self.ensure(index))
@@ -252,11 +182,9 @@ impl<D: Device> OpSet<D> {
         let (module, compiled) = build(&*self.device, &slot.source, &[])?;
         self.builds.fetch_add(1, Ordering::Relaxed);
         log::debug!(
-            "{}: op-set module {}{} {} in {:.2} s",
+            "{}: op-set module {} {} in {:.2} s",
             self.device.info().id,
             slot.name,
-            slot.activation
-                .map_or(String::new(), |code| format!(" (activation {code})")),
             if compiled {
                 "compiled"
             } else {
@@ -269,18 +197,17 @@ impl<D: Device> OpSet<D> {
         Ok(module)
     }
 
-    /// Builds every module a launch may take (not the all-activations module of an entry
-    /// launched per activation) not yet built, on up to `threads` threads at once, in
-    /// [`prefetch_order`]; the first error (in module order) is returned once all have been
-    /// tried.
+    /// Builds every module not yet built, on up to `threads` threads at once; the first error
+    /// (in module order) is returned once all have been tried.
     pub(super) fn build_all(&self, threads: usize) -> Result<()> {
         let next = AtomicUsize::new(0);
         let errors: Mutex<Vec<(usize, Error)>> = Mutex::new(Vec::new());
         let work = || {
             loop {
-                let Some(&i) = self.order.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= self.slots.len() {
                     return;
-                };
+                }
                 if let Err(e) = self.ensure(i) {
                     errors.lock().push((i, e));
                 }
@@ -300,33 +227,23 @@ impl<D: Device> OpSet<D> {
         }
     }
 
-    /// Starts building every module on background threads (at most `threads`; one where the
-    /// device builds one program at a time, see [`Pace`]) in [`prefetch_order`], and returns at
+    /// Starts building every module on background threads (at most `threads`) and returns at
     /// once. The threads hold the set until they finish; [`OpSet::stop`] makes them start no
     /// further module and waits for them. A failed build is logged and left unbuilt: the first
     /// use builds it again and returns the error, with the compiler's full log.
     pub(super) fn prefetch(self: &Arc<Self>, threads: usize) {
-        let pace = Pace::of(self.device.dialect());
-        let threads = match pace {
-            Pace::AtOnce => threads.clamp(1, self.slots.len().max(1)),
-            Pace::WhenQuiet => 1,
-        };
         let next = Arc::new(AtomicUsize::new(0));
-        for _ in 0..threads {
+        for _ in 0..threads.clamp(1, self.slots.len().max(1)) {
             let set = self.clone();
             let next = next.clone();
             let spawned = std::thread::Builder::new()
                 .name("rnn-kernel-prefetch".into())
                 .spawn(move || {
                     while !set.stop.load(Ordering::Relaxed) {
-                        if pace == Pace::WhenQuiet && !set.first_uses.quiet_for(QUIET) {
-                            std::thread::sleep(QUIET_POLL);
-                            continue;
-                        }
-                        let at = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&i) = set.order.get(at) else {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= set.slots.len() {
                             return;
-                        };
+                        }
                         if let Err(e) = set.ensure(i) {
                             log::debug!(
                                 "{}: prefetching op-set module {} failed (its first use \
@@ -392,7 +309,6 @@ pub(super) fn build_threads() -> usize {
 #[cfg(all(test, feature = "cuda", feature = "opencl", feature = "hip"))]
 mod tests {
     use std::collections::BTreeSet;
-    use std::time::Duration;
 
     use super::*;
     use crate::backend::recording::{Imitate, RecordingDevice, signatures};
@@ -455,146 +371,14 @@ mod tests {
         }
     }
 
-    /// Each dialect's modules define one kernel each, the one they are named after and list,
-    /// read back from the module's source: every entry of the op set is in exactly one module.
-    #[test]
-    fn every_module_defines_exactly_its_own_kernel() {
-        use crate::backend::{cuda, hip, opencl};
-        let dialects = [
-            (
-                cuda::kernels::op_set_modules(),
-                cuda::kernels::op_set_source(),
-                false,
-            ),
-            (
-                hip::kernels::op_set_modules(),
-                hip::kernels::op_set_source(),
-                false,
-            ),
-            (
-                opencl::kernels::op_set_modules(""),
-                opencl::kernels::op_set_source(),
-                true,
-            ),
-        ];
-        for (modules, whole, opencl) in dialects {
-            let mut seen = BTreeSet::new();
-            for m in &modules {
-                let defined: Vec<String> = signatures::kernels(&m.source, opencl)
-                    .into_iter()
-                    .map(|s| s.entry)
-                    .collect();
-                assert_eq!(defined, [m.name], "module {} ({})", m.name, m.family);
-                assert_eq!(m.entries.as_deref(), Some(&[m.name][..]));
-                assert!(seen.insert(m.name), "{} is two modules", m.name);
-            }
-            let all: BTreeSet<String> = signatures::kernels(&whole, opencl)
-                .into_iter()
-                .map(|s| s.entry)
-                .collect();
-            assert_eq!(
-                seen.iter().map(|e| e.to_string()).collect::<BTreeSet<_>>(),
-                all
-            );
-        }
-    }
-
-    fn recording_device(dialect: Dialect) -> Arc<RecordingDevice> {
+    fn recording_set() -> OpSet<RecordingDevice> {
         let (device, _) = RecordingDevice::new(Imitate {
-            dialect,
+            dialect: Dialect::OpenCl,
             compute_units: 4,
             sgemm: Box::new(|_, _, _| crate::backend::SGEMM_TC64),
             co_resident: None,
         });
-        Arc::new(device)
-    }
-
-    fn recording_set() -> OpSet<RecordingDevice> {
-        OpSet::new(recording_device(Dialect::OpenCl)).unwrap()
-    }
-
-    /// The CUDA op set's modules on a device that reads kernels from sources.
-    fn per_kernel_set(dialect: Dialect) -> Arc<OpSet<RecordingDevice>> {
-        let modules = crate::backend::cuda::kernels::op_set_modules();
-        Arc::new(OpSet::with_modules(recording_device(dialect), modules).unwrap())
-    }
-
-    #[test]
-    fn a_first_use_builds_only_its_kernel_once_however_many_threads_ask() {
-        let set = per_kernel_set(Dialect::Cuda);
-        std::thread::scope(|s| {
-            for _ in 0..8 {
-                s.spawn(|| set.module_for("softmax", || false).unwrap());
-                s.spawn(|| set.module_for("adam_step", || false).unwrap());
-            }
-        });
-        assert_eq!(set.builds(), 2);
-        assert_eq!(set.built(), ["softmax", "adam_step"]);
-        set.module_for("softmax", || true).unwrap();
-        assert_eq!(set.builds(), 2);
-    }
-
-    #[test]
-    fn activations_have_modules_of_their_own_where_the_kernel_is_stamped_per_activation() {
-        let set = per_kernel_set(Dialect::Cuda);
-        let relu = set
-            .module_for_activation("bias_act_backward_product", 1, || false)
-            .unwrap();
-        let again = set
-            .module_for_activation("bias_act_backward_product", 1, || false)
-            .unwrap();
-        assert!(Arc::ptr_eq(&relu, &again));
-        set.module_for_activation("bias_act_backward_product", 3, || false)
-            .unwrap();
-        // An entry not launched per activation takes its one module.
-        set.module_for_activation("softmax", 1, || false).unwrap();
-        assert_eq!(set.builds(), 3);
-        let sources: Vec<&str> = set
-            .slots
-            .iter()
-            .filter(|s| s.loaded.lock().is_some())
-            .map(|s| s.source.as_str())
-            .collect();
-        // softmax's (in table order), then the activations' (after every table module).
-        assert!(!sources[0].contains("#define RNN_ONLY_ACT"));
-        assert!(sources[1].starts_with("#define RNN_ONLY_ACT 1u\n"));
-        assert!(sources[2].starts_with("#define RNN_ONLY_ACT 3u\n"));
-        // The module for every activation is never prefetched (no launch takes it), each
-        // activation's is.
-        let plain = set.index_of("bias_act_backward_product").unwrap();
-        assert!(!set.order.contains(&plain));
-        let variants = set
-            .order
-            .iter()
-            .filter(|&&i| set.slots[i].name == "bias_act_backward_product")
-            .count();
-        assert_eq!(variants, ACTIVATION_CODES.len());
-        // OpenCL's bias_act_backward reads its activation at run time: one module.
-        let cl = crate::backend::opencl::kernels::op_set_modules("");
-        let cl = OpSet::with_modules(recording_device(Dialect::OpenCl), cl).unwrap();
-        assert!(!cl.by_activation.contains_key(&("bias_act_backward", 1)));
-        assert!(cl.by_activation.contains_key(&("bias_act_forward", 1)));
-    }
-
-    #[test]
-    fn a_quiet_prefetch_waits_for_a_first_use_to_end() {
-        let set = per_kernel_set(Dialect::OpenCl);
-        set.prefetch(4);
-        std::thread::sleep(QUIET_POLL * 4);
-        assert_eq!(set.builds(), 0, "no first use yet: the prefetch waits");
-        set.module_for("fill", || false).unwrap();
-        let all = set.order.len();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while set.builds() < all && Instant::now() < deadline {
-            std::thread::sleep(QUIET_POLL);
-        }
-        set.stop();
-        assert_eq!(
-            set.builds(),
-            all,
-            "each module once, after the quiet period"
-        );
-        assert_eq!(Arc::strong_count(&set), 1);
+        OpSet::new(Arc::new(device)).unwrap()
     }
 
     #[test]

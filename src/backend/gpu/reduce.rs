@@ -62,7 +62,7 @@ impl<D: Device> GpuOps<D> {
                 .u32(quad as u32)
                 .f32(c.act.param())
                 .f32(c.beta);
-            self.run_activated("bias_act_backward", c.act, config, args)
+            self.run("bias_act_backward", config, args)
         })
     }
 

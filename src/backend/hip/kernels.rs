@@ -36,12 +36,12 @@ pub fn op_set_source() -> String {
     whole_op_set(&HEADERS, &cuda_kernels::FAMILIES)
 }
 
-/// The HIP op set as one module per kernel of the CUDA families, each for hiprtc.
+/// The HIP op set as one module per family (the CUDA families), each for hiprtc.
 pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
     cuda_kernels::FAMILIES
         .iter()
-        .flat_map(|f| f.modules(&prelude, false))
+        .map(|f| f.module(&prelude))
         .collect()
 }
 

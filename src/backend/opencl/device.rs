@@ -158,15 +158,16 @@ impl ClDevice {
 }
 
 impl ClDevice {
-    /// Keeps GEMMs off the warpgroup kernel unless its op-set module (`module`, built from
-    /// `binary`) has it in runnable form: PTX retargeted to sm_90a, no marked lines left. A
-    /// first step whose second failed (or a binary in another form) holds it inert, without
-    /// its MMAs. Other modules say nothing. The GEMM that first chooses the kernel builds its
-    /// module and chooses again (`gpu/linalg.rs`), so no product runs on it before this.
+    /// Keeps GEMMs off the warpgroup kernel unless the op set `module` (built from `binary`)
+    /// has it in runnable form: PTX retargeted to sm_90a, no marked lines left. Without
+    /// sm90a's define it lacks the kernel; a first step whose second failed (or a binary in
+    /// another form) holds it inert, without its MMAs. Other programs (no `sgemm_tc64`) say
+    /// nothing.
     fn note_warpgroup_kernel(&self, module: &ClModule, binary: &[u8]) {
         if self.warpgroup.load(Ordering::Relaxed)
-            && module.defines(super::sm90a::SGEMM_WG64.entry)
-            && !super::sm90a::is_retargeted(binary)
+            && module.defines(crate::backend::SGEMM_TC64.entry)
+            && !(module.defines(super::sm90a::SGEMM_WG64.entry)
+                && super::sm90a::is_retargeted(binary))
         {
             self.warpgroup.store(false, Ordering::Relaxed);
         }

@@ -155,11 +155,8 @@ pub(crate) fn op_set_source() -> String {
     whole_op_set(&HEADERS, &FAMILIES)
 }
 
-/// The op set as one module per kernel, family by family, each after `defines`.
+/// The op set as one module per family, each after `defines`.
 pub(crate) fn op_set_modules(defines: &str) -> Vec<OpModule> {
     let prelude = format!("{defines}{}", concatenate(&HEADERS));
-    FAMILIES
-        .iter()
-        .flat_map(|f| f.modules(&prelude, true))
-        .collect()
+    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
 }
