@@ -297,6 +297,12 @@ impl Network {
     ) -> Result<(f32, RecurrentState)> {
         self.check_data(data)?;
         let what = "compute_gradients_with_state";
+        if data.lengths().is_some() || data.ignore_index().is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: padded sequences and ignore_index are not supported with a given state \
+                 (the final state is taken after the last step of every sample)"
+            )));
+        }
         self.check_state(initial, data.len(), what)?;
         if let Some(g) = final_grad {
             self.check_state(g, data.len(), what)?;

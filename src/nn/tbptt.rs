@@ -75,9 +75,14 @@ impl Dataset {
 }
 
 impl Network {
-    /// Checks that the network can carry its recurrent state from batch to batch.
-    pub(crate) fn check_carry(&self) -> Result<()> {
+    /// Checks that the network can carry its recurrent state from batch to batch of `data`.
+    pub(crate) fn check_carry(&self, data: &Dataset) -> Result<()> {
         let bad = |m: &str| Err(Error::InvalidArgument(format!("carry_state: {m}")));
+        // A padded sample's state past its length is computed over padding, and the carry
+        // copies the state after the window's last step.
+        if data.lengths().is_some() {
+            return bad("padded sequences (Dataset::with_lengths) cannot carry their state");
+        }
         let mut recurrent = self.layers.iter().filter(|l| {
             matches!(
                 l,

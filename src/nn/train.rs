@@ -179,12 +179,12 @@ impl Network {
             );
         }
         if config.carry_state {
-            if !matches!(run.train, TrainData::Memory(_)) {
+            let TrainData::Memory(d) = run.train else {
                 return Err(Error::InvalidArgument(
                     "carry_state needs an in-memory Dataset laid out as streams".into(),
                 ));
-            }
-            self.check_carry()?;
+            };
+            self.check_carry(d)?;
         }
         let total_steps = (steps_per_epoch * config.epochs) as u64;
         strategy.share_parameters(self)?;

@@ -56,13 +56,13 @@ impl Network {
     pub fn trainer(&mut self, data: &Dataset, config: &TrainingConfig) -> Result<Trainer> {
         config.validate()?;
         self.check_data(data)?;
+        if config.carry_state {
+            self.check_carry(data)?;
+        }
         self.adopt_padding(data)?;
         let padding = self.padding;
         let data = self.upload(data)?;
         let batch = config.batch_size.min(data.n);
-        if config.carry_state {
-            self.check_carry()?;
-        }
         let pin = self.pin_workspace(batch)?;
         let ops = self.ctx.ops();
         // Dropout masks follow the training seed (uploaded once, before any step).

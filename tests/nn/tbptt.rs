@@ -188,6 +188,18 @@ fn carry_state_errors() {
         .unwrap();
     let e = dense.train(&data, &config(1, true)).unwrap_err();
     assert!(e.to_string().contains("no recurrent layer"), "{e}");
+    // Padded windows end at different steps: no state to carry past the padding.
+    let lengths: Vec<usize> = (0..data.len()).map(|i| 1 + i % WINDOW).collect();
+    let padded = data.with_lengths(&lengths).unwrap();
+    let e = net.train(&padded, &config(1, true)).unwrap_err();
+    assert!(e.to_string().contains("padded"), "{e}");
+    let e = net.trainer(&padded, &config(1, true)).unwrap_err();
+    assert!(e.to_string().contains("padded"), "{e}");
+    let initial = net.zero_state(padded.len());
+    let e = net
+        .compute_gradients_with_state(&padded, &initial, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("padded"), "{e}");
 }
 
 /// Carried training on `t`'s devices (training steps recorded as graphs where the device
