@@ -547,17 +547,10 @@ void lstm_seq_forward(__global float* gates_base, ulong gates_off, __global floa
             gq_forward_products(h_prev, 4, batch, hidden, tile * RQ_ROWS, ws, as, red);
             if (store) {
                 __local const float* p = red + r * (4 * PQ_UNITS) + u;
-                float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
-                float gf = rnn_sigmoid(p[PQ_UNITS] + x[1] + bias[1]);
-                float gg = tanh(p[2 * PQ_UNITS] + x[2] + bias[2]);
-                float go = rnn_sigmoid(p[3 * PQ_UNITS] + x[3] + bias[3]);
-                gr[0] = gi;
-                gr[H] = gf;
-                gr[2 * H] = gg;
-                gr[3 * H] = go;
-                float ct = gf * cp + gi * gg;
+                float ct, ht;
+                RNN_LSTM_UNIT_FORWARD(p, PQ_UNITS, x, bias, gr, H, cp, ct, ht);
                 c[at] = ct;
-                h[at] = go * tanh(ct);
+                h[at] = ht;
             }
         }
         if (t + 1 < steps) pq_row_barrier(counters);

@@ -261,16 +261,8 @@ __kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off
         bl_products(1, t, hidden, as, ws, red);
         if (c.store) {
             __local const float* p = red + c.r * t.gh + c.j;
-            float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
-            float gf = rnn_sigmoid(p[H] + x[1] + bias[1]);
-            float gg = tanh(p[2 * H] + x[2] + bias[2]);
-            float go = rnn_sigmoid(p[3 * H] + x[3] + bias[3]);
-            gr[0] = gi;
-            gr[H] = gf;
-            gr[2 * H] = gg;
-            gr[3 * H] = go;
-            cell = gf * cell + gi * gg;
-            float h = go * tanh(cell);
+            float h;
+            RNN_LSTM_UNIT_FORWARD(p, H, x, bias, gr, H, cell, cell, h);
             cs[(s + 1) * block + c.at] = cell;
             hs[(s + 1) * block + c.at] = h;
             as[c.r * t.hp + c.j] = h;

@@ -98,6 +98,25 @@ RNN_DEVICE_FN bool rnn_valid_index(unsigned int v, unsigned int n) {
         carry = (d) * (z);                                                \
     } while (0)
 
+// The LSTM forward of one unit (gates i, f, g, o): the pre-activations are the recurrent
+// products `p` (gate stride `ps`) plus the input side `x` and the summed biases `bias`; stores
+// the activated gates at `gr` with gate stride `H` (the backward reads them), the cell state
+// gf c_prev + gi gg in the lvalue `c_out` and the hidden state go tanh(c_out) in `h_out`. The
+// persistent and block-local LSTM forwards end in it.
+#define RNN_LSTM_UNIT_FORWARD(p, ps, x, bias, gr, H, c_prev, c_out, h_out)   \
+    do {                                                                   \
+        const float lstm_gi_ = rnn_sigmoid((p)[0] + (x)[0] + (bias)[0]);    \
+        const float lstm_gf_ = rnn_sigmoid((p)[(ps)] + (x)[1] + (bias)[1]); \
+        const float lstm_gg_ = RNN_TANH((p)[2 * (ps)] + (x)[2] + (bias)[2]); \
+        const float lstm_go_ = rnn_sigmoid((p)[3 * (ps)] + (x)[3] + (bias)[3]); \
+        (gr)[0] = lstm_gi_;                                                \
+        (gr)[(H)] = lstm_gf_;                                              \
+        (gr)[2 * (H)] = lstm_gg_;                                          \
+        (gr)[3 * (H)] = lstm_go_;                                          \
+        c_out = lstm_gf_ * (c_prev) + lstm_gi_ * lstm_gg_;                 \
+        h_out = lstm_go_ * RNN_TANH(c_out);                                \
+    } while (0)
+
 // The LSTM backward of one unit (gates i, f, g, o, activated), in the order of operations of
 // the CPU reference (src/backend/cpu/cells.rs): from `dc` (the gradient reaching c from the
 // next step), `dh` (the whole gradient reaching h), `tc` = tanh(c) and `c_prev`, stores the

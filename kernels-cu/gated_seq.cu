@@ -220,17 +220,10 @@ extern "C" __global__ void __launch_bounds__(512)
             gq_forward_products<4>(h_prev, batch, hidden, tile * GQ_ROWS, ws, as, red);
             if (store) {
                 const float* p = red + r * (4 * GQ_UNITS) + u;
-                const float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
-                const float gf = rnn_sigmoid(p[GQ_UNITS] + x[1] + bias[1]);
-                const float gg = tanhf(p[2 * GQ_UNITS] + x[2] + bias[2]);
-                const float go = rnn_sigmoid(p[3 * GQ_UNITS] + x[3] + bias[3]);
-                gr[0] = gi;
-                gr[H] = gf;
-                gr[2 * H] = gg;
-                gr[3 * H] = go;
-                const float ct = gf * cp + gi * gg;
+                float ct, ht;
+                RNN_LSTM_UNIT_FORWARD(p, GQ_UNITS, x, bias, gr, H, cp, ct, ht);
                 c[at] = ct;
-                h[at] = go * tanhf(ct);
+                h[at] = ht;
             }
             // The next tile restages `as` and rewrites `red`, which this one just read.
             __syncthreads();

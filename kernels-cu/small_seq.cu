@@ -324,16 +324,8 @@ extern "C" __global__ void __launch_bounds__(1024)
         bl_products<true>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float* p = m.red + c.r * t.gh + c.j;
-            const float gi = rnn_sigmoid(p[0] + x[0] + bias[0]);
-            const float gf = rnn_sigmoid(p[H] + x[1] + bias[1]);
-            const float gg = tanhf(p[2 * H] + x[2] + bias[2]);
-            const float go = rnn_sigmoid(p[3 * H] + x[3] + bias[3]);
-            gr[0] = gi;
-            gr[H] = gf;
-            gr[2 * H] = gg;
-            gr[3 * H] = go;
-            cell = gf * cell + gi * gg;
-            const float h = go * tanhf(cell);
+            float h;
+            RNN_LSTM_UNIT_FORWARD(p, H, x, bias, gr, H, cell, cell, h);
             cs[(s + 1) * block + c.at] = cell;
             hs[(s + 1) * block + c.at] = h;
             m.as[c.r * t.hp + c.j] = h;
