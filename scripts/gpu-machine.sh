@@ -111,7 +111,7 @@ for what in "${@:-all}"; do
           # The debug lines say, per epoch, how long the loop waited for batches and what
           # the reading and gathering threads achieved.
           RUST_LOG=rnn::nn::stream_feed=debug bash $run exec stream --device "$dev" --batch $batch 2>&1 \
-            | grep -E "^device|stream" | tail -n 8 | tee -a "$OUT/stream.log"
+            | grep -E "^device|stream" | tail -n 20 | tee -a "$OUT/stream.log"
         done
       done ;;&
     generate)
