@@ -4,11 +4,13 @@
 //! A reading thread reads each plan's windows in order (a window's shards in parallel, each
 //! straight into its part of one reused buffer, then checked) and hands each to a cutting
 //! thread, which gathers this rank's rows of every batch into a free block of the
-//! [`BlockPool`] (in parallel, a few dozen rows per task) and queues the full blocks. The
-//! reader works one window ahead of the cutter; plans queue up, so the next epoch's first
-//! window and batches are read while the current epoch ends. Host memory: two windows and
-//! the pool's blocks, all reused. The training thread only takes full blocks and queues their
-//! copies (`stream_feed.rs`).
+//! [`BlockPool`] and queues the full blocks in step order. Up to [`GATHER_AHEAD`] batches are
+//! gathered at once, each by a rayon task of its own that splits further across idle workers.
+//! The reader works one window ahead of the cutter; plans queue up, so the next epoch's first
+//! window and batches are read while the current epoch ends, and the first epoch's while the
+//! run sets up (`stream_feed.rs`). Host memory: two windows and the pool's blocks
+//! ([`host_blocks`]), all reused. The training thread only takes full blocks and queues their
+//! copies.
 
 use std::collections::VecDeque;
 use std::ops::Range;

@@ -8,7 +8,9 @@
 //! runs: the copy waits for the step that last read its slot (`k - 1`), and step `k + 1` waits
 //! for the copy, both on the device, not the host; the loop's thread only queues them. Across
 //! an epoch's end too: the next epoch's plan is queued at the start of an epoch, so its first
-//! batch is read, gathered and copied during this epoch's last step. Elsewhere each batch is
+//! window is read while this epoch's last window is trained on, and its first batch gathered
+//! and copied during this epoch's last step. The first epoch's plan is known before the run
+//! sets up ([`Feed::stream`]), and its reading starts then. Elsewhere each batch is
 //! uploaded just before its step: on the CPU that is a plain copy; on HIP a copy on the one
 //! stream (the HIP binding has no events or pinned allocations yet). The reading, shuffling
 //! and gathering overlap the device's work everywhere.
