@@ -198,6 +198,18 @@ struct Window {
     y: Vec<u32>,
 }
 
+/// Makes `v` `len` values long for a window to be read into. A buffer with room for them is
+/// reused (only an extension past its length is written); a new one comes zeroed from the
+/// allocator with its pages not yet touched, so that the reading threads fault them in as they
+/// write their parts, in parallel, rather than this thread all of them first with a fill pass.
+fn fit(v: &mut Vec<u32>, len: usize) {
+    if v.capacity() < len {
+        *v = vec![0; len];
+    } else {
+        v.resize(len, 0);
+    }
+}
+
 /// A read window and where it lies: window `index` of `plan`.
 struct Piece {
     plan: Arc<ShufflePlan>,
@@ -354,9 +366,8 @@ impl Producer {
         let lens = self.source.shard_lens();
         let (xv, yv) = self.convert.sample_values();
         let n: usize = shards.iter().map(|&s| lens[s as usize]).sum();
-        // Reused windows of the same size are not touched (no fill pass).
-        into.x.resize(n * xv, 0);
-        into.y.resize(n * yv, 0);
+        fit(&mut into.x, n * xv);
+        fit(&mut into.y, n * yv);
         let (mut x, mut y) = (into.x.as_mut_slice(), into.y.as_mut_slice());
         let mut parts = Vec::with_capacity(shards.len());
         for &s in shards {
