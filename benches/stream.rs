@@ -13,8 +13,9 @@
 //!
 //! Figures, the same quantity on both sides (the same steps of the same epochs, wall time):
 //! - `stream_step_us_*`: all epochs' wall time over all their steps (epoch boundaries
-//!   included: a stream's first window, the recording of the step graphs), with
-//!   `stream_over_memory` their ratio: the figure the 5% target is about;
+//!   included: the recording of the step graphs, the wait for a stream's first window where
+//!   set-up did not hide it), with `stream_over_memory` their ratio: the figure the 5% target
+//!   is about (the in-memory side uploads its data set before its first epoch, outside it);
 //! - `stream_steady_step_us_*`: the same over epochs 2 and later (`stream_steady_over_memory`);
 //! - `stream_call_step_us_*`: the whole `train` call over all steps, set-up included (the
 //!   data set's upload against the stream's pinned blocks and threads; `stream_call_over_memory`).
