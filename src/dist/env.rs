@@ -13,7 +13,9 @@ pub const DEFAULT_RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
 /// The rendezvous listens on `MASTER_PORT`, except under torchrun itself (which sets
 /// `TORCHELASTIC_RUN_ID` and keeps its own store on `MASTER_PORT`), where it uses
 /// `MASTER_PORT + 1`; `RNN_RENDEZVOUS_PORT` overrides both. `RNN_RENDEZVOUS_TIMEOUT`
-/// (seconds, default 300) bounds it.
+/// (seconds, default 300) bounds it. The run's id (`RNN_RUN_ID`, else torchrun's
+/// `TORCHELASTIC_RUN_ID`, else none) keeps a rank of another run that reaches the same port
+/// from being handed this run's communicator.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DistEnv {
     /// Global rank, `0..world_size`.
@@ -28,6 +30,9 @@ pub struct DistEnv {
     pub port: u16,
     /// Bound on the whole exchange.
     pub timeout: Duration,
+    /// What every process of this run shares and no other run does (see the type docs; empty
+    /// when unset): rank 0 refuses ranks with another.
+    pub run_id: String,
 }
 
 impl DistEnv {
@@ -96,6 +101,9 @@ impl DistEnv {
             }
             None => DEFAULT_RENDEZVOUS_TIMEOUT,
         };
+        let run_id = get("RNN_RUN_ID")
+            .or_else(|| get("TORCHELASTIC_RUN_ID"))
+            .unwrap_or_default();
         Ok(Some(DistEnv {
             rank,
             world_size,
@@ -103,6 +111,7 @@ impl DistEnv {
             master_addr,
             port: port as u16,
             timeout,
+            run_id,
         }))
     }
 }
@@ -141,14 +150,18 @@ mod tests {
         assert_eq!((e.rank, e.world_size, e.local_rank), (3, 4, 1));
         assert_eq!((e.master_addr.as_str(), e.port), ("node0", 29500));
         assert_eq!(e.timeout, DEFAULT_RENDEZVOUS_TIMEOUT);
+        assert_eq!(e.run_id, "");
         let mut under_torchrun = base.to_vec();
         under_torchrun.push(("TORCHELASTIC_RUN_ID", "none"));
         let e = DistEnv::from_vars(vars(&under_torchrun)).unwrap().unwrap();
         assert_eq!(e.port, 29501, "torchrun's own store keeps MASTER_PORT");
+        assert_eq!(e.run_id, "none");
         under_torchrun.push(("RNN_RENDEZVOUS_PORT", "4000"));
         under_torchrun.push(("RNN_RENDEZVOUS_TIMEOUT", "2.5"));
+        under_torchrun.push(("RNN_RUN_ID", "job-7"));
         let e = DistEnv::from_vars(vars(&under_torchrun)).unwrap().unwrap();
         assert_eq!((e.port, e.timeout), (4000, Duration::from_millis(2500)));
+        assert_eq!(e.run_id, "job-7");
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! wait is bounded by the [`DistEnv`]'s timeout, and running out of it is an
 //! [`Error::Rendezvous`] that says who was waited for where.
 //!
-//! Wire format (all little endian): a rank sends `MAGIC`, the world size and its rank (u32
-//! each); rank 0 answers `MAGIC`, a status byte, then either the 128 id bytes (status 0) or a
-//! u32 length and a UTF-8 message (status 1: the rank was refused, e.g. a world-size mismatch).
+//! Wire format (all little endian): a rank sends `MAGIC`, the world size, its rank and the
+//! length of its run id (u32 each), then the run id's UTF-8 bytes; rank 0 answers `MAGIC`, a
+//! status byte, then either the 128 id bytes (status 0) or a u32 length and a UTF-8 message
+//! (status 1: the rank was refused, e.g. a world-size or run-id mismatch).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -16,7 +17,9 @@ use super::env::DistEnv;
 use super::ffi::UNIQUE_ID_BYTES;
 use crate::error::{Error, Result};
 
-const MAGIC: &[u8; 8] = b"RNNRDV1\n";
+const MAGIC: &[u8; 8] = b"RNNRDV2\n";
+/// The longest run id a hello may carry.
+const MAX_RUN_ID: usize = 1024;
 const POLL: Duration = Duration::from_millis(20);
 
 /// Rank 0 calls `make_id` and serves its result to every other rank; the other ranks fetch it
@@ -103,14 +106,30 @@ fn answer(
         .min(Duration::from_secs(10));
     stream.set_read_timeout(Some(limit)).map_err(io)?;
     stream.set_write_timeout(Some(limit)).map_err(io)?;
-    let mut hello = [0u8; 16];
+    let mut hello = [0u8; 20];
     stream.read_exact(&mut hello).map_err(io)?;
     if &hello[..8] != MAGIC {
-        return Err(Error::Rendezvous("not an rnn rendezvous hello".into()));
+        return Err(Error::Rendezvous(
+            "not an rnn rendezvous hello (or one of another rnn version)".into(),
+        ));
     }
-    let world = u32::from_le_bytes(hello[8..12].try_into().expect("4 bytes")) as usize;
-    let rank = u32::from_le_bytes(hello[12..16].try_into().expect("4 bytes")) as usize;
-    let refusal = if world != env.world_size {
+    let field = |at: usize| u32::from_le_bytes(hello[at..at + 4].try_into().expect("4 bytes"));
+    let (world, rank, run_len) = (field(8) as usize, field(12) as usize, field(16) as usize);
+    if run_len > MAX_RUN_ID {
+        return Err(Error::Rendezvous(format!(
+            "a run id of {run_len} bytes (at most {MAX_RUN_ID})"
+        )));
+    }
+    let mut run_id = vec![0u8; run_len];
+    stream.read_exact(&mut run_id).map_err(io)?;
+    let run_id = String::from_utf8_lossy(&run_id);
+    let refusal = if run_id != env.run_id {
+        Some(format!(
+            "rank {rank} belongs to run {run_id:?}, rank 0 to run {:?} (two runs on one port? \
+             RNN_RUN_ID or TORCHELASTIC_RUN_ID differ)",
+            env.run_id
+        ))
+    } else if world != env.world_size {
         Some(format!(
             "rank {rank} says WORLD_SIZE={world}, rank 0 has WORLD_SIZE={}",
             env.world_size
@@ -210,6 +229,15 @@ fn ask(
     let mut hello = MAGIC.to_vec();
     hello.extend_from_slice(&(env.world_size as u32).to_le_bytes());
     hello.extend_from_slice(&(env.rank as u32).to_le_bytes());
+    let run_id = env.run_id.as_bytes();
+    if run_id.len() > MAX_RUN_ID {
+        return Err(Refused(format!(
+            "the run id is {} bytes long, at most {MAX_RUN_ID} fit the rendezvous",
+            run_id.len()
+        )));
+    }
+    hello.extend_from_slice(&(run_id.len() as u32).to_le_bytes());
+    hello.extend_from_slice(run_id);
     stream.write_all(&hello).map_err(Io)?;
     let mut head = [0u8; 9];
     stream.read_exact(&mut head).map_err(Io)?;

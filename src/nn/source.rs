@@ -311,8 +311,9 @@ impl DataStream {
     }
 
     /// Prepares at most `batches` batches ahead of the device (at least 1). Each is gathered
-    /// into a host block the device copies from; `batches + 2` blocks are allocated once per
-    /// run (pinned memory on CUDA, so keep this small for large batches).
+    /// into a host block the device copies from; `batches + 4` blocks are allocated once per
+    /// run (`batches` queued, one being copied, up to three being gathered; pinned memory on
+    /// CUDA, so keep this small for large batches).
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches.max(1);
         self

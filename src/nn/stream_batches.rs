@@ -4,11 +4,13 @@
 //! A reading thread reads each plan's windows in order (a window's shards in parallel, each
 //! straight into its part of one reused buffer, then checked) and hands each to a cutting
 //! thread, which gathers this rank's rows of every batch into a free block of the
-//! [`BlockPool`] (in parallel, a few dozen rows per task) and queues the full blocks. The
-//! reader works one window ahead of the cutter; plans queue up, so the next epoch's first
-//! window and batches are read while the current epoch ends. Host memory: two windows and
-//! the pool's blocks, all reused. The training thread only takes full blocks and queues their
-//! copies (`stream_feed.rs`).
+//! [`BlockPool`] and queues the full blocks in step order. Up to [`GATHER_AHEAD`] batches are
+//! gathered at once, each by a rayon task of its own that splits further across idle workers.
+//! The reader works one window ahead of the cutter; plans queue up, so the next epoch's first
+//! window and batches are read while the current epoch ends, and the first epoch's while the
+//! run sets up (`stream_feed.rs`). Host memory: two windows and the pool's blocks
+//! ([`host_blocks`]), all reused. The training thread only takes full blocks and queues their
+//! copies.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -28,8 +30,21 @@ use super::source::{DataSource, InputsMut, SampleSpec, TargetSpec, TargetsMut};
 use super::stream_plan::ShufflePlan;
 use super::workspace::token_ids_need_an_embedding;
 
-/// Bytes of window rows one gathering task copies.
+/// Bytes of window rows one gathering task copies (rounded up to 16 rows).
 const GATHER_TASK_BYTES: usize = 64 << 10;
+
+/// Batches gathered at once, each by a rayon task of its own: one batch's gathering is not
+/// enough to keep up with a fast device (a large batch's rows are read from all over the
+/// window, and one fork-join per batch leaves workers idle at its end).
+pub(crate) const GATHER_AHEAD: usize = 3;
+
+/// Host blocks a stream of `prefetch` batches allocates: `prefetch` queued for the training
+/// thread, one whose copy it is queueing, [`GATHER_AHEAD`] being gathered. The cutter takes a
+/// block only while fewer than [`GATHER_AHEAD`] are being gathered, so one is always free or
+/// on its way back.
+pub(crate) fn host_blocks(prefetch: usize) -> usize {
+    prefetch + 1 + GATHER_AHEAD
+}
 
 /// How an epoch's samples fall into steps: `used` samples in global batches of `global`
 /// (the last may be smaller when `world` is 1), rank `rank` of `world` taking an equal share.
@@ -183,6 +198,18 @@ struct Window {
     y: Vec<u32>,
 }
 
+/// Makes `v` `len` values long for a window to be read into. A buffer with room for them is
+/// reused (only an extension past its length is written); a new one comes zeroed from the
+/// allocator with its pages not yet touched, so that the reading threads fault them in as they
+/// write their parts, in parallel, rather than this thread all of them first with a fill pass.
+fn fit(v: &mut Vec<u32>, len: usize) {
+    if v.capacity() < len {
+        *v = vec![0; len];
+    } else {
+        v.resize(len, 0);
+    }
+}
+
 /// A read window and where it lies: window `index` of `plan`.
 struct Piece {
     plan: Arc<ShufflePlan>,
@@ -198,11 +225,18 @@ pub(crate) struct BlockPool {
 }
 
 impl BlockPool {
-    pub(crate) fn new(blocks: Vec<Box<dyn HostBlock>>) -> Self {
+    /// A pool of no blocks yet ([`BlockPool::add`]).
+    pub(crate) fn new() -> Self {
         BlockPool {
-            free: Mutex::new((blocks.into(), false)),
+            free: Mutex::new((VecDeque::new(), false)),
             returned: Condvar::new(),
         }
+    }
+
+    /// One more block, free.
+    pub(crate) fn add(&self, block: Box<dyn HostBlock>) {
+        self.free.lock().0.push_back(block);
+        self.returned.notify_one();
     }
 
     /// The oldest free block, waiting for one; `None` once the pool is closed.
@@ -247,8 +281,7 @@ impl Pooled {
 impl Drop for Pooled {
     fn drop(&mut self) {
         if let Some(b) = self.block.take() {
-            self.pool.free.lock().0.push_back(b);
-            self.pool.returned.notify_one();
+            self.pool.add(b);
         }
     }
 }
@@ -333,9 +366,8 @@ impl Producer {
         let lens = self.source.shard_lens();
         let (xv, yv) = self.convert.sample_values();
         let n: usize = shards.iter().map(|&s| lens[s as usize]).sum();
-        // Reused windows of the same size are not touched (no fill pass).
-        into.x.resize(n * xv, 0);
-        into.y.resize(n * yv, 0);
+        fit(&mut into.x, n * xv);
+        fit(&mut into.y, n * yv);
         let (mut x, mut y) = (into.x.as_mut_slice(), into.y.as_mut_slice());
         let mut parts = Vec::with_capacity(shards.len());
         for &s in shards {
@@ -418,15 +450,22 @@ impl Producer {
             bytemuck::cast_slice(&window.x),
             bytemuck::cast_slice(&window.y),
         );
-        let task = (GATHER_TASK_BYTES / (xs + ys)).max(1);
+        // Pinned blocks are write-combined: a task writes its part of the block front to back,
+        // inputs then targets, and takes a multiple of 16 rows so that its targets (4-byte
+        // values) fill whole 64-byte lines, which no other task writes (a line written in
+        // parts by two threads, or left half-written while the inputs stream past, is flushed
+        // in pieces).
+        let task = (GATHER_TASK_BYTES / (xs + ys)).max(1).next_multiple_of(16);
         bx.par_chunks_mut(task * xs)
             .zip(by.par_chunks_mut(task * ys))
             .zip(rows.par_chunks(task))
             .for_each(|((bx, by), rows)| {
-                let outs = bx.chunks_exact_mut(xs).zip(by.chunks_exact_mut(ys));
-                for ((ox, oy), &r) in outs.zip(rows) {
+                for (ox, &r) in bx.chunks_exact_mut(xs).zip(rows) {
                     let r = r as usize;
                     ox.copy_from_slice(&wx[r * xs..(r + 1) * xs]);
+                }
+                for (oy, &r) in by.chunks_exact_mut(ys).zip(rows) {
+                    let r = r as usize;
                     oy.copy_from_slice(&wy[r * ys..(r + 1) * ys]);
                 }
             });
@@ -447,6 +486,11 @@ impl Producer {
     }
 
     /// The cutting loop of [`Producer::run`]; `None` when it stopped early.
+    ///
+    /// Each batch's rows of a window are gathered by a rayon task of its own (split further
+    /// across idle workers), up to [`GATHER_AHEAD`] batches at once; this thread takes their
+    /// blocks back in step order and sends them on, so that a batch that straddles two
+    /// windows is finished in the next one.
     fn cut(
         &self,
         windows: &Receiver<Result<Piece>>,
@@ -455,7 +499,8 @@ impl Producer {
         let layout = self.layout;
         let steps = layout.steps();
         let (mut step, mut start) = (0, 0);
-        let mut block: Option<Pooled> = None;
+        // The block of a batch whose rows continue in the next window.
+        let mut carried: Option<Pooled> = None;
         for piece in windows.iter() {
             let piece = match piece {
                 Ok(p) => p,
@@ -469,48 +514,111 @@ impl Producer {
             }
             let rows = &piece.plan.rows[piece.index];
             let end = start + rows.len();
-            while step < steps {
-                let (whole, mine) = layout.step(step);
-                let (a, b) = (mine.start.max(start), mine.end.min(end));
-                if a < b {
-                    let current = match &mut block {
-                        Some(c) => c,
-                        None => block.insert(self.pool.take()?),
+            let window = &piece.window;
+            let mut pending = VecDeque::with_capacity(GATHER_AHEAD);
+            rayon::in_place_scope(|scope| -> Option<()> {
+                while step < steps {
+                    let (whole, mine) = layout.step(step);
+                    let complete = whole.end <= end;
+                    let mut block = match carried.take() {
+                        Some(b) => b,
+                        None => {
+                            while pending.len() >= GATHER_AHEAD {
+                                let front = pending.pop_front()?;
+                                self.finish(front, tx, &mut carried)?;
+                            }
+                            self.pool.take()?
+                        }
                     };
-                    let bytes = match current.block().bytes_mut() {
-                        Ok(bytes) => bytes,
-                        Err(e) => {
+                    let (a, b) = (mine.start.max(start), mine.end.min(end));
+                    let segment = if a < b {
+                        // Waits for the block's last copy here, not on a rayon worker.
+                        if let Err(e) = block.block().bytes_mut() {
                             let _ = tx.send(Err(e));
                             return None;
                         }
+                        let (done, gathered) = sync_channel(1);
+                        let seg = &rows[a - start..b - start];
+                        let at = a - mine.start;
+                        scope.spawn(move |_| {
+                            let r = block.block().bytes_mut().map(|bytes| {
+                                self.gather(window, seg, bytes, at);
+                            });
+                            let _ = done.send(r.map(|()| block));
+                        });
+                        Segment::Gathering(gathered)
+                    } else {
+                        Segment::Ready(block)
                     };
-                    self.gather(
-                        &piece.window,
-                        &rows[a - start..b - start],
-                        bytes,
-                        a - mine.start,
-                    );
+                    pending.push_back(Pending {
+                        segment,
+                        rows: mine.len(),
+                        complete,
+                    });
+                    if !complete {
+                        break;
+                    }
+                    step += 1;
                 }
-                if whole.end > end {
-                    break;
+                while let Some(front) = pending.pop_front() {
+                    self.finish(front, tx, &mut carried)?;
                 }
-                let full = match block.take() {
-                    Some(b) => b,
-                    None => self.pool.take()?,
-                };
-                tx.send(Ok(Filled {
-                    block: full,
-                    rows: mine.len(),
-                }))
-                .ok()?;
-                step += 1;
-            }
+                Some(())
+            })?;
             start = end;
             // Back before the next window is taken, so that the reader refills this one.
             self.spare_windows.lock().push(piece.window);
         }
         Some(())
     }
+
+    /// Takes `pending`'s block once gathered: sent on `tx` when its batch is complete, else
+    /// kept in `carried` for the next window. `None` (an error sent on) when its gathering
+    /// failed, or when the feed hung up.
+    fn finish(
+        &self,
+        pending: Pending,
+        tx: &SyncSender<Result<Filled>>,
+        carried: &mut Option<Pooled>,
+    ) -> Option<()> {
+        let block = match pending.segment {
+            Segment::Ready(b) => Ok(b),
+            Segment::Gathering(done) => done.recv().unwrap_or_else(|_| {
+                Err(Error::InvalidData("a batch gathering task panicked".into()))
+            }),
+        };
+        match block {
+            Ok(block) if pending.complete => tx
+                .send(Ok(Filled {
+                    block,
+                    rows: pending.rows,
+                }))
+                .ok(),
+            Ok(block) => {
+                *carried = Some(block);
+                Some(())
+            }
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                None
+            }
+        }
+    }
+}
+
+/// A batch's block in the cutter's queue: being gathered (it comes back on the receiver), or
+/// ready (no rows of this rank in the window).
+enum Segment {
+    Gathering(Receiver<Result<Pooled>>),
+    Ready(Pooled),
+}
+
+/// A batch being cut from a window: its block, this rank's rows of it, and whether its last
+/// rows were in this window.
+struct Pending {
+    segment: Segment,
+    rows: usize,
+    complete: bool,
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //! runs: the copy waits for the step that last read its slot (`k - 1`), and step `k + 1` waits
 //! for the copy, both on the device, not the host; the loop's thread only queues them. Across
 //! an epoch's end too: the next epoch's plan is queued at the start of an epoch, so its first
-//! batch is read, gathered and copied during this epoch's last step. Elsewhere each batch is
+//! window is read while this epoch's last window is trained on, and its first batch gathered
+//! and copied during this epoch's last step. The first epoch's plan is known before the run
+//! sets up ([`Feed::stream`]), and its reading starts then. Elsewhere each batch is
 //! uploaded just before its step: on the CPU that is a plain copy; on HIP a copy on the one
 //! stream (the HIP binding has no events or pinned allocations yet). The reading, shuffling
 //! and gathering overlap the device's work everywhere.
@@ -28,7 +30,7 @@ use super::padding::Buckets;
 use super::rng::Rng;
 use super::source::{DataStream, TrainData};
 pub(crate) use super::stream_batches::StepLayout;
-use super::stream_batches::{BlockPool, Convert, Filled, Producer};
+use super::stream_batches::{BlockPool, Convert, Filled, Producer, host_blocks};
 use super::stream_plan::ShufflePlan;
 use super::train_state::RunState;
 use super::workspace::{Batch, DeviceData, Rows, Workspace};
@@ -64,12 +66,15 @@ pub(crate) struct StreamFeed {
 
 impl Network {
     /// A feed of `stream` for steps of `layout`: checks the stream's samples against this
-    /// network, allocates the two batch slots and the host blocks (the batches in flight:
-    /// `prefetch` queued, one being gathered, one being copied).
+    /// network and allocates the two batch slots and the host blocks (the batches in flight,
+    /// [`host_blocks`]). With `first`, the host side starts reading and gathering that order
+    /// before the host blocks are allocated, so that the first window is read while the run
+    /// sets up (pinned allocations, workspaces, kernels, graphs).
     pub(crate) fn stream_feed(
         &self,
         stream: &DataStream,
         layout: StepLayout,
+        first: Option<ShufflePlan>,
     ) -> Result<StreamFeed> {
         let spec = stream.source.spec();
         self.check_data(&spec.probe()?)?;
@@ -90,15 +95,10 @@ impl Network {
         };
         let exec = self.ctx.execution();
         let convert = Convert { spec, embedding };
-        let (xv, yv) = convert.sample_values();
-        let bytes = local * (xv + yv) * 4;
-        let blocks = (0..stream.prefetch + 2)
-            .map(|_| exec.host_block(bytes))
-            .collect::<Result<Vec<_>>>()?;
-        let pool = Arc::new(BlockPool::new(blocks));
+        let pool = Arc::new(BlockPool::new());
         let producer = Producer::new(stream.source.clone(), convert, layout, pool);
-        debug_assert_eq!(producer.block_bytes(), bytes);
-        Ok(StreamFeed {
+        let bytes = producer.block_bytes();
+        let mut feed = StreamFeed {
             producer: Arc::new(producer),
             prefetch: stream.prefetch,
             slots,
@@ -109,7 +109,18 @@ impl Network {
             ahead: None,
             waited: Duration::ZERO,
             copying: Duration::ZERO,
-        })
+        };
+        if let Some(plan) = first {
+            // The first epoch's `begin_epoch` finds its order queued and carries on.
+            let plan = Arc::new(plan);
+            feed.start(plan.clone());
+            feed.queued = Some(plan);
+        }
+        // The cutter waits for the first of these; dropping `feed` on an error stops it.
+        for _ in 0..host_blocks(stream.prefetch) {
+            feed.producer.pool.add(exec.host_block(bytes)?);
+        }
+        Ok(feed)
     }
 }
 
@@ -164,12 +175,13 @@ impl StreamFeed {
 
     /// Logs (debug) where the last epoch's feeding time went, and starts counting afresh.
     fn log_times(&mut self) {
-        let [read_ns, read_bytes, gather_ns, gather_bytes] = self.producer.times.take();
-        let (waited, copying) = (self.waited, self.copying);
-        (self.waited, self.copying) = (Duration::ZERO, Duration::ZERO);
+        // Before the first step, the times so far (a primed first window) go to this epoch.
         if self.step == 0 {
             return;
         }
+        let [read_ns, read_bytes, gather_ns, gather_bytes] = self.producer.times.take();
+        let (waited, copying) = (self.waited, self.copying);
+        (self.waited, self.copying) = (Duration::ZERO, Duration::ZERO);
         let rate = |bytes: u64, ns: u64| bytes as f64 / ns.max(1) as f64;
         log::debug!(
             "stream: {} steps; the loop waited {:.2} ms for batches and spent {:.2} ms on their \
@@ -278,7 +290,38 @@ pub(crate) enum Feed {
 }
 
 impl Feed {
-    /// Takes a training checkpoint's order.
+    /// The feed of `stream`, in the order of the training checkpoint `resume` when given.
+    /// When `first_epoch` (another epoch is to run), the host side starts on the next epoch's
+    /// order at once: `rng` is the run's generator as that epoch's shuffle will find it
+    /// (`None` without shuffling). Nothing else draws from it before then, so the order is
+    /// the one [`Feed::begin_epoch`] makes (which checks it, and starts afresh if not).
+    pub(crate) fn stream(
+        net: &Network,
+        stream: &DataStream,
+        layout: StepLayout,
+        resume: Option<&RunState>,
+        rng: Option<&Rng>,
+        first_epoch: bool,
+    ) -> Result<Feed> {
+        let lens = stream.source.shard_lens();
+        let mut plan = ShufflePlan::new(lens, stream.shuffle_window)?;
+        if let Some(state) = resume {
+            plan = ShufflePlan::restore(lens, plan.window(), state.shards.clone(), &state.order)?;
+        }
+        let first = first_epoch.then(|| {
+            let mut first = plan.clone();
+            if let Some(rng) = rng {
+                first.advance(&mut rng.clone());
+            }
+            first
+        });
+        Ok(Feed::Stream {
+            feed: Box::new(net.stream_feed(stream, layout, first)?),
+            plan,
+        })
+    }
+
+    /// Takes a training checkpoint's order (a stream's was taken when it was made).
     pub(crate) fn restore(&mut self, state: &RunState) -> Result<()> {
         match self {
             Feed::Memory { .. } if !state.shards.is_empty() => Err(Error::InvalidArgument(
@@ -286,16 +329,7 @@ impl Feed {
                  in memory"
                     .into(),
             )),
-            Feed::Memory { .. } => Ok(()),
-            Feed::Stream { feed, plan } => {
-                *plan = ShufflePlan::restore(
-                    feed.producer.source.shard_lens(),
-                    plan.window(),
-                    state.shards.clone(),
-                    &state.order,
-                )?;
-                Ok(())
-            }
+            Feed::Memory { .. } | Feed::Stream { .. } => Ok(()),
         }
     }
 

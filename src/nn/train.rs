@@ -31,7 +31,6 @@ use super::size;
 use super::source::TrainData;
 use super::strategy::{Stepper, Strategy};
 use super::stream_feed::{Feed, StepLayout};
-use super::stream_plan::ShufflePlan;
 use super::train_state::{self, RunState};
 use super::workspace::DeviceData;
 
@@ -194,16 +193,22 @@ impl Network {
             world,
             rank,
         };
+        if let Some(s) = &resume {
+            train_state::check_run(s, config, n)?;
+        }
         let mut feed = match run.train {
             TrainData::Memory(d) => Feed::Memory {
                 buckets: Buckets::of(d, config, global)?,
                 data: Box::new(self.upload(d)?),
                 perm: self.ctx.ops().alloc_as(DType::U32, n)?,
             },
-            TrainData::Stream(s) => Feed::Stream {
-                feed: Box::new(self.stream_feed(s, layout)?),
-                plan: ShufflePlan::new(s.source.shard_lens(), s.shuffle_window)?,
-            },
+            // First of all: the stream starts reading the first epoch while the rest is set up.
+            TrainData::Stream(s) => {
+                let first_rng = Rng::new(resume.as_ref().map_or(config.seed, |s| s.rng));
+                let first_epoch = resume.as_ref().map_or(0, |s| s.epoch) < config.epochs;
+                let shuffle = config.shuffle.then_some(&first_rng);
+                Feed::stream(self, s, layout, resume.as_ref(), shuffle, first_epoch)?
+            }
         };
         let vd = match run.val {
             Some(v) => shard(v, rank, world)?
@@ -238,7 +243,6 @@ impl Network {
 
         let mut state = match resume {
             Some(s) => {
-                train_state::check_run(&s, config, n)?;
                 feed.restore(&s)?;
                 opt.restore(self.ctx.ops(), &s.optimizer)?;
                 s

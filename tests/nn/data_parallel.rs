@@ -42,6 +42,7 @@ fn env(rank: usize, world: usize, port: u16, timeout: f64) -> DistEnv {
         master_addr: "127.0.0.1".into(),
         port,
         timeout: Duration::from_secs_f64(timeout),
+        run_id: String::new(),
     }
 }
 
@@ -84,6 +85,7 @@ fn rendezvous_hands_rank0_id_to_another_process_over_loopback() {
         .env("MASTER_PORT", port.to_string())
         .env_remove("TORCHELASTIC_RUN_ID")
         .env_remove("RNN_RENDEZVOUS_PORT")
+        .env_remove("RNN_RUN_ID")
         .env("RNN_RENDEZVOUS_TIMEOUT", "60")
         .stdout(Stdio::piped())
         .spawn()
@@ -154,6 +156,28 @@ fn rendezvous_refuses_a_rank_with_another_world_size() {
     // Rank 0 kept waiting for a proper rank 1, then gave up.
     let err = server.join().unwrap().unwrap_err();
     assert!(err.to_string().contains("[1]"), "{err}");
+}
+
+/// A rank of another run that reaches rank 0's port (two runs given one port) is refused,
+/// not handed this run's id; rank 0 goes on to serve its own rank.
+#[test]
+fn rendezvous_refuses_a_rank_of_another_run() {
+    let port = free_port();
+    let of_run = |rank: usize, run: &str| DistEnv {
+        run_id: run.into(),
+        ..env(rank, 2, port, 5.0)
+    };
+    let ours = of_run(0, "job-a");
+    let server = std::thread::spawn(move || rendezvous::exchange(&ours, || Ok(made_id(4))));
+    let err = rendezvous::exchange(&of_run(1, "job-b"), || unreachable!()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, Error::Rendezvous(_)) && text.contains("job-b") && text.contains("job-a"),
+        "{text}"
+    );
+    let id = rendezvous::exchange(&of_run(1, "job-a"), || unreachable!()).unwrap();
+    assert_eq!(id, made_id(4));
+    assert_eq!(server.join().unwrap().unwrap(), id);
 }
 
 #[test]

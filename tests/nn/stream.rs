@@ -248,8 +248,13 @@ fn a_stream_resumes_from_a_training_checkpoint() {
         })
         .unwrap();
     let mut resumed = net();
-    let rest = resumed.resume_training(&path, &stream, &cfg).unwrap();
+    let reads = Arc::new(AtomicUsize::new(0));
+    let counted = DataStream::new(shards_of(&data, 40, reads.clone())).shuffle_window(2);
+    let rest = resumed.resume_training(&path, &counted, &cfg).unwrap();
     assert_same_history(&whole, &rest, 0.0, "resumed stream");
+    // The resumed run's first window, read before its first epoch began, was that epoch's:
+    // each shard is read once per remaining epoch, none again.
+    assert_eq!(reads.load(Ordering::Relaxed), 2 * 6);
     // A checkpoint of a stream run does not resume an in-memory run, nor another window.
     let err = net().resume_training(&path, &data, &cfg).unwrap_err();
     assert!(err.to_string().contains("stream"), "{err}");
