@@ -45,12 +45,16 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
 }
 
 /// The headers every module of the CUDA op set starts with (repository paths and texts): the
-/// scalar core every dialect shares, the common header, the streaming helpers (the HIP dialect
+/// scalar core and the f32/bf16/f16 conversions every dialect shares, the common header, the streaming helpers (the HIP dialect
 /// puts its vendor header before them).
-pub(crate) const HEADERS: [(&str, &str); 3] = [
+pub(crate) const HEADERS: [(&str, &str); 4] = [
     (
         "kernels-common/scalar_core.h",
         include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-common/half_convert.h",
+        include_str!("../../../kernels-common/half_convert.h"),
     ),
     (
         "kernels-cu/common.cuh",

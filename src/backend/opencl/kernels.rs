@@ -4,11 +4,15 @@
 use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
 
 /// What every module starts with, after the device's defines: the scalar core every dialect
-/// shares (activations, index rule), the common header, the streaming helpers.
-const HEADERS: [(&str, &str); 3] = [
+/// shares (activations, index rule) and its f32/bf16/f16 conversions, the common header, the streaming helpers.
+const HEADERS: [(&str, &str); 4] = [
     (
         "kernels-common/scalar_core.h",
         include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-common/half_convert.h",
+        include_str!("../../../kernels-common/half_convert.h"),
     ),
     (
         "kernels-cl/common.cl",
