@@ -18,6 +18,7 @@ mod fastmath;
 mod float_views;
 mod gated_seq;
 mod gemm;
+mod half_dense;
 mod norm;
 mod optim;
 mod packed;

@@ -26,7 +26,7 @@ const HEADERS: [(&str, &str); 4] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 11] = [
+pub(crate) const FAMILIES: [OpFamily; 12] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -94,6 +94,14 @@ pub(crate) const FAMILIES: [OpFamily; 11] = [
             include_str!("../../../kernels-cl/gemm_thin.cl"),
         )],
         entries: &[&["sgemm_thin", "sgemm_thin_k"]],
+    },
+    OpFamily {
+        name: "hgemm",
+        files: &[(
+            "kernels-cl/hgemm.cl",
+            include_str!("../../../kernels-cl/hgemm.cl"),
+        )],
+        entries: &[family_entries::HALF_GEMM],
     },
     // gated_step.cl uses rnn.cl's tile product.
     OpFamily {

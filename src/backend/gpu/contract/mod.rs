@@ -6,6 +6,7 @@
 //! of the shared scalar core (kernels-common/scalar_core.h) against [`Activation::code`].
 
 mod calls;
+mod half_calls;
 
 use std::collections::{BTreeMap, BTreeSet};
 
