@@ -32,6 +32,8 @@ use rnn::{
 
 #[path = "common/char_data.rs"]
 mod char_data;
+#[path = "common/half_gemm.rs"]
+mod half_gemm;
 use char_data::one_hot_sequences;
 
 fn random(rng: &mut Rng, n: usize) -> Vec<f32> {
@@ -590,6 +592,15 @@ fn run() -> Result<(), String> {
                     Err(err) => eprintln!("w3_sgemm{n}_tile{tile}: {err}"),
                 }
             }
+        }
+    }
+    if want("w3") {
+        // bf16/f16 products next to the f32 ones (the default route of this context).
+        let n = if gpu { 4096 } else { 256 };
+        for (name, rate, err) in half_gemm::rows(&ctx, n, gpu).map_err(e)? {
+            println!("{name} {rate:.2} TFLOP/s");
+            println!("{name}_error {err:.2e}");
+            ours.push((name, rate * 1000.0, "GFLOP/s"));
         }
     }
     if want("w4") {

@@ -13,11 +13,15 @@
 #define RNN_EXP(x) exp(x)
 #define RNN_TANH(x) tanh(x)
 #define RNN_ERFC(x) erfc(x)
+#define RNN_F32_BITS(x) as_uint(x)
+#define RNN_BITS_F32(u) as_float(u)
 #else
 #define RNN_DEVICE_FN __device__ __forceinline__
 #define RNN_EXP(x) expf(x)
 #define RNN_TANH(x) tanhf(x)
 #define RNN_ERFC(x) erfcf(x)
+#define RNN_F32_BITS(x) __float_as_uint(x)
+#define RNN_BITS_F32(u) __uint_as_float(u)
 #endif
 
 // Activation codes (`ops::Activation::code`).

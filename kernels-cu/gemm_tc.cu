@@ -16,7 +16,8 @@
 // and stores the raw sum in part[z] (m x n); sgemm_split_sum adds the parts into C.
 //
 // HIP has no mma.sync/cp.async: this file compiles only for CUDA (RNN_HIP unset) at sm_80+, and
-// the host picks these kernels only there (src/backend/cuda/kernels.rs).
+// the host picks these kernels only there (src/backend/cuda/kernels.rs). The asynchronous copies
+// and the stores are gemm_common.cuh's.
 
 #if !defined(RNN_HIP) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 
@@ -24,26 +25,9 @@
 #define TC_PAD_WIDE 4  // rows 16 floats wide: stride 20
 #define TC_PAD_DEEP 8  // rows a tile wide (64 or 128): stride = tile + 8
 
-__device__ __forceinline__ unsigned tc_smem_addr(const void* p) {
-    return (unsigned)__cvta_generic_to_shared(p);
-}
-
-// 16 bytes global -> shared, or 16 zero bytes when !in (no global read then).
-__device__ __forceinline__ void tc_copy16(float* dst, const float* src, bool in) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tc_smem_addr(dst)),
-                 "l"(src), "r"(in ? 16 : 0));
-}
-
 __device__ __forceinline__ void tc_copy4(float* dst, const float* src, bool in) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(tc_smem_addr(dst)),
                  "l"(src), "r"(in ? 4 : 0));
-}
-
-__device__ __forceinline__ void tc_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-template <int N>
-__device__ __forceinline__ void tc_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // x = hi + lo with both parts TF32 (round to nearest, ties away: cvt.rna).
@@ -69,16 +53,8 @@ __device__ __forceinline__ void tc_load_tile(float* dst, int sld, const float* _
     if (vec) {
         // col_lim is a multiple of 4 here (it is ld, or a k bound that is a multiple of 16), so
         // a 4-wide chunk is wholly inside or wholly outside.
-        constexpr int CHUNKS = ROWS * COLS / 4;
-        static_assert(CHUNKS % THREADS == 0, "whole chunks per thread");
-#pragma unroll
-        for (int j = 0; j < CHUNKS / THREADS; ++j) {
-            const int c = threadIdx.x + j * THREADS;
-            const uint r = c / (COLS / 4), cc = (c % (COLS / 4)) * 4;
-            const uint gr = row0 + r, gc = col0 + cc;
-            const bool in = gr < row_lim && gc < col_lim;
-            tc_copy16(dst + r * sld + cc, in ? src + (u64)gr * ld + gc : src, in);
-        }
+        tc_load_chunks<float, ROWS, COLS, THREADS>(dst, sld, src, ld, row0, row_lim, col0,
+                                                   col_lim);
     } else {
         static_assert(ROWS * COLS % THREADS == 0, "whole elements per thread");
 #pragma unroll
@@ -127,45 +103,6 @@ struct TcTile {
         }
     }
 };
-
-// Where a block's results go: C, scaled by alpha and beta; with a k split (gridDim.z > 1), the
-// block's own slice of `part`, unscaled (sgemm_split_sum scales the sum). `pair`: `out` takes
-// float2 stores (8-byte aligned, n even). Shared with gemm_wg.cu.
-struct TcOut {
-    float* out;
-    float a_s;
-    float b_s;
-    bool pair;
-};
-
-__device__ __forceinline__ TcOut tc_out(float* C, float* part, uint m, uint n, float alpha,
-                                        float beta) {
-    const bool split = gridDim.z > 1;
-    TcOut o;
-    o.out = split ? part + (u64)blockIdx.z * m * n : C;
-    o.a_s = split ? 1.0f : alpha;
-    o.b_s = split ? 0.0f : beta;
-    o.pair = ((u64)o.out % 8 == 0) && (n % 2 == 0);
-    return o;
-}
-
-// Stores v0 and v1 (alpha already applied) into p[0] and p[1], columns col and col + 1 of an
-// n-wide row, adding beta times what is there (beta = 0: p is not read, so it may hold NaN).
-// `pair`: p may be written as one float2 (8-byte aligned, n even). Shared with gemm_wg.cu.
-__device__ __forceinline__ void tc_store_pair(float* p, float v0, float v1, float beta, bool pair,
-                                              uint col, uint n) {
-    if (pair && col + 1 < n) {
-        if (beta != 0.0f) {
-            const float2 o = *reinterpret_cast<const float2*>(p);
-            v0 += beta * o.x;
-            v1 += beta * o.y;
-        }
-        *reinterpret_cast<float2*>(p) = make_float2(v0, v1);
-    } else {
-        if (col < n) p[0] = (beta != 0.0f) ? v0 + beta * p[0] : v0;
-        if (col + 1 < n) p[1] = (beta != 0.0f) ? v1 + beta * p[1] : v1;
-    }
-}
 
 template <bool TA, bool TB, int WM, int WN, int MT, int NT>
 __device__ __forceinline__ void sgemm_tc_body(const float* __restrict__ A,

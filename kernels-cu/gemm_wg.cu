@@ -20,7 +20,7 @@
 //
 // Only built where NVRTC targets sm_90a (__CUDA_ARCH_FEAT_SM90_ALL); the host picks these kernels
 // only then (src/backend/cuda/kernels.rs). Follows gemm_tc.cu in the translation unit and uses
-// its tc_out and tc_store_pair.
+// gemm_common.cuh's tc_out and tc_store_pair.
 
 #if !defined(RNN_HIP) && defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 

@@ -32,6 +32,12 @@ impl DType {
         }
     }
 
+    /// Whether the elements are floats (f32, bf16, f16): the types an op's "T" views may hold
+    /// (docs/architecture.md, "Typed storage").
+    pub const fn is_float(self) -> bool {
+        matches!(self, DType::F32 | DType::Bf16 | DType::F16)
+    }
+
     /// The lower-case name (`f32`, `bf16`, `f16`, `u32`, `i32`).
     pub const fn name(self) -> &'static str {
         match self {
@@ -122,6 +128,8 @@ mod tests {
     fn sizes_names_and_round_trips() {
         assert_eq!(DType::Bf16.size(), 2);
         assert_eq!(DType::U32.to_string(), "u32");
+        assert!(DType::F16.is_float() && DType::Bf16.is_float() && DType::F32.is_float());
+        assert!(!DType::U32.is_float() && !DType::I32.is_float());
         let v = [half::bf16::from_f32(1.5), half::bf16::from_f32(-2.0)];
         let mut back = [half::bf16::default(); 2];
         from_bytes(&to_bytes(&v), &mut back);

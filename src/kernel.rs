@@ -226,6 +226,16 @@ pub(crate) mod family_entries {
     pub(crate) const RANDOM: &[&str] = &["dropout", "rng_advance"];
     /// Layer normalization.
     pub(crate) const NORM: &[&str] = &["layer_norm_forward", "layer_norm_backward"];
+    /// bf16/f16 GEMM with f32 accumulation (f32 or T output, the dense epilogues) and the
+    /// column sums of a T matrix into f32.
+    pub(crate) const HALF_GEMM: &[&str] = &[
+        "hgemm_bf16",
+        "hgemm_f16",
+        "hgemm_lo_bf16",
+        "hgemm_lo_f16",
+        "hcol_sum_bf16",
+        "hcol_sum_f16",
+    ];
     /// Embedding gradients.
     pub(crate) const EMBEDDING: &[&str] = &["scatter_add_rows"];
     /// Variable-length sequences: the lengths' layout, row masks, loss weights.

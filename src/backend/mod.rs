@@ -266,6 +266,13 @@ pub trait Device: Send + Sync + 'static {
     /// summed over `k`.
     fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel;
 
+    /// Whether the op set has the bf16/f16 tensor-core GEMM kernels (`hgemm_tc*` and
+    /// `hgemm_lo_tc*`: the CUDA sources built for sm_80+); else the portable `hgemm_*` kernels
+    /// take every bf16/f16 product.
+    fn half_tensor_cores(&self) -> bool {
+        false
+    }
+
     /// The most threads, and the most bytes of dynamic shared memory, that one block running
     /// `entry` of `module` may have in a plain [`Device::launch`]. `None` when the device does
     /// not say; the caller then keeps to kernels with fixed tiles.

@@ -39,6 +39,30 @@ pub(crate) fn typed(op: &str, ctx: u64, views: &[(&str, &View<'_>, DType)]) -> R
     Ok(())
 }
 
+/// The float type "T" of an op whose views are typed per argument (docs/architecture.md, "Typed
+/// storage"): every view of `t` holds one float type (f32, bf16 or f16), the first one's; every
+/// view of `fixed` holds its own type (`(name, view, type)`: f32 statistics, u32 indices); all
+/// belong to the context `ctx`. Returns T (f32 when `t` is empty). A mismatch is
+/// [`Error::DTypeMismatch`] naming `op` and the argument, before any work.
+#[allow(dead_code)] // The ops of 16-bit float types start using it with the cast op.
+pub(crate) fn float_t(
+    op: &str,
+    ctx: u64,
+    t: &[(&str, &View<'_>)],
+    fixed: &[(&str, &View<'_>, DType)],
+) -> Result<DType> {
+    let ty = match t.first() {
+        Some((_, v)) if v.dtype().is_float() => v.dtype(),
+        _ => DType::F32,
+    };
+    for (name, v) in t {
+        context_only(op, ctx, &[v])?;
+        dtype(op, name, v, ty)?;
+    }
+    typed(op, ctx, fixed)?;
+    Ok(ty)
+}
+
 /// The view holds elements of `expected`, else [`Error::DTypeMismatch`] naming `op` and `arg`.
 pub(crate) fn dtype(op: &str, arg: &str, v: &View<'_>, expected: DType) -> Result<()> {
     if v.dtype() != expected {

@@ -34,7 +34,7 @@ mod gated_sequence;
 mod host_block;
 mod index;
 mod kernels;
-mod linalg;
+pub(crate) mod linalg;
 mod loss;
 mod memory;
 mod norm;

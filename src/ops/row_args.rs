@@ -341,24 +341,17 @@ impl BiasActBackwardProduct<'_> {
         Gemm::new(self.shape.rows, self.shape.cols, self.k)
     }
 
-    /// Checks the views (f32 each): their lengths, and no overlap of an output with anything it
-    /// is read with, `dz` being written before `g`, `w`, `y` and (where the derivative reads
-    /// it) `z` are read. Returns the areas of `dz`, `g` and `w`.
+    /// Checks the views (their types as [`BiasActBackwardProduct::float_type`] says, all of
+    /// `g`'s context): their lengths, and no overlap of an output with anything it is read
+    /// with, `dz` being written before `g`, `w`, `y` and (where the derivative reads it) `z`
+    /// are read. Returns the areas of `dz`, `g` and `w`.
     pub(crate) fn check(&self) -> Result<[usize; 3]> {
         let op = Self::OP;
         let Activated { z, y, act } = &self.f;
         let BiasActGrads { dz, dbias } = &self.grads;
         let (g, w) = (&self.g, &self.w);
         let MatShape { rows, cols } = self.shape;
-        let named = [
-            ("g", g),
-            ("w", w),
-            ("z", z),
-            ("y", y),
-            ("dz", dz),
-            ("dbias", dbias),
-        ];
-        check::all_f32(op, &named)?;
+        self.float_type(g.buffer().context_id())?;
         let n = check::area(op, rows, cols)?;
         let (g_len, w_len) = (
             check::area(op, rows, self.k)?,

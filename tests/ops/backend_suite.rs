@@ -22,6 +22,7 @@ mod gated_graph;
 mod gated_seq;
 mod gemm;
 mod graphs;
+mod half_gemm;
 pub(crate) mod indices;
 mod kernel_times;
 mod layers;
@@ -506,6 +507,10 @@ macro_rules! backend_suite {
                 gpu_rejects_other_types => dtypes::rejects_other_types,
                 gpu_kernel_times => kernel_times::kernel_times,
                 gpu_sequence_masks => varlen::sequence_masks,
+                gpu_half_gemm => half_gemm::half_gemm,
+                gpu_half_gemm_tensor_core_shapes => half_gemm::half_gemm_tensor_core_shapes,
+                gpu_half_dense => half_gemm::half_dense,
+                gpu_half_type_errors => half_gemm::half_type_errors,
             }
         }
     };

@@ -12,7 +12,7 @@ use super::elementwise::unary;
 use super::par::{chunks, min_rows};
 use crate::buffer::View;
 use crate::error::{Error, Result};
-use crate::ops::{Activated, Activation, MatShape, check};
+use crate::ops::{Activated, Activation, BiasActBackwardProduct, MatShape, check};
 
 const FRAC_1_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 /// 1 / sqrt(2 pi).
@@ -27,7 +27,7 @@ pub(super) fn gelu(z: f32) -> f32 {
 }
 
 #[inline(always)]
-fn gelu_grad(z: f32) -> f32 {
+pub(super) fn gelu_grad(z: f32) -> f32 {
     let cdf = 0.5 * libm::erfcf(-z * FRAC_1_SQRT_2);
     cdf + z * INV_SQRT_2PI * super::fastmath::exp(-0.5 * z * z)
 }
@@ -149,6 +149,16 @@ impl ActivationOps for CpuOps {
             0b1,
             |[x], [y]| with_act!(act, f => unary(x, y, f)),
         )
+    }
+
+    fn bias_act_backward_product(&self, a: BiasActBackwardProduct<'_>) -> Result<()> {
+        match a.float_type(self.context)? {
+            crate::dtype::DType::F32 => {
+                a.check()?;
+                crate::ops::activation::composed_product_backward(self, a)
+            }
+            t => self.half_product_backward(a, t),
+        }
     }
 
     fn act_backward(&self, dy: View<'_>, f: Activated<'_>, dz: View<'_>) -> Result<()> {

@@ -21,8 +21,9 @@ use rayon::prelude::*;
 use super::access::lock;
 use super::par::{Split, spread};
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{Gemm, check};
+use crate::ops::{DenseForward, DenseParamGrads, Gemm, check, dense, linalg};
 
 /// Multiply-adds from which the crate's own threading takes over.
 const CRATE_PAR_MACS: usize = 1 << 24;
@@ -306,13 +307,32 @@ pub(super) fn product(
     }
 }
 
-/// The dense layer ops as their default compositions: GEMM, then the bias and activation
-/// (or the column sums), each already one parallel pass on the CPU.
-impl DenseOps for CpuOps {}
+/// The dense layer ops of f32 views as their default compositions: GEMM, then the bias and
+/// activation (or the column sums), each already one parallel pass on the CPU; of bf16/f16
+/// views one staged pass each (`half_dense.rs`).
+impl DenseOps for CpuOps {
+    fn dense_forward(&self, a: DenseForward<'_>) -> Result<()> {
+        match a.float_type(self.context)? {
+            DType::F32 => dense::composed_forward(self, a),
+            t => self.half_dense_forward(a, t),
+        }
+    }
+
+    fn dense_param_grads(&self, a: DenseParamGrads<'_>) -> Result<()> {
+        match a.float_type(self.context)? {
+            DType::F32 => dense::composed_param_grads(self, a),
+            _ => self.half_param_grads(a),
+        }
+    }
+}
 
 impl LinalgOps for CpuOps {
     fn gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
         let ctx = self.context;
+        let (t, _) = linalg::gemm_types(ctx, &a, &b, &c)?;
+        if t != DType::F32 {
+            return self.half_gemm(g, [a, b, c]);
+        }
         check::gemm(&g, &a, &b, &c)?;
         lock("gemm", ctx, [a, b], [c], |[a, b], [c]| {
             run(&g, a, b, c, None)

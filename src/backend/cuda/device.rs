@@ -383,6 +383,10 @@ impl Device for CudaDevice {
         kernels::sgemm_for(self.target.code(), self.hip_sources, self.sms, m, n)
     }
 
+    fn half_tensor_cores(&self) -> bool {
+        kernels::half_tensor_cores(self.target.code(), self.hip_sources)
+    }
+
     fn capture_begin(&self) -> Option<Result<()>> {
         Some(self.begin_capture())
     }

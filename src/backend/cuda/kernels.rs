@@ -44,13 +44,23 @@ pub(crate) fn sgemm_for(arch: u32, hip_sources: bool, sms: u32, m: usize, n: usi
     tensor_core_sgemm(sms, m, n)
 }
 
+/// Whether an op set built for `arch` (`80` for sm_80) from the CUDA sources (not the HIP ones
+/// through NVRTC) has the bf16/f16 tensor-core kernels of `kernels-cu/hgemm_tc.cu`.
+pub(crate) fn half_tensor_cores(arch: u32, hip_sources: bool) -> bool {
+    !hip_sources && arch >= 80
+}
+
 /// The headers every module of the CUDA op set starts with (repository paths and texts): the
-/// scalar core every dialect shares, the common header, the streaming helpers (the HIP dialect
+/// scalar core and the f32/bf16/f16 conversions every dialect shares, the common header, the streaming helpers (the HIP dialect
 /// puts its vendor header before them).
-pub(crate) const HEADERS: [(&str, &str); 3] = [
+pub(crate) const HEADERS: [(&str, &str); 4] = [
     (
         "kernels-common/scalar_core.h",
         include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-common/half_convert.h",
+        include_str!("../../../kernels-common/half_convert.h"),
     ),
     (
         "kernels-cu/common.cuh",
@@ -62,10 +72,17 @@ pub(crate) const HEADERS: [(&str, &str); 3] = [
     ),
 ];
 
+/// The stores and asynchronous copies of the f32 tensor-core and the bf16/f16 GEMMs: the first
+/// file of both families (include-guarded, so the whole op set has it once).
+const GEMM_COMMON: (&str, &str) = (
+    "kernels-cu/gemm_common.cuh",
+    include_str!("../../../kernels-cu/gemm_common.cuh"),
+);
+
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 12] = [
+pub(crate) const FAMILIES: [OpFamily; 13] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -105,10 +122,12 @@ pub(crate) const FAMILIES: [OpFamily; 12] = [
         ],
         entries: &[&["sgemm", "sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"]],
     },
-    // gemm_tc.cu: sm_80+ only, gemm_wg.cu (which uses its stores): sm_90a only; empty elsewhere.
+    // gemm_tc.cu: sm_80+ only, gemm_wg.cu: sm_90a only; empty elsewhere but for
+    // gemm_common.cuh's stores.
     OpFamily {
         name: "gemm_tc",
         files: &[
+            GEMM_COMMON,
             (
                 "kernels-cu/gemm_tc.cu",
                 include_str!("../../../kernels-cu/gemm_tc.cu"),
@@ -119,6 +138,35 @@ pub(crate) const FAMILIES: [OpFamily; 12] = [
             ),
         ],
         entries: &[&["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"]],
+    },
+    // bf16/f16 GEMM: hgemm.cu (every build) and hgemm_tc.cu (sm_80+ only; uses hgemm.cu's
+    // epilogues).
+    OpFamily {
+        name: "hgemm",
+        files: &[
+            GEMM_COMMON,
+            (
+                "kernels-cu/hgemm.cu",
+                include_str!("../../../kernels-cu/hgemm.cu"),
+            ),
+            (
+                "kernels-cu/hgemm_tc.cu",
+                include_str!("../../../kernels-cu/hgemm_tc.cu"),
+            ),
+        ],
+        entries: &[
+            family_entries::HALF_GEMM,
+            &[
+                "hgemm_tc128_bf16",
+                "hgemm_tc128_f16",
+                "hgemm_tc64_bf16",
+                "hgemm_tc64_f16",
+                "hgemm_lo_tc128_bf16",
+                "hgemm_lo_tc128_f16",
+                "hgemm_lo_tc64_bf16",
+                "hgemm_lo_tc64_f16",
+            ],
+        ],
     },
     // gated_step.cu uses rnn.cu's tile product.
     OpFamily {

@@ -110,6 +110,10 @@ impl<D: Device> ActivationOps for GpuOps<D> {
     /// where `k <= 16` (the thin GEMMs' short side), else the product and
     /// `bias_act_backward` in place.
     fn bias_act_backward_product(&self, a: BiasActBackwardProduct<'_>) -> Result<()> {
+        let t = a.float_type(self.context)?;
+        if t != crate::dtype::DType::F32 {
+            return self.half_product_backward(a, t);
+        }
         let (g, w, k, Activated { z, y, act }) = (a.g, a.w, a.k, a.f);
         let MatShape { rows, cols } = a.shape;
         let BiasActGrads { dz, dbias } = a.grads;

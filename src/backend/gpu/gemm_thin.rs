@@ -8,6 +8,7 @@ use super::launch::{self, Args};
 use super::scratch::GEMM_PARTS;
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::dense;
@@ -177,6 +178,10 @@ impl<D: Device> DenseOps for GpuOps<D> {
     /// epilogue where [`fuses_dense_forward`] says so, else the product and
     /// `bias_act_forward`.
     fn dense_forward(&self, a: DenseForward<'_>) -> Result<()> {
+        let t = a.float_type(self.context)?;
+        if t != DType::F32 {
+            return self.half_dense_forward(a, t);
+        }
         let DenseParams { w, bias } = a.params;
         let (x, z, y, act) = (a.x, a.z, a.y, a.act);
         let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);
@@ -213,6 +218,10 @@ impl<D: Device> DenseOps for GpuOps<D> {
     /// follows its weight in memory, as a network's flat gradient buffer has them), else the
     /// product and `sum_rows`.
     fn dense_param_grads(&self, a: DenseParamGrads<'_>) -> Result<()> {
+        let t = a.float_type(self.context)?;
+        if t != DType::F32 {
+            return self.half_param_grads(a, t);
+        }
         let DenseParams { w: dw, bias: dbias } = a.grads;
         let (dz, x) = (a.dz, a.x);
         let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);

@@ -68,8 +68,22 @@ impl Args {
         self.buf_of(v, DType::U32)
     }
 
+    /// A view of an op's float type T (f32, bf16 or f16; docs/architecture.md, "Typed
+    /// storage"), packed as [`Args::buf`] packs an f32 one: the kernel variant of `dtype` reads
+    /// it through a `float` pointer (f32) or a `ushort` one (the bits of bf16 and f16). A view
+    /// of another type, or a `dtype` that is not a float type, is an error.
+    #[allow(dead_code)] // The kernels of 16-bit float types start using it with the cast op.
+    pub(crate) fn buf_as(self, v: &View<'_>, dtype: DType) -> Result<Self> {
+        if !dtype.is_float() {
+            return Err(Error::InvalidArgument(format!(
+                "launch: {dtype} is not a float type for a T view"
+            )));
+        }
+        self.buf_of(v, dtype)
+    }
+
     /// A buffer view whose kernel parameter points to `dtype` elements: f32 for [`Args::buf`],
-    /// u32 for [`Args::buf_u32`].
+    /// u32 for [`Args::buf_u32`], T for [`Args::buf_as`].
     pub(crate) fn buf_of(mut self, v: &View<'_>, dtype: DType) -> Result<Self> {
         // The ops' boundary checks reject views of another type first; this keeps any that
         // slipped through from a kernel whose parameter points to `dtype`.

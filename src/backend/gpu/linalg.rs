@@ -6,9 +6,10 @@ use super::scratch::{GEMM_PARTS, STRIP_TICKETS};
 use super::{GpuOps, gemm_thin};
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::prelude::*;
-use crate::ops::{Gemm, check};
+use crate::ops::{Gemm, check, linalg};
 
 impl<D: Device> GpuOps<D> {
     /// `sgemm_split_sum`: `out = alpha * Σ_z parts[z] + beta * out` over `splits` parts of
@@ -34,7 +35,10 @@ impl<D: Device> GpuOps<D> {
 
 impl<D: Device> LinalgOps for GpuOps<D> {
     fn gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
-        self.mine("gemm", &[&a, &b, &c])?;
+        let (t, _) = linalg::gemm_types(self.context, &a, &b, &c)?;
+        if t != DType::F32 {
+            return self.half_gemm(g, [&a, &b, &c], t);
+        }
         check::gemm(&g, &a, &b, &c)?;
         for d in [g.m, g.n, g.k] {
             check::fits_u32("gemm", d)?;

@@ -14,6 +14,7 @@ mod embedding;
 mod execution;
 mod gated_seq;
 mod gemm_thin;
+mod half_gemm;
 mod launch;
 mod linalg;
 mod loss;

@@ -22,12 +22,13 @@ pub(crate) const NVRTC_RUNTIME_HEADER: &str = "hip/hip_runtime.h";
 /// What every HIP module starts with: the vendor header and the wave reductions, then the CUDA
 /// headers. wave_reduce.h uses nothing from common.cuh, and common.cuh's block reductions need
 /// the wave helpers declared first.
-const HEADERS: [(&str, &str); 5] = [
+const HEADERS: [(&str, &str); 6] = [
     ("kernels-hip/hip_vendor.h", VENDOR_HEADER),
     ("kernels-hip/wave_reduce.h", WAVE_REDUCE),
     cuda_kernels::HEADERS[0],
     cuda_kernels::HEADERS[1],
     cuda_kernels::HEADERS[2],
+    cuda_kernels::HEADERS[3],
 ];
 
 /// The complete HIP op-set translation unit for hiprtc, every family in one (see

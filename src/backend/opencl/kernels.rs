@@ -4,11 +4,15 @@
 use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
 
 /// What every module starts with, after the device's defines: the scalar core every dialect
-/// shares (activations, index rule), the common header, the streaming helpers.
-const HEADERS: [(&str, &str); 3] = [
+/// shares (activations, index rule) and its f32/bf16/f16 conversions, the common header, the streaming helpers.
+const HEADERS: [(&str, &str); 4] = [
     (
         "kernels-common/scalar_core.h",
         include_str!("../../../kernels-common/scalar_core.h"),
+    ),
+    (
+        "kernels-common/half_convert.h",
+        include_str!("../../../kernels-common/half_convert.h"),
     ),
     (
         "kernels-cl/common.cl",
@@ -22,7 +26,7 @@ const HEADERS: [(&str, &str); 3] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 11] = [
+pub(crate) const FAMILIES: [OpFamily; 12] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -90,6 +94,14 @@ pub(crate) const FAMILIES: [OpFamily; 11] = [
             include_str!("../../../kernels-cl/gemm_thin.cl"),
         )],
         entries: &[&["sgemm_thin", "sgemm_thin_k"]],
+    },
+    OpFamily {
+        name: "hgemm",
+        files: &[(
+            "kernels-cl/hgemm.cl",
+            include_str!("../../../kernels-cl/hgemm.cl"),
+        )],
+        entries: &[family_entries::HALF_GEMM],
     },
     // gated_step.cl uses rnn.cl's tile product.
     OpFamily {

@@ -239,6 +239,11 @@ impl Device for RecordingDevice {
         (self.imitate.sgemm)(m, n, k)
     }
 
+    fn half_tensor_cores(&self) -> bool {
+        // The CUDA imitations build for sm_80 and sm_90a.
+        self.imitate.dialect == Dialect::Cuda
+    }
+
     fn block_limits(&self, _: &Module, _: &str) -> Option<Result<(u32, u32)>> {
         // An H100's opt-in limit under CUDA, NVIDIA's 48 KB under OpenCL, HIP's default.
         let shared = match self.imitate.dialect {

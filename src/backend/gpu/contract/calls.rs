@@ -120,6 +120,9 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.dense_param_grads(DenseParamGrads::new(zb.view(), x.view(), params, dense))?;
     }
 
+    // bf16/f16 products and dense layers.
+    super::half_calls::exercise(ops)?;
+
     // Softmax, losses and reductions.
     // Index data is u32 (zeros: valid in any table).
     let u = |n: usize| -> Result<Buffer> {

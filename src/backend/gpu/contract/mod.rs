@@ -6,6 +6,7 @@
 //! of the shared scalar core (kernels-common/scalar_core.h) against [`Activation::code`].
 
 mod calls;
+mod half_calls;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -249,13 +250,15 @@ fn pointee(decl: &str) -> String {
 }
 
 /// Whether a parameter declared as pointing to `pointee` may receive a view of `passed`: f32
-/// views go to `float` pointers, u32 views to `uint` ones. The one exception: the grid
+/// views go to `float` pointers, u32 views to `uint` ones, bf16 and f16 views (their bits) to
+/// `ushort` ones (`unsigned short` in CUDA and HIP). The one exception: the grid
 /// reductions' and sequence kernels' counters (tickets, barriers) are words of the f32 scratch,
 /// zeroed as floats (0.0 has the bits of 0), which the kernels declare `uint`.
 fn pointer_fits(pointee: &str, name: &str, passed: DType) -> bool {
     let uint = matches!(pointee, "uint" | "unsigned int" | "unsigned");
     match passed {
         DType::U32 => uint,
+        DType::Bf16 | DType::F16 => matches!(pointee, "ushort" | "unsigned short"),
         DType::F32 => {
             pointee == "float"
                 || (uint
@@ -441,6 +444,28 @@ fn a_pointer_of_another_element_type_is_an_error() {
     assert!(errors[1].contains("points to uint") && errors[1].contains("view of f32"));
     let untyped = vec![None, None, u, None, f, None, None];
     assert_eq!(pointer_errors("k", "t", &params, &[untyped]).len(), 1);
+}
+
+#[test]
+fn half_views_go_to_ushort_pointers() {
+    let source = "__kernel void k(__global const ushort* x_base, ulong x_off, \
+                  __global float* y_base, ulong y_off, uint n) {}";
+    let params = signatures::kernels(source, true)[0].params.clone();
+    for half in [DType::Bf16, DType::F16] {
+        let right = vec![Some(half), None, Some(DType::F32), None, None];
+        assert_eq!(
+            pointer_errors("k", "t", &params, &[right]),
+            Vec::<String>::new()
+        );
+        let swapped = vec![Some(DType::F32), None, Some(half), None, None];
+        let errors = pointer_errors("k", "t", &params, &[swapped]);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[1].contains("points to float") && errors[1].contains(half.name()));
+    }
+    let cuda = "extern \"C\" __global__ void k(const unsigned short* x_base, u64 x_off) {}";
+    let params = signatures::kernels(cuda, false)[0].params.clone();
+    let right = vec![Some(DType::F16), None];
+    assert!(pointer_errors("k", "t", &params, &[right]).is_empty());
 }
 
 /// The header's name of each activation; a new variant does not compile until it has one.

@@ -1,0 +1,335 @@
+//! The GEMM and dense-layer ops on bf16/f16 views (docs/architecture.md, "Typed storage"):
+//! the `hgemm_*` kernels of kernels-cu/hgemm.cu and kernels-cl/hgemm.cl (every device), and on
+//! CUDA sm_80+ the tensor-core ones of kernels-cu/hgemm_tc.cu where both operands are aligned
+//! to 8 elements. Products are summed in f32; an f32 output (a weight gradient) may split k
+//! as the f32 GEMM does, a T output is rounded once in the kernel's epilogue, which also adds
+//! the bias and activation of a dense forward or multiplies in the activation's derivative.
+
+use super::GpuOps;
+use super::launch::{self, Args};
+use super::scratch::GEMM_PARTS;
+use crate::backend::Device;
+use crate::buffer::View;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::{
+    Activated, Activation, BiasActBackwardProduct, BiasActGrads, DenseForward, DenseParamGrads,
+    DenseParams, Gemm, MatShape, check,
+};
+
+/// The `epilogue` codes of `hgemm_lo_*` (`HG_EPI_*` in the kernels).
+const EPI_PLAIN: u32 = 0;
+const EPI_DENSE: u32 = 1;
+const EPI_ACT_GRAD: u32 = 2;
+
+/// Block tile of the portable kernels (`HG_TILE`, `HG_THREADS`).
+const PORTABLE_TILE: (u32, u32, u32) = (64, 64, 256);
+/// The tensor-core tiles: 128 x 128 of 8 warps, 64 x 64 of 4.
+const TC128_TILE: (u32, u32, u32) = (128, 128, 256);
+const TC64_TILE: (u32, u32, u32) = (64, 64, 128);
+
+/// The kernel family a product runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HalfKernel {
+    Portable,
+    Tc64,
+    Tc128,
+}
+
+impl HalfKernel {
+    fn tile(self) -> (u32, u32, u32) {
+        match self {
+            HalfKernel::Portable => PORTABLE_TILE,
+            HalfKernel::Tc64 => TC64_TILE,
+            HalfKernel::Tc128 => TC128_TILE,
+        }
+    }
+
+    /// The entry with an f32 C (`hgemm_*`) or a T one (`hgemm_lo_*`), for T `t`.
+    fn entry(self, low_output: bool, t: DType) -> &'static str {
+        let bf16 = t == DType::Bf16;
+        match (self, low_output, bf16) {
+            (HalfKernel::Portable, false, true) => "hgemm_bf16",
+            (HalfKernel::Portable, false, false) => "hgemm_f16",
+            (HalfKernel::Portable, true, true) => "hgemm_lo_bf16",
+            (HalfKernel::Portable, true, false) => "hgemm_lo_f16",
+            (HalfKernel::Tc64, false, true) => "hgemm_tc64_bf16",
+            (HalfKernel::Tc64, false, false) => "hgemm_tc64_f16",
+            (HalfKernel::Tc64, true, true) => "hgemm_lo_tc64_bf16",
+            (HalfKernel::Tc64, true, false) => "hgemm_lo_tc64_f16",
+            (HalfKernel::Tc128, false, true) => "hgemm_tc128_bf16",
+            (HalfKernel::Tc128, false, false) => "hgemm_tc128_f16",
+            (HalfKernel::Tc128, true, true) => "hgemm_lo_tc128_bf16",
+            (HalfKernel::Tc128, true, false) => "hgemm_lo_tc128_f16",
+        }
+    }
+}
+
+/// The kernel for `g` over A and B at the element offsets `a_off` and `b_off`: the tensor
+/// cores where the device has them and both operands' offsets and leading dimensions are
+/// multiples of 8 elements (their 16-byte copies), with 128-wide tiles while those fill three
+/// quarters of the `sms` SMs, else 64-wide ones; the portable kernel otherwise.
+fn choose(tensor_cores: bool, sms: u32, g: &Gemm, a_off: usize, b_off: usize) -> HalfKernel {
+    let lda = if g.trans_a { g.m } else { g.k };
+    let ldb = if g.trans_b { g.k } else { g.n };
+    let aligned = [a_off, b_off, lda, ldb].iter().all(|x| x % 8 == 0);
+    if !tensor_cores || !aligned {
+        return HalfKernel::Portable;
+    }
+    let tiles = g.m.div_ceil(128).saturating_mul(g.n.div_ceil(128));
+    if tiles.saturating_mul(4) >= sms as usize * 3 {
+        HalfKernel::Tc128
+    } else {
+        HalfKernel::Tc64
+    }
+}
+
+/// A T-output launch: C, the epilogue's input (`aux`: the bias or z) and `y`, the epilogue and
+/// its activation.
+struct LowOut<'v, 'a> {
+    c: &'v View<'a>,
+    aux: &'v View<'a>,
+    y: &'v View<'a>,
+    epilogue: u32,
+    act: Activation,
+    keep_z: bool,
+}
+
+impl<D: Device> GpuOps<D> {
+    fn half_kernel(&self, g: &Gemm, a: &View<'_>, b: &View<'_>) -> HalfKernel {
+        let sms = self.info.compute_units;
+        choose(
+            self.device.half_tensor_cores(),
+            sms,
+            g,
+            a.offset(),
+            b.offset(),
+        )
+    }
+
+    /// [`crate::ops::LinalgOps::gemm`] of T (bf16/f16) operands into an f32 or T `c`, whose
+    /// types the caller has checked.
+    pub(super) fn half_gemm(&self, g: Gemm, [a, b, c]: [&View<'_>; 3], t: DType) -> Result<()> {
+        check::gemm(&g, a, b, c)?;
+        for d in [g.m, g.n, g.k] {
+            check::fits_u32("gemm", d)?;
+        }
+        if g.m == 0 || g.n == 0 {
+            return Ok(());
+        }
+        if c.dtype() == DType::F32 {
+            return self.half_gemm_f32(&g, [a, b, c], t);
+        }
+        let out = LowOut {
+            c,
+            aux: c,
+            y: c,
+            epilogue: EPI_PLAIN,
+            act: Activation::Identity,
+            keep_z: true,
+        };
+        self.half_gemm_low(&g, a, b, out, t)
+    }
+
+    /// `hgemm_*`: an f32 C, k split over the grid (`sgemm_split_sum` adding the parts) where the
+    /// output's tiles leave compute units idle, as the f32 GEMM splits it.
+    fn half_gemm_f32(&self, g: &Gemm, [a, b, c]: [&View<'_>; 3], t: DType) -> Result<()> {
+        let kernel = self.half_kernel(g, a, b);
+        let entry = kernel.entry(false, t);
+        let mut config = launch::gemm(g.m, g.n, kernel.tile())?;
+        let tiles = config.grid[0] as usize * config.grid[1] as usize;
+        let mn = g.m * g.n;
+        let units = self.info.compute_units;
+        let (splits, k_chunk) = launch::k_splits(tiles, mn, g.k, units, GEMM_PARTS, false);
+        config.grid[2] = splits;
+        let launch_into = |part: &View<'_>| -> Result<()> {
+            let args = Args::new()
+                .buf_as(a, t)?
+                .buf_as(b, t)?
+                .buf(c)?
+                .buf(part)?
+                .gemm(g)
+                .u32(k_chunk)
+                .f32(g.alpha)
+                .f32(g.beta);
+            self.run(entry, config, args)
+        };
+        if splits == 1 {
+            // `part` is not touched without a split.
+            return launch_into(c);
+        }
+        self.with_gemm_parts(|parts| {
+            let parts = parts.slice(0, splits as usize * mn)?;
+            launch_into(&parts)?;
+            self.split_sum(&parts, c, splits, g.alpha, g.beta)
+        })
+    }
+
+    /// `hgemm_lo_*`: a T output with its epilogue, k not split.
+    fn half_gemm_low(
+        &self,
+        g: &Gemm,
+        a: &View<'_>,
+        b: &View<'_>,
+        out: LowOut<'_, '_>,
+        t: DType,
+    ) -> Result<()> {
+        let kernel = self.half_kernel(g, a, b);
+        let config = launch::gemm(g.m, g.n, kernel.tile())?;
+        let args = Args::new()
+            .buf_as(a, t)?
+            .buf_as(b, t)?
+            .buf_as(out.c, t)?
+            .buf_as(out.aux, t)?
+            .buf_as(out.y, t)?
+            .gemm(g)
+            .u32(out.epilogue)
+            .u32(out.act.code())
+            .u32(out.keep_z as u32)
+            .f32(g.alpha)
+            .f32(g.beta)
+            .f32(out.act.param());
+        self.run(kernel.entry(true, t), config, args)
+    }
+
+    /// `out[c] = Σ_r x[r][c]` over a `rows x cols` T matrix into f32 (`hcol_sum_*`).
+    fn half_column_sums(
+        &self,
+        x: &View<'_>,
+        out: &View<'_>,
+        shape: MatShape,
+        t: DType,
+    ) -> Result<()> {
+        let MatShape { rows, cols } = shape;
+        let entry = if t == DType::Bf16 {
+            "hcol_sum_bf16"
+        } else {
+            "hcol_sum_f16"
+        };
+        let config = crate::kernel::LaunchConfig {
+            grid: [cols.div_ceil(32) as u32, 1, 1],
+            block: [32, 8, 1],
+            shared_bytes: 0,
+        };
+        let args = Args::new()
+            .buf_as(x, t)?
+            .buf(out)?
+            .dims(&[rows, cols])
+            .f32(0.0);
+        self.run(entry, config, args)
+    }
+
+    /// [`crate::ops::DenseOps::dense_forward`] of T views: one `hgemm_lo_*` launch with the
+    /// bias + activation epilogue.
+    pub(super) fn half_dense_forward(&self, a: DenseForward<'_>, t: DType) -> Result<()> {
+        let op = "dense_forward";
+        let DenseParams { w, bias } = a.params;
+        let (x, z, y) = (a.x, a.z, a.y);
+        let g = a.shape.forward_gemm();
+        check::gemm(&g, &x, &w, &z)?;
+        for d in [a.shape.rows, a.shape.inputs, a.shape.outputs] {
+            check::fits_u32(op, d)?;
+        }
+        check::len(op, "bias", &bias, a.shape.outputs)?;
+        check::len(op, "y", &y, z.len())?;
+        check::no_overlap(op, &y, &z, true)?;
+        for input in [&x, &w, &bias] {
+            check::no_overlap(op, &y, input, false)?;
+        }
+        check::no_overlap(op, &z, &bias, false)?;
+        if g.m == 0 || g.n == 0 {
+            return Ok(());
+        }
+        let out = LowOut {
+            c: &z,
+            aux: &bias,
+            y: &y,
+            epilogue: EPI_DENSE,
+            act: a.act,
+            keep_z: !y.same_as(&z),
+        };
+        self.half_gemm_low(&g, &x, &w, out, t)
+    }
+
+    /// [`crate::ops::DenseOps::dense_param_grads`] of T views: `hgemm_*` into the f32 `dw`,
+    /// then `hcol_sum_*` into the f32 `dbias`.
+    pub(super) fn half_param_grads(&self, a: DenseParamGrads<'_>, t: DType) -> Result<()> {
+        let op = "dense_param_grads";
+        let DenseParams { w: dw, bias: dbias } = a.grads;
+        let g = a.shape.weight_grad_gemm();
+        check::gemm(&g, &a.dz, &a.x, &dw)?;
+        check::len(op, "dbias", &dbias, a.shape.outputs)?;
+        for other in [&a.dz, &a.x, &dw] {
+            check::no_overlap(op, &dbias, other, false)?;
+        }
+        self.half_gemm(g, [&a.dz, &a.x, &dw], t)?;
+        if a.shape.outputs == 0 {
+            return Ok(());
+        }
+        self.half_column_sums(&a.dz, &dbias, a.shape.output(), t)
+    }
+
+    /// [`crate::ops::ActivationOps::bias_act_backward_product`] of T views: one `hgemm_lo_*`
+    /// launch that multiplies the product by the activation's derivative, then `hcol_sum_*`
+    /// over the rounded `dz` into the f32 `dbias`.
+    pub(super) fn half_product_backward(
+        &self,
+        a: BiasActBackwardProduct<'_>,
+        t: DType,
+    ) -> Result<()> {
+        let op = BiasActBackwardProduct::OP;
+        for len in a.check()? {
+            check::fits_u32(op, len)?;
+        }
+        let Activated { z, y, act } = a.f;
+        let BiasActGrads { dz, dbias } = a.grads;
+        let g = a.product_gemm();
+        if g.m == 0 || g.n == 0 {
+            return Ok(());
+        }
+        let out = LowOut {
+            c: &dz,
+            aux: &z,
+            y: &y,
+            epilogue: EPI_ACT_GRAD,
+            act,
+            keep_z: false,
+        };
+        self.half_gemm_low(&g, &a.g, &a.w, out, t)?;
+        self.half_column_sums(&dz, &dbias, a.shape, t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tensor_cores_take_aligned_operands_only() {
+        let g = Gemm::new(4096, 512, 784).tb();
+        assert_eq!(choose(true, 132, &g, 0, 8), HalfKernel::Tc128);
+        assert_eq!(choose(false, 132, &g, 0, 8), HalfKernel::Portable);
+        assert_eq!(choose(true, 132, &g, 3, 0), HalfKernel::Portable);
+        // k = 100 is A's leading dimension: not a multiple of 8.
+        let odd = Gemm::new(4096, 512, 100).tb();
+        assert_eq!(choose(true, 132, &odd, 0, 0), HalfKernel::Portable);
+        // dW = dz^T x of W1 at batch 4096: 28 tiles of 128 leave an H100's SMs idle.
+        let dw = Gemm::new(512, 784, 4096).ta();
+        assert_eq!(choose(true, 132, &dw, 0, 0), HalfKernel::Tc64);
+    }
+
+    #[test]
+    fn every_kernel_has_an_entry_per_type_and_output() {
+        let mut names = std::collections::BTreeSet::new();
+        for k in [HalfKernel::Portable, HalfKernel::Tc64, HalfKernel::Tc128] {
+            for low in [false, true] {
+                for t in [DType::Bf16, DType::F16] {
+                    let e = k.entry(low, t);
+                    assert!(e.ends_with(if t == DType::Bf16 { "_bf16" } else { "_f16" }));
+                    names.insert(e);
+                }
+            }
+        }
+        assert_eq!(names.len(), 12);
+    }
+}

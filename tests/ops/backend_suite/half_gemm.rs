@@ -1,0 +1,538 @@
+//! bf16/f16 GEMM and dense-layer ops (issue 28's op layer) on every backend against the CPU:
+//! random shapes, transposes, scalars and offsets, inputs of both 16-bit types, f32 and T
+//! outputs, every output poisoned with NaN and guarded by NaN elements on both sides. The
+//! shapes reach the portable kernels (`hgemm_*`, every dialect: odd sizes, k not a multiple of
+//! 8, offsets of 3) and, on CUDA sm_80+, the tensor-core ones (`hgemm_tc*`: sides multiples of
+//! 8 at aligned offsets, 64- and 128-wide tiles, k split); then the type rules' errors.
+//!
+//! Tolerances, from the types' unit roundoff u (bf16 2^-8, f16 2^-11, f32 2^-24) and the sum's
+//! length k: both backends sum the same T products in f32, in different orders, so an f32
+//! output may differ by about k u_f32 of the terms' magnitudes; a T output is that sum rounded
+//! once on each side, which adds up to one unit of T (u_T relative) where the two sums round to
+//! neighbouring values. The bounds are 4 times those (relative, in the Euclidean norm).
+
+use half::{bf16, f16};
+use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
+use rnn::ops::prelude::*;
+use rnn::ops::{
+    Activated, BiasActBackwardProduct, BiasActGrads, DenseForward, DenseParamGrads, DenseParams,
+    DenseShape, MatShape,
+};
+use rnn::{Activation, Buffer, Context, DType, Error, Gemm, View};
+
+use super::{Values, prop};
+use crate::support::{Target, rel_err};
+
+/// Guard elements after every view (and the pad before it).
+const GUARD: usize = 5;
+
+/// The unit roundoff of a float type.
+fn unit(t: DType) -> f64 {
+    match t {
+        DType::Bf16 => 2f64.powi(-8),
+        DType::F16 => 2f64.powi(-11),
+        _ => 2f64.powi(-24),
+    }
+}
+
+/// The bound for an output of type `out` of sums of `k` products (module doc).
+fn tolerance(out: DType, k: usize) -> f64 {
+    let sum = (k.max(1) as f64) * unit(DType::F32);
+    let rounding = if out == DType::F32 { 0.0 } else { unit(out) };
+    4.0 * (sum + rounding)
+}
+
+/// The bits of a NaN of type `t` that no kernel produces (the guard value).
+fn guard_bits(t: DType) -> u32 {
+    match t {
+        DType::Bf16 => 0x7fbe,
+        DType::F16 => 0x7e5f,
+        _ => 0x7fc0_beef,
+    }
+}
+
+fn upload_typed(ops: &dyn Ops, v: View<'_>, vals: &[f32]) -> rnn::Result<()> {
+    match v.dtype() {
+        DType::Bf16 => ops.upload_as(
+            v,
+            &vals.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>(),
+        ),
+        DType::F16 => ops.upload_as(
+            v,
+            &vals.iter().map(|&x| f16::from_f32(x)).collect::<Vec<_>>(),
+        ),
+        _ => ops.upload(v, vals),
+    }
+}
+
+/// The elements of `v` as f32, and each one's bits.
+fn download_typed(ops: &dyn Ops, v: View<'_>) -> rnn::Result<Vec<(f32, u32)>> {
+    let n = v.len();
+    Ok(match v.dtype() {
+        DType::Bf16 => {
+            let mut h = vec![bf16::ZERO; n];
+            ops.download_as(v, &mut h)?;
+            h.iter()
+                .map(|x| (x.to_f32(), u32::from(x.to_bits())))
+                .collect()
+        }
+        DType::F16 => {
+            let mut h = vec![f16::ZERO; n];
+            ops.download_as(v, &mut h)?;
+            h.iter()
+                .map(|x| (x.to_f32(), u32::from(x.to_bits())))
+                .collect()
+        }
+        _ => {
+            let mut f = vec![0.0f32; n];
+            ops.download(v, &mut f)?;
+            f.iter().map(|x| (*x, x.to_bits())).collect()
+        }
+    })
+}
+
+/// One buffer of a case: its values (rounded to its type on upload) and its type.
+type Typed = (Vec<f32>, DType);
+
+type TypedOp<'f> = dyn Fn(&dyn Ops, &[View<'_>]) -> rnn::Result<()> + 'f;
+
+/// Uploads `bufs` behind `pad` guard elements (and [`GUARD`] after), runs `f` on views of
+/// them, checks the guards and returns every buffer's values.
+fn run_typed(
+    ctx: &Context,
+    bufs: &[Typed],
+    pad: usize,
+    f: &TypedOp<'_>,
+) -> rnn::Result<Vec<Vec<f32>>> {
+    let ops = ctx.ops();
+    let mut owned: Vec<Buffer> = Vec::new();
+    for (vals, t) in bufs {
+        let buf = ops.alloc_as(*t, pad + vals.len() + GUARD)?;
+        let guard = guard_bits(*t);
+        let bytes: Vec<u8> = (0..buf.len())
+            .flat_map(|_| guard.to_ne_bytes()[..t.size()].to_vec())
+            .collect();
+        // Native-endian: the low bytes of a u32 are the 16-bit guard's on little-endian hosts.
+        ops.upload_bytes(buf.view(), &bytes)?;
+        upload_typed(ops, buf.slice(pad, vals.len())?, vals)?;
+        owned.push(buf);
+    }
+    let views: Vec<View<'_>> = owned
+        .iter()
+        .zip(bufs)
+        .map(|(b, (vals, _))| b.slice(pad, vals.len()))
+        .collect::<rnn::Result<_>>()?;
+    f(ops, &views)?;
+    let mut out = Vec::new();
+    for (i, (b, (vals, t))) in owned.iter().zip(bufs).enumerate() {
+        let all = download_typed(ops, b.view())?;
+        let n = vals.len();
+        for (j, (_, bits)) in all.iter().enumerate() {
+            if (j < pad || j >= pad + n) && *bits != guard_bits(*t) {
+                panic!(
+                    "{}: buffer {i} ({t}): element {j} outside the view written",
+                    ctx.id()
+                );
+            }
+        }
+        out.push(all[pad..pad + n].iter().map(|(v, _)| *v).collect());
+    }
+    Ok(out)
+}
+
+/// Runs `f` on the CPU and on `gpu`; buffer `i` of `check` must agree within `tol`.
+fn compare_typed(
+    gpu: &Context,
+    what: &str,
+    (bufs, pad): (&[Typed], usize),
+    check: &[(usize, f64)],
+    f: &TypedOp<'_>,
+) -> Result<(), TestCaseError> {
+    let want = run_typed(&Context::cpu(), bufs, pad, f)
+        .map_err(|e| TestCaseError::fail(format!("{what} on cpu: {e}")))?;
+    let got = run_typed(gpu, bufs, pad, f)
+        .map_err(|e| TestCaseError::fail(format!("{what} on {}: {e}", gpu.id())))?;
+    for &(i, tol) in check {
+        super::judge(gpu, what, (&got, &want), &[i], &[], tol)?;
+    }
+    Ok(())
+}
+
+/// A side: 1, odd sizes across the 64/128 tile edges, or a multiple of 8 (tensor-core sized).
+fn side() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        Just(1usize),
+        1..=70usize,
+        (1..=40usize).prop_map(|x| 8 * x),
+        120..=140usize,
+    ]
+}
+
+/// Products of random shapes, transposes, scalars and offsets in both types, into f32 and T.
+pub fn half_gemm(t: Target) {
+    let strategy = (
+        (
+            side(),
+            side(),
+            prop_oneof![Just(0usize), side(), 500..=700usize],
+        ),
+        (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
+        (
+            prop_oneof![Just(0usize), Just(3usize), Just(8usize)],
+            any::<u64>(),
+        ),
+    );
+    prop(
+        t,
+        "half_gemm",
+        24,
+        strategy,
+        |ctx, ((m, n, k), flags, (pad, seed))| {
+            let (ta, tb, f16_in, low_out) = flags;
+            let ty = if f16_in { DType::F16 } else { DType::Bf16 };
+            let out = if low_out { ty } else { DType::F32 };
+            let mut v = Values(seed);
+            let beta = if seed % 3 == 0 { 0.0 } else { 0.5 };
+            let g = Gemm {
+                trans_a: ta,
+                trans_b: tb,
+                ..Gemm::new(m, n, k).scaled(1.5, beta)
+            };
+            let c0 = if beta == 0.0 {
+                vec![f32::NAN; m * n]
+            } else {
+                v.vec(m * n, -1.0, 1.0)
+            };
+            let bufs = [
+                (v.vec(m * k, -1.0, 1.0), ty),
+                (v.vec(k * n, -1.0, 1.0), ty),
+                (c0, out),
+            ];
+            let what = format!("{ty} gemm {m}x{n}x{k} ta {ta} tb {tb} into {out}");
+            compare_typed(
+                ctx,
+                &what,
+                (&bufs, pad),
+                &[(2, tolerance(out, k))],
+                &|o, v| o.gemm(g, v[0], v[1], v[2]),
+            )
+        },
+    );
+}
+
+/// Products the CUDA tensor-core kernels take on an H100: 128-wide tiles over a deep k, and
+/// few 64-wide tiles with k split (the weight gradient of a 512-unit layer at batch 4096).
+pub fn half_gemm_tensor_core_shapes(t: Target) {
+    let shapes = [
+        (1152, 1040, 264, false, true),
+        (136, 200, 3000, true, false),
+    ];
+    let strategy = (0..shapes.len(), any::<bool>(), any::<u64>());
+    prop(
+        t,
+        "half_gemm_tensor_core_shapes",
+        4,
+        strategy,
+        |ctx, (i, f16_in, seed)| {
+            let (m, n, k, ta, tb) = shapes[i];
+            let ty = if f16_in { DType::F16 } else { DType::Bf16 };
+            let mut v = Values(seed);
+            let g = Gemm {
+                trans_a: ta,
+                trans_b: tb,
+                ..Gemm::new(m, n, k)
+            };
+            for out in [DType::F32, ty] {
+                let bufs = [
+                    (v.vec(m * k, -1.0, 1.0), ty),
+                    (v.vec(k * n, -1.0, 1.0), ty),
+                    (vec![f32::NAN; m * n], out),
+                ];
+                let what = format!("{ty} gemm {m}x{n}x{k} into {out}");
+                compare_typed(
+                    ctx,
+                    &what,
+                    (&bufs, 0),
+                    &[(2, tolerance(out, k))],
+                    &|o, v| o.gemm(g, v[0], v[1], v[2]),
+                )?;
+            }
+            Ok(())
+        },
+    );
+}
+
+const ACTS: [Activation; 6] = [
+    Activation::Identity,
+    Activation::Relu,
+    Activation::Sigmoid,
+    Activation::Tanh,
+    Activation::Gelu,
+    Activation::LeakyRelu { slope: 0.01 },
+];
+
+/// `dense_forward` (z kept and not), `dense_param_grads` and `bias_act_backward_product` of
+/// T views, every activation.
+pub fn half_dense(t: Target) {
+    let strategy = (
+        (side(), side(), side()),
+        (0..ACTS.len(), any::<bool>(), any::<bool>()),
+        (
+            prop_oneof![Just(0usize), Just(3usize), Just(8usize)],
+            any::<u64>(),
+        ),
+    );
+    prop(
+        t,
+        "half_dense",
+        16,
+        strategy,
+        |ctx, ((rows, inputs, outputs), (a, f16_in, in_place), (pad, seed))| {
+            let act = ACTS[a];
+            let ty = if f16_in { DType::F16 } else { DType::Bf16 };
+            let mut v = Values(seed);
+            let shape = DenseShape::new(rows, inputs, outputs);
+            let out_n = rows * outputs;
+            let tol = tolerance(ty, inputs);
+            let bufs = [
+                (v.vec(rows * inputs, -1.0, 1.0), ty),
+                (v.vec(outputs * inputs, -0.5, 0.5), ty),
+                (v.vec(outputs, -0.5, 0.5), ty),
+                (vec![f32::NAN; out_n], ty),
+                (vec![f32::NAN; out_n], ty),
+            ];
+            let what = format!(
+                "{ty} dense_forward {rows}x{inputs}->{outputs} {act:?} in place {in_place}"
+            );
+            let check: &[(usize, f64)] = if in_place {
+                &[(3, tol)]
+            } else {
+                &[(3, tol), (4, tol)]
+            };
+            compare_typed(ctx, &what, (&bufs, pad), check, &|o, v| {
+                let y = if in_place { v[3] } else { v[4] };
+                let params = DenseParams::new(v[1], v[2]);
+                o.dense_forward(DenseForward::new(v[0], params, v[3], y, act, shape))
+            })?;
+
+            // dz and x in T, dW and dbias in f32: sums of `rows` terms.
+            let bufs = [
+                (v.vec(out_n, -1.0, 1.0), ty),
+                (v.vec(rows * inputs, -1.0, 1.0), ty),
+                (vec![f32::NAN; outputs * inputs], DType::F32),
+                (vec![f32::NAN; outputs], DType::F32),
+            ];
+            let what = format!("{ty} dense_param_grads {rows}x{inputs}->{outputs}");
+            let tol = tolerance(DType::F32, rows);
+            compare_typed(ctx, &what, (&bufs, pad), &[(2, tol), (3, tol)], &|o, v| {
+                let grads = DenseParams::new(v[2], v[3]);
+                o.dense_param_grads(DenseParamGrads::new(v[0], v[1], grads, shape))
+            })?;
+
+            // The backward of this layer from the next one's (`outputs` wide, weight k x outputs).
+            let k = inputs;
+            let z = v.vec(out_n, -2.0, 2.0);
+            let y: Vec<f32> = z.iter().map(|&x| x.tanh()).collect();
+            let bufs = [
+                (v.vec(rows * k, -1.0, 1.0), ty),
+                (v.vec(k * outputs, -0.5, 0.5), ty),
+                (z, ty),
+                (y, ty),
+                (vec![f32::NAN; out_n], ty),
+                (vec![f32::NAN; outputs], DType::F32),
+            ];
+            let what = format!("{ty} bias_act_backward_product {rows}x{k}->{outputs} {act:?}");
+            // dbias sums `rows` rounded dz values that may differ by a unit of T each.
+            let (tol_dz, tol_db) = (tolerance(ty, k), tolerance(ty, k) * (rows as f64).sqrt());
+            compare_typed(
+                ctx,
+                &what,
+                (&bufs, pad),
+                &[(4, tol_dz), (5, tol_db)],
+                &|o, v| {
+                    o.bias_act_backward_product(BiasActBackwardProduct::new(
+                        v[0],
+                        v[1],
+                        Activated::new(v[2], v[3], act),
+                        BiasActGrads::new(v[4], v[5]),
+                        MatShape::new(rows, outputs),
+                        k,
+                    ))
+                },
+            )
+        },
+    );
+}
+
+/// The type rules: A and B one float type, C f32 or that type; the dense ops' T views one
+/// type and their gradients f32. Each mismatch is `DTypeMismatch` naming the argument, and
+/// nothing is written.
+pub fn half_type_errors(t: Target) {
+    for ctx in super::contexts(t, "half_type_errors") {
+        let ops = ctx.ops();
+        let buf = |d: DType, n: usize| {
+            let b = ops.alloc_as(d, n).unwrap();
+            upload_typed(ops, b.view(), &vec![0.25; n]).unwrap();
+            b
+        };
+        let (a16, b16, bh, c32, cu) = (
+            buf(DType::Bf16, 6),
+            buf(DType::Bf16, 6),
+            buf(DType::F16, 6),
+            buf(DType::F32, 4),
+            ops.alloc_as(DType::U32, 4).unwrap(),
+        );
+        let ch = buf(DType::F16, 4);
+        let g = Gemm::new(2, 2, 3);
+        let want = |e: Error, op: &str, arg: &str, expected: DType, found: DType| match e {
+            Error::DTypeMismatch {
+                op: o,
+                arg: a,
+                expected: x,
+                found: f,
+            } => {
+                assert_eq!(
+                    (o.as_str(), a.as_str(), x, f),
+                    (op, arg, expected, found),
+                    "{t:?}"
+                )
+            }
+            other => panic!("{t:?}: expected DTypeMismatch, got {other:?}"),
+        };
+        let e = ops.gemm(g, a16.view(), bh.view(), c32.view()).unwrap_err();
+        want(e, "gemm", "B", DType::Bf16, DType::F16);
+        let e = ops.gemm(g, a16.view(), b16.view(), ch.view()).unwrap_err();
+        want(e, "gemm", "C", DType::Bf16, DType::F16);
+        let e = ops.gemm(g, a16.view(), b16.view(), cu.view()).unwrap_err();
+        want(e, "gemm", "C", DType::Bf16, DType::U32);
+        let e = ops.gemm(g, c32.view(), b16.view(), c32.view()).unwrap_err();
+        want(e, "gemm", "B", DType::F32, DType::Bf16);
+
+        let shape = DenseShape::new(2, 3, 2);
+        let (x, w, bias, z) = (
+            buf(DType::Bf16, 6),
+            buf(DType::F32, 6),
+            buf(DType::Bf16, 2),
+            buf(DType::Bf16, 4),
+        );
+        let params = DenseParams::new(w.view(), bias.view());
+        let f = DenseForward::new(
+            x.view(),
+            params,
+            z.view(),
+            z.view(),
+            Activation::Relu,
+            shape,
+        );
+        want(
+            ops.dense_forward(f).unwrap_err(),
+            "dense_forward",
+            "w",
+            DType::Bf16,
+            DType::F32,
+        );
+        let (dw16, db) = (buf(DType::Bf16, 6), buf(DType::F32, 2));
+        let grads = DenseParams::new(dw16.view(), db.view());
+        let e = ops
+            .dense_param_grads(DenseParamGrads::new(z.view(), x.view(), grads, shape))
+            .unwrap_err();
+        want(e, "dense_param_grads", "dw", DType::F32, DType::Bf16);
+        let (g16, w16, dz, dbias16) = (
+            buf(DType::Bf16, 6),
+            buf(DType::Bf16, 6),
+            buf(DType::Bf16, 4),
+            buf(DType::Bf16, 2),
+        );
+        let e = ops
+            .bias_act_backward_product(BiasActBackwardProduct::new(
+                g16.view(),
+                w16.view(),
+                Activated::new(z.view(), z.view(), Activation::Tanh),
+                BiasActGrads::new(dz.view(), dbias16.view()),
+                MatShape::new(2, 2),
+                3,
+            ))
+            .unwrap_err();
+        want(
+            e,
+            "bias_act_backward_product",
+            "dbias",
+            DType::F32,
+            DType::Bf16,
+        );
+        // Nothing was written.
+        for (b, n) in [(&c32, 4), (&ch, 4), (&z, 4), (&db, 2), (&dz, 4), (&dw16, 6)] {
+            let vals = download_typed(ops, b.view()).unwrap();
+            assert!(
+                vals.iter().all(|(v, _)| *v == 0.25),
+                "{t:?}: {} of {n} written",
+                b.dtype()
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_half_type_errors() {
+    half_type_errors(Target::Cpu)
+}
+
+/// The CPU backend against plain f64 loops over the rounded inputs: a T-output product with
+/// alpha and beta, and a dense forward (z rounded, y = tanh of the rounded z, rounded).
+#[test]
+fn cpu_half_ops_match_f64_loops() {
+    let ctx = Context::cpu();
+    for (ty, (m, n, k)) in [(DType::Bf16, (7, 9, 300)), (DType::F16, (33, 5, 70))] {
+        let round = |x: f32| match ty {
+            DType::Bf16 => bf16::from_f32(x).to_f32(),
+            _ => f16::from_f32(x).to_f32(),
+        };
+        let mut v = Values(k as u64);
+        let (a, b, c) = (
+            v.vec(m * k, -1.0, 1.0),
+            v.vec(n * k, -1.0, 1.0),
+            v.vec(m * n, -1.0, 1.0),
+        );
+        let (ar, br, cr): (Vec<f32>, Vec<f32>, Vec<f32>) = (
+            a.iter().map(|&x| round(x)).collect(),
+            b.iter().map(|&x| round(x)).collect(),
+            c.iter().map(|&x| round(x)).collect(),
+        );
+        // C = 0.5 A B^T + 2 C.
+        let dot = |i: usize, j: usize| -> f64 {
+            (0..k)
+                .map(|p| ar[i * k + p] as f64 * br[j * k + p] as f64)
+                .sum()
+        };
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| (0.5 * dot(e / n, e % n) + 2.0 * cr[e] as f64) as f32)
+            .collect();
+        let g = Gemm::new(m, n, k).tb().scaled(0.5, 2.0);
+        let bufs = [(a.clone(), ty), (b.clone(), ty), (c, ty)];
+        let got = run_typed(&ctx, &bufs, 3, &|o, v| o.gemm(g, v[0], v[1], v[2])).unwrap();
+        let err = rel_err(&got[2], &want);
+        assert!(err <= tolerance(ty, k), "{ty} gemm: {err:e}");
+
+        let bias = v.vec(n, -0.5, 0.5);
+        let want: Vec<f32> = (0..m * n)
+            .map(|e| round(round((dot(e / n, e % n) + round(bias[e % n]) as f64) as f32).tanh()))
+            .collect();
+        let shape = DenseShape::new(m, k, n);
+        let bufs = [(a, ty), (b, ty), (bias, ty), (vec![f32::NAN; m * n], ty)];
+        let got = run_typed(&ctx, &bufs, 0, &|o, v| {
+            let params = DenseParams::new(v[1], v[2]);
+            o.dense_forward(DenseForward::new(
+                v[0],
+                params,
+                v[3],
+                v[3],
+                Activation::Tanh,
+                shape,
+            ))
+        })
+        .unwrap();
+        let err = rel_err(&got[3], &want);
+        assert!(err <= tolerance(ty, k), "{ty} dense_forward: {err:e}");
+    }
+}
