@@ -235,6 +235,15 @@ pub(crate) mod family_entries {
         "loss_weights",
         "loss_weights_labels",
     ];
+    /// The kernels of the 16-bit float types (kernels-{cu,cl}/mixed.*).
+    pub(crate) const MIXED: &[&str] = &[
+        "cast_f32_bf16",
+        "cast_f32_f16",
+        "cast_bf16_f32",
+        "cast_f16_f32",
+        "cast_bf16_f16",
+        "cast_f16_bf16",
+    ];
 }
 
 /// One module of the built-in op set as a device compiles it: the families are compiled, cached

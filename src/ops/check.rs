@@ -44,7 +44,6 @@ pub(crate) fn typed(op: &str, ctx: u64, views: &[(&str, &View<'_>, DType)]) -> R
 /// view of `fixed` holds its own type (`(name, view, type)`: f32 statistics, u32 indices); all
 /// belong to the context `ctx`. Returns T (f32 when `t` is empty). A mismatch is
 /// [`Error::DTypeMismatch`] naming `op` and the argument, before any work.
-#[allow(dead_code)] // The ops of 16-bit float types start using it with the cast op.
 pub(crate) fn float_t(
     op: &str,
     ctx: u64,
@@ -61,6 +60,18 @@ pub(crate) fn float_t(
     }
     typed(op, ctx, fixed)?;
     Ok(ty)
+}
+
+/// The arguments of [`crate::ops::ElementwiseOps::cast`]: float types on both sides (each its
+/// own), of the context `ctx`, equal lengths, no overlap. Returns the element count, which fits
+/// 32 bits.
+pub(crate) fn cast(ctx: u64, src: &View<'_>, dst: &View<'_>) -> Result<u32> {
+    let op = "cast";
+    float_t(op, ctx, &[("src", src)], &[])?;
+    float_t(op, ctx, &[("dst", dst)], &[])?;
+    len(op, "dst", dst, src.len())?;
+    no_overlap(op, dst, src, false)?;
+    fits_u32(op, src.len())
 }
 
 /// The view holds elements of `expected`, else [`Error::DTypeMismatch`] naming `op` and `arg`.

@@ -27,6 +27,7 @@ mod kernel_times;
 mod layers;
 mod losses;
 mod memory;
+pub(crate) mod mixed;
 mod optim;
 mod reductions;
 mod rnn_seq;
@@ -506,6 +507,8 @@ macro_rules! backend_suite {
                 gpu_rejects_other_types => dtypes::rejects_other_types,
                 gpu_kernel_times => kernel_times::kernel_times,
                 gpu_sequence_masks => varlen::sequence_masks,
+                gpu_conversions => mixed::conversions,
+                gpu_cast_errors => mixed::cast_errors,
             }
         }
     };

@@ -190,3 +190,15 @@ fn rejects_other_types() {
 fn indices_beyond_2_24() {
     crate::backend_suite::indices::beyond_2_24(crate::support::Target::Cpu)
 }
+
+/// Conversions between f32, bf16 and f16 against the `half` crate, on the CPU backend.
+#[test]
+fn conversions() {
+    crate::backend_suite::mixed::conversions(crate::support::Target::Cpu)
+}
+
+/// `cast`'s argument checks, on the CPU backend.
+#[test]
+fn cast_errors() {
+    crate::backend_suite::mixed::cast_errors(crate::support::Target::Cpu)
+}

@@ -2,7 +2,7 @@
 
 use super::access::{Src, lock, lock_inplace};
 use super::par::chunks;
-use super::{CpuOps, access, host_memory};
+use super::{CpuOps, access, float_views, host_memory};
 use crate::buffer::View;
 use crate::buffer::{Buffer, Storage};
 use crate::device::DeviceInfo;
@@ -214,6 +214,14 @@ impl MemoryOps for CpuOps {
 }
 
 impl ElementwiseOps for CpuOps {
+    fn cast(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        check::cast(self.context, &src, &dst)?;
+        if src.dtype() == dst.dtype() {
+            return self.copy(src, dst);
+        }
+        float_views::write("cast", &dst, &float_views::read("cast", &src)?)
+    }
+
     fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
         let ctx = self.context;
         lock("scale", ctx, [], [x], |[], [x]| {

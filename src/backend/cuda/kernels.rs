@@ -69,7 +69,7 @@ pub(crate) const HEADERS: [(&str, &str); 4] = [
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 12] = [
+pub(crate) const FAMILIES: [OpFamily; 13] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -193,6 +193,14 @@ pub(crate) const FAMILIES: [OpFamily; 12] = [
             include_str!("../../../kernels-cu/varlen.cu"),
         )],
         entries: &[family_entries::VARLEN],
+    },
+    OpFamily {
+        name: "mixed",
+        files: &[(
+            "kernels-cu/mixed.cu",
+            include_str!("../../../kernels-cu/mixed.cu"),
+        )],
+        entries: &[family_entries::MIXED],
     },
 ];
 

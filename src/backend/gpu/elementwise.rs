@@ -153,6 +153,10 @@ impl<D: Device> MemoryOps for GpuOps<D> {
 }
 
 impl<D: Device> ElementwiseOps for GpuOps<D> {
+    fn cast(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        self.cast_views(src, dst)
+    }
+
     fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
         self.binary("add", a, b, out)
     }

@@ -17,6 +17,7 @@ mod gemm_thin;
 mod launch;
 mod linalg;
 mod loss;
+mod mixed;
 mod modules;
 mod norm;
 mod optim;

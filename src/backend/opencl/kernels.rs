@@ -26,7 +26,7 @@ const HEADERS: [(&str, &str); 4] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 11] = [
+pub(crate) const FAMILIES: [OpFamily; 12] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -150,6 +150,14 @@ pub(crate) const FAMILIES: [OpFamily; 11] = [
             include_str!("../../../kernels-cl/varlen.cl"),
         )],
         entries: &[family_entries::VARLEN],
+    },
+    OpFamily {
+        name: "mixed",
+        files: &[(
+            "kernels-cl/mixed.cl",
+            include_str!("../../../kernels-cl/mixed.cl"),
+        )],
+        entries: &[family_entries::MIXED],
     },
 ];
 

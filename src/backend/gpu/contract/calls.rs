@@ -50,6 +50,12 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.add(a.view(), b.view(), c.view())?;
     ops.mul(a.view(), b.view(), c.view())?;
     ops.copy(a.view(), b.view())?;
+    let halves = [ops.alloc_as(DType::Bf16, n)?, ops.alloc_as(DType::F16, n)?];
+    for (i, h) in halves.iter().enumerate() {
+        ops.cast(a.view(), h.view())?;
+        ops.cast(h.view(), b.view())?;
+        ops.cast(h.view(), halves[1 - i].view())?;
+    }
 
     // Products: tiled, split k, and the thin kernels (with and without a split).
     for (m, nn, k) in [
