@@ -187,8 +187,17 @@ pub(crate) mod family_entries {
         "sum_final",
         "clip_final",
     ];
-    /// One-launch optimizer steps.
-    pub(crate) const OPTIM: &[&str] = &["sgd_step", "adam_step"];
+    /// One-launch optimizer steps, loss scaling, and the mixed-precision steps.
+    pub(crate) const OPTIM: &[&str] = &[
+        "sgd_step",
+        "adam_step",
+        "unscale_check",
+        "update_scale",
+        "sgd_step_bf16",
+        "sgd_step_f16",
+        "adam_step_bf16",
+        "adam_step_f16",
+    ];
     /// Elman, LSTM and GRU steps and cells.
     pub(crate) const RNN_STEP: &[&str] = &[
         "rnn_step_forward",

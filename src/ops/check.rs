@@ -443,3 +443,74 @@ pub(crate) fn layer_norm(
     fits_u32(op, area(op, rows, 2)?)?;
     fits_u32(op, n)
 }
+
+/// Arguments of [`crate::ops::OptimOps::unscale_and_check`] and
+/// [`crate::ops::OptimOps::update_scale`] (`grads` empty for the latter): f32 views of the
+/// context `ctx`, a whole scaler state and a one-element flag, no output overlapping another
+/// view. Returns the gradient count (which fits 32 bits).
+pub(crate) fn loss_scale(
+    op: &str,
+    ctx: u64,
+    grads: &View<'_>,
+    scaler: &View<'_>,
+    found_inf: &View<'_>,
+) -> Result<u32> {
+    let f = DType::F32;
+    typed(
+        op,
+        ctx,
+        &[
+            ("grads", grads, f),
+            ("scaler", scaler, f),
+            ("found_inf", found_inf, f),
+        ],
+    )?;
+    len(op, "scaler", scaler, crate::ops::SCALER_STATE_LEN)?;
+    len(op, "found_inf", found_inf, 1)?;
+    no_overlap(op, found_inf, scaler, false)?;
+    no_overlap(op, found_inf, grads, false)?;
+    no_overlap(op, scaler, grads, false)?;
+    fits_u32(op, grads.len())
+}
+
+/// The mixed-precision part of an optimizer step, after the step's own checks: a low copy of
+/// bf16 or f16 as long as the parameters and a one-element f32 flag, of the context `ctx`,
+/// overlapping none of the step's `others` nor each other.
+pub(crate) fn mixed_update(
+    op: &str,
+    ctx: u64,
+    mp: &crate::ops::MixedUpdate<'_>,
+    n: usize,
+    others: &[&View<'_>],
+) -> Result<()> {
+    let t = float_t(
+        op,
+        ctx,
+        &[("low", &mp.low)],
+        &[("found_inf", &mp.found_inf, DType::F32)],
+    )?;
+    if t == DType::F32 {
+        return dtype(op, "low", &mp.low, DType::Bf16);
+    }
+    len(op, "low", &mp.low, n)?;
+    len(op, "found_inf", &mp.found_inf, 1)?;
+    no_overlap(op, &mp.low, &mp.found_inf, false)?;
+    for o in others {
+        no_overlap(op, &mp.low, o, false)?;
+        no_overlap(op, &mp.found_inf, o, false)?;
+    }
+    Ok(())
+}
+
+/// A [`crate::ops::ScaleUpdate`]: finite positive factors and an interval of at least 1.
+pub(crate) fn scale_update(u: &crate::ops::ScaleUpdate) -> Result<()> {
+    let factor = |f: f32| f.is_finite() && f > 0.0;
+    if !factor(u.growth) || !factor(u.backoff) || u.interval == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "update_scale: growth {} and backoff {} must be finite and positive, interval {} at \
+             least 1",
+            u.growth, u.backoff, u.interval
+        )));
+    }
+    Ok(())
+}

@@ -509,6 +509,8 @@ macro_rules! backend_suite {
                 gpu_sequence_masks => varlen::sequence_masks,
                 gpu_conversions => mixed::conversions,
                 gpu_cast_errors => mixed::cast_errors,
+                gpu_loss_scaling => mixed::loss_scaling,
+                gpu_mixed_optimizers => mixed::mixed_optimizers,
             }
         }
     };

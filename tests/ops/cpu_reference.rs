@@ -202,3 +202,15 @@ fn conversions() {
 fn cast_errors() {
     crate::backend_suite::mixed::cast_errors(crate::support::Target::Cpu)
 }
+
+/// Loss scaling on the device state, on the CPU backend.
+#[test]
+fn loss_scaling() {
+    crate::backend_suite::mixed::loss_scaling(crate::support::Target::Cpu)
+}
+
+/// The mixed-precision optimizer steps, on the CPU backend.
+#[test]
+fn mixed_optimizers() {
+    crate::backend_suite::mixed::mixed_optimizers(crate::support::Target::Cpu)
+}

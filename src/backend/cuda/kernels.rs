@@ -88,10 +88,17 @@ pub(crate) const FAMILIES: [OpFamily; 13] = [
     },
     OpFamily {
         name: "optim",
-        files: &[(
-            "kernels-cu/optim.cu",
-            include_str!("../../../kernels-cu/optim.cu"),
-        )],
+        // optim_mixed.cu uses optim.cu's state helpers.
+        files: &[
+            (
+                "kernels-cu/optim.cu",
+                include_str!("../../../kernels-cu/optim.cu"),
+            ),
+            (
+                "kernels-cu/optim_mixed.cu",
+                include_str!("../../../kernels-cu/optim_mixed.cu"),
+            ),
+        ],
         entries: &[family_entries::OPTIM],
     },
     // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.

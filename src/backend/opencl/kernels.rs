@@ -52,10 +52,17 @@ pub(crate) const FAMILIES: [OpFamily; 12] = [
     },
     OpFamily {
         name: "optim",
-        files: &[(
-            "kernels-cl/optim.cl",
-            include_str!("../../../kernels-cl/optim.cl"),
-        )],
+        // optim_mixed.cl uses optim.cl's state helpers.
+        files: &[
+            (
+                "kernels-cl/optim.cl",
+                include_str!("../../../kernels-cl/optim.cl"),
+            ),
+            (
+                "kernels-cl/optim_mixed.cl",
+                include_str!("../../../kernels-cl/optim_mixed.cl"),
+            ),
+        ],
         entries: &[family_entries::OPTIM],
     },
     // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;

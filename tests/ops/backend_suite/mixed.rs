@@ -1,10 +1,12 @@
 //! The 16-bit float types (bf16, f16) on every backend (the CPU one through `cpu_reference`):
 //! conversions against the `half` crate (every bf16 and f16 pattern, a sample of f32 ones),
-//! which kernels-common/half_convert.h must match bit for bit.
+//! which kernels-common/half_convert.h must match bit for bit; loss scaling and the
+//! mixed-precision optimizer steps.
 
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
-use rnn::{DType, Error};
+use rnn::ops::{MixedUpdate, OptimBuffers, ScaleUpdate};
+use rnn::{AdamStep, DType, Error, SgdStep};
 
 use super::contexts;
 use crate::support::Target;
@@ -195,4 +197,199 @@ fn download_bits(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<u16> {
         .chunks_exact(2)
         .map(|c| u16::from_ne_bytes([c[0], c[1]]))
         .collect()
+}
+
+/// Deterministic values in `lo..hi` (an LCG: the test needs variety, not quality).
+fn values(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            lo + (hi - lo) * (s >> 8) as f32 / (1u32 << 24) as f32
+        })
+        .collect()
+}
+
+fn download(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<f32> {
+    let mut out = vec![0.0; v.len()];
+    ops.download(v, &mut out).unwrap();
+    out
+}
+
+/// `unscale_and_check` and `update_scale` against PyTorch's `GradScaler` rules, on the device
+/// state, over a sequence of steps with and without inf/NaN gradients.
+pub fn loss_scaling(t: Target) {
+    for ctx in contexts(t, "loss_scaling") {
+        let ops = ctx.ops();
+        for n in [1usize, 1000, 70_000] {
+            let g = values(n, n as u32, -1e3, 1e3);
+            let grads = ops.alloc(n).unwrap();
+            let scaler = rnn::ops::scaler_state(ops, 1024.0).unwrap();
+            let flag = ops.alloc(1).unwrap();
+            ops.upload(grads.view(), &g).unwrap();
+            ops.fill(flag.view(), 7.0).unwrap();
+            ops.unscale_and_check(grads.view(), scaler.view(), flag.view())
+                .unwrap();
+            // A power-of-two scale unscales exactly.
+            let want: Vec<f32> = g.iter().map(|x| x / 1024.0).collect();
+            assert_eq!(download(ops, grads.view()), want, "{}: n {n}", ctx.id());
+            assert_eq!(download(ops, flag.view()), [0.0], "{}: n {n}", ctx.id());
+            for bad in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN] {
+                ops.upload(grads.view(), &g).unwrap();
+                ops.upload(grads.slice(n - 1, 1).unwrap(), &[bad]).unwrap();
+                ops.unscale_and_check(grads.view(), scaler.view(), flag.view())
+                    .unwrap();
+                assert_eq!(download(ops, flag.view()), [1.0], "{}: {bad}", ctx.id());
+            }
+        }
+
+        // The GradScaler rules over 9 steps, interval 3.
+        let u = ScaleUpdate {
+            growth: 2.0,
+            backoff: 0.5,
+            interval: 3,
+        };
+        let scaler = rnn::ops::scaler_state(ops, 8.0).unwrap();
+        let flag = ops.alloc(1).unwrap();
+        let (mut scale, mut clean) = (8.0f32, 0.0f32);
+        for found in [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0] {
+            ops.upload(flag.view(), &[found]).unwrap();
+            ops.update_scale(scaler.view(), flag.view(), u).unwrap();
+            if found != 0.0 {
+                scale *= 0.5;
+                clean = 0.0;
+            } else if clean + 1.0 >= 3.0 {
+                scale *= 2.0;
+                clean = 0.0;
+            } else {
+                clean += 1.0;
+            }
+            assert_eq!(download(ops, scaler.view()), [scale, clean], "{}", ctx.id());
+        }
+        // A scale that would overflow stays.
+        ops.upload(scaler.view(), &[f32::MAX, 2.0]).unwrap();
+        ops.upload(flag.view(), &[0.0]).unwrap();
+        ops.update_scale(scaler.view(), flag.view(), u).unwrap();
+        assert_eq!(download(ops, scaler.view()), [f32::MAX, 0.0]);
+        let bad = ScaleUpdate { interval: 0, ..u };
+        assert!(ops.update_scale(scaler.view(), flag.view(), bad).is_err());
+        let e = ops
+            .unscale_and_check(
+                grads_of(ops, DType::Bf16).view(),
+                scaler.view(),
+                flag.view(),
+            )
+            .unwrap_err();
+        assert!(
+            matches!(e, Error::DTypeMismatch { ref arg, .. } if arg == "grads"),
+            "{e}"
+        );
+    }
+}
+
+fn grads_of(ops: &dyn Ops, dtype: DType) -> rnn::Buffer {
+    ops.alloc_as(dtype, 4).unwrap()
+}
+
+/// `sgd_step_mixed` and `adam_step_mixed`: the f32 step of `sgd_step`/`adam_step` on the same
+/// backend, with the new parameters rounded into the low copy (bit for bit the `half` crate's
+/// rounding of the f32 result); with `found_inf` set, nothing changes.
+pub fn mixed_optimizers(t: Target) {
+    for ctx in contexts(t, "mixed_optimizers") {
+        let ops = ctx.ops();
+        for (n, dtype) in [
+            (1usize, DType::Bf16),
+            (1001, DType::F16),
+            (70_001, DType::Bf16),
+        ] {
+            let p = values(n, 1, -1.0, 1.0);
+            let g = values(n, 2, -1.0, 1.0);
+            let m0 = values(n, 3, -0.1, 0.1);
+            let v0 = values(n, 4, 0.0, 0.01);
+            let state0 = [0.05f32, 4.0, -1.0, -1.0];
+            let make = |x: &[f32]| {
+                let b = ops.alloc(x.len()).unwrap();
+                ops.upload(b.view(), x).unwrap();
+                b
+            };
+            let sgd = SgdStep {
+                momentum: 0.9,
+                weight_decay: 0.01,
+                nesterov: true,
+            };
+            let adam = AdamStep {
+                beta1: 0.9,
+                beta2: 0.999,
+                eps: 1e-8,
+                weight_decay: 0.01,
+                decoupled: true,
+            };
+            for skip in [false, true] {
+                for use_adam in [false, true] {
+                    let (pr, gr, mr, vr, sr) =
+                        (make(&p), make(&g), make(&m0), make(&v0), make(&state0));
+                    let (pm, gm, mm, vm, sm) =
+                        (make(&p), make(&g), make(&m0), make(&v0), make(&state0));
+                    let low = ops.alloc_as(dtype, n).unwrap();
+                    ops.upload_bytes(low.view(), &bytes_of(&vec![POISON16; n]))
+                        .unwrap();
+                    let flag = make(&[if skip { 1.0 } else { 0.0 }]);
+                    let mp = MixedUpdate::new(low.view(), flag.view());
+                    let mixed = OptimBuffers::new(pm.view(), gm.view(), sm.view());
+                    if use_adam {
+                        if !skip {
+                            let plain = OptimBuffers::new(pr.view(), gr.view(), sr.view());
+                            ops.adam_step(plain, mr.view(), vr.view(), adam).unwrap();
+                        }
+                        ops.adam_step_mixed(mixed, mm.view(), vm.view(), adam, mp)
+                            .unwrap();
+                    } else {
+                        if !skip {
+                            let plain = OptimBuffers::new(pr.view(), gr.view(), sr.view());
+                            ops.sgd_step(plain, mr.view(), sgd).unwrap();
+                        }
+                        ops.sgd_step_mixed(mixed, mm.view(), sgd, mp).unwrap();
+                    }
+                    let what = format!("{}: n {n} {dtype} adam {use_adam} skip {skip}", ctx.id());
+                    // The mixed steps are scalar loops, the f32 Adam one vectorized: equal up to
+                    // contraction of a multiply-add.
+                    for (a, b) in [(&pm, &pr), (&mm, &mr), (&vm, &vr), (&sm, &sr)] {
+                        let (a, b) = (download(ops, a.view()), download(ops, b.view()));
+                        let err = crate::support::rel_err(&a, &b);
+                        assert!(err < 1e-6, "{what}: relative error {err}");
+                    }
+                    let bits = download_bits(ops, low.view());
+                    if skip {
+                        assert!(bits.iter().all(|&b| b == POISON16), "{what}");
+                        assert_eq!(download(ops, sm.view()), state0, "{what}");
+                        continue;
+                    }
+                    for (i, (&b, &x)) in bits.iter().zip(&download(ops, pm.view())).enumerate() {
+                        assert_eq!(b, round_bits(dtype, x), "{what}: low[{i}] of {x}");
+                    }
+                }
+            }
+            // The low copy is bf16 or f16 as long as the parameters, the flag one f32.
+            let (pb, gb, sb, vel) = (make(&p), make(&g), make(&state0), make(&m0));
+            let buffers = OptimBuffers::new(pb.view(), gb.view(), sb.view());
+            let flag = make(&[0.0]);
+            let wide = ops.alloc(n).unwrap();
+            let e = ops
+                .sgd_step_mixed(
+                    buffers,
+                    vel.view(),
+                    sgd,
+                    MixedUpdate::new(wide.view(), flag.view()),
+                )
+                .unwrap_err();
+            assert!(
+                matches!(e, Error::DTypeMismatch { ref arg, .. } if arg == "low"),
+                "{e}"
+            );
+            let short = ops.alloc_as(dtype, n + 1).unwrap();
+            let mp = MixedUpdate::new(short.view(), flag.view());
+            assert!(ops.sgd_step_mixed(buffers, vel.view(), sgd, mp).is_err());
+            assert_eq!(download(ops, sb.view()), state0, "no step after an error");
+        }
+    }
 }

@@ -28,7 +28,8 @@ use crate::ops::{
     Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
     GruGateGrads, GruSequenceBackward, GruSequenceForward, LayerNormGrads, LayerNormParams,
     LengthLayout, LossOutputs, LossWeights, LstmSequenceBackward, LstmSequenceForward, MatShape,
-    Ops, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
+    MixedUpdate, Ops, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, ScaleUpdate, SeqShape,
+    SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
@@ -241,6 +242,16 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         d.view(),
         adam,
     )?;
+    let (scaler, flag) = (crate::ops::scaler_state(ops, 65536.0)?, z(1)?);
+    ops.unscale_and_check(b.view(), scaler.view(), flag.view())?;
+    ops.update_scale(scaler.view(), flag.view(), ScaleUpdate::default())?;
+    for dtype in [DType::Bf16, DType::F16] {
+        let low = ops.alloc_as(dtype, n)?;
+        let mp = MixedUpdate::new(low.view(), flag.view());
+        let buffers = OptimBuffers::new(a.view(), b.view(), state.view());
+        ops.sgd_step_mixed(buffers, c.view(), sgd, mp)?;
+        ops.adam_step_mixed(buffers, c.view(), d.view(), adam, mp)?;
+    }
     ops.synchronize()
 }
 
