@@ -252,6 +252,20 @@ pub(crate) mod family_entries {
         "cast_f16_f32",
         "cast_bf16_f16",
         "cast_f16_bf16",
+        "scale_bf16",
+        "scale_f16",
+        "axpy_bf16",
+        "axpy_f16",
+        "add_bf16",
+        "add_f16",
+        "mul_bf16",
+        "mul_f16",
+        "activation_bf16",
+        "activation_f16",
+        "act_backward_bf16",
+        "act_backward_f16",
+        "bias_act_forward_bf16",
+        "bias_act_forward_f16",
     ];
 }
 

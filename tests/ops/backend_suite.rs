@@ -510,6 +510,7 @@ macro_rules! backend_suite {
                 gpu_conversions => mixed::conversions,
                 gpu_cast_errors => mixed::cast_errors,
                 gpu_loss_scaling => mixed::loss_scaling,
+                gpu_elementwise_t => mixed::elementwise_t,
                 gpu_mixed_optimizers => mixed::mixed_optimizers,
             }
         }

@@ -214,3 +214,9 @@ fn loss_scaling() {
 fn mixed_optimizers() {
     crate::backend_suite::mixed::mixed_optimizers(crate::support::Target::Cpu)
 }
+
+/// The elementwise ops and activations over bf16/f16 views, on the CPU backend.
+#[test]
+fn elementwise_t() {
+    crate::backend_suite::mixed::elementwise_t(crate::support::Target::Cpu)
+}

@@ -31,6 +31,7 @@ pub(super) fn f32_to_half(dtype: DType, v: f32) -> u16 {
     }
 }
 
+#[cfg(test)]
 /// `v` rounded to `dtype` and back: what an element of that type holds after an f32 result is
 /// stored in it (`v` itself for f32).
 pub(super) fn round_to(dtype: DType, v: f32) -> f32 {

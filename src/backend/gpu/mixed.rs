@@ -26,7 +26,36 @@ fn cast_entry(from: DType, to: DType) -> Result<&'static str> {
     })
 }
 
+/// The entry of a T-typed op for T = `t` (checked to be a float type): the f32 kernel or its
+/// `_bf16` / `_f16` variant.
+pub(super) fn typed_entry(t: DType, [f32, bf16, f16]: [&'static str; 3]) -> &'static str {
+    match t {
+        DType::Bf16 => bf16,
+        DType::F16 => f16,
+        _ => f32,
+    }
+}
+
 impl<D: Device> GpuOps<D> {
+    /// The launch of a T-typed op over `n` elements: the f32 kernels stream (geometry V), the
+    /// bf16/f16 ones loop grid-stride (E).
+    pub(super) fn typed_geometry(&self, t: DType, n: usize) -> crate::kernel::LaunchConfig {
+        if t == DType::F32 {
+            self.streaming(n)
+        } else {
+            launch::elementwise(n)
+        }
+    }
+
+    /// Each view packed as a view of T ([`Args::buf_as`]).
+    pub(super) fn typed_args(t: DType, views: &[&View<'_>]) -> Result<Args> {
+        let mut args = Args::new();
+        for v in views {
+            args = args.buf_as(v, t)?;
+        }
+        Ok(args)
+    }
+
     /// [`crate::ops::ElementwiseOps::cast`].
     pub(super) fn cast_views(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
         use crate::ops::MemoryOps;

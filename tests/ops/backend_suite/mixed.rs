@@ -1,12 +1,12 @@
 //! The 16-bit float types (bf16, f16) on every backend (the CPU one through `cpu_reference`):
 //! conversions against the `half` crate (every bf16 and f16 pattern, a sample of f32 ones),
-//! which kernels-common/half_convert.h must match bit for bit; loss scaling and the
-//! mixed-precision optimizer steps.
+//! which kernels-common/half_convert.h must match bit for bit; the elementwise ops and
+//! activations over bf16/f16 views; loss scaling and the mixed-precision optimizer steps.
 
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
-use rnn::ops::{MixedUpdate, OptimBuffers, ScaleUpdate};
-use rnn::{AdamStep, DType, Error, SgdStep};
+use rnn::ops::{Activated, MatShape, MixedUpdate, OptimBuffers, ScaleUpdate};
+use rnn::{Activation, AdamStep, DType, Error, SgdStep};
 
 use super::contexts;
 use crate::support::Target;
@@ -390,6 +390,145 @@ pub fn mixed_optimizers(t: Target) {
             let mp = MixedUpdate::new(short.view(), flag.view());
             assert!(ops.sgd_step_mixed(buffers, vel.view(), sgd, mp).is_err());
             assert_eq!(download(ops, sb.view()), state0, "no step after an error");
+        }
+    }
+}
+
+/// A T buffer holding `x` rounded (with two poisoned guard elements after the view).
+fn upload_t(ops: &dyn Ops, dtype: DType, x: &[f32]) -> rnn::Buffer {
+    let b = ops.alloc_as(dtype, x.len() + 2).unwrap();
+    let mut bits: Vec<u16> = x.iter().map(|&v| round_bits(dtype, v)).collect();
+    bits.extend([POISON16; 2]);
+    ops.upload_bytes(b.view(), &bytes_of(&bits)).unwrap();
+    b
+}
+
+/// The first `n` elements of a T buffer, as bits; the guards must be intact.
+fn bits_of(ops: &dyn Ops, b: &rnn::Buffer, n: usize) -> Vec<u16> {
+    let all = download_bits(ops, b.view());
+    assert_eq!(&all[n..], [POISON16; 2], "a write past the view");
+    all[..n].to_vec()
+}
+
+fn to_f32(dtype: DType, bits: u16) -> f32 {
+    match dtype {
+        DType::Bf16 => bf16::from_bits(bits).to_f32(),
+        _ => f16::from_bits(bits).to_f32(),
+    }
+}
+
+/// The elementwise ops and activations over bf16/f16 views: `scale`, `axpy`, `add` and `mul`
+/// bit for bit the f32 arithmetic of the rounded inputs, rounded (no multiply-add contraction);
+/// `activation`, `act_backward` and `bias_act_forward` against the CPU backend within one unit
+/// in the last place of T (the f32 functions of the backends differ in their last bits, which
+/// rounding to T can carry one place). Outputs are poisoned first.
+pub fn elementwise_t(t: Target) {
+    let cpu = rnn::Context::cpu();
+    let cpu = cpu.ops();
+    for ctx in contexts(t, "elementwise_t") {
+        let ops = ctx.ops();
+        for (dtype, rows, cols) in [
+            (DType::Bf16, 3, 5),
+            (DType::F16, 67, 129),
+            (DType::Bf16, 300, 257),
+        ] {
+            let n = rows * cols;
+            let what = format!("{}: {dtype} {rows}x{cols}", ctx.id());
+            let a = values(n, 11, -3.0, 3.0);
+            let b = values(n, 12, -3.0, 3.0);
+            let ar: Vec<f32> = a
+                .iter()
+                .map(|&v| to_f32(dtype, round_bits(dtype, v)))
+                .collect();
+            let br: Vec<f32> = b
+                .iter()
+                .map(|&v| to_f32(dtype, round_bits(dtype, v)))
+                .collect();
+            let exact = |got: Vec<u16>, want: &dyn Fn(usize) -> f32, op: &str| {
+                for (i, &g) in got.iter().enumerate() {
+                    assert_eq!(g, round_bits(dtype, want(i)), "{what}: {op}[{i}]");
+                }
+            };
+            let poison = vec![f32::NAN; n];
+            for product in [false, true] {
+                let (x, y, o) = (
+                    upload_t(ops, dtype, &a),
+                    upload_t(ops, dtype, &b),
+                    upload_t(ops, dtype, &poison),
+                );
+                let (xv, yv, ov) = (
+                    x.slice(0, n).unwrap(),
+                    y.slice(0, n).unwrap(),
+                    o.slice(0, n).unwrap(),
+                );
+                if product {
+                    ops.mul(xv, yv, ov).unwrap();
+                    exact(bits_of(ops, &o, n), &|i| ar[i] * br[i], "mul");
+                    // In place.
+                    ops.mul(xv, yv, xv).unwrap();
+                    exact(bits_of(ops, &x, n), &|i| ar[i] * br[i], "mul in place");
+                } else {
+                    ops.add(xv, yv, ov).unwrap();
+                    exact(bits_of(ops, &o, n), &|i| ar[i] + br[i], "add");
+                }
+            }
+            let (x, y) = (upload_t(ops, dtype, &a), upload_t(ops, dtype, &b));
+            let (xv, yv) = (x.slice(0, n).unwrap(), y.slice(0, n).unwrap());
+            ops.scale(xv, 0.3).unwrap();
+            exact(bits_of(ops, &x, n), &|i| ar[i] * 0.3, "scale");
+            let x = upload_t(ops, dtype, &a);
+            ops.axpy(-0.7, x.slice(0, n).unwrap(), yv).unwrap();
+            exact(bits_of(ops, &y, n), &|i| br[i] + -0.7 * ar[i], "axpy");
+
+            // The activation family against the CPU backend.
+            let bias = values(cols, 13, -1.0, 1.0);
+            for act in [
+                Activation::Relu,
+                Activation::Tanh,
+                Activation::Sigmoid,
+                Activation::Gelu,
+                Activation::LeakyRelu { slope: 0.1 },
+            ] {
+                let run = |o: &dyn Ops| -> Vec<Vec<u16>> {
+                    let (x, y) = (upload_t(o, dtype, &a), upload_t(o, dtype, &poison));
+                    let (xv, yv) = (x.slice(0, n).unwrap(), y.slice(0, n).unwrap());
+                    o.activation(xv, yv, act).unwrap();
+                    let act_y = bits_of(o, &y, n);
+                    let (dy, dz) = (upload_t(o, dtype, &b), upload_t(o, dtype, &poison));
+                    let f = Activated::new(xv, yv, act);
+                    o.act_backward(dy.slice(0, n).unwrap(), f, dz.slice(0, n).unwrap())
+                        .unwrap();
+                    let dz_bits = bits_of(o, &dz, n);
+                    let (z, bb, y2) = (
+                        upload_t(o, dtype, &a),
+                        upload_t(o, dtype, &bias),
+                        upload_t(o, dtype, &poison),
+                    );
+                    let f = Activated::new(z.slice(0, n).unwrap(), y2.slice(0, n).unwrap(), act);
+                    o.bias_act_forward(f, bb.slice(0, cols).unwrap(), MatShape::new(rows, cols))
+                        .unwrap();
+                    vec![act_y, dz_bits, bits_of(o, &z, n), bits_of(o, &y2, n)]
+                };
+                let (got, want) = (run(ops), run(cpu));
+                for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                    for (i, (&g, &w)) in g.iter().zip(w).enumerate() {
+                        // Same sign: one place apart in the ordered bit patterns.
+                        let apart = (i32::from(g) - i32::from(w)).abs();
+                        assert!(
+                            g == w || (apart <= 1 && (g ^ w) & 0x8000 == 0),
+                            "{what}: {act:?} output {k}[{i}]: {g:#06x} vs the CPU's {w:#06x}"
+                        );
+                    }
+                }
+            }
+            // Views of one type only.
+            let f = ops.alloc(n).unwrap();
+            let e = ops.add(xv, f.view(), f.view()).unwrap_err();
+            assert!(
+                matches!(e, Error::DTypeMismatch { ref arg, expected, found: DType::F32, .. }
+                    if arg == "b" && expected == dtype),
+                "{e}"
+            );
         }
     }
 }

@@ -56,6 +56,16 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.cast(a.view(), h.view())?;
         ops.cast(h.view(), b.view())?;
         ops.cast(h.view(), halves[1 - i].view())?;
+        let t = |len: usize| ops.alloc_as(h.dtype(), len);
+        let (x, y, o, tb) = (t(n)?, t(n)?, t(n)?, t(cols)?);
+        ops.scale(x.view(), 2.0)?;
+        ops.axpy(0.5, x.view(), y.view())?;
+        ops.add(x.view(), y.view(), o.view())?;
+        ops.mul(x.view(), y.view(), o.view())?;
+        ops.activation(x.view(), y.view(), Activation::Gelu)?;
+        let f = Activated::new(x.view(), y.view(), Activation::Tanh);
+        ops.act_backward(o.view(), f, h.view())?;
+        ops.bias_act_forward(f, tb.view(), shape)?;
     }
 
     // Products: tiled, split k, and the thin kernels (with and without a split).
