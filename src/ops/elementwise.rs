@@ -5,6 +5,11 @@ use crate::buffer::View;
 use crate::error::Result;
 
 /// Elementwise arithmetic over views of equal length.
+///
+/// Typing (docs/architecture.md, "Typed storage"): `scale`, `axpy`, `add` and `mul` take views
+/// of one float type T (f32, bf16 or f16; another mix is [`crate::Error::DTypeMismatch`]),
+/// computed in f32 and rounded to T (bit for bit the same on every backend); `cast` converts
+/// between any two float types.
 pub trait ElementwiseOps: MemoryOps {
     /// `x[i] *= alpha`.
     fn scale(&self, x: View<'_>, alpha: f32) -> Result<()>;
