@@ -187,8 +187,17 @@ pub(crate) mod family_entries {
         "sum_final",
         "clip_final",
     ];
-    /// One-launch optimizer steps.
-    pub(crate) const OPTIM: &[&str] = &["sgd_step", "adam_step"];
+    /// One-launch optimizer steps, loss scaling, and the mixed-precision steps.
+    pub(crate) const OPTIM: &[&str] = &[
+        "sgd_step",
+        "adam_step",
+        "unscale_check",
+        "update_scale",
+        "sgd_step_bf16",
+        "sgd_step_f16",
+        "adam_step_bf16",
+        "adam_step_f16",
+    ];
     /// Elman, LSTM and GRU steps and cells.
     pub(crate) const RNN_STEP: &[&str] = &[
         "rnn_step_forward",
@@ -244,6 +253,29 @@ pub(crate) mod family_entries {
         "scale_rows",
         "loss_weights",
         "loss_weights_labels",
+    ];
+    /// The kernels of the 16-bit float types (kernels-{cu,cl}/mixed.*).
+    pub(crate) const MIXED: &[&str] = &[
+        "cast_f32_bf16",
+        "cast_f32_f16",
+        "cast_bf16_f32",
+        "cast_f16_f32",
+        "cast_bf16_f16",
+        "cast_f16_bf16",
+        "scale_bf16",
+        "scale_f16",
+        "axpy_bf16",
+        "axpy_f16",
+        "add_bf16",
+        "add_f16",
+        "mul_bf16",
+        "mul_f16",
+        "activation_bf16",
+        "activation_f16",
+        "act_backward_bf16",
+        "act_backward_f16",
+        "bias_act_forward_bf16",
+        "bias_act_forward_f16",
     ];
 }
 

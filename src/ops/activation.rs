@@ -8,6 +8,10 @@ use crate::ops::{Activated, BiasActBackward, BiasActBackwardProduct, BiasActGrad
 /// Activations and their backward passes. [`ActivationOps::bias_act_backward`] and
 /// [`ActivationOps::bias_act_backward_product`] are compositions of the other ops by default;
 /// a backend overrides them where it has a fused kernel.
+///
+/// Typing (docs/architecture.md, "Typed storage"): `bias_act_forward` (z, bias, y),
+/// `activation` and `act_backward` take views of one float type T (f32, bf16 or f16), computed
+/// in f32 and rounded to T; the bias-gradient ops are f32 only in this version.
 pub trait ActivationOps: LinalgOps + ReduceOps {
     /// Fused bias + activation forward over a `rows x cols` matrix (`shape`): `z[r,c] += bias[c]`,
     /// then `y = act(z)` (`f`). `y` may be the same view as `z` (then `z` is not kept for the

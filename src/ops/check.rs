@@ -44,7 +44,6 @@ pub(crate) fn typed(op: &str, ctx: u64, views: &[(&str, &View<'_>, DType)]) -> R
 /// view of `fixed` holds its own type (`(name, view, type)`: f32 statistics, u32 indices); all
 /// belong to the context `ctx`. Returns T (f32 when `t` is empty). A mismatch is
 /// [`Error::DTypeMismatch`] naming `op` and the argument, before any work.
-#[allow(dead_code)] // The ops of 16-bit float types start using it with the cast op.
 pub(crate) fn float_t(
     op: &str,
     ctx: u64,
@@ -61,6 +60,18 @@ pub(crate) fn float_t(
     }
     typed(op, ctx, fixed)?;
     Ok(ty)
+}
+
+/// The arguments of [`crate::ops::ElementwiseOps::cast`]: float types on both sides (each its
+/// own), of the context `ctx`, equal lengths, no overlap. Returns the element count, which fits
+/// 32 bits.
+pub(crate) fn cast(ctx: u64, src: &View<'_>, dst: &View<'_>) -> Result<u32> {
+    let op = "cast";
+    float_t(op, ctx, &[("src", src)], &[])?;
+    float_t(op, ctx, &[("dst", dst)], &[])?;
+    len(op, "dst", dst, src.len())?;
+    no_overlap(op, dst, src, false)?;
+    fits_u32(op, src.len())
 }
 
 /// The view holds elements of `expected`, else [`Error::DTypeMismatch`] naming `op` and `arg`.
@@ -431,4 +442,75 @@ pub(crate) fn layer_norm(
     disjoint_outputs(op, ins, outs)?;
     fits_u32(op, area(op, rows, 2)?)?;
     fits_u32(op, n)
+}
+
+/// Arguments of [`crate::ops::OptimOps::unscale_and_check`] and
+/// [`crate::ops::OptimOps::update_scale`] (`grads` empty for the latter): f32 views of the
+/// context `ctx`, a whole scaler state and a one-element flag, no output overlapping another
+/// view. Returns the gradient count (which fits 32 bits).
+pub(crate) fn loss_scale(
+    op: &str,
+    ctx: u64,
+    grads: &View<'_>,
+    scaler: &View<'_>,
+    found_inf: &View<'_>,
+) -> Result<u32> {
+    let f = DType::F32;
+    typed(
+        op,
+        ctx,
+        &[
+            ("grads", grads, f),
+            ("scaler", scaler, f),
+            ("found_inf", found_inf, f),
+        ],
+    )?;
+    len(op, "scaler", scaler, crate::ops::SCALER_STATE_LEN)?;
+    len(op, "found_inf", found_inf, 1)?;
+    no_overlap(op, found_inf, scaler, false)?;
+    no_overlap(op, found_inf, grads, false)?;
+    no_overlap(op, scaler, grads, false)?;
+    fits_u32(op, grads.len())
+}
+
+/// The mixed-precision part of an optimizer step, after the step's own checks: a low copy of
+/// bf16 or f16 as long as the parameters and a one-element f32 flag, of the context `ctx`,
+/// overlapping none of the step's `others` nor each other.
+pub(crate) fn mixed_update(
+    op: &str,
+    ctx: u64,
+    mp: &crate::ops::MixedUpdate<'_>,
+    n: usize,
+    others: &[&View<'_>],
+) -> Result<()> {
+    let t = float_t(
+        op,
+        ctx,
+        &[("low", &mp.low)],
+        &[("found_inf", &mp.found_inf, DType::F32)],
+    )?;
+    if t == DType::F32 {
+        return dtype(op, "low", &mp.low, DType::Bf16);
+    }
+    len(op, "low", &mp.low, n)?;
+    len(op, "found_inf", &mp.found_inf, 1)?;
+    no_overlap(op, &mp.low, &mp.found_inf, false)?;
+    for o in others {
+        no_overlap(op, &mp.low, o, false)?;
+        no_overlap(op, &mp.found_inf, o, false)?;
+    }
+    Ok(())
+}
+
+/// A [`crate::ops::ScaleUpdate`]: finite positive factors and an interval of at least 1.
+pub(crate) fn scale_update(u: &crate::ops::ScaleUpdate) -> Result<()> {
+    let factor = |f: f32| f.is_finite() && f > 0.0;
+    if !factor(u.growth) || !factor(u.backoff) || u.interval == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "update_scale: growth {} and backoff {} must be finite and positive, interval {} at \
+             least 1",
+            u.growth, u.backoff, u.interval
+        )));
+    }
+    Ok(())
 }

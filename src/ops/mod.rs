@@ -65,7 +65,10 @@ pub use linalg::LinalgOps;
 pub use loss::LossOps;
 pub use memory::{MemoryOps, TypedMemory};
 pub use norm::NormOps;
-pub use optim::{AdamStep, OPTIMIZER_STATE_LEN, OptimOps, SgdStep, optimizer_state};
+pub use optim::{
+    AdamStep, MixedUpdate, OPTIMIZER_STATE_LEN, OptimOps, SCALER_STATE_LEN, ScaleUpdate, SgdStep,
+    optimizer_state, scaler_state,
+};
 pub use profile::KernelTime;
 pub use random::{
     DropoutMask, RNG_STATE_LEN, RandomOps, dropout_keeps, dropout_params, rng_state,

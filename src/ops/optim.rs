@@ -61,4 +61,95 @@ pub trait OptimOps: MemoryOps {
     /// takes step `t = state[1] + 1` with learning rate `state[0]`, and leaves `t` and its bias
     /// corrections in `state` (see [`OPTIMIZER_STATE_LEN`]).
     fn adam_step(&self, b: OptimBuffers<'_>, m: View<'_>, v: View<'_>, s: AdamStep) -> Result<()>;
+
+    /// Dynamic loss scaling, before the optimizer step: `grads[i] *= 1 / scaler[0]` (f32
+    /// gradients of a loss multiplied by the scale), and `found_inf[0] = 1` if any gradient is
+    /// inf or NaN, else `0`. `scaler` is a [`SCALER_STATE_LEN`] state ([`scaler_state`]),
+    /// `found_inf` one f32; all f32, on the device: no host sync, so a captured training step
+    /// replays it.
+    fn unscale_and_check(
+        &self,
+        grads: View<'_>,
+        scaler: View<'_>,
+        found_inf: View<'_>,
+    ) -> Result<()>;
+
+    /// Updates the loss scale after a step as PyTorch's `GradScaler` does: where `found_inf[0]`
+    /// is set, `scale *= backoff` and the growth tracker restarts; else the tracker counts the
+    /// step, and after `interval` clean steps in a row `scale *= growth` (kept only if finite)
+    /// and the tracker restarts. On the device, like [`OptimOps::unscale_and_check`].
+    fn update_scale(&self, scaler: View<'_>, found_inf: View<'_>, s: ScaleUpdate) -> Result<()>;
+
+    /// [`OptimOps::sgd_step`] for mixed-precision training: skipped entirely (parameters,
+    /// velocity and state unchanged) where `mp.found_inf[0]` is not 0; else the f32 update,
+    /// whose new parameters are also stored, rounded, in `mp.low` (bf16 or f16).
+    fn sgd_step_mixed(
+        &self,
+        b: OptimBuffers<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+        mp: MixedUpdate<'_>,
+    ) -> Result<()>;
+
+    /// [`OptimOps::adam_step`] for mixed-precision training, skipped and writing the low copy
+    /// as [`OptimOps::sgd_step_mixed`] does.
+    fn adam_step_mixed(
+        &self,
+        b: OptimBuffers<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        s: AdamStep,
+        mp: MixedUpdate<'_>,
+    ) -> Result<()>;
+}
+
+/// Length of the device-side loss-scaler state of [`OptimOps::unscale_and_check`] and
+/// [`OptimOps::update_scale`]: `[scale, growth tracker]` (clean steps in a row).
+pub const SCALER_STATE_LEN: usize = 2;
+
+/// A new loss-scaler state: the scale `init` (PyTorch's `GradScaler` starts at 65536), no
+/// clean steps yet.
+pub fn scaler_state(ops: &(impl MemoryOps + ?Sized), init: f32) -> Result<Buffer> {
+    let b = ops.alloc(SCALER_STATE_LEN)?;
+    ops.upload(b.view(), &[init, 0.0])?;
+    Ok(b)
+}
+
+/// How [`OptimOps::update_scale`] changes the scale; the default is PyTorch's `GradScaler`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaleUpdate {
+    /// Factor after `interval` clean steps in a row (2.0).
+    pub growth: f32,
+    /// Factor after a step with inf/NaN gradients (0.5).
+    pub backoff: f32,
+    /// Clean steps in a row before the scale grows (2000).
+    pub interval: u32,
+}
+
+impl Default for ScaleUpdate {
+    fn default() -> Self {
+        ScaleUpdate {
+            growth: 2.0,
+            backoff: 0.5,
+            interval: 2000,
+        }
+    }
+}
+
+/// The mixed-precision part of an optimizer step: the low copy of the parameters it refreshes
+/// and the flag that skips it.
+#[derive(Debug, Clone, Copy)]
+pub struct MixedUpdate<'a> {
+    /// The bf16 or f16 copy of the parameters (as long as they) that the forward reads.
+    pub low: View<'a>,
+    /// One f32: not 0 skips the step ([`OptimOps::unscale_and_check`] sets it; training
+    /// without loss scaling passes a zero).
+    pub found_inf: View<'a>,
+}
+
+impl<'a> MixedUpdate<'a> {
+    /// The low copy and the skip flag.
+    pub fn new(low: View<'a>, found_inf: View<'a>) -> Self {
+        MixedUpdate { low, found_inf }
+    }
 }

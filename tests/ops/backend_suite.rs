@@ -28,6 +28,7 @@ mod kernel_times;
 mod layers;
 mod losses;
 mod memory;
+pub(crate) mod mixed;
 mod optim;
 mod reductions;
 mod rnn_seq;
@@ -511,6 +512,11 @@ macro_rules! backend_suite {
                 gpu_half_gemm_tensor_core_shapes => half_gemm::half_gemm_tensor_core_shapes,
                 gpu_half_dense => half_gemm::half_dense,
                 gpu_half_type_errors => half_gemm::half_type_errors,
+                gpu_conversions => mixed::conversions,
+                gpu_cast_errors => mixed::cast_errors,
+                gpu_loss_scaling => mixed::loss_scaling,
+                gpu_elementwise_t => mixed::elementwise_t,
+                gpu_mixed_optimizers => mixed::mixed_optimizers,
             }
         }
     };

@@ -190,3 +190,33 @@ fn rejects_other_types() {
 fn indices_beyond_2_24() {
     crate::backend_suite::indices::beyond_2_24(crate::support::Target::Cpu)
 }
+
+/// Conversions between f32, bf16 and f16 against the `half` crate, on the CPU backend.
+#[test]
+fn conversions() {
+    crate::backend_suite::mixed::conversions(crate::support::Target::Cpu)
+}
+
+/// `cast`'s argument checks, on the CPU backend.
+#[test]
+fn cast_errors() {
+    crate::backend_suite::mixed::cast_errors(crate::support::Target::Cpu)
+}
+
+/// Loss scaling on the device state, on the CPU backend.
+#[test]
+fn loss_scaling() {
+    crate::backend_suite::mixed::loss_scaling(crate::support::Target::Cpu)
+}
+
+/// The mixed-precision optimizer steps, on the CPU backend.
+#[test]
+fn mixed_optimizers() {
+    crate::backend_suite::mixed::mixed_optimizers(crate::support::Target::Cpu)
+}
+
+/// The elementwise ops and activations over bf16/f16 views, on the CPU backend.
+#[test]
+fn elementwise_t() {
+    crate::backend_suite::mixed::elementwise_t(crate::support::Target::Cpu)
+}

@@ -9,8 +9,10 @@ use rayon::prelude::*;
 
 use super::access::{Src, lock, lock_inplace};
 use super::elementwise::unary;
+use super::float_views;
 use super::par::{chunks, min_rows};
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::{Activated, Activation, BiasActBackwardProduct, MatShape, check};
 
@@ -107,40 +109,36 @@ impl ActivationOps for CpuOps {
         if cols == 0 {
             return Ok(());
         }
-        if y.same_as(&z) {
-            lock(op, ctx, [bias], [z], |[bias], [z]| {
-                with_act!(act, f => rows_of(z, cols, |zr| {
-                    for (v, &b) in zr.iter_mut().zip(bias) {
-                        *v = f(*v + b);
-                    }
-                }))
-            })
-        } else {
-            lock(op, ctx, [bias], [z, y], |[bias], [z, y]| {
-                with_act!(act, f => {
-                    let body = |(zr, yr): (&mut [f32], &mut [f32])| {
-                        for ((v, o), &b) in zr.iter_mut().zip(yr.iter_mut()).zip(bias) {
-                            *v += b;
-                            *o = f(*v);
-                        }
-                    };
-                    if z.len() < super::par::PAR_MIN {
-                        z.chunks_mut(cols).zip(y.chunks_mut(cols)).for_each(body);
-                    } else {
-                        z.par_chunks_mut(cols)
-                            .zip(y.par_chunks_mut(cols))
-                            .with_min_len(min_rows(cols))
-                            .for_each(body);
-                    }
-                })
-            })
-        }?;
-        Ok(())
+        let t = [("z", &z), ("bias", &bias), ("y", &y)];
+        let staged = check::float_t(op, ctx, &t, &[])? != DType::F32;
+        match (y.same_as(&z), staged) {
+            (true, false) => lock(op, ctx, [bias], [z], |[bias], [z]| {
+                bias_act_in_place(act, bias, z, cols)
+            }),
+            (true, true) => float_views::staged(op, ctx, [bias], [z], |[bias], [z]| {
+                bias_act_in_place(act, bias, z, cols)
+            }),
+            (false, false) => lock(op, ctx, [bias], [z, y], |[bias], [z, y]| {
+                bias_act(act, bias, z, y, cols)
+            }),
+            (false, true) => float_views::staged(op, ctx, [bias], [z, y], |[bias], [z, y]| {
+                bias_act(act, bias, z, y, cols)
+            }),
+        }
     }
 
     fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
         let ctx = self.context;
         check::len("activation", "y", &y, x.len())?;
+        if check::float_t("activation", ctx, &[("x", &x), ("y", &y)], &[])? != DType::F32 {
+            return float_views::staged(
+                "activation",
+                ctx,
+                [x],
+                [y],
+                |[x], [y]| with_act!(act, f => unary(Src::Slice(x), y, f)),
+            );
+        }
         lock_inplace(
             "activation",
             ctx,
@@ -169,24 +167,65 @@ impl ActivationOps for CpuOps {
         check::len(op, "z", &z, n)?;
         check::len(op, "y", &y, n)?;
         check::len(op, "dz", &dz, n)?;
+        let t = [("dy", &dy), ("z", &z), ("y", &y), ("dz", &dz)];
+        if check::float_t(op, ctx, &t, &[])? != DType::F32 {
+            check::no_overlap(op, &dz, &z, false)?;
+            check::no_overlap(op, &dz, &y, false)?;
+            return float_views::staged(op, ctx, [dy, z, y], [dz], |[dy, z, y], [dz]| {
+                act_backward_into(act, Src::Slice(dy), z, y, dz)
+            });
+        }
         lock_inplace(op, ctx, [dy, z, y], [dz], 0b001, |[dy, z, y], [dz]| {
             let (Src::Slice(z), Src::Slice(y)) = (z, y) else {
                 return Err(Error::InvalidArgument(format!(
                     "{op}: dz may alias dy only"
                 )));
             };
-            // Each arm is dz[i] = dy[i] * act'(...) from y (or z where the output cannot tell).
-            match act {
-                Activation::Identity => unary(dy, dz, |d| d),
-                Activation::Relu => scaled(dy, dz, y, |y| if y > 0.0 { 1.0 } else { 0.0 }),
-                Activation::Sigmoid => scaled(dy, dz, y, |y| y * (1.0 - y)),
-                Activation::Tanh => scaled(dy, dz, y, |y| 1.0 - y * y),
-                Activation::Gelu => scaled(dy, dz, z, gelu_grad),
-                Activation::LeakyRelu { slope } => {
-                    scaled(dy, dz, z, move |z| if z > 0.0 { 1.0 } else { slope })
-                }
-            }
+            act_backward_into(act, dy, z, y, dz);
             Ok(())
         })?
+    }
+}
+
+/// `z[r,:] = act(z[r,:] + bias)` over the rows of `z`.
+fn bias_act_in_place(act: Activation, bias: &[f32], z: &mut [f32], cols: usize) {
+    with_act!(act, f => rows_of(z, cols, |zr| {
+        for (v, &b) in zr.iter_mut().zip(bias) {
+            *v = f(*v + b);
+        }
+    }))
+}
+
+/// `z[r,:] += bias`, `y = act(z)` over the rows of `z` and `y`.
+fn bias_act(act: Activation, bias: &[f32], z: &mut [f32], y: &mut [f32], cols: usize) {
+    with_act!(act, f => {
+        let body = |(zr, yr): (&mut [f32], &mut [f32])| {
+            for ((v, o), &b) in zr.iter_mut().zip(yr.iter_mut()).zip(bias) {
+                *v += b;
+                *o = f(*v);
+            }
+        };
+        if z.len() < super::par::PAR_MIN {
+            z.chunks_mut(cols).zip(y.chunks_mut(cols)).for_each(body);
+        } else {
+            z.par_chunks_mut(cols)
+                .zip(y.par_chunks_mut(cols))
+                .with_min_len(min_rows(cols))
+                .for_each(body);
+        }
+    })
+}
+
+/// `dz = dy * act'(...)`: each arm reads y, or z where the output cannot tell.
+fn act_backward_into(act: Activation, dy: Src<'_>, z: &[f32], y: &[f32], dz: &mut [f32]) {
+    match act {
+        Activation::Identity => unary(dy, dz, |d| d),
+        Activation::Relu => scaled(dy, dz, y, |y| if y > 0.0 { 1.0 } else { 0.0 }),
+        Activation::Sigmoid => scaled(dy, dz, y, |y| y * (1.0 - y)),
+        Activation::Tanh => scaled(dy, dz, y, |y| 1.0 - y * y),
+        Activation::Gelu => scaled(dy, dz, z, gelu_grad),
+        Activation::LeakyRelu { slope } => {
+            scaled(dy, dz, z, move |z| if z > 0.0 { 1.0 } else { slope })
+        }
     }
 }

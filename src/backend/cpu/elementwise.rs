@@ -2,7 +2,7 @@
 
 use super::access::{Src, lock, lock_inplace};
 use super::par::chunks;
-use super::{CpuOps, access, host_memory};
+use super::{CpuOps, access, float_views, host_memory};
 use crate::buffer::View;
 use crate::buffer::{Buffer, Storage};
 use crate::device::DeviceInfo;
@@ -69,6 +69,12 @@ fn binary_op(
 ) -> Result<()> {
     check::len(op, "b", &b, a.len())?;
     check::len(op, "out", &out, a.len())?;
+    let t = [("a", &a), ("b", &b), ("out", &out)];
+    if check::float_t(op, ctx, &t, &[])? != DType::F32 {
+        return float_views::staged(op, ctx, [a, b], [out], |[a, b], [out]| {
+            binary(Src::Slice(a), Src::Slice(b), out, f)
+        });
+    }
     lock_inplace(op, ctx, [a, b], [out], 0b11, |[a, b], [out]| {
         binary(a, b, out, f)
     })
@@ -214,8 +220,21 @@ impl MemoryOps for CpuOps {
 }
 
 impl ElementwiseOps for CpuOps {
+    fn cast(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        check::cast(self.context, &src, &dst)?;
+        if src.dtype() == dst.dtype() {
+            return self.copy(src, dst);
+        }
+        float_views::write("cast", &dst, &float_views::read("cast", &src)?)
+    }
+
     fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
         let ctx = self.context;
+        if check::float_t("scale", ctx, &[("x", &x)], &[])? != DType::F32 {
+            return float_views::staged("scale", ctx, [], [x], |[], [x]| {
+                unary(Src::Out, x, |v| v * alpha)
+            });
+        }
         lock("scale", ctx, [], [x], |[], [x]| {
             chunks(x, |_, x| {
                 for v in x {
@@ -228,6 +247,12 @@ impl ElementwiseOps for CpuOps {
     fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
         let ctx = self.context;
         check::len("axpy", "y", &y, x.len())?;
+        if check::float_t("axpy", ctx, &[("x", &x), ("y", &y)], &[])? != DType::F32 {
+            check::no_overlap("axpy", &y, &x, false)?;
+            return float_views::staged("axpy", ctx, [x], [y], |[x], [y]| {
+                binary(Src::Slice(x), Src::Out, y, |x, y| y + alpha * x)
+            });
+        }
         lock("axpy", ctx, [x], [y], |[x], [y]| {
             chunks(y, |s, y| {
                 let n = y.len();

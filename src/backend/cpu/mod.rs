@@ -13,8 +13,6 @@ mod data;
 mod elementwise;
 mod execution;
 mod fastmath;
-// The ops of 16-bit float types start using it with the cast op.
-#[allow(dead_code)]
 mod float_views;
 mod gated_seq;
 mod gemm;

@@ -8,7 +8,7 @@ use super::access::lock;
 use super::par::PAR_MIN;
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::{AdamStep, OptimBuffers, SgdStep, check};
+use crate::ops::{AdamStep, MixedUpdate, OptimBuffers, ScaleUpdate, SgdStep, check};
 
 const CHUNK: usize = 16 * 1024;
 
@@ -163,5 +163,110 @@ impl OptimOps for CpuOps {
                     .for_each(|(((p, m), v), g)| adam.run(p, m, v, g));
             }
         })
+    }
+
+    fn unscale_and_check(
+        &self,
+        grads: View<'_>,
+        scaler: View<'_>,
+        found_inf: View<'_>,
+    ) -> Result<()> {
+        let op = "unscale_and_check";
+        check::loss_scale(op, self.context, &grads, &scaler, &found_inf)?;
+        lock(
+            op,
+            self.context,
+            [scaler],
+            [grads, found_inf],
+            |[s], [g, f]| {
+                let inv = 1.0 / s[0];
+                let unscale = |g: &mut [f32]| {
+                    let mut bad = false;
+                    for x in g {
+                        bad |= !x.is_finite();
+                        *x *= inv;
+                    }
+                    bad
+                };
+                let bad = if g.len() < PAR_MIN {
+                    unscale(g)
+                } else {
+                    g.par_chunks_mut(CHUNK)
+                        .map(unscale)
+                        .reduce(|| false, |a, b| a || b)
+                };
+                f[0] = if bad { 1.0 } else { 0.0 };
+            },
+        )
+    }
+
+    fn update_scale(&self, scaler: View<'_>, found_inf: View<'_>, u: ScaleUpdate) -> Result<()> {
+        let op = "update_scale";
+        check::scale_update(&u)?;
+        let none = scaler.buffer().slice(0, 0)?;
+        check::loss_scale(op, self.context, &none, &scaler, &found_inf)?;
+        lock(op, self.context, [found_inf], [scaler], |[f], [s]| {
+            if f[0] != 0.0 {
+                s[0] *= u.backoff;
+                s[1] = 0.0;
+                return;
+            }
+            let clean = s[1] + 1.0;
+            if clean >= u.interval as f32 {
+                let grown = s[0] * u.growth;
+                if grown.is_finite() {
+                    s[0] = grown;
+                }
+                s[1] = 0.0;
+            } else {
+                s[1] = clean;
+            }
+        })
+    }
+
+    fn sgd_step_mixed(
+        &self,
+        b: OptimBuffers<'_>,
+        velocity: View<'_>,
+        s: SgdStep,
+        mp: MixedUpdate<'_>,
+    ) -> Result<()> {
+        let op = "sgd_step_mixed";
+        let views = [&b.params, &b.grads, &velocity, &b.state];
+        check::same_context(op, self.context, &views)?;
+        let n = check::sgd_step(&b.params, &b.grads, &velocity, &b.state, &s)?;
+        check::mixed_update(op, self.context, &mp, n as usize, &views)?;
+        if self.skips(op, mp.found_inf)? {
+            return Ok(());
+        }
+        self.sgd_step(b, velocity, s)?;
+        self.cast(b.params, mp.low)
+    }
+
+    fn adam_step_mixed(
+        &self,
+        b: OptimBuffers<'_>,
+        m: View<'_>,
+        v: View<'_>,
+        s: AdamStep,
+        mp: MixedUpdate<'_>,
+    ) -> Result<()> {
+        let op = "adam_step_mixed";
+        let views = [&b.params, &b.grads, &m, &v, &b.state];
+        check::same_context(op, self.context, &views)?;
+        let n = check::adam_step(&b.params, &b.grads, &m, &v, &b.state)?;
+        check::mixed_update(op, self.context, &mp, n as usize, &views)?;
+        if self.skips(op, mp.found_inf)? {
+            return Ok(());
+        }
+        self.adam_step(b, m, v, s)?;
+        self.cast(b.params, mp.low)
+    }
+}
+
+impl CpuOps {
+    /// Whether the flag of a mixed-precision step is set (the step is skipped).
+    fn skips(&self, op: &str, found_inf: View<'_>) -> Result<bool> {
+        lock(op, self.context, [found_inf], [], |[f], []| f[0] != 0.0)
     }
 }

@@ -82,7 +82,7 @@ const GEMM_COMMON: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 13] = [
+pub(crate) const FAMILIES: [OpFamily; 14] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -101,10 +101,17 @@ pub(crate) const FAMILIES: [OpFamily; 13] = [
     },
     OpFamily {
         name: "optim",
-        files: &[(
-            "kernels-cu/optim.cu",
-            include_str!("../../../kernels-cu/optim.cu"),
-        )],
+        // optim_mixed.cu uses optim.cu's state helpers.
+        files: &[
+            (
+                "kernels-cu/optim.cu",
+                include_str!("../../../kernels-cu/optim.cu"),
+            ),
+            (
+                "kernels-cu/optim_mixed.cu",
+                include_str!("../../../kernels-cu/optim_mixed.cu"),
+            ),
+        ],
         entries: &[family_entries::OPTIM],
     },
     // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.
@@ -237,6 +244,14 @@ pub(crate) const FAMILIES: [OpFamily; 13] = [
             include_str!("../../../kernels-cu/varlen.cu"),
         )],
         entries: &[family_entries::VARLEN],
+    },
+    OpFamily {
+        name: "mixed",
+        files: &[(
+            "kernels-cu/mixed.cu",
+            include_str!("../../../kernels-cu/mixed.cu"),
+        )],
+        entries: &[family_entries::MIXED],
     },
 ];
 

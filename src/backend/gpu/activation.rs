@@ -2,6 +2,7 @@
 //! their backward passes, and the bias gradient fused into the backward column sums.
 
 use super::launch::{self, Args};
+use super::mixed::typed_entry;
 use super::reduce::ColumnSums;
 use super::scratch::{PARTIALS, STRIP_TICKETS};
 use super::{GpuOps, gemm_thin};
@@ -18,7 +19,8 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         let Activated { z, y, act } = f;
         let MatShape { rows, cols } = shape;
         let op = "bias_act_forward";
-        self.mine(op, &[&z, &bias, &y])?;
+        let t = [("z", &z), ("bias", &bias), ("y", &y)];
+        let t = check::float_t(op, self.context, &t, &[])?;
         let n = check::area(op, rows, cols)?;
         check::len(op, "z", &z, n)?;
         check::len(op, "bias", &bias, cols)?;
@@ -30,35 +32,36 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .bufs(&[&z, &bias, &y])?
+        let args = Self::typed_args(t, &[&z, &bias, &y])?
             .dims(&[rows, cols])
             .u32(act.code())
             .f32(act.param());
-        self.run(op, self.streaming(n), args)
+        let entry = [op, "bias_act_forward_bf16", "bias_act_forward_f16"];
+        self.run(typed_entry(t, entry), self.typed_geometry(t, n), args)
     }
 
     fn activation(&self, x: View<'_>, y: View<'_>, act: Activation) -> Result<()> {
         let op = "activation";
-        self.mine(op, &[&x, &y])?;
+        let t = check::float_t(op, self.context, &[("x", &x), ("y", &y)], &[])?;
         check::len(op, "y", &y, x.len())?;
         check::no_overlap(op, &y, &x, true)?;
         let n = check::fits_u32(op, x.len())?;
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .bufs(&[&x, &y])?
+        let args = Self::typed_args(t, &[&x, &y])?
             .u32(n)
             .u32(act.code())
             .f32(act.param());
-        self.run(op, self.streaming(x.len()), args)
+        let entry = [op, "activation_bf16", "activation_f16"];
+        self.run(typed_entry(t, entry), self.typed_geometry(t, x.len()), args)
     }
 
     fn act_backward(&self, dy: View<'_>, f: Activated<'_>, dz: View<'_>) -> Result<()> {
         let Activated { z, y, act } = f;
         let op = "act_backward";
-        self.mine(op, &[&dy, &z, &y, &dz])?;
+        let t = [("dy", &dy), ("z", &z), ("y", &y), ("dz", &dz)];
+        let t = check::float_t(op, self.context, &t, &[])?;
         let n = dy.len();
         check::len(op, "z", &z, n)?;
         check::len(op, "y", &y, n)?;
@@ -72,12 +75,12 @@ impl<D: Device> ActivationOps for GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new()
-            .bufs(&[&dy, &z, &y, &dz])?
+        let args = Self::typed_args(t, &[&dy, &z, &y, &dz])?
             .u32(n32)
             .u32(act.code())
             .f32(act.param());
-        self.run(op, self.streaming(n), args)
+        let entry = [op, "act_backward_bf16", "act_backward_f16"];
+        self.run(typed_entry(t, entry), self.typed_geometry(t, n), args)
     }
 
     fn bias_act_backward(&self, a: BiasActBackward<'_>) -> Result<()> {

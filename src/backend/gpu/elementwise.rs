@@ -1,6 +1,7 @@
 //! Transfers, filling and copying (the memory family), and the elementwise arithmetic.
 
 use super::launch::{self, Args, device_ptr};
+use super::mixed::typed_entry;
 use super::{GpuOps, pool};
 use crate::backend::Device;
 use crate::buffer::Buffer;
@@ -18,8 +19,20 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// `add` and `mul`: same arguments, `out` may be exactly `a` or `b`.
-    pub(super) fn binary(&self, op: &str, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
-        self.mine(op, &[&a, &b, &out])?;
+    pub(super) fn binary(
+        &self,
+        op: &str,
+        entries: [&'static str; 3],
+        a: View<'_>,
+        b: View<'_>,
+        out: View<'_>,
+    ) -> Result<()> {
+        let t = check::float_t(
+            op,
+            self.context,
+            &[("a", &a), ("b", &b), ("out", &out)],
+            &[],
+        )?;
         check::len(op, "b", &b, a.len())?;
         check::len(op, "out", &out, a.len())?;
         check::no_overlap(op, &out, &a, true)?;
@@ -28,8 +41,12 @@ impl<D: Device> GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new().buf(&a)?.buf(&b)?.buf(&out)?.u32(n);
-        self.run(op, self.streaming(a.len()), args)
+        let args = Self::typed_args(t, &[&a, &b, &out])?.u32(n);
+        self.run(
+            typed_entry(t, entries),
+            self.typed_geometry(t, a.len()),
+            args,
+        )
     }
 }
 
@@ -153,33 +170,39 @@ impl<D: Device> MemoryOps for GpuOps<D> {
 }
 
 impl<D: Device> ElementwiseOps for GpuOps<D> {
+    fn cast(&self, src: View<'_>, dst: View<'_>) -> Result<()> {
+        self.cast_views(src, dst)
+    }
+
     fn add(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
-        self.binary("add", a, b, out)
+        self.binary("add", ["add", "add_bf16", "add_f16"], a, b, out)
     }
 
     fn mul(&self, a: View<'_>, b: View<'_>, out: View<'_>) -> Result<()> {
-        self.binary("mul", a, b, out)
+        self.binary("mul", ["mul", "mul_bf16", "mul_f16"], a, b, out)
     }
 
     fn scale(&self, x: View<'_>, alpha: f32) -> Result<()> {
-        self.mine("scale", &[&x])?;
+        let t = check::float_t("scale", self.context, &[("x", &x)], &[])?;
         let n = check::fits_u32("scale", x.len())?;
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new().buf(&x)?.u32(n).f32(alpha);
-        self.run("scale", self.streaming(x.len()), args)
+        let args = Self::typed_args(t, &[&x])?.u32(n).f32(alpha);
+        let entry = typed_entry(t, ["scale", "scale_bf16", "scale_f16"]);
+        self.run(entry, self.typed_geometry(t, x.len()), args)
     }
 
     fn axpy(&self, alpha: f32, x: View<'_>, y: View<'_>) -> Result<()> {
-        self.mine("axpy", &[&x, &y])?;
+        let t = check::float_t("axpy", self.context, &[("x", &x), ("y", &y)], &[])?;
         check::len("axpy", "y", &y, x.len())?;
         check::no_overlap("axpy", &y, &x, false)?;
         let n = check::fits_u32("axpy", x.len())?;
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new().buf(&x)?.buf(&y)?.u32(n).f32(alpha);
-        self.run("axpy", self.streaming(x.len()), args)
+        let args = Self::typed_args(t, &[&x, &y])?.u32(n).f32(alpha);
+        let entry = typed_entry(t, ["axpy", "axpy_bf16", "axpy_f16"]);
+        self.run(entry, self.typed_geometry(t, x.len()), args)
     }
 }

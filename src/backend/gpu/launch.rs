@@ -72,7 +72,6 @@ impl Args {
     /// storage"), packed as [`Args::buf`] packs an f32 one: the kernel variant of `dtype` reads
     /// it through a `float` pointer (f32) or a `ushort` one (the bits of bf16 and f16). A view
     /// of another type, or a `dtype` that is not a float type, is an error.
-    #[allow(dead_code)] // The kernels of 16-bit float types start using it with the cast op.
     pub(crate) fn buf_as(self, v: &View<'_>, dtype: DType) -> Result<Self> {
         if !dtype.is_float() {
             return Err(Error::InvalidArgument(format!(

@@ -18,6 +18,7 @@ mod half_gemm;
 mod launch;
 mod linalg;
 mod loss;
+mod mixed;
 mod modules;
 mod norm;
 mod optim;

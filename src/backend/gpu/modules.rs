@@ -31,6 +31,11 @@ pub(crate) const PREFETCH: Switch = Switch {
     yes_no: true,
 };
 
+/// Families a background prefetch leaves to their first use: the bf16/f16 kernels, which only
+/// mixed-precision work launches (a run in f32 never needs them, and they would lengthen every
+/// cold start).
+const FIRST_USE_ONLY: [&str; 2] = ["hgemm", "mixed"];
+
 /// Whether a new context on a device of `kind` prefetches its modules (see [`PREFETCH`]).
 pub(super) fn prefetch_wanted(kind: DeviceKind) -> Result<bool> {
     match std::env::var_os(PREFETCH.name) {
@@ -243,6 +248,9 @@ impl<D: Device> OpSet<D> {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= set.slots.len() {
                             return;
+                        }
+                        if FIRST_USE_ONLY.contains(&set.slots[i].name) {
+                            continue;
                         }
                         if let Err(e) = set.ensure(i) {
                             log::debug!(

@@ -26,7 +26,7 @@ const HEADERS: [(&str, &str); 4] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 12] = [
+pub(crate) const FAMILIES: [OpFamily; 13] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -52,10 +52,17 @@ pub(crate) const FAMILIES: [OpFamily; 12] = [
     },
     OpFamily {
         name: "optim",
-        files: &[(
-            "kernels-cl/optim.cl",
-            include_str!("../../../kernels-cl/optim.cl"),
-        )],
+        // optim_mixed.cl uses optim.cl's state helpers.
+        files: &[
+            (
+                "kernels-cl/optim.cl",
+                include_str!("../../../kernels-cl/optim.cl"),
+            ),
+            (
+                "kernels-cl/optim_mixed.cl",
+                include_str!("../../../kernels-cl/optim_mixed.cl"),
+            ),
+        ],
         entries: &[family_entries::OPTIM],
     },
     // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;
@@ -158,6 +165,14 @@ pub(crate) const FAMILIES: [OpFamily; 12] = [
             include_str!("../../../kernels-cl/varlen.cl"),
         )],
         entries: &[family_entries::VARLEN],
+    },
+    OpFamily {
+        name: "mixed",
+        files: &[(
+            "kernels-cl/mixed.cl",
+            include_str!("../../../kernels-cl/mixed.cl"),
+        )],
+        entries: &[family_entries::MIXED],
     },
 ];
 

@@ -28,7 +28,8 @@ use crate::ops::{
     Activated, Activation, AdamStep, BiasActGrads, DenseParams, DenseShape, DropoutMask, Gemm,
     GruGateGrads, GruSequenceBackward, GruSequenceForward, LayerNormGrads, LayerNormParams,
     LengthLayout, LossOutputs, LossWeights, LstmSequenceBackward, LstmSequenceForward, MatShape,
-    Ops, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, SeqShape, SgdStep,
+    MixedUpdate, Ops, OptimBuffers, RNG_STATE_LEN, RecurrentWeights, ScaleUpdate, SeqShape,
+    SgdStep,
 };
 
 /// Runs every launching op of `ops` once or more.
@@ -50,6 +51,22 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
     ops.add(a.view(), b.view(), c.view())?;
     ops.mul(a.view(), b.view(), c.view())?;
     ops.copy(a.view(), b.view())?;
+    let halves = [ops.alloc_as(DType::Bf16, n)?, ops.alloc_as(DType::F16, n)?];
+    for (i, h) in halves.iter().enumerate() {
+        ops.cast(a.view(), h.view())?;
+        ops.cast(h.view(), b.view())?;
+        ops.cast(h.view(), halves[1 - i].view())?;
+        let t = |len: usize| ops.alloc_as(h.dtype(), len);
+        let (x, y, o, tb) = (t(n)?, t(n)?, t(n)?, t(cols)?);
+        ops.scale(x.view(), 2.0)?;
+        ops.axpy(0.5, x.view(), y.view())?;
+        ops.add(x.view(), y.view(), o.view())?;
+        ops.mul(x.view(), y.view(), o.view())?;
+        ops.activation(x.view(), y.view(), Activation::Gelu)?;
+        let f = Activated::new(x.view(), y.view(), Activation::Tanh);
+        ops.act_backward(o.view(), f, h.view())?;
+        ops.bias_act_forward(f, tb.view(), shape)?;
+    }
 
     // Products: tiled, split k, and the thin kernels (with and without a split).
     for (m, nn, k) in [
@@ -238,6 +255,16 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         d.view(),
         adam,
     )?;
+    let (scaler, flag) = (crate::ops::scaler_state(ops, 65536.0)?, z(1)?);
+    ops.unscale_and_check(b.view(), scaler.view(), flag.view())?;
+    ops.update_scale(scaler.view(), flag.view(), ScaleUpdate::default())?;
+    for dtype in [DType::Bf16, DType::F16] {
+        let low = ops.alloc_as(dtype, n)?;
+        let mp = MixedUpdate::new(low.view(), flag.view());
+        let buffers = OptimBuffers::new(a.view(), b.view(), state.view());
+        ops.sgd_step_mixed(buffers, c.view(), sgd, mp)?;
+        ops.adam_step_mixed(buffers, c.view(), d.view(), adam, mp)?;
+    }
     ops.synchronize()
 }
 
