@@ -421,6 +421,8 @@ impl NetworkBuilder {
             out_steps: steps,
             workspaces: Workspaces::default(),
             padding: Default::default(),
+            precision: Default::default(),
+            low: None,
         })
     }
 }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::manager::{self, GpuManager};
 use crate::ops::{AdamStep, SgdStep};
 
+use super::precision::Precision;
 use super::progress::Progress;
 use super::schedule::{EarlyStopping, LrSchedule};
 
@@ -250,6 +251,13 @@ pub struct TrainingConfig {
     /// pools of 50 batches, each pool sorted by length (longest first) and its whole batches
     /// put in a random order; deterministic by `seed`.
     pub bucket_by_length: bool,
+    /// The number format of the run ([`Precision`]): `F32` (the default); `Tf32` (TF32 GEMMs
+    /// where the context allows them); `Bf16` or `F16` (activations and GEMM operands in the
+    /// low type, f32 sums, master weights, gradients and optimizer state; `F16` with dynamic
+    /// loss scaling). Every backend takes every precision (the CPU backend computes in f32 over
+    /// bf16/f16 storage). Training leaves the network in this precision
+    /// ([`super::Network::set_precision`]).
+    pub precision: Precision,
 }
 
 impl Default for TrainingConfig {
@@ -277,6 +285,7 @@ impl Default for TrainingConfig {
             checkpoint_every: 1,
             carry_state: false,
             bucket_by_length: false,
+            precision: Precision::F32,
         }
     }
 }

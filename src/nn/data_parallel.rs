@@ -147,7 +147,7 @@ impl Network {
         // The dropout state of rank 0 goes along: every replica draws the same masks at the
         // same step.
         let (params, grads, rng) = self.buffers_on(ctx)?;
-        Ok(Network {
+        let replica = Network {
             ctx: ctx.clone(),
             layers: self.layers.clone(),
             loss: self.loss,
@@ -160,7 +160,11 @@ impl Network {
             workspaces: Workspaces::default(),
             rng,
             padding: self.padding,
-        })
+            precision: self.precision,
+            low: self.low_on(ctx.ops())?,
+        };
+        replica.refresh_low()?;
+        Ok(replica)
     }
 
     /// `Network::train` with two or more `devices`: one replica per device, each on its own

@@ -1,6 +1,7 @@
 //! `Dense`: `y = act(x W^T + b)` with PyTorch's layout (`weight [out, in]`, `bias [out]`).
 
 use crate::buffer::{Buffer, View};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{Activated, BiasActBackward, BiasActBackwardProduct, BiasActGrads, MatShape};
 use crate::ops::{Activation, Gemm, Ops};
@@ -72,24 +73,29 @@ impl Dense {
     }
 
     pub fn workspace(&self, ops: &dyn Ops, rows: usize) -> Result<DenseWs> {
+        self.workspace_as(ops, rows, DType::F32)
+    }
+
+    /// [`Dense::workspace`] with activations and their gradients of type `t` (f32, bf16, f16).
+    pub fn workspace_as(&self, ops: &dyn Ops, rows: usize, t: DType) -> Result<DenseWs> {
         let n = size::mul(rows, self.outputs, "dense layer rows x outputs")?;
         let z = if self.act.derivative_from_output() {
             None
         } else {
-            Some(ops.alloc(n)?)
+            Some(ops.alloc_as(t, n)?)
         };
         Ok(DenseWs {
             rows,
             z,
-            y: ops.alloc(n)?,
-            dy: ops.alloc(n)?,
+            y: ops.alloc_as(t, n)?,
+            dy: ops.alloc_as(t, n)?,
         })
     }
 
     pub fn forward(&self, f: &Flat<'_>, ws: &DenseWs, x: View<'_>) -> Result<()> {
         let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
-        let w = self.w.view(f.params)?;
-        let b = self.b.view(f.params)?;
+        let w = self.w.view(f.weights)?;
+        let b = self.b.view(f.weights)?;
         f.ops.dense_forward(DenseForward {
             x,
             params: DenseParams::new(w, b),
@@ -105,7 +111,7 @@ impl Dense {
     pub fn pending_input_grad<'a>(&self, f: &Flat<'a>, ws: &'a DenseWs) -> Result<PendingGrad<'a>> {
         Ok(PendingGrad {
             g: ws.dy.view(),
-            w: self.w.view(f.params)?,
+            w: self.w.view(f.weights)?,
             k: self.outputs,
         })
     }
@@ -144,6 +150,17 @@ impl Dense {
                 grads: DenseParams::new(dw, db),
                 shape: DenseShape::new(r, i, o),
             })?;
+        } else if dz.dtype() != DType::F32 {
+            // The fused bias-gradient pass is f32 only: the activation's backward in T, then
+            // both parameter gradients from the product.
+            f.ops
+                .act_backward(dz, Activated::new(z, ws.y.view(), self.act), dz)?;
+            f.ops.dense_param_grads(DenseParamGrads {
+                dz,
+                x,
+                grads: DenseParams::new(dw, db),
+                shape: DenseShape::new(r, i, o),
+            })?;
         } else {
             // The activation's backward and the bias gradient in one pass, in place.
             f.ops.bias_act_backward(BiasActBackward {
@@ -156,7 +173,7 @@ impl Dense {
         }
         if let Some(dx) = dx {
             f.ops
-                .gemm(Gemm::new(r, i, o), dz, self.w.view(f.params)?, dx)?;
+                .gemm(Gemm::new(r, i, o), dz, self.w.view(f.weights)?, dx)?;
         }
         Ok(())
     }

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 /// Metrics of one epoch.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct EpochStats {
     /// 1-based epoch number.
     pub epoch: usize,
@@ -36,6 +37,12 @@ pub struct EpochStats {
     /// Mean device utilization during the epoch in percent, sampled by the management library
     /// (NVML, ROCm SMI); `None` without one.
     pub utilization: Option<f32>,
+    /// [`super::Precision::F16`] runs: the loss scale at the end of the epoch; `None` for runs
+    /// without loss scaling.
+    pub loss_scale: Option<f32>,
+    /// [`super::Precision::F16`] runs: the optimizer steps of the epoch skipped because their
+    /// gradients held inf or NaN (the scale then backed off); `None` without loss scaling.
+    pub skipped_steps: Option<u64>,
 }
 
 /// Why training ended before its last epoch.
@@ -159,6 +166,8 @@ pub(crate) fn epoch_json(e: &EpochStats) -> Value {
         "learning_rate": e.learning_rate,
         "peak_memory_bytes": e.peak_memory_bytes,
         "utilization": e.utilization,
+        "loss_scale": e.loss_scale,
+        "skipped_steps": e.skipped_steps,
     })
 }
 
@@ -176,6 +185,8 @@ pub(crate) fn epoch_from_json(v: &Value) -> Option<EpochStats> {
         learning_rate: f32_of("learning_rate")?,
         peak_memory_bytes: v.get("peak_memory_bytes").and_then(Value::as_u64),
         utilization: f32_of("utilization"),
+        loss_scale: f32_of("loss_scale"),
+        skipped_steps: v.get("skipped_steps").and_then(Value::as_u64),
     })
 }
 
@@ -203,6 +214,8 @@ mod tests {
             samples_per_sec: 1000.0,
             learning_rate: 1e-3,
             peak_memory_bytes: Some(1 << 20),
+            loss_scale: None,
+            skipped_steps: None,
             utilization: None,
         };
         TrainingHistory {

@@ -2,9 +2,11 @@
 //! kind keeps its own file.
 
 use crate::buffer::{Buffer, View};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{Activation, Ops};
 
+use super::cast_boundary::CastWs;
 use super::cell_state::{StateGradViews, StateViews};
 use super::dense::{Dense, DenseWs};
 use super::dropout::{Dropout, DropoutWs};
@@ -30,6 +32,9 @@ pub(crate) struct LayerInput<'a> {
 pub(crate) struct Flat<'a> {
     pub ops: &'a dyn Ops,
     pub params: &'a Buffer,
+    /// The parameters dense layers read in the forward and input-gradient products: the
+    /// bf16/f16 low copy in mixed precision, else `params` itself.
+    pub weights: &'a Buffer,
     pub grads: &'a Buffer,
     /// The device-side random state ([`crate::ops::RNG_STATE_LEN`]) while training; `None`
     /// in evaluation and prediction, where dropout is the identity.
@@ -64,6 +69,8 @@ pub(crate) enum LayerWs {
     Dropout(DropoutWs),
     LayerNorm(LayerNormWs),
     Embedding(EmbeddingWs),
+    /// An f32-only layer inside a bf16/f16 network ([`CastWs`]).
+    Cast(Box<CastWs>),
 }
 
 /// A read-only description of one layer, for summaries and tooling.
@@ -258,8 +265,30 @@ impl Layer {
         })
     }
 
+    /// [`Layer::workspace`] for activations of type `low` (`None`: f32): a dense layer keeps
+    /// its activations in that type; every other layer computes in f32 behind a [`CastWs`].
+    /// `first` says whether the layer reads the network's input (f32 features or u32 ids).
+    pub fn workspace_in(
+        &self,
+        ops: &dyn Ops,
+        (batch, rows): (usize, usize),
+        low: Option<DType>,
+        first: bool,
+    ) -> Result<LayerWs> {
+        match (self, low) {
+            (_, None) => self.workspace(ops, batch, rows),
+            (Layer::Dense(d), Some(t)) => Ok(LayerWs::Dense(d.workspace_as(ops, rows, t)?)),
+            (_, Some(t)) => {
+                let inner = self.workspace(ops, batch, rows)?;
+                let ws = CastWs::new(ops, (self, inner), rows, t, !first)?;
+                Ok(LayerWs::Cast(Box::new(ws)))
+            }
+        }
+    }
+
     pub fn output<'a>(&self, ws: &'a LayerWs) -> Result<View<'a>> {
         match (self, ws) {
+            (_, LayerWs::Cast(c)) => Ok(c.output()),
             (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.output()),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
@@ -274,6 +303,7 @@ impl Layer {
 
     pub fn grad_output<'a>(&self, ws: &'a LayerWs) -> Result<View<'a>> {
         match (self, ws) {
+            (_, LayerWs::Cast(c)) => Ok(c.grad_output()),
             (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.grad_output()),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),
@@ -298,6 +328,9 @@ impl Layer {
     }
 
     pub fn forward(&self, f: &Flat<'_>, ws: &LayerWs, x: View<'_>) -> Result<()> {
+        if let LayerWs::Cast(c) = ws {
+            return c.forward(self, f, x);
+        }
         self.forward_unmasked(f, ws, x)?;
         match (&f.lengths, self.cell_seq(ws)?) {
             (Some(lv), Some(c)) => varlen_cell::mask_outputs(f.ops, lv, &c),
@@ -326,6 +359,9 @@ impl Layer {
         x: View<'_>,
         dx: Option<View<'_>>,
     ) -> Result<()> {
+        if let LayerWs::Cast(c) = ws {
+            return c.backward(self, f, x, dx);
+        }
         let input = LayerInput { x, dx };
         if let (Some(lv), Some(c)) = (&f.lengths, self.cell_seq(ws)?) {
             varlen_cell::mask_grads(f.ops, lv, &c)?;
@@ -347,6 +383,7 @@ impl Layer {
     /// `layer * directions + direction`); empty for the other layers.
     pub fn state_views<'a>(&self, ws: &'a LayerWs) -> Result<Vec<StateViews<'a>>> {
         match (self, ws) {
+            (_, LayerWs::Cast(c)) => self.state_views(&c.inner),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => Ok(vec![r.state_views(w)?]),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => Ok(vec![l.state_views(w)?]),
             (Layer::Gru(g), LayerWs::Gru(w)) => Ok(vec![g.state_views(w)?]),
@@ -358,6 +395,7 @@ impl Layer {
     /// The state gradients of every recurrent cell, in the order of [`Layer::state_views`].
     pub fn state_grad_views<'a>(&self, ws: &'a LayerWs) -> Vec<StateGradViews<'a>> {
         match (self, ws) {
+            (_, LayerWs::Cast(c)) => self.state_grad_views(&c.inner),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => vec![r.state_grad_views(w)],
             (Layer::Lstm(l), LayerWs::Lstm(w)) => vec![l.state_grad_views(w)],
             (Layer::Gru(g), LayerWs::Gru(w)) => vec![g.state_grad_views(w)],

@@ -42,6 +42,7 @@
 //! ```
 
 mod builder;
+mod cast_boundary;
 mod cell_state;
 mod checkpoint;
 mod config;
@@ -57,6 +58,7 @@ mod host_reduce;
 mod layer;
 mod layer_norm;
 mod loss;
+mod low_copy;
 mod lstm;
 mod network;
 #[cfg(feature = "onnx")]
@@ -66,6 +68,7 @@ mod padding;
 mod params;
 #[cfg(feature = "plot")]
 mod plot;
+mod precision;
 mod progress;
 mod recurrent;
 mod rng;
@@ -104,6 +107,7 @@ pub use optim::OptimizerState;
 pub use params::ParamInfo;
 #[cfg(feature = "plot")]
 pub use plot::{PlotFormat, plot_history};
+pub use precision::Precision;
 pub use progress::{Progress, READS_PER_SECOND};
 pub use recurrent::RnnOutput;
 pub use rng::Rng;

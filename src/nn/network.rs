@@ -14,6 +14,7 @@ use super::layer::{Layer, LayerDesc};
 use super::loss::Loss;
 use super::padding::Padding;
 use super::params::{ParamInfo, ParamLayout};
+use super::precision::Precision;
 use super::size::MAX_INDEXED_ROWS;
 use super::step_graph::EvalKind;
 use super::workspace::{DeviceData, Rows, token_ids_need_an_embedding};
@@ -46,6 +47,11 @@ pub struct Network {
     pub(crate) workspaces: Workspaces,
     /// The padding (lengths, ignored label) the workspaces are built for.
     pub(crate) padding: Padding,
+    /// The precision of evaluation and prediction, and of the last training
+    /// ([`Network::set_precision`]).
+    pub(crate) precision: Precision,
+    /// The bf16/f16 copy of `params` that dense layers read in `Bf16`/`F16`; `None` in f32.
+    pub(crate) low: Option<Buffer>,
 }
 
 impl std::fmt::Debug for Network {
@@ -130,7 +136,8 @@ impl Network {
                 values[i]
             )));
         }
-        self.ctx.ops().upload(self.params.view(), values)
+        self.ctx.ops().upload(self.params.view(), values)?;
+        self.refresh_low()
     }
 
     /// The gradients left by the last backward pass, flat.
@@ -143,12 +150,13 @@ impl Network {
     /// Moves the parameters to another context (workspaces are rebuilt there on demand).
     pub fn to_context(&mut self, ctx: &Context) -> Result<()> {
         let (params, grads, rng) = self.buffers_on(ctx)?;
+        self.low = self.low_on(ctx.ops())?;
         self.rng = rng;
         self.workspaces.clear();
         self.params = params;
         self.grads = grads;
         self.ctx = ctx.clone();
-        Ok(())
+        self.refresh_low()
     }
 
     /// This network's parameters, zeroed gradients and dropout state, copied to `ctx`.

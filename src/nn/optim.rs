@@ -2,9 +2,12 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::{Error, Result};
-use crate::ops::{Ops, OptimBuffers, optimizer_state, zeros};
+use crate::ops::{
+    MixedUpdate, Ops, OptimBuffers, ScaleUpdate, optimizer_state, scaler_state, zeros,
+};
 
 use super::config::{Optimizer, OptimizerStep};
+use super::precision::{INITIAL_LOSS_SCALE, Precision};
 
 /// An optimizer's state read back from the device, for training checkpoints.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +22,19 @@ pub(crate) struct OptimizerSnapshot {
     pub a: Option<Vec<f32>>,
     /// Adam's second moment.
     pub b: Option<Vec<f32>>,
+    /// An f16 run's loss scaler: `[scale, growth tracker, steps skipped]`.
+    pub scaler: Option<Vec<f32>>,
+}
+
+/// The mixed-precision part of an optimizer ([`Precision::Bf16`], [`Precision::F16`]): the
+/// device-side flag that skips a step and, for f16, the loss scaler.
+struct Mixed {
+    /// One f32, set by the unscale of an f16 step whose gradients hold inf/NaN; stays zero in
+    /// bf16.
+    found_inf: Buffer,
+    /// f16: `[scale, growth tracker]` ([`crate::ops::SCALER_STATE_LEN`]) and one f32 counting
+    /// the skipped steps, both advanced on the device.
+    scaler: Option<(Buffer, Buffer)>,
 }
 
 /// The state of one optimizer over `len` parameters (velocity, or Adam's two moments, and the
@@ -35,6 +51,7 @@ pub struct OptimizerState {
     hyper: Buffer,
     a: Option<Buffer>,
     b: Option<Buffer>,
+    mixed: Option<Mixed>,
 }
 
 impl std::fmt::Debug for OptimizerState {
@@ -66,7 +83,74 @@ impl OptimizerState {
             hyper: optimizer_state(ops, lr)?,
             a,
             b,
+            mixed: None,
         })
+    }
+
+    /// This state made for training in `precision`: `Bf16` and `F16` take the mixed steps
+    /// (`sgd_step_mixed`, `adam_step_mixed`: every optimizer of the crate has one), which also
+    /// round the new parameters into the network's low copy; `F16` adds the loss scaler.
+    pub(crate) fn for_precision(mut self, ops: &dyn Ops, precision: Precision) -> Result<Self> {
+        self.mixed = match precision.low_dtype() {
+            None => None,
+            Some(_) => Some(Mixed {
+                found_inf: zeros(ops, 1)?,
+                scaler: precision
+                    .scales_loss()
+                    .then(|| -> Result<(Buffer, Buffer)> {
+                        Ok((scaler_state(ops, INITIAL_LOSS_SCALE)?, zeros(ops, 1)?))
+                    })
+                    .transpose()?,
+            }),
+        };
+        Ok(self)
+    }
+
+    /// The device-side loss scale (one f32) the loss gradient is multiplied by; `None` when
+    /// the run does not scale (everything but f16).
+    pub(crate) fn loss_scale(&self) -> Option<View<'_>> {
+        let (scaler, _) = self.mixed.as_ref()?.scaler.as_ref()?;
+        scaler.slice(0, 1).ok()
+    }
+
+    /// f16: divides the gradients by the loss scale and sets the skip flag where one is not
+    /// finite. Nothing otherwise.
+    pub(crate) fn unscale(&self, ops: &dyn Ops, grads: View<'_>) -> Result<()> {
+        match self.mixed.as_ref() {
+            Some(Mixed {
+                found_inf,
+                scaler: Some((scaler, _)),
+            }) => ops.unscale_and_check(grads, scaler.view(), found_inf.view()),
+            _ => Ok(()),
+        }
+    }
+
+    /// f16, after the step: the scale backs off or grows (PyTorch's `GradScaler` rules) and
+    /// a skipped step is counted, on the device. Nothing otherwise.
+    pub(crate) fn update_scale(&self, ops: &dyn Ops) -> Result<()> {
+        match self.mixed.as_ref() {
+            Some(Mixed {
+                found_inf,
+                scaler: Some((scaler, skipped)),
+            }) => {
+                ops.axpy(1.0, found_inf.view(), skipped.view())?;
+                ops.update_scale(scaler.view(), found_inf.view(), ScaleUpdate::default())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// f16: the loss scale and the steps skipped so far, read from the device; `None` for a
+    /// run without loss scaling.
+    pub(crate) fn scaler_report(&self, ops: &dyn Ops) -> Result<Option<(f32, u64)>> {
+        let Some((scaler, skipped)) = self.mixed.as_ref().and_then(|m| m.scaler.as_ref()) else {
+            return Ok(None);
+        };
+        let mut s = [0.0f32; 2];
+        ops.download(scaler.view(), &mut s)?;
+        let mut k = [0.0f32];
+        ops.download(skipped.view(), &mut k)?;
+        Ok(Some((s[0], k[0] as u64)))
     }
 
     /// The learning rate of the next steps.
@@ -104,6 +188,10 @@ impl OptimizerState {
             hyper: read(&self.hyper)?,
             a: self.a.as_ref().map(read).transpose()?,
             b: self.b.as_ref().map(read).transpose()?,
+            scaler: match self.mixed.as_ref().and_then(|m| m.scaler.as_ref()) {
+                Some((scaler, skipped)) => Some([read(scaler)?, read(skipped)?].concat()),
+                None => None,
+            },
         })
     }
 
@@ -123,6 +211,15 @@ impl OptimizerState {
             )));
         }
         ops.upload(self.hyper.view(), &snap.hyper)?;
+        // A checkpoint of another precision leaves this run's fresh scaler as it is.
+        if let (Some((scaler, skipped)), Some(saved)) = (
+            self.mixed.as_ref().and_then(|m| m.scaler.as_ref()),
+            &snap.scaler,
+        ) && saved.len() == scaler.len() + 1
+        {
+            ops.upload(scaler.view(), &saved[..scaler.len()])?;
+            ops.upload(skipped.view(), &saved[scaler.len()..])?;
+        }
         for (buf, values) in [(&self.a, &snap.a), (&self.b, &snap.b)] {
             if let (Some(buf), Some(values)) = (buf, values) {
                 ops.upload(buf.view(), values)?;
@@ -136,7 +233,7 @@ impl OptimizerState {
     /// Applies one update to `params` from `grads` (both `len` long) at the current learning
     /// rate.
     pub fn step(&mut self, ops: &dyn Ops, params: View<'_>, grads: View<'_>) -> Result<()> {
-        self.queue(ops, params, grads)?;
+        self.queue(ops, params, grads, None)?;
         self.count_step();
         Ok(())
     }
@@ -148,8 +245,15 @@ impl OptimizerState {
     }
 
     /// Queues one update without counting it: the same launch every call, as a recorded
-    /// graph needs. The device advances its own step count.
-    pub(crate) fn queue(&self, ops: &dyn Ops, params: View<'_>, grads: View<'_>) -> Result<()> {
+    /// graph needs. The device advances its own step count. A mixed-precision state takes the
+    /// mixed step, which also writes `low`, the low copy of the parameters.
+    pub(crate) fn queue(
+        &self,
+        ops: &dyn Ops,
+        params: View<'_>,
+        grads: View<'_>,
+        low: Option<View<'_>>,
+    ) -> Result<()> {
         if params.len() != self.len || grads.len() != self.len {
             return Err(Error::shape(
                 "optimizer step",
@@ -162,18 +266,35 @@ impl OptimizerState {
             ));
         }
         let buffers = OptimBuffers::new(params, grads, self.hyper.view());
-        match self.optimizer.step() {
-            OptimizerStep::Sgd(s) => {
+        let mixed = match (&self.mixed, low) {
+            (Some(m), Some(low)) => Some(MixedUpdate::new(low, m.found_inf.view())),
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Error::InvalidArgument(
+                    "a mixed-precision optimizer step needs the low copy of the parameters \
+                     (Network::set_precision makes it)"
+                        .into(),
+                ));
+            }
+        };
+        match (self.optimizer.step(), mixed) {
+            (OptimizerStep::Sgd(s), mp) => {
                 // Without momentum the op does not touch the velocity; any view of the right
                 // length satisfies the signature.
                 let vel = self.a.as_ref().map_or(grads, |b| b.view());
-                ops.sgd_step(buffers, vel, s)
+                match mp {
+                    Some(mp) => ops.sgd_step_mixed(buffers, vel, s, mp),
+                    None => ops.sgd_step(buffers, vel, s),
+                }
             }
-            OptimizerStep::Adam(s) => {
+            (OptimizerStep::Adam(s), mp) => {
                 let (Some(m), Some(v)) = (&self.a, &self.b) else {
                     unreachable!("Adam state has both moments");
                 };
-                ops.adam_step(buffers, m.view(), v.view(), s)
+                match mp {
+                    Some(mp) => ops.adam_step_mixed(buffers, m.view(), v.view(), s, mp),
+                    None => ops.adam_step(buffers, m.view(), v.view(), s),
+                }
             }
         }
     }

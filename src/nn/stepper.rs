@@ -275,7 +275,12 @@ fn queue_step(
     (layers, ws): (&[Layer], &[LayerWs]),
     x: View<'_>,
 ) -> Result<()> {
-    let f = net.flat();
+    // The stepper's workspaces are f32 whatever the network's precision: its dense layers
+    // read the f32 parameters.
+    let f = super::layer::Flat {
+        weights: &net.params,
+        ..net.flat()
+    };
     for (i, layer) in layers.iter().enumerate() {
         let x = match i {
             0 => x,

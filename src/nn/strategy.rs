@@ -202,7 +202,7 @@ impl<'s> Stepper<'s> {
                 // write only their own ranges, so the side stream may reduce them meanwhile.
                 // The main stream waits for all of it before the update.
                 net.forward_train_ws(ws, batch)?;
-                net.loss_ws(ws, batch, Some(acc))?;
+                net.scaled_loss_ws(ws, batch, Some(acc), opt.loss_scale())?;
                 net.backward_ws_then(ws, batch, &mut |i| {
                     let (start, len) = ranges[i];
                     if len == 0 {
@@ -217,7 +217,7 @@ impl<'s> Stepper<'s> {
             _ => {
                 self.first.run(ctx, rows, || {
                     net.forward_train_ws(ws, batch)?;
-                    net.loss_ws(ws, batch, Some(acc))?;
+                    net.scaled_loss_ws(ws, batch, Some(acc), opt.loss_scale())?;
                     net.backward_ws(ws, batch)?;
                     carry_state()
                 })?;

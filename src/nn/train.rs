@@ -10,7 +10,7 @@
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-use crate::context::Context;
+use crate::context::{Context, ContextOptions};
 use crate::device::DeviceId;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -23,6 +23,7 @@ use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
 use super::padding::Buckets;
+use super::precision::Precision;
 use super::progress::Progress;
 use super::progress::Reporter;
 use super::rng::Rng;
@@ -59,7 +60,11 @@ impl Network {
             let ctx = if target == DeviceId::Cpu {
                 Context::cpu()
             } else {
-                manager.create_context(target)?
+                let options = ContextOptions {
+                    allow_tf32: config.precision == Precision::Tf32,
+                    ..ContextOptions::default()
+                };
+                manager.create_context_with(target, options)?
             };
             self.to_context(&ctx)?;
         }
@@ -187,6 +192,7 @@ impl Network {
         }
         let total_steps = (steps_per_epoch * config.epochs) as u64;
         strategy.share_parameters(self)?;
+        self.set_precision(config.precision)?;
         let layout = StepLayout {
             used,
             global,
@@ -226,7 +232,8 @@ impl Network {
             config.optimizer,
             self.layout.total,
             config.learning_rate,
-        )?;
+        )?
+        .for_precision(ops, config.precision)?;
         // Dropout masks follow the training seed (uploaded once, before any step).
         ops.upload(
             self.rng.view(),
@@ -287,6 +294,8 @@ impl Network {
             Progress::Off
         });
         let sampler = EpochSampler::new(self.ctx.info());
+        // Skipped steps before this run's epochs (a resumed run's scaler counts from its start).
+        let mut skipped_before = opt.scaler_report(self.ctx.ops())?.map_or(0, |(_, k)| k);
         for epoch in state.epoch + 1..=config.epochs {
             let t0 = Instant::now();
             sampler.start();
@@ -345,6 +354,15 @@ impl Network {
             let (peak_memory_bytes, utilization) = sampler.finish();
             let rows = (used * self.out_steps) as f32;
             let classify = self.loss.is_classification();
+            let scaler = opt.scaler_report(self.ctx.ops())?;
+            let (loss_scale, skipped_steps) = match scaler {
+                Some((scale, skipped)) => {
+                    let epoch_skips = skipped - skipped_before.min(skipped);
+                    skipped_before = skipped;
+                    (Some(scale), Some(epoch_skips))
+                }
+                None => (None, None),
+            };
             let (val_loss, val_accuracy) = match run.val {
                 Some(v) => self.validation_metrics(vd.as_ref(), v.len(), config, strategy)?,
                 None => (None, None),
@@ -360,6 +378,8 @@ impl Network {
                 learning_rate: opt.learning_rate(),
                 peak_memory_bytes,
                 utilization,
+                loss_scale,
+                skipped_steps,
             };
             // Every rank sees the same validation loss, so every rank decides the same.
             let mut stop = None;

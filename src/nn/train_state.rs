@@ -92,7 +92,12 @@ pub(crate) fn save(
         vec![opt.hyper.len()],
         f32_bytes(&opt.hyper),
     ));
-    for (name, v) in [("rnn.optimizer.a", &opt.a), ("rnn.optimizer.b", &opt.b)] {
+    let named = [
+        ("rnn.optimizer.a", &opt.a),
+        ("rnn.optimizer.b", &opt.b),
+        ("rnn.loss_scaler", &opt.scaler),
+    ];
+    for (name, v) in named {
         if let Some(v) = v {
             owned.push((name.into(), Dtype::F32, vec![v.len()], f32_bytes(v)));
         }
@@ -256,6 +261,7 @@ fn load(net: &mut Network, path: &Path) -> Result<(RunState, HashMap<String, Str
                 .ok_or_else(|| fmt("tensor rnn.optimizer.state is missing".into()))?,
             a: floats("rnn.optimizer.a")?,
             b: floats("rnn.optimizer.b")?,
+            scaler: floats("rnn.loss_scaler")?,
         },
     };
     Ok((state, meta))

@@ -60,6 +60,7 @@ impl Network {
             self.check_carry(data)?;
         }
         self.adopt_padding(data)?;
+        self.set_precision(config.precision)?;
         let padding = self.padding;
         let data = self.upload(data)?;
         let batch = config.batch_size.min(data.n);
@@ -79,7 +80,8 @@ impl Network {
                 config.optimizer,
                 self.layout.total,
                 config.learning_rate,
-            )?,
+            )?
+            .for_precision(ops, config.precision)?,
             norm: ops.alloc(1)?,
             graphs: StepGraphs::new(config.graphs),
             acc,

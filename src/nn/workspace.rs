@@ -3,7 +3,7 @@
 //! back once a workspace exists.
 
 use crate::ops::IndexedRows;
-use crate::ops::{LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
+use crate::ops::{Gemm, LossOutputs, MatShape, Mse, SoftmaxCrossEntropy};
 use parking_lot::Mutex;
 
 use crate::buffer::{Buffer, View};
@@ -78,6 +78,21 @@ pub(crate) struct Workspace {
     pub(crate) lengths: Option<LengthWs>,
     /// One weight per loss row, when the loss skips padded rows or an ignored label.
     pub(crate) loss_weights: Option<Buffer>,
+    /// Mixed precision only ([`super::Precision`]): the f32 input features cast to the low
+    /// type for a first dense layer, and the f32 side of the loss.
+    mixed: Option<MixedWs>,
+}
+
+/// The buffers a bf16/f16 workspace adds: where the network's input and output cross
+/// between f32 and the low type.
+struct MixedWs {
+    /// The input features in the low type, when a dense layer reads them.
+    x_low: Option<Buffer>,
+    /// The output cast to f32: what the loss and prediction read.
+    out32: Buffer,
+    /// The loss gradient in f32, and the same multiplied by the loss scale (f16).
+    dout32: Buffer,
+    dscaled: Buffer,
 }
 
 impl Network {
@@ -86,6 +101,7 @@ impl Network {
         Flat {
             ops: self.ctx.ops(),
             params: &self.params,
+            weights: self.low.as_ref().unwrap_or(&self.params),
             grads: &self.grads,
             rng: None,
             state_grads: false,
@@ -212,11 +228,23 @@ impl Network {
         } else {
             (None, None)
         };
+        let low = self.precision.low_dtype();
         let mut layers = Vec::new();
-        for (layer, &steps) in self.layers.iter().zip(&self.layer_steps) {
+        for (i, (layer, &steps)) in self.layers.iter().zip(&self.layer_steps).enumerate() {
             let rows = size::mul(batch, steps, "batch x sequence length")?;
-            layers.push(layer.workspace(ops, batch, rows)?);
+            layers.push(layer.workspace_in(ops, (batch, rows), low, i == 0)?);
         }
+        let mixed = match low {
+            Some(t) => Some(MixedWs {
+                x_low: matches!(self.layers[0], Layer::Dense(_))
+                    .then(|| ops.alloc_as(t, x_len))
+                    .transpose()?,
+                out32: ops.alloc(out_len)?,
+                dout32: ops.alloc(out_len)?,
+                dscaled: ops.alloc(out_len)?,
+            }),
+            None => None,
+        };
         let ws = Workspace {
             graphs: Mutex::new(EvalGraphs::new()),
             batch,
@@ -239,6 +267,7 @@ impl Network {
                 .weighs_loss()
                 .then(|| ops.alloc(out_rows))
                 .transpose()?,
+            mixed,
         };
         Ok(ws)
     }
@@ -316,7 +345,10 @@ impl Network {
         i: usize,
     ) -> Result<View<'a>> {
         if i == 0 {
-            Ok(batch.x)
+            match ws.mixed.as_ref().and_then(|m| m.x_low.as_ref()) {
+                Some(x) => Ok(x.view()),
+                None => Ok(batch.x),
+            }
         } else {
             self.layers[i - 1].output(&ws.layers[i - 1])
         }
@@ -341,8 +373,12 @@ impl Network {
         layers.map(|(l, w)| l.state_grad_views(w)).collect()
     }
 
-    /// The last layer's output (time-major rows for sequence outputs).
+    /// The last layer's output (time-major rows for sequence outputs), in f32 (a copy of it
+    /// in mixed precision).
     pub(crate) fn output_view<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
+        if let Some(m) = &ws.mixed {
+            return Ok(m.out32.view());
+        }
         let last = self.layers.len() - 1;
         self.layers[last].output(&ws.layers[last])
     }
@@ -384,9 +420,17 @@ impl Network {
 
     fn forward_with(&self, ws: &Workspace, batch: &Batch<'_>, f: &Flat<'_>) -> Result<()> {
         let f = &with_lengths(f, ws);
+        if let Some(x_low) = ws.mixed.as_ref().and_then(|m| m.x_low.as_ref()) {
+            f.ops.cast(batch.x, x_low.view())?;
+        }
         for (i, layer) in self.layers.iter().enumerate() {
             let x = self.layer_input(ws, batch, i)?;
             layer.forward(f, &ws.layers[i], x)?;
+        }
+        if let Some(m) = &ws.mixed {
+            let last = self.layers.len() - 1;
+            f.ops
+                .cast(self.layers[last].output(&ws.layers[last])?, m.out32.view())?;
         }
         Ok(())
     }
@@ -400,10 +444,48 @@ impl Network {
         batch: &Batch<'_>,
         acc: Option<View<'_>>,
     ) -> Result<()> {
-        let ops = self.ctx.ops();
+        self.scaled_loss_ws(ws, batch, acc, None)
+    }
+
+    /// [`Self::loss_ws`] whose gradient is multiplied by the device-side loss scale
+    /// `loss_scale` (one f32, mixed precision only). In mixed precision the loss runs in f32
+    /// on the output's f32 copy and its gradient is cast to the last layer's type.
+    pub(crate) fn scaled_loss_ws(
+        &self,
+        ws: &Workspace,
+        batch: &Batch<'_>,
+        acc: Option<View<'_>>,
+        loss_scale: Option<View<'_>>,
+    ) -> Result<()> {
         let last = self.layers.len() - 1;
+        let dlast = self.layers[last].grad_output(&ws.layers[last])?;
+        let Some(m) = &ws.mixed else {
+            return self.f32_loss_ws(ws, batch, acc, dlast);
+        };
+        let ops = self.ctx.ops();
+        self.f32_loss_ws(ws, batch, acc, m.dout32.view())?;
+        match loss_scale {
+            Some(scale) => {
+                // dscaled = dout32 * scale as an n x 1 by 1 x 1 product: the scale stays on the
+                // device, so a recorded step replays with the scale of its time.
+                let n = m.dout32.len();
+                ops.gemm(Gemm::new(n, 1, 1), m.dout32.view(), scale, m.dscaled.view())?;
+                ops.cast(m.dscaled.view(), dlast)
+            }
+            None => ops.cast(m.dout32.view(), dlast),
+        }
+    }
+
+    /// The loss over the f32 output, its gradient into `dout`.
+    fn f32_loss_ws(
+        &self,
+        ws: &Workspace,
+        batch: &Batch<'_>,
+        acc: Option<View<'_>>,
+        dout: View<'_>,
+    ) -> Result<()> {
+        let ops = self.ctx.ops();
         let out = self.output_view(ws)?;
-        let dout = self.layers[last].grad_output(&ws.layers[last])?;
         let rows = ws.batch * self.out_steps;
         let cols = self.output_features();
         let targets = batch.y.ok_or_else(|| {
@@ -485,7 +567,7 @@ impl Network {
         opt: &super::optim::OptimizerState,
     ) -> Result<()> {
         self.forward_train_ws(ws, batch)?;
-        self.loss_ws(ws, batch, Some(acc))?;
+        self.scaled_loss_ws(ws, batch, Some(acc), opt.loss_scale())?;
         self.backward_ws(ws, batch)?;
         self.update_ws(clip, opt)
     }
@@ -498,10 +580,14 @@ impl Network {
         opt: &super::optim::OptimizerState,
     ) -> Result<()> {
         let ops = self.ctx.ops();
+        // Clipping sees the true gradients: unscaled first (f16).
+        opt.unscale(ops, self.grads.view())?;
         if let Some((max, norm)) = clip {
             ops.clip_grad_norm(self.grads.view(), max, norm)?;
         }
-        opt.queue(ops, self.params.view(), self.grads.view())?;
+        let low = self.low.as_ref().map(|b| b.view());
+        opt.queue(ops, self.params.view(), self.grads.view(), low)?;
+        opt.update_scale(ops)?;
         // The next step draws fresh masks; the counter moves on the device, so a recorded
         // step replays correctly.
         if self.uses_rng() {
@@ -570,6 +656,7 @@ fn with_lengths<'a>(f: &Flat<'a>, ws: &'a Workspace) -> Flat<'a> {
     Flat {
         ops: f.ops,
         params: f.params,
+        weights: f.weights,
         grads: f.grads,
         rng: f.rng,
         state_grads: f.state_grads,

@@ -41,6 +41,7 @@ mod nccl_loop;
 #[cfg(feature = "onnx")]
 mod onnx;
 mod optim;
+mod precision;
 mod replicas;
 mod robust;
 mod stacked;

@@ -1,0 +1,128 @@
+//! [`Precision`]: the number format a network computes in (issue 28), and its parsing from the
+//! `RNN_PRECISION` environment variable of the examples.
+//!
+//! Which layer kinds compute in which type, in `Bf16`/`F16`:
+//! - dense layers: activations, pre-activations and their gradients in the low type T, GEMM
+//!   operands in T (the low copy of the parameters), sums in f32; the weight and bias gradients
+//!   are written in f32;
+//! - embedding, dropout, layer norm, Elman/LSTM/GRU cells and their stacks: f32 (their ops have
+//!   no T form yet). Each casts its T input to f32, runs as in f32 training on the f32 master
+//!   weights, and casts its output (and, backward, its input gradient) back to T, in one place
+//!   (`src/nn/cast_boundary.rs`). The recurrent cell states (`h`, LSTM `c`) stay f32;
+//! - the loss: the last layer's output is cast to f32, and the loss values, softmax and its
+//!   gradient are f32; the gradient is cast to T (after the loss scale, for `F16`).
+//!
+//! Master parameters, their gradients and the optimizer state are f32 in every precision.
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// The number format of a network's activations and GEMM operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Precision {
+    /// Everything in f32 (the default).
+    #[default]
+    F32,
+    /// f32 storage, TF32 tensor-core GEMMs where the network's context allows them
+    /// ([`crate::ContextOptions::allow_tf32`]: cuBLAS on CUDA); elsewhere the same as `F32`.
+    /// Training that creates its own context (the network moves to another device) creates it
+    /// with `allow_tf32`.
+    Tf32,
+    /// bfloat16 activations and GEMM operands, f32 sums, master weights and optimizer state;
+    /// no loss scaling (bf16 has f32's exponent range).
+    Bf16,
+    /// IEEE half activations and GEMM operands, f32 sums, master weights and optimizer state,
+    /// with dynamic loss scaling (PyTorch's `GradScaler`: start at 65536, halve and skip the
+    /// step on inf/NaN gradients, double after 2000 clean steps), reported per epoch in
+    /// [`super::EpochStats::loss_scale`] and [`super::EpochStats::skipped_steps`].
+    F16,
+}
+
+/// The loss scale an `F16` run starts at (PyTorch's `GradScaler` default).
+pub(crate) const INITIAL_LOSS_SCALE: f32 = 65536.0;
+
+impl Precision {
+    /// The storage type of activations and of the low copy of the parameters: `Some(Bf16)` or
+    /// `Some(F16)`, `None` for f32 storage (`F32`, `Tf32`).
+    pub fn low_dtype(self) -> Option<DType> {
+        match self {
+            Precision::Bf16 => Some(DType::Bf16),
+            Precision::F16 => Some(DType::F16),
+            Precision::F32 | Precision::Tf32 => None,
+        }
+    }
+
+    /// True where training scales the loss dynamically (`F16`).
+    pub fn scales_loss(self) -> bool {
+        self == Precision::F16
+    }
+
+    /// The name [`Precision::parse`] takes: `f32`, `tf32`, `bf16`, `f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::Tf32 => "tf32",
+            Precision::Bf16 => "bf16",
+            Precision::F16 => "f16",
+        }
+    }
+
+    /// `f32`, `tf32`, `bf16` or `f16` (case and surrounding spaces ignored); anything else is
+    /// [`Error::InvalidArgument`].
+    pub fn parse(value: &str) -> Result<Self> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "f32" | "fp32" => Ok(Precision::F32),
+            "tf32" => Ok(Precision::Tf32),
+            "bf16" => Ok(Precision::Bf16),
+            "f16" | "fp16" => Ok(Precision::F16),
+            _ => Err(Error::InvalidArgument(format!(
+                "precision {value:?}: expected f32, tf32, bf16 or f16"
+            ))),
+        }
+    }
+
+    /// The precision named by the environment variable `name` (e.g. `RNN_PRECISION`), `F32`
+    /// when unset or empty; a bad value is [`Error::InvalidEnv`].
+    pub fn from_env(name: &str) -> Result<Self> {
+        let Some(raw) = std::env::var_os(name) else {
+            return Ok(Precision::F32);
+        };
+        let invalid = || Error::InvalidEnv {
+            name: name.into(),
+            value: raw.to_string_lossy().into_owned(),
+            reason: "expected f32, tf32, bf16 or f16".into(),
+        };
+        let text = raw.to_str().ok_or_else(invalid)?;
+        if text.trim().is_empty() {
+            return Ok(Precision::F32);
+        }
+        Precision::parse(text).map_err(|_| invalid())
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Precision;
+
+    #[test]
+    fn names_round_trip_and_bad_names_are_errors() {
+        for p in [
+            Precision::F32,
+            Precision::Tf32,
+            Precision::Bf16,
+            Precision::F16,
+        ] {
+            assert_eq!(Precision::parse(p.name()).unwrap(), p);
+        }
+        assert_eq!(Precision::parse(" BF16 ").unwrap(), Precision::Bf16);
+        assert!(Precision::parse("f8").is_err());
+        assert_eq!(Precision::default(), Precision::F32);
+    }
+}
