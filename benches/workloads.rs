@@ -1,7 +1,10 @@
 //! The DESIGN.md reference workloads on one device, printed as `name value unit` with the
 //! names and units of `shared/bench/pytorch_reference.py` so the two can be compared line by
 //! line. Training steps are timed with whole-step graphs (the default, where the device has
-//! them) and again without (`<name>_nograph`).
+//! them) and again without (`<name>_nograph`). W1 at batch 4096 also trains in bf16 and f16
+//! (`w1_mlp_b4096_step_bf16`, `_f16`), W2, W5 and W6 in bf16 (`w2_rnn_step_bf16`, ...): the
+//! names of PyTorch's autocast figures, which the ratio lines pair with its eager and
+//! `_graph` ones.
 //!
 //! ```text
 //! cargo bench --bench workloads -- [--device ID] [--only w1,w2,w3,w4,w5,w6,parts]
@@ -24,7 +27,7 @@ use rnn::ops::SeqShape;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use rnn::nn::{Dataset, Loss, Network, Optimizer, Rng, RnnOutput, TrainingConfig};
+use rnn::nn::{Dataset, Loss, Network, Optimizer, Precision, Rng, RnnOutput, TrainingConfig};
 use rnn::{
     Activation, BackendKind, Context, ContextOptions, DeviceId, DeviceKind, Gemm, GpuManager,
     KernelTime,
@@ -103,12 +106,13 @@ fn host_and_device_us(
     Ok((per(host), per(total - blockers), queued < blockers))
 }
 
-fn config(batch: usize, graphs: bool) -> TrainingConfig {
+fn config(batch: usize, graphs: bool, precision: Precision) -> TrainingConfig {
     TrainingConfig {
         batch_size: batch,
         learning_rate: 1e-3,
         optimizer: Optimizer::adam(),
         graphs,
+        precision,
         ..Default::default()
     }
 }
@@ -164,16 +168,23 @@ fn print_kernel_times(ctx: &Context, figure: &str, steps: usize, wall: f64, time
     println!();
 }
 
-fn step_us(
-    ctx: &Context,
-    net: &mut Network,
-    data: &Dataset,
+/// A training figure's network, data and batch size, and the precision it trains in.
+struct Figure<'a> {
+    net: &'a mut Network,
+    data: &'a Dataset,
     batch: usize,
-    gpu: bool,
-    mode: Mode,
-) -> rnn::Result<f64> {
+    precision: Precision,
+}
+
+fn step_us(ctx: &Context, fig: Figure<'_>, gpu: bool, mode: Mode) -> rnn::Result<f64> {
     let graphs = !matches!(mode, Mode::Time { graphs: false });
-    let mut trainer = net.trainer(data, &config(batch, graphs))?;
+    let Figure {
+        net,
+        data,
+        batch,
+        precision,
+    } = fig;
+    let mut trainer = net.trainer(data, &config(batch, graphs, precision))?;
     let (warm, iters) = if gpu { (20, 200) } else { (3, 20) };
     let mut err = None;
     let mut step = || {
@@ -216,7 +227,12 @@ fn step_us(
     err.map_or(Ok(us), Err)
 }
 
-fn w1(ctx: &Context, batch: usize, gpu: bool, mode: Mode) -> rnn::Result<f64> {
+fn w1(
+    ctx: &Context,
+    (batch, precision): (usize, Precision),
+    gpu: bool,
+    mode: Mode,
+) -> rnn::Result<f64> {
     let mut rng = Rng::new(1);
     let mut net = Network::builder(ctx)
         .dense(784, 512, Activation::Relu)
@@ -225,7 +241,13 @@ fn w1(ctx: &Context, batch: usize, gpu: bool, mode: Mode) -> rnn::Result<f64> {
         .build(Loss::SoftmaxCrossEntropy)?;
     let labels = (0..batch).map(|_| rng.below(10) as u32).collect();
     let data = Dataset::classification(random(&mut rng, batch * 784), 784, labels, 10)?;
-    step_us(ctx, &mut net, &data, batch, gpu, mode)
+    let fig = Figure {
+        net: &mut net,
+        data: &data,
+        batch,
+        precision,
+    };
+    step_us(ctx, fig, gpu, mode)
 }
 
 /// The recurrent layer of W2 (Elman), W5 (LSTM) and W6 (GRU).
@@ -238,7 +260,12 @@ enum Cell {
 
 /// W2/W5/W6: a character model, vocab 96 one-hot in, hidden 256, 64 steps, batch 64, a
 /// linear head with cross-entropy at every step, Adam.
-fn char_model(ctx: &Context, cell: Cell, gpu: bool, mode: Mode) -> rnn::Result<f64> {
+fn char_model(
+    ctx: &Context,
+    (cell, precision): (Cell, Precision),
+    gpu: bool,
+    mode: Mode,
+) -> rnn::Result<f64> {
     let (v, h, t, b) = (96, 256, 64, 64);
     let mut rng = Rng::new(2);
     let builder = Network::builder(ctx).sequence_length(t);
@@ -252,7 +279,13 @@ fn char_model(ctx: &Context, cell: Cell, gpu: bool, mode: Mode) -> rnn::Result<f
         .build(Loss::SoftmaxCrossEntropy)?;
     let (x, targets) = one_hot_sequences(&mut rng, b, t, v);
     let data = Dataset::new(x, t * v, targets)?;
-    step_us(ctx, &mut net, &data, b, gpu, mode)
+    let fig = Figure {
+        net: &mut net,
+        data: &data,
+        batch: b,
+        precision,
+    };
+    step_us(ctx, fig, gpu, mode)
 }
 
 fn w3(ctx: &Context, n: usize, gpu: bool) -> rnn::Result<f64> {
@@ -466,7 +499,7 @@ fn run() -> Result<(), String> {
     if let Some(o) = &only
         && let Some(bad) = o.iter().find(|w| {
             !["w1", "w2", "w3", "w4", "w5", "w6", "parts"].contains(&w.as_str())
-                && !w.ends_with("_step")
+                && !w.contains("_step")
         })
     {
         return Err(format!(
@@ -506,22 +539,27 @@ fn run() -> Result<(), String> {
     type Train<'a> = Box<dyn Fn(Mode) -> rnn::Result<f64> + 'a>;
     let mut training: Vec<(&str, &'static str, Train<'_>)> = Vec::new();
     let c = &ctx;
-    training.push((
-        "w1",
-        "w1_mlp_b256_step",
-        Box::new(move |m| w1(c, 256, gpu, m)),
-    ));
-    training.push((
-        "w1",
-        "w1_mlp_b4096_step",
-        Box::new(move |m| w1(c, 4096, gpu, m)),
-    ));
-    for (w, name, cell) in [
-        ("w2", "w2_rnn_step", Cell::Elman),
-        ("w5", "w5_lstm_step", Cell::Lstm),
-        ("w6", "w6_gru_step", Cell::Gru),
+    // The bf16/f16 figures (TrainingConfig::precision) are named as PyTorch's autocast ones,
+    // so the ratio lines pair them with its eager and `_graph` figures.
+    for (name, batch, precision) in [
+        ("w1_mlp_b256_step", 256, Precision::F32),
+        ("w1_mlp_b4096_step", 4096, Precision::F32),
+        ("w1_mlp_b4096_step_bf16", 4096, Precision::Bf16),
+        ("w1_mlp_b4096_step_f16", 4096, Precision::F16),
     ] {
-        training.push((w, name, Box::new(move |m| char_model(c, cell, gpu, m))));
+        let run = move |m| w1(c, (batch, precision), gpu, m);
+        training.push(("w1", name, Box::new(run)));
+    }
+    for (w, name, cell, precision) in [
+        ("w2", "w2_rnn_step", Cell::Elman, Precision::F32),
+        ("w5", "w5_lstm_step", Cell::Lstm, Precision::F32),
+        ("w6", "w6_gru_step", Cell::Gru, Precision::F32),
+        ("w2", "w2_rnn_step_bf16", Cell::Elman, Precision::Bf16),
+        ("w5", "w5_lstm_step_bf16", Cell::Lstm, Precision::Bf16),
+        ("w6", "w6_gru_step_bf16", Cell::Gru, Precision::Bf16),
+    ] {
+        let run = move |m| char_model(c, (cell, precision), gpu, m);
+        training.push((w, name, Box::new(run)));
     }
     let mut ours: Vec<(String, f64, &'static str)> = Vec::new();
     for (w, name, f) in &training {

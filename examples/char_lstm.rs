@@ -17,9 +17,12 @@
 //!     [--temperature T] [--length N] [--prompt N] [--help]
 //! ```
 //!
+//! `RNN_PRECISION=f32|tf32|bf16|f16` (default f32) sets the training precision
+//! ([`rnn::nn::Precision`]); the sampling runs in f32 from the f32 master weights either way.
+//!
 //! The last line is for scripts:
 //! `char_lstm final_loss=<x> val_loss=<x> val_accuracy=<0..1> temperature=<t> device=<id> seconds=<s>
-//! same_chars=<n> stepper_chars_per_sec=<x> window_chars_per_sec=<x>`.
+//! same_chars=<n> stepper_chars_per_sec=<x> window_chars_per_sec=<x> precision=<p>`.
 
 mod common;
 
@@ -28,7 +31,7 @@ use std::time::Instant;
 
 use rnn::nn::Loss;
 use rnn::nn::{
-    CharCorpus, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
+    CharCorpus, Network, Optimizer, Precision, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
     TrainingConfig, format_epoch,
 };
 use rnn::{Activation, Context, DeviceId};
@@ -193,6 +196,7 @@ fn run(args: &Args) -> rnn::Result<()> {
         clip_grad_norm: Some(5.0),
         validation_split: 0.1,
         seed: 4,
+        precision: Precision::from_env("RNN_PRECISION")?,
         ..Default::default()
     };
     let ctx: Context = config.context()?;
@@ -227,6 +231,8 @@ fn run(args: &Args) -> rnn::Result<()> {
         ..config
     };
     let history = net.train(&data, &config)?;
+    // The stepper computes in f32; the window re-run it is checked against must too.
+    net.set_precision(Precision::F32)?;
     for e in &history.epochs {
         println!("  {}", format_epoch(e, args.epochs));
     }
@@ -273,10 +279,11 @@ fn run(args: &Args) -> rnn::Result<()> {
     println!(
         "char_lstm final_loss={final_loss:.4} val_loss={val_loss:.4} val_accuracy={val_acc:.4} \
          temperature={t} device={id} seconds={:.2} same_chars={same} \
-         stepper_chars_per_sec={:.1} window_chars_per_sec={:.1}",
+         stepper_chars_per_sec={:.1} window_chars_per_sec={:.1} precision={}",
         started.elapsed().as_secs_f64(),
         stepped.chars_per_sec(),
-        window.chars_per_sec()
+        window.chars_per_sec(),
+        config.precision
     );
     Ok(())
 }

@@ -9,12 +9,15 @@
 //!     [--rnn-epochs N] [--cpu] [--plot DIR] [--no-progress] [--help]
 //! ```
 //!
+//! `RNN_PRECISION=f32|tf32|bf16|f16` (default f32) sets the precision the MLP trains and is
+//! tested in ([`rnn::nn::Precision`]); a bad value is an error.
+//!
 //! Progress goes to stderr: a bar per epoch on a terminal, one line per epoch otherwise.
 //! `--plot DIR` writes each model's loss and accuracy curves (`mlp.png`, `rnn.png`) and history
 //! (`.csv`, `.json`) to DIR.
 //!
 //! The last two lines are for scripts:
-//! `mlp test_accuracy=<0..1> device=<id> seconds=<s>` and
+//! `mlp test_accuracy=<0..1> device=<id> seconds=<s> precision=<p>` and
 //! `rnn final_loss=<x> device=<id> seconds=<s>`.
 
 mod common;
@@ -24,8 +27,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use rnn::nn::{
-    CharCorpus, Dataset, Loss, Network, Optimizer, Progress, Rng, RnnOutput, TrainingConfig,
-    TrainingHistory,
+    CharCorpus, Dataset, Loss, Network, Optimizer, Precision, Progress, Rng, RnnOutput,
+    TrainingConfig, TrainingHistory,
 };
 use rnn::{Activation, Context, DeviceId, GpuManager};
 
@@ -39,7 +42,8 @@ const USAGE: &str = "usage: real_gpu_neural_network [--device ID] [--epochs N] [
   --cpu            train on the CPU backend (use_gpu: false)
   --plot DIR       write loss/accuracy curves (mlp.png, rnn.png) and histories (.csv, .json) to DIR
   --no-progress    no progress bar or per-epoch lines
-  --help           this text";
+  --help           this text
+environment: RNN_PRECISION=f32|tf32|bf16|f16 (the MLP's precision, default f32)";
 
 struct Args {
     device: Option<DeviceId>,
@@ -48,6 +52,8 @@ struct Args {
     cpu: bool,
     plot: Option<PathBuf>,
     progress: Progress,
+    /// The MLP's precision, from `RNN_PRECISION`.
+    precision: Precision,
 }
 
 fn parse_args() -> Result<Option<Args>, String> {
@@ -58,6 +64,7 @@ fn parse_args() -> Result<Option<Args>, String> {
         cpu: false,
         plot: None,
         progress: Progress::Auto,
+        precision: Precision::from_env("RNN_PRECISION").map_err(|e| e.to_string())?,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -82,6 +89,8 @@ fn choose_context(args: &Args) -> rnn::Result<Context> {
     let config = TrainingConfig {
         use_gpu: !args.cpu,
         device: args.device,
+        // Tf32: the context is created with TF32 GEMMs allowed.
+        precision: args.precision,
         ..Default::default()
     };
     if config.use_gpu && config.device.is_none() {
@@ -109,9 +118,10 @@ fn mlp(ctx: &Context, args: &Args) -> rnn::Result<(f32, f64)> {
     let data = Dataset::from_mnist_csv(MNIST)?;
     let (train, test) = data.train_test_split(1000, 7)?;
     println!(
-        "(a) MLP 784-256-128-10 on {} MNIST digits, {} held out",
+        "(a) MLP 784-256-128-10 on {} MNIST digits, {} held out, in {}",
         train.len(),
-        test.len()
+        test.len(),
+        args.precision
     );
     let mut net = Network::builder(ctx)
         .seed(1)
@@ -129,8 +139,10 @@ fn mlp(ctx: &Context, args: &Args) -> rnn::Result<(f32, f64)> {
         validation_split: 0.1,
         seed: 3,
         progress: args.progress,
+        precision: args.precision,
         ..Default::default()
     };
+    // Training leaves the network in its precision: the test below runs in it too.
     let history = net.train(&train, &config)?;
     if let Some(dir) = &args.plot {
         let title = format!("MLP 784-256-128-10 on MNIST ({})", ctx.id());
@@ -209,7 +221,10 @@ fn run(args: &Args) -> rnn::Result<()> {
     println!("device: {} ({})", id, ctx.info().name);
     let (acc, mlp_secs) = mlp(&ctx, args)?;
     let (loss, rnn_secs) = char_rnn(&ctx, args)?;
-    println!("mlp test_accuracy={acc:.4} device={id} seconds={mlp_secs:.2}");
+    println!(
+        "mlp test_accuracy={acc:.4} device={id} seconds={mlp_secs:.2} precision={}",
+        args.precision
+    );
     println!("rnn final_loss={loss:.4} device={id} seconds={rnn_secs:.2}");
     Ok(())
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::context::Context;
+use crate::context::{Context, ContextOptions};
 use crate::device::{BackendKind, DeviceId};
 use crate::error::{Error, Result};
 use crate::manager::{self, GpuManager};
@@ -435,7 +435,8 @@ impl TrainingConfig {
     }
 
     /// A context on the device this configuration selects (probes the runtimes unless the
-    /// answer is already known).
+    /// answer is already known), with TF32 GEMMs allowed when `precision` is
+    /// [`Precision::Tf32`].
     pub fn context(&self) -> Result<Context> {
         if !self.use_gpu {
             return Ok(Context::cpu());
@@ -446,6 +447,15 @@ impl TrainingConfig {
         if id == DeviceId::Cpu {
             return Ok(Context::cpu());
         }
-        manager.create_context(id)
+        manager.create_context_with(id, self.context_options())
+    }
+
+    /// The options of a context this configuration creates: TF32 GEMMs allowed for
+    /// [`Precision::Tf32`], else the defaults.
+    pub(crate) fn context_options(&self) -> ContextOptions {
+        ContextOptions {
+            allow_tf32: self.precision == Precision::Tf32,
+            ..ContextOptions::default()
+        }
     }
 }

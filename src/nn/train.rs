@@ -10,7 +10,7 @@
 use std::ops::ControlFlow;
 use std::time::Instant;
 
-use crate::context::{Context, ContextOptions};
+use crate::context::Context;
 use crate::device::DeviceId;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -23,7 +23,6 @@ use super::history::{EpochStats, StopReason, TrainingHistory};
 use super::network::Network;
 use super::optim::OptimizerState;
 use super::padding::Buckets;
-use super::precision::Precision;
 use super::progress::Progress;
 use super::progress::Reporter;
 use super::rng::Rng;
@@ -60,11 +59,7 @@ impl Network {
             let ctx = if target == DeviceId::Cpu {
                 Context::cpu()
             } else {
-                let options = ContextOptions {
-                    allow_tf32: config.precision == Precision::Tf32,
-                    ..ContextOptions::default()
-                };
-                manager.create_context_with(target, options)?
+                manager.create_context_with(target, config.context_options())?
             };
             self.to_context(&ctx)?;
         }

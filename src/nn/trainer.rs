@@ -10,7 +10,7 @@ use super::data::Dataset;
 use super::network::Network;
 use super::optim::OptimizerState;
 use super::padding::Padding;
-use super::step_graph::StepGraphs;
+use super::step_graph::{Ran, StepGraphs};
 use super::workspace::{DeviceData, Rows};
 use super::workspace_cache::WorkspacePin;
 
@@ -37,6 +37,9 @@ pub struct Trainer {
     generation: u64,
     /// Keeps this batch size's workspace from being evicted by predictions of other sizes.
     _pin: WorkspacePin,
+    /// Steps recorded as a graph, and replayed from one.
+    recorded: u64,
+    replayed: u64,
 }
 
 impl std::fmt::Debug for Trainer {
@@ -95,6 +98,8 @@ impl Network {
             graphs_on: config.graphs,
             generation: self.workspaces.generation(),
             _pin: pin,
+            recorded: 0,
+            replayed: 0,
         })
     }
 }
@@ -130,17 +135,30 @@ impl Trainer {
         let clip = self.clip.map(|max| (max, self.norm.view()));
         let (acc, opt) = (self.acc.view(), &self.opt);
         let carry = self.carry;
-        self.graphs.run(&net.ctx, self.batch, || {
+        let ran = self.graphs.run(&net.ctx, self.batch, || {
             net.train_step_ws(ws, &batch, acc, clip, opt)?;
             if carry {
                 net.carry_state_ws(ws)?;
             }
             Ok(())
         })?;
+        match ran {
+            Ran::Recorded => self.recorded += 1,
+            Ran::Replayed => self.replayed += 1,
+            Ran::OpByOp => {}
+        }
         self.opt.count_step();
         self.next += self.batch;
         self.since += 1;
         Ok(())
+    }
+
+    /// `(recorded, replayed)`: how many steps were recorded as a graph and how many replayed
+    /// one. For tests.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn graph_counts(&self) -> (u64, u64) {
+        (self.recorded, self.replayed)
     }
 
     /// Mean loss of the steps since the last call (one device read), then resets the sum.

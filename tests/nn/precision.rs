@@ -178,6 +178,58 @@ fn mlp_trains_close_to_f32(target: Target, test: &str) {
     }
 }
 
+/// The whole mixed-precision step (forward, scaled loss, backward, unscale, clipping, the
+/// mixed optimizer step, the scale update) records as one graph where the device records
+/// (CUDA, HIP) and replays; the replayed steps give the op-by-op steps' parameters.
+fn mixed_step_records_and_replays(target: Target, test: &str) {
+    let data = blobs(256, 12);
+    for ctx in contexts(target, test) {
+        for p in LOW {
+            let run = |graphs: bool| {
+                let mut net = classifier(&ctx, 3, [8, 32, 3], Activation::Relu);
+                let config = TrainingConfig {
+                    precision: p,
+                    graphs,
+                    shuffle: false,
+                    clip_grad_norm: Some(1.0),
+                    ..config_for(&ctx, 1, 64, 1e-2)
+                };
+                let mut trainer = net.trainer(&data, &config).unwrap();
+                for _ in 0..8 {
+                    trainer.step(&mut net).unwrap();
+                }
+                let loss = trainer.take_mean_loss(&net).unwrap();
+                (trainer.graph_counts(), loss, net.parameters().unwrap())
+            };
+            let ((recorded, replayed), loss, params) = run(true);
+            let (_, loss_op, params_op) = run(false);
+            let what = format!("{} {p}", ctx.id());
+            if crate::eval_graphs::records(target) {
+                assert_eq!((recorded, replayed), (1, 6), "{what}: recordings");
+            } else {
+                assert_eq!((recorded, replayed), (0, 0), "{what}: recordings");
+            }
+            assert!(
+                (loss - loss_op).abs() <= 1e-5 * loss_op.abs(),
+                "{what}: loss {loss} vs {loss_op}"
+            );
+            assert!(
+                max_diff(&params, &params_op) <= 1e-5 * max_abs(&params_op),
+                "{what}: parameters differ by {}",
+                max_diff(&params, &params_op)
+            );
+        }
+    }
+}
+
+target_tests!(mixed_step_records_and_replays(named):
+    cpu_mixed_step_records_and_replays => Cpu,
+    opencl_mixed_step_records_and_replays => OpenCl,
+    cuda_mixed_step_records_and_replays => Cuda,
+    hip_mixed_step_records_and_replays => Hip,
+    hip_on_cuda_mixed_step_records_and_replays => HipOnCuda,
+);
+
 target_tests!(mlp_trains_close_to_f32(named):
     cpu_mlp_trains_close_to_f32 => Cpu,
     opencl_mlp_trains_close_to_f32 => OpenCl,
