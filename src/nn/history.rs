@@ -74,7 +74,7 @@ pub struct TrainingHistory {
 }
 
 /// The CSV columns, in order.
-const COLUMNS: [&str; 11] = [
+const COLUMNS: [&str; 13] = [
     "epoch",
     "loss",
     "accuracy",
@@ -85,6 +85,8 @@ const COLUMNS: [&str; 11] = [
     "learning_rate",
     "peak_memory_bytes",
     "utilization",
+    "loss_scale",
+    "skipped_steps",
     "device",
 ];
 
@@ -117,6 +119,8 @@ impl TrainingHistory {
                     .map(|b| b.to_string())
                     .unwrap_or_default(),
                 opt(e.utilization),
+                opt(e.loss_scale),
+                e.skipped_steps.map(|k| k.to_string()).unwrap_or_default(),
                 self.device.to_string(),
             ];
             out += &row.join(",");

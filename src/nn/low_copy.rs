@@ -27,6 +27,13 @@ impl Network {
         if precision == self.precision && (self.low.is_some() == precision.low_dtype().is_some()) {
             return self.refresh_low();
         }
+        if precision == Precision::Tf32 {
+            log::info!(
+                "{}: precision tf32 uses TF32 GEMMs where the context was created with \
+                 ContextOptions::allow_tf32 (cuBLAS); elsewhere it computes in f32",
+                self.ctx.id()
+            );
+        }
         self.low = match precision.low_dtype() {
             Some(t) => Some(self.ctx.ops().alloc_as(t, self.layout.total)?),
             None => None,

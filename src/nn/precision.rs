@@ -1,23 +1,26 @@
 //! [`Precision`]: the number format a network computes in (issue 28), and its parsing from the
 //! `RNN_PRECISION` environment variable of the examples.
-//!
-//! Which layer kinds compute in which type, in `Bf16`/`F16`:
-//! - dense layers: activations, pre-activations and their gradients in the low type T, GEMM
-//!   operands in T (the low copy of the parameters), sums in f32; the weight and bias gradients
-//!   are written in f32;
-//! - embedding, dropout, layer norm, Elman/LSTM/GRU cells and their stacks: f32 (their ops have
-//!   no T form yet). Each casts its T input to f32, runs as in f32 training on the f32 master
-//!   weights, and casts its output (and, backward, its input gradient) back to T, in one place
-//!   (`src/nn/cast_boundary.rs`). The recurrent cell states (`h`, LSTM `c`) stay f32;
-//! - the loss: the last layer's output is cast to f32, and the loss values, softmax and its
-//!   gradient are f32; the gradient is cast to T (after the loss scale, for `F16`).
-//!
-//! Master parameters, their gradients and the optimizer state are f32 in every precision.
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
 /// The number format of a network's activations and GEMM operands.
+///
+/// Which layer kinds compute in which type, in `Bf16`/`F16`:
+/// - dense layers: activations, pre-activations and their gradients in the low type T, GEMM
+///   operands in T (the low copy of the parameters), sums in f32; the weight and bias
+///   gradients are written in f32;
+/// - embedding, dropout, layer norm, Elman/LSTM/GRU cells and their stacks: f32 (their ops
+///   have no T form yet). Each casts its T input to f32, runs as in f32 training on the f32
+///   master weights, and casts its output (and, backward, its input gradient) back to T. The
+///   recurrent cell states (`h`, LSTM `c`) stay f32;
+/// - the loss: the last layer's output is cast to f32; the loss values, softmax and its
+///   gradient are f32, the gradient cast to T (after the loss scale, for `F16`);
+/// - [`super::Stepper`]: f32 throughout, whatever the network's precision.
+///
+/// Master parameters, their gradients and the optimizer state are f32 in every precision;
+/// gradient clipping and weight decay act on the f32 gradients (after unscaling, for `F16`).
+/// Every optimizer of the crate has a mixed step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Precision {

@@ -530,6 +530,9 @@ pub fn format_epoch(s: &EpochStats, epochs: usize) -> String {
     if let Some(a) = s.val_accuracy {
         line += &format!(" val_acc {:.4}", a);
     }
+    if let (Some(scale), Some(skipped)) = (s.loss_scale, s.skipped_steps) {
+        line += &format!(" loss_scale {scale} skipped {skipped}");
+    }
     line += &format!(" ({:.2} s, {:.0} samples/s", s.seconds, s.samples_per_sec);
     if let Some(b) = s.peak_memory_bytes {
         line += &format!(", peak mem {:.0} MiB", b as f64 / (1u64 << 20) as f64);
