@@ -401,7 +401,8 @@ fn run_point(
     } else {
         label(p.cell, &records, false)
     };
-    let figure = |us: rnn::Result<f64>, alg: String| us.map(|us| (us, alg)).map_err(|e| e.to_string());
+    let figure =
+        |us: rnn::Result<f64>, alg: String| us.map(|us| (us, alg)).map_err(|e| e.to_string());
     Timed::Figures(figure(train_us, train_alg), figure(infer_us, infer_alg))
 }
 

@@ -232,7 +232,7 @@ pub(crate) mod family_entries {
         "gru_seq_backward_local",
     ];
     /// The block-local sequence kernels that read W_hh through the L1 cache, and the kernel
-    /// that packs W_hh for them (OpenCL only).
+    /// that packs W_hh for them.
     pub(crate) const SMALL_SEQUENCE_L1: &[&str] = &[
         "rnn_seq_forward_l1",
         "rnn_seq_backward_l1",

@@ -224,7 +224,8 @@ fn follows_cpu_with(t: Target, test: &str, tweak: impl Fn(&mut ContextOptions)) 
 /// initial-state and parameter gradients.
 #[test]
 fn opencl_l1_recurrent_state_follows_cpu() {
-    let l1 = |o: &mut ContextOptions| o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalL1);
+    let l1 =
+        |o: &mut ContextOptions| o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalL1);
     follows_cpu_with(Target::OpenCl, "opencl_l1_recurrent_state", l1);
     for ctx in contexts_with(Target::OpenCl, "opencl_l1_state_gradients", l1) {
         for (k, cell) in CELLS.into_iter().enumerate() {

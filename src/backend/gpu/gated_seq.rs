@@ -147,9 +147,7 @@ impl<D: Device> GpuOps<D> {
                     };
                     self.block_local(&plan, &all, shape, carry_in)
                 }
-                SeqRoute::Persistent(plan) => {
-                    self.gated_persistent((k, &plan), bufs, tail, shape)
-                }
+                SeqRoute::Persistent(plan) => self.gated_persistent((k, &plan), bufs, tail, shape),
                 SeqRoute::Gemm => by_gemm(scratch),
                 SeqRoute::Steps => by_steps(carry),
             }

@@ -15,14 +15,16 @@
 //! larger hidden sizes do not fit, so the rule needs no size threshold. `0` turns them off (the
 //! persistent, GEMM or step paths decide as before).
 //!
-//! The L1 variant (`*_seq_*_l1`, OpenCL only: kernels-cl/small_seq.cl compiles each body twice)
-//! reads W_hh from global memory, packed once per sequence op by `bl_pack_w` in the layout the
-//! shared-memory variant gives it, so that a warp's loads are contiguous, and keeps only the
-//! staged rows and products in local memory. On NVIDIA GPUs the L1 cache and shared memory are
-//! one array per SM (256 KB on an H100), so a W_hh of up to [`L1_BUDGET_NVIDIA`] read every step
-//! may stay in L1 without a grid barrier. It is chosen where the shared-memory variant does not
-//! fit and W_hh (padded) is at most [`GpuOps::l1_budget`]; the budget is a rule of thumb to be
-//! confirmed by the all-algorithms grid (benches/recurrent_grid.rs `--algos all`).
+//! The L1 variant (`*_seq_*_l1`; kernels-cl/small_seq.cl and kernels-cu/small_seq.cu compile
+//! each body twice) reads W_hh from global memory, packed once per sequence op by `bl_pack_w`
+//! in the layout the shared-memory variant gives it, so that a warp's loads are contiguous, and
+//! keeps only the staged rows and products in local memory. On NVIDIA GPUs the L1 cache and
+//! shared memory are one array per SM (256 KB on an H100), so a W_hh of up to
+//! [`L1_BUDGET_NVIDIA`] read every step may stay in L1 without a grid barrier. Under OpenCL and
+//! HIP (48 KB a block) it is chosen where the shared-memory variant does not fit and W_hh
+//! (padded) is at most [`GpuOps::l1_budget`]; never by default under CUDA, whose blocks hold
+//! W_hh at those sizes. The budget is a rule of thumb to be confirmed by the all-algorithms grid
+//! (benches/recurrent_grid.rs `--algos all`).
 
 use super::GpuOps;
 use super::launch::{self, Args};
@@ -73,7 +75,7 @@ pub(crate) const L1_BUDGET_OTHER: usize = 64 << 10;
 pub(crate) enum WPlace {
     /// In the block's shared (local) memory (`*_local`).
     Shared,
-    /// In global memory, packed, read through the L1 cache (`*_l1`, OpenCL).
+    /// In global memory, packed, read through the L1 cache (`*_l1`).
     L1,
 }
 
@@ -209,9 +211,11 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// Whether the automatic choice may read W_hh of a `gates`-gate cell at `hidden` through
-    /// the L1 cache (the L1 variant exists and W_hh is within [`GpuOps::l1_budget`]).
+    /// the L1 cache: OpenCL and HIP (48 KB of shared memory a block), where W_hh is within
+    /// [`GpuOps::l1_budget`]. Never CUDA, whose blocks hold W_hh up to the sizes the budget
+    /// allows on an H100 (its `_l1` entries are there for the forced switch).
     pub(super) fn l1_wanted(&self, gates: usize, hidden: usize) -> bool {
-        self.device.dialect() == Dialect::OpenCl
+        matches!(self.device.dialect(), Dialect::OpenCl | Dialect::Hip)
             && packed_floats(gates, hidden).saturating_mul(4) <= self.l1_budget()
     }
 
@@ -227,14 +231,8 @@ impl<D: Device> GpuOps<D> {
             return Ok(Err("no block-local kernel of this op"));
         };
         let w_bytes = packed_floats(k.gates, shape.hidden).saturating_mul(4);
-        match place {
-            WPlace::L1 if self.device.dialect() != Dialect::OpenCl => {
-                return Ok(Err("the L1 variant exists in the OpenCL kernels only"));
-            }
-            WPlace::Shared if w_bytes > MAX_SHARED_BYTES => {
-                return Ok(Err("W_hh exceeds the shared memory of any block"));
-            }
-            _ => {}
+        if place == WPlace::Shared && w_bytes > MAX_SHARED_BYTES {
+            return Ok(Err("W_hh exceeds the shared memory of any block"));
         }
         let module = self.module_for(k.entry)?;
         let Some(limits) = self.device.block_limits(&module, k.entry).transpose()? else {
@@ -380,26 +378,44 @@ mod tests {
 
     #[test]
     fn nothing_fits_without_room_for_w() {
-        assert_eq!(geometry(4, (8, 128), (true, WPlace::Shared), 132, H100), None);
-        assert_eq!(geometry(1, (8, 2000), (true, WPlace::Shared), 132, H100), None);
-        assert_eq!(geometry(4, (0, 16), (true, WPlace::Shared), 132, H100), None);
+        assert_eq!(
+            geometry(4, (8, 128), (true, WPlace::Shared), 132, H100),
+            None
+        );
+        assert_eq!(
+            geometry(1, (8, 2000), (true, WPlace::Shared), 132, H100),
+            None
+        );
+        assert_eq!(
+            geometry(4, (0, 16), (true, WPlace::Shared), 132, H100),
+            None
+        );
         let none = BlockRoom {
             threads: 1024,
             shared_bytes: 0,
         };
-        assert_eq!(geometry(4, (1, 16), (true, WPlace::Shared), 132, none), None);
+        assert_eq!(
+            geometry(4, (1, 16), (true, WPlace::Shared), 132, none),
+            None
+        );
         // More than 1024 products a row: no block has the threads.
         let unbounded = BlockRoom {
             threads: 1 << 20,
             shared_bytes: usize::MAX,
         };
-        assert_eq!(geometry(4, (1, 300), (true, WPlace::Shared), 132, unbounded), None);
+        assert_eq!(
+            geometry(4, (1, 300), (true, WPlace::Shared), 132, unbounded),
+            None
+        );
         // A kernel limited to 128 work-items (registers) cannot take 256 products.
         let small = BlockRoom {
             threads: 128,
             shared_bytes: 48 << 10,
         };
-        assert_eq!(geometry(4, (1, 64), (true, WPlace::Shared), 132, small), None);
+        assert_eq!(
+            geometry(4, (1, 64), (true, WPlace::Shared), 132, small),
+            None
+        );
         assert!(geometry(4, (1, 32), (true, WPlace::Shared), 132, small).is_some());
     }
 }

@@ -298,9 +298,9 @@ fn forced_sequence_launches(t: Target) {
             let got = launched_by_sequences(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
             let ran = |suffix: &str| {
                 ["rnn", "lstm", "gru"].iter().all(|cell| {
-                    ["forward", "backward"].iter().all(|pass| {
-                        got.get(&format!("{cell}_seq_{pass}{suffix}")) == Some(&2)
-                    })
+                    ["forward", "backward"]
+                        .iter()
+                        .all(|pass| got.get(&format!("{cell}_seq_{pass}{suffix}")) == Some(&2))
                 })
             };
             let count = |part: &str| got.keys().filter(|k| k.contains(part)).count();
