@@ -277,6 +277,7 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
+    /// The launch of `plan` with `bufs` as they are.
     fn launch_local(
         &self,
         plan: &LocalPlan,
