@@ -5,7 +5,8 @@
 //! OpenCL devices, HIP, shapes that do not fit) the fused step kernels (`lstm_step_*`,
 //! `gru_step_*`, geometry `S`,
 //! recurrent product and gate math in one launch) run once per step, looped by
-//! `ops::gated_seq`.
+//! `ops::gated_seq`. Which of these (or the block-local kernels, or the per-step GEMMs) runs a
+//! sequence is decided by `seq_route`.
 
 use super::GpuOps;
 use super::launch::{self, Args};

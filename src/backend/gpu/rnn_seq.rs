@@ -4,7 +4,8 @@
 //! kernels (geometry `Q`, kernels-cu/rnn_seq.cu, kernels-cl/seq.cl) runs every time step, the
 //! blocks passing the state to each other as tagged words through an exchange buffer; everywhere
 //! else (other OpenCL devices, HIP, shapes that do not fit) the fused step kernels run once per
-//! step.
+//! step. Which of these (or the block-local kernels, or the per-step GEMMs) runs a sequence is
+//! decided by `seq_route`.
 
 use super::GpuOps;
 use super::launch::{self, Args};
