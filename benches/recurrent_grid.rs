@@ -2,28 +2,30 @@
 //! list `scripts/recurrent_grid.py` times in PyTorch), a recurrent model with a linear head and
 //! softmax cross-entropy at every step: the time of one whole Adam training step and of one
 //! forward (inference), each the median over repetitions after a warm-up, and which recurrence
-//! algorithm ran: the persistent on-chip kernels (one launch per sequence op) or the per-step
-//! fallback (one launch per time step).
+//! algorithm ran (`RecurrentAlgorithm`: block-local, block-local-l1, persistent, gemm, steps).
 //!
 //! ```text
 //! cargo bench --bench recurrent_grid -- [--device ID] [--points FILE] [--quick] [--only A,B]
+//!                                       [--algos all|A,B]
 //!     --device ID     the device (else RNN_DEVICE, else cuda:0)
 //!     --points FILE   the grid (else RNN_GRID_POINTS, else benches/recurrent_grid.points)
 //!     --quick         only the points marked `quick`, fewer repetitions (CPU, PoCL)
 //!     --only A,B      only the points whose name contains one of these
+//!     --algos all|A,B (else RNN_GRID_ALGOS) time every point once per algorithm, forced through
+//!                     `ContextOptions::recurrent_algorithm` (`all`: every one), instead of once
+//!                     with the automatic choice
 //! ```
 //!
 //! Prints `NAME_train US us alg=ALG` and `NAME_infer US us alg=ALG` per point (the names and
 //! units of the PyTorch script's lines, which scripts/recurrent_grid_table.py joins), or
-//! `NAME_train failed ERROR`. ALG is `persistent`, `block-local`, `gemm`, `steps`,
-//! `forward/backward` where the two differ (`persistent/steps`), `cpu`, or `unknown`.
+//! `NAME_train failed ERROR`. ALG is the algorithm's name, `forward/backward` where the two
+//! passes differ (`persistent/steps`), `A+B` where calls of one pass differed, `cpu`, or `none`.
+//! With `--algos`, each line ends in ` forced=ALGO`, and a point the forced algorithm cannot run
+//! in either pass (the op set then chooses automatically) gets one comment line instead:
+//! `# NAME forced=ALGO cannot run (ran ALG)`.
 //!
-//! The algorithm is read from the kernels that ran where the context times its kernels
-//! (OpenCL: a second context with `ContextOptions::profile_kernels` runs one step and one
-//! forward of each point). CUDA keeps no kernel names, so there the bench reads the debug
-//! record the GPU op set writes when a persistent grid does not fit and it loops the step
-//! kernels instead, or runs the per-step GEMMs or the block-local kernels; a model that must
-//! fall back checks at start that such records arrive.
+//! The algorithm is read from the debug record the GPU op set writes for every sequence op
+//! (src/backend/gpu/seq_route.rs): `{device}: {entry} {batch}x{hidden} runs {algorithm}`.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +37,9 @@ use rnn::nn::{
     Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
     TrainingConfig,
 };
-use rnn::{Activation, BackendKind, Context, ContextOptions, DeviceId, GpuManager};
+use rnn::{
+    Activation, BackendKind, Context, ContextOptions, DeviceId, GpuManager, RecurrentAlgorithm,
+};
 
 #[path = "common/char_data.rs"]
 mod char_data;
@@ -245,14 +249,12 @@ fn median_us(
     Ok(reps[reps.len() / 2] * 1e6)
 }
 
-/// The GPU op set's debug records of sequence ops that did not run persistent, as
-/// `steps:<entry>` (a persistent launch that did not fit), `gemm:<entry>` (the per-step GEMM
-/// path ran) and `local:<entry>` (the block-local kernel ran), collected while [`COLLECT`] is
-/// on.
-static FALLBACKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The GPU op set's records of the sequence ops that ran, as `entry algorithm`, collected while
+/// [`COLLECT`] is on.
+static RECORDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static COLLECT: AtomicBool = AtomicBool::new(false);
 
-/// env_logger as configured by `RUST_LOG`, plus the collection of fallback records.
+/// env_logger as configured by `RUST_LOG`, plus the collection of the algorithm records.
 struct GridLogger {
     inner: env_logger::Logger,
 }
@@ -275,25 +277,13 @@ impl Log for GridLogger {
 
     fn log(&self, record: &log::Record<'_>) {
         if COLLECT.load(Ordering::Relaxed) && record.level() == log::Level::Debug {
+            // "{device}: {entry} {batch}x{hidden} runs {algorithm}"
             let message = record.args().to_string();
-            // "{device}: {entry} {batch}x{hidden} does not fit ...; running it per step", and
-            // "{device}: {entry} {batch}x{hidden} runs per step as GEMMs and cell launches", and
-            // "{device}: {entry_local} {batch}x{hidden} runs block-local (...)"
-            let kind = if message.contains("runs per step as GEMMs") {
-                Some("gemm")
-            } else if message.contains("runs block-local") {
-                Some("local")
-            } else if message.contains("running it per step") {
-                Some("steps")
-            } else {
-                None
-            };
-            if let Some(kind) = kind
-                && let Some(entry) = message
-                    .split_once(": ")
-                    .and_then(|(_, rest)| rest.split_whitespace().next())
-            {
-                FALLBACKS.lock().push(format!("{kind}:{entry}"));
+            if let Some((_, rest)) = message.split_once(": ") {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                if let [entry, _, "runs", algorithm] = words[..] {
+                    RECORDS.lock().push(format!("{entry} {algorithm}"));
+                }
             }
         }
         if self.inner.enabled(record.metadata()) {
@@ -306,255 +296,145 @@ impl Log for GridLogger {
     }
 }
 
-/// Runs `f` collecting the fallback records; returns its value and the entries that fell back.
-fn with_fallbacks<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    FALLBACKS.lock().clear();
+/// Runs `f` collecting the algorithm records; returns its value and the records.
+fn with_records<R>(f: impl FnOnce() -> R) -> (R, Vec<String>) {
+    RECORDS.lock().clear();
     COLLECT.store(true, Ordering::Relaxed);
     let r = f();
     COLLECT.store(false, Ordering::Relaxed);
-    (r, std::mem::take(&mut *FALLBACKS.lock()))
+    (r, std::mem::take(&mut *RECORDS.lock()))
 }
 
-/// How the sequence ops of one pass (forward or backward) ran.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Path {
-    Persistent,
-    /// The block-local kernels (one launch per sequence op, no barrier between blocks).
-    BlockLocal,
-    Steps,
-    /// Both kinds of kernel ran (calls of one pass took different paths).
-    Mixed,
-    /// Per-step GEMMs and cell (or bias-activation) launches; from kernel names: no sequence or
-    /// step kernel of the cell was seen.
-    Gemm,
-}
-
-impl Path {
-    fn of(persistent: bool, steps: bool) -> Path {
-        match (persistent, steps) {
-            (true, false) => Path::Persistent,
-            (false, true) => Path::Steps,
-            (true, true) => Path::Mixed,
-            (false, false) => Path::Gemm,
-        }
-    }
-
-    fn word(self) -> &'static str {
-        match self {
-            Path::Persistent => "persistent",
-            Path::BlockLocal => "block-local",
-            Path::Steps => "steps",
-            Path::Mixed => "mixed",
-            Path::Gemm => "gemm",
-        }
+/// The algorithms `records` name for pass `pass` (`forward`, `backward`) of `cell`: one name,
+/// several joined by `+`, or `none`.
+fn pass_algorithm(cell: Cell, pass: &str, records: &[String]) -> String {
+    let entry = format!("{}_seq_{pass} ", cell.kernel_prefix());
+    let mut names: Vec<&str> = records
+        .iter()
+        .filter_map(|r| r.strip_prefix(&entry))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join("+")
     }
 }
 
-/// `forward` alone, or both passes: one word where they agree, else `forward/backward`.
-fn label(forward: Path, backward: Option<Path>) -> String {
-    match backward {
-        Some(b) if b != forward => format!("{}/{}", forward.word(), b.word()),
-        _ => forward.word().to_string(),
+/// The forward's algorithm, and with `backward` the backward's: one name where they agree,
+/// else `forward/backward`.
+fn label(cell: Cell, records: &[String], backward: bool) -> String {
+    let forward = pass_algorithm(cell, "forward", records);
+    let back = backward.then(|| pass_algorithm(cell, "backward", records));
+    match back {
+        Some(b) if b != forward => format!("{forward}/{b}"),
+        _ => forward,
     }
 }
 
-/// The paths of the forward and backward sequence ops of `cell`, from the kernel entries that
-/// ran: `<prefix>_seq_<pass>_local` are the block-local kernels, the other `<prefix>_seq_*` the
-/// persistent ones, `<prefix>_step_*` the per-step fallback.
-fn paths_from_kernels(cell: Cell, entries: &[String]) -> (Path, Path) {
-    let ran = |kind: &str, pass: &str, local: bool| {
-        let prefix = format!("{}_{kind}_{pass}", cell.kernel_prefix());
-        entries
-            .iter()
-            .any(|e| e.starts_with(&prefix) && e.ends_with("_local") == local)
-    };
-    let pass = |name: &str| {
-        if ran("seq", name, true) && !ran("seq", name, false) && !ran("step", name, false) {
-            Path::BlockLocal
-        } else {
-            Path::of(ran("seq", name, false), ran("step", name, false))
-        }
-    };
-    (pass("forward"), pass("backward"))
-}
-
-/// The paths from the records of a run that called both passes of `cell`: a pass that ran the
-/// GEMM path or the block-local kernel says so; one whose persistent entry fell back otherwise
-/// looped the step kernels; one with no record ran persistent.
-fn paths_from_fallbacks(cell: Cell, fell_back: &[String]) -> (Path, Path) {
-    let pass = |name: &str| {
-        let entry = format!("{}_seq_{name}", cell.kernel_prefix());
-        let has = |kind: &str| {
-            fell_back
-                .iter()
-                .any(|e| e.starts_with(&format!("{kind}:{entry}")))
-        };
-        if has("gemm") {
-            Path::Gemm
-        } else if has("local") {
-            Path::BlockLocal
-        } else if has("steps") {
-            Path::Steps
-        } else {
-            Path::Persistent
-        }
-    };
-    (pass("forward"), pass("backward"))
-}
-
-/// How the bench learns which algorithm a point ran.
-enum Detector {
-    /// A second context of the device that times its kernels (OpenCL), one per point.
-    KernelTimer,
-    /// The fallback records (CUDA, checked at start to arrive).
-    FallbackRecords,
-    /// The CPU backend: no GPU algorithm to tell.
-    Cpu,
-    /// Neither works here; the reason.
-    Unknown(String),
-}
-
-/// The detector for `ctx`: on OpenCL the kernel timer of a second, profiling context of the
-/// device; on CUDA and HIP the op set's records, where a model that cannot run persistent
-/// kernels anywhere (an LSTM of hidden 2048: its 16-unit W slice alone is 512 KB of shared
-/// memory) leaves one (`steps:` or `gemm:lstm_seq_forward`).
-fn detector(ctx: &Context) -> Detector {
-    match ctx.info().backend {
-        BackendKind::Cpu => return Detector::Cpu,
-        BackendKind::OpenCl => return Detector::KernelTimer,
-        _ => {}
-    }
-    let probe = Point {
-        cell: Cell::Lstm,
-        hidden: 2048,
-        batch: 1,
-        steps: 1,
-        layers: 1,
-        bidirectional: false,
-        quick: false,
-    };
-    let (ran, fell_back) = with_fallbacks(|| -> rnn::Result<()> {
-        let mut m = model(ctx, &probe)?;
-        m.net.forward(&m.x)?;
-        ctx.synchronize()
-    });
-    match ran {
-        Err(e) => Detector::Unknown(format!("the fallback probe failed: {e}")),
-        Ok(()) if fell_back.iter().any(|e| e.ends_with(":lstm_seq_forward")) => {
-            Detector::FallbackRecords
-        }
-        Ok(()) => Detector::Unknown(
-            "no kernel timer, and no fallback record from a model that must fall back".into(),
-        ),
-    }
-}
-
-/// The train and inference algorithms of `p` from one step and one forward on a profiling
-/// context of device `id`, dropped on return: each context's pool keeps the memory its models
-/// released, so a context kept for the next point would hold memory the timing context needs.
-fn algorithms_by_timer(
-    manager: &GpuManager,
-    id: DeviceId,
-    p: &Point,
-) -> rnn::Result<(String, String)> {
-    let mut options = ContextOptions::default();
-    options.profile_kernels = true;
-    let profiled = &manager.create_context_with(id, options)?;
-    let mut m = model(profiled, p)?;
-    let mut trainer = m.net.trainer(&m.data, &config(p.batch))?;
-    let entries = |ctx: &Context| -> rnn::Result<Vec<String>> {
-        let times = ctx.kernel_times()?.unwrap_or_default();
-        Ok(times.into_iter().map(|t| t.entry).collect())
-    };
-    // The model's initialisation is not part of either table.
-    profiled.synchronize()?;
-    entries(profiled)?;
-    trainer.step(&mut m.net)?;
-    let (fwd, bwd) = paths_from_kernels(p.cell, &entries(profiled)?);
-    m.net.forward(&m.x)?;
-    let (infer, _) = paths_from_kernels(p.cell, &entries(profiled)?);
-    Ok((label(fwd, Some(bwd)), label(infer, None)))
+/// Whether `algorithm` is among the names of label `label`.
+fn ran(label: &str, algorithm: RecurrentAlgorithm) -> bool {
+    label.split(['/', '+']).any(|name| name == algorithm.name())
 }
 
 /// A figure's microseconds and algorithm, or why it failed.
 type Figure = Result<(f64, String), String>;
 
-/// Where a point runs: the device's context, or (OpenCL) a fresh context of it per point, since
-/// there the profiling context of [`algorithms_by_timer`] runs beside it, and each context's
-/// pool keeps the memory its models released.
-struct Runner<'a> {
-    manager: &'a GpuManager,
-    shared: &'a Context,
-    detector: Detector,
-    plan: Plan,
+/// What one timed run of a point gives: the train and inference figures, or (forced) the
+/// label of what ran instead where the forced algorithm ran in neither pass.
+enum Timed {
+    Figures(Figure, Figure),
+    CannotRun(String),
 }
 
-/// Times one point; the algorithms from the runner's detector. Returns the train and
-/// inference lines' `(us, alg)`.
-fn run_point(runner: &Runner<'_>, p: &Point) -> (Figure, Figure) {
-    let (detector, plan, id) = (&runner.detector, &runner.plan, runner.shared.id());
-    let by_timer = match detector {
-        Detector::KernelTimer => Some(algorithms_by_timer(runner.manager, id, p)),
-        _ => None,
+/// Times point `p` on a fresh context of device `id` (each context's pool keeps the memory its
+/// models released, so one kept for the next point would hold memory this one needs) with
+/// `forced` as its recurrent algorithm.
+fn run_point(
+    manager: &GpuManager,
+    id: DeviceId,
+    (p, plan): (&Point, &Plan),
+    forced: Option<RecurrentAlgorithm>,
+) -> Timed {
+    let fail = |e: rnn::Error| Timed::Figures(Err(e.to_string()), Err(e.to_string()));
+    let mut options = ContextOptions::default();
+    options.recurrent_algorithm = forced;
+    let ctx = match manager.create_context_with(id, options) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
     };
-    let fresh = match detector {
-        Detector::KernelTimer => match runner.manager.create_context(id) {
-            Ok(c) => Some(c),
-            Err(e) => return (Err(e.to_string()), Err(e.to_string())),
-        },
-        _ => None,
-    };
-    let ctx = fresh.as_ref().unwrap_or(runner.shared);
-    let mut m = match model(ctx, p) {
+    let cpu = ctx.info().backend == BackendKind::Cpu;
+    let mut m = match model(&ctx, p) {
         Ok(m) => m,
-        Err(e) => return (Err(e.to_string()), Err(e.to_string())),
+        Err(e) => return fail(e),
     };
-    let (train_us, train_fell) = with_fallbacks(|| {
-        let mut trainer = m.net.trainer(&m.data, &config(p.batch))?;
-        median_us(ctx, plan, || trainer.step(&mut m.net))
-    });
-    let (infer_us, infer_fell) = with_fallbacks(|| {
-        median_us(ctx, plan, || {
+    let mut trainer = match m.net.trainer(&m.data, &config(p.batch)) {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    // The first (eager) step says what runs; it is part of the warm-up.
+    let (first, records) = with_records(|| trainer.step(&mut m.net));
+    if let Err(e) = first {
+        return fail(e);
+    }
+    let train_alg = if cpu {
+        "cpu".to_string()
+    } else {
+        label(p.cell, &records, true)
+    };
+    if let Some(a) = forced
+        && !cpu
+        && !ran(&train_alg, a)
+    {
+        return Timed::CannotRun(train_alg);
+    }
+    let train_us = median_us(&ctx, plan, || trainer.step(&mut m.net));
+    let (infer_us, records) = with_records(|| {
+        median_us(&ctx, plan, || {
             m.net.forward(&m.x)?;
             Ok(())
         })
     });
-    let (train_alg, infer_alg) = match (detector, by_timer) {
-        (_, Some(Ok(algs))) => algs,
-        (_, Some(Err(e))) => {
-            eprintln!("{}: no algorithm from the kernel timer: {e}", p.name());
-            ("unknown".into(), "unknown".into())
-        }
-        (Detector::FallbackRecords, None) => {
-            let (fwd, bwd) = paths_from_fallbacks(p.cell, &train_fell);
-            let (infer, _) = paths_from_fallbacks(p.cell, &infer_fell);
-            (label(fwd, Some(bwd)), label(infer, None))
-        }
-        (Detector::Cpu, None) => ("cpu".into(), "cpu".into()),
-        _ => ("unknown".into(), "unknown".into()),
+    let infer_alg = if cpu {
+        "cpu".to_string()
+    } else {
+        label(p.cell, &records, false)
     };
-    (
-        train_us
-            .map(|us| (us, train_alg))
-            .map_err(|e| e.to_string()),
-        infer_us
-            .map(|us| (us, infer_alg))
-            .map_err(|e| e.to_string()),
-    )
+    let figure =
+        |us: rnn::Result<f64>, alg: String| us.map(|us| (us, alg)).map_err(|e| e.to_string());
+    Timed::Figures(figure(train_us, train_alg), figure(infer_us, infer_alg))
 }
 
-/// A figure's line; no spaces inside `alg` (scripts/recurrent_grid_table.py splits on them).
-fn print_figure(name: &str, figure: Figure) {
+/// A figure's line (` forced=ALGO` appended where `forced`); no spaces inside `alg`
+/// (scripts/recurrent_grid_table.py splits on them).
+fn print_figure(name: &str, figure: Figure, forced: Option<RecurrentAlgorithm>) {
+    let tail = forced.map_or(String::new(), |a| format!(" forced={a}"));
     match figure {
-        Ok((us, alg)) => println!("{name} {us:.1} us alg={}", alg.replace(' ', "_")),
-        Err(e) => println!("{name} failed {}", e.replace('\n', " ")),
+        Ok((us, alg)) => println!("{name} {us:.1} us alg={}{tail}", alg.replace(' ', "_")),
+        Err(e) => println!("{name} failed {}{tail}", e.replace('\n', " ")),
     }
+}
+
+/// The algorithms of `--algos` / `RNN_GRID_ALGOS`: `all`, or names separated by commas.
+fn parse_algos(value: &str) -> Result<Vec<RecurrentAlgorithm>, String> {
+    if value.trim() == "all" {
+        return Ok(RecurrentAlgorithm::FORCIBLE.to_vec());
+    }
+    value
+        .split(',')
+        .map(|name| name.parse().map_err(|e: rnn::Error| e.to_string()))
+        .collect()
 }
 
 fn run() -> Result<(), String> {
     let mut device = std::env::var("RNN_DEVICE").ok();
     let mut points =
         std::env::var("RNN_GRID_POINTS").unwrap_or_else(|_| DEFAULT_POINTS.to_string());
+    let mut algos = match std::env::var("RNN_GRID_ALGOS") {
+        Ok(v) if !v.trim().is_empty() => Some(parse_algos(&v)?),
+        _ => None,
+    };
     let mut quick = false;
     let mut only: Option<Vec<String>> = None;
     let mut args = std::env::args().skip(1);
@@ -567,12 +447,13 @@ fn run() -> Result<(), String> {
                 let v = args.next().ok_or("--only needs a value")?;
                 only = Some(v.split(',').map(|s| s.trim().to_string()).collect());
             }
+            "--algos" => algos = Some(parse_algos(&args.next().ok_or("--algos needs a value")?)?),
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --points FILE, --quick, \
-                     --only A,B)"
+                     --only A,B, --algos all|A,B)"
                 ));
             }
         }
@@ -594,7 +475,11 @@ fn run() -> Result<(), String> {
         return Err(format!("no point of {points} selected"));
     }
     let manager = GpuManager::new().map_err(|e| e.to_string())?;
-    let ctx = manager.create_context(id).map_err(|e| e.to_string())?;
+    let device_name = manager
+        .devices()
+        .iter()
+        .find(|d| d.id == id)
+        .map_or_else(|| id.to_string(), |d| d.name.clone());
     let plan = if quick {
         Plan {
             warm: 2,
@@ -610,30 +495,31 @@ fn run() -> Result<(), String> {
             max_calls: 200,
         }
     };
-    let detector = detector(&ctx);
-    let how = match &detector {
-        Detector::KernelTimer => "kernel names (the context's kernel timer)".to_string(),
-        Detector::FallbackRecords => "the op set's fallback records".to_string(),
-        Detector::Cpu => "none (CPU backend)".to_string(),
-        Detector::Unknown(why) => format!("unknown: {why}"),
+    let forced: Vec<Option<RecurrentAlgorithm>> = match &algos {
+        None => vec![None],
+        Some(list) => list.iter().copied().map(Some).collect(),
     };
     println!(
-        "# recurrent_grid device={} name={:?} points={} algorithm from {how}",
-        ctx.id(),
-        ctx.info().name,
-        selected.len()
+        "# recurrent_grid device={id} name={device_name:?} points={} algorithms={}",
+        selected.len(),
+        algos.as_ref().map_or("auto".to_string(), |l| {
+            l.iter().map(|a| a.name()).collect::<Vec<_>>().join(",")
+        })
     );
-    let runner = Runner {
-        manager: &manager,
-        shared: &ctx,
-        detector,
-        plan,
-    };
     for p in &selected {
         let name = p.name();
-        let (train, infer) = run_point(&runner, p);
-        print_figure(&format!("{name}_train"), train);
-        print_figure(&format!("{name}_infer"), infer);
+        for &a in &forced {
+            match run_point(&manager, id, (p, &plan), a) {
+                Timed::Figures(train, infer) => {
+                    print_figure(&format!("{name}_train"), train, a);
+                    print_figure(&format!("{name}_infer"), infer, a);
+                }
+                Timed::CannotRun(alg) => {
+                    let a = a.map_or("auto", RecurrentAlgorithm::name);
+                    println!("# {name} forced={a} cannot run (ran {alg})");
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -5,6 +5,13 @@
 // condition); the host takes them only where W_hh and the staged rows fit the device's local
 // memory (48 KB a group on NVIDIA: LSTM hidden <= 52, GRU <= 62, Elman <= 108 at one row a
 // group). vload4 reads the float4s, which needs no 16-byte alignment.
+//
+// Each body is compiled twice (the entry macros at the end): `*_local` keeps W_hh in local
+// memory as small_seq.cu does; `*_l1` reads it from global memory, already in the local
+// layout (bl_pack_w, launched by the host before), so that consecutive work-items read
+// consecutive float4s and W_hh stays in the L1 cache (one array with local memory on NVIDIA
+// GPUs), while only the staged rows and the products take local memory. `w_global` is a
+// literal in every entry, so each copy compiles to one path.
 
 inline uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
 inline uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
@@ -35,11 +42,12 @@ inline BlTile bl_tile(uint batch, uint gates, uint hidden) {
 // W into local memory as the products' K x N operand in float4s along k (bl_load_w of
 // small_seq.cu; `forward` uniform).
 inline void bl_load_w(__global const float* W, BlTile t, uint hidden, int forward,
-                      __local float* ws) {
-    uint total = t.gh * t.hp;
+                      int w_global, __local float* ws) {
+    // Nothing to copy where W is read from global memory; the barrier stays unconditional.
+    uint total = w_global ? 0u : t.gh * t.hp;
     for (uint e = get_local_id(0); e < total; e += get_local_size(0)) ws[e] = 0.0f;
     barrier(CLK_LOCAL_MEM_FENCE);
-    uint n = t.gh * hidden;
+    uint n = w_global ? 0u : t.gh * hidden;
     for (uint e = get_local_id(0); e < n; e += get_local_size(0)) {
         uint row = e / hidden;
         uint col = e - row * hidden;
@@ -71,10 +79,11 @@ inline void bl_stage(__global const float* a, int have, uint batch, uint blocks,
     }
 }
 
-// bl_dot of small_seq.cu for 4, 2 and 1 rows; offsets in float4s from `a` and `w`.
-#define BL_DOT(NAME, RB)                                                                       \
-    inline void NAME(__local const float* a, uint lda4, __local const float* w, uint ldw4,   \
-                     uint n4, __local float* out, uint ldo) {                                  \
+// bl_dot of small_seq.cu for 4, 2 and 1 rows; offsets in float4s from `a` and `w`, which is in
+// address space SPACE (local, or global for the `_l1` entries).
+#define BL_DOT(NAME, RB, SPACE)                                                                \
+    inline void NAME(__local const float* a, uint lda4, SPACE const float* restrict w,        \
+                     uint ldw4, uint n4, __local float* out, uint ldo) {                       \
         float acc[RB];                                                                         \
         for (int i = 0; i < RB; i++) acc[i] = 0.0f;                                            \
         for (uint k = 0; k < n4; k++) {                                                        \
@@ -89,13 +98,30 @@ inline void bl_stage(__global const float* a, int have, uint batch, uint blocks,
         }                                                                                      \
         for (int i = 0; i < RB; i++) out[i * ldo] = acc[i];                                    \
     }
-BL_DOT(bl_dot4, 4)
-BL_DOT(bl_dot2, 2)
-BL_DOT(bl_dot1, 1)
+BL_DOT(bl_dot4, 4, __local)
+BL_DOT(bl_dot2, 2, __local)
+BL_DOT(bl_dot1, 1, __local)
+BL_DOT(bl_dot4_global, 4, __global)
+BL_DOT(bl_dot2_global, 2, __global)
+BL_DOT(bl_dot1_global, 1, __global)
 
-// bl_products of small_seq.cu; `forward` is uniform over the group. Ends with the barrier.
+// The rows [r, end) of one product column: `a` the group's staged rows, `w` the column's W
+// operand (bl_products).
+#define BL_ROWS(NAME, SPACE, DOT4, DOT2, DOT1)                                                 \
+    inline void NAME(__local const float* a, uint lda4, SPACE const float* w, uint ldw4,     \
+                     uint n4, uint r, uint end, __local float* red, uint ldo) {                \
+        for (; r + 4 <= end; r += 4) DOT4(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * ldo, ldo); \
+        for (; r + 2 <= end; r += 2) DOT2(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * ldo, ldo); \
+        if (r < end) DOT1(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * ldo, ldo);           \
+    }
+BL_ROWS(bl_rows_local, __local, bl_dot4, bl_dot2, bl_dot1)
+BL_ROWS(bl_rows_global, __global, bl_dot4_global, bl_dot2_global, bl_dot1_global)
+
+// bl_products of small_seq.cu; `forward` is uniform over the group, `w_global` a literal of
+// the entry: W from `wl` (local memory) or `wg` (global, packed). Ends with the barrier.
 inline void bl_products(int forward, BlTile t, uint hidden, __local const float* as,
-                        __local const float* ws, __local float* red) {
+                        __local const float* wl, __global const float* wg, int w_global,
+                        __local float* red) {
     uint qp = bl_pad32(t.gh);
     uint p = get_local_id(0) % qp;
     uint grp = get_local_id(0) / qp;
@@ -106,17 +132,12 @@ inline void bl_products(int forward, BlTile t, uint hidden, __local const float*
         uint lda4 = forward ? n4 : t.gh / hidden * n4;
         uint ldw4 = forward ? t.gh : hidden;
         __local const float* a = as + 4 * (s * n4);
-        __local const float* w = ws + 4 * (s * n4 * ldw4 + col);
+        uint w0 = 4 * (s * n4 * ldw4 + col);
         uint r = grp * t.per;
-        uint end = r + t.per;
-        for (; r + 4 <= end; r += 4) {
-            bl_dot4(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
-        }
-        for (; r + 2 <= end; r += 2) {
-            bl_dot2(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
-        }
-        if (r < end) {
-            bl_dot1(a + 4 * r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+        if (w_global) {
+            bl_rows_global(a, lda4, wg + w0, ldw4, n4, r, r + t.per, red + p, t.gh);
+        } else {
+            bl_rows_local(a, lda4, wl + w0, ldw4, n4, r, r + t.per, red + p, t.gh);
         }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -140,24 +161,25 @@ inline BlCell bl_cell(BlTile t, uint batch, uint hidden) {
     return c;
 }
 
-// bl_start of small_seq.cu: the tile and cell element, W loaded and the staged rows set
-// (`forward`: from block 0 of `state`; else zero), then a barrier. `smem` is split into W
-// (`*ws`), the staged rows (`*as`) and the products (`*red`).
+// bl_start of small_seq.cu: the tile and cell element, W loaded (unless `w_global`) and the
+// staged rows set (`forward`: from block 0 of `state`; else zero), then a barrier. `smem` is
+// split into W (`*ws`; nothing where `w_global`), the staged rows (`*as`) and the products
+// (`*red`).
 typedef struct {
     BlTile t;
     BlCell c;
 } BlStart;
 
 inline BlStart bl_start(__global const float* W, __global const float* state, int forward,
-                        uint gates, uint batch, uint hidden, __local float* smem,
+                        int w_global, uint gates, uint batch, uint hidden, __local float* smem,
                         __local float** ws, __local float** as, __local float** red) {
     BlStart b;
     b.t = bl_tile(batch, gates, hidden);
     uint blocks = forward ? 1 : gates;
     *ws = smem;
-    *as = smem + b.t.gh * b.t.hp;
+    *as = smem + (w_global ? 0u : b.t.gh * b.t.hp);
     *red = *as + b.t.slots * blocks * b.t.hp;
-    bl_load_w(W, b.t, hidden, forward, *ws);
+    bl_load_w(W, b.t, hidden, forward, w_global, *ws);
     bl_stage(state, forward, batch, blocks, hidden, b.t, *as);
     b.c = bl_cell(b.t, batch, hidden);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -172,25 +194,21 @@ inline float bl_recurrent(__local const float* red, BlStart b, uint gates, ulong
     return rec;
 }
 
-__kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_off,
-                                    __global float* hs_base, ulong hs_off,
-                                    __global const float* w_hh_base, ulong w_hh_off,
-                                    __global const float* b_ih_base, ulong b_ih_off,
-                                    __global const float* b_hh_base, ulong b_hh_off, uint steps,
-                                    uint batch, uint hidden, uint act, float act_param,
-                                    __local float* smem) {
-    __global const float* pre = pre_base + pre_off;
-    __global float* hs = hs_base + hs_off;
+// The bodies: each entry below runs one with `w_global` 0 (`*_local`) or 1 (`*_l1`; `W` is
+// then W_hh packed by bl_pack_w).
+inline void bl_rnn_forward(__global const float* pre, __global float* hs,
+                           __global const float* W, __global const float* b_ih,
+                           __global const float* b_hh, uint steps, uint batch, uint hidden,
+                           uint act, float act_param, __local float* smem, int w_global) {
     __local float *ws, *as, *red;
-    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 1, batch, hidden, smem,
-                         &ws, &as, &red);
+    BlStart b = bl_start(W, hs, 1, w_global, 1, batch, hidden, smem, &ws, &as, &red);
     BlTile t = b.t;
     BlCell c = b.c;
-    float bias = c.store ? b_ih_base[b_ih_off + c.j] + b_hh_base[b_hh_off + c.j] : 0.0f;
+    float bias = c.store ? b_ih[c.j] + b_hh[c.j] : 0.0f;
     ulong block = (ulong)batch * hidden;
     for (uint s = 0; s < steps; s++) {
         float x = c.store ? pre[s * block + c.at] : 0.0f;
-        bl_products(1, t, hidden, as, ws, red);
+        bl_products(1, t, hidden, as, ws, W, w_global, red);
         if (c.store) {
             float h = act_forward(red[c.r * t.gh + c.j] + x + bias, act, act_param);
             hs[(s + 1) * block + c.at] = h;
@@ -200,18 +218,12 @@ __kernel void rnn_seq_forward_local(__global const float* pre_base, ulong pre_of
     }
 }
 
-__kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off,
-                                     __global const float* hs_base, ulong hs_off,
-                                     __global const float* w_hh_base, ulong w_hh_off,
-                                     __global float* dpre_base, ulong dpre_off, uint steps,
-                                     uint batch, uint hidden, uint act, float act_param,
-                                     __local float* smem) {
-    __global const float* dh = dh_base + dh_off;
-    __global const float* hs = hs_base + hs_off;
-    __global float* dpre = dpre_base + dpre_off;
+inline void bl_rnn_backward(__global const float* dh, __global const float* hs,
+                            __global const float* W, __global float* dpre, uint steps,
+                            uint batch, uint hidden, uint act, float act_param,
+                            __local float* smem, int w_global) {
     __local float *ws, *as, *red;
-    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 0, 1, batch, hidden, smem,
-                         &ws, &as, &red);
+    BlStart b = bl_start(W, hs, 0, w_global, 1, batch, hidden, smem, &ws, &as, &red);
     BlTile t = b.t;
     BlCell c = b.c;
     ulong block = (ulong)batch * hidden;
@@ -221,7 +233,7 @@ __kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off
         float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products(0, t, hidden, as, ws, red);
+        bl_products(0, t, hidden, as, ws, W, w_global, red);
         if (c.store) {
             float acc = bl_recurrent(red, b, 1, hidden, s);
             float v = act_grad(0.0f, y, act, act_param) * (d + acc);
@@ -232,33 +244,25 @@ __kernel void rnn_seq_backward_local(__global const float* dh_base, ulong dh_off
     }
 }
 
-__kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off,
-                                     __global float* hs_base, ulong hs_off,
-                                     __global float* cs_base, ulong cs_off,
-                                     __global const float* w_hh_base, ulong w_hh_off,
-                                     __global const float* b_ih_base, ulong b_ih_off,
-                                     __global const float* b_hh_base, ulong b_hh_off, uint steps,
-                                     uint batch, uint hidden, __local float* smem) {
-    __global float* gates = gates_base + gates_off;
-    __global float* hs = hs_base + hs_off;
-    __global float* cs = cs_base + cs_off;
+inline void bl_lstm_forward(__global float* gates, __global float* hs, __global float* cs,
+                            __global const float* W, __global const float* b_ih,
+                            __global const float* b_hh, uint steps, uint batch, uint hidden,
+                            __local float* smem, int w_global) {
     __local float *ws, *as, *red;
-    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 4, batch, hidden, smem,
-                         &ws, &as, &red);
+    BlStart b = bl_start(W, hs, 1, w_global, 4, batch, hidden, smem, &ws, &as, &red);
     BlTile t = b.t;
     BlCell c = b.c;
     ulong H = hidden;
     float bias[4];
     for (int g = 0; g < 4; g++)
-        bias[g] = c.store ? b_ih_base[b_ih_off + g * H + c.j] + b_hh_base[b_hh_off + g * H + c.j]
-                          : 0.0f;
+        bias[g] = c.store ? b_ih[g * H + c.j] + b_hh[g * H + c.j] : 0.0f;
     ulong block = (ulong)batch * H;
     float cell = c.store ? cs[c.at] : 0.0f;
     for (uint s = 0; s < steps; s++) {
         __global float* gr = gates + (ulong)s * 4 * block + (c.at - c.j) * 4 + c.j;
         float x[4];
         for (int g = 0; g < 4; g++) x[g] = c.store ? gr[g * H] : 0.0f;
-        bl_products(1, t, hidden, as, ws, red);
+        bl_products(1, t, hidden, as, ws, W, w_global, red);
         if (c.store) {
             __local const float* p = red + c.r * t.gh + c.j;
             float h;
@@ -271,22 +275,13 @@ __kernel void lstm_seq_forward_local(__global float* gates_base, ulong gates_off
     }
 }
 
-__kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_off,
-                                      __global const float* gates_base, ulong gates_off,
-                                      __global const float* cs_base, ulong cs_off,
-                                      __global const float* w_hh_base, ulong w_hh_off,
-                                      __global float* dgates_base, ulong dgates_off,
-                                      __global float* carry_base, ulong carry_off, uint steps,
-                                      uint batch, uint hidden, uint carry_in,
-                                      __local float* smem) {
-    __global const float* dh = dh_base + dh_off;
-    __global const float* gates = gates_base + gates_off;
-    __global const float* cs = cs_base + cs_off;
-    __global float* dgates = dgates_base + dgates_off;
-    __global float* carry = carry_base + carry_off;
+inline void bl_lstm_backward(__global const float* dh, __global const float* gates,
+                             __global const float* cs, __global const float* W,
+                             __global float* dgates, __global float* carry, uint steps,
+                             uint batch, uint hidden, uint carry_in, __local float* smem,
+                             int w_global) {
     __local float *ws, *as, *red;
-    BlStart b = bl_start(w_hh_base + w_hh_off, dh, 0, 4, batch, hidden, smem,
-                         &ws, &as, &red);
+    BlStart b = bl_start(W, dh, 0, w_global, 4, batch, hidden, smem, &ws, &as, &red);
     BlTile t = b.t;
     BlCell c = b.c;
     ulong H = hidden;
@@ -306,7 +301,7 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
         float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products(0, t, hidden, as, ws, red);
+        bl_products(0, t, hidden, as, ws, W, w_global, red);
         if (c.store) {
             float rec = bl_recurrent(red, b, 4, H, s);
             float tc = tanh(cn);
@@ -325,26 +320,19 @@ __kernel void lstm_seq_backward_local(__global const float* dh_base, ulong dh_of
     }
 }
 
-__kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
-                                    __global float* hs_base, ulong hs_off,
-                                    __global const float* w_hh_base, ulong w_hh_off,
-                                    __global const float* b_ih_base, ulong b_ih_off,
-                                    __global const float* b_hh_base, ulong b_hh_off,
-                                    __global float* cache_base, ulong cache_off, uint steps,
-                                    uint batch, uint hidden, __local float* smem) {
-    __global const float* gx = gx_base + gx_off;
-    __global float* hs = hs_base + hs_off;
-    __global float* cache = cache_base + cache_off;
+inline void bl_gru_forward(__global const float* gx, __global float* hs, __global const float* W,
+                           __global const float* b_ih, __global const float* b_hh,
+                           __global float* cache, uint steps, uint batch, uint hidden,
+                           __local float* smem, int w_global) {
     __local float *ws, *as, *red;
-    BlStart b = bl_start(w_hh_base + w_hh_off, hs, 1, 3, batch, hidden, smem,
-                         &ws, &as, &red);
+    BlStart b = bl_start(W, hs, 1, w_global, 3, batch, hidden, smem, &ws, &as, &red);
     BlTile t = b.t;
     BlCell c = b.c;
     ulong H = hidden;
     float bi[3], bh[3];
     for (int g = 0; g < 3; g++) {
-        bi[g] = c.store ? b_ih_base[b_ih_off + g * H + c.j] : 0.0f;
-        bh[g] = c.store ? b_hh_base[b_hh_off + g * H + c.j] : 0.0f;
+        bi[g] = c.store ? b_ih[g * H + c.j] : 0.0f;
+        bh[g] = c.store ? b_hh[g * H + c.j] : 0.0f;
     }
     ulong block = (ulong)batch * H;
     ulong g3 = (c.at - c.j) * 3 + c.j;
@@ -353,7 +341,7 @@ __kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
         __global const float* xr = gx + (ulong)s * 3 * block + g3;
         float x[3];
         for (int g = 0; g < 3; g++) x[g] = c.store ? xr[g * H] + bi[g] : 0.0f;
-        bl_products(1, t, hidden, as, ws, red);
+        bl_products(1, t, hidden, as, ws, W, w_global, red);
         if (c.store) {
             __local const float* p = red + c.r * t.gh + c.j;
             float ghr = p[0] + bh[0];
@@ -376,23 +364,13 @@ __kernel void gru_seq_forward_local(__global const float* gx_base, ulong gx_off,
     }
 }
 
-__kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off,
-                                     __global const float* hs_base, ulong hs_off,
-                                     __global const float* cache_base, ulong cache_off,
-                                     __global const float* w_hh_base, ulong w_hh_off,
-                                     __global float* dgx_base, ulong dgx_off,
-                                     __global float* dgh_base, ulong dgh_off,
-                                     __global float* carry_base, ulong carry_off, uint steps,
-                                     uint batch, uint hidden, __local float* smem) {
-    __global const float* dh = dh_base + dh_off;
-    __global const float* hs = hs_base + hs_off;
-    __global const float* cache = cache_base + cache_off;
-    __global float* dgx = dgx_base + dgx_off;
-    __global float* dgh = dgh_base + dgh_off;
-    __global float* carry = carry_base + carry_off;
+inline void bl_gru_backward(__global const float* dh, __global const float* hs,
+                            __global const float* cache, __global const float* W,
+                            __global float* dgx, __global float* dgh, __global float* carry,
+                            uint steps, uint batch, uint hidden, __local float* smem,
+                            int w_global) {
     __local float *ws, *as, *red;
-    BlStart b = bl_start(w_hh_base + w_hh_off, dh, 0, 3, batch, hidden, smem,
-                         &ws, &as, &red);
+    BlStart b = bl_start(W, dh, 0, w_global, 3, batch, hidden, smem, &ws, &as, &red);
     BlTile t = b.t;
     BlCell c = b.c;
     ulong H = hidden;
@@ -411,7 +389,7 @@ __kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off
         float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products(0, t, hidden, as, ws, red);
+        bl_products(0, t, hidden, as, ws, W, w_global, red);
         if (c.store) {
             float rec = bl_recurrent(red, b, 3, H, s);
             float dt = (d + rec) + cr;
@@ -427,5 +405,128 @@ __kernel void gru_seq_backward_local(__global const float* dh_base, ulong dh_off
             carry[c.at] = cr;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+// The entries, each body twice: `NAME` the entry, `W_GLOBAL` 0 (W_hh into local memory) or 1
+// (`w_hh` is W_hh packed by bl_pack_w, read through the L1 cache).
+#define BL_RNN_FORWARD(NAME, W_GLOBAL)                                                          \
+    __kernel void NAME(__global const float* pre_base, ulong pre_off, __global float* hs_base, \
+                       ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,          \
+                       __global const float* b_ih_base, ulong b_ih_off,                        \
+                       __global const float* b_hh_base, ulong b_hh_off, uint steps,           \
+                       uint batch, uint hidden, uint act, float act_param,                    \
+                       __local float* smem) {                                                  \
+        bl_rnn_forward(pre_base + pre_off, hs_base + hs_off, w_hh_base + w_hh_off,            \
+                       b_ih_base + b_ih_off, b_hh_base + b_hh_off, steps, batch, hidden, act, \
+                       act_param, smem, W_GLOBAL);                                             \
+    }
+BL_RNN_FORWARD(rnn_seq_forward_local, 0)
+BL_RNN_FORWARD(rnn_seq_forward_l1, 1)
+
+#define BL_RNN_BACKWARD(NAME, W_GLOBAL)                                                         \
+    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
+                       __global const float* hs_base, ulong hs_off,                           \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global float* dpre_base, ulong dpre_off, uint steps, uint batch,     \
+                       uint hidden, uint act, float act_param, __local float* smem) {         \
+        bl_rnn_backward(dh_base + dh_off, hs_base + hs_off, w_hh_base + w_hh_off,             \
+                        dpre_base + dpre_off, steps, batch, hidden, act, act_param, smem,     \
+                        W_GLOBAL);                                                             \
+    }
+BL_RNN_BACKWARD(rnn_seq_backward_local, 0)
+BL_RNN_BACKWARD(rnn_seq_backward_l1, 1)
+
+#define BL_LSTM_FORWARD(NAME, W_GLOBAL)                                                         \
+    __kernel void NAME(__global float* gates_base, ulong gates_off, __global float* hs_base,  \
+                       ulong hs_off, __global float* cs_base, ulong cs_off,                   \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global const float* b_ih_base, ulong b_ih_off,                       \
+                       __global const float* b_hh_base, ulong b_hh_off, uint steps,           \
+                       uint batch, uint hidden, __local float* smem) {                        \
+        bl_lstm_forward(gates_base + gates_off, hs_base + hs_off, cs_base + cs_off,           \
+                        w_hh_base + w_hh_off, b_ih_base + b_ih_off, b_hh_base + b_hh_off,     \
+                        steps, batch, hidden, smem, W_GLOBAL);                                 \
+    }
+BL_LSTM_FORWARD(lstm_seq_forward_local, 0)
+BL_LSTM_FORWARD(lstm_seq_forward_l1, 1)
+
+#define BL_LSTM_BACKWARD(NAME, W_GLOBAL)                                                        \
+    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
+                       __global const float* gates_base, ulong gates_off,                     \
+                       __global const float* cs_base, ulong cs_off,                           \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global float* dgates_base, ulong dgates_off,                         \
+                       __global float* carry_base, ulong carry_off, uint steps, uint batch,   \
+                       uint hidden, uint carry_in, __local float* smem) {                     \
+        bl_lstm_backward(dh_base + dh_off, gates_base + gates_off, cs_base + cs_off,          \
+                         w_hh_base + w_hh_off, dgates_base + dgates_off,                      \
+                         carry_base + carry_off, steps, batch, hidden, carry_in, smem,        \
+                         W_GLOBAL);                                                            \
+    }
+BL_LSTM_BACKWARD(lstm_seq_backward_local, 0)
+BL_LSTM_BACKWARD(lstm_seq_backward_l1, 1)
+
+#define BL_GRU_FORWARD(NAME, W_GLOBAL)                                                          \
+    __kernel void NAME(__global const float* gx_base, ulong gx_off, __global float* hs_base,  \
+                       ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,         \
+                       __global const float* b_ih_base, ulong b_ih_off,                       \
+                       __global const float* b_hh_base, ulong b_hh_off,                       \
+                       __global float* cache_base, ulong cache_off, uint steps, uint batch,   \
+                       uint hidden, __local float* smem) {                                    \
+        bl_gru_forward(gx_base + gx_off, hs_base + hs_off, w_hh_base + w_hh_off,              \
+                       b_ih_base + b_ih_off, b_hh_base + b_hh_off, cache_base + cache_off,    \
+                       steps, batch, hidden, smem, W_GLOBAL);                                  \
+    }
+BL_GRU_FORWARD(gru_seq_forward_local, 0)
+BL_GRU_FORWARD(gru_seq_forward_l1, 1)
+
+#define BL_GRU_BACKWARD(NAME, W_GLOBAL)                                                         \
+    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
+                       __global const float* hs_base, ulong hs_off,                           \
+                       __global const float* cache_base, ulong cache_off,                     \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global float* dgx_base, ulong dgx_off, __global float* dgh_base,     \
+                       ulong dgh_off, __global float* carry_base, ulong carry_off,            \
+                       uint steps, uint batch, uint hidden, __local float* smem) {            \
+        bl_gru_backward(dh_base + dh_off, hs_base + hs_off, cache_base + cache_off,           \
+                        w_hh_base + w_hh_off, dgx_base + dgx_off, dgh_base + dgh_off,         \
+                        carry_base + carry_off, steps, batch, hidden, smem, W_GLOBAL);        \
+    }
+BL_GRU_BACKWARD(gru_seq_backward_local, 0)
+BL_GRU_BACKWARD(gru_seq_backward_l1, 1)
+
+// W_hh (`gates hidden x hidden`) into `packed` in the layout bl_load_w gives local memory
+// (forward or backward operand), for the `_l1` entries: one work-item per packed element, which
+// it gathers (zero in the padding of k), so no fill is needed. Geometry E over
+// `gates hidden hp` elements, hp = hidden rounded up to 4.
+__kernel void bl_pack_w(__global const float* w_hh_base, ulong w_hh_off,
+                        __global float* packed_base, ulong packed_off, uint gates, uint hidden,
+                        uint forward) {
+    __global const float* W = w_hh_base + w_hh_off;
+    __global float* packed = packed_base + packed_off;
+    uint gh = gates * hidden;
+    uint hp = bl_pad4(hidden);
+    uint n = gh * hp;
+    RNN_GRID_LOOP(e, n) {
+        uint q = (uint)e >> 2;
+        uint kk = (uint)e & 3u;
+        float v;
+        if (forward) {
+            // (k, q') = W[q', k] at ((k / 4) gh + q') 4 + k % 4.
+            uint k4 = q / gh;
+            uint row = q - k4 * gh;
+            uint col = k4 * 4 + kk;
+            v = col < hidden ? W[row * hidden + col] : 0.0f;
+        } else {
+            // (s hp + k, j) = W[s hidden + k, j] at (((s hp + k) / 4) hidden + j) 4 + k % 4.
+            uint k4 = q / hidden;
+            uint col = q - k4 * hidden;
+            uint k = k4 * 4 + kk;
+            uint s = k / hp;
+            uint r = k - s * hp;
+            v = r < hidden ? W[(s * hidden + r) * hidden + col] : 0.0f;
+        }
+        packed[e] = v;
     }
 }

@@ -31,6 +31,11 @@
 // backward) + S G H (products), S = groups * per rows. The host sizes it for its R; the
 // kernel's R (from gridDim.x) is never larger.
 //
+// Each body is compiled twice (the entry macros below): `*_local` as described; `*_l1` with
+// W_GLOBAL, where `w_hh` is W_hh already in that layout in global memory (bl_pack_w, launched by
+// the host before), read through the read-only L1 path (__ldg), and the shared memory holds only
+// the staged rows and products (devices whose blocks cannot hold W_hh; measuring elsewhere).
+//
 // The backward's carry (the LSTM's dc f, the GRU's dh z from step t + 1 to t) lives in the
 // register of the thread that owns the element, and is written to `carry` (batch x hidden) every
 // step as the persistent kernels do; as there it is not read at the first processed step (the
@@ -111,7 +116,7 @@ __device__ __forceinline__ void bl_stage(const float* a, uint batch, uint blocks
 
 // out[i ldo] = sum over k < 4 n4 of a[i][k] w[k] for RB rows: a in float4s with row stride
 // lda4, w the float4s of one column with stride ldw4 (the layout of bl_load_w).
-template <int RB>
+template <int RB, bool W_GLOBAL>
 __device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4* w, uint ldw4,
                                        uint n4, float* out, uint ldo) {
     float acc[RB];
@@ -119,7 +124,7 @@ __device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4*
     for (int i = 0; i < RB; ++i) acc[i] = 0.0f;
 #pragma unroll 2
     for (uint k = 0; k < n4; ++k) {
-        const float4 wk = w[k * ldw4];
+        const float4 wk = W_GLOBAL ? __ldg(w + k * ldw4) : w[k * ldw4];
 #pragma unroll
         for (int i = 0; i < RB; ++i) {
             const float4 x = a[i * lda4 + k];
@@ -135,7 +140,7 @@ __device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4*
 
 // The products of a step (see the file comment) from the staged rows `as` into `red`; ends
 // with the barrier after which `red` is complete.
-template <bool FORWARD>
+template <bool FORWARD, bool W_GLOBAL>
 __device__ __forceinline__ void bl_products(const BlTile& t, uint hidden, const float* as,
                                             const float* ws, float* red) {
     const uint qp = bl_pad32(t.gh);
@@ -153,13 +158,13 @@ __device__ __forceinline__ void bl_products(const BlTile& t, uint hidden, const 
         uint r = grp * t.per;
         const uint end = r + t.per;
         for (; r + 4 <= end; r += 4) {
-            bl_dot<4>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+            bl_dot<4, W_GLOBAL>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
         }
         for (; r + 2 <= end; r += 2) {
-            bl_dot<2>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+            bl_dot<2, W_GLOBAL>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
         }
         if (r < end) {
-            bl_dot<1>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
+            bl_dot<1, W_GLOBAL>(a + r * lda4, lda4, w, ldw4, n4, red + r * t.gh + p, t.gh);
         }
     }
     __syncthreads();
@@ -183,39 +188,36 @@ __device__ __forceinline__ BlCell bl_cell(const BlTile& t, uint batch, uint hidd
     return c;
 }
 
-// Shared memory of a kernel: W, the staged rows (`blocks` blocks of hp), the products.
+// A kernel's W operand (shared memory, or the packed W_hh in global memory) and its shared
+// memory: the staged rows (`blocks` blocks of hp), the products.
 struct BlSmem {
-    float* ws;
+    const float* ws;
     float* as;
     float* red;
 };
 
-__device__ __forceinline__ BlSmem bl_smem(const BlTile& t, uint blocks) {
-    // float4: the products read W and the staged rows as float4s.
-    extern __shared__ float4 bl_shared[];
-    BlSmem m;
-    m.ws = reinterpret_cast<float*>(bl_shared);
-    m.as = m.ws + t.gh * t.hp;
-    m.red = m.as + t.slots * blocks * t.hp;
-    return m;
-}
-
-// A kernel's start: its tile, shared memory and cell element, W loaded and the staged rows set
-// (forward from block 0 of `state`; backward zero), then a barrier.
+// A kernel's start: its tile, shared memory and cell element, W loaded (unless W_GLOBAL) and
+// the staged rows set (forward from block 0 of `state`; backward zero), then a barrier.
 struct BlStart {
     BlTile t;
     BlSmem m;
     BlCell c;
 };
 
-template <bool FORWARD>
+template <bool FORWARD, bool W_GLOBAL>
 __device__ __forceinline__ BlStart bl_start(const float* W, const float* state, uint gates,
                                             uint batch, uint hidden) {
+    // float4: the products read W and the staged rows as float4s.
+    extern __shared__ float4 bl_shared[];
     BlStart b;
     b.t = bl_tile(batch, gates, hidden);
     const uint blocks = FORWARD ? 1 : gates;
-    b.m = bl_smem(b.t, blocks);
-    bl_load_w<FORWARD>(W, b.t, hidden, b.m.ws);
+    float* shared = reinterpret_cast<float*>(bl_shared);
+    b.m.ws = W_GLOBAL ? W : shared;
+    b.m.as = shared + (W_GLOBAL ? 0u : b.t.gh * b.t.hp);
+    b.m.red = b.m.as + b.t.slots * blocks * b.t.hp;
+    // Uniform (a template argument): every thread reaches the barrier inside or none does.
+    if (!W_GLOBAL) bl_load_w<FORWARD>(W, b.t, hidden, shared);
     bl_stage(FORWARD ? state : nullptr, batch, blocks, hidden, b.t, b.m.as);
     b.c = bl_cell(b.t, batch, hidden);
     __syncthreads();
@@ -234,14 +236,14 @@ __device__ __forceinline__ float bl_recurrent(const BlStart& b, u64 H, uint s) {
 }
 
 // hs[t + 1] = act(pre[t] + hs[t] W^T + b_ih + b_hh) for t = 0 .. steps - 1; hs[0] is read.
-extern "C" __global__ void __launch_bounds__(1024)
-    rnn_seq_forward_local(const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off,
-                          const float* w_hh_base, u64 w_hh_off, const float* b_ih_base,
-                          u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, uint steps,
-                          uint batch, uint hidden, uint act, float act_param) {
+template <bool W_GLOBAL>
+__device__ __forceinline__ void bl_rnn_forward(const float* pre_base, u64 pre_off, float* hs_base,
+    u64 hs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
+    const float* b_hh_base, u64 b_hh_off, uint steps, uint batch, uint hidden, uint act,
+    float act_param) {
     const float* pre = pre_base + pre_off;
     float* hs = hs_base + hs_off;
-    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 1, batch, hidden);
+    const BlStart b = bl_start<true, W_GLOBAL>(w_hh_base + w_hh_off, hs, 1, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -250,7 +252,7 @@ extern "C" __global__ void __launch_bounds__(1024)
     for (uint s = 0; s < steps; ++s) {
         // Read-only input, issued before the products so its latency overlaps them.
         const float x = c.store ? pre[s * block + c.at] : 0.0f;
-        bl_products<true>(t, hidden, m.as, m.ws, m.red);
+        bl_products<true, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float h = act_forward(m.red[c.r * t.gh + c.j] + x + bias, act, act_param);
             hs[(s + 1) * block + c.at] = h;
@@ -262,14 +264,14 @@ extern "C" __global__ void __launch_bounds__(1024)
 
 // dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W) for t = steps - 1 .. 0, the product
 // absent at t = steps - 1.
-extern "C" __global__ void __launch_bounds__(1024)
-    rnn_seq_backward_local(const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,
-                           const float* w_hh_base, u64 w_hh_off, float* dpre_base, u64 dpre_off,
-                           uint steps, uint batch, uint hidden, uint act, float act_param) {
+template <bool W_GLOBAL>
+__device__ __forceinline__ void bl_rnn_backward(const float* dh_base, u64 dh_off,
+    const float* hs_base, u64 hs_off, const float* w_hh_base, u64 w_hh_off, float* dpre_base,
+    u64 dpre_off, uint steps, uint batch, uint hidden, uint act, float act_param) {
     const float* dh = dh_base + dh_off;
     const float* hs = hs_base + hs_off;
     float* dpre = dpre_base + dpre_off;
-    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 1, batch, hidden);
+    const BlStart b = bl_start<false, W_GLOBAL>(w_hh_base + w_hh_off, nullptr, 1, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -281,7 +283,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         // Uniform over the block: every thread reaches the barrier inside.
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        bl_products<false, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float acc = bl_recurrent<1>(b, hidden, s);
             const float v = act_grad(0.0f, y, act, act_param) * (d + acc);
@@ -295,15 +297,15 @@ extern "C" __global__ void __launch_bounds__(1024)
 // lstm_seq_forward of gated_seq.cu: gates[t] (x_t W_ih^T on entry) becomes the activated gates
 // of gates[t] + b_ih + b_hh + hs[t] W_hh^T; cs[t + 1] = f cs[t] + i g;
 // hs[t + 1] = o tanh(cs[t + 1]).
-extern "C" __global__ void __launch_bounds__(1024)
-    lstm_seq_forward_local(float* gates_base, u64 gates_off, float* hs_base, u64 hs_off,
-                           float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
-                           const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,
-                           u64 b_hh_off, uint steps, uint batch, uint hidden) {
+template <bool W_GLOBAL>
+__device__ __forceinline__ void bl_lstm_forward(float* gates_base, u64 gates_off, float* hs_base,
+    u64 hs_off, float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
+    const float* b_ih_base, u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, uint steps,
+    uint batch, uint hidden) {
     float* gates = gates_base + gates_off;
     float* hs = hs_base + hs_off;
     float* cs = cs_base + cs_off;
-    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 4, batch, hidden);
+    const BlStart b = bl_start<true, W_GLOBAL>(w_hh_base + w_hh_off, hs, 4, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -321,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         float x[4];
 #pragma unroll
         for (int g = 0; g < 4; ++g) x[g] = c.store ? gr[g * H] : 0.0f;
-        bl_products<true>(t, hidden, m.as, m.ws, m.red);
+        bl_products<true, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float* p = m.red + c.r * t.gh + c.j;
             float h;
@@ -337,18 +339,17 @@ extern "C" __global__ void __launch_bounds__(1024)
 // lstm_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgates[t + 1] W_hh
 // (absent at t = steps - 1); dgates[t] and carry = dc_t f_t by RNN_LSTM_UNIT_BACKWARD; carry
 // read first when carry_in, as there.
-extern "C" __global__ void __launch_bounds__(1024)
-    lstm_seq_backward_local(const float* dh_base, u64 dh_off, const float* gates_base,
-                            u64 gates_off, const float* cs_base, u64 cs_off,
-                            const float* w_hh_base, u64 w_hh_off, float* dgates_base,
-                            u64 dgates_off, float* carry_base, u64 carry_off, uint steps,
-                            uint batch, uint hidden, uint carry_in) {
+template <bool W_GLOBAL>
+__device__ __forceinline__ void bl_lstm_backward(const float* dh_base, u64 dh_off,
+    const float* gates_base, u64 gates_off, const float* cs_base, u64 cs_off,
+    const float* w_hh_base, u64 w_hh_off, float* dgates_base, u64 dgates_off, float* carry_base,
+    u64 carry_off, uint steps, uint batch, uint hidden, uint carry_in) {
     const float* dh = dh_base + dh_off;
     const float* gates = gates_base + gates_off;
     const float* cs = cs_base + cs_off;
     float* dgates = dgates_base + dgates_off;
     float* carry = carry_base + carry_off;
-    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 4, batch, hidden);
+    const BlStart b = bl_start<false, W_GLOBAL>(w_hh_base + w_hh_off, nullptr, 4, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -371,7 +372,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        bl_products<false, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float rec = bl_recurrent<4>(b, H, s);
             const float tc = tanhf(cn);
@@ -393,15 +394,15 @@ extern "C" __global__ void __launch_bounds__(1024)
 
 // gru_seq_forward of gated_seq.cu: gh = hs[t] W_hh^T + b_hh; r, z, n; hs[t + 1] = (1 - z) n +
 // z hs[t]; cache[t] = [r, z, n, gh_n].
-extern "C" __global__ void __launch_bounds__(1024)
-    gru_seq_forward_local(const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off,
-                          const float* w_hh_base, u64 w_hh_off, const float* b_ih_base,
-                          u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, float* cache_base,
-                          u64 cache_off, uint steps, uint batch, uint hidden) {
+template <bool W_GLOBAL>
+__device__ __forceinline__ void bl_gru_forward(const float* gx_base, u64 gx_off, float* hs_base,
+    u64 hs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
+    const float* b_hh_base, u64 b_hh_off, float* cache_base, u64 cache_off, uint steps, uint batch,
+    uint hidden) {
     const float* gx = gx_base + gx_off;
     float* hs = hs_base + hs_off;
     float* cache = cache_base + cache_off;
-    const BlStart b = bl_start<true>(w_hh_base + w_hh_off, hs, 3, batch, hidden);
+    const BlStart b = bl_start<true, W_GLOBAL>(w_hh_base + w_hh_off, hs, 3, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -420,7 +421,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         float x[3];
 #pragma unroll
         for (int g = 0; g < 3; ++g) x[g] = c.store ? xr[g * H] + bi[g] : 0.0f;
-        bl_products<true>(t, hidden, m.as, m.ws, m.red);
+        bl_products<true, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float* p = m.red + c.r * t.gh + c.j;
             const float ghr = p[0] + bh[0];
@@ -446,19 +447,18 @@ extern "C" __global__ void __launch_bounds__(1024)
 // gru_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgh[t + 1] W_hh +
 // carry (product and carry absent at t = steps - 1); dgx[t], dgh[t] and carry = dh_t z by
 // RNN_GRU_UNIT_BACKWARD.
-extern "C" __global__ void __launch_bounds__(1024)
-    gru_seq_backward_local(const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,
-                           const float* cache_base, u64 cache_off, const float* w_hh_base,
-                           u64 w_hh_off, float* dgx_base, u64 dgx_off, float* dgh_base,
-                           u64 dgh_off, float* carry_base, u64 carry_off, uint steps, uint batch,
-                           uint hidden) {
+template <bool W_GLOBAL>
+__device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off,
+    const float* hs_base, u64 hs_off, const float* cache_base, u64 cache_off,
+    const float* w_hh_base, u64 w_hh_off, float* dgx_base, u64 dgx_off, float* dgh_base,
+    u64 dgh_off, float* carry_base, u64 carry_off, uint steps, uint batch, uint hidden) {
     const float* dh = dh_base + dh_off;
     const float* hs = hs_base + hs_off;
     const float* cache = cache_base + cache_off;
     float* dgx = dgx_base + dgx_off;
     float* dgh = dgh_base + dgh_off;
     float* carry = carry_base + carry_off;
-    const BlStart b = bl_start<false>(w_hh_base + w_hh_off, nullptr, 3, batch, hidden);
+    const BlStart b = bl_start<false, W_GLOBAL>(w_hh_base + w_hh_off, nullptr, 3, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -478,7 +478,7 @@ extern "C" __global__ void __launch_bounds__(1024)
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products<false>(t, hidden, m.as, m.ws, m.red);
+        bl_products<false, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
         if (c.store) {
             const float rec = bl_recurrent<3>(b, H, s);
             const float dt = (d + rec) + cr;
@@ -495,5 +495,112 @@ extern "C" __global__ void __launch_bounds__(1024)
             carry[c.at] = cr;
         }
         __syncthreads();
+    }
+}
+
+// The entries, each body twice: `NAME` the entry, `W_GLOBAL` false (W_hh into shared memory)
+// or true (`w_hh` is W_hh packed by bl_pack_w, read through the read-only L1 path).
+#define BL_RNN_FORWARD(NAME, W_GLOBAL)                                                             \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off, const float* w_hh_base,    \
+        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
+        u64 b_hh_off, uint steps, uint batch, uint hidden, uint act, float act_param) {            \
+        bl_rnn_forward<W_GLOBAL>(pre_base, pre_off, hs_base, hs_off, w_hh_base, w_hh_off,          \
+            b_ih_base, b_ih_off, b_hh_base, b_hh_off, steps, batch, hidden, act, act_param);       \
+    }
+BL_RNN_FORWARD(rnn_seq_forward_local, false)
+BL_RNN_FORWARD(rnn_seq_forward_l1, true)
+
+#define BL_RNN_BACKWARD(NAME, W_GLOBAL)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
+        const float* w_hh_base, u64 w_hh_off, float* dpre_base, u64 dpre_off, uint steps,          \
+        uint batch, uint hidden, uint act, float act_param) {                                      \
+        bl_rnn_backward<W_GLOBAL>(dh_base, dh_off, hs_base, hs_off, w_hh_base, w_hh_off,           \
+            dpre_base, dpre_off, steps, batch, hidden, act, act_param);                            \
+    }
+BL_RNN_BACKWARD(rnn_seq_backward_local, false)
+BL_RNN_BACKWARD(rnn_seq_backward_l1, true)
+
+#define BL_LSTM_FORWARD(NAME, W_GLOBAL)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        float* gates_base, u64 gates_off, float* hs_base, u64 hs_off, float* cs_base,              \
+        u64 cs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,    \
+        const float* b_hh_base, u64 b_hh_off, uint steps, uint batch, uint hidden) {               \
+        bl_lstm_forward<W_GLOBAL>(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off,         \
+            w_hh_base, w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off, steps, batch,           \
+            hidden);                                                                               \
+    }
+BL_LSTM_FORWARD(lstm_seq_forward_local, false)
+BL_LSTM_FORWARD(lstm_seq_forward_l1, true)
+
+#define BL_LSTM_BACKWARD(NAME, W_GLOBAL)                                                           \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* gates_base, u64 gates_off,                  \
+        const float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,                    \
+        float* dgates_base, u64 dgates_off, float* carry_base, u64 carry_off, uint steps,          \
+        uint batch, uint hidden, uint carry_in) {                                                  \
+        bl_lstm_backward<W_GLOBAL>(dh_base, dh_off, gates_base, gates_off, cs_base, cs_off,        \
+            w_hh_base, w_hh_off, dgates_base, dgates_off, carry_base, carry_off, steps, batch,     \
+            hidden, carry_in);                                                                     \
+    }
+BL_LSTM_BACKWARD(lstm_seq_backward_local, false)
+BL_LSTM_BACKWARD(lstm_seq_backward_l1, true)
+
+#define BL_GRU_FORWARD(NAME, W_GLOBAL)                                                             \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off, const float* w_hh_base,      \
+        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
+        u64 b_hh_off, float* cache_base, u64 cache_off, uint steps, uint batch, uint hidden) {     \
+        bl_gru_forward<W_GLOBAL>(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off,            \
+            b_ih_base, b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off, steps, batch,         \
+            hidden);                                                                               \
+    }
+BL_GRU_FORWARD(gru_seq_forward_local, false)
+BL_GRU_FORWARD(gru_seq_forward_l1, true)
+
+#define BL_GRU_BACKWARD(NAME, W_GLOBAL)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
+        const float* cache_base, u64 cache_off, const float* w_hh_base, u64 w_hh_off,              \
+        float* dgx_base, u64 dgx_off, float* dgh_base, u64 dgh_off, float* carry_base,             \
+        u64 carry_off, uint steps, uint batch, uint hidden) {                                      \
+        bl_gru_backward<W_GLOBAL>(dh_base, dh_off, hs_base, hs_off, cache_base, cache_off,         \
+            w_hh_base, w_hh_off, dgx_base, dgx_off, dgh_base, dgh_off, carry_base, carry_off,      \
+            steps, batch, hidden);                                                                 \
+    }
+BL_GRU_BACKWARD(gru_seq_backward_local, false)
+BL_GRU_BACKWARD(gru_seq_backward_l1, true)
+
+// W_hh (`gates hidden x hidden`) into `packed` in the layout bl_load_w gives shared memory
+// (forward or backward operand), for the `_l1` entries: one thread per packed element, which it
+// gathers (zero in the padding of k). Geometry E over `gates hidden hp` elements.
+extern "C" __global__ void bl_pack_w(const float* w_hh_base, u64 w_hh_off, float* packed_base,
+                                     u64 packed_off, uint gates, uint hidden, uint forward) {
+    const float* W = w_hh_base + w_hh_off;
+    float* packed = packed_base + packed_off;
+    const uint gh = gates * hidden;
+    const uint hp = bl_pad4(hidden);
+    const uint n = gh * hp;
+    for (uint e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
+        const uint q = e >> 2;
+        const uint kk = e & 3u;
+        float v;
+        if (forward) {
+            // (k, q') = W[q', k] at ((k / 4) gh + q') 4 + k % 4.
+            const uint k4 = q / gh;
+            const uint row = q - k4 * gh;
+            const uint col = k4 * 4 + kk;
+            v = col < hidden ? W[row * hidden + col] : 0.0f;
+        } else {
+            // (s hp + k, j) = W[s hidden + k, j] at (((s hp + k) / 4) hidden + j) 4 + k % 4.
+            const uint k4 = q / hidden;
+            const uint col = q - k4 * hidden;
+            const uint k = k4 * 4 + kk;
+            const uint s = k / hp;
+            const uint r = k - s * hp;
+            v = r < hidden ? W[(s * hidden + r) * hidden + col] : 0.0f;
+        }
+        packed[e] = v;
     }
 }

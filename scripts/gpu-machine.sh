@@ -10,6 +10,9 @@
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 #   bash scripts/gpu-machine.sh grid          (not in all: the recurrent shape grid, PyTorch and
 #                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
+#   bash scripts/gpu-machine.sh grid-algos    (not in all: ours only, each point of $GRID_ALGOS_ONLY
+#                                              under every recurrent algorithm, on cuda:0 and NVIDIA
+#                                              OpenCL, into $OUT/grid-algos-{cuda,opencl}.log)
 #   bash scripts/gpu-machine.sh stream        (not in all: a step from memory against one from a
 #                                              DataStream, cuda:0 and NVIDIA OpenCL)
 #   bash scripts/gpu-machine.sh cold-start    (not in all: time to context, first training step and
@@ -175,6 +178,21 @@ for what in "${@:-all}"; do
         --cuda "$OUT/grid-rnn-cuda.log" "${opencl[@]}" > "$OUT/grid.md" \
         || { echo "!!! recurrent_grid_table.py failed"; status=1; }
       cat "$OUT/grid.md" ;;&
+    grid-algos)
+      # Every recurrent algorithm forced in turn (recurrent_grid --algos all) at the small-hidden
+      # points where the choice matters, ours only (about 4 minutes a device): one line per
+      # (point, algorithm), `# ... cannot run` where the algorithm does not fit. Not in `all`.
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      points=.gpu-bundle/recurrent_grid.points
+      only=${GRID_ALGOS_ONLY:-lstm_h64_b64_t128_l1_uni,gru_h64_b64_t128_l1_uni,gru_h128_b64_t128_l1_uni,lstm_h128_b64_t128_l1_uni,elman_h128_b64_t128_l1_uni,lstm_h64_b256_t32_l2_uni,lstm_h64_b16_t32_l1_bi,gru_h128_b1_t512_l2_bi,elman_h512_b64_t128_l1_uni}
+      for dev in cuda:0 $ocl; do
+        name=cuda; [ "$dev" = cuda:0 ] || name=opencl
+        step "recurrent grid, every algorithm: rnn on $dev"
+        bash $run exec recurrent_grid --device "$dev" --points $points --only "$only" --algos all \
+          2>&1 | tee "$OUT/grid-algos-$name.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --algos all on $dev failed"; status=1; }
+      done
+      [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; } ;;&
     profile)
       # One graph-replayed training step of each workload under Nsight Compute, then the
       # roofline table per workload (scripts/roofline.py). With .gpu-bundle/bin/workloads-base

@@ -1,6 +1,8 @@
 //! [`ContextOptions`]: what is fixed when a context is created. Its own module, below both the
 //! context and the backends that read it, so that neither depends on the other through it.
 
+use crate::recurrent_algorithm::RecurrentAlgorithm;
+
 /// Options fixed when a context is created.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -67,6 +69,13 @@ pub struct ContextOptions {
     /// `Some(false)` never, `Some(true)` or `None` wherever they fit.
     /// `RNN_RECURRENT_BLOCK_LOCAL=0|1` sets it for every context that leaves it `None`.
     pub recurrent_block_local: Option<bool>,
+    /// The algorithm every recurrent sequence op tries first ([`RecurrentAlgorithm`]), for
+    /// measuring: where it cannot run a sequence, the automatic choice (which the two options
+    /// above steer) runs it instead, with a `log::debug!` line that says why. A forced
+    /// algorithm ignores `recurrent_gemm_steps` and `recurrent_block_local`.
+    /// `RNN_RECURRENT_ALGO=auto|block-local|block-local-l1|persistent|gemm|steps` sets it for
+    /// every context that leaves it `None`; `None` and `Some(Auto)` choose automatically.
+    pub recurrent_algorithm: Option<RecurrentAlgorithm>,
 }
 
 impl Default for ContextOptions {
@@ -81,6 +90,7 @@ impl Default for ContextOptions {
             profile_kernels: false,
             recurrent_gemm_steps: None,
             recurrent_block_local: None,
+            recurrent_algorithm: None,
         }
     }
 }

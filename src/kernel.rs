@@ -231,6 +231,17 @@ pub(crate) mod family_entries {
         "gru_seq_forward_local",
         "gru_seq_backward_local",
     ];
+    /// The block-local sequence kernels that read W_hh through the L1 cache, and the kernel
+    /// that packs W_hh for them.
+    pub(crate) const SMALL_SEQUENCE_L1: &[&str] = &[
+        "rnn_seq_forward_l1",
+        "rnn_seq_backward_l1",
+        "lstm_seq_forward_l1",
+        "lstm_seq_backward_l1",
+        "gru_seq_forward_l1",
+        "gru_seq_backward_l1",
+        "bl_pack_w",
+    ];
     /// Dropout and the generator.
     pub(crate) const RANDOM: &[&str] = &["dropout", "rng_advance"];
     /// Layer normalization.

@@ -71,6 +71,7 @@ mod memory_limit;
 pub mod monitor;
 pub mod nn;
 pub mod ops;
+mod recurrent_algorithm;
 mod tensor;
 
 // The README's examples compile and run as doctests.
@@ -87,4 +88,5 @@ pub use kernel::{Dialect, Kernel, KernelArg, KernelSource, LaunchConfig};
 pub use manager::{BackendStatus, GpuManager};
 // The op layer's argument types, beside the trait that takes them; its helpers stay in `ops`.
 pub use ops::{Activation, AdamStep, Gemm, KernelTime, Ops, SeqShape, SgdStep};
+pub use recurrent_algorithm::RecurrentAlgorithm;
 pub use tensor::Tensor;

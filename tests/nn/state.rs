@@ -8,10 +8,10 @@ use rnn::nn::{
     Dataset, LayerState, Loss, Network, RecurrentCell, RecurrentOptions, RecurrentState, Rng,
     RnnOutput, Targets,
 };
-use rnn::{Activation, Context, Error};
+use rnn::{Activation, Context, ContextOptions, Error, RecurrentAlgorithm};
 
 use crate::gradcheck::random;
-use crate::support::{Target, contexts, rel_err};
+use crate::support::{Target, contexts_with, rel_err};
 
 const CELLS: [RecurrentCell; 3] = [
     RecurrentCell::Rnn(Activation::Tanh),
@@ -184,8 +184,13 @@ fn cpu_state_gradients_match_finite_differences() {
 
 /// The outputs, final states, loss and all gradients of `ctx` against the CPU's.
 fn follows_cpu(t: Target) {
+    follows_cpu_with(t, "gpu_recurrent_state", |_| {});
+}
+
+/// [`follows_cpu`] on contexts with `tweak` applied to their options.
+fn follows_cpu_with(t: Target, test: &str, tweak: impl Fn(&mut ContextOptions)) {
     let cpu = Context::cpu();
-    for ctx in contexts(t, "gpu_recurrent_state") {
+    for ctx in contexts_with(t, test, tweak) {
         for (k, cell) in CELLS.into_iter().enumerate() {
             for opts in shapes() {
                 let what = format!("{} {cell:?} {opts:?}", ctx.id());
@@ -209,6 +214,23 @@ fn follows_cpu(t: Target) {
                 assert!(e < 1e-4, "{what}: output rel err {e}");
                 let e = rel_err(&flat(&sb), &flat(&sa));
                 assert!(e < 1e-4, "{what}: final state rel err {e}");
+            }
+        }
+    }
+}
+
+/// Forced to the block-local kernels that read W_hh through the L1 cache (OpenCL only; PoCL in
+/// CI): outputs, states and gradients against the CPU, and the finite-difference checks of the
+/// initial-state and parameter gradients.
+#[test]
+fn opencl_l1_recurrent_state_follows_cpu() {
+    let l1 =
+        |o: &mut ContextOptions| o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalL1);
+    follows_cpu_with(Target::OpenCl, "opencl_l1_recurrent_state", l1);
+    for ctx in contexts_with(Target::OpenCl, "opencl_l1_state_gradients", l1) {
+        for (k, cell) in CELLS.into_iter().enumerate() {
+            for opts in shapes() {
+                check_state_gradients(&ctx, cell, opts, 40 + k as u64);
             }
         }
     }

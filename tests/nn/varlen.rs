@@ -6,7 +6,7 @@ use rnn::nn::{
     Dataset, Loss, Network, RecurrentCell, RecurrentOptions, Rng, RnnOutput, Targets,
     TrainingConfig,
 };
-use rnn::{Activation, Context};
+use rnn::{Activation, Context, RecurrentAlgorithm};
 
 use crate::gradcheck::{check, classes, random};
 use crate::support::{self, Target, rel_err};
@@ -164,7 +164,33 @@ fn gpu_padded_batch_equals_each_sample_alone() {
 
 #[test]
 fn cpu_gradients_with_lengths() {
-    let ctx = Context::cpu();
+    gradients_with_lengths(&Context::cpu());
+}
+
+/// Contexts of every OpenCL device forced to the block-local kernels that read W_hh through
+/// the L1 cache (`RecurrentAlgorithm::BlockLocalL1`; PoCL in CI).
+fn l1_contexts(test: &str) -> Vec<Context> {
+    support::contexts_with(Target::OpenCl, test, |o| {
+        o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalL1)
+    })
+}
+
+#[test]
+fn opencl_l1_padded_batch_equals_each_sample_alone() {
+    for ctx in l1_contexts("opencl_l1_padded_batch_equals_each_sample_alone") {
+        padded_batch_equals_each_sample_alone(&ctx);
+    }
+}
+
+#[test]
+fn opencl_l1_gradients_with_lengths() {
+    for ctx in l1_contexts("opencl_l1_gradients_with_lengths") {
+        gradients_with_lengths(&ctx);
+    }
+}
+
+/// Finite-difference checks of every cell and layout with per-sample lengths on `ctx`.
+fn gradients_with_lengths(ctx: &Context) {
     let (t, i, h, c) = (4, 2, 3, 3);
     let lengths = [2usize, 4, 1];
     let n = lengths.len();
@@ -172,7 +198,7 @@ fn cpu_gradients_with_lengths() {
     for cell in CELLS {
         for opts in options() {
             for output in [RnnOutput::Sequence, RnnOutput::Last] {
-                let mut network = net(&ctx, (cell, opts), t, (i, h, c), output);
+                let mut network = net(ctx, (cell, opts), t, (i, h, c), output);
                 let x = random(&mut rng, n * t * i);
                 let data = match output {
                     RnnOutput::Sequence => {

@@ -7,7 +7,7 @@ use std::ops::RangeInclusive;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use rnn::ops::TypedMemory;
-use rnn::{Context, DType, Ops, View};
+use rnn::{Context, DType, Ops, RecurrentAlgorithm, View};
 
 use crate::support::{self, Target, rel_err};
 
@@ -427,18 +427,23 @@ type SeqCase = (usize, usize, usize, usize, u64);
 
 /// Runs `body` on random sequence shapes with the block-local recurrent kernels
 /// (`ContextOptions::recurrent_block_local`) on, then off (the paths they replace, at the same
-/// shapes): 1 to `max_steps` steps; batch 1, a few rows, or more rows than a GPU has compute
-/// units; hidden 1, `small` or `near_limit` (up to the largest that fits a block); views
-/// aligned and not.
+/// shapes), then forced to their L1 variant (`RecurrentAlgorithm::BlockLocalL1`: W_hh read from
+/// global memory, OpenCL; elsewhere, and beyond its thread limit, the automatic choice runs):
+/// 1 to `max_steps` steps; batch 1, a few rows, or more rows than a GPU has compute units;
+/// hidden 1, `small` or `near_limit` (up to the largest that fits a block); views aligned and
+/// not.
 fn block_local_sequences(
     t: Target,
     test: &str,
     (max_steps, small, near_limit): (usize, RangeInclusive<usize>, RangeInclusive<usize>),
     body: impl Fn(&Context, SeqCase) -> Result<(), TestCaseError>,
 ) {
-    for on in [true, false] {
-        let test = format!("{test} ({on})");
-        let ctxs = support::contexts_with(t, &test, |o| o.recurrent_block_local = Some(on));
+    for how in ["on", "off", "l1"] {
+        let test = format!("{test} ({how})");
+        let ctxs = support::contexts_with(t, &test, |o| match how {
+            "l1" => o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalL1),
+            _ => o.recurrent_block_local = Some(how == "on"),
+        });
         let s = (
             1..=max_steps,
             prop_oneof![Just(1usize), 2..=9usize, 130..=300usize],

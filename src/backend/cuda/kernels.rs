@@ -211,7 +211,10 @@ pub(crate) const FAMILIES: [OpFamily; 14] = [
             "kernels-cu/small_seq.cu",
             include_str!("../../../kernels-cu/small_seq.cu"),
         )],
-        entries: &[family_entries::SMALL_SEQUENCE],
+        entries: &[
+            family_entries::SMALL_SEQUENCE,
+            family_entries::SMALL_SEQUENCE_L1,
+        ],
     },
     OpFamily {
         name: "random",

@@ -5,11 +5,13 @@
 //! OpenCL devices, HIP, shapes that do not fit) the fused step kernels (`lstm_step_*`,
 //! `gru_step_*`, geometry `S`,
 //! recurrent product and gate math in one launch) run once per step, looped by
-//! `ops::gated_seq`.
+//! `ops::gated_seq`. Which of these (or the block-local kernels, or the per-step GEMMs) runs a
+//! sequence is decided by `seq_route`.
 
 use super::GpuOps;
 use super::launch::{self, Args};
-use super::persistent::SeqTile;
+use super::persistent::{CoopPlan, SeqTile};
+use super::seq_route::{SeqOp, SeqRoute};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
@@ -83,21 +85,18 @@ impl<D: Device> GpuOps<D> {
         self.with_grow_only(&self.seq_carry, n, false, f)
     }
 
-    /// One launch of the persistent kernel `k` over every step of `shape` with `bufs` and then
-    /// `tail` (ABI order, the barrier appended); false where the device or the shape does not
-    /// allow it.
+    /// One launch of the persistent kernel of `plan` (`k`'s) over every step of `shape` with
+    /// `bufs` and then `tail` (ABI order, the barrier appended).
     fn gated_persistent(
         &self,
-        k: SeqKernel,
+        (k, plan): (SeqKernel, &CoopPlan),
         bufs: &[&View<'_>],
         tail: &[&View<'_>],
         shape: SeqShape,
-    ) -> Result<bool> {
-        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
-        let tile = tile(k.gates, hidden, k.forward, self.device.dialect());
-        self.cooperative(k.entry, tile, batch, hidden, |barrier| {
+    ) -> Result<()> {
+        self.cooperative(plan, |barrier| {
             let args = Args::new().bufs(bufs)?.bufs(tail)?.buf(barrier)?;
-            let args = args.dims(&[steps, batch, hidden]);
+            let args = args.dims(&[shape.steps, shape.batch, shape.hidden]);
             Ok(match k.carry_in {
                 Some(on) => args.u32(on as u32),
                 None => args,
@@ -105,11 +104,11 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
-    /// A gated sequence op with `n` state elements (0: the checks found nothing to compute):
-    /// the persistent kernel `k` with `bufs` (and, backward, the carry appended: `state` where
-    /// the caller gives one, else scratch) where it is wanted and fits; else `by_gemm` with
-    /// `gemm_blocks * n` elements of scratch where the per-step GEMM path is
-    /// ([`GpuOps::seq_gemm_wanted`]); else `by_steps` with the carry.
+    /// A gated sequence op with `n` state elements (0: the checks found nothing to compute),
+    /// run as [`GpuOps::seq_route`] says: the block-local or persistent counterpart of `k` with
+    /// `bufs` (and, backward, the carry appended: `state` where the caller gives one, else
+    /// scratch); `by_gemm` with `gemm_blocks * n` elements of scratch; or `by_steps` with the
+    /// carry.
     fn gated_sequence(
         &self,
         k: SeqKernel,
@@ -121,29 +120,37 @@ impl<D: Device> GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
-        let gemm = self.seq_gemm_wanted(shape, k.gates);
-        let blocks = if gemm { gemm_blocks.max(1) } else { 1 };
+        let op = SeqOp {
+            base: k.entry,
+            gates: k.gates,
+            persistent: (
+                k.entry.to_string(),
+                tile(k.gates, shape.hidden, k.forward, self.device.dialect()),
+            ),
+        };
+        let route = self.seq_route(&op, shape)?;
+        let blocks = match route {
+            SeqRoute::Gemm => gemm_blocks.max(1),
+            _ => 1,
+        };
         self.with_carry(blocks * n, |scratch| {
             let carry = match state {
                 Some(s) => s,
                 None => scratch.slice(0, n)?,
             };
             let tail: &[&View<'_>] = if k.forward { &[] } else { &[&carry] };
-            let all: Vec<&View<'_>> = bufs.iter().chain(tail).copied().collect();
-            let carry_in = |args: Args| match k.carry_in {
-                Some(on) => args.u32(on as u32),
-                None => args,
-            };
-            if self.block_local(k.entry, &all, shape, carry_in)? {
-                return Ok(());
-            }
-            if self.seq_persistent_wanted(shape) && self.gated_persistent(k, bufs, tail, shape)? {
-                return Ok(());
-            }
-            if gemm {
-                by_gemm(scratch)
-            } else {
-                by_steps(carry)
+            match route {
+                SeqRoute::Local(plan) => {
+                    let all: Vec<&View<'_>> = bufs.iter().chain(tail).copied().collect();
+                    let carry_in = |args: Args| match k.carry_in {
+                        Some(on) => args.u32(on as u32),
+                        None => args,
+                    };
+                    self.block_local(&plan, &all, shape, carry_in)
+                }
+                SeqRoute::Persistent(plan) => self.gated_persistent((k, &plan), bufs, tail, shape),
+                SeqRoute::Gemm => by_gemm(scratch),
+                SeqRoute::Steps => by_steps(carry),
             }
         })
     }

@@ -29,6 +29,7 @@ mod reduce;
 mod rnn_seq;
 mod scratch;
 mod seq_gemm;
+mod seq_route;
 mod small_seq;
 mod user;
 mod varlen;
@@ -92,6 +93,9 @@ pub(crate) struct GpuOps<D: Device> {
     /// The Elman sequence kernels' exchange words (`rnn_seq`), grow-only like `seq_carry`;
     /// every word is zero between launches.
     seq_exchange: Mutex<Vec<Buffer>>,
+    /// W_hh packed for the L1 variant of the block-local kernels (`small_seq`), grow-only like
+    /// `seq_carry`.
+    seq_packed_w: Mutex<Vec<Buffer>>,
     /// Partials and tickets of the one-launch grid reductions, allocated on first use.
     scratch: Mutex<Option<scratch::Scratch>>,
     /// Partial products of split-k GEMMs ([`scratch::GEMM_PARTS`] floats), allocated on first use.
@@ -102,6 +106,9 @@ pub(crate) struct GpuOps<D: Device> {
     seq_gemm_steps: Option<bool>,
     /// `ContextOptions::recurrent_block_local` or its environment variable (`small_seq`).
     seq_block_local: bool,
+    /// The algorithm every sequence op tries first (`ContextOptions::recurrent_algorithm` or
+    /// its environment variable, `seq_route`); `None`: the automatic choice.
+    seq_forced: Option<crate::RecurrentAlgorithm>,
     /// Launches queued since the current graph recording began (`None`: not recording).
     recording: Mutex<Option<usize>>,
     pool: Arc<Pool<D>>,
@@ -152,11 +159,13 @@ impl<D: Device> GpuOps<D> {
             seq_barrier: Mutex::new(None),
             seq_carry: Mutex::new(Vec::new()),
             seq_exchange: Mutex::new(Vec::new()),
+            seq_packed_w: Mutex::new(Vec::new()),
             scratch: Mutex::new(None),
             gemm_parts: Mutex::new(None),
             thin_gemm: options.thin_gemm,
             seq_gemm_steps: seq_gemm::choice(options.recurrent_gemm_steps)?,
             seq_block_local: small_seq::choice(options.recurrent_block_local)?,
+            seq_forced: crate::recurrent_algorithm::forced(options.recurrent_algorithm)?,
             recording: Mutex::new(None),
         })
     }

@@ -24,6 +24,7 @@ const MAX_BARRIER_ROWS: usize = 4096;
 /// The block tile of a persistent kernel: `rows` batch rows, `units` hidden units, `threads`
 /// threads, and the floats of dynamic shared memory a block needs at the launch's `hidden`
 /// (`None` when that overflows).
+#[derive(Debug, Clone, Copy)]
 pub(super) struct SeqTile {
     pub rows: usize,
     pub units: usize,
@@ -52,31 +53,37 @@ pub(super) fn persistent_grid(
     Some([gx as u32, gy as u32, 1])
 }
 
+/// A persistent launch that fits the device: the entry and its launch configuration.
+#[derive(Debug, Clone)]
+pub(super) struct CoopPlan {
+    pub entry: String,
+    pub config: LaunchConfig,
+}
+
 impl<D: Device> GpuOps<D> {
-    /// One cooperative launch of the persistent kernel `entry` over `batch x hidden` with block
-    /// tile `tile`, `args(barrier)` its arguments. `Ok(false)` when the device or the shape does
-    /// not allow it (the caller loops the step kernels instead).
-    pub(super) fn cooperative(
+    /// The cooperative launch of the persistent kernel `entry` over `batch x hidden` with block
+    /// tile `tile`; `None` when the device or the shape does not allow it (the caller takes
+    /// another algorithm).
+    pub(super) fn cooperative_plan(
         &self,
         entry: &str,
         tile: SeqTile,
         batch: usize,
         hidden: usize,
-        args: impl FnOnce(&View<'_>) -> Result<Args>,
-    ) -> Result<bool> {
+    ) -> Result<Option<CoopPlan>> {
         let shared = tile
             .shared_floats
             .and_then(|f| f.checked_mul(4))
             .and_then(|b| u32::try_from(b).ok());
         let Some(shared) = shared else {
-            return Ok(false);
+            return Ok(None);
         };
         let module = self.module_for(entry)?;
         let limit = match self
             .device
             .cooperative_blocks(&module, entry, tile.threads, shared)
         {
-            None => return Ok(false),
+            None => return Ok(None),
             Some(limit) => limit? as usize,
         };
         let Some(grid) = persistent_grid(batch, hidden, limit, tile.rows, tile.units) else {
@@ -85,13 +92,27 @@ impl<D: Device> GpuOps<D> {
                  ({shared} bytes of shared memory each); running it per step",
                 self.info.id
             );
-            return Ok(false);
+            return Ok(None);
         };
-        let config = LaunchConfig {
-            grid,
-            block: [tile.threads, 1, 1],
-            shared_bytes: shared,
-        };
+        Ok(Some(CoopPlan {
+            entry: entry.to_string(),
+            config: LaunchConfig {
+                grid,
+                block: [tile.threads, 1, 1],
+                shared_bytes: shared,
+            },
+        }))
+    }
+
+    /// The cooperative launch `plan` (of [`GpuOps::cooperative_plan`]), `args(barrier)` its
+    /// arguments.
+    pub(super) fn cooperative(
+        &self,
+        plan: &CoopPlan,
+        args: impl FnOnce(&View<'_>) -> Result<Args>,
+    ) -> Result<()> {
+        let entry = plan.entry.as_str();
+        let module = self.module_for(entry)?;
         // One counter per block row, zeroed once; each completed barrier leaves its low bits at
         // zero again (kernels-cu/rnn_seq.cu), and launches on this context's one queue never
         // overlap. Allocated for the largest grid once, at the first (eager) step, since a
@@ -107,13 +128,16 @@ impl<D: Device> GpuOps<D> {
         };
         let args = args(&barrier.view())?;
         self.count_recorded();
-        match self
-            .device
-            .launch_cooperative(&module, entry, &config, args.as_slice())
-        {
-            None => Ok(false),
-            Some(r) => r.map(|()| true),
-        }
+        self.device
+            .launch_cooperative(&module, entry, &plan.config, args.as_slice())
+            .unwrap_or_else(|| {
+                // `cooperative_blocks` offered a grid, so the device has the launch.
+                Err(crate::Error::Unsupported {
+                    op: entry.to_string(),
+                    backend: self.info.backend,
+                    reason: "the device sized a cooperative grid but refused its launch".into(),
+                })
+            })
     }
 }
 

@@ -4,11 +4,13 @@
 //! kernels (geometry `Q`, kernels-cu/rnn_seq.cu, kernels-cl/seq.cl) runs every time step, the
 //! blocks passing the state to each other as tagged words through an exchange buffer; everywhere
 //! else (other OpenCL devices, HIP, shapes that do not fit) the fused step kernels run once per
-//! step.
+//! step. Which of these (or the block-local kernels, or the per-step GEMMs) runs a sequence is
+//! decided by `seq_route`.
 
 use super::GpuOps;
 use super::launch::{self, Args};
-use super::persistent::SeqTile;
+use super::persistent::{CoopPlan, SeqTile};
+use super::seq_route::{SeqOp, SeqRoute};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
@@ -80,26 +82,33 @@ impl<D: Device> GpuOps<D> {
         self.run(op, launch::rnn_step(shape.batch, shape.hidden), args)
     }
 
-    /// One launch of the persistent kernel `base` (its entry for the hidden size) with `bufs`,
-    /// the barrier and the exchange words of `n` state elements; false where the device or the
-    /// shape does not allow it.
+    /// One launch of the persistent kernel of `plan` with `bufs`, the barrier and the exchange
+    /// words of `n` state elements.
     fn elman_persistent(
         &self,
-        base: &'static str,
+        plan: &CoopPlan,
         bufs: &[&View<'_>],
         n: usize,
         act: Activation,
         shape: SeqShape,
-    ) -> Result<bool> {
-        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
-        let (entry, tile) = entry_and_tile(base, hidden);
-        self.cooperative(&entry, tile, batch, hidden, |barrier| {
+    ) -> Result<()> {
+        self.cooperative(plan, |barrier| {
             self.with_exchange(n, |xch| {
                 let args = Args::new().bufs(bufs)?.bufs(&[barrier, &xch])?;
-                let args = args.dims(&[steps, batch, hidden]);
+                let args = args.dims(&[shape.steps, shape.batch, shape.hidden]);
                 Ok(args.u32(act.code()).f32(act.param()))
             })
         })
+    }
+
+    /// The route of the Elman sequence op named by its persistent kernel `base`.
+    fn elman_route(&self, base: &'static str, shape: SeqShape) -> Result<SeqRoute> {
+        let op = SeqOp {
+            base,
+            gates: 1,
+            persistent: entry_and_tile(base, shape.hidden),
+        };
+        self.seq_route(&op, shape)
     }
 }
 
@@ -128,35 +137,37 @@ impl<D: Device> ElmanOps for GpuOps<D> {
 
     fn rnn_sequence_forward(&self, a: RnnSequenceForward<'_>) -> Result<()> {
         let n = a.check(self.context)?;
-        let bufs = a.views();
-        let act = |args: Args| args.u32(a.act.code()).f32(a.act.param());
-        if n == 0
-            || self.block_local("rnn_seq_forward", &bufs.each_ref(), a.shape, act)?
-            || self.seq_persistent_wanted(a.shape)
-                && self.elman_persistent("rnn_seq_forward", &bufs.each_ref(), n, a.act, a.shape)?
-        {
+        if n == 0 {
             return Ok(());
         }
-        if self.seq_gemm_wanted(a.shape, 1) {
-            return self.with_carry(a.shape.hidden, |bias| self.elman_forward_by_gemm(&a, bias));
+        let bufs = a.views();
+        let act = |args: Args| args.u32(a.act.code()).f32(a.act.param());
+        match self.elman_route("rnn_seq_forward", a.shape)? {
+            SeqRoute::Local(plan) => self.block_local(&plan, &bufs.each_ref(), a.shape, act),
+            SeqRoute::Persistent(plan) => {
+                self.elman_persistent(&plan, &bufs.each_ref(), n, a.act, a.shape)
+            }
+            SeqRoute::Gemm => {
+                self.with_carry(a.shape.hidden, |bias| self.elman_forward_by_gemm(&a, bias))
+            }
+            SeqRoute::Steps => crate::ops::rnn_seq::forward_by_steps(self, a),
         }
-        crate::ops::rnn_seq::forward_by_steps(self, a)
     }
 
     fn rnn_sequence_backward(&self, a: RnnSequenceBackward<'_>) -> Result<()> {
         let n = a.check(self.context)?;
-        let bufs = a.views();
-        let act = |args: Args| args.u32(a.act.code()).f32(a.act.param());
-        if n == 0
-            || self.block_local("rnn_seq_backward", &bufs.each_ref(), a.shape, act)?
-            || self.seq_persistent_wanted(a.shape)
-                && self.elman_persistent("rnn_seq_backward", &bufs.each_ref(), n, a.act, a.shape)?
-        {
+        if n == 0 {
             return Ok(());
         }
-        if self.seq_gemm_wanted(a.shape, 1) {
-            return self.with_carry(n, |total| self.elman_backward_by_gemm(&a, total));
+        let bufs = a.views();
+        let act = |args: Args| args.u32(a.act.code()).f32(a.act.param());
+        match self.elman_route("rnn_seq_backward", a.shape)? {
+            SeqRoute::Local(plan) => self.block_local(&plan, &bufs.each_ref(), a.shape, act),
+            SeqRoute::Persistent(plan) => {
+                self.elman_persistent(&plan, &bufs.each_ref(), n, a.act, a.shape)
+            }
+            SeqRoute::Gemm => self.with_carry(n, |total| self.elman_backward_by_gemm(&a, total)),
+            SeqRoute::Steps => crate::ops::rnn_seq::backward_by_steps(self, a),
         }
-        crate::ops::rnn_seq::backward_by_steps(self, a)
     }
 }

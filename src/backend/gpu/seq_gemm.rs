@@ -60,16 +60,6 @@ pub(crate) fn choice(option: Option<bool>) -> Result<Option<bool>> {
     }
 }
 
-/// The debug record of a sequence op (named by its persistent entry) that runs the GEMM path,
-/// which benches/recurrent_grid.rs reads to name the algorithm.
-fn note(device: &impl std::fmt::Display, entry: &str, shape: SeqShape) {
-    log::debug!(
-        "{device}: {entry} {}x{} runs per step as GEMMs and cell launches",
-        shape.batch,
-        shape.hidden
-    );
-}
-
 fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
     v.slice(t * len, len)
 }
@@ -111,7 +101,6 @@ impl<D: Device> GpuOps<D> {
     /// `lstm_sequence_forward` with one GEMM and one cell launch per step, after the two biases
     /// are added to every step's gates (the sequence checks have run).
     pub(crate) fn lstm_forward_by_gemm(&self, a: &LstmSequenceForward<'_>) -> Result<()> {
-        note(&self.info.id, "lstm_seq_forward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
         let rows = MatShape::new(a.shape.steps * b, 4 * h);
@@ -142,7 +131,6 @@ impl<D: Device> GpuOps<D> {
         a: &LstmSequenceBackward<'_>,
         scratch: View<'_>,
     ) -> Result<()> {
-        note(&self.info.id, "lstm_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
         let total = scratch.slice(n, n)?;
@@ -181,7 +169,6 @@ impl<D: Device> GpuOps<D> {
         a: &GruSequenceForward<'_>,
         scratch: View<'_>,
     ) -> Result<()> {
-        note(&self.info.id, "gru_seq_forward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         let (gx, gh) = (scratch.slice(0, 3 * n)?, scratch.slice(3 * n, 3 * n)?);
@@ -214,7 +201,6 @@ impl<D: Device> GpuOps<D> {
         a: &GruSequenceBackward<'_>,
         scratch: View<'_>,
     ) -> Result<()> {
-        note(&self.info.id, "gru_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         let total = scratch.slice(n, n)?;
@@ -247,7 +233,6 @@ impl<D: Device> GpuOps<D> {
         a: &RnnSequenceForward<'_>,
         bias: View<'_>,
     ) -> Result<()> {
-        note(&self.info.id, "rnn_seq_forward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         self.add(a.weights.b_ih, a.weights.b_hh, bias)?;
@@ -269,7 +254,6 @@ impl<D: Device> GpuOps<D> {
         a: &RnnSequenceBackward<'_>,
         total: View<'_>,
     ) -> Result<()> {
-        note(&self.info.id, "rnn_seq_backward", a.shape);
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         for t in (0..a.shape.steps).rev() {

@@ -14,14 +14,25 @@
 //! row's whole recurrence stays in one block and a step costs its products, not a barrier;
 //! larger hidden sizes do not fit, so the rule needs no size threshold. `0` turns them off (the
 //! persistent, GEMM or step paths decide as before).
+//!
+//! The L1 variant (`*_seq_*_l1`; kernels-cl/small_seq.cl and kernels-cu/small_seq.cu compile
+//! each body twice) reads W_hh from global memory, packed once per sequence op by `bl_pack_w`
+//! in the layout the shared-memory variant gives it, so that a warp's loads are contiguous, and
+//! keeps only the staged rows and products in local memory. On NVIDIA GPUs the L1 cache and
+//! shared memory are one array per SM (256 KB on an H100), so a W_hh of up to
+//! [`L1_BUDGET_NVIDIA`] read every step may stay in L1 without a grid barrier. Under OpenCL and
+//! HIP (48 KB a block) it is chosen where the shared-memory variant does not fit and W_hh
+//! (padded) is at most [`GpuOps::l1_budget`]; never by default under CUDA, whose blocks hold
+//! W_hh at those sizes. The budget is a rule of thumb to be confirmed by the all-algorithms grid
+//! (benches/recurrent_grid.rs `--algos all`).
 
 use super::GpuOps;
-use super::launch::Args;
+use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::env_switch::Switch;
 use crate::error::Result;
-use crate::kernel::LaunchConfig;
+use crate::kernel::{Dialect, LaunchConfig};
 use crate::ops::SeqShape;
 
 /// `RNN_RECURRENT_BLOCK_LOCAL`: off (`0`, `off`, `false`, `no`) keeps every recurrent sequence
@@ -49,6 +60,32 @@ const MAX_THREADS: usize = 1024;
 /// alone beyond it rules a kernel out before the device is asked (and its module compiled).
 const MAX_SHARED_BYTES: usize = 227 << 10;
 
+/// The most bytes of packed W_hh the automatic choice reads through the L1 cache on an NVIDIA
+/// GPU: L1 and shared memory are one array per SM (128 KB on a V100, 192 KB on an A100, 256 KB
+/// on an H100), and the L1 variant asks for only a few KB of local memory, so the rest is L1
+/// (covers LSTM hidden 109, GRU 128, Elman 220). NVIDIA's OpenCL reports no per-SM cache size
+/// (its `CL_DEVICE_GLOBAL_MEM_CACHE_SIZE` is a sum over SMs), hence a constant.
+pub(crate) const L1_BUDGET_NVIDIA: usize = 192 << 10;
+/// The same elsewhere (L1 caches of 16-64 KB per compute unit, backed by L2): W_hh read every
+/// step from there still saves the per-step launches of the fallback at small sizes.
+pub(crate) const L1_BUDGET_OTHER: usize = 64 << 10;
+
+/// Where a block-local kernel keeps W_hh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WPlace {
+    /// In the block's shared (local) memory (`*_local`).
+    Shared,
+    /// In global memory, packed, read through the L1 cache (`*_l1`).
+    L1,
+}
+
+/// The floats of W_hh packed as the products' operand: `gates hidden` by hidden rounded up to 4.
+fn packed_floats(gates: usize, hidden: usize) -> usize {
+    gates
+        .saturating_mul(hidden)
+        .saturating_mul(hidden.div_ceil(4) * 4)
+}
+
 /// A block-local launch: `grid` blocks of `threads` threads with `shared_floats` floats of
 /// dynamic shared memory each, `rows` batch rows a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,15 +104,16 @@ pub(crate) struct BlockRoom {
 }
 
 /// The launch of a block-local kernel with `gates` gate blocks (1 Elman, 3 GRU, 4 LSTM) over
-/// `batch x hidden`, forward or backward, on a device with `compute_units` SMs whose blocks
-/// have `room`: the fewest rows a block that still give every SM one block (more rows per
-/// block only lengthen each block's steps while SMs idle), fewer where the threads (one per
-/// product and row group, and at least one per cell element of the tile) or the shared memory
-/// (W_hh and the staged rows with hidden padded to 4, the products) would not fit. `None` where not even one row fits.
+/// `batch x hidden`, forward or backward, with W_hh in `place`, on a device with
+/// `compute_units` SMs whose blocks have `room`: the fewest rows a block that still give every
+/// SM one block (more rows per block only lengthen each block's steps while SMs idle), fewer
+/// where the threads (one per product and row group, and at least one per cell element of the
+/// tile) or the shared memory (W_hh where it is kept there, the staged rows with hidden padded
+/// to 4, the products) would not fit. `None` where not even one row fits.
 pub(crate) fn geometry(
     gates: usize,
     (batch, hidden): (usize, usize),
-    forward: bool,
+    (forward, place): (bool, WPlace),
     compute_units: usize,
     room: BlockRoom,
 ) -> Option<BlockLocal> {
@@ -92,7 +130,10 @@ pub(crate) fn geometry(
     // k runs in float4s: each gate block's hidden padded to 4, in W and in the staged rows.
     let padded_hidden = hidden.div_ceil(4) * 4;
     let width = if forward { 1 } else { gates } * padded_hidden;
-    let w = gh.checked_mul(padded_hidden)?;
+    let w = match place {
+        WPlace::Shared => gh.checked_mul(padded_hidden)?,
+        WPlace::L1 => 0,
+    };
     let want = batch
         .div_ceil(compute_units.max(1))
         .min(max_threads / hidden);
@@ -111,96 +152,158 @@ pub(crate) fn geometry(
     })
 }
 
-/// The debug record of a sequence op that runs block-local, which benches/recurrent_grid.rs
-/// reads to name the algorithm.
-fn note(device: &impl std::fmt::Display, entry: &str, shape: SeqShape, launch: BlockLocal) {
-    log::debug!(
-        "{device}: {entry} {}x{} runs block-local ({} blocks of {} rows)",
-        shape.batch,
-        shape.hidden,
-        launch.grid,
-        launch.rows
-    );
-}
-
-/// A block-local kernel: its entry, gate blocks (1 Elman, 3 GRU, 4 LSTM) and direction.
-#[derive(Clone, Copy)]
-struct LocalKernel {
+/// A block-local kernel: its entry, gate blocks (1 Elman, 3 GRU, 4 LSTM), direction, where it
+/// keeps W_hh, and the position of `w_hh` among its buffers.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LocalKernel {
     pub entry: &'static str,
     pub gates: usize,
     pub forward: bool,
+    pub place: WPlace,
+    w_arg: usize,
 }
 
 impl LocalKernel {
     /// The block-local counterpart of the persistent kernel `persistent` (`lstm_seq_forward`,
-    /// ...; same arguments less the barrier and exchange buffers).
-    pub(super) fn of(persistent: &str) -> Option<LocalKernel> {
-        let (entry, gates) = match persistent {
-            "rnn_seq_forward" => ("rnn_seq_forward_local", 1),
-            "rnn_seq_backward" => ("rnn_seq_backward_local", 1),
-            "lstm_seq_forward" => ("lstm_seq_forward_local", 4),
-            "lstm_seq_backward" => ("lstm_seq_backward_local", 4),
-            "gru_seq_forward" => ("gru_seq_forward_local", 3),
-            "gru_seq_backward" => ("gru_seq_backward_local", 3),
+    /// ...; same arguments less the barrier and exchange buffers) with W_hh in `place`.
+    pub(super) fn of(persistent: &str, place: WPlace) -> Option<LocalKernel> {
+        let shared = place == WPlace::Shared;
+        let pick = |local, l1| if shared { local } else { l1 };
+        let (entry, gates, w_arg) = match persistent {
+            "rnn_seq_forward" => (pick("rnn_seq_forward_local", "rnn_seq_forward_l1"), 1, 2),
+            "rnn_seq_backward" => (pick("rnn_seq_backward_local", "rnn_seq_backward_l1"), 1, 2),
+            "lstm_seq_forward" => (pick("lstm_seq_forward_local", "lstm_seq_forward_l1"), 4, 3),
+            "lstm_seq_backward" => (
+                pick("lstm_seq_backward_local", "lstm_seq_backward_l1"),
+                4,
+                3,
+            ),
+            "gru_seq_forward" => (pick("gru_seq_forward_local", "gru_seq_forward_l1"), 3, 2),
+            "gru_seq_backward" => (pick("gru_seq_backward_local", "gru_seq_backward_l1"), 3, 3),
             _ => return None,
         };
         Some(LocalKernel {
             entry,
             gates,
             forward: persistent.ends_with("_forward"),
+            place,
+            w_arg,
         })
     }
 }
 
+/// A block-local launch that fits the device: the kernel and its geometry.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct LocalPlan {
+    pub kernel: LocalKernel,
+    pub launch: BlockLocal,
+}
+
 impl<D: Device> GpuOps<D> {
-    /// One launch of the block-local counterpart of the persistent kernel `persistent` over every step of `shape` with `bufs`, then
-    /// the dimensions and what `tail` appends (the Elman activation); false where they are
-    /// turned off or it does not fit the device.
-    pub(super) fn block_local(
+    /// The most bytes of packed W_hh that the automatic choice reads through the L1 cache
+    /// ([`L1_BUDGET_NVIDIA`] on NVIDIA GPUs, else [`L1_BUDGET_OTHER`]).
+    pub(super) fn l1_budget(&self) -> usize {
+        if self.info.vendor.to_ascii_uppercase().contains("NVIDIA") {
+            L1_BUDGET_NVIDIA
+        } else {
+            L1_BUDGET_OTHER
+        }
+    }
+
+    /// Whether the automatic choice may read W_hh of a `gates`-gate cell at `hidden` through
+    /// the L1 cache: OpenCL and HIP (48 KB of shared memory a block), where W_hh is within
+    /// [`GpuOps::l1_budget`]. Never CUDA, whose blocks hold W_hh up to the sizes the budget
+    /// allows on an H100 (its `_l1` entries are there for the forced switch).
+    pub(super) fn l1_wanted(&self, gates: usize, hidden: usize) -> bool {
+        matches!(self.device.dialect(), Dialect::OpenCl | Dialect::Hip)
+            && packed_floats(gates, hidden).saturating_mul(4) <= self.l1_budget()
+    }
+
+    /// The block-local launch of the counterpart of the persistent kernel `persistent` for
+    /// `shape` with W_hh in `place`, or why there is none on this device.
+    pub(super) fn local_plan(
         &self,
         persistent: &str,
-        bufs: &[&View<'_>],
         shape: SeqShape,
-        tail: impl FnOnce(Args) -> Args,
-    ) -> Result<bool> {
-        let Some(k) = LocalKernel::of(persistent) else {
-            return Ok(false);
+        place: WPlace,
+    ) -> Result<std::result::Result<LocalPlan, &'static str>> {
+        let Some(k) = LocalKernel::of(persistent, place) else {
+            return Ok(Err("no block-local kernel of this op"));
         };
-        let (steps, batch, hidden) = (shape.steps, shape.batch, shape.hidden);
-        let w_bytes = k.gates.saturating_mul(hidden).saturating_mul(hidden) * 4;
-        if !self.seq_block_local || w_bytes > MAX_SHARED_BYTES {
-            return Ok(false);
+        let w_bytes = packed_floats(k.gates, shape.hidden).saturating_mul(4);
+        if place == WPlace::Shared && w_bytes > MAX_SHARED_BYTES {
+            return Ok(Err("W_hh exceeds the shared memory of any block"));
         }
         let module = self.module_for(k.entry)?;
         let Some(limits) = self.device.block_limits(&module, k.entry).transpose()? else {
-            return Ok(false);
+            return Ok(Err("the device does not report its block limits"));
         };
         let room = BlockRoom {
             threads: limits.0 as usize,
             shared_bytes: limits.1 as usize,
         };
         let units = self.info.compute_units as usize;
-        let Some(launch) = geometry(k.gates, (batch, hidden), k.forward, units, room) else {
-            return Ok(false);
-        };
-        note(&self.info.id, k.entry, shape, launch);
-        let args = tail(Args::new().bufs(bufs)?.dims(&[steps, batch, hidden]));
+        let dims = (shape.batch, shape.hidden);
+        Ok(geometry(k.gates, dims, (k.forward, place), units, room)
+            .map(|launch| LocalPlan { kernel: k, launch })
+            .ok_or("one row and its products (and W_hh, if kept there) do not fit a block"))
+    }
+
+    /// One launch of the block-local `plan` over every step of `shape` with `bufs` (those of
+    /// the persistent kernel), then the dimensions and what `tail` appends (the Elman
+    /// activation). The L1 variant first packs W_hh into this context's packed-W scratch
+    /// (grow-only like the carry), which then takes the place of `w_hh`.
+    pub(super) fn block_local(
+        &self,
+        plan: &LocalPlan,
+        bufs: &[&View<'_>],
+        shape: SeqShape,
+        tail: impl FnOnce(Args) -> Args,
+    ) -> Result<()> {
+        let k = plan.kernel;
+        if k.place == WPlace::Shared {
+            return self.launch_local(plan, bufs, shape, tail);
+        }
+        let n = packed_floats(k.gates, shape.hidden);
+        self.with_grow_only(&self.seq_packed_w, n, false, |packed| {
+            let pack = Args::new()
+                .bufs(&[bufs[k.w_arg], &packed])?
+                .dims(&[k.gates, shape.hidden])
+                .u32(k.forward as u32);
+            self.run("bl_pack_w", launch::elementwise(n), pack)?;
+            let mut swapped = bufs.to_vec();
+            swapped[k.w_arg] = &packed;
+            self.launch_local(plan, &swapped, shape, tail)
+        })
+    }
+
+    /// The launch of `plan` with `bufs` as they are.
+    fn launch_local(
+        &self,
+        plan: &LocalPlan,
+        bufs: &[&View<'_>],
+        shape: SeqShape,
+        tail: impl FnOnce(Args) -> Args,
+    ) -> Result<()> {
+        let (k, launch) = (plan.kernel, plan.launch);
+        let module = self.module_for(k.entry)?;
+        let dims = [shape.steps, shape.batch, shape.hidden];
+        let args = tail(Args::new().bufs(bufs)?.dims(&dims));
         let config = LaunchConfig {
             grid: [launch.grid as u32, 1, 1],
             block: [launch.threads as u32, 1, 1],
-            // Fits u32: at most `room.shared_bytes`.
+            // Fits u32: at most the device's shared bytes a block.
             shared_bytes: (launch.shared_floats * 4) as u32,
         };
         self.count_recorded();
         self.device
-            .launch(&module, k.entry, &config, args.as_slice())?;
-        Ok(true)
+            .launch(&module, k.entry, &config, args.as_slice())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{BlockLocal, BlockRoom, geometry};
+    use super::{BlockLocal, BlockRoom, L1_BUDGET_NVIDIA, WPlace, geometry, packed_floats};
 
     const H100: BlockRoom = BlockRoom {
         threads: 1024,
@@ -211,15 +314,20 @@ mod tests {
         shared_bytes: 48 << 10,
     };
 
-    /// The largest hidden size whose forward and backward both fit at batch 1.
-    fn largest(gates: usize, limit: BlockRoom) -> usize {
+    /// The largest hidden size whose forward and backward both fit at batch 1 with W_hh in
+    /// `place`.
+    fn largest_in(place: WPlace, gates: usize, limit: BlockRoom) -> usize {
         (1..=1024)
             .filter(|&h| {
-                geometry(gates, (1, h), true, 132, limit).is_some()
-                    && geometry(gates, (1, h), false, 132, limit).is_some()
+                geometry(gates, (1, h), (true, place), 132, limit).is_some()
+                    && geometry(gates, (1, h), (false, place), 132, limit).is_some()
             })
             .max()
             .unwrap_or(0)
+    }
+
+    fn largest(gates: usize, limit: BlockRoom) -> usize {
+        largest_in(WPlace::Shared, gates, limit)
     }
 
     #[test]
@@ -229,9 +337,28 @@ mod tests {
     }
 
     #[test]
+    fn the_l1_variant_is_bounded_by_threads_and_the_budget_by_w() {
+        // Without W_hh in local memory only the products' threads bound the hidden size.
+        let l1 = [4, 3, 1].map(|g| largest_in(WPlace::L1, g, NV_OPENCL));
+        assert_eq!(l1, [256, 341, 1024]);
+        // W_hh within the NVIDIA budget: LSTM <= 109, GRU <= 128, Elman <= 220.
+        let within = |g: usize| {
+            (1..=1024)
+                .filter(|&h| packed_floats(g, h) * 4 <= L1_BUDGET_NVIDIA)
+                .max()
+                .unwrap()
+        };
+        assert_eq!([4, 3, 1].map(within), [109, 128, 220]);
+        // GRU hidden 128, batch 64: one row a block, 384 threads, rows and products only.
+        let gru = geometry(3, (64, 128), (false, WPlace::L1), 132, NV_OPENCL).unwrap();
+        assert_eq!((gru.grid, gru.rows, gru.threads), (64, 1, 384));
+        assert_eq!(gru.shared_floats, 3 * 128 + 384);
+    }
+
+    #[test]
     fn one_row_a_block_until_the_batch_exceeds_the_sms() {
         // LSTM hidden 64 forward: 256 products, one thread each.
-        let one = geometry(4, (64, 64), true, 132, H100).unwrap();
+        let one = geometry(4, (64, 64), (true, WPlace::Shared), 132, H100).unwrap();
         assert_eq!(
             one,
             BlockLocal {
@@ -242,36 +369,54 @@ mod tests {
             }
         );
         // Batch 256 on 132 SMs: two rows a block, a row group each.
-        let two = geometry(4, (256, 64), true, 132, H100).unwrap();
+        let two = geometry(4, (256, 64), (true, WPlace::Shared), 132, H100).unwrap();
         assert_eq!((two.grid, two.rows, two.threads), (128, 2, 512));
         // Batch 4096: 32 rows wanted; the cell threads (rows x hidden <= threads) allow 16.
-        let many = geometry(4, (4096, 64), false, 132, H100).unwrap();
+        let many = geometry(4, (4096, 64), (false, WPlace::Shared), 132, H100).unwrap();
         assert_eq!((many.grid, many.rows, many.threads), (256, 16, 1024));
         assert!(many.shared_floats * 4 <= H100.shared_bytes);
     }
 
     #[test]
     fn nothing_fits_without_room_for_w() {
-        assert_eq!(geometry(4, (8, 128), true, 132, H100), None);
-        assert_eq!(geometry(1, (8, 2000), true, 132, H100), None);
-        assert_eq!(geometry(4, (0, 16), true, 132, H100), None);
+        assert_eq!(
+            geometry(4, (8, 128), (true, WPlace::Shared), 132, H100),
+            None
+        );
+        assert_eq!(
+            geometry(1, (8, 2000), (true, WPlace::Shared), 132, H100),
+            None
+        );
+        assert_eq!(
+            geometry(4, (0, 16), (true, WPlace::Shared), 132, H100),
+            None
+        );
         let none = BlockRoom {
             threads: 1024,
             shared_bytes: 0,
         };
-        assert_eq!(geometry(4, (1, 16), true, 132, none), None);
+        assert_eq!(
+            geometry(4, (1, 16), (true, WPlace::Shared), 132, none),
+            None
+        );
         // More than 1024 products a row: no block has the threads.
         let unbounded = BlockRoom {
             threads: 1 << 20,
             shared_bytes: usize::MAX,
         };
-        assert_eq!(geometry(4, (1, 300), true, 132, unbounded), None);
+        assert_eq!(
+            geometry(4, (1, 300), (true, WPlace::Shared), 132, unbounded),
+            None
+        );
         // A kernel limited to 128 work-items (registers) cannot take 256 products.
         let small = BlockRoom {
             threads: 128,
             shared_bytes: 48 << 10,
         };
-        assert_eq!(geometry(4, (1, 64), true, 132, small), None);
-        assert!(geometry(4, (1, 32), true, 132, small).is_some());
+        assert_eq!(
+            geometry(4, (1, 64), (true, WPlace::Shared), 132, small),
+            None
+        );
+        assert!(geometry(4, (1, 32), (true, WPlace::Shared), 132, small).is_some());
     }
 }

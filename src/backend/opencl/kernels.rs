@@ -140,7 +140,10 @@ pub(crate) const FAMILIES: [OpFamily; 13] = [
             "kernels-cl/small_seq.cl",
             include_str!("../../../kernels-cl/small_seq.cl"),
         )],
-        entries: &[family_entries::SMALL_SEQUENCE],
+        entries: &[
+            family_entries::SMALL_SEQUENCE,
+            family_entries::SMALL_SEQUENCE_L1,
+        ],
     },
     OpFamily {
         name: "random",

@@ -280,6 +280,49 @@ pub fn sequence_launches(t: Target) {
             .filter(|k| k.contains("_step_") || k.contains("_seq_") && !k.ends_with("_local"));
         assert_eq!(others.count(), 0, "{}: {got:?}", ctx.id());
     }
+    forced_sequence_launches(t);
+}
+
+/// Each forced recurrent algorithm (`ContextOptions::recurrent_algorithm`) launches its own
+/// kernels and no other recurrence; one this device cannot run (persistent, off NVIDIA) falls
+/// back to the automatic choice (block-local at this size).
+fn forced_sequence_launches(t: Target) {
+    use rnn::RecurrentAlgorithm as A;
+    for algorithm in A::FORCIBLE {
+        let test = format!("gpu_sequence_launches ({algorithm})");
+        let options = |o: &mut rnn::ContextOptions| {
+            o.profile_kernels = true;
+            o.recurrent_algorithm = Some(algorithm);
+        };
+        for ctx in support::contexts_with(t, &test, options) {
+            let got = launched_by_sequences(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+            let ran = |suffix: &str| {
+                ["rnn", "lstm", "gru"].iter().all(|cell| {
+                    ["forward", "backward"]
+                        .iter()
+                        .all(|pass| got.get(&format!("{cell}_seq_{pass}{suffix}")) == Some(&2))
+                })
+            };
+            let count = |part: &str| got.keys().filter(|k| k.contains(part)).count();
+            let ok = match algorithm {
+                A::BlockLocal => ran("_local") && count("_seq_") == 6 && count("_step_") == 0,
+                A::BlockLocalL1 => {
+                    ran("_l1")
+                        && count("_seq_") == 6
+                        && count("_step_") == 0
+                        && got.get("bl_pack_w") == Some(&12)
+                }
+                A::Persistent if persistent_opencl(&ctx) => {
+                    count("_seq_") == 6 && count("_local") == 0 && count("_step_") == 0
+                }
+                A::Persistent => ran("_local") && count("_seq_") == 6,
+                A::Gemm => count("_seq_") == 0 && count("_step_") == 0,
+                A::Steps => count("_seq_") == 0 && got.get("rnn_step_forward") == Some(&12),
+                _ => false,
+            };
+            assert!(ok, "{}: {algorithm}: {got:?}", ctx.id());
+        }
+    }
 }
 
 /// Whether the tensor-core kernels are allowed (`RNN_OPENCL_TENSOR_CORES` not off).

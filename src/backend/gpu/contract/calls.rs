@@ -223,10 +223,11 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         shape,
     ))?;
 
-    // Recurrent cells, steps and sequences: block-local (32), persistent with the Elman W slice
-    // in registers (250), above 256 hidden units.
+    // Recurrent cells, steps and sequences: block-local (32), block-local with W_hh through L1
+    // on OpenCL where W_hh exceeds 48 KB of local memory (LSTM and GRU 64, Elman 128),
+    // persistent with the Elman W slice in registers (250), above 256 hidden units.
     let batch = 4;
-    for hidden in [32, 250, 272] {
+    for hidden in [32, 64, 128, 250, 272] {
         recurrent(ops, &z, batch, hidden)?;
     }
 
