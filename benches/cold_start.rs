@@ -130,7 +130,7 @@ fn configure<'a>(cmd: &'a mut Command, cache: &Path, mode: Mode) -> &'a mut Comm
             if mode == Mode::PrefetchNoTier0 {
                 "off"
             } else {
-                "auto"
+                "on"
             },
         )
 }

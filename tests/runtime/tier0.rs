@@ -5,13 +5,11 @@
 //! cache and the kernels are final from the first GEMM on. In child processes on an OpenCL
 //! device (PoCL in CI), each with its own `RNN_CACHE_DIR`, as `lazy_modules.rs` runs them.
 
-use std::process::Command;
-
+use rnn::Gemm;
 use rnn::cache::KernelCache;
-use rnn::{DeviceKind, Gemm, GpuManager};
 
 use super::cache::TempDir;
-use super::support::{Target, is_required};
+use super::lazy_modules::{child_context, run_child, skip_without_opencl};
 
 /// Set in the children: `gemm` (two products around a `warm_up`) or `warm_up`.
 const CHILD_WORK: &str = "RNN_TIER0_CHILD";
@@ -54,21 +52,9 @@ fn checked_gemm(ctx: &rnn::Context) -> bool {
 }
 
 fn child(work: &str) {
-    let manager = GpuManager::new().unwrap();
-    let opencl = || {
-        manager
-            .devices()
-            .iter()
-            .filter(|d| d.backend == rnn::BackendKind::OpenCl)
-    };
-    let Some(device) = opencl()
-        .find(|d| d.kind == DeviceKind::Cpu)
-        .or_else(|| opencl().next())
-    else {
-        println!("child: no OpenCL device");
+    let Some(ctx) = child_context() else {
         return;
     };
-    let ctx = manager.create_context(device.id).unwrap();
     match work {
         "warm_up" => ctx.warm_up().unwrap(),
         "gemm" => {
@@ -81,34 +67,11 @@ fn child(work: &str) {
     println!("child done");
 }
 
-/// Runs the child's `work` with the prefetch on or off in `cache`; its output, or `None` when
-/// it found no OpenCL device.
-fn run_child(work: &str, prefetch: bool, cache: &TempDir) -> Option<String> {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "tier0::a_cold_start_uses_tier0_and_a_warm_one_never",
-            "--nocapture",
-        ])
-        .env(CHILD_WORK, work)
-        .env("RNN_CACHE_DIR", cache.path())
-        .env("RNN_KERNEL_PREFETCH", if prefetch { "1" } else { "0" })
-        .env("RNN_BACKENDS", "opencl")
-        .env_remove("RNN_CACHE")
-        .env_remove("RNN_KERNEL_TIER0")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    if stdout.contains("child: no OpenCL device") {
-        return None;
-    }
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "{work}: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(stdout)
+/// The child's output for `work` with the prefetch on or off in `cache`, or `None` when it
+/// found no OpenCL device.
+fn child_run(work: &str, prefetch: bool, cache: &TempDir) -> Option<String> {
+    let test = "tier0::a_cold_start_uses_tier0_and_a_warm_one_never";
+    run_child(test, (CHILD_WORK, work), cache, prefetch)
 }
 
 fn entries(cache: &TempDir) -> usize {
@@ -123,22 +86,17 @@ fn a_cold_start_uses_tier0_and_a_warm_one_never() {
     // Warm: every family in the cache first (warm_up builds no tier 0), then a prefetching
     // context's GEMM loads its family and builds nothing new.
     let warm = TempDir::new("tier0-warm");
-    if run_child("warm_up", false, &warm).is_none() {
-        assert!(
-            !is_required(Target::OpenCl),
-            "required backend missing (RNN_REQUIRE_BACKENDS): no OpenCL device"
-        );
-        println!("SKIP a_cold_start_uses_tier0_and_a_warm_one_never: no OpenCL device");
-        return;
+    if child_run("warm_up", false, &warm).is_none() {
+        return skip_without_opencl("a_cold_start_uses_tier0_and_a_warm_one_never");
     }
     let families = entries(&warm);
-    let out = run_child("gemm", true, &warm).unwrap();
+    let out = child_run("gemm", true, &warm).unwrap();
     assert!(out.contains("final after the first gemm: true"), "{out}");
     assert_eq!(entries(&warm), families, "a warm start built tier 0");
     // Cold: the first GEMM runs the stand-in while the prefetch builds the GEMM family last;
     // after warm_up the family's kernel runs, and the cache holds the families and tier 0.
     let cold = TempDir::new("tier0-cold");
-    let out = run_child("gemm", true, &cold).unwrap();
+    let out = child_run("gemm", true, &cold).unwrap();
     assert!(out.contains("final after the first gemm: false"), "{out}");
     assert!(out.contains("final after warm_up: true"), "{out}");
     assert_eq!(entries(&cold), families + 1, "the families and tier 0");

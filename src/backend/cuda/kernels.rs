@@ -257,10 +257,16 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
     // (src/backend/gpu/modules.rs); never prefetched from a warm cache.
     OpFamily {
         name: TIER0,
-        files: &[(
-            "kernels-cu/tier0.cu",
-            include_str!("../../../kernels-cu/tier0.cu"),
-        )],
+        files: &[
+            (
+                "kernels-common/sgemm_tier0.h",
+                include_str!("../../../kernels-common/sgemm_tier0.h"),
+            ),
+            (
+                "kernels-cu/tier0.cu",
+                include_str!("../../../kernels-cu/tier0.cu"),
+            ),
+        ],
         entries: &[family_entries::TIER0],
     },
 ];

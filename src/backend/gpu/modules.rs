@@ -230,7 +230,7 @@ impl<D: Device> OpSet<D> {
 
     /// The tier-0 module when a launch of `entry` is to use its stand-in (`sgemm_tier0`) now,
     /// `None` when it launches `entry` itself ([`OpSet::module_for`]). With `RNN_KERNEL_TIER0`
-    /// at `auto`: while `entry`'s family is one tier 0 covers, is not built yet, a prefetch
+    /// on (not `force`): while `entry`'s family is one tier 0 covers, is not built yet, a prefetch
     /// is building it, no graph is `recording`, and its binary was not in the disk cache (one
     /// look per family; a warm start loads the family as ever). A stand-in that fails to
     /// build leaves the launch to its family.

@@ -12,11 +12,13 @@
 
 use std::ffi::OsStr;
 
-use crate::error::{Error, Result};
+use crate::env_switch::Switch;
+use crate::error::Result;
 
-/// `RNN_KERNEL_TIER0`: `auto` (or unset, or empty) uses the stand-ins on cold starts with a
-/// prefetch, `off` never, `force` for every product they cover, cold or warm, recorded or
-/// not (the backend suites run so to test them on every backend).
+/// `RNN_KERNEL_TIER0`: on (unset, empty, `1`, `on`, `true`, `yes`) uses the stand-ins on cold
+/// starts with a prefetch, off (`0`, `off`, `false`, `no`) never, `force` for every product
+/// they cover, cold or warm, recorded or not (as `ContextOptions::force_tier0`, with which the
+/// backend suites test them on every backend).
 pub(crate) const TIER0_ENV: &str = "RNN_KERNEL_TIER0";
 
 /// The families the stand-ins replace (the f32 GEMMs of each dialect; names a dialect lacks
@@ -34,28 +36,27 @@ pub(super) enum TierMode {
 }
 
 impl TierMode {
-    /// The mode `RNN_KERNEL_TIER0` (its value `value`, if set) asks for.
+    /// The mode `RNN_KERNEL_TIER0` (its value `value`, if set) asks for: `force`, or a switch
+    /// whose on (unset, empty, `1`, `on`, ...) is [`TierMode::Auto`]; anything else is
+    /// [`crate::Error::InvalidEnv`].
     pub(super) fn parse(value: Option<&OsStr>) -> Result<Self> {
-        let Some(raw) = value else {
-            return Ok(TierMode::Auto);
-        };
-        let invalid = || Error::InvalidEnv {
-            name: TIER0_ENV.into(),
-            value: raw.to_string_lossy().into_owned(),
-            reason: "expected auto, off or force".into(),
-        };
-        match raw
-            .to_str()
-            .ok_or_else(invalid)?
-            .trim()
-            .to_ascii_lowercase()
-            .as_str()
+        if value
+            .and_then(OsStr::to_str)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("force"))
         {
-            "" | "auto" => Ok(TierMode::Auto),
-            "off" | "0" => Ok(TierMode::Off),
-            "force" => Ok(TierMode::Force),
-            _ => Err(invalid()),
+            return Ok(TierMode::Force);
         }
+        let switch = Switch {
+            name: TIER0_ENV,
+            unset: true,
+            empty: true,
+            yes_no: true,
+        };
+        Ok(if switch.parse(value)? {
+            TierMode::Auto
+        } else {
+            TierMode::Off
+        })
     }
 
     /// The mode of the environment.
@@ -73,7 +74,7 @@ mod tests {
         let parse = |v: &str| TierMode::parse(Some(OsStr::new(v)));
         assert_eq!(TierMode::parse(None).unwrap(), TierMode::Auto);
         assert_eq!(parse("").unwrap(), TierMode::Auto);
-        assert_eq!(parse(" Auto ").unwrap(), TierMode::Auto);
+        assert_eq!(parse(" On ").unwrap(), TierMode::Auto);
         assert_eq!(parse("off").unwrap(), TierMode::Off);
         assert_eq!(parse("0").unwrap(), TierMode::Off);
         assert_eq!(parse("FORCE").unwrap(), TierMode::Force);

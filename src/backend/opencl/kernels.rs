@@ -178,10 +178,16 @@ pub(crate) const FAMILIES: [OpFamily; 14] = [
     // (src/backend/gpu/modules.rs); never prefetched from a warm cache.
     OpFamily {
         name: TIER0,
-        files: &[(
-            "kernels-cl/tier0.cl",
-            include_str!("../../../kernels-cl/tier0.cl"),
-        )],
+        files: &[
+            (
+                "kernels-common/sgemm_tier0.h",
+                include_str!("../../../kernels-common/sgemm_tier0.h"),
+            ),
+            (
+                "kernels-cl/tier0.cl",
+                include_str!("../../../kernels-cl/tier0.cl"),
+            ),
+        ],
         entries: &[family_entries::TIER0],
     },
 ];
