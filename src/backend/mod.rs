@@ -402,4 +402,17 @@ pub trait Device: Send + Sync + 'static {
     ) -> Option<Result<()>> {
         None
     }
+
+    /// [`Device::vendor_gemm`] for a product whose built-in kernel's module is still being
+    /// built (a cold start, `src/backend/gpu/tier0.rs`): the vendor library takes it even where
+    /// it would leave it to a built-in kernel. `None`: no vendor library, or it is off.
+    fn vendor_gemm_any(
+        &self,
+        _g: &Gemm,
+        _a: (DevicePtr, usize),
+        _b: (DevicePtr, usize),
+        _c: (DevicePtr, usize),
+    ) -> Option<Result<()>> {
+        None
+    }
 }

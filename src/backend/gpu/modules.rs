@@ -127,6 +127,9 @@ pub(super) struct OpSet<D: Device> {
     tier_mode: TierMode,
     /// A background prefetch was started: a family tier 0 stands in for will be built.
     prefetching: AtomicBool,
+    /// Cleared when the prefetch finds every family tier 0 covers in the disk cache: from then
+    /// on a GEMM launch asks no more than this flag.
+    maybe_cold: AtomicBool,
     /// Set when the context is dropped: a prefetch starts no further module.
     stop: AtomicBool,
     /// The background prefetch threads, joined when the context is dropped.
@@ -180,6 +183,7 @@ impl<D: Device> OpSet<D> {
                 TierMode::from_env()?
             },
             prefetching: AtomicBool::new(false),
+            maybe_cold: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             prefetchers: Mutex::new(Vec::new()),
             builds: AtomicUsize::new(0),
@@ -247,14 +251,12 @@ impl<D: Device> OpSet<D> {
             TierMode::Force => return self.module_at(t0, recording).map(Some),
             TierMode::Auto => {}
         }
+        if !self.prefetching.load(Ordering::Relaxed) || !self.maybe_cold.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let index = self.index_of(entry)?;
         let slot = &self.slots[index];
-        if !slot.covered
-            || slot.loaded.lock().is_some()
-            || !self.prefetching.load(Ordering::Relaxed)
-            || recording()
-            || self.cached(index)
-        {
+        if !slot.covered || slot.loaded.lock().is_some() || recording() || self.cached(index) {
             return Ok(None);
         }
         match self.ensure(t0) {
@@ -308,6 +310,9 @@ impl<D: Device> OpSet<D> {
                 .any(|i| self.slots[i].covered && !self.cached(i)),
             _ => false,
         };
+        if !cold {
+            self.maybe_cold.store(false, Ordering::Relaxed);
+        }
         let (Some(t0), true) = (self.tier0, cold) else {
             return PrefetchPlan {
                 order: all.filter(wanted).collect(),
