@@ -243,14 +243,20 @@ impl<D: Device> OpSet<D> {
         entry: &str,
         recording: impl FnOnce() -> bool,
     ) -> Result<Option<Arc<D::Module>>> {
+        match self.tier_mode {
+            TierMode::Off => return Ok(None),
+            TierMode::Force => {
+                // A device that builds its op set as one module has the stand-ins in it.
+                return match self.tier0.or(self.catch_all) {
+                    Some(index) => self.module_at(index, recording).map(Some),
+                    None => Ok(None),
+                };
+            }
+            TierMode::Auto => {}
+        }
         let Some(t0) = self.tier0 else {
             return Ok(None);
         };
-        match self.tier_mode {
-            TierMode::Off => return Ok(None),
-            TierMode::Force => return self.module_at(t0, recording).map(Some),
-            TierMode::Auto => {}
-        }
         if !self.prefetching.load(Ordering::Relaxed) || !self.maybe_cold.load(Ordering::Relaxed) {
             return Ok(None);
         }
