@@ -455,20 +455,11 @@ impl Device for CudaDevice {
         b: (DevicePtr, usize),
         c: (DevicePtr, usize),
     ) -> Option<Result<()>> {
-        if self.takes_warpgroup_gemm(g.m, g.n, g.k) {
-            return None;
-        }
-        self.vendor_gemm_any(g, a, b, c)
-    }
-
-    fn vendor_gemm_any(
-        &self,
-        g: &Gemm,
-        a: (DevicePtr, usize),
-        b: (DevicePtr, usize),
-        c: (DevicePtr, usize),
-    ) -> Option<Result<()>> {
         let blas = self.blas.as_ref()?;
         Some(self.bind().and_then(|()| blas.gemm(g, a, b, c)))
+    }
+
+    fn builtin_gemm_preferred(&self, g: &Gemm) -> bool {
+        self.takes_warpgroup_gemm(g.m, g.n, g.k)
     }
 }

@@ -69,12 +69,11 @@ impl<D: Device> LinalgOps for GpuOps<D> {
             return self.thin_gemm(g, a, b, c);
         }
         self.count_recorded();
-        if let Some(done) = self.device.vendor_gemm(
-            &g,
-            (device_ptr(&a)?, a.offset()),
-            (device_ptr(&b)?, b.offset()),
-            (device_ptr(&c)?, c.offset()),
-        ) {
+        let [pa, pb, pc] = [&a, &b, &c].map(|v| device_ptr(v).map(|p| (p, v.offset())));
+        let (pa, pb, pc) = (pa?, pb?, pc?);
+        if !self.device.builtin_gemm_preferred(&g)
+            && let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc)
+        {
             return done;
         }
         // Building or loading the chosen kernel's module tells an OpenCL device whether its
@@ -83,8 +82,7 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         if let Some(tier0) = self.tier0_for(kernel.entry)? {
             // The vendor library, where there is one, outruns the stand-in on any product.
-            let [pa, pb, pc] = [&a, &b, &c].map(|v| device_ptr(v).map(|p| (p, v.offset())));
-            if let Some(done) = self.device.vendor_gemm_any(&g, pa?, pb?, pc?) {
+            if let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc) {
                 return done;
             }
             return self.tier0_gemm(&tier0, &g, [&a, &b, &c]);
