@@ -2,13 +2,15 @@
 //! end of the first training step of the `real_gpu_neural_network` example's MLP, and the whole
 //! example. Every figure is taken in a fresh child process (nothing is warm in-process): cold
 //! with a new, empty `RNN_CACHE_DIR`, warm with the same directory again; each with the op-set
-//! modules built on first use (`lazy`, `RNN_KERNEL_PREFETCH=0`) and prefetched in the
-//! background at context creation (`prefetch`, `RNN_KERNEL_PREFETCH=1`).
+//! modules built on first use (`lazy`, `RNN_KERNEL_PREFETCH=0`), prefetched in the background
+//! at context creation (`prefetch`, `RNN_KERNEL_PREFETCH=1`, the GEMMs on the tier-0 stand-ins
+//! until their families are built), and prefetched without tier 0 (`prefetch-no-tier0`,
+//! `RNN_KERNEL_TIER0=off` as well: the families in table order on every thread).
 //!
 //! ```text
 //! cargo bench --bench cold_start -- [--device ID]... [--modes lazy,prefetch] [--no-example]
 //!     --device ID    a device to measure (repeatable); default: every GPU device found
-//!     --modes LIST   which of lazy, prefetch (default both)
+//!     --modes LIST   which of lazy, prefetch, prefetch-no-tier0 (default all three)
 //!     --no-example   only the context and first-step figures
 //! ```
 //!
@@ -92,23 +94,52 @@ impl Drop for TempDir {
     }
 }
 
-/// The environment of one measured process: the cache directory and the prefetch mode. The
+/// How a measured process builds its modules.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    Lazy,
+    Prefetch,
+    PrefetchNoTier0,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Lazy => "lazy",
+            Mode::Prefetch => "prefetch",
+            Mode::PrefetchNoTier0 => "prefetch-no-tier0",
+        }
+    }
+}
+
+/// The environment of one measured process: the cache directory and the module mode. The
 /// NVIDIA driver keeps a compute cache of its own (OpenCL program builds, PTX JIT) across
 /// processes, which other runs on the machine have filled: each cache directory gets a fresh one
 /// inside it, so that cold is a first run's cold and warm finds what the cold run left.
-fn configure<'a>(cmd: &'a mut Command, cache: &Path, prefetch: bool) -> &'a mut Command {
+fn configure<'a>(cmd: &'a mut Command, cache: &Path, mode: Mode) -> &'a mut Command {
     cmd.env("RNN_CACHE_DIR", cache)
         .env("CUDA_CACHE_PATH", cache.join("nvidia-compute-cache"))
         .env_remove("CUDA_CACHE_DISABLE")
         .env_remove("RNN_CACHE")
-        .env("RNN_KERNEL_PREFETCH", if prefetch { "1" } else { "0" })
+        .env(
+            "RNN_KERNEL_PREFETCH",
+            if mode == Mode::Lazy { "0" } else { "1" },
+        )
+        .env(
+            "RNN_KERNEL_TIER0",
+            if mode == Mode::PrefetchNoTier0 {
+                "off"
+            } else {
+                "on"
+            },
+        )
 }
 
 /// `(context_s, first_step_s)` of a child on `id`, or why it failed.
-fn time_child(id: &str, cache: &Path, prefetch: bool) -> Result<(f64, f64), String> {
+fn time_child(id: &str, cache: &Path, mode: Mode) -> Result<(f64, f64), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
-    configure(&mut cmd, cache, prefetch).env(CHILD, id);
+    configure(&mut cmd, cache, mode).env(CHILD, id);
     let out = cmd.output().map_err(|e| e.to_string())?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let field = |name: &str| -> Option<f64> {
@@ -132,9 +163,9 @@ fn time_child(id: &str, cache: &Path, prefetch: bool) -> Result<(f64, f64), Stri
 }
 
 /// Seconds the whole example took on `id`, or why it failed.
-fn time_example(example: &Path, id: &str, cache: &Path, prefetch: bool) -> Result<f64, String> {
+fn time_example(example: &Path, id: &str, cache: &Path, mode: Mode) -> Result<f64, String> {
     let mut cmd = Command::new(example);
-    configure(&mut cmd, cache, prefetch).args(["--device", id, "--no-progress"]);
+    configure(&mut cmd, cache, mode).args(["--device", id, "--no-progress"]);
     let started = Instant::now();
     let out = cmd.output().map_err(|e| e.to_string())?;
     let secs = started.elapsed().as_secs_f64();
@@ -165,14 +196,14 @@ fn find_example() -> Option<PathBuf> {
 
 struct Args {
     devices: Vec<String>,
-    modes: Vec<bool>,
+    modes: Vec<Mode>,
     example: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         devices: Vec::new(),
-        modes: vec![false, true],
+        modes: vec![Mode::Lazy, Mode::Prefetch, Mode::PrefetchNoTier0],
         example: true,
     };
     let mut it = std::env::args().skip(1);
@@ -184,9 +215,12 @@ fn parse_args() -> Result<Args, String> {
                 args.modes = list
                     .split(',')
                     .map(|m| match m.trim() {
-                        "lazy" => Ok(false),
-                        "prefetch" => Ok(true),
-                        other => Err(format!("unknown mode '{other}' (lazy, prefetch)")),
+                        "lazy" => Ok(Mode::Lazy),
+                        "prefetch" => Ok(Mode::Prefetch),
+                        "prefetch-no-tier0" => Ok(Mode::PrefetchNoTier0),
+                        other => Err(format!(
+                            "unknown mode '{other}' (lazy, prefetch, prefetch-no-tier0)"
+                        )),
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -256,16 +290,15 @@ fn main() -> ExitCode {
     );
     let mut failures = Vec::new();
     for id in &devices {
-        for &prefetch in &args.modes {
-            let mode = if prefetch { "prefetch" } else { "lazy" };
+        for &mode in &args.modes {
             let dirs = (TempDir::new("child"), TempDir::new("example"));
             let (Ok(child_dir), Ok(example_dir)) = dirs else {
                 eprintln!("error: cannot create a temporary cache directory");
                 return ExitCode::FAILURE;
             };
             for cache in ["cold", "warm"] {
-                let what = format!("{id} {mode} {cache}");
-                let (context, step) = match time_child(id, &child_dir.0, prefetch) {
+                let what = format!("{id} {} {cache}", mode.name());
+                let (context, step) = match time_child(id, &child_dir.0, mode) {
                     Ok((c, s)) => (format!("{c:.2}"), format!("{s:.2}")),
                     Err(e) => {
                         failures.push(format!("{what}: {e}"));
@@ -274,13 +307,16 @@ fn main() -> ExitCode {
                 };
                 let whole = match &example {
                     Some(bin) => cell(
-                        &time_example(bin, id, &example_dir.0, prefetch),
+                        &time_example(bin, id, &example_dir.0, mode),
                         &mut failures,
                         &format!("{what} example"),
                     ),
                     None => "-".into(),
                 };
-                println!("| {id} | {mode} | {cache} | {context} | {step} | {whole} |");
+                println!(
+                    "| {id} | {} | {cache} | {context} | {step} | {whole} |",
+                    mode.name()
+                );
             }
         }
     }

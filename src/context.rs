@@ -75,6 +75,11 @@ impl Context {
         self.exec.capture_end()
     }
 
+    /// See [`Execution::kernels_final`].
+    pub(crate) fn kernels_final(&self) -> bool {
+        self.exec.kernels_final()
+    }
+
     /// Queues one replay of `graph`; see [`Execution::graph_launch`].
     pub fn graph_launch(&self, graph: &Graph) -> Result<()> {
         self.exec.graph_launch(graph)

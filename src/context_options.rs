@@ -48,6 +48,15 @@ pub struct ContextOptions {
     pub opencl_sgemm_tile: Option<u32>,
     #[cfg(not(feature = "testing"))]
     pub(crate) opencl_sgemm_tile: Option<u32>,
+    /// Verification aid: on a GPU, every f32 GEMM that the tier-0 stand-ins cover (the thin
+    /// and tile kernels; not cuBLAS) launches its stand-in (`sgemm_tier0`), cold or warm, as
+    /// `RNN_KERNEL_TIER0=force` does for every context, so the backend suites test it. Off by
+    /// default.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub force_tier0: bool,
+    #[cfg(not(feature = "testing"))]
+    pub(crate) force_tier0: bool,
     /// Time every kernel launch and device-side copy on the device, per entry name, for
     /// [`crate::Context::kernel_times`]. OpenCL only (its queue is then created with
     /// `CL_QUEUE_PROFILING_ENABLE` and each launch keeps its event, which costs some launch
@@ -87,6 +96,7 @@ impl Default for ContextOptions {
             thin_gemm: true,
             hip_sources_via_nvrtc: false,
             opencl_sgemm_tile: None,
+            force_tier0: false,
             profile_kernels: false,
             recurrent_gemm_steps: None,
             recurrent_block_local: None,

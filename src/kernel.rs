@@ -256,6 +256,8 @@ pub(crate) mod family_entries {
         "hcol_sum_bf16",
         "hcol_sum_f16",
     ];
+    /// The tier-0 stand-ins (`kernels-{cu,cl}/tier0.*`, the module [`super::TIER0`]).
+    pub(crate) const TIER0: &[&str] = &["sgemm_tier0"];
     /// Embedding gradients.
     pub(crate) const EMBEDDING: &[&str] = &["scatter_add_rows"];
     /// Variable-length sequences: the lengths' layout, row masks, loss weights.
@@ -289,6 +291,10 @@ pub(crate) mod family_entries {
         "bias_act_forward_f16",
     ];
 }
+
+/// The name of the tier-0 family: quick-to-compile stand-ins that a cold start launches until
+/// the families they stand in for are built (`src/backend/gpu/modules.rs`).
+pub(crate) const TIER0: &str = "tier0";
 
 /// One module of the built-in op set as a device compiles it: the families are compiled, cached
 /// and loaded independently, each on the first launch of one of its kernels.

@@ -392,7 +392,9 @@ pub trait Device: Send + Sync + 'static {
     }
 
     /// A vendor-library GEMM (cuBLAS) when the device has one and it is enabled. Each matrix is a
-    /// `(pointer, element offset)` pair. `None` means: use the `sgemm` kernel.
+    /// `(pointer, element offset)` pair. `None` means: use the `sgemm` kernel. Asked only for
+    /// products [`Device::builtin_gemm_preferred`] leaves to it, but while the preferred
+    /// kernel's module builds.
     fn vendor_gemm(
         &self,
         _g: &Gemm,
@@ -401,5 +403,12 @@ pub trait Device: Send + Sync + 'static {
         _c: (DevicePtr, usize),
     ) -> Option<Result<()>> {
         None
+    }
+
+    /// Whether a built-in kernel takes `g` ahead of [`Device::vendor_gemm`] (CUDA's warpgroup
+    /// GEMM on an H100). While that kernel's module is still being built (a cold start,
+    /// `src/backend/gpu/tier0.rs`) the vendor library takes the product all the same.
+    fn builtin_gemm_preferred(&self, _g: &Gemm) -> bool {
+        false
     }
 }

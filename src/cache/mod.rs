@@ -146,6 +146,12 @@ impl KernelCache {
             .map(|d| d.join(entry::file_name(&key.hex())))
     }
 
+    /// Whether an entry for `key` is on disk (a look at the file, not at what it holds): a
+    /// cheap guess at whether [`KernelCache::get_or_build`] will load rather than build.
+    pub fn contains(&self, key: &CacheKey<'_>) -> bool {
+        self.entry_path(key).is_some_and(|p| p.is_file())
+    }
+
     /// The paths of this cache's entries; empty when the directory does not exist.
     fn entries(&self) -> Result<Vec<(PathBuf, fs::Metadata)>> {
         let Some(dir) = &self.dir else {

@@ -99,6 +99,8 @@ impl StepGraphs {
                 self.slots.insert(key, Slot::Warm);
                 return step().map(|()| Ran::OpByOp);
             }
+            // A cold start's tier-0 stand-ins are still running: record once they are not.
+            Some(Slot::Warm) if !ctx.kernels_final() => return step().map(|()| Ran::OpByOp),
             Some(Slot::Warm) => {}
         }
         if !ctx.capture_begin()? {

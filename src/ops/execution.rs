@@ -47,6 +47,14 @@ pub trait Execution: Send + Sync {
     /// the same arguments, reading whatever the buffers hold now.
     fn graph_launch(&self, graph: &crate::graph::Graph) -> Result<()>;
 
+    /// False while a cold start still launches quick-to-compile stand-ins for kernels whose
+    /// modules are being built (the GPU backends' tier 0): a graph recorded now would not hold
+    /// the final kernels, so callers that record the same work again and again wait.
+    #[doc(hidden)]
+    fn kernels_final(&self) -> bool {
+        true
+    }
+
     /// As [`Execution::native_queue`], for the context's side stream: collectives queued there
     /// overlap the main stream's work.
     #[doc(hidden)]

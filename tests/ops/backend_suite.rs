@@ -481,6 +481,8 @@ macro_rules! backend_suite {
             suite_tests! {
                 gpu_gemm => gemm::gemm,
                 gpu_gemm_thin => gemm::gemm_thin,
+                gpu_gemm_tier0 => gemm::gemm_tier0,
+                gpu_dense_ops_tier0 => dense::dense_ops_tier0,
                 gpu_elementwise => elementwise::elementwise,
                 gpu_activations => activations::activations,
                 gpu_dense_ops => dense::dense_ops,

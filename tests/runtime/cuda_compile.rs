@@ -222,3 +222,32 @@ fn cuda_probe_reports_a_reason_or_real_devices() {
         println!("cuda unavailable here: {}", status.detail);
     }
 }
+
+/// Compile time of each op-set module alone, one build at a time (NVRTC to CUBIN for sm_80,
+/// sm_90 and sm_90a), for docs/performance.md's cold-start figures: `cargo test --release
+/// --test runtime cuda_module_compile_times -- --ignored --nocapture`. Prints, asserts only that
+/// each module compiles.
+#[test]
+#[ignore = "prints compile times; run on demand with --nocapture"]
+fn cuda_module_compile_times() {
+    let test = "cuda_module_compile_times";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    for m in rnn::backend::cuda::op_set_modules() {
+        let times: Vec<String> = ["sm_80", "sm_90", "sm_90a"]
+            .iter()
+            .map(|arch| {
+                let t = std::time::Instant::now();
+                let cubin = compile_for_arch(&m.source, arch)
+                    .unwrap_or_else(|e| panic!("module {} for {arch}: {e}", m.name));
+                format!(
+                    "{arch} {:.2} s ({} KB)",
+                    t.elapsed().as_secs_f64(),
+                    cubin.len() / 1024
+                )
+            })
+            .collect();
+        println!("module {}: {}", m.name, times.join(", "));
+    }
+}

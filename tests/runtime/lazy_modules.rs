@@ -9,7 +9,7 @@
 use std::process::Command;
 
 use rnn::cache::KernelCache;
-use rnn::{DeviceKind, GpuManager};
+use rnn::{Context, DeviceKind, GpuManager};
 
 use super::cache::TempDir;
 use super::support::{Target, is_required};
@@ -17,7 +17,9 @@ use super::support::{Target, is_required};
 /// Set in the children: what to run (`fill`, `fill+softmax` or `warm_up`).
 const CHILD_WORK: &str = "RNN_LAZY_MODULES_CHILD";
 
-fn child(work: &str) {
+/// In a child: a context on the OpenCL device the children use (the CPU one where there is
+/// one), or `None` after printing that there is none.
+pub(super) fn child_context() -> Option<Context> {
     let manager = GpuManager::new().unwrap();
     let opencl = || {
         manager
@@ -30,10 +32,56 @@ fn child(work: &str) {
         .or_else(|| opencl().next())
     else {
         println!("child: no OpenCL device");
+        return None;
+    };
+    Some(manager.create_context(device.id).unwrap())
+}
+
+/// Runs test `test` of this binary as a child doing `work` (in `var`) with its kernel cache in
+/// `cache` and the background prefetch on or off; its output, or `None` when it found no
+/// OpenCL device. A child that fails fails the test.
+pub(super) fn run_child(
+    test: &str,
+    (var, work): (&str, &str),
+    cache: &TempDir,
+    prefetch: bool,
+) -> Option<String> {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture"])
+        .env(var, work)
+        .env("RNN_CACHE_DIR", cache.path())
+        .env("RNN_KERNEL_PREFETCH", if prefetch { "1" } else { "0" })
+        .env("RNN_BACKENDS", "opencl")
+        .env_remove("RNN_CACHE")
+        .env_remove("RNN_KERNEL_TIER0")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    if stdout.contains("child: no OpenCL device") {
+        return None;
+    }
+    assert!(
+        out.status.success() && stdout.contains("child done"),
+        "{work}: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(stdout)
+}
+
+/// Skips a test whose child found no OpenCL device, or fails it where OpenCL is required.
+pub(super) fn skip_without_opencl(test: &str) {
+    assert!(
+        !is_required(Target::OpenCl),
+        "required backend missing (RNN_REQUIRE_BACKENDS): no OpenCL device"
+    );
+    println!("SKIP {test}: no OpenCL device");
+}
+
+fn child(work: &str) {
+    let Some(ctx) = child_context() else {
         return;
     };
-    let device = device.id;
-    let ctx = manager.create_context(device).unwrap();
     let ops = ctx.ops();
     let x = ops.alloc(64).unwrap();
     let y = ops.alloc(64).unwrap();
@@ -53,29 +101,8 @@ fn child(work: &str) {
 /// `None` when the child found no OpenCL device.
 fn entries_after(work: &str) -> Option<usize> {
     let tmp = TempDir::new("lazy");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "lazy_modules::op_set_modules_build_on_first_use",
-            "--nocapture",
-        ])
-        .env(CHILD_WORK, work)
-        .env("RNN_CACHE_DIR", tmp.path())
-        .env("RNN_KERNEL_PREFETCH", "0")
-        .env("RNN_BACKENDS", "opencl")
-        .env_remove("RNN_CACHE")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    if stdout.contains("child: no OpenCL device") {
-        return None;
-    }
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "{work}: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let test = "lazy_modules::op_set_modules_build_on_first_use";
+    run_child(test, (CHILD_WORK, work), &tmp, false)?;
     Some(KernelCache::at(tmp.path()).stats().unwrap().entries)
 }
 
@@ -85,12 +112,7 @@ fn op_set_modules_build_on_first_use() {
         return child(&work);
     }
     let Some(one) = entries_after("fill") else {
-        assert!(
-            !is_required(Target::OpenCl),
-            "required backend missing (RNN_REQUIRE_BACKENDS): no OpenCL device"
-        );
-        println!("SKIP op_set_modules_build_on_first_use: no OpenCL device");
-        return;
+        return skip_without_opencl("op_set_modules_build_on_first_use");
     };
     assert_eq!(one, 1, "one elementwise op, one module");
     assert_eq!(

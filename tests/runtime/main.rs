@@ -16,3 +16,5 @@ mod lazy_modules;
 mod module_graph;
 #[path = "../support/mod.rs"]
 mod support;
+#[cfg(feature = "opencl")]
+mod tier0;

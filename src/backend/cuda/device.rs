@@ -456,9 +456,10 @@ impl Device for CudaDevice {
         c: (DevicePtr, usize),
     ) -> Option<Result<()>> {
         let blas = self.blas.as_ref()?;
-        if self.takes_warpgroup_gemm(g.m, g.n, g.k) {
-            return None;
-        }
         Some(self.bind().and_then(|()| blas.gemm(g, a, b, c)))
+    }
+
+    fn builtin_gemm_preferred(&self, g: &Gemm) -> bool {
+        self.takes_warpgroup_gemm(g.m, g.n, g.k)
     }
 }

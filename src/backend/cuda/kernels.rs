@@ -2,7 +2,7 @@
 
 use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SgemmKernel, tensor_core_sgemm};
-use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
+use crate::kernel::{OpFamily, OpModule, TIER0, concatenate, family_entries, whole_op_set};
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
@@ -82,7 +82,7 @@ const GEMM_COMMON: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 14] = [
+pub(crate) const FAMILIES: [OpFamily; 15] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -255,6 +255,22 @@ pub(crate) const FAMILIES: [OpFamily; 14] = [
             include_str!("../../../kernels-cu/mixed.cu"),
         )],
         entries: &[family_entries::MIXED],
+    },
+    // Stand-ins for the f32 GEMM families while they build on a cold start
+    // (src/backend/gpu/modules.rs); never prefetched from a warm cache.
+    OpFamily {
+        name: TIER0,
+        files: &[
+            (
+                "kernels-common/sgemm_tier0.h",
+                include_str!("../../../kernels-common/sgemm_tier0.h"),
+            ),
+            (
+                "kernels-cu/tier0.cu",
+                include_str!("../../../kernels-cu/tier0.cu"),
+            ),
+        ],
+        entries: &[family_entries::TIER0],
     },
 ];
 

@@ -57,6 +57,10 @@ impl<D: Device> Execution for GpuOps<D> {
         graph.exec().launch()
     }
 
+    fn kernels_final(&self) -> bool {
+        self.op_set.kernels_final()
+    }
+
     fn profiler_range(&self, on: bool) -> Result<()> {
         self.device.profiler_range(on)
     }

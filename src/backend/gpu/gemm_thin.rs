@@ -35,6 +35,15 @@ pub(super) fn is_thin(g: &Gemm) -> bool {
     g.k <= THIN_SIDE || g.n <= THIN_SIDE || g.m <= THIN_SIDE
 }
 
+/// The thin kernel [`is_thin`] `g` launches.
+pub(super) fn entry(g: &Gemm) -> &'static str {
+    if g.k <= THIN_SIDE {
+        "sgemm_thin_k"
+    } else {
+        "sgemm_thin"
+    }
+}
+
 /// `sgemm_thin` blocks to aim for per compute unit when k is split: two, so that one block's
 /// loads are in flight while the other stages or sums (a block waits on memory at every
 /// piece).
@@ -99,7 +108,7 @@ enum Epilogue<'v> {
 impl<D: Device> GpuOps<D> {
     /// Launches the thin kernel for `g` (checked by `gemm`, `m, n > 0`, [`is_thin`]).
     pub(super) fn thin_gemm(&self, g: Gemm, a: View<'_>, b: View<'_>, c: View<'_>) -> Result<()> {
-        if g.k <= THIN_SIDE {
+        if entry(&g) == "sgemm_thin_k" {
             let blocks_x = g.n.div_ceil(4 * THIN_K_THREADS as usize);
             let blocks_y = g.m.div_ceil(THIN_K_ROWS).min(launch::MAX_GRID_Y);
             let config = LaunchConfig {
@@ -186,8 +195,10 @@ impl<D: Device> DenseOps for GpuOps<D> {
         let (x, z, y, act) = (a.x, a.z, a.y, a.act);
         let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);
         let g = a.shape.forward_gemm();
-        let fused =
-            self.thin_gemm && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units);
+        // While tier 0 stands in for the thin kernels, the composed path's product takes it.
+        let fused = self.thin_gemm
+            && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units)
+            && self.tier0_for("sgemm_thin")?.is_none();
         let op = "dense_forward";
         // Every view before either path writes anything.
         self.mine(op, &[&x, &w, &bias, &z, &y])?;
@@ -234,7 +245,8 @@ impl<D: Device> DenseOps for GpuOps<D> {
             && inputs > THIN_SIDE
             && rows > THIN_SIDE
             && (adjacent
-                || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1);
+                || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1)
+            && self.tier0_for("sgemm_thin")?.is_none();
         let op = "dense_param_grads";
         // Every view before either path writes anything.
         self.mine(op, &[&dz, &x, &dw, &dbias])?;

@@ -1,5 +1,5 @@
 //! GEMM: vendor BLAS where the device routes it there, thin products, tile kernels and
-//! split-k with its partial-sum pass.
+//! split-k with its partial-sum pass; on a cold start, the tier-0 stand-in (`tier0.rs`).
 
 use super::launch::{self, Args, device_ptr};
 use super::scratch::{GEMM_PARTS, STRIP_TICKETS};
@@ -10,6 +10,9 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::prelude::*;
 use crate::ops::{Gemm, check, linalg};
+
+/// `sgemm_tier0` (kernels-{cu,cl}/tier0.*): 64 x 64 tiles of 256 threads over the whole k.
+const SGEMM_TIER0: (&str, (u32, u32, u32)) = ("sgemm_tier0", (64, 64, 256));
 
 impl<D: Device> GpuOps<D> {
     /// `sgemm_split_sum`: `out = alpha * Σ_z parts[z] + beta * out` over `splits` parts of
@@ -31,6 +34,18 @@ impl<D: Device> GpuOps<D> {
             .f32(beta);
         self.run("sgemm_split_sum", launch::elementwise(n), args)
     }
+
+    /// `g` (checked, `m, n > 0`) as one `sgemm_tier0` of the tier-0 `module`.
+    fn tier0_gemm(&self, module: &D::Module, g: &Gemm, [a, b, c]: [&View<'_>; 3]) -> Result<()> {
+        let (entry, tile) = SGEMM_TIER0;
+        let config = launch::gemm(g.m, g.n, tile)?;
+        let args = Args::new()
+            .bufs(&[a, b, c])?
+            .gemm(g)
+            .f32(g.alpha)
+            .f32(g.beta);
+        self.device.launch(module, entry, &config, args.as_slice())
+    }
 }
 
 impl<D: Device> LinalgOps for GpuOps<D> {
@@ -47,21 +62,31 @@ impl<D: Device> LinalgOps for GpuOps<D> {
             return Ok(());
         }
         if self.thin_gemm && gemm_thin::is_thin(&g) {
+            if let Some(tier0) = self.tier0_for(gemm_thin::entry(&g))? {
+                self.count_recorded();
+                return self.tier0_gemm(&tier0, &g, [&a, &b, &c]);
+            }
             return self.thin_gemm(g, a, b, c);
         }
         self.count_recorded();
-        if let Some(done) = self.device.vendor_gemm(
-            &g,
-            (device_ptr(&a)?, a.offset()),
-            (device_ptr(&b)?, b.offset()),
-            (device_ptr(&c)?, c.offset()),
-        ) {
+        let [pa, pb, pc] = [&a, &b, &c].map(|v| device_ptr(v).map(|p| (p, v.offset())));
+        let (pa, pb, pc) = (pa?, pb?, pc?);
+        if !self.device.builtin_gemm_preferred(&g)
+            && let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc)
+        {
             return done;
         }
         // Building or loading the chosen kernel's module tells an OpenCL device whether its
         // GEMM module has the warpgroup kernel, which the choice depends on: choose again once
         // it is built (every GEMM entry of that dialect is in the one module).
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
+        if let Some(tier0) = self.tier0_for(kernel.entry)? {
+            // The vendor library, where there is one, outruns the stand-in on any product.
+            if let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc) {
+                return done;
+            }
+            return self.tier0_gemm(&tier0, &g, [&a, &b, &c]);
+        }
         let mut module = self.module_for(kernel.entry)?;
         let settled = self.device.sgemm_kernel(g.m, g.n, g.k);
         if settled != kernel {

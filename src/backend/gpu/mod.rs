@@ -31,6 +31,7 @@ mod scratch;
 mod seq_gemm;
 mod seq_route;
 mod small_seq;
+mod tier0;
 mod user;
 mod varlen;
 
@@ -153,7 +154,7 @@ impl<D: Device> GpuOps<D> {
             context: crate::buffer::next_context_id(),
             limit: Default::default(),
             pool: Arc::new(Pool::new(device.clone())),
-            op_set: Arc::new(OpSet::new(device.clone())?),
+            op_set: Arc::new(OpSet::new(device.clone(), options.force_tier0)?),
             device,
             user: Mutex::new(HashMap::new()),
             seq_barrier: Mutex::new(None),
@@ -181,6 +182,13 @@ impl<D: Device> GpuOps<D> {
     fn module_for(&self, entry: &str) -> Result<Arc<D::Module>> {
         self.op_set
             .module_for(entry, || self.recording.lock().is_some())
+    }
+
+    /// The tier-0 module when a launch of `entry` is to use its stand-in now (a cold start;
+    /// see `tier0.rs`), `None` when it launches `entry` itself.
+    fn tier0_for(&self, entry: &str) -> Result<Option<Arc<D::Module>>> {
+        self.op_set
+            .tier0_for(entry, || self.recording.lock().is_some())
     }
 
     /// Launches built-in kernel `entry`.

@@ -4,21 +4,24 @@
 //! first uses of one module compile it once and different modules compile at the same time.
 //! `warm_up` compiles every module on a few threads; a context may also prefetch them all in
 //! the background as it is created ([`PREFETCH`]); dropping the context stops the prefetch and
-//! waits for the modules it is compiling.
+//! waits for the modules it is compiling. On a cold start the f32 GEMMs launch the `tier0`
+//! family's stand-ins until their own families are built ([`super::tier0`]).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::tier0::{self, TierMode};
 use crate::backend::Device;
+use crate::backend_kind::BackendKind;
 use crate::cache::{CacheKey, KernelCache};
 use crate::device::DeviceKind;
 use crate::env_switch::Switch;
 use crate::error::{Error, Result};
-use crate::kernel::OpModule;
+use crate::kernel::{OpModule, TIER0};
 
 /// `RNN_KERNEL_PREFETCH`: `1`/`on` makes every new context compile (or load) the op set's
 /// modules on background threads while it starts working, `0`/`off` leaves each to its first
@@ -44,6 +47,29 @@ pub(super) fn prefetch_wanted(kind: DeviceKind) -> Result<bool> {
     }
 }
 
+/// Prefetch threads on a cold start of an OpenCL device: NVIDIA's compiler builds one program
+/// at a time however many threads ask, so more threads only let the families the first steps
+/// need queue behind the slow ones (the GEMMs, which tier 0 stands in for).
+const OPENCL_COLD_PREFETCH_THREADS: usize = 2;
+
+/// `f` of the disk-cache key of `source` built with `options` for `device`.
+fn with_key<D: Device, R>(
+    device: &D,
+    source: &str,
+    options: &[String],
+    f: impl FnOnce(&CacheKey<'_>) -> R,
+) -> R {
+    let info = device.info();
+    let compiler = device.compiler_identity();
+    f(&CacheKey {
+        source,
+        options,
+        device: &info.name,
+        arch: &info.arch,
+        compiler: &compiler,
+    })
+}
+
 /// Compiles (or loads from the kernel cache) `source` for `device`; `Ok(true)` in the second
 /// element when it was compiled, not loaded.
 pub(super) fn build<D: Device>(
@@ -51,24 +77,17 @@ pub(super) fn build<D: Device>(
     source: &str,
     options: &[String],
 ) -> Result<(D::Module, bool)> {
-    let info = device.info();
-    let compiler = device.compiler_identity();
-    let key = CacheKey {
-        source,
-        options,
-        device: &info.name,
-        arch: &info.arch,
-        compiler: &compiler,
-    };
     let compiled = AtomicBool::new(false);
-    let module = KernelCache::from_env().get_or_build(
-        &key,
-        || {
-            compiled.store(true, Ordering::Relaxed);
-            device.build(source, options)
-        },
-        |binary| device.load(binary),
-    )?;
+    let module = with_key(device, source, options, |key| {
+        KernelCache::from_env().get_or_build(
+            key,
+            || {
+                compiled.store(true, Ordering::Relaxed);
+                device.build(source, options)
+            },
+            |binary| device.load(binary),
+        )
+    })?;
     Ok((module, compiled.into_inner()))
 }
 
@@ -78,6 +97,18 @@ struct Slot<M> {
     source: String,
     /// Held while the module is built, so that it is built once.
     loaded: Mutex<Option<Arc<M>>>,
+    /// A family tier 0 stands in for ([`tier0::COVERED`]).
+    covered: bool,
+    /// Whether its binary was in the disk cache when first asked (asked once).
+    on_disk: OnceLock<bool>,
+    /// A tier-0 stand-in was launched in its place.
+    stood_in: AtomicBool,
+}
+
+/// The modules a prefetch builds, in order, on how many threads.
+struct PrefetchPlan {
+    order: Vec<usize>,
+    threads: usize,
 }
 
 /// The op set of one device as modules, built on first use.
@@ -91,6 +122,14 @@ pub(super) struct OpSet<D: Device> {
     by_entry: HashMap<&'static str, usize>,
     /// The module of a device that builds its op set as one (`OpModule::entries` is `None`).
     catch_all: Option<usize>,
+    /// The tier-0 family's module, if the device's op set has one.
+    tier0: Option<usize>,
+    tier_mode: TierMode,
+    /// A background prefetch was started: a family tier 0 stands in for will be built.
+    prefetching: AtomicBool,
+    /// Cleared when the prefetch finds every family tier 0 covers in the disk cache: from then
+    /// on a GEMM launch asks no more than this flag.
+    maybe_cold: AtomicBool,
     /// Set when the context is dropped: a prefetch starts no further module.
     stop: AtomicBool,
     /// The background prefetch threads, joined when the context is dropped.
@@ -101,8 +140,9 @@ pub(super) struct OpSet<D: Device> {
 }
 
 impl<D: Device> OpSet<D> {
-    /// The op set `device` compiles, as modules, none built yet.
-    pub(super) fn new(device: Arc<D>) -> Result<Self> {
+    /// The op set `device` compiles, as modules, none built yet; the GEMMs always take the
+    /// tier-0 stand-ins with `force_tier0`, else as `RNN_KERNEL_TIER0` says.
+    pub(super) fn new(device: Arc<D>, force_tier0: bool) -> Result<Self> {
         let modules: Vec<OpModule> = device.op_set_modules();
         let mut by_entry = HashMap::new();
         let mut catch_all = None;
@@ -120,18 +160,30 @@ impl<D: Device> OpSet<D> {
                 }
             }
         }
+        let tier0 = modules.iter().position(|m| m.name == TIER0);
         let slots = modules
             .into_iter()
             .map(|m| Slot {
                 name: m.name,
                 source: m.source,
                 loaded: Mutex::new(None),
+                covered: tier0.is_some() && tier0::COVERED.contains(&m.name),
+                on_disk: OnceLock::new(),
+                stood_in: AtomicBool::new(false),
             })
             .collect();
         Ok(OpSet {
             slots,
             by_entry,
             catch_all,
+            tier0,
+            tier_mode: if force_tier0 {
+                TierMode::Force
+            } else {
+                TierMode::from_env()?
+            },
+            prefetching: AtomicBool::new(false),
+            maybe_cold: AtomicBool::new(true),
             stop: AtomicBool::new(false),
             prefetchers: Mutex::new(Vec::new()),
             builds: AtomicUsize::new(0),
@@ -162,7 +214,11 @@ impl<D: Device> OpSet<D> {
         entry: &str,
         recording: impl FnOnce() -> bool,
     ) -> Result<Arc<D::Module>> {
-        let index = self.index_of(entry)?;
+        self.module_at(self.index_of(entry)?, recording)
+    }
+
+    /// Module `index`, as [`OpSet::module_for`] gets it.
+    fn module_at(&self, index: usize, recording: impl FnOnce() -> bool) -> Result<Arc<D::Module>> {
         if let Some(m) = self.slots[index].loaded.lock().as_ref() {
             return Ok(m.clone());
         }
@@ -174,6 +230,110 @@ impl<D: Device> OpSet<D> {
             });
         }
         self.ensure(index)
+    }
+
+    /// The tier-0 module when a launch of `entry` is to use its stand-in (`sgemm_tier0`) now,
+    /// `None` when it launches `entry` itself ([`OpSet::module_for`]). With `RNN_KERNEL_TIER0`
+    /// on (not `force`): while `entry`'s family is one tier 0 covers, is not built yet, a prefetch
+    /// is building it, no graph is `recording`, and its binary was not in the disk cache (one
+    /// look per family; a warm start loads the family as ever). A stand-in that fails to
+    /// build leaves the launch to its family.
+    pub(super) fn tier0_for(
+        &self,
+        entry: &str,
+        recording: impl FnOnce() -> bool,
+    ) -> Result<Option<Arc<D::Module>>> {
+        match self.tier_mode {
+            TierMode::Off => return Ok(None),
+            TierMode::Force => {
+                // A device that builds its op set as one module has the stand-ins in it.
+                return match self.tier0.or(self.catch_all) {
+                    Some(index) => self.module_at(index, recording).map(Some),
+                    None => Ok(None),
+                };
+            }
+            TierMode::Auto => {}
+        }
+        let Some(t0) = self.tier0 else {
+            return Ok(None);
+        };
+        if !self.prefetching.load(Ordering::Relaxed) || !self.maybe_cold.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let index = self.index_of(entry)?;
+        let slot = &self.slots[index];
+        if !slot.covered || slot.loaded.lock().is_some() || recording() || self.cached(index) {
+            return Ok(None);
+        }
+        match self.ensure(t0) {
+            Ok(module) => {
+                slot.stood_in.store(true, Ordering::Relaxed);
+                Ok(Some(module))
+            }
+            Err(e) => {
+                log::debug!(
+                    "{}: no tier-0 stand-in for {entry} ({e}); waiting for {}",
+                    self.device.info().id,
+                    slot.name
+                );
+                Ok(None)
+            }
+        }
+    }
+
+    /// False while a family that a tier-0 stand-in ran for is still being built: a graph
+    /// recorded now would keep the stand-in (or wait for the family), so step graphs wait.
+    pub(super) fn kernels_final(&self) -> bool {
+        self.tier_mode != TierMode::Auto
+            || !self
+                .slots
+                .iter()
+                .any(|s| s.stood_in.load(Ordering::Relaxed) && s.loaded.lock().is_none())
+    }
+
+    /// Whether module `index`'s binary is in the disk cache (looked up once).
+    fn cached(&self, index: usize) -> bool {
+        let slot = &self.slots[index];
+        *slot.on_disk.get_or_init(|| {
+            with_key(&*self.device, &slot.source, &[], |key| {
+                KernelCache::from_env().contains(key)
+            })
+        })
+    }
+
+    /// What a prefetch builds, in what order. Warm (every family tier 0 covers is in the disk
+    /// cache, or no tier 0): every module but tier 0 and the first-use-only ones, in table
+    /// order, on `threads`. Cold: tier 0 first, the families it covers last (the stand-ins
+    /// carry the first steps), on fewer threads for OpenCL.
+    fn prefetch_plan(&self, threads: usize) -> PrefetchPlan {
+        let wanted =
+            |i: &usize| Some(*i) != self.tier0 && !FIRST_USE_ONLY.contains(&self.slots[*i].name);
+        let all = 0..self.slots.len();
+        let cold = match (self.tier0, self.tier_mode) {
+            (Some(_), TierMode::Force) => true,
+            (Some(_), TierMode::Auto) => all
+                .clone()
+                .any(|i| self.slots[i].covered && !self.cached(i)),
+            _ => false,
+        };
+        if !cold {
+            self.maybe_cold.store(false, Ordering::Relaxed);
+        }
+        let (Some(t0), true) = (self.tier0, cold) else {
+            return PrefetchPlan {
+                order: all.filter(wanted).collect(),
+                threads,
+            };
+        };
+        let mut order = vec![t0];
+        order.extend(all.clone().filter(|i| wanted(i) && !self.slots[*i].covered));
+        order.extend(all.filter(|i| wanted(i) && self.slots[*i].covered));
+        let threads = if self.device.info().backend == BackendKind::OpenCl {
+            threads.min(OPENCL_COLD_PREFETCH_THREADS)
+        } else {
+            threads
+        };
+        PrefetchPlan { order, threads }
     }
 
     /// Module `index`, built (or loaded) now if it is not yet.
@@ -202,8 +362,9 @@ impl<D: Device> OpSet<D> {
         Ok(module)
     }
 
-    /// Builds every module not yet built, on up to `threads` threads at once; the first error
-    /// (in module order) is returned once all have been tried.
+    /// Builds every module not yet built (tier 0 only when `RNN_KERNEL_TIER0` forces it: a
+    /// warm cache never needs it), on up to `threads` threads at once; the first error (in
+    /// module order) is returned once all have been tried.
     pub(super) fn build_all(&self, threads: usize) -> Result<()> {
         let next = AtomicUsize::new(0);
         let errors: Mutex<Vec<(usize, Error)>> = Mutex::new(Vec::new());
@@ -212,6 +373,9 @@ impl<D: Device> OpSet<D> {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= self.slots.len() {
                     return;
+                }
+                if Some(i) == self.tier0 && self.tier_mode != TierMode::Force {
+                    continue;
                 }
                 if let Err(e) = self.ensure(i) {
                     errors.lock().push((i, e));
@@ -232,26 +396,31 @@ impl<D: Device> OpSet<D> {
         }
     }
 
-    /// Starts building every module on background threads (at most `threads`) and returns at
-    /// once. The threads hold the set until they finish; [`OpSet::stop`] makes them start no
-    /// further module and waits for them. A failed build is logged and left unbuilt: the first
-    /// use builds it again and returns the error, with the compiler's full log.
+    /// Starts building the modules on background threads (at most `threads`, in the order
+    /// and on the threads of [`OpSet::prefetch_plan`], which the first thread draws up) and
+    /// returns at once. The threads hold the set until they finish; [`OpSet::stop`] makes them
+    /// start no further module and waits for them. A failed build is logged and left unbuilt:
+    /// the first use builds it again and returns the error, with the compiler's full log.
     pub(super) fn prefetch(self: &Arc<Self>, threads: usize) {
+        self.prefetching.store(true, Ordering::Relaxed);
+        let threads = threads.clamp(1, self.slots.len().max(1));
         let next = Arc::new(AtomicUsize::new(0));
-        for _ in 0..threads.clamp(1, self.slots.len().max(1)) {
+        let plan = Arc::new(OnceLock::new());
+        for ordinal in 0..threads {
             let set = self.clone();
             let next = next.clone();
+            let plan = plan.clone();
             let spawned = std::thread::Builder::new()
                 .name("rnn-kernel-prefetch".into())
                 .spawn(move || {
+                    let plan: &PrefetchPlan = plan.get_or_init(|| set.prefetch_plan(threads));
+                    if ordinal >= plan.threads {
+                        return;
+                    }
                     while !set.stop.load(Ordering::Relaxed) {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= set.slots.len() {
+                        let Some(&i) = plan.order.get(next.fetch_add(1, Ordering::Relaxed)) else {
                             return;
-                        }
-                        if FIRST_USE_ONLY.contains(&set.slots[i].name) {
-                            continue;
-                        }
+                        };
                         if let Err(e) = set.ensure(i) {
                             log::debug!(
                                 "{}: prefetching op-set module {} failed (its first use \
@@ -386,7 +555,7 @@ mod tests {
             sgemm: Box::new(|_, _, _| crate::backend::SGEMM_TC64),
             co_resident: None,
         });
-        OpSet::new(Arc::new(device)).unwrap()
+        OpSet::new(Arc::new(device), false).unwrap()
     }
 
     #[test]

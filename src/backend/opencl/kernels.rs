@@ -1,7 +1,7 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time: the shared headers and the families, each family compiled as a module of its own.
 
-use crate::kernel::{OpFamily, OpModule, concatenate, family_entries, whole_op_set};
+use crate::kernel::{OpFamily, OpModule, TIER0, concatenate, family_entries, whole_op_set};
 
 /// What every module starts with, after the device's defines: the scalar core every dialect
 /// shares (activations, index rule) and its f32/bf16/f16 conversions, the common header, the streaming helpers.
@@ -26,7 +26,7 @@ const HEADERS: [(&str, &str); 4] = [
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 13] = [
+pub(crate) const FAMILIES: [OpFamily; 14] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -176,6 +176,22 @@ pub(crate) const FAMILIES: [OpFamily; 13] = [
             include_str!("../../../kernels-cl/mixed.cl"),
         )],
         entries: &[family_entries::MIXED],
+    },
+    // Stand-ins for the f32 GEMM families while they build on a cold start
+    // (src/backend/gpu/modules.rs); never prefetched from a warm cache.
+    OpFamily {
+        name: TIER0,
+        files: &[
+            (
+                "kernels-common/sgemm_tier0.h",
+                include_str!("../../../kernels-common/sgemm_tier0.h"),
+            ),
+            (
+                "kernels-cl/tier0.cl",
+                include_str!("../../../kernels-cl/tier0.cl"),
+            ),
+        ],
+        entries: &[family_entries::TIER0],
     },
 ];
 

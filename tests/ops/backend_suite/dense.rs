@@ -17,7 +17,7 @@ use rnn::{Activation, Context, Ops, View};
 
 use super::activations::ACTIVATIONS;
 use super::{Values, compare_checked, contexts, nan, prop, run_on};
-use crate::support::Target;
+use crate::support::{self, Target};
 
 /// `(rows, inputs, outputs)` of layers whose forward product the tile GEMMs take (outputs >= 128
 /// over inputs >= 256): on NVIDIA's OpenCL the tensor-core kernels, unsplit (the first, whose
@@ -47,6 +47,21 @@ pub fn dense_ops(t: Target) {
         any::<u64>(),
     );
     prop(t, "gpu_dense_ops", 10, s, dense_case);
+}
+
+/// The dense ops while the tier-0 stand-in takes the products (`ContextOptions::force_tier0`):
+/// the fused thin paths give way to the product and a separate bias and activation pass.
+pub fn dense_ops_tier0(t: Target) {
+    let test = "gpu_dense_ops_tier0";
+    for ctx in &support::contexts_with(t, test, |o| o.force_tier0 = true) {
+        for (case, &(rows, inputs, outputs)) in TILE_LAYERS.iter().chain(&HEAD_LAYERS).enumerate() {
+            for act in 0..ACTIVATIONS.len() {
+                let seed = 0x0de5_e700 + (case * ACTIVATIONS.len() + act) as u64;
+                dense_case(ctx, (rows, inputs, outputs, act, seed))
+                    .unwrap_or_else(|e| panic!("{test}: {e}"));
+            }
+        }
+    }
 }
 
 /// Both dense ops of one random layer against the CPU.

@@ -26,6 +26,7 @@
 //!   set built for sm_90a) the warpgroup kernel `sgemm_wg128` takes the products whose grid fills
 //!   three quarters of the SMs, cuBLAS or not: [`WARPGROUP_SHAPES`] are such products on 132 SMs
 //!   (`warpgroup_gemm_fits`' unit test checks that), run with and without cuBLAS.
+//! - Every GPU backend: the tier-0 stand-in `sgemm_tier0` for every shape (`gemm_tier0`).
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -128,6 +129,23 @@ pub fn gemm_tiles(t: Target) {
         }
         gemm_on(ctxs, &test, 12);
     }
+}
+
+/// The tier-0 stand-in (`sgemm_tier0`, which a cold start launches until the GEMM families are
+/// built), forced for every thin and tile product (`ContextOptions::force_tier0`; cuBLAS off
+/// so that CUDA products reach it): the tile, split-k and thin edge shapes, then random ones.
+pub fn gemm_tier0(t: Target) {
+    let test = "gpu_gemm_tier0";
+    let ctxs = support::contexts_with(t, test, |o| {
+        o.force_tier0 = true;
+        o.vendor_blas = false;
+    });
+    for ctx in &ctxs {
+        for shapes in [&SHAPES[..], &SPLIT_K_SHAPES[..], &THIN_SHAPES[..]] {
+            edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
+        }
+    }
+    gemm_on(ctxs, test, 12);
 }
 
 /// GEMM with `vendor_blas` off, so a CUDA context runs the built-in kernels even where cuBLAS

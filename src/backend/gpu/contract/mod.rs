@@ -194,15 +194,24 @@ fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> 
     out
 }
 
-/// Records every launch of [`calls::exercise`] on each imitated device: `(dialect, entry)` to
-/// its argument kinds. Two different lists for one entry of one dialect are an error.
+/// Records every launch of [`calls::exercise`] on each imitated device, with the default
+/// options and again with the tier-0 stand-ins forced: `(dialect, entry)` to its argument
+/// kinds. Two different lists for one entry of one dialect are an error.
 fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
     let mut recorded = Recorded::new();
     let mut pointers = PointerTypes::new();
-    for imitate in imitations() {
+    let forced = ContextOptions {
+        force_tier0: true,
+        ..ContextOptions::default()
+    };
+    let runs = imitations()
+        .into_iter()
+        .map(|i| (i, ContextOptions::default()))
+        .chain(imitations().into_iter().map(|i| (i, forced.clone())));
+    for (imitate, options) in runs {
         let dialect = format!("{:?}", imitate.dialect);
         let (device, log) = RecordingDevice::new(imitate);
-        let ops = super::create(device, &ContextOptions::default()).expect("recording ops");
+        let ops = super::create(device, &options).expect("recording ops");
         if let Err(e) = calls::exercise(&*ops.ops) {
             errors.push(format!("{dialect}: the recorded ops failed: {e}"));
         }

@@ -1,0 +1,84 @@
+//! Tiered kernels for cold starts, as JIT compilers tier code: the op set's `tier0` family
+//! (`kernels-{cu,cl}/tier0.*`) holds stand-ins that compile in a fraction of a second for the
+//! f32 GEMM families, whose tensor-core and warpgroup kernels take the longest to build. On a
+//! cold start (a background prefetch running, the family's binary not in the disk cache) a
+//! GEMM launches its stand-in until the prefetch has built the family, then the family's own
+//! kernel; with the family in the disk cache tier 0 is never built. The stand-ins keep the
+//! contract of the launches they replace, so results agree within the GEMM tolerance.
+//!
+//! Graphs never hold a stand-in: a launch while recording waits for the family instead
+//! (`OpSet::tier0_for`), and the step graphs record only once every family a stand-in ran for is
+//! built (`Execution::kernels_final`).
+
+use std::ffi::OsStr;
+
+use crate::env_switch::Switch;
+use crate::error::Result;
+
+/// `RNN_KERNEL_TIER0`: on (unset, empty, `1`, `on`, `true`, `yes`) uses the stand-ins on cold
+/// starts with a prefetch, off (`0`, `off`, `false`, `no`) never, `force` for every product
+/// they cover, cold or warm, recorded or not (as `ContextOptions::force_tier0`, with which the
+/// backend suites test them on every backend).
+pub(crate) const TIER0_ENV: &str = "RNN_KERNEL_TIER0";
+
+/// The families the stand-ins replace (the f32 GEMMs of each dialect; names a dialect lacks
+/// are ignored).
+pub(super) const COVERED: [&str; 3] = ["gemm", "gemm_tc", "gemm_thin"];
+
+/// When GEMM launches use the tier-0 stand-ins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TierMode {
+    /// On cold starts with a prefetch, until the family is built.
+    Auto,
+    Off,
+    /// Always.
+    Force,
+}
+
+impl TierMode {
+    /// The mode `RNN_KERNEL_TIER0` (its value `value`, if set) asks for: `force`, or a switch
+    /// whose on (unset, empty, `1`, `on`, ...) is [`TierMode::Auto`]; anything else is
+    /// [`crate::Error::InvalidEnv`].
+    pub(super) fn parse(value: Option<&OsStr>) -> Result<Self> {
+        if value
+            .and_then(OsStr::to_str)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("force"))
+        {
+            return Ok(TierMode::Force);
+        }
+        let switch = Switch {
+            name: TIER0_ENV,
+            unset: true,
+            empty: true,
+            yes_no: true,
+        };
+        Ok(if switch.parse(value)? {
+            TierMode::Auto
+        } else {
+            TierMode::Off
+        })
+    }
+
+    /// The mode of the environment.
+    pub(super) fn from_env() -> Result<Self> {
+        Self::parse(std::env::var_os(TIER0_ENV).as_deref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tier0_switch_reads_auto_off_and_force() {
+        let parse = |v: &str| TierMode::parse(Some(OsStr::new(v)));
+        assert_eq!(TierMode::parse(None).unwrap(), TierMode::Auto);
+        assert_eq!(parse("").unwrap(), TierMode::Auto);
+        assert_eq!(parse(" On ").unwrap(), TierMode::Auto);
+        assert_eq!(parse("off").unwrap(), TierMode::Off);
+        assert_eq!(parse("0").unwrap(), TierMode::Off);
+        assert_eq!(parse("FORCE").unwrap(), TierMode::Force);
+        let err = parse("fast").unwrap_err();
+        assert!(err.to_string().contains(TIER0_ENV), "{err}");
+    }
+}
