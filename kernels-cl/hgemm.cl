@@ -140,31 +140,58 @@ HG_F32_ENTRY(hgemm_f16, RNN_KIND_F16)
 HG_LOW_ENTRY(hgemm_lo_bf16, RNN_KIND_BF16)
 HG_LOW_ENTRY(hgemm_lo_f16, RNN_KIND_F16)
 
-// Column sums of a T matrix into f32: kernels-cu/hgemm.cu's `hcol_sum_*` (work-group (32, 8),
-// grid ceil(cols / 32) groups).
-inline void hcol_sum_body(__global const ushort* x, __global float* out, uint rows, uint cols,
-                          float beta, __local float* sums, uint kind) {
+// Column sums of a T matrix into f32: kernels-cu/hgemm.cu's `hcol_sum_*` (work-group (32, 8)
+// over a strip of 32 columns and a chunk of `chunk_rows` rows, the chunks added in order by the
+// last group of the strip to arrive). No early return, every barrier reached by all work-items
+// (PoCL, see rnn_last_arrival).
+inline void hcol_sum_body(__global const ushort* x, __global float* out, __global float* part,
+                          __global uint* tickets, uint rows, uint cols, uint chunk_rows,
+                          float beta, __local float* sums, __local uint* flag, uint kind) {
     const uint tx = get_local_id(0), ty = get_local_id(1);
+    const uint chunks = get_num_groups(1);
     const uint c = get_group_id(0) * 32 + tx;
+    const ulong r1 = min((ulong)rows, (ulong)get_group_id(1) * chunk_rows + chunk_rows);
     float s = 0.0f;
     if (c < cols) {
-        for (ulong r = ty; r < rows; r += 8) s += rnn_half_to_f32(x[r * cols + c], kind);
+        for (ulong r = (ulong)get_group_id(1) * chunk_rows + ty; r < r1; r += 8)
+            s += rnn_half_to_f32(x[r * cols + c], kind);
     }
     sums[ty * 33 + tx] = s;
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (ty == 0 && c < cols) {
-        float t = 0.0f;
-        for (uint i = 0; i < 8; ++i) t += sums[i * 33 + tx];
-        out[c] = (beta != 0.0f) ? t + beta * out[c] : t;
+    float t = 0.0f;
+    for (uint i = 0; i < 8; ++i) t += sums[i * 33 + tx];
+    const bool owner = ty == 0 && c < cols;
+    if (chunks > 1 && owner) {
+        part[(ulong)get_group_id(1) * cols + c] = t;
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
+    }
+    const bool last = rnn_last_arrival(tickets + get_group_id(0), chunks, flag);
+    float u = 0.0f;
+    if (last && chunks > 1 && c < cols)
+        for (uint j = ty; j < chunks; j += 8) u += rnn_load_coherent(part + (ulong)j * cols + c);
+    barrier(CLK_LOCAL_MEM_FENCE);  // every work-item has read sums above
+    sums[ty * 33 + tx] = u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (last && owner) {
+        float v = t;
+        if (chunks > 1) {
+            v = 0.0f;
+            for (uint i = 0; i < 8; ++i) v += sums[i * 33 + tx];
+        }
+        out[c] = (beta != 0.0f) ? v + beta * out[c] : v;
     }
 }
 
 #define HCOL_SUM_ENTRY(NAME, KIND)                                                              \
     __kernel __attribute__((reqd_work_group_size(32, 8, 1))) void NAME(                         \
         __global const ushort* x_base, ulong x_off, __global float* out_base, ulong out_off,    \
-        uint rows, uint cols, float beta) {                                                     \
+        __global float* part_base, ulong part_off, __global uint* ticket_base,                  \
+        ulong ticket_off, uint rows, uint cols, uint chunk_rows, float beta) {                  \
         __local float sums[8 * 33];                                                             \
-        hcol_sum_body(x_base + x_off, out_base + out_off, rows, cols, beta, sums, KIND);        \
+        __local uint flag;                                                                      \
+        hcol_sum_body(x_base + x_off, out_base + out_off, part_base + part_off,                 \
+                      ticket_base + ticket_off, rows, cols, chunk_rows, beta, sums, &flag,      \
+                      KIND);                                                                    \
     }
 
 HCOL_SUM_ENTRY(hcol_sum_bf16, RNN_KIND_BF16)

@@ -224,34 +224,61 @@ HG_F32_ENTRY(hgemm_f16, RNN_KIND_F16)
 HG_LOW_ENTRY(hgemm_lo_bf16, RNN_KIND_BF16)
 HG_LOW_ENTRY(hgemm_lo_f16, RNN_KIND_F16)
 
-// Column sums of a T matrix into f32 (geometry C without chunks: block (32, 8), grid
-// ceil(cols / 32)): `out[c] = Σ_r x[r][c] + beta out[c]` (beta = 0: out is not read), each
-// column summed by 8 threads over rows ty, ty + 8, ... and their sums added in row order: the
-// bias gradient of `Ops::dense_param_grads` and `Ops::bias_act_backward_product`.
+// Column sums of a T matrix into f32 (geometry C: block (32, 8) over a strip of 32 columns and
+// a chunk of `chunk_rows` rows, blockIdx.y): `out[c] = Σ_r x[r][c] + beta out[c]` (beta = 0:
+// out is not read), the bias gradient of `Ops::dense_param_grads` and
+// `Ops::bias_act_backward_product`. Each column of a chunk is summed by 8 threads over rows
+// ty, ty + 8, ... and their sums added in row order; with one chunk the block writes `out`,
+// otherwise it stores its sums in `part[chunk * cols + col]` and the last block of the strip to
+// arrive (one ticket per strip, geometry L) adds the chunks in order, so the sum does not
+// depend on the arrival order and a tall matrix is read by many blocks, not one per strip.
 template <uint KIND>
 __device__ __forceinline__ void hcol_sum_body(const ushort* __restrict__ x, float* __restrict__ out,
-                                              uint rows, uint cols, float beta) {
+                                              float* part, uint* tickets, uint rows, uint cols,
+                                              uint chunk_rows, float beta) {
     __shared__ float sums[8][33];
     const uint c = blockIdx.x * 32 + threadIdx.x;
+    const u64 r1 = min((u64)rows, (u64)blockIdx.y * chunk_rows + chunk_rows);
     float s = 0.0f;
     if (c < cols) {
-        for (u64 r = threadIdx.y; r < rows; r += 8) s += rnn_half_to_f32(x[r * cols + c], KIND);
+        for (u64 r = (u64)blockIdx.y * chunk_rows + threadIdx.y; r < r1; r += 8)
+            s += rnn_half_to_f32(x[r * cols + c], KIND);
     }
     sums[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
-    if (threadIdx.y == 0 && c < cols) {
-        float t = 0.0f;
+    float t = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) t += sums[i][threadIdx.x];
-        out[c] = (beta != 0.0f) ? t + beta * out[c] : t;
+    for (int i = 0; i < 8; ++i) t += sums[i][threadIdx.x];
+    const bool owner = threadIdx.y == 0 && c < cols;
+    if (gridDim.y > 1 && owner) {
+        part[(u64)blockIdx.y * cols + c] = t;
+        __threadfence();
+    }
+    if (!rnn_last_arrival(tickets + blockIdx.x, gridDim.y)) return;
+    float u = 0.0f;
+    if (gridDim.y > 1 && c < cols)
+        for (uint j = threadIdx.y; j < gridDim.y; j += 8)
+            u += rnn_load_coherent(part + (u64)j * cols + c);
+    sums[threadIdx.y][threadIdx.x] = u;
+    __syncthreads();
+    if (owner) {
+        float v = t;
+        if (gridDim.y > 1) {
+            v = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) v += sums[i][threadIdx.x];
+        }
+        out[c] = (beta != 0.0f) ? v + beta * out[c] : v;
     }
 }
 
 #define HCOL_SUM_ENTRY(NAME, KIND)                                                              \
     extern "C" __global__ void __launch_bounds__(256)                                           \
-        NAME(const ushort* x_base, u64 x_off, float* out_base, u64 out_off, uint rows,          \
-             uint cols, float beta) {                                                           \
-        hcol_sum_body<KIND>(x_base + x_off, out_base + out_off, rows, cols, beta);              \
+        NAME(const ushort* x_base, u64 x_off, float* out_base, u64 out_off, float* part_base,   \
+             u64 part_off, uint* ticket_base, u64 ticket_off, uint rows, uint cols,             \
+             uint chunk_rows, float beta) {                                                     \
+        hcol_sum_body<KIND>(x_base + x_off, out_base + out_off, part_base + part_off,           \
+                            ticket_base + ticket_off, rows, cols, chunk_rows, beta);            \
     }
 
 HCOL_SUM_ENTRY(hcol_sum_bf16, RNN_KIND_BF16)

@@ -7,7 +7,7 @@
 
 use super::GpuOps;
 use super::launch::{self, Args};
-use super::scratch::GEMM_PARTS;
+use super::scratch::{GEMM_PARTS, PARTIALS, STRIP_TICKETS};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::dtype::DType;
@@ -206,17 +206,26 @@ impl<D: Device> GpuOps<D> {
         } else {
             "hcol_sum_f16"
         };
-        let config = crate::kernel::LaunchConfig {
-            grid: [cols.div_ceil(32) as u32, 1, 1],
-            block: [32, 8, 1],
-            shared_bytes: 0,
-        };
-        let args = Args::new()
-            .buf_as(x, t)?
-            .buf(out)?
-            .dims(&[rows, cols])
-            .f32(0.0);
-        self.run(entry, config, args)
+        if cols == 0 {
+            return Ok(());
+        }
+        let (config, chunk_rows) = launch::column_sums(
+            rows,
+            cols,
+            1,
+            self.info.compute_units,
+            PARTIALS,
+            STRIP_TICKETS,
+        );
+        self.with_scratch(|scratch| {
+            let args = Args::new()
+                .buf_as(x, t)?
+                .bufs(&[out, &scratch.partials()?, &scratch.strip_tickets()?])?
+                .dims(&[rows, cols])
+                .u32(chunk_rows)
+                .f32(0.0);
+            self.run(entry, config, args)
+        })
     }
 
     /// [`crate::ops::DenseOps::dense_forward`] of T views: one `hgemm_lo_*` launch with the
