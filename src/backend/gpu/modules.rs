@@ -180,7 +180,7 @@ impl<D: Device> OpSet<D> {
             tier_mode: if force_tier0 {
                 TierMode::Force
             } else {
-                TierMode::from_env()?
+                TierMode::from_env(device.info().backend)?
             },
             prefetching: AtomicBool::new(false),
             maybe_cold: AtomicBool::new(true),
