@@ -21,6 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::buffer::Buffer;
+use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::ops::TypedMemory;
 
@@ -62,6 +63,9 @@ pub(crate) struct StreamFeed {
     /// making their copies (logged at debug level at the end of an epoch).
     waited: Duration,
     copying: Duration,
+    /// The device the slots live on: its main stream waits for the last side copies before
+    /// the slots go back to its memory pool.
+    ctx: Context,
 }
 
 impl Network {
@@ -109,6 +113,7 @@ impl Network {
             ahead: None,
             waited: Duration::ZERO,
             copying: Duration::ZERO,
+            ctx: self.ctx.clone(),
         };
         if let Some(plan) = first {
             // The first epoch's `begin_epoch` finds its order queued and carries on.
@@ -420,5 +425,12 @@ impl Drop for StreamFeed {
     fn drop(&mut self) {
         self.log_times();
         self.stop();
+        // The pool orders a freed block's reuse after the main stream's work only; a copy
+        // queued ahead into a slot (the next epoch's first batch, say) may still be running.
+        if self.side
+            && let Err(e) = self.ctx.execution().order_streams(false)
+        {
+            log::warn!("a data stream's last copies could not be ordered: {e}");
+        }
     }
 }

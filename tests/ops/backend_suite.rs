@@ -33,6 +33,7 @@ mod optim;
 mod reductions;
 mod rnn_seq;
 mod rnn_step;
+mod side_copies;
 mod varlen;
 
 /// Fresh contexts of `target` for one test, dropped when it ends, so every device allocation is
@@ -524,6 +525,7 @@ macro_rules! backend_suite {
                 gpu_loss_scaling => mixed::loss_scaling,
                 gpu_elementwise_t => mixed::elementwise_t,
                 gpu_mixed_optimizers => mixed::mixed_optimizers,
+                gpu_side_copies => side_copies::side_copies,
             }
         }
     };

@@ -1,11 +1,17 @@
 //! A second in-order queue for host-to-device copies that overlap the main queue's kernels
-//! (`Device::write_block_on_side`), ordered against the main queue by a marker on one queue
-//! and a barrier on the other (`Device::order_streams`), without blocking the host. The copies
-//! read host blocks (`Device::host_block`) that are buffers allocated by the driver in host
-//! memory (`CL_MEM_ALLOC_HOST_PTR`) and kept mapped: on NVIDIA's OpenCL that memory is pinned,
-//! so a copy from it runs on the copy engines without staging (NVIDIA's OpenCL best-practices
+//! (`Device::write_block_on_side`), ordered against the main queue through events
+//! (`Device::order_streams`), without blocking the host. The copies read host blocks
+//! (`Device::host_block`) that are buffers allocated by the driver in host memory
+//! (`CL_MEM_ALLOC_HOST_PTR`) and kept mapped: on NVIDIA's OpenCL that memory is pinned, so a
+//! copy from it runs on the copy engines without staging (NVIDIA's OpenCL best-practices
 //! guide, "pinned memory"). A block's next write or its release waits for the copies still
 //! reading it, on the writing thread.
+//!
+//! The ordering costs few driver calls, because a stream of batches orders both ways every
+//! step and each call is time the training thread does not spend queueing kernels: the side
+//! queue's copies carry the main queue's latest marker in their wait lists (no barrier on the
+//! side queue), and the main queue waits on the last copy's own event (no marker on the side
+//! queue, whose copies are flushed as they are queued).
 
 use std::any::Any;
 use std::ffi::c_void;
@@ -13,13 +19,15 @@ use std::ops::Range;
 use std::ptr;
 use std::sync::OnceLock;
 
+use parking_lot::Mutex;
+
 use opencl3::command_queue::{
     CL_BLOCKING, CL_NON_BLOCKING, CommandQueue, enqueue_barrier_with_wait_list, enqueue_map_buffer,
     enqueue_marker_with_wait_list, enqueue_unmap_mem_object, enqueue_write_buffer,
     release_command_queue, retain_command_queue,
 };
 use opencl3::context::Context;
-use opencl3::event::wait_for_events;
+use opencl3::event::{retain_event, wait_for_events};
 use opencl3::memory::{
     CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR, CL_MEM_READ_WRITE, create_buffer, release_mem_object,
 };
@@ -61,17 +69,24 @@ impl MappedBlock {
     }
 
     /// Queues the non-blocking write of bytes `range` (checked against the block by the
-    /// caller) to `dst` at `offset` (checked against `dst` by the caller) on the side queue.
+    /// caller) to `dst` at `offset` (checked against `dst` by the caller) on the side queue,
+    /// after `after` when given; returns the copy's event, retained once more for the caller.
     fn copy_to(
         &mut self,
         dst: cl_mem,
         offset: usize,
         range: Range<usize>,
+        after: Option<cl_event>,
         enqueue_error: impl FnOnce(cl_int) -> Error,
-    ) -> Result<()> {
+    ) -> Result<cl_event> {
+        let (waits, wait_list) = match &after {
+            Some(e) => (1, e as *const cl_event),
+            None => (0, ptr::null()),
+        };
         // SAFETY: `dst` is a live buffer with `offset + range.len()` in range and `range` lies
         // inside the mapped block (both checked by the caller); the block is neither written
-        // (`bytes_mut`) nor unmapped (`Drop`) before the event kept below has completed.
+        // (`bytes_mut`) nor unmapped (`Drop`) before the event kept below has completed;
+        // `wait_list` points at `waits` live events (`after` is held by the side queue).
         let event = unsafe {
             enqueue_write_buffer(
                 self.queue,
@@ -80,15 +95,27 @@ impl MappedBlock {
                 offset,
                 range.len(),
                 self.host.add(range.start) as *const c_void,
-                0,
-                ptr::null(),
+                waits,
+                wait_list,
             )
         }
         .map_err(enqueue_error)?;
+        // SAFETY: a live event, just returned; the caller releases this second reference.
+        if let Err(c) = unsafe { retain_event(event) } {
+            release(event);
+            return Err(cl_error("clRetainEvent", c));
+        }
         if let Some(earlier) = self.pending.replace(event) {
             release(earlier);
         }
-        opencl3::command_queue::flush(self.queue).map_err(|c| cl_error("clFlush", c))
+        // Another queue's barrier waits on this copy only once it has been submitted.
+        match opencl3::command_queue::flush(self.queue) {
+            Ok(()) => Ok(event),
+            Err(c) => {
+                release(event);
+                Err(cl_error("clFlush", c))
+            }
+        }
     }
 }
 
@@ -138,10 +165,38 @@ impl Drop for MappedBlock {
     }
 }
 
+/// The events that order the two queues: each held once, by this struct.
+#[derive(Default)]
+struct Marks {
+    /// The main queue's latest marker: every copy queued after it waits for it.
+    main: Option<cl_event>,
+    /// The side queue's last copy that the main queue has not yet been made to wait for.
+    copy: Option<cl_event>,
+}
+
+// SAFETY: the events are OpenCL objects, which any thread may use and release.
+unsafe impl Send for Marks {}
+
+impl Marks {
+    fn replace(slot: &mut Option<cl_event>, event: Option<cl_event>) {
+        if let Some(old) = std::mem::replace(slot, event) {
+            release(old);
+        }
+    }
+}
+
+impl Drop for Marks {
+    fn drop(&mut self) {
+        Marks::replace(&mut self.main, None);
+        Marks::replace(&mut self.copy, None);
+    }
+}
+
 /// The side queue, created on first use.
 #[derive(Default)]
 pub(super) struct SideQueue {
     queue: OnceLock<CommandQueue>,
+    marks: Mutex<Marks>,
 }
 
 impl SideQueue {
@@ -230,7 +285,10 @@ impl SideQueue {
                 "write_block_on_side: the host block belongs to another OpenCL device".into(),
             ));
         }
-        block.copy_to(dst, offset, range, enqueue_error)
+        let mut marks = self.marks.lock();
+        let event = block.copy_to(dst, offset, range, marks.main, enqueue_error)?;
+        Marks::replace(&mut marks.copy, Some(event));
+        Ok(())
     }
 
     /// Makes the side queue wait for the work queued on `main` so far (`to_side`), or `main`
@@ -241,23 +299,26 @@ impl SideQueue {
         main: &CommandQueue,
         to_side: bool,
     ) -> Result<()> {
-        let side = self.queue(context)?;
-        let (waiter, waited) = match to_side {
-            true => (side, main),
-            false => (main, side),
+        self.queue(context)?;
+        let mut marks = self.marks.lock();
+        if to_side {
+            // SAFETY: a marker with an empty wait list on a live queue; `marks` keeps its event.
+            let marker = unsafe { enqueue_marker_with_wait_list(main.get(), 0, ptr::null()) }
+                .map_err(|c| cl_error("clEnqueueMarkerWithWaitList", c))?;
+            Marks::replace(&mut marks.main, Some(marker));
+            // Another queue's commands wait on the marker only once it has been submitted.
+            return main.flush().map_err(|e| cl_error("clFlush", e.0));
+        }
+        // The side queue is in order and runs only these copies: its last one completes after
+        // every earlier one. None since the last call: the main queue already waits for all.
+        let Some(copy) = marks.copy.take() else {
+            return Ok(());
         };
-        // SAFETY: a marker with an empty wait list on a live queue; its event is released
-        // below, once the barrier holds its own reference.
-        let marker = unsafe { enqueue_marker_with_wait_list(waited.get(), 0, ptr::null()) }
-            .map_err(|c| cl_error("clEnqueueMarkerWithWaitList", c))?;
-        // Another queue's commands wait on the marker only once it has been submitted.
-        let flushed = waited.flush().map_err(|e| cl_error("clFlush", e.0));
-        // SAFETY: a barrier on a live queue of the same context, waiting on one live event.
-        let barrier = flushed.and_then(|()| {
-            unsafe { enqueue_barrier_with_wait_list(waiter.get(), 1, &marker) }
-                .map_err(|c| cl_error("clEnqueueBarrierWithWaitList", c))
-        });
-        release(marker);
+        // SAFETY: a barrier on a live queue of the same context, waiting on one live event
+        // (released below, once the barrier holds its own reference).
+        let barrier = unsafe { enqueue_barrier_with_wait_list(main.get(), 1, &copy) }
+            .map_err(|c| cl_error("clEnqueueBarrierWithWaitList", c));
+        release(copy);
         release(barrier?);
         Ok(())
     }
