@@ -20,19 +20,24 @@ impl Network {
     /// it to [`super::TrainingConfig::precision`] and leaves it there). `Bf16`/`F16` make the
     /// low copy of the parameters and rebuild the workspaces with activations of that type;
     /// every backend takes them (the CPU backend computes in f32 over bf16/f16 storage).
-    /// `Tf32` stores f32 and uses TF32 GEMMs where the context allows them
-    /// ([`crate::ContextOptions::allow_tf32`]). A [`super::Stepper`] computes in f32 whatever
-    /// the precision.
+    /// `Tf32` stores f32 and uses TF32 GEMMs (on CUDA with cuBLAS). `Tf32`, `Bf16` and `F16`
+    /// turn the context's TF32 switch on ([`crate::ops::Execution::set_tf32`]); `F32` returns
+    /// it to the context's [`crate::ContextOptions::allow_tf32`]. A [`super::Stepper`]
+    /// computes in f32 whatever the precision.
     pub fn set_precision(&mut self, precision: Precision) -> Result<()> {
+        // The f32 products of Tf32, Bf16 and F16 networks (all of a Tf32 network's; the
+        // f32-only layers' of the others, which PyTorch's autocast runs in bf16/f16) may use
+        // TF32; an F32 network's follow the context's `allow_tf32`.
+        let tf32 = precision != Precision::F32;
+        if self.ctx.execution().set_tf32(tf32) != tf32 {
+            log::debug!(
+                "{}: TF32 products {}",
+                self.ctx.id(),
+                if tf32 { "on" } else { "off" }
+            );
+        }
         if precision == self.precision && (self.low.is_some() == precision.low_dtype().is_some()) {
             return self.refresh_low();
-        }
-        if precision == Precision::Tf32 {
-            log::info!(
-                "{}: precision tf32 uses TF32 GEMMs where the context was created with \
-                 ContextOptions::allow_tf32 (cuBLAS); elsewhere it computes in f32",
-                self.ctx.id()
-            );
         }
         self.low = match precision.low_dtype() {
             Some(t) => Some(self.ctx.ops().alloc_as(t, self.layout.total)?),

@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 ///   recurrent cell states (`h`, LSTM `c`) stay f32;
 /// - the loss: the last layer's output is cast to f32; the loss values, softmax and its
 ///   gradient are f32, the gradient cast to T (after the loss scale, for `F16`);
+/// - the f32 products that remain (the f32-only layers' GEMMs, which autocast would run in
+///   T) use TF32 on CUDA with cuBLAS, as in `Tf32`: more precise than T, and on the tensor
+///   cores;
 /// - [`super::Stepper`]: f32 throughout, whatever the network's precision.
 ///
 /// Master parameters, their gradients and the optimizer state are f32 in every precision;
@@ -27,10 +30,8 @@ pub enum Precision {
     /// Everything in f32 (the default).
     #[default]
     F32,
-    /// f32 storage, TF32 tensor-core GEMMs where the network's context allows them
-    /// ([`crate::ContextOptions::allow_tf32`]: cuBLAS on CUDA); elsewhere the same as `F32`.
-    /// Training that creates its own context (the network moves to another device) creates it
-    /// with `allow_tf32`.
+    /// f32 storage, TF32 tensor-core GEMMs (cuBLAS's TF32 mode, on CUDA with cuBLAS, on any
+    /// context); elsewhere the same as `F32`.
     Tf32,
     /// bfloat16 activations and GEMM operands, f32 sums, master weights and optimizer state;
     /// no loss scaling (bf16 has f32's exponent range).

@@ -55,6 +55,16 @@ pub trait Execution: Send + Sync {
         true
     }
 
+    /// Lets f32 products use TF32 tensor-core math from now on (`on`), or returns them to what
+    /// [`crate::ContextOptions::allow_tf32`] said at creation (`!on`); returns the previous
+    /// setting. Only CUDA devices with cuBLAS change (the f32 products then go to
+    /// cuBLAS in its TF32 mode); elsewhere a no-op that returns false. Mixed-precision training
+    /// turns it on for the f32 layers' products, which PyTorch's autocast runs in bf16/f16.
+    #[doc(hidden)]
+    fn set_tf32(&self, _on: bool) -> bool {
+        false
+    }
+
     /// As [`Execution::native_queue`], for the context's side stream: collectives queued there
     /// overlap the main stream's work.
     #[doc(hidden)]

@@ -340,6 +340,30 @@ fn predict_in_each_precision(target: Target, test: &str) {
         }
         net.set_precision(Precision::F32).unwrap();
         assert_eq!(net.predict(data.features()).unwrap(), out32);
+        tf32_follows_the_precision(&ctx, &mut net, target);
+    }
+}
+
+/// The context's TF32 switch: on for the f32 products of a Tf32/Bf16/F16 network where the
+/// device has a TF32 route (CUDA with cuBLAS: the GPU machine's CUDA contexts), back to the
+/// context's default (off) for an F32 one.
+fn tf32_follows_the_precision(ctx: &Context, net: &mut Network, target: Target) {
+    let exec = ctx.execution();
+    let route = {
+        let before = exec.set_tf32(true);
+        exec.set_tf32(before)
+    };
+    assert_eq!(route, target == Target::Cuda, "{}: TF32 route", ctx.id());
+    for (p, on) in [
+        (Precision::Bf16, route),
+        (Precision::F32, false),
+        (Precision::F16, route),
+        (Precision::Tf32, route),
+        (Precision::F32, false),
+    ] {
+        net.set_precision(p).unwrap();
+        let now = exec.set_tf32(on);
+        assert_eq!(now, on, "{} {p}: TF32 switch", ctx.id());
     }
 }
 

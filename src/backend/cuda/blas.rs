@@ -12,7 +12,8 @@ use crate::backend::DevicePtr;
 use crate::error::{Error, Result};
 use crate::ops::Gemm;
 
-struct Handle(sys::cublasHandle_t);
+/// The handle and the math mode last set on it.
+struct Handle(sys::cublasHandle_t, cublasMath_t);
 
 // SAFETY: a cuBLAS handle may be used from any thread as long as calls on it do not overlap;
 // the Mutex in `Blas` serializes them.
@@ -30,7 +31,29 @@ pub(crate) struct Blas {
 /// cuBLAS workspace: 32 MiB, what PyTorch gives cuBLAS on Hopper.
 const WORKSPACE_BYTES: usize = 32 << 20;
 
+impl Handle {
+    fn set_math_mode(&mut self, mode: cublasMath_t) -> Result<()> {
+        if self.1 == mode {
+            return Ok(());
+        }
+        // SAFETY: live handle, used by no other call meanwhile (the caller holds its lock).
+        unsafe { sys::cublasSetMathMode(self.0, mode) }
+            .result()
+            .map_err(|e| error::cublas("cublasSetMathMode", e))?;
+        self.1 = mode;
+        Ok(())
+    }
+}
+
 impl Blas {
+    fn math_mode(tf32: bool) -> cublasMath_t {
+        if tf32 {
+            cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+        } else {
+            cublasMath_t::CUBLAS_DEFAULT_MATH
+        }
+    }
+
     /// Whether a cuBLAS library can be opened (checked before anything loads its symbols,
     /// which panics when the library is absent).
     pub(crate) fn present() -> bool {
@@ -47,7 +70,7 @@ impl Blas {
         // down): not while another thread records a graph.
         let handle = crate::backend::capture_gate::outside_captures(cublas::create_handle)
             .map_err(|e| error::cublas("cublasCreate", e))?;
-        let handle = Handle(handle);
+        let handle = Handle(handle, cublasMath_t::CUBLAS_DEFAULT_MATH);
         let mut blas = Blas {
             handle: Mutex::new(handle),
             workspace: None,
@@ -58,15 +81,8 @@ impl Blas {
         // the handle (CudaDevice drops `Blas` before its stream).
         unsafe { cublas::set_stream(h, stream.cu_stream() as sys::cudaStream_t) }
             .map_err(|e| error::cublas("cublasSetStream", e))?;
-        let mode = if tf32 {
-            cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
-        } else {
-            cublasMath_t::CUBLAS_DEFAULT_MATH
-        };
-        // SAFETY: live handle.
-        unsafe { sys::cublasSetMathMode(h, mode) }
-            .result()
-            .map_err(|e| error::cublas("cublasSetMathMode", e))?;
+        let mode = Blas::math_mode(tf32);
+        blas.handle.lock().set_math_mode(mode)?;
         // SAFETY: plain allocation in the bound context; freed once, in Drop.
         match unsafe { cudarc::driver::result::malloc_sync(WORKSPACE_BYTES) } {
             Ok(ws) => {
@@ -98,13 +114,14 @@ impl Blas {
     /// Row-major `C = alpha op(A) op(B) + beta C` as the column-major product
     /// `C^T = op(B)^T op(A)^T`: cuBLAS sees each row-major matrix as its transpose, so the
     /// operands swap and keep their own transpose flags. With beta = 0 cuBLAS does not read C.
-    /// The caller has bound the context.
+    /// TF32 tensor-core math when `tf32`. The caller has bound the context.
     pub(crate) fn gemm(
         &self,
         g: &Gemm,
         a: (DevicePtr, usize),
         b: (DevicePtr, usize),
         c: (DevicePtr, usize),
+        tf32: bool,
     ) -> Result<()> {
         let dim = |v: usize, name: &str| {
             i32::try_from(v).map_err(|_| {
@@ -126,7 +143,8 @@ impl Blas {
         let lda = (if g.trans_a { m } else { k }).max(1);
         let ldb = (if g.trans_b { k } else { n }).max(1);
         let ptr = |(p, off): (DevicePtr, usize)| (p + (off * 4) as u64) as *mut f32;
-        let h = self.handle.lock();
+        let mut h = self.handle.lock();
+        h.set_math_mode(Blas::math_mode(tf32))?;
         // SAFETY: live handle on this context's stream; the generic ops checked that A, B and C
         // hold op(A) m x k, op(B) k x n and C m x n elements at these offsets; alpha and beta
         // are host values (the default pointer mode).

@@ -47,9 +47,14 @@ pub(crate) struct CudaDevice {
     /// Most dynamic shared memory one block may opt in to, in bytes.
     pub(super) shared_optin: u32,
     /// The op set has `sgemm_wg128` (built for sm_90a from the CUDA sources) and it should take
-    /// the GEMMs it fits ahead of cuBLAS: not when the user allowed TF32, which cuBLAS then runs
-    /// at full tensor-core speed.
+    /// the GEMMs it fits ahead of cuBLAS, while TF32 is off: with TF32 (and cuBLAS) cuBLAS runs
+    /// them at full tensor-core speed.
     pub(super) warpgroup_gemm: bool,
+    /// f32 products may use TF32 math (`ContextOptions::allow_tf32`, then
+    /// `Device::set_tf32`); only with cuBLAS, whose math mode follows it.
+    pub(super) tf32: std::sync::atomic::AtomicBool,
+    /// What `ContextOptions::allow_tf32` set (with cuBLAS): `set_tf32(false)` returns to it.
+    pub(super) tf32_default: bool,
     /// A graph is being recorded from the stream (`Device::capture_begin`): allocations, host
     /// copies and waits are refused until it ends.
     pub(super) capturing: CaptureFlag,
@@ -160,10 +165,11 @@ impl CudaDevice {
         let warpgroup_gemm = options.warpgroup_gemm
             && matches!(target, Target::CubinArchSpecific(90))
             && !options.hip_sources_via_nvrtc
-            && shared_optin >= kernels::SGEMM_WG128.shared_bytes
-            && !(options.allow_tf32 && blas.is_some());
+            && shared_optin >= kernels::SGEMM_WG128.shared_bytes;
         Ok(CudaDevice {
             warpgroup_gemm,
+            tf32: (options.allow_tf32 && blas.is_some()).into(),
+            tf32_default: options.allow_tf32 && blas.is_some(),
             blas,
             async_alloc: ctx.has_async_alloc(),
             side: std::sync::OnceLock::new(),
@@ -184,7 +190,9 @@ impl CudaDevice {
     /// Whether `sgemm_wg128` runs an `m x n x k` product here (see
     /// [`kernels::warpgroup_gemm_fits`]).
     fn takes_warpgroup_gemm(&self, m: usize, n: usize, k: usize) -> bool {
-        self.warpgroup_gemm && kernels::warpgroup_gemm_fits(self.sms, m, n, k)
+        self.warpgroup_gemm
+            && !self.tf32.load(std::sync::atomic::Ordering::Relaxed)
+            && kernels::warpgroup_gemm_fits(self.sms, m, n, k)
     }
 
     /// Makes this device's context current on the calling thread.
@@ -456,10 +464,17 @@ impl Device for CudaDevice {
         c: (DevicePtr, usize),
     ) -> Option<Result<()>> {
         let blas = self.blas.as_ref()?;
-        Some(self.bind().and_then(|()| blas.gemm(g, a, b, c)))
+        let tf32 = self.tf32.load(std::sync::atomic::Ordering::Relaxed);
+        Some(self.bind().and_then(|()| blas.gemm(g, a, b, c, tf32)))
     }
 
     fn builtin_gemm_preferred(&self, g: &Gemm) -> bool {
         self.takes_warpgroup_gemm(g.m, g.n, g.k)
+    }
+
+    fn set_tf32(&self, on: bool) -> bool {
+        // TF32 exists here only as cuBLAS's math mode.
+        let on = (on && self.blas.is_some()) || self.tf32_default;
+        self.tf32.swap(on, std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -65,6 +65,10 @@ impl<D: Device> Execution for GpuOps<D> {
         self.device.profiler_range(on)
     }
 
+    fn set_tf32(&self, on: bool) -> bool {
+        self.device.set_tf32(on)
+    }
+
     fn kernel_times(&self) -> Result<Option<Vec<crate::ops::KernelTime>>> {
         self.device.kernel_times()
     }
