@@ -6,11 +6,14 @@
 //!
 //! ```text
 //! cargo bench --bench recurrent_grid -- [--device ID] [--points FILE] [--quick] [--only A,B]
-//!                                       [--algos all|A,B]
+//!                                       [--algos all|A,B] [--precision P]
 //!     --device ID     the device (else RNN_DEVICE, else cuda:0)
 //!     --points FILE   the grid (else RNN_GRID_POINTS, else benches/recurrent_grid.points)
 //!     --quick         only the points marked `quick`, fewer repetitions (CPU, PoCL)
 //!     --only A,B      only the points whose name contains one of these
+//!     --precision P   f32 (default, else RNN_PRECISION), tf32, bf16 or f16: the training
+//!                     precision; names other than f32 gain `_P` after the point's
+//!                     (PyTorch's side: scripts/recurrent_grid.py --autocast P)
 //!     --algos all|A,B (else RNN_GRID_ALGOS) time every point once per algorithm, forced through
 //!                     `ContextOptions::recurrent_algorithm` (`all`: every one), instead of once
 //!                     with the automatic choice
@@ -34,7 +37,7 @@ use std::time::Instant;
 use log::Log;
 use parking_lot::Mutex;
 use rnn::nn::{
-    Dataset, Loss, Network, Optimizer, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
+    Dataset, Loss, Network, Optimizer, Precision, RecurrentCell, RecurrentOptions, Rng, RnnOutput,
     TrainingConfig,
 };
 use rnn::{
@@ -197,9 +200,10 @@ fn model(ctx: &Context, p: &Point) -> rnn::Result<Model> {
     })
 }
 
-fn config(batch: usize) -> TrainingConfig {
+fn config(batch: usize, precision: Precision) -> TrainingConfig {
     TrainingConfig {
         batch_size: batch,
+        precision,
         learning_rate: 1e-3,
         optimizer: Optimizer::adam(),
         graphs: true,
@@ -354,7 +358,7 @@ enum Timed {
 fn run_point(
     manager: &GpuManager,
     id: DeviceId,
-    (p, plan): (&Point, &Plan),
+    (p, plan, precision): (&Point, &Plan, Precision),
     forced: Option<RecurrentAlgorithm>,
 ) -> Timed {
     let fail = |e: rnn::Error| Timed::Figures(Err(e.to_string()), Err(e.to_string()));
@@ -369,7 +373,7 @@ fn run_point(
         Ok(m) => m,
         Err(e) => return fail(e),
     };
-    let mut trainer = match m.net.trainer(&m.data, &config(p.batch)) {
+    let mut trainer = match m.net.trainer(&m.data, &config(p.batch, precision)) {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -437,6 +441,10 @@ fn run() -> Result<(), String> {
     };
     let mut quick = false;
     let mut only: Option<Vec<String>> = None;
+    let mut precision = match std::env::var("RNN_PRECISION") {
+        Ok(v) if !v.trim().is_empty() => Precision::parse(&v).map_err(|e| e.to_string())?,
+        _ => Precision::F32,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -448,12 +456,16 @@ fn run() -> Result<(), String> {
                 only = Some(v.split(',').map(|s| s.trim().to_string()).collect());
             }
             "--algos" => algos = Some(parse_algos(&args.next().ok_or("--algos needs a value")?)?),
+            "--precision" => {
+                let v = args.next().ok_or("--precision needs a value")?;
+                precision = Precision::parse(&v).map_err(|e| e.to_string())?;
+            }
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --points FILE, --quick, \
-                     --only A,B, --algos all|A,B)"
+                     --only A,B, --algos all|A,B, --precision f32|tf32|bf16|f16)"
                 ));
             }
         }
@@ -500,16 +512,22 @@ fn run() -> Result<(), String> {
         Some(list) => list.iter().copied().map(Some).collect(),
     };
     println!(
-        "# recurrent_grid device={id} name={device_name:?} points={} algorithms={}",
+        "# recurrent_grid device={id} name={device_name:?} points={} algorithms={} precision={}",
         selected.len(),
         algos.as_ref().map_or("auto".to_string(), |l| {
             l.iter().map(|a| a.name()).collect::<Vec<_>>().join(",")
-        })
+        }),
+        precision.name()
     );
+    // The names of PyTorch's autocast figures (scripts/recurrent_grid.py --autocast).
+    let suffix = match precision {
+        Precision::F32 => String::new(),
+        p => format!("_{}", p.name()),
+    };
     for p in &selected {
-        let name = p.name();
+        let name = p.name() + &suffix;
         for &a in &forced {
-            match run_point(&manager, id, (p, &plan), a) {
+            match run_point(&manager, id, (p, &plan, precision), a) {
                 Timed::Figures(train, infer) => {
                     print_figure(&format!("{name}_train"), train, a);
                     print_figure(&format!("{name}_infer"), infer, a);

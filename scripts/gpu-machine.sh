@@ -10,6 +10,8 @@
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 #   bash scripts/gpu-machine.sh grid          (not in all: the recurrent shape grid, PyTorch and
 #                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
+#   bash scripts/gpu-machine.sh grid-bf16     (not in all: the points named by $GRID_ONLY, default
+#                                              h1024, in bf16: PyTorch autocast and rnn on cuda:0)
 #   bash scripts/gpu-machine.sh grid-algos    (not in all: ours only, each point of $GRID_ALGOS_ONLY
 #                                              under every recurrent algorithm, on cuda:0 and NVIDIA
 #                                              OpenCL, into $OUT/grid-algos-{cuda,opencl}.log)
@@ -178,6 +180,24 @@ for what in "${@:-all}"; do
         --cuda "$OUT/grid-rnn-cuda.log" "${opencl[@]}" > "$OUT/grid.md" \
         || { echo "!!! recurrent_grid_table.py failed"; status=1; }
       cat "$OUT/grid.md" ;;&
+    grid-bf16)
+      # The grid points whose names contain GRID_ONLY (default h1024) in bf16: PyTorch under
+      # autocast (eager and _graph) and ours with --precision bf16 on cuda:0, joined into
+      # $OUT/grid-bf16.md (issue 28's hidden-1024 rows). Not in `all`.
+      points=.gpu-bundle/recurrent_grid.points
+      only=${GRID_ONLY:-h1024}
+      step "recurrent grid in bf16 ($only): PyTorch autocast"
+      python3 .gpu-bundle/recurrent_grid.py cuda --points $points --only "$only" --autocast bf16 \
+        2>&1 | tee "$OUT/grid-bf16-torch.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid.py --autocast bf16 failed"; status=1; }
+      step "recurrent grid in bf16 ($only): rnn on cuda:0"
+      bash $run exec recurrent_grid --device cuda:0 --points $points --only "$only" --precision bf16 \
+        2>&1 | tee "$OUT/grid-bf16-rnn-cuda.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --precision bf16 failed"; status=1; }
+      python3 .gpu-bundle/recurrent_grid_table.py --torch "$OUT/grid-bf16-torch.log" \
+        --cuda "$OUT/grid-bf16-rnn-cuda.log" > "$OUT/grid-bf16.md" \
+        || { echo "!!! recurrent_grid_table.py failed"; status=1; }
+      cat "$OUT/grid-bf16.md" ;;&
     grid-algos)
       # Every recurrent algorithm forced in turn (recurrent_grid --algos all) at the small-hidden
       # points where the choice matters, ours only (about 4 minutes a device): one line per

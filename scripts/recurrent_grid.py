@@ -4,7 +4,8 @@ The grid is benches/recurrent_grid.points (one source of truth: benches/recurren
 the same points); this script finds it next to itself (the GPU bundle) or in ../benches.
 
     python3 recurrent_grid.py points [--points FILE]          the grid as JSON (no torch needed)
-    python3 recurrent_grid.py cuda [--points FILE] [--only A,B]   time every point
+    python3 recurrent_grid.py cuda [--points FILE] [--only A,B] [--autocast bf16|f16]
+                                                              time every point
 
 Every point: nn.RNN (tanh) / nn.LSTM / nn.GRU with num_layers and bidirectional, batch_first,
 input 96 one-hot features a step, nn.Linear(hidden * directions, 96) at every step, softmax
@@ -17,6 +18,11 @@ cross-entropy, Adam (lr 1e-3); fp32 with TF32 off (cuBLAS and cuDNN). Four figur
 Each figure is the median over 5 repetitions (CUDA events) after a warm-up, a repetition as many
 back-to-back calls as fill about 10 ms. Prints one line per figure: `name value us`, or
 `name failed ERROR` (a point that does not fit or a capture PyTorch refuses is not fatal).
+
+With `--autocast bf16|f16` every forward (and the loss) runs under
+`torch.autocast("cuda", dtype)`, as pytorch_reference.py's `_bf16` figures do: the names gain
+`_bf16`/`_f16` after the point's (`NAME_bf16_train_graph`), as benches/recurrent_grid.rs
+`--precision` prints them; f16 training scales the loss with a GradScaler.
 """
 import json
 import os
@@ -63,7 +69,9 @@ def read_points(path):
     return points
 
 
-def time_points(points):
+def time_points(points, autocast=None):
+    import contextlib
+
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
@@ -72,6 +80,10 @@ def time_points(points):
     torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     dev = "cuda"
+    low = {"bf16": torch.bfloat16, "f16": torch.float16}.get(autocast)
+
+    def cast_scope():
+        return torch.autocast("cuda", dtype=low) if low else contextlib.nullcontext()
 
     class GridModel(nn.Module):
         def __init__(self, p):
@@ -116,7 +128,8 @@ def time_points(points):
         return m, x, y
 
     def loss_fn(m, x, y):
-        return F.cross_entropy(m(x).reshape(-1, VOCAB), y.reshape(-1))
+        with cast_scope():
+            return F.cross_entropy(m(x).reshape(-1, VOCAB), y.reshape(-1))
 
     def graphed(fn):
         """`fn` run three times on a side stream, then captured once in a CUDA graph: its replay."""
@@ -135,12 +148,18 @@ def time_points(points):
         """pytorch_reference.py's train_step: eager, or the whole step in one CUDA graph."""
         model, x, y = case(p)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, capturable=graph)
+        scaler = torch.amp.GradScaler("cuda") if autocast == "f16" else None
 
         def step():
             opt.zero_grad(set_to_none=not graph)
             loss = loss_fn(model, x, y)
-            loss.backward()
-            opt.step()
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
 
         return graphed(step) if graph else step
 
@@ -149,7 +168,7 @@ def time_points(points):
         model.eval()
 
         def forward():
-            with torch.no_grad():
+            with torch.no_grad(), cast_scope():
                 return model(x)
 
         return graphed(forward) if graph else forward
@@ -163,9 +182,9 @@ def time_points(points):
         torch.cuda.empty_cache()
 
     print(f"# recurrent_grid torch={torch.__version__} device={torch.cuda.get_device_name()} "
-          f"points={len(points)}", flush=True)
+          f"points={len(points)} autocast={autocast or 'off'}", flush=True)
     for p in points:
-        n = p["name"]
+        n = p["name"] + (f"_{autocast}" if autocast else "")
         emit(n + "_train", lambda: train_step(p, graph=False))
         emit(n + "_train_graph", lambda: train_step(p, graph=True))
         emit(n + "_infer", lambda: infer(p, graph=False))
@@ -173,17 +192,21 @@ def time_points(points):
 
 
 def main(argv):
-    usage = "usage: recurrent_grid.py points|cuda [--points FILE] [--only A,B]"
+    usage = "usage: recurrent_grid.py points|cuda [--points FILE] [--only A,B] [--autocast bf16|f16]"
     if not argv or argv[0] not in ("points", "cuda"):
         sys.exit(usage)
-    mode, path, only = argv[0], None, None
+    mode, path, only, autocast = argv[0], None, None, None
     rest = argv[1:]
     while rest:
         flag = rest.pop(0)
-        if flag in ("--points", "--only") and rest:
+        if flag in ("--points", "--only", "--autocast") and rest:
             value = rest.pop(0)
             if flag == "--points":
                 path = value
+            elif flag == "--autocast":
+                if value not in ("bf16", "f16"):
+                    sys.exit(f"recurrent_grid.py: --autocast takes bf16 or f16, not '{value}'")
+                autocast = value
             else:
                 only = [s.strip() for s in value.split(",")]
         else:
@@ -197,7 +220,7 @@ def main(argv):
     if mode == "points":
         print(json.dumps(points, indent=1))
     else:
-        time_points(points)
+        time_points(points, autocast)
 
 
 if __name__ == "__main__":
