@@ -418,4 +418,9 @@ pub trait Device: Send + Sync + 'static {
     fn set_tf32(&self, _on: bool) -> bool {
         false
     }
+
+    /// Whether f32 products run in TF32 now ([`Device::set_tf32`]).
+    fn tf32(&self) -> bool {
+        false
+    }
 }

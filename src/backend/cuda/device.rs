@@ -477,4 +477,8 @@ impl Device for CudaDevice {
         let on = (on && self.blas.is_some()) || self.tf32_default;
         self.tf32.swap(on, std::sync::atomic::Ordering::Relaxed)
     }
+
+    fn tf32(&self) -> bool {
+        self.tf32.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }

@@ -72,18 +72,34 @@ pub(crate) const GEMM_OVER_PERSISTENT_BLOCK: usize = 1 << 18;
 /// See [`GEMM_OVER_PERSISTENT_BLOCK`].
 pub(crate) const GEMM_OVER_PERSISTENT_HIDDEN: usize = 256;
 
-/// Whether a sequence of `shape` is large enough for the GEMM path to beat the persistent
-/// kernels ([`GEMM_OVER_PERSISTENT_BLOCK`]).
-fn gemm_over_persistent(shape: SeqShape) -> bool {
+/// [`GEMM_OVER_PERSISTENT_BLOCK`] while the context runs f32 products in TF32
+/// (`Device::tf32`): one tensor-core pass a product instead of three (or the CUDA cores), so
+/// the GEMM path wins from a quarter of the state block. H200, 2026-11-26, training steps of
+/// 128 steps, TF32 on, persistent / GEMM path (us): LSTM hidden 256 batch 256 4367 / 3431,
+/// batch 512 8420 / 4361; GRU 3472 / 3887 and 6543 / 4697; GRU hidden 1024 batch 64 6951 /
+/// 4681; Elman hidden 1024 batch 64 5603 / 3219, while Elman's lighter step keeps the
+/// persistent kernels at hidden 256 (batch 256: 1264 / 3004; batch 512: 2399 / 3337) and 512.
+pub(crate) const GEMM_OVER_PERSISTENT_BLOCK_TF32: usize = 1 << 16;
+
+/// Whether a sequence of `shape` with `gates` gate blocks (1 for Elman) is large enough for
+/// the GEMM path to beat the persistent kernels ([`GEMM_OVER_PERSISTENT_BLOCK`], or
+/// [`GEMM_OVER_PERSISTENT_BLOCK_TF32`] with TF32 products: for Elman only at the hidden size
+/// from which its GEMM path runs at all, [`MIN_ELMAN_HIDDEN`]).
+fn gemm_over_persistent(shape: SeqShape, gates: usize, tf32: bool) -> bool {
+    let block = shape.batch.saturating_mul(shape.hidden);
+    let tf32_wins = tf32
+        && block >= GEMM_OVER_PERSISTENT_BLOCK_TF32
+        && (gates > 1 || shape.hidden >= MIN_ELMAN_HIDDEN);
     shape.hidden >= GEMM_OVER_PERSISTENT_HIDDEN
-        && shape.batch.saturating_mul(shape.hidden) >= GEMM_OVER_PERSISTENT_BLOCK
+        && (block >= GEMM_OVER_PERSISTENT_BLOCK || tf32_wins)
 }
 
 impl<D: Device> GpuOps<D> {
     /// Whether the persistent kernels may take a sequence of `shape` (false where the GEMM
     /// path runs it faster whether they fit or not; `RNN_RECURRENT_GEMM_STEPS=0` keeps them).
-    pub(crate) fn seq_persistent_wanted(&self, shape: SeqShape) -> bool {
-        self.seq_gemm_steps == Some(false) || !gemm_over_persistent(shape)
+    pub(crate) fn seq_persistent_wanted(&self, shape: SeqShape, gates: usize) -> bool {
+        self.seq_gemm_steps == Some(false)
+            || !gemm_over_persistent(shape, gates, self.device.tf32())
     }
 
     /// Whether a recurrent sequence of `shape` with `gates` gate blocks (1 for Elman) that the
@@ -95,7 +111,7 @@ impl<D: Device> GpuOps<D> {
             MIN_GATED_HIDDEN
         };
         self.seq_gemm_steps
-            .unwrap_or(shape.hidden >= least || !self.seq_persistent_wanted(shape))
+            .unwrap_or(shape.hidden >= least || !self.seq_persistent_wanted(shape, gates))
     }
 
     /// `lstm_sequence_forward` with one GEMM and one cell launch per step, after the two biases
@@ -276,7 +292,7 @@ mod tests {
 
     #[test]
     fn large_state_blocks_take_the_gemm_path_over_the_persistent_kernels() {
-        let at = |batch, hidden| gemm_over_persistent(SeqShape::new(64, batch, hidden));
+        let at = |batch, hidden| gemm_over_persistent(SeqShape::new(64, batch, hidden), 4, false);
         // W2, W5 and W6 (batch 64, hidden 256) stay persistent, as does batch 128 at hidden 512.
         assert!(!at(64, 256) && !at(128, 512) && !at(511, 512));
         // From 2^18 state elements at hidden >= 256 (measured on an H100, 2026-11-26).
@@ -284,5 +300,20 @@ mod tests {
         // A narrow hidden keeps the persistent kernels however many rows.
         assert!(!at(4096, 128));
         assert!(!at(usize::MAX, 64) && at(usize::MAX, 2048));
+    }
+
+    #[test]
+    fn tf32_products_take_the_gemm_path_from_a_quarter_of_the_block() {
+        let at = |gates, batch, hidden| {
+            gemm_over_persistent(SeqShape::new(64, batch, hidden), gates, true)
+        };
+        // W5/W6 (batch 64, hidden 256) and hidden 512 at batch 64 stay persistent.
+        assert!(!at(4, 64, 256) && !at(3, 64, 256) && !at(4, 64, 512) && !at(3, 127, 512));
+        // From 2^16 state elements for LSTM and GRU.
+        assert!(at(4, 256, 256) && at(3, 512, 256) && at(3, 64, 1024) && at(4, 128, 512));
+        // Elman: only from hidden 1024; its lighter step keeps the persistent kernels below.
+        assert!(!at(1, 256, 256) && !at(1, 512, 256) && !at(1, 128, 512) && at(1, 64, 1024));
+        // As without TF32 from 2^18, and never at a narrow hidden.
+        assert!(at(1, 1024, 256) && !at(4, 4096, 128));
     }
 }

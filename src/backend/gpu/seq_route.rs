@@ -125,7 +125,7 @@ impl<D: Device> GpuOps<D> {
                 return Ok(SeqRoute::Local(plan));
             }
         }
-        if self.seq_persistent_wanted(shape)
+        if self.seq_persistent_wanted(shape, op.gates)
             && let Some(plan) = self.persistent_plan(op, shape)?
         {
             return Ok(SeqRoute::Persistent(plan));
