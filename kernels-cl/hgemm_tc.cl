@@ -230,46 +230,47 @@ HTL_INLINE void htl_product_any(__global const ushort* A, __global const ushort*
 #undef HTL_PRODUCT
 }
 
-// The f32 results into C, scaled by alpha and beta, or with a k split (grid z > 1) unscaled into
-// the group's own slice of `part` (sgemm_split_sum adds and scales the slices), a pair of
-// columns at a time (one float2 where the output allows).
-HTL_INLINE void htl_store_f32(__global float* C, __global float* part,
-                              float acc[HTL_MAX_T][HTL_MAX_T][4], uint m, uint n, float alpha,
-                              float beta, const uint WM, const uint WN, const uint MT,
-                              const uint NT) {
+// Where a group's f32 results go: C, scaled by alpha and beta; with a k split (grid z > 1) the
+// group's own slice of `part`, unscaled (sgemm_split_sum adds and scales the slices). `pair`:
+// `out` takes float2 stores (8-byte aligned, n even). kernels-cu/gemm_common.cuh's TcOut.
+typedef struct {
+    __global float* out;
+    float a_s;
+    float b_s;
+    bool pair;
+} HtlF32Out;
+
+HTL_INLINE HtlF32Out htl_f32_out(__global float* C, __global float* part, uint m, uint n,
+                                 float alpha, float beta) {
     const bool split = get_num_groups(2) > 1;
-    __global float* out = split ? part + (ulong)get_group_id(2) * m * n : C;
-    const float a_s = split ? 1.0f : alpha, b_s = split ? 0.0f : beta;
-    const bool pair = ((ulong)out % 8 == 0) && (n % 2 == 0);
-    const uint warp = get_local_id(0) / 32, lane = get_local_id(0) % 32;
-    const uint row0 = get_group_id(1) * WM * MT * 16 + (warp / WN) * MT * 16 + lane / 4;
-    const uint col0 = get_group_id(0) * WN * NT * 8 + (warp % WN) * NT * 8 + (lane % 4) * 2;
-#pragma unroll
-    for (uint i = 0; i < MT; ++i)
-#pragma unroll
-        for (uint h = 0; h < 2; ++h) {
-            const uint row = row0 + i * 16 + h * 8;
-            if (row >= m) continue;
-#pragma unroll
-            for (uint j = 0; j < NT; ++j) {
-                const uint col = col0 + j * 8;
-                __global float* p = out + (ulong)row * n + col;
-                float v0 = a_s * acc[i][j][2 * h], v1 = a_s * acc[i][j][2 * h + 1];
-                if (pair && col + 1 < n) {
-                    if (b_s != 0.0f) {
-                        v0 += b_s * p[0];
-                        v1 += b_s * p[1];
-                    }
-                    float2 w;
-                    w.x = v0;
-                    w.y = v1;
-                    *(__global float2*)p = w;
-                } else {
-                    if (col < n) p[0] = (b_s != 0.0f) ? v0 + b_s * p[0] : v0;
-                    if (col + 1 < n) p[1] = (b_s != 0.0f) ? v1 + b_s * p[1] : v1;
-                }
-            }
+    HtlF32Out o;
+    o.out = split ? part + (ulong)get_group_id(2) * m * n : C;
+    o.a_s = split ? 1.0f : alpha;
+    o.b_s = split ? 0.0f : beta;
+    o.pair = ((ulong)o.out % 8 == 0) && (n % 2 == 0);
+    return o;
+}
+
+// The results v0, v1 at columns col, col + 1 of `row` into `o` (beta = 0: not read, so it may
+// hold NaN), one float2 where the output allows.
+HTL_INLINE void htl_store_f32_pair(const HtlF32Out* o, uint row, uint col, uint n, float v0,
+                                   float v1) {
+    __global float* p = o->out + (ulong)row * n + col;
+    v0 *= o->a_s;
+    v1 *= o->a_s;
+    if (o->pair && col + 1 < n) {
+        if (o->b_s != 0.0f) {
+            v0 += o->b_s * p[0];
+            v1 += o->b_s * p[1];
         }
+        float2 w;
+        w.x = v0;
+        w.y = v1;
+        *(__global float2*)p = w;
+    } else {
+        if (col < n) p[0] = (o->b_s != 0.0f) ? v0 + o->b_s * p[0] : v0;
+        if (col + 1 < n) p[1] = (o->b_s != 0.0f) ? v1 + o->b_s * p[1] : v1;
+    }
 }
 
 // Two f32 values rounded to nearest even into a packed pair of T, `lo` in the low half (the
@@ -337,13 +338,20 @@ HTL_INLINE void htl_store_low_pair(const HgLowOut* o, ulong i, uint col, float v
     }
 }
 
-// The T results through the launch's epilogue: a pair at a time where every T pointer starts at
-// an even element and n is even (each pair then one aligned word), else one element at a time.
-HTL_INLINE void htl_store_low(const HgLowOut* o, float acc[HTL_MAX_T][HTL_MAX_T][4], uint m,
-                              uint n, const uint KIND, const uint WM, const uint WN,
-                              const uint MT, const uint NT) {
+// Whether every T pointer of `o` starts at an even element and n is even: each pair of
+// columns is then one aligned word.
+HTL_INLINE bool htl_low_words(const HgLowOut* o, uint n) {
     const ulong bits = (ulong)o->c | (ulong)o->aux | (ulong)o->y;
-    const bool words = (n % 2u) == 0u && (bits & 3ul) == 0ul;
+    return (n % 2u) == 0u && (bits & 3ul) == 0ul;
+}
+
+// The warp's results a pair of columns at a time (htl_product's layout), rows inside the
+// output's m: with `low` null into `f32` (htl_store_f32_pair), else through `low`'s epilogue, a
+// pair at a time where `words` (htl_low_words), else one element at a time (hg_store_low). The
+// entries pass `low` and `f32` as literals, so each inlined copy keeps one of the three.
+HTL_INLINE void htl_store(float acc[HTL_MAX_T][HTL_MAX_T][4], uint m, uint n,
+                          const HtlF32Out* f32, const HgLowOut* low, bool words, const uint KIND,
+                          const uint WM, const uint WN, const uint MT, const uint NT) {
     const uint warp = get_local_id(0) / 32, lane = get_local_id(0) % 32;
     const uint row0 = get_group_id(1) * WM * MT * 16 + (warp / WN) * MT * 16 + lane / 4;
     const uint col0 = get_group_id(0) * WN * NT * 8 + (warp % WN) * NT * 8 + (lane % 4) * 2;
@@ -357,11 +365,13 @@ HTL_INLINE void htl_store_low(const HgLowOut* o, float acc[HTL_MAX_T][HTL_MAX_T]
             for (uint j = 0; j < NT; ++j) {
                 const uint col = col0 + j * 8;
                 const float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-                if (words) {
-                    if (col < n) htl_store_low_pair(o, (ulong)row * n + col, col, v0, v1, KIND);
+                if (low == 0) {
+                    htl_store_f32_pair(f32, row, col, n, v0, v1);
+                } else if (words) {
+                    if (col < n) htl_store_low_pair(low, (ulong)row * n + col, col, v0, v1, KIND);
                 } else {
-                    if (col < n) hg_store_low(o, row, col, n, v0, KIND);
-                    if (col + 1 < n) hg_store_low(o, row, col + 1, n, v1, KIND);
+                    if (col < n) hg_store_low(low, row, col, n, v0, KIND);
+                    if (col + 1 < n) hg_store_low(low, row, col + 1, n, v1, KIND);
                 }
             }
         }
@@ -386,8 +396,8 @@ HTL_INLINE void htl_store_low(const HgLowOut* o, float acc[HTL_MAX_T][HTL_MAX_T]
         htl_product_any(a_base + a_off, b_base + b_off, m, n, k, trans_a, trans_b, k0,          \
                         min(k, k0 + k_chunk), acc, (__local ushort*)smem16, KIND, WM, WN, MT,   \
                         NT);                                                                    \
-        htl_store_f32(c_base + c_off, part_base + part_off, acc, m, n, alpha, beta, WM, WN, MT, \
-                      NT);                                                                      \
+        const HtlF32Out o = htl_f32_out(c_base + c_off, part_base + part_off, m, n, alpha, beta); \
+        htl_store(acc, m, n, &o, 0, false, KIND, WM, WN, MT, NT);                               \
     }
 
 #define HTL_LOW_ENTRY(NAME, KIND, WM, WN, MT, NT)                                               \
@@ -402,7 +412,11 @@ HTL_INLINE void htl_store_low(const HgLowOut* o, float acc[HTL_MAX_T][HTL_MAX_T]
         htl_product_any(a_base + a_off, b_base + b_off, m, n, k, trans_a, trans_b, 0, k, acc,   \
                         (__local ushort*)smem16, KIND, WM, WN, MT, NT);                         \
         const HgLowOut o = HG_LOW_OUT;                                                          \
-        htl_store_low(&o, acc, m, n, KIND, WM, WN, MT, NT);                                     \
+        if (htl_low_words(&o, n)) {                                                             \
+            htl_store(acc, m, n, 0, &o, true, KIND, WM, WN, MT, NT);                            \
+        } else {                                                                                \
+            htl_store(acc, m, n, 0, &o, false, KIND, WM, WN, MT, NT);                           \
+        }                                                                                       \
     }
 
 // 128 x 128 tiles, 8 warps of 64 x 32 (40 KB of local memory); 64 x 64 tiles, 4 warps of

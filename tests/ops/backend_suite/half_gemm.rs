@@ -160,6 +160,37 @@ fn compare_typed(
     Ok(())
 }
 
+/// `g` of random A and B of type `ty` into C of type `out` (random where beta is not zero, else
+/// NaN), every view `pad` elements into its buffer, against the CPU.
+fn compare_product(
+    ctx: &Context,
+    g: Gemm,
+    (ty, out): (DType, DType),
+    pad: usize,
+    v: &mut Values,
+) -> Result<(), TestCaseError> {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let c0 = if g.beta == 0.0 {
+        vec![f32::NAN; m * n]
+    } else {
+        v.vec(m * n, -1.0, 1.0)
+    };
+    let bufs = [
+        (v.vec(m * k, -1.0, 1.0), ty),
+        (v.vec(k * n, -1.0, 1.0), ty),
+        (c0, out),
+    ];
+    let (ta, tb) = (g.trans_a, g.trans_b);
+    let what = format!("{ty} gemm {m}x{n}x{k} ta {ta} tb {tb} into {out} at {pad}");
+    compare_typed(
+        ctx,
+        &what,
+        (&bufs, pad),
+        &[(2, tolerance(out, k))],
+        &|o, v| o.gemm(g, v[0], v[1], v[2]),
+    )
+}
+
 /// A side: 1, odd sizes across the 64/128 tile edges, or a multiple of 8 (tensor-core sized).
 fn side() -> impl Strategy<Value = usize> {
     prop_oneof![
@@ -200,24 +231,7 @@ pub fn half_gemm(t: Target) {
                 trans_b: tb,
                 ..Gemm::new(m, n, k).scaled(1.5, beta)
             };
-            let c0 = if beta == 0.0 {
-                vec![f32::NAN; m * n]
-            } else {
-                v.vec(m * n, -1.0, 1.0)
-            };
-            let bufs = [
-                (v.vec(m * k, -1.0, 1.0), ty),
-                (v.vec(k * n, -1.0, 1.0), ty),
-                (c0, out),
-            ];
-            let what = format!("{ty} gemm {m}x{n}x{k} ta {ta} tb {tb} into {out}");
-            compare_typed(
-                ctx,
-                &what,
-                (&bufs, pad),
-                &[(2, tolerance(out, k))],
-                &|o, v| o.gemm(g, v[0], v[1], v[2]),
-            )
+            compare_product(ctx, g, (ty, out), pad, &mut v)
         },
     );
 }
@@ -256,19 +270,7 @@ pub fn half_gemm_tensor_core_shapes(t: Target) {
                     ..Gemm::new(m, n, k)
                 };
                 for out in [DType::F32, ty] {
-                    let bufs = [
-                        (v.vec(m * k, -1.0, 1.0), ty),
-                        (v.vec(k * n, -1.0, 1.0), ty),
-                        (vec![f32::NAN; m * n], out),
-                    ];
-                    let what = format!("{ty} gemm {m}x{n}x{k} ta {ta} tb {tb} into {out} at {pad}");
-                    compare_typed(
-                        ctx,
-                        &what,
-                        (&bufs, pad),
-                        &[(2, tolerance(out, k))],
-                        &|o, v| o.gemm(g, v[0], v[1], v[2]),
-                    )?;
+                    compare_product(ctx, g, (ty, out), pad, &mut v)?;
                 }
             }
             Ok(())
