@@ -78,10 +78,41 @@ inline void hgemm_f32_body(__global const ushort* a, __global const ushort* b, _
         }
 }
 
-inline void hgemm_low_body(__global const ushort* a, __global const ushort* b, __global ushort* c,
-                           __global const ushort* aux, __global ushort* y, uint m, uint n, uint k,
-                           uint trans_a, uint trans_b, uint epilogue, uint act, uint keep_z,
-                           float alpha, float beta, float act_param, __local float* as,
+// The T-typed outputs of an `hgemm_lo_*` launch and its epilogue (the portable kernels' and
+// hgemm_tc.cl's).
+typedef struct {
+    __global ushort* c;
+    __global const ushort* aux;
+    __global ushort* y;
+    uint epilogue;
+    uint act;
+    uint keep_z;
+    float alpha;
+    float beta;
+    float act_param;
+} HgLowOut;
+
+// The sum `v` of output (row, col) through the launch's epilogue into its T outputs.
+inline void hg_store_low(const HgLowOut* o, uint row, uint col, uint n, float v, uint kind) {
+    const ulong e = (ulong)row * n + col;
+    if (o->epilogue == HG_EPI_DENSE) {
+        const ushort z = rnn_f32_to_half(v + rnn_half_to_f32(o->aux[col], kind), kind);
+        if (o->keep_z) o->c[e] = z;
+        o->y[e] =
+            rnn_f32_to_half(act_forward(rnn_half_to_f32(z, kind), o->act, o->act_param), kind);
+    } else if (o->epilogue == HG_EPI_ACT_GRAD) {
+        const float d = act_grad(rnn_half_to_f32(o->aux[e], kind),
+                                 rnn_half_to_f32(o->y[e], kind), o->act, o->act_param);
+        o->c[e] = rnn_f32_to_half(v * d, kind);
+    } else {
+        float r = o->alpha * v;
+        if (o->beta != 0.0f) r += o->beta * rnn_half_to_f32(o->c[e], kind);
+        o->c[e] = rnn_f32_to_half(r, kind);
+    }
+}
+
+inline void hgemm_low_body(__global const ushort* a, __global const ushort* b, const HgLowOut* o,
+                           uint m, uint n, uint k, uint trans_a, uint trans_b, __local float* as,
                            __local float* bs, uint kind) {
     float acc[16];
     hg_product(a, b, m, n, k, trans_a, trans_b, 0, k, acc, as, bs, kind);
@@ -90,25 +121,14 @@ inline void hgemm_low_body(__global const ushort* a, __global const ushort* b, _
     for (uint i = 0; i < 4; ++i)
         for (uint j = 0; j < 4; ++j) {
             const uint row = row0 + 16 * i, col = col0 + 16 * j;
-            if (row >= m || col >= n) continue;
-            const ulong e = (ulong)row * n + col;
-            const float v = acc[i * 4 + j];
-            if (epilogue == HG_EPI_DENSE) {
-                const ushort z = rnn_f32_to_half(v + rnn_half_to_f32(aux[col], kind), kind);
-                if (keep_z) c[e] = z;
-                y[e] = rnn_f32_to_half(act_forward(rnn_half_to_f32(z, kind), act, act_param),
-                                       kind);
-            } else if (epilogue == HG_EPI_ACT_GRAD) {
-                const float d = act_grad(rnn_half_to_f32(aux[e], kind),
-                                         rnn_half_to_f32(y[e], kind), act, act_param);
-                c[e] = rnn_f32_to_half(v * d, kind);
-            } else {
-                float r = alpha * v;
-                if (beta != 0.0f) r += beta * rnn_half_to_f32(c[e], kind);
-                c[e] = rnn_f32_to_half(r, kind);
-            }
+            if (row < m && col < n) hg_store_low(o, row, col, n, acc[i * 4 + j], kind);
         }
 }
+
+// The HgLowOut of an `hgemm_lo_*` entry's arguments.
+#define HG_LOW_OUT                                                                              \
+    {c_base + c_off, aux_base + aux_off, y_base + y_off, epilogue, act, keep_z, alpha, beta,    \
+     act_param}
 
 #define HG_F32_ENTRY(NAME, KIND)                                                                \
     __kernel __attribute__((reqd_work_group_size(HG_THREADS, 1, 1))) void NAME(                 \
@@ -130,9 +150,9 @@ inline void hgemm_low_body(__global const ushort* a, __global const ushort* b, _
         float act_param) {                                                                      \
         __local float as[HG_BK * HG_LD];                                                        \
         __local float bs[HG_BK * HG_LD];                                                        \
-        hgemm_low_body(a_base + a_off, b_base + b_off, c_base + c_off, aux_base + aux_off,      \
-                       y_base + y_off, m, n, k, trans_a, trans_b, epilogue, act, keep_z, alpha, \
-                       beta, act_param, as, bs, KIND);                                          \
+        const HgLowOut o = HG_LOW_OUT;                                                          \
+        hgemm_low_body(a_base + a_off, b_base + b_off, &o, m, n, k, trans_a, trans_b, as, bs,   \
+                       KIND);                                                                   \
     }
 
 HG_F32_ENTRY(hgemm_bf16, RNN_KIND_BF16)

@@ -256,6 +256,18 @@ pub(crate) mod family_entries {
         "hcol_sum_bf16",
         "hcol_sum_f16",
     ];
+    /// The bf16/f16 GEMMs on tensor cores (CUDA sm_80+, NVIDIA's OpenCL on sm_80+): the
+    /// `hgemm_*` and `hgemm_lo_*` contracts in 128- and 64-wide tiles.
+    pub(crate) const HALF_GEMM_TC: &[&str] = &[
+        "hgemm_tc128_bf16",
+        "hgemm_tc128_f16",
+        "hgemm_tc64_bf16",
+        "hgemm_tc64_f16",
+        "hgemm_lo_tc128_bf16",
+        "hgemm_lo_tc128_f16",
+        "hgemm_lo_tc64_bf16",
+        "hgemm_lo_tc64_f16",
+    ];
     /// The tier-0 stand-ins (`kernels-{cu,cl}/tier0.*`, the module [`super::TIER0`]).
     pub(crate) const TIER0: &[&str] = &["sgemm_tier0"];
     /// Embedding gradients.

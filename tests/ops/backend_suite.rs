@@ -553,6 +553,8 @@ backend_suite!(
         gpu_gemm_own_kernel => gemm::gemm_own_kernel,
         gpu_sequence_launches => kernel_times::sequence_launches,
         gpu_gemm_launches => kernel_times::gemm_launches,
+        // The bf16/f16 tensor-core kernels on NVIDIA's OpenCL (kernels-cl/hgemm_tc.cl).
+        gpu_half_gemm_launches => kernel_times::half_gemm_launches,
     }
 );
 backend_suite!(

@@ -8,7 +8,7 @@ use rnn::{BackendKind, Error, GpuManager};
 use crate::support;
 
 /// NVRTC is usable here, or the test should SKIP (fail when `RNN_REQUIRE_BACKENDS` names nvrtc).
-fn nvrtc_or_skip(test: &str) -> bool {
+pub(crate) fn nvrtc_or_skip(test: &str) -> bool {
     match compile_for_arch("extern \"C\" __global__ void probe_kernel() {}", "sm_80") {
         Ok(_) => true,
         Err(Error::BackendUnavailable { reason, .. }) => {
@@ -69,7 +69,7 @@ fn u64_at(b: &[u8], o: usize) -> usize {
 }
 
 /// Names of the defined function symbols of a little-endian ELF64 file (a CUBIN).
-fn elf_functions(elf: &[u8]) -> Vec<String> {
+pub(crate) fn elf_functions(elf: &[u8]) -> Vec<String> {
     assert!(
         elf.len() > 64 && elf.starts_with(b"\x7fELF"),
         "not an ELF file"

@@ -14,6 +14,8 @@ mod hip_shim;
 #[cfg(feature = "opencl")]
 mod lazy_modules;
 mod module_graph;
+#[cfg(feature = "cuda")]
+mod opencl_inline_ptx;
 #[path = "../support/mod.rs"]
 mod support;
 #[cfg(feature = "opencl")]

@@ -161,19 +161,7 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
                 include_str!("../../../kernels-cu/hgemm_tc.cu"),
             ),
         ],
-        entries: &[
-            family_entries::HALF_GEMM,
-            &[
-                "hgemm_tc128_bf16",
-                "hgemm_tc128_f16",
-                "hgemm_tc64_bf16",
-                "hgemm_tc64_f16",
-                "hgemm_lo_tc128_bf16",
-                "hgemm_lo_tc128_f16",
-                "hgemm_lo_tc64_bf16",
-                "hgemm_lo_tc64_f16",
-            ],
-        ],
+        entries: &[family_entries::HALF_GEMM, family_entries::HALF_GEMM_TC],
     },
     // gated_step.cu uses rnn.cu's tile product.
     OpFamily {

@@ -49,7 +49,9 @@ pub(crate) struct ClDevice {
     pub(super) timer: Option<KernelTimer>,
     /// How a GEMM picks its kernel (`sgemm.rs`).
     sgemm: SgemmChoice,
-    /// Whether the op set has the tensor-core GEMM kernels (kernels-cl/gemm_tc.cl).
+    /// Whether the op set has the tensor-core GEMM kernels: f32 (kernels-cl/gemm_tc.cl) and
+    /// bf16/f16 (kernels-cl/hgemm_tc.cl), both behind `sgemm::TENSOR_CORES_DEFINE`, which is
+    /// part of every module's source and so of its cache key.
     tensor_cores: bool,
     /// Whether GEMMs may take the warpgroup kernel (kernels-cl/gemm_wg.cl, `sm90a.rs`): set
     /// where the device supports it, cleared when a built or loaded op set lacks it.
@@ -375,6 +377,10 @@ impl Device for ClDevice {
     fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
         self.sgemm
             .kernel(m, n, k, self.warpgroup.load(Ordering::Relaxed))
+    }
+
+    fn half_tensor_cores(&self) -> bool {
+        self.tensor_cores
     }
 }
 

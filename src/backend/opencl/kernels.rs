@@ -102,13 +102,21 @@ pub(crate) const FAMILIES: [OpFamily; 14] = [
         )],
         entries: &[&["sgemm_thin", "sgemm_thin_k"]],
     },
+    // hgemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses hgemm.cl's
+    // epilogue.
     OpFamily {
         name: "hgemm",
-        files: &[(
-            "kernels-cl/hgemm.cl",
-            include_str!("../../../kernels-cl/hgemm.cl"),
-        )],
-        entries: &[family_entries::HALF_GEMM],
+        files: &[
+            (
+                "kernels-cl/hgemm.cl",
+                include_str!("../../../kernels-cl/hgemm.cl"),
+            ),
+            (
+                "kernels-cl/hgemm_tc.cl",
+                include_str!("../../../kernels-cl/hgemm_tc.cl"),
+            ),
+        ],
+        entries: &[family_entries::HALF_GEMM, family_entries::HALF_GEMM_TC],
     },
     // gated_step.cl uses rnn.cl's tile product.
     OpFamily {

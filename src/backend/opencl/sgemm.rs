@@ -33,7 +33,7 @@ const LARGE_LOCAL_BYTES: u64 = 2 * 2 * 8 * 132 * 4;
 
 /// `RNN_OPENCL_TENSOR_CORES`: unset, empty, `1`, `on`, `true`, `yes` allow the tensor-core
 /// kernels where the device has them; `0`, `off`, `false`, `no` keep every GEMM on the SIMT
-/// kernels; anything else is an error.
+/// kernels (the bf16/f16 ones on the portable `hgemm_*`); anything else is an error.
 const TENSOR_CORES_VAR: Switch = Switch {
     name: "RNN_OPENCL_TENSOR_CORES",
     unset: true,
@@ -46,8 +46,9 @@ pub(super) fn tensor_cores_allowed_by_env() -> Result<bool> {
     TENSOR_CORES_VAR.read_env()
 }
 
-/// Whether a device runs kernels-cl/gemm_tc.cl: an NVIDIA GPU on NVIDIA's platform (whose
-/// compiler takes inline PTX) of compute capability `cc_major` 8 or more (`mma.sync` on TF32).
+/// Whether a device runs kernels-cl/gemm_tc.cl and kernels-cl/hgemm_tc.cl: an NVIDIA GPU on
+/// NVIDIA's platform (whose compiler takes inline PTX) of compute capability `cc_major` 8 or more
+/// (`mma.sync` on TF32 and bf16/f16, `cp.async`).
 pub(super) fn tensor_cores_supported(info: &DeviceInfo, platform: &str, cc_major: u32) -> bool {
     info.kind == DeviceKind::Gpu
         && info.vendor.to_ascii_uppercase().contains("NVIDIA")
@@ -85,7 +86,8 @@ pub(crate) fn cl_tensor_core_sgemm(compute_units: u32, m: usize, n: usize) -> Sg
     }
 }
 
-/// The preprocessor line that compiles kernels-cl/gemm_tc.cl into the op set.
+/// The preprocessor line that compiles kernels-cl/gemm_tc.cl and kernels-cl/hgemm_tc.cl into the
+/// op set.
 pub(super) const TENSOR_CORES_DEFINE: &str = "#define RNN_CL_NV_TC 1\n";
 
 /// What decides whether a device can run the large tile, and how many work-groups fill it.

@@ -240,8 +240,16 @@ impl Device for RecordingDevice {
     }
 
     fn half_tensor_cores(&self) -> bool {
-        // The CUDA imitations build for sm_80 and sm_90a.
-        self.imitate.dialect == Dialect::Cuda
+        // The CUDA imitations build for sm_80 and sm_90a; an OpenCL one has the bf16/f16
+        // tensor-core kernels where its f32 GEMMs take tensor cores (one define builds both).
+        match self.imitate.dialect {
+            Dialect::Cuda => true,
+            Dialect::OpenCl => {
+                let entry = (self.imitate.sgemm)(4096, 4096, 4096).entry;
+                entry.starts_with("sgemm_tc") || entry.starts_with("sgemm_wg")
+            }
+            _ => false,
+        }
     }
 
     fn block_limits(&self, _: &Module, _: &str) -> Option<Result<(u32, u32)>> {

@@ -2,8 +2,9 @@
 //! random shapes, transposes, scalars and offsets, inputs of both 16-bit types, f32 and T
 //! outputs, every output poisoned with NaN and guarded by NaN elements on both sides. The
 //! shapes reach the portable kernels (`hgemm_*`, every dialect: odd sizes, k not a multiple of
-//! 8, offsets of 3) and, on CUDA sm_80+, the tensor-core ones (`hgemm_tc*`: sides multiples of
-//! 8 at aligned offsets, 64- and 128-wide tiles, k split); then the type rules' errors.
+//! 8, offsets of 3) and, on CUDA sm_80+ and NVIDIA's OpenCL on sm_80+, the tensor-core ones
+//! (`hgemm_tc*`, `hgemm_lo_tc*`: leading dimensions multiples of 8 at aligned offsets, 64- and
+//! 128-wide tiles, ragged edges, k split); then the type rules' errors.
 //!
 //! Tolerances, from the types' unit roundoff u (bf16 2^-8, f16 2^-11, f32 2^-24) and the sum's
 //! length k: both backends sum the same T products in f32, in different orders, so an f32
@@ -159,6 +160,37 @@ fn compare_typed(
     Ok(())
 }
 
+/// `g` of random A and B of type `ty` into C of type `out` (random where beta is not zero, else
+/// NaN), every view `pad` elements into its buffer, against the CPU.
+fn compare_product(
+    ctx: &Context,
+    g: Gemm,
+    (ty, out): (DType, DType),
+    pad: usize,
+    v: &mut Values,
+) -> Result<(), TestCaseError> {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let c0 = if g.beta == 0.0 {
+        vec![f32::NAN; m * n]
+    } else {
+        v.vec(m * n, -1.0, 1.0)
+    };
+    let bufs = [
+        (v.vec(m * k, -1.0, 1.0), ty),
+        (v.vec(k * n, -1.0, 1.0), ty),
+        (c0, out),
+    ];
+    let (ta, tb) = (g.trans_a, g.trans_b);
+    let what = format!("{ty} gemm {m}x{n}x{k} ta {ta} tb {tb} into {out} at {pad}");
+    compare_typed(
+        ctx,
+        &what,
+        (&bufs, pad),
+        &[(2, tolerance(out, k))],
+        &|o, v| o.gemm(g, v[0], v[1], v[2]),
+    )
+}
+
 /// A side: 1, odd sizes across the 64/128 tile edges, or a multiple of 8 (tensor-core sized).
 fn side() -> impl Strategy<Value = usize> {
     prop_oneof![
@@ -199,64 +231,47 @@ pub fn half_gemm(t: Target) {
                 trans_b: tb,
                 ..Gemm::new(m, n, k).scaled(1.5, beta)
             };
-            let c0 = if beta == 0.0 {
-                vec![f32::NAN; m * n]
-            } else {
-                v.vec(m * n, -1.0, 1.0)
-            };
-            let bufs = [
-                (v.vec(m * k, -1.0, 1.0), ty),
-                (v.vec(k * n, -1.0, 1.0), ty),
-                (c0, out),
-            ];
-            let what = format!("{ty} gemm {m}x{n}x{k} ta {ta} tb {tb} into {out}");
-            compare_typed(
-                ctx,
-                &what,
-                (&bufs, pad),
-                &[(2, tolerance(out, k))],
-                &|o, v| o.gemm(g, v[0], v[1], v[2]),
-            )
+            compare_product(ctx, g, (ty, out), pad, &mut v)
         },
     );
 }
 
-/// Products the CUDA tensor-core kernels take on an H100: 128-wide tiles over a deep k, and
-/// few 64-wide tiles with k split (the weight gradient of a 512-unit layer at batch 4096).
+/// Products the tensor-core kernels (CUDA sm_80+, NVIDIA's OpenCL on sm_80+) take on a GPU of
+/// 132 SMs, every shape in every case, at element offsets 0 or 8 (aligned): 64-wide tiles (81
+/// tiles of 128 fill too few SMs) over a shallow k; few 64-wide tiles with k split (the f32
+/// output) over a deep one; 128-wide tiles (156 and 168 tiles of 128), the second with ragged
+/// edges (m and n not multiples of the tile, n not of 8, k = 136 ending in a partial k-tile);
+/// an odd n, which stores a T output one element at a time.
 pub fn half_gemm_tensor_core_shapes(t: Target) {
     let shapes = [
         (1152, 1040, 264, false, true),
         (136, 200, 3000, true, false),
+        (1664, 1536, 264, false, false),
+        (1672, 1500, 136, true, true),
+        (1000, 1003, 264, false, true),
     ];
-    let strategy = (0..shapes.len(), any::<bool>(), any::<u64>());
+    let strategy = (
+        any::<bool>(),
+        prop_oneof![Just(0usize), Just(8usize)],
+        any::<u64>(),
+    );
     prop(
         t,
         "half_gemm_tensor_core_shapes",
-        4,
+        2,
         strategy,
-        |ctx, (i, f16_in, seed)| {
-            let (m, n, k, ta, tb) = shapes[i];
+        |ctx, (f16_in, pad, seed)| {
             let ty = if f16_in { DType::F16 } else { DType::Bf16 };
             let mut v = Values(seed);
-            let g = Gemm {
-                trans_a: ta,
-                trans_b: tb,
-                ..Gemm::new(m, n, k)
-            };
-            for out in [DType::F32, ty] {
-                let bufs = [
-                    (v.vec(m * k, -1.0, 1.0), ty),
-                    (v.vec(k * n, -1.0, 1.0), ty),
-                    (vec![f32::NAN; m * n], out),
-                ];
-                let what = format!("{ty} gemm {m}x{n}x{k} into {out}");
-                compare_typed(
-                    ctx,
-                    &what,
-                    (&bufs, 0),
-                    &[(2, tolerance(out, k))],
-                    &|o, v| o.gemm(g, v[0], v[1], v[2]),
-                )?;
+            for (m, n, k, ta, tb) in shapes {
+                let g = Gemm {
+                    trans_a: ta,
+                    trans_b: tb,
+                    ..Gemm::new(m, n, k)
+                };
+                for out in [DType::F32, ty] {
+                    compare_product(ctx, g, (ty, out), pad, &mut v)?;
+                }
             }
             Ok(())
         },

@@ -12,9 +12,11 @@ use rnn::ops::RecurrentWeights;
 use rnn::ops::RnnSequenceBackward;
 use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
+use rnn::ops::TypedMemory;
 use std::collections::BTreeMap;
 
-use rnn::{Context, KernelTime, Ops};
+use half::bf16;
+use rnn::{Context, DType, KernelTime, Ops};
 
 use crate::support::{self, Target, rel_err};
 
@@ -403,6 +405,91 @@ pub fn gemm_launches(t: Target) {
             } else {
                 assert!(!ran("sgemm_wg64"), "{what}");
             }
+        }
+    }
+}
+
+/// The bf16 products one W1 step at batch 4096 launches, by kernel name (`hgemm*` only): the
+/// forward of the first layer (4096 x 512 over k = 784, bf16 out), its weight gradient (512 x 784
+/// over k = 4096, f32 out), and that forward again with x at an element offset of 3 (not
+/// 16-byte aligned). Each result is checked.
+fn launched_by_half_gemms(ctx: &Context) -> rnn::Result<BTreeMap<String, u64>> {
+    let ops = ctx.ops();
+    let (rows, inputs, outputs) = (4096usize, 784usize, 512usize);
+    let filled = |n: usize, v: f32| -> rnn::Result<rnn::Buffer> {
+        let b = ops.alloc_as(DType::Bf16, n)?;
+        ops.upload_as(b.view(), &vec![bf16::from_f32(v); n])?;
+        Ok(b)
+    };
+    let x = filled(rows * inputs + 3, 0.5)?;
+    let w = filled(inputs * outputs, 0.25)?;
+    let dz = filled(rows * outputs, 0.25)?;
+    let z = ops.alloc_as(DType::Bf16, rows * outputs)?;
+    let dw = ops.alloc(outputs * inputs)?;
+    let forward = rnn::Gemm::new(rows, outputs, inputs);
+    let weight_grad = rnn::Gemm {
+        trans_a: true,
+        ..rnn::Gemm::new(outputs, inputs, rows)
+    };
+    let check_z = |what: &str| -> rnn::Result<()> {
+        let mut got = vec![bf16::NAN; rows * outputs];
+        ops.download_as(z.view(), &mut got)?;
+        // 0.5 * 0.25 * 784 = 98: exact in bf16.
+        let bad = got.iter().filter(|v| v.to_f32() != 98.0).count();
+        assert_eq!(bad, 0, "{}: {what}: {bad} values not 98", ctx.id());
+        Ok(())
+    };
+    let poison = vec![bf16::NAN; rows * outputs];
+    ops.warm_up()?;
+    ctx.kernel_times()?;
+    ops.upload_as(z.view(), &poison)?;
+    ops.gemm(forward, x.slice(0, rows * inputs)?, w.view(), z.view())?;
+    check_z("forward")?;
+    ops.fill(dw.view(), f32::NAN)?;
+    ops.gemm(
+        weight_grad,
+        dz.view(),
+        x.slice(0, rows * inputs)?,
+        dw.view(),
+    )?;
+    let mut got = vec![f32::NAN; outputs * inputs];
+    ops.download(dw.view(), &mut got)?;
+    let err = rel_err(&got, &vec![0.25 * 0.5 * rows as f32; outputs * inputs]);
+    assert!(err < 1e-6, "{}: weight gradient off by {err:e}", ctx.id());
+    ops.upload_as(z.view(), &poison)?;
+    ops.gemm(forward, x.slice(3, rows * inputs)?, w.view(), z.view())?;
+    check_z("forward at offset 3")?;
+    let times = ctx.kernel_times()?.expect("the timer is on");
+    Ok(by_name(&times)
+        .into_iter()
+        .filter(|(name, _)| name.starts_with("hgemm"))
+        .map(|(name, n)| (name.to_string(), n))
+        .collect())
+}
+
+/// On a Hopper GPU through NVIDIA's OpenCL (tensor cores allowed), W1's aligned bf16 products
+/// run the tensor-core kernels of kernels-cl/hgemm_tc.cl (`hgemm_lo_tc*` for the bf16 output,
+/// `hgemm_tc*` for the f32 one) and the unaligned one the portable `hgemm_lo_bf16`; every other
+/// OpenCL device runs the portable kernels only. Fails where the device claims
+/// `half_tensor_cores` but its op set lacks a kernel (the launch is an error) or where the
+/// products never reach the tensor cores; other sm_80+ NVIDIA GPUs, which the public API cannot
+/// tell from older ones, are checked for results only.
+pub fn half_gemm_launches(t: Target) {
+    let ctxs = support::contexts_with(t, "gpu_half_gemm_launches", |o| {
+        o.profile_kernels = true;
+    });
+    for ctx in ctxs {
+        let got = launched_by_half_gemms(&ctx).unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+        let what = format!("{}: {got:?}", ctx.id());
+        let ran_tc = |prefix: &str| got.keys().any(|e| e.starts_with(prefix));
+        assert!(got.contains_key("hgemm_lo_bf16"), "{what}");
+        if !(nvidia_opencl(&ctx) && tensor_cores_allowed()) {
+            assert!(!ran_tc("hgemm_lo_tc") && !ran_tc("hgemm_tc"), "{what}");
+            assert!(got.contains_key("hgemm_bf16"), "{what}");
+        } else if hopper(&ctx) {
+            assert!(ran_tc("hgemm_lo_tc") && ran_tc("hgemm_tc"), "{what}");
+            assert_eq!(got.get("hgemm_lo_bf16"), Some(&1), "{what}");
+            assert!(!got.contains_key("hgemm_bf16"), "{what}");
         }
     }
 }
