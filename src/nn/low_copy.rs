@@ -23,7 +23,7 @@ impl Network {
     /// `Tf32` stores f32 and uses TF32 GEMMs (on CUDA with cuBLAS). `Tf32`, `Bf16` and `F16`
     /// turn the context's TF32 switch on ([`crate::ops::Execution::set_tf32`]); `F32` returns
     /// it to the context's [`crate::ContextOptions::allow_tf32`]. A [`super::Stepper`]
-    /// computes in f32 whatever the precision.
+    /// stores f32 whatever the precision.
     pub fn set_precision(&mut self, precision: Precision) -> Result<()> {
         // The f32 products of Tf32, Bf16 and F16 networks (all of a Tf32 network's; the
         // f32-only layers' of the others, which PyTorch's autocast runs in bf16/f16) may use

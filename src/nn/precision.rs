@@ -19,7 +19,8 @@ use crate::error::{Error, Result};
 /// - the f32 products that remain (the f32-only layers' GEMMs, which autocast would run in
 ///   T) use TF32 on CUDA with cuBLAS, as in `Tf32`: more precise than T, and on the tensor
 ///   cores;
-/// - [`super::Stepper`]: f32 throughout, whatever the network's precision.
+/// - [`super::Stepper`]: f32 storage throughout, whatever the network's precision (its
+///   products in TF32 on CUDA with cuBLAS while the network is in `Tf32`, `Bf16` or `F16`).
 ///
 /// Master parameters, their gradients and the optimizer state are f32 in every precision;
 /// gradient clipping and weight decay act on the f32 gradients (after unscaling, for `F16`).
