@@ -109,15 +109,25 @@ __device__ __forceinline__ void rnn_stream3(const float* a, const float* b, cons
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i], c[i]);
 }
 
-// Runs BODY with the activation code as the compile-time constant K, so each activation gets a
-// loop of its own instead of a switch per element. Unknown codes act as identity (act_forward's
-// default).
-#define RNN_WITH_ACT(act, BODY)                                        \
-    switch (act) {                                                     \
-        case ACT_RELU: { constexpr uint K = ACT_RELU; BODY; } break;       \
-        case ACT_SIGMOID: { constexpr uint K = ACT_SIGMOID; BODY; } break; \
-        case ACT_TANH: { constexpr uint K = ACT_TANH; BODY; } break;       \
-        case ACT_GELU: { constexpr uint K = ACT_GELU; BODY; } break;       \
-        case ACT_LEAKY: { constexpr uint K = ACT_LEAKY; BODY; } break;     \
-        default: { constexpr uint K = ACT_IDENTITY; BODY; } break;         \
-    }
+// The activations of the streaming and column-sum kernels, by the runtime code `act` (uniform
+// over a launch). Out of line, so that a module holds every formula once rather than once per
+// activation, kernel and unrolled element: those copies were most of the elementwise and reduce
+// modules' compile time. A call within a module costs a few moves, no stack (ptxas sees both
+// sides), next to the 8 to 12 bytes each element moves through memory.
+__device__ __noinline__ float rnn_act_forward1(float z, uint act, float p) {
+    return act_forward(z, act, p);
+}
+
+__device__ __noinline__ float4 rnn_act_forward4(float4 z, uint act, float p) {
+    return rnn_map4(z, [=](float t) { return act_forward(t, act, p); });
+}
+
+// act'(.) as act_grad takes it: `z` and `y` may be the same values (the one the activation's
+// derivative reads).
+__device__ __noinline__ float rnn_act_grad1(float z, float y, uint act, float p) {
+    return act_grad(z, y, act, p);
+}
+
+__device__ __noinline__ float4 rnn_act_grad4(float4 z, float4 y, uint act, float p) {
+    return rnn_map4(z, y, [=](float zi, float yi) { return act_grad(zi, yi, act, p); });
+}
