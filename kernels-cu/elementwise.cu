@@ -90,22 +90,10 @@ extern "C" __global__ void __launch_bounds__(256, 4) bias_act_forward(float* z_b
 
 extern "C" __global__ void activation(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                       uint n, uint act, float act_param) {
-    const float* x = x_base + x_off;
-    float* y = y_base + y_off;
-    u64 done = 0;
-    if (rnn_aligned16(x) && rnn_aligned16(y)) {
-        const float4* x4 = (const float4*)x;
-        float4* y4 = (float4*)y;
-        struct V { float4 a; };
-#define RNN_L(k, v) v.a = x4[k]
-#define RNN_S(k, v) y4[k] = rnn_act_forward4(v.a, act, act_param)
-        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
-#undef RNN_L
-#undef RNN_S
-        done = n / 4 * 4;
-    }
-    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads())
-        y[i] = rnn_act_forward1(x[i], act, act_param);
+    rnn_stream1_4(
+        x_base + x_off, y_base + y_off, n,
+        [=](float4 v) { return rnn_act_forward4(v, act, act_param); },
+        [=](float v) { return rnn_act_forward1(v, act, act_param); });
 }
 
 // dz = dy * act'(z or y). z is only read for the activations whose derivative needs it (the op
@@ -114,27 +102,14 @@ extern "C" __global__ void act_backward(const float* dy_base, u64 dy_off, const 
                                         u64 z_off, const float* y_base, u64 y_off,
                                         float* dz_base, u64 dz_off, uint n, uint act,
                                         float act_param) {
-    const float* dy = dy_base + dy_off;
-    const float* y = y_base + y_off;
-    const float* a = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y;
-    float* dz = dz_base + dz_off;
-    u64 done = 0;
-    if (rnn_aligned16(dy) && rnn_aligned16(a) && rnn_aligned16(dz)) {
-        const float4* dy4 = (const float4*)dy;
-        const float4* a4 = (const float4*)a;
-        float4* dz4 = (float4*)dz;
-        struct V { float4 g, a; };
-#define RNN_L(k, v) (v.g = dy4[k], v.a = a4[k])
-#define RNN_S(k, v)                                                             \
-    dz4[k] = rnn_map4(v.g, rnn_act_grad4(v.a, v.a, act, act_param),              \
-                      [](float g, float d) { return g * d; })
-        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
-#undef RNN_L
-#undef RNN_S
-        done = n / 4 * 4;
-    }
-    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads())
-        dz[i] = dy[i] * rnn_act_grad1(a[i], a[i], act, act_param);
+    const float* a = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+    rnn_stream2_4(
+        dy_base + dy_off, a, dz_base + dz_off, n,
+        [=](float4 g, float4 av) {
+            return rnn_map4(g, rnn_act_grad4(av, av, act, act_param),
+                            [](float gi, float d) { return gi * d; });
+        },
+        [=](float g, float av) { return g * rnn_act_grad1(av, av, act, act_param); });
 }
 
 extern "C" __global__ void clip_scale(float* x_base, u64 x_off, const float* norm_base,

@@ -50,16 +50,17 @@ __device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
         }                                                                                \
     }
 
-// y[i] = f(x[i]); y may be x.
-template <typename F>
-__device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f) {
+// y[i] = f(x[i]); y may be x. `f4` applies f to a float4 (one call a float4 where f is out of
+// line: the activations below).
+template <typename F4, typename F>
+__device__ __forceinline__ void rnn_stream1_4(const float* x, float* y, u64 n, F4 f4, F f) {
     u64 done = 0;
     if (rnn_aligned16(x) && rnn_aligned16(y)) {
         const float4* x4 = (const float4*)x;
         float4* y4 = (float4*)y;
         struct V { float4 a; };
 #define RNN_L(k, v) v.a = x4[k]
-#define RNN_S(k, v) y4[k] = rnn_map4(v.a, f)
+#define RNN_S(k, v) y4[k] = f4(v.a)
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
 #undef RNN_S
@@ -68,10 +69,15 @@ __device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = f(x[i]);
 }
 
-// out[i] = f(a[i], b[i]); out may be a or b.
 template <typename F>
-__device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
-                                            F f) {
+__device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f) {
+    rnn_stream1_4(x, y, n, [=](float4 a) { return rnn_map4(a, f); }, f);
+}
+
+// out[i] = f(a[i], b[i]); out may be a or b. `f4` applies f to float4s, as in rnn_stream1_4.
+template <typename F4, typename F>
+__device__ __forceinline__ void rnn_stream2_4(const float* a, const float* b, float* out, u64 n,
+                                              F4 f4, F f) {
     u64 done = 0;
     if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(out)) {
         const float4* a4 = (const float4*)a;
@@ -79,13 +85,19 @@ __device__ __forceinline__ void rnn_stream2(const float* a, const float* b, floa
         float4* o4 = (float4*)out;
         struct V { float4 a, b; };
 #define RNN_L(k, v) (v.a = a4[k], v.b = b4[k])
-#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, f)
+#define RNN_S(k, v) o4[k] = f4(v.a, v.b)
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
 #undef RNN_S
         done = n / 4 * 4;
     }
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i]);
+}
+
+template <typename F>
+__device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
+                                            F f) {
+    rnn_stream2_4(a, b, out, n, [=](float4 x, float4 y) { return rnn_map4(x, y, f); }, f);
 }
 
 // out[i] = f(a[i], b[i], c[i]); out may be a, b or c.
