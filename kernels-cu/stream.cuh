@@ -25,10 +25,6 @@ template <typename F>
 __device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, F f) {
     return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
 }
-template <typename F>
-__device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
-    return make_float4(f(a.x, b.x, c.x), f(a.y, b.y, c.y), f(a.z, b.z, c.z), f(a.w, b.w, c.w));
-}
 
 // The vector loop: float4 index i covers elements 4i..4i+3. Each round loads RNN_VEC_UNROLL
 // float4s (one grid stride apart, so a warp's accesses stay contiguous) before storing any,
@@ -98,27 +94,6 @@ template <typename F>
 __device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
                                             F f) {
     rnn_stream2_4(a, b, out, n, [=](float4 x, float4 y) { return rnn_map4(x, y, f); }, f);
-}
-
-// out[i] = f(a[i], b[i], c[i]); out may be a, b or c.
-template <typename F>
-__device__ __forceinline__ void rnn_stream3(const float* a, const float* b, const float* c,
-                                            float* out, u64 n, F f) {
-    u64 done = 0;
-    if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(c) && rnn_aligned16(out)) {
-        const float4* a4 = (const float4*)a;
-        const float4* b4 = (const float4*)b;
-        const float4* c4 = (const float4*)c;
-        float4* o4 = (float4*)out;
-        struct V { float4 a, b, c; };
-#define RNN_L(k, v) (v.a = a4[k], v.b = b4[k], v.c = c4[k])
-#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, v.c, f)
-        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
-#undef RNN_L
-#undef RNN_S
-        done = n / 4 * 4;
-    }
-    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i], c[i]);
 }
 
 // The activations of the streaming and column-sum kernels, by the runtime code `act` (uniform
