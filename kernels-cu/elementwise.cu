@@ -40,9 +40,8 @@ extern "C" __global__ void mul(const float* a_base, u64 a_off, const float* b_ba
 
 // z += bias (broadcast over rows), y = act(z). The host has checked that rows * cols fits a
 // uint, so the column index is tracked in 32 bits.
-template <uint K>
 __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float* y, uint n,
-                                             uint cols, float p) {
+                                             uint cols, uint act, float p) {
     u64 done = 0;
     const bool same = z == y;
     if (rnn_aligned16(z) && rnn_aligned16(y)) {
@@ -60,10 +59,10 @@ __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float*
         v.a.w += bias[c_];                                            \
     }
 // In place (y is z) only y is stored: the pre-activation is not kept then.
-#define RNN_S(k, v)                                                         \
-    {                                                                       \
-        if (!same) z4[k] = v.a;                                             \
-        y4[k] = rnn_map4(v.a, [=](float t) { return act_forward(t, K, p); }); \
+#define RNN_S(k, v)                                                           \
+    {                                                                         \
+        if (!same) z4[k] = v.a;                                               \
+        y4[k] = rnn_act_forward4(v.a, act, p);                                \
     }
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
@@ -73,7 +72,7 @@ __device__ __forceinline__ void rnn_bias_act(float* z, const float* bias, float*
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) {
         const float v = z[i] + bias[i % cols];
         z[i] = v;
-        y[i] = act_forward(v, K, p);
+        y[i] = rnn_act_forward1(v, act, p);
     }
 }
 
@@ -86,35 +85,31 @@ extern "C" __global__ void __launch_bounds__(256, 4) bias_act_forward(float* z_b
     const float* bias = bias_base + bias_off;
     float* y = y_base + y_off;
     const uint n = rows * cols;
-    RNN_WITH_ACT(act, rnn_bias_act<K>(z, bias, y, n, cols, act_param))
+    rnn_bias_act(z, bias, y, n, cols, act, act_param);
 }
 
 extern "C" __global__ void activation(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                       uint n, uint act, float act_param) {
-    const float* x = x_base + x_off;
-    float* y = y_base + y_off;
-    RNN_WITH_ACT(act, rnn_stream1(x, y, n, [=](float v) { return act_forward(v, K, act_param); }))
+    rnn_stream1_4(
+        x_base + x_off, y_base + y_off, n,
+        [=](float4 v) { return rnn_act_forward4(v, act, act_param); },
+        [=](float v) { return rnn_act_forward1(v, act, act_param); });
 }
 
+// dz = dy * act'(z or y). z is only read for the activations whose derivative needs it (the op
+// contract lets callers pass y in its place otherwise).
 extern "C" __global__ void act_backward(const float* dy_base, u64 dy_off, const float* z_base,
                                         u64 z_off, const float* y_base, u64 y_off,
                                         float* dz_base, u64 dz_off, uint n, uint act,
                                         float act_param) {
-    const float* dy = dy_base + dy_off;
-    const float* z = z_base + z_off;
-    const float* y = y_base + y_off;
-    float* dz = dz_base + dz_off;
-    // z is only read for the activations whose derivative needs it (the op contract lets
-    // callers pass y in its place otherwise).
-    if (act == ACT_GELU || act == ACT_LEAKY) {
-        RNN_WITH_ACT(act, rnn_stream3(dy, z, y, dz, n, [=](float g, float zi, float yi) {
-            return g * act_grad(zi, yi, K, act_param);
-        }))
-    } else {
-        RNN_WITH_ACT(act, rnn_stream2(dy, y, dz, n, [=](float g, float yi) {
-            return g * act_grad(0.0f, yi, K, act_param);
-        }))
-    }
+    const float* a = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
+    rnn_stream2_4(
+        dy_base + dy_off, a, dz_base + dz_off, n,
+        [=](float4 g, float4 av) {
+            return rnn_map4(g, rnn_act_grad4(av, av, act, act_param),
+                            [](float gi, float d) { return gi * d; });
+        },
+        [=](float g, float av) { return g * rnn_act_grad1(av, av, act, act_param); });
 }
 
 extern "C" __global__ void clip_scale(float* x_base, u64 x_off, const float* norm_base,

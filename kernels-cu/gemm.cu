@@ -43,28 +43,6 @@ __device__ __forceinline__ void sg_store_tile(float* __restrict__ Xs, float4 v) 
     }
 }
 
-__device__ __forceinline__ void sg_store_c(float* __restrict__ C, uint row, uint col, uint m,
-                                           uint n, const float* acc, float alpha, float beta,
-                                           bool vec) {
-    if (row >= m) return;
-    float* p = C + (u64)row * n + col;
-    if (vec && col + 3 < n) {
-        float4 o = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
-        if (beta != 0.0f) {
-            const float4 c = *reinterpret_cast<const float4*>(p);
-            o.x += beta * c.x;
-            o.y += beta * c.y;
-            o.z += beta * c.z;
-            o.w += beta * c.w;
-        }
-        *reinterpret_cast<float4*>(p) = o;
-    } else {
-        for (uint q = 0; q < 4; ++q) {
-            if (col + q < n) p[q] = (beta != 0.0f) ? alpha * acc[q] + beta * p[q] : alpha * acc[q];
-        }
-    }
-}
-
 template <bool TA, bool TB>
 __device__ __forceinline__ void sgemm_body(const float* __restrict__ A, const float* __restrict__ B,
                                            float* __restrict__ C, uint m, uint n, uint k,

@@ -1,7 +1,8 @@
-// What the f32 tensor-core GEMMs (gemm_tc.cu, gemm_wg.cu) and the bf16/f16 GEMMs (hgemm.cu,
-// hgemm_tc.cu) share: where a block's f32 results go and how they are stored, and (CUDA sm_80+)
-// the asynchronous global -> shared copies. It is the first file of both families' modules, so
-// the whole op set's translation unit has it twice: the guard keeps the second copy out.
+// What the f32 GEMMs (gemm.cu, gemm_thin.cu, gemm_tc.cu, gemm_wg.cu) and the bf16/f16 GEMMs
+// (hgemm.cu, hgemm_tc.cu) share: where a block's f32 results go and how they are stored, and
+// (CUDA sm_80+) the asynchronous global -> shared copies. It is the first file of the three
+// GEMM families' modules, so the whole op set's translation unit has it three times: the guard
+// keeps the later copies out.
 
 #ifndef RNN_GEMM_COMMON_CUH
 #define RNN_GEMM_COMMON_CUH
@@ -42,6 +43,31 @@ __device__ __forceinline__ void tc_store_pair(float* p, float v0, float v1, floa
     } else {
         if (col < n) p[0] = (beta != 0.0f) ? v0 + beta * p[0] : v0;
         if (col + 1 < n) p[1] = (beta != 0.0f) ? v1 + beta * p[1] : v1;
+    }
+}
+
+// Stores 4 results (acc, scaled by alpha, plus beta times what is there) at columns col.. of
+// row `row` of the m x n matrix C, as a float4 where `vec` (rows 16-byte aligned): the SIMT
+// tile GEMM's (gemm.cu) and sgemm_thin_k's stores.
+__device__ __forceinline__ void sg_store_c(float* __restrict__ C, uint row, uint col, uint m,
+                                           uint n, const float* acc, float alpha, float beta,
+                                           bool vec) {
+    if (row >= m) return;
+    float* p = C + (u64)row * n + col;
+    if (vec && col + 3 < n) {
+        float4 o = make_float4(alpha * acc[0], alpha * acc[1], alpha * acc[2], alpha * acc[3]);
+        if (beta != 0.0f) {
+            const float4 c = *reinterpret_cast<const float4*>(p);
+            o.x += beta * c.x;
+            o.y += beta * c.y;
+            o.z += beta * c.z;
+            o.w += beta * c.w;
+        }
+        *reinterpret_cast<float4*>(p) = o;
+    } else {
+        for (uint q = 0; q < 4; ++q) {
+            if (col + q < n) p[q] = (beta != 0.0f) ? alpha * acc[q] + beta * p[q] : alpha * acc[q];
+        }
     }
 }
 

@@ -224,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(THK_THREADS)
             bv[kk][q] = ((uint)kk < k && j < n) ? (trans_b ? b[j * k + kk] : b[(u64)kk * n + j])
                                                 : 0.0f;
         }
-    // gemm.cu's sg_store_c stores 4 columns, as a float4 where rows stay 16-byte aligned.
+    // sg_store_c (gemm_common.cuh) stores 4 columns, a float4 where rows stay 16-byte aligned.
     const bool vec = n % 4 == 0 && (((size_t)c) & 15) == 0;
     for (u64 r0 = (u64)blockIdx.y * THK_ROWS; r0 < m; r0 += (u64)gridDim.y * THK_ROWS) {
         __syncthreads();

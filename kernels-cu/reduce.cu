@@ -198,66 +198,100 @@ extern "C" __global__ void mse(const float* pred_base, u64 pred_off, const float
 // geometry L) adds the chunks in order.
 #define BAB_ROWS 4
 
-template <uint K>
-__device__ __forceinline__ float bab_grad(float g, float a, float p) {
-    // `a` is z for gelu and leaky relu, y otherwise (act_grad reads only that one).
-    return K == ACT_IDENTITY ? g : g * act_grad(a, a, K, p);
-}
-
 // A column group's values: one float, or a float4 of 4 columns.
 template <int W> struct BabVec { typedef float T; };
 template <> struct BabVec<4> { typedef float4 T; };
 
-// The upstream gradient dy[row][col..col + W) a column group reads: from dy, or with pk > 0 as
-// the product of row `row` of pg (rows x pk) and columns col.. of pw (pk x cols), the input
-// gradient of a thin layer after this one (bias_act_backward_product), in k order.
+// The upstream gradient of rows r, r + step, ... (BAB_ROWS of them, those below r1) of column
+// group `col`: read from dy, or with pk > 0 formed as the product of those rows of pg (rows x
+// pk) and columns col.. of pw (pk x cols), the input gradient of a thin layer after this one
+// (bias_act_backward_product), each in k order. The rows share each load of pw, so one loop
+// over k keeps BAB_ROWS independent sums in flight.
 template <int W>
-__device__ __forceinline__ typename BabVec<W>::T bab_dy(const float* dy, const float* pg,
-                                                       const float* pw, uint pk, u64 row,
-                                                       u64 col, uint cols) {
+__device__ __forceinline__ void bab_dy(const float* dy, const float* pg, const float* pw,
+                                       uint pk, u64 r, uint step, u64 r1, u64 col, uint cols,
+                                       typename BabVec<W>::T (&g)[BAB_ROWS]) {
     typedef typename BabVec<W>::T V;
-    if (pk == 0) return *reinterpret_cast<const V*>(dy + row * cols + col);
-    V out;
-    float* o = reinterpret_cast<float*>(&out);
+    if (pk == 0) {
 #pragma unroll
-    for (int q = 0; q < W; ++q) o[q] = 0.0f;
+        for (int u = 0; u < BAB_ROWS; ++u) {
+            const u64 rr = r + (u64)step * u;
+            if (rr < r1) g[u] = *reinterpret_cast<const V*>(dy + rr * cols + col);
+        }
+        return;
+    }
+    // Rows past r1 multiply row r (r < r1) instead, so the loop has no branch; their sums are
+    // never stored.
+    const float* gr[BAB_ROWS];
+    float o[BAB_ROWS][W];
+#pragma unroll
+    for (int u = 0; u < BAB_ROWS; ++u) {
+        const u64 rr = r + (u64)step * u;
+        gr[u] = pg + (rr < r1 ? rr : r) * pk;
+#pragma unroll
+        for (int q = 0; q < W; ++q) o[u][q] = 0.0f;
+    }
+    // Unrolled twice (two rows of pw in flight): four times took 90 registers, two blocks an SM.
+#pragma unroll 2
     for (uint j = 0; j < pk; ++j) {
-        const float gj = pg[row * pk + j];
         const V wj = *reinterpret_cast<const V*>(pw + (u64)j * cols + col);
         const float* wi = reinterpret_cast<const float*>(&wj);
 #pragma unroll
-        for (int q = 0; q < W; ++q) o[q] = fmaf(gj, wi[q], o[q]);
+        for (int u = 0; u < BAB_ROWS; ++u) {
+            const float gj = gr[u][j];
+#pragma unroll
+            for (int q = 0; q < W; ++q) o[u][q] = fmaf(gj, wi[q], o[u][q]);
+        }
     }
-    return out;
+#pragma unroll
+    for (int u = 0; u < BAB_ROWS; ++u) {
+        float* gu = reinterpret_cast<float*>(&g[u]);
+#pragma unroll
+        for (int q = 0; q < W; ++q) gu[q] = o[u][q];
+    }
 }
 
-// Rows first, first + step, ... below r1 of column group `col`.
-template <uint K, int W>
+// act'(a) of a column group (stream.cuh's out-of-line activations).
+__device__ __forceinline__ float bab_act_grad(float a, uint act, float p) {
+    return rnn_act_grad1(a, a, act, p);
+}
+__device__ __forceinline__ float4 bab_act_grad(float4 a, uint act, float p) {
+    return rnn_act_grad4(a, a, act, p);
+}
+
+// Rows first, first + step, ... below r1 of column group `col`. With ACT the gradient is
+// multiplied by act'(a) of the runtime activation `act`; without, `a` is never read (identity,
+// and the plain column sums of sum_rows).
+template <bool ACT, int W>
 __device__ __forceinline__ void bab_rows(const float* dy, const float* pg, const float* pw,
                                          uint pk, const float* act_in, float* dz,
-                                         bool write_dz, float p, u64 first, uint step, u64 r1,
-                                         u64 col, uint cols, float (&s)[4]) {
+                                         bool write_dz, uint act, float p, u64 first,
+                                         uint step, u64 r1, u64 col, uint cols,
+                                         float (&s)[4]) {
     typedef typename BabVec<W>::T V;
     for (u64 r = first; r < r1; r += (u64)step * BAB_ROWS) {
         V g[BAB_ROWS], a[BAB_ROWS];
+        if (ACT)
+#pragma unroll
+            for (int u = 0; u < BAB_ROWS; ++u) {
+                const u64 rr = r + (u64)step * u;
+                if (rr < r1) a[u] = *reinterpret_cast<const V*>(act_in + rr * cols + col);
+            }
+        bab_dy<W>(dy, pg, pw, pk, r, step, r1, col, cols, g);
 #pragma unroll
         for (int u = 0; u < BAB_ROWS; ++u) {
             const u64 rr = r + (u64)step * u;
             if (rr >= r1) continue;
-            g[u] = bab_dy<W>(dy, pg, pw, pk, rr, col, cols);
-            if (K != ACT_IDENTITY) a[u] = *reinterpret_cast<const V*>(act_in + rr * cols + col);
-        }
-#pragma unroll
-        for (int u = 0; u < BAB_ROWS; ++u) {
-            const u64 rr = r + (u64)step * u;
-            if (rr >= r1) continue;
+            // `a` is z for gelu and leaky relu, y otherwise (act_grad reads only that one).
+            V d;
+            if (ACT) d = bab_act_grad(a[u], act, p);
             const float* gi = reinterpret_cast<const float*>(&g[u]);
-            const float* ai = reinterpret_cast<const float*>(&a[u]);
+            const float* di = reinterpret_cast<const float*>(&d);
             V out;
             float* oi = reinterpret_cast<float*>(&out);
 #pragma unroll
             for (int q = 0; q < W; ++q) {
-                oi[q] = bab_grad<K>(gi[q], K == ACT_IDENTITY ? 0.0f : ai[q], p);
+                oi[q] = ACT ? gi[q] * di[q] : gi[q];
                 s[q] += oi[q];
             }
             if (write_dz) *reinterpret_cast<V*>(dz + rr * cols + col) = out;
@@ -284,13 +318,19 @@ __device__ __forceinline__ void bab_body(const float* dy, const float* pg, const
     const u64 first = r0 + (u64)threadIdx.y * fold + (fold > 1 ? threadIdx.x / cols : 0);
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (col < cols) {
+        // Unknown codes act as identity, as in act_grad.
+        const bool id = act == ACT_IDENTITY || act > ACT_LEAKY;
+#define RNN_BAB_ROWS(ACT, W, STEP)                                                            \
+    bab_rows<ACT, W>(dy, pg, pw, pk, act_in, dz, write_dz, act, act_param, first, STEP, r1, \
+                     col, cols, s)
         if (quad) {
-            RNN_WITH_ACT(act, (bab_rows<K, 4>(dy, pg, pw, pk, act_in, dz, write_dz, act_param,
-                                              first, 8, r1, col, cols, s)))
+            if (id) RNN_BAB_ROWS(false, 4, 8);
+            else RNN_BAB_ROWS(true, 4, 8);
         } else {
-            RNN_WITH_ACT(act, (bab_rows<K, 1>(dy, pg, pw, pk, act_in, dz, write_dz, act_param,
-                                              first, 8 * fold, r1, col, cols, s)))
+            if (id) RNN_BAB_ROWS(false, 1, 8 * fold);
+            else RNN_BAB_ROWS(true, 1, 8 * fold);
         }
+#undef RNN_BAB_ROWS
     }
     // Thread e < 32 w of the block owns column `strip + e` (strip = 32 w blockIdx.x) in what
     // follows: it adds the 8 rows' sums of it in row order.
@@ -335,13 +375,15 @@ __device__ __forceinline__ void bab_body(const float* dy, const float* pg, const
     }
 }
 
-extern "C" __global__ void bias_act_backward(const float* dy_base, u64 dy_off, const float* z_base,
-                                             u64 z_off, const float* y_base, u64 y_off,
-                                             float* dz_base, u64 dz_off, float* out_base,
-                                             u64 out_off, float* part_base, u64 part_off,
-                                             uint* ticket_base, u64 ticket_off, uint rows,
-                                             uint cols, uint chunk_rows, uint act, uint write_dz,
-                                             uint quad, float act_param, float beta) {
+// Three blocks an SM (at most 85 registers), as when each activation had a loop of its own:
+// around the out-of-line activation call the compiler would otherwise take 94 registers (two
+// blocks).
+extern "C" __global__ void __launch_bounds__(256, 3)
+bias_act_backward(const float* dy_base, u64 dy_off, const float* z_base, u64 z_off,
+                  const float* y_base, u64 y_off, float* dz_base, u64 dz_off, float* out_base,
+                  u64 out_off, float* part_base, u64 part_off, uint* ticket_base,
+                  u64 ticket_off, uint rows, uint cols, uint chunk_rows, uint act,
+                  uint write_dz, uint quad, float act_param, float beta) {
     const float* act_in = (act == ACT_GELU || act == ACT_LEAKY) ? z_base + z_off : y_base + y_off;
     bab_body(dy_base + dy_off, nullptr, nullptr, 0, act_in, dz_base + dz_off, out_base + out_off,
              part_base + part_off, ticket_base + ticket_off, rows, cols, chunk_rows, act,

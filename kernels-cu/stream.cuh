@@ -25,10 +25,6 @@ template <typename F>
 __device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, F f) {
     return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
 }
-template <typename F>
-__device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
-    return make_float4(f(a.x, b.x, c.x), f(a.y, b.y, c.y), f(a.z, b.z, c.z), f(a.w, b.w, c.w));
-}
 
 // The vector loop: float4 index i covers elements 4i..4i+3. Each round loads RNN_VEC_UNROLL
 // float4s (one grid stride apart, so a warp's accesses stay contiguous) before storing any,
@@ -50,16 +46,17 @@ __device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, float4 c, F f) {
         }                                                                                \
     }
 
-// y[i] = f(x[i]); y may be x.
-template <typename F>
-__device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f) {
+// y[i] = f(x[i]); y may be x. `f4` applies f to a float4 (one call a float4 where f is out of
+// line: the activations below).
+template <typename F4, typename F>
+__device__ __forceinline__ void rnn_stream1_4(const float* x, float* y, u64 n, F4 f4, F f) {
     u64 done = 0;
     if (rnn_aligned16(x) && rnn_aligned16(y)) {
         const float4* x4 = (const float4*)x;
         float4* y4 = (float4*)y;
         struct V { float4 a; };
 #define RNN_L(k, v) v.a = x4[k]
-#define RNN_S(k, v) y4[k] = rnn_map4(v.a, f)
+#define RNN_S(k, v) y4[k] = f4(v.a)
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
 #undef RNN_S
@@ -68,10 +65,15 @@ __device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = f(x[i]);
 }
 
-// out[i] = f(a[i], b[i]); out may be a or b.
 template <typename F>
-__device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
-                                            F f) {
+__device__ __forceinline__ void rnn_stream1(const float* x, float* y, u64 n, F f) {
+    rnn_stream1_4(x, y, n, [=](float4 a) { return rnn_map4(a, f); }, f);
+}
+
+// out[i] = f(a[i], b[i]); out may be a or b. `f4` applies f to float4s, as in rnn_stream1_4.
+template <typename F4, typename F>
+__device__ __forceinline__ void rnn_stream2_4(const float* a, const float* b, float* out, u64 n,
+                                              F4 f4, F f) {
     u64 done = 0;
     if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(out)) {
         const float4* a4 = (const float4*)a;
@@ -79,7 +81,7 @@ __device__ __forceinline__ void rnn_stream2(const float* a, const float* b, floa
         float4* o4 = (float4*)out;
         struct V { float4 a, b; };
 #define RNN_L(k, v) (v.a = a4[k], v.b = b4[k])
-#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, f)
+#define RNN_S(k, v) o4[k] = f4(v.a, v.b)
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
 #undef RNN_L
 #undef RNN_S
@@ -88,36 +90,31 @@ __device__ __forceinline__ void rnn_stream2(const float* a, const float* b, floa
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i]);
 }
 
-// out[i] = f(a[i], b[i], c[i]); out may be a, b or c.
 template <typename F>
-__device__ __forceinline__ void rnn_stream3(const float* a, const float* b, const float* c,
-                                            float* out, u64 n, F f) {
-    u64 done = 0;
-    if (rnn_aligned16(a) && rnn_aligned16(b) && rnn_aligned16(c) && rnn_aligned16(out)) {
-        const float4* a4 = (const float4*)a;
-        const float4* b4 = (const float4*)b;
-        const float4* c4 = (const float4*)c;
-        float4* o4 = (float4*)out;
-        struct V { float4 a, b, c; };
-#define RNN_L(k, v) (v.a = a4[k], v.b = b4[k], v.c = c4[k])
-#define RNN_S(k, v) o4[k] = rnn_map4(v.a, v.b, v.c, f)
-        RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
-#undef RNN_L
-#undef RNN_S
-        done = n / 4 * 4;
-    }
-    for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) out[i] = f(a[i], b[i], c[i]);
+__device__ __forceinline__ void rnn_stream2(const float* a, const float* b, float* out, u64 n,
+                                            F f) {
+    rnn_stream2_4(a, b, out, n, [=](float4 x, float4 y) { return rnn_map4(x, y, f); }, f);
 }
 
-// Runs BODY with the activation code as the compile-time constant K, so each activation gets a
-// loop of its own instead of a switch per element. Unknown codes act as identity (act_forward's
-// default).
-#define RNN_WITH_ACT(act, BODY)                                        \
-    switch (act) {                                                     \
-        case ACT_RELU: { constexpr uint K = ACT_RELU; BODY; } break;       \
-        case ACT_SIGMOID: { constexpr uint K = ACT_SIGMOID; BODY; } break; \
-        case ACT_TANH: { constexpr uint K = ACT_TANH; BODY; } break;       \
-        case ACT_GELU: { constexpr uint K = ACT_GELU; BODY; } break;       \
-        case ACT_LEAKY: { constexpr uint K = ACT_LEAKY; BODY; } break;     \
-        default: { constexpr uint K = ACT_IDENTITY; BODY; } break;         \
-    }
+// The activations of the streaming and column-sum kernels, by the runtime code `act` (uniform
+// over a launch). Out of line, so that a module holds every formula once rather than once per
+// activation, kernel and unrolled element: those copies were most of the elementwise and reduce
+// modules' compile time. A call within a module costs a few moves, no stack (ptxas sees both
+// sides), next to the 8 to 12 bytes each element moves through memory.
+__device__ __noinline__ float rnn_act_forward1(float z, uint act, float p) {
+    return act_forward(z, act, p);
+}
+
+__device__ __noinline__ float4 rnn_act_forward4(float4 z, uint act, float p) {
+    return rnn_map4(z, [=](float t) { return act_forward(t, act, p); });
+}
+
+// act'(.) as act_grad takes it: `z` and `y` may be the same values (the one the activation's
+// derivative reads).
+__device__ __noinline__ float rnn_act_grad1(float z, float y, uint act, float p) {
+    return act_grad(z, y, act, p);
+}
+
+__device__ __noinline__ float4 rnn_act_grad4(float4 z, float4 y, uint act, float p) {
+    return rnn_map4(z, y, [=](float zi, float yi) { return act_grad(zi, yi, act, p); });
+}

@@ -72,8 +72,8 @@ pub(crate) const HEADERS: [(&str, &str); 4] = [
     ),
 ];
 
-/// The stores and asynchronous copies of the f32 tensor-core and the bf16/f16 GEMMs: the first
-/// file of both families (include-guarded, so the whole op set has it once).
+/// The stores and asynchronous copies of the f32 and bf16/f16 GEMMs: the first file of the three
+/// GEMM families (include-guarded, so the whole op set has it once).
 const GEMM_COMMON: (&str, &str) = (
     "kernels-cu/gemm_common.cuh",
     include_str!("../../../kernels-cu/gemm_common.cuh"),
@@ -114,27 +114,30 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
         ],
         entries: &[family_entries::OPTIM],
     },
-    // gemm_thin.cu uses gemm.cu's stores, and holds sgemm_split_sum, which every build needs.
+    // The thin products and sgemm_split_sum, which every build needs: what a dense layer's first
+    // steps launch besides the vendor BLAS, so kept apart from the tile kernels below (the SIMT
+    // tile kernel alone was 63% of this family's CUBIN for sm_90, and no sm_80+ build runs it).
     OpFamily {
         name: "gemm",
         files: &[
-            (
-                "kernels-cu/gemm.cu",
-                include_str!("../../../kernels-cu/gemm.cu"),
-            ),
+            GEMM_COMMON,
             (
                 "kernels-cu/gemm_thin.cu",
                 include_str!("../../../kernels-cu/gemm_thin.cu"),
             ),
         ],
-        entries: &[&["sgemm", "sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"]],
+        entries: &[&["sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"]],
     },
-    // gemm_tc.cu: sm_80+ only, gemm_wg.cu: sm_90a only; empty elsewhere but for
-    // gemm_common.cuh's stores.
+    // The tile kernels: gemm.cu's SIMT sgemm (the tile GEMM of HIP and of CUDA before sm_80),
+    // gemm_tc.cu (sm_80+ only) and gemm_wg.cu (sm_90a only).
     OpFamily {
         name: "gemm_tc",
         files: &[
             GEMM_COMMON,
+            (
+                "kernels-cu/gemm.cu",
+                include_str!("../../../kernels-cu/gemm.cu"),
+            ),
             (
                 "kernels-cu/gemm_tc.cu",
                 include_str!("../../../kernels-cu/gemm_tc.cu"),
@@ -144,7 +147,7 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
                 include_str!("../../../kernels-cu/gemm_wg.cu"),
             ),
         ],
-        entries: &[&["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"]],
+        entries: &[&["sgemm", "sgemm_tc128", "sgemm_tc64", "sgemm_wg128"]],
     },
     // bf16/f16 GEMM: hgemm.cu (every build) and hgemm_tc.cu (sm_80+ only; uses hgemm.cu's
     // epilogues).
