@@ -146,8 +146,8 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
         ],
         entries: &[&["sgemm_tc128", "sgemm_tc64", "sgemm_wg128"]],
     },
-    // bf16/f16 GEMM: hgemm.cu (every build) and hgemm_tc.cu (sm_80+ only; uses hgemm.cu's
-    // epilogues).
+    // bf16/f16 GEMM: hgemm.cu (every build; its cuBLAS epilogues CUDA only) and hgemm_tc.cu
+    // (sm_80+ only; uses hgemm.cu's epilogues).
     OpFamily {
         name: "hgemm",
         files: &[
@@ -172,6 +172,8 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
                 "hgemm_lo_tc128_f16",
                 "hgemm_lo_tc64_bf16",
                 "hgemm_lo_tc64_f16",
+                "hgemm_epilogue_bf16",
+                "hgemm_epilogue_f16",
             ],
         ],
     },
