@@ -169,6 +169,19 @@ struct LowOut<'v, 'a> {
     keep_z: bool,
 }
 
+impl LowOut<'_, '_> {
+    /// The arguments after the sizes of `hgemm_lo_*` and `hgemm_epilogue_*`: `epilogue, act,
+    /// keep_z; alpha, beta, act_param`.
+    fn codes_and_scalars(&self, args: Args, g: &Gemm) -> Args {
+        args.u32(self.epilogue)
+            .u32(self.act.code())
+            .u32(self.keep_z as u32)
+            .f32(g.alpha)
+            .f32(g.beta)
+            .f32(self.act.param())
+    }
+}
+
 impl<D: Device> GpuOps<D> {
     fn half_kernel(&self, g: &Gemm, a: &View<'_>, b: &View<'_>) -> HalfKernel {
         let sms = self.info.compute_units;
@@ -205,8 +218,9 @@ impl<D: Device> GpuOps<D> {
         self.half_gemm_low(&g, a, b, out, t)
     }
 
-    /// `hgemm_*`: an f32 C, k split over the grid (`sgemm_split_sum` adding the parts) where the
-    /// output's tiles leave compute units idle, as the f32 GEMM splits it.
+    /// An f32 C: on the vendor library where the device has one, else `hgemm_*`, k split over
+    /// the grid (`sgemm_split_sum` adding the parts) where the output's tiles leave compute
+    /// units idle, as the f32 GEMM splits it.
     fn half_gemm_f32(&self, g: &Gemm, [a, b, c]: [&View<'_>; 3], t: DType) -> Result<()> {
         if self.device.has_vendor_half_gemm() {
             let operands = [operand(a)?, operand(b)?, operand(c)?];
@@ -246,7 +260,8 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
-    /// `hgemm_lo_*`: a T output with its epilogue, k not split.
+    /// A T output with its epilogue: on the vendor library where the device has one and
+    /// [`vendor_takes`] the product, else one `hgemm_lo_*` launch, k not split.
     fn half_gemm_low(
         &self,
         g: &Gemm,
@@ -269,14 +284,12 @@ impl<D: Device> GpuOps<D> {
             .buf_as(out.c, t)?
             .buf_as(out.aux, t)?
             .buf_as(out.y, t)?
-            .gemm(g)
-            .u32(out.epilogue)
-            .u32(out.act.code())
-            .u32(out.keep_z as u32)
-            .f32(g.alpha)
-            .f32(g.beta)
-            .f32(out.act.param());
-        self.run(kernel.entry(true, t), config, args)
+            .gemm(g);
+        self.run(
+            kernel.entry(true, t),
+            config,
+            out.codes_and_scalars(args, g),
+        )
     }
 
     /// `hgemm_lo_*`'s work on the vendor library: a plain output straight into C, else the f32
@@ -350,13 +363,8 @@ impl<D: Device> GpuOps<D> {
                     .buf_as(aux, t)?
                     .buf_as(&y, t)?
                     .u32(rows as u32)
-                    .u32(n as u32)
-                    .u32(out.epilogue)
-                    .u32(out.act.code())
-                    .u32(out.keep_z as u32)
-                    .f32(g.alpha)
-                    .f32(g.beta)
-                    .f32(out.act.param());
+                    .u32(n as u32);
+                let args = out.codes_and_scalars(args, g);
                 self.run(entry, launch::elementwise(rows * n), args)?;
                 row0 += rows;
             }
