@@ -14,6 +14,9 @@
 //!                         on OpenCL the context's kernel timer is on and a table of the
 //!                         kernels of one step is printed (scripts/opencl_roofline.py joins it
 //!                         with the ncu table of the same figure)
+//!     [--hgemm-grid]      only the bf16/f16 product grid: a dense layer's forward, input-
+//!                         and weight-gradient products over M x N x K points, each line with
+//!                         its route, us and TFLOP/s, vendor BLAS on and off
 //!     [--split]           no timing: per training figure, the host's enqueueing time per
 //!                         step and the device's time per step (the steps queued behind
 //!                         GEMMs that outlast the enqueueing, so the device runs them back
@@ -456,6 +459,7 @@ fn run() -> Result<(), String> {
     let mut torch: Option<String> = None;
     let mut profile: Option<usize> = None;
     let mut split = false;
+    let mut hgemm_grid = false;
     let mut vendor_blas = true;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -477,6 +481,7 @@ fn run() -> Result<(), String> {
                 );
             }
             "--split" => split = true,
+            "--hgemm-grid" => hgemm_grid = true,
             "--gemm" => {
                 vendor_blas = match args.next().as_deref() {
                     Some("vendor") => true,
@@ -491,7 +496,7 @@ fn run() -> Result<(), String> {
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --only w1,w2,w3,w4,w5,w6, \
-                     --torch FILE, --profile STEPS, --split, --gemm vendor|own)"
+                     --torch FILE, --profile STEPS, --split, --hgemm-grid, --gemm vendor|own)"
                 ));
             }
         }
@@ -515,6 +520,9 @@ fn run() -> Result<(), String> {
         Some(d) => d,
         None => manager.best_device().map_err(|e| e.to_string())?.id,
     };
+    if hgemm_grid {
+        return half_gemm::grid(&manager, id).map_err(|e| e.to_string());
+    }
     let mut options = ContextOptions::default();
     // `--gemm own`: the training figures use the built-in GEMM kernels even where a vendor BLAS
     // exists.

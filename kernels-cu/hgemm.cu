@@ -219,6 +219,29 @@ __device__ __forceinline__ HgLowOut hg_low_out(ushort* c, const ushort* aux, ush
                              trans_b);                                                          \
     }
 
+// The `hgemm_lo_*` epilogues over a product the vendor library has summed into f32 (`sum`,
+// rows x cols, geometry E; CUDA only, where cuBLAS takes the product and these kernels round
+// it): element i is the kernels' result at row i / cols, column i % cols, so z, y and dz get
+// the same single rounding as in the fused kernels. `aux` is the bias (epilogue 1, indexed by
+// column) or z (epilogue 2, indexed by element).
+#if !defined(RNN_HIP)
+#define HG_EPILOGUE_ENTRY(NAME, KIND)                                                           \
+    extern "C" __global__ void NAME(const float* sum_base, u64 sum_off, ushort* c_base,         \
+                                    u64 c_off, const ushort* aux_base, u64 aux_off,             \
+                                    ushort* y_base, u64 y_off, uint rows, uint cols,            \
+                                    uint epilogue, uint act, uint keep_z, float alpha,          \
+                                    float beta, float act_param) {                              \
+        const float* sum = sum_base + sum_off;                                                  \
+        const HgLowOut o = HG_LOW_OUT;                                                          \
+        RNN_GRID_LOOP(i, (u64)rows * cols) {                                                    \
+            const uint row = (uint)(i / cols), col = (uint)(i % cols);                          \
+            hg_store_low<KIND>(o, row, col, cols, sum[i]);                                      \
+        }                                                                                       \
+    }
+HG_EPILOGUE_ENTRY(hgemm_epilogue_bf16, RNN_KIND_BF16)
+HG_EPILOGUE_ENTRY(hgemm_epilogue_f16, RNN_KIND_F16)
+#endif
+
 HG_F32_ENTRY(hgemm_bf16, RNN_KIND_BF16)
 HG_F32_ENTRY(hgemm_f16, RNN_KIND_F16)
 HG_LOW_ENTRY(hgemm_lo_bf16, RNN_KIND_BF16)

@@ -15,6 +15,9 @@
 #   bash scripts/gpu-machine.sh grid-algos    (not in all: ours only, each point of $GRID_ALGOS_ONLY
 #                                              under every recurrent algorithm, on cuda:0 and NVIDIA
 #                                              OpenCL, into $OUT/grid-algos-{cuda,opencl}.log)
+#   bash scripts/gpu-machine.sh hgemm-grid    (not in all: bf16/f16 products over a grid of
+#                                              shapes, cuBLAS on and off, on cuda:0 and NVIDIA
+#                                              OpenCL, into $OUT/hgemm-grid-{cuda,opencl}.log)
 #   bash scripts/gpu-machine.sh stream        (not in all: a step from memory against one from a
 #                                              DataStream, cuda:0 and NVIDIA OpenCL)
 #   bash scripts/gpu-machine.sh cold-start    (not in all: time to context, first training step and
@@ -109,6 +112,17 @@ for what in "${@:-all}"; do
       python3 .gpu-bundle/pytorch_reference.py cuda 2>&1 | tee "$OUT/bench-torch-cuda.log"
       bash $run exec workloads --device cuda:0 --torch "$OUT/bench-torch-cuda.log" 2>&1 \
         | tee "$OUT/bench-rnn-cuda.log" ;;&
+    hgemm-grid)
+      # Not in `all`: benches/workloads.rs --hgemm-grid (the dense forward, input-gradient and
+      # weight-gradient products over M x N x K points, each with its route, cuBLAS on and off).
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      for dev in cuda:0 $ocl; do
+        kind=${dev%%:*}
+        step "hgemm grid on $dev"
+        bash $run exec workloads --device "$dev" --hgemm-grid 2>&1 | tee "$OUT/hgemm-grid-$kind.log"
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! hgemm grid on $dev failed"; status=1; }
+      done
+      [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; } ;;&
     stream)
       # Not in `all`: a training step reading batches from memory and from a DataStream (shard
       # files, the next batch copied while the step runs), on cuda:0 and NVIDIA OpenCL.

@@ -87,6 +87,8 @@ pub use error::{Error, Result};
 pub use kernel::{Dialect, Kernel, KernelArg, KernelSource, LaunchConfig};
 pub use manager::{BackendStatus, GpuManager};
 // The op layer's argument types, beside the trait that takes them; its helpers stay in `ops`.
+#[doc(hidden)]
+pub use backend::gpu::{HalfGemmDevice, half_gemm_route};
 pub use ops::{Activation, AdamStep, Gemm, KernelTime, Ops, SeqShape, SgdStep};
 pub use recurrent_algorithm::RecurrentAlgorithm;
 pub use tensor::Tensor;

@@ -4,12 +4,22 @@
 //! each with its error: over 256 sampled entries, the largest `|c - c_f64| / Σ_k |a_ik b_kj|`
 //! against f64 sums of the rounded operands (the T outputs add their own rounding, 2^-9 for
 //! bf16 and 2^-12 for f16 relative).
+//!
+//! [`grid`] (`--hgemm-grid`): a dense layer's three products over a grid of shapes, each with
+//! the route it takes, with the vendor library on and off.
 
 use std::time::Instant;
 
 use half::{bf16, f16};
 use rnn::ops::prelude::*;
-use rnn::{Buffer, Context, DType, Gemm};
+use rnn::ops::{
+    Activated, BiasActBackwardProduct, BiasActGrads, DenseForward, DenseParamGrads, DenseParams,
+    DenseShape, MatShape,
+};
+use rnn::{
+    Activation, BackendKind, Buffer, Context, ContextOptions, DType, DeviceId, Gemm, GpuManager,
+    HalfGemmDevice, half_gemm_route,
+};
 
 /// `(name, product, whether C is T)`.
 fn shapes(n: usize) -> [(String, Gemm, bool); 4] {
@@ -130,4 +140,161 @@ pub fn rows(ctx: &Context, n: usize, gpu: bool) -> rnn::Result<Vec<(String, f64,
         }
     }
     Ok(out)
+}
+
+/// Rows M (the batch), outputs N and inputs K of the grid's layers: half of the 80 points of
+/// their product, a checkerboard over the three indices (each size still meets every other).
+const GRID_M: [usize; 4] = [256, 1024, 4096, 16384];
+const GRID_N: [usize; 5] = [10, 64, 512, 1024, 4096];
+const GRID_K: [usize; 4] = [64, 512, 784, 2048];
+
+/// A T buffer of `n` elements of magnitude 0.1 and alternating sign.
+fn filled(ctx: &Context, t: DType, n: usize) -> rnn::Result<Buffer> {
+    let ops = ctx.ops();
+    let b = ops.alloc_as(t, n)?;
+    let bits: u16 = if t == DType::Bf16 { 0x3dcd } else { 0x2e66 };
+    let bytes: Vec<u8> = (0..n)
+        .flat_map(|i| (bits | if i % 2 == 1 { 0x8000 } else { 0 }).to_ne_bytes())
+        .collect();
+    ops.upload_bytes(b.view(), &bytes)?;
+    Ok(b)
+}
+
+/// Mean microseconds of `f` after three untimed calls (the first one's error returned).
+fn time_op(ctx: &Context, flops: f64, f: impl Fn() -> rnn::Result<()>) -> rnn::Result<f64> {
+    f()?;
+    f()?;
+    f()?;
+    ctx.synchronize()?;
+    let iters = (1e11 / flops).clamp(5.0, 200.0) as usize;
+    let start = Instant::now();
+    for _ in 0..iters {
+        f()?;
+    }
+    ctx.synchronize()?;
+    Ok(start.elapsed().as_secs_f64() * 1e6 / iters as f64)
+}
+
+/// One of [`grid_point`]'s timed ops, and the product it runs (`true`: with an epilogue).
+type Product<'a> = dyn Fn() -> rnn::Result<()> + 'a;
+
+/// One layer's products in `t`: the dense forward (`x W^T`, bias and ReLU epilogue), the
+/// input gradient as the layer below takes it (`dz W` times that layer's ReLU derivative,
+/// with its bias gradient's column sums) and the weight gradient (`dz^T x` into f32, with the
+/// bias gradient's column sums). Prints one line per product: route, microseconds, TFLOP/s.
+fn grid_point(
+    ctx: &Context,
+    device: HalfGemmDevice,
+    t: DType,
+    vendor: &str,
+    (m, n, k): (usize, usize, usize),
+) -> rnn::Result<()> {
+    let ops = ctx.ops();
+    let (x, w, bias) = (
+        filled(ctx, t, m * k)?,
+        filled(ctx, t, n * k)?,
+        filled(ctx, t, n)?,
+    );
+    let (z, y) = (filled(ctx, t, m * n)?, filled(ctx, t, m * n)?);
+    let (z_below, y_below, dz_below) = (
+        filled(ctx, t, m * k)?,
+        filled(ctx, t, m * k)?,
+        filled(ctx, t, m * k)?,
+    );
+    let (dw, db, db_below) = (
+        ops.alloc_as(DType::F32, n * k)?,
+        ops.alloc_as(DType::F32, n)?,
+        ops.alloc_as(DType::F32, k)?,
+    );
+    let shape = DenseShape::new(m, k, n);
+    let act = Activation::Relu;
+    let flops = 2.0 * (m * n * k) as f64;
+    let forward = || {
+        let params = DenseParams::new(w.view(), bias.view());
+        ops.dense_forward(DenseForward::new(
+            x.view(),
+            params,
+            z.view(),
+            y.view(),
+            act,
+            shape,
+        ))
+    };
+    let input_grad = || {
+        ops.bias_act_backward_product(BiasActBackwardProduct::new(
+            z.view(),
+            w.view(),
+            Activated::new(z_below.view(), y_below.view(), act),
+            BiasActGrads::new(dz_below.view(), db_below.view()),
+            MatShape::new(m, k),
+            n,
+        ))
+    };
+    let weight_grad = || {
+        let grads = DenseParams::new(dw.view(), db.view());
+        ops.dense_param_grads(DenseParamGrads::new(z.view(), x.view(), grads, shape))
+    };
+    let cases: [(&str, Gemm, bool, &Product<'_>); 3] = [
+        ("fwd", shape.forward_gemm(), true, &forward),
+        ("dgrad", Gemm::new(m, k, n), true, &input_grad),
+        ("wgrad", shape.weight_grad_gemm(), false, &weight_grad),
+    ];
+    for (name, g, epilogue, f) in cases {
+        let us = time_op(ctx, flops, f)?;
+        let route = if ctx.info().backend == BackendKind::Cuda {
+            half_gemm_route(device, &g, epilogue)
+        } else {
+            "own-kernels"
+        };
+        println!(
+            "hgemm_grid {t} {name} {m}x{n}x{k} vendor={vendor} route={route} {us:.1} us {:.2} TFLOP/s",
+            flops / us / 1e6
+        );
+    }
+    Ok(())
+}
+
+/// `--hgemm-grid` on device `id`: [`grid_point`] at every grid point in bf16 and f16, with
+/// `vendor_blas` on and (on CUDA, where it changes the route) off.
+pub fn grid(manager: &GpuManager, id: DeviceId) -> rnn::Result<()> {
+    for vendor in [true, false] {
+        let mut options = ContextOptions::default();
+        options.vendor_blas = vendor;
+        let ctx = manager.create_context_with(id, options)?;
+        let info = ctx.info();
+        let cuda = info.backend == BackendKind::Cuda;
+        let arch: u32 = info
+            .arch
+            .trim_start_matches("sm_")
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0);
+        let device = HalfGemmDevice {
+            vendor: vendor && cuda,
+            tensor_cores: cuda && arch >= 80,
+            sms: info.compute_units,
+        };
+        let label = if cuda {
+            if vendor { "on" } else { "off" }
+        } else {
+            "n/a"
+        };
+        for t in [DType::Bf16, DType::F16] {
+            for (i, &m) in GRID_M.iter().enumerate() {
+                for (j, &n) in GRID_N.iter().enumerate() {
+                    for (l, &k) in GRID_K.iter().enumerate() {
+                        if (i + j + l) % 2 == 0 {
+                            grid_point(&ctx, device, t, label, (m, n, k))?;
+                        }
+                    }
+                }
+            }
+        }
+        if !cuda {
+            break;
+        }
+    }
+    Ok(())
 }

@@ -405,6 +405,26 @@ pub trait Device: Send + Sync + 'static {
         None
     }
 
+    /// A vendor-library product of bf16/f16 operands summed in f32 (cuBLAS's `cublasGemmEx`):
+    /// `operands` are A, B and C as `(pointer, element offset)`, `types` the operands' type and
+    /// C's (f32 or the operands' type, rounded once). `None` where the device has no such
+    /// library or it is disabled ([`Device::has_vendor_half_gemm`] false): the caller runs its
+    /// own kernels.
+    fn vendor_half_gemm(
+        &self,
+        _g: &Gemm,
+        _operands: [(DevicePtr, usize); 3],
+        _types: [crate::dtype::DType; 2],
+    ) -> Option<Result<()>> {
+        None
+    }
+
+    /// Whether [`Device::vendor_half_gemm`] runs products (asked before the caller sets up
+    /// scratch for one).
+    fn has_vendor_half_gemm(&self) -> bool {
+        false
+    }
+
     /// Whether a built-in kernel takes `g` ahead of [`Device::vendor_gemm`] (CUDA's warpgroup
     /// GEMM on an H100). While that kernel's module is still being built (a cold start,
     /// `src/backend/gpu/tier0.rs`) the vendor library takes the product all the same.

@@ -520,6 +520,7 @@ macro_rules! backend_suite {
                 gpu_half_gemm_tensor_core_shapes => half_gemm::half_gemm_tensor_core_shapes,
                 gpu_half_dense => half_gemm::half_dense,
                 gpu_half_type_errors => half_gemm::half_type_errors,
+                gpu_half_vendor_routes => half_gemm::half_vendor_routes,
                 gpu_conversions => mixed::conversions,
                 gpu_cast_errors => mixed::cast_errors,
                 gpu_loss_scaling => mixed::loss_scaling,

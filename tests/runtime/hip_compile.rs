@@ -224,8 +224,15 @@ fn hip_op_set_modules_compile_alone_with_their_entries() {
             .entries
             .as_deref()
             .expect("a family module lists its entries");
-        // The tensor-core and warpgroup GEMMs are CUDA-only: empty in the HIP build.
-        let cuda_only = ["sgemm_tc", "sgemm_wg", "hgemm_tc", "hgemm_lo_tc"];
+        // The tensor-core and warpgroup GEMMs and the epilogues of cuBLAS's bf16/f16 products
+        // are CUDA-only: not in the HIP build.
+        let cuda_only = [
+            "sgemm_tc",
+            "sgemm_wg",
+            "hgemm_tc",
+            "hgemm_lo_tc",
+            "hgemm_epilogue",
+        ];
         for e in entries
             .iter()
             .filter(|e| !cuda_only.iter().any(|p| e.starts_with(p)))

@@ -1,14 +1,18 @@
-//! cuBLAS SGEMM behind `Device::vendor_gemm`, bound to the device's stream.
+//! cuBLAS behind `Device::vendor_gemm` (SGEMM) and `Device::vendor_half_gemm` (`cublasGemmEx` of
+//! bf16/f16 operands, f32 sums), bound to the device's stream.
 
 use std::sync::Arc;
 
 use cudarc::cublas::result as cublas;
-use cudarc::cublas::sys::{self, cublasMath_t, cublasOperation_t};
+use cudarc::cublas::sys::{
+    self, cublasComputeType_t, cublasGemmAlgo_t, cublasMath_t, cublasOperation_t, cudaDataType,
+};
 use cudarc::driver::{CudaContext, CudaStream};
 use parking_lot::Mutex;
 
 use super::error;
 use crate::backend::DevicePtr;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::Gemm;
 
@@ -18,6 +22,18 @@ struct Handle(sys::cublasHandle_t, cublasMath_t);
 // SAFETY: a cuBLAS handle may be used from any thread as long as calls on it do not overlap;
 // the Mutex in `Blas` serializes them.
 unsafe impl Send for Handle {}
+
+impl Handle {
+    /// Sets `mode` unless it is the handle's already (each product sets the one it needs:
+    /// TF32 or full f32 for SGEMM, no reduced-precision reductions for `cublasGemmEx`).
+    fn set_math_mode(&mut self, mode: cublasMath_t) -> Result<()> {
+        if self.1 != mode {
+            set_math_mode(self.0, mode)?;
+            self.1 = mode;
+        }
+        Ok(())
+    }
+}
 
 /// A cuBLAS handle on the context's stream.
 pub(crate) struct Blas {
@@ -31,29 +47,7 @@ pub(crate) struct Blas {
 /// cuBLAS workspace: 32 MiB, what PyTorch gives cuBLAS on Hopper.
 const WORKSPACE_BYTES: usize = 32 << 20;
 
-impl Handle {
-    fn set_math_mode(&mut self, mode: cublasMath_t) -> Result<()> {
-        if self.1 == mode {
-            return Ok(());
-        }
-        // SAFETY: live handle, used by no other call meanwhile (the caller holds its lock).
-        unsafe { sys::cublasSetMathMode(self.0, mode) }
-            .result()
-            .map_err(|e| error::cublas("cublasSetMathMode", e))?;
-        self.1 = mode;
-        Ok(())
-    }
-}
-
 impl Blas {
-    fn math_mode(tf32: bool) -> cublasMath_t {
-        if tf32 {
-            cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
-        } else {
-            cublasMath_t::CUBLAS_DEFAULT_MATH
-        }
-    }
-
     /// Whether a cuBLAS library can be opened (checked before anything loads its symbols,
     /// which panics when the library is absent).
     pub(crate) fn present() -> bool {
@@ -71,6 +65,7 @@ impl Blas {
         let handle = crate::backend::capture_gate::outside_captures(cublas::create_handle)
             .map_err(|e| error::cublas("cublasCreate", e))?;
         let handle = Handle(handle, cublasMath_t::CUBLAS_DEFAULT_MATH);
+        let mode = sgemm_mode(tf32);
         let mut blas = Blas {
             handle: Mutex::new(handle),
             workspace: None,
@@ -81,7 +76,6 @@ impl Blas {
         // the handle (CudaDevice drops `Blas` before its stream).
         unsafe { cublas::set_stream(h, stream.cu_stream() as sys::cudaStream_t) }
             .map_err(|e| error::cublas("cublasSetStream", e))?;
-        let mode = Blas::math_mode(tf32);
         blas.handle.lock().set_math_mode(mode)?;
         // SAFETY: plain allocation in the bound context; freed once, in Drop.
         match unsafe { cudarc::driver::result::malloc_sync(WORKSPACE_BYTES) } {
@@ -123,28 +117,12 @@ impl Blas {
         c: (DevicePtr, usize),
         tf32: bool,
     ) -> Result<()> {
-        let dim = |v: usize, name: &str| {
-            i32::try_from(v).map_err(|_| {
-                Error::InvalidArgument(format!("gemm {name} = {v} exceeds cuBLAS's 32-bit sizes"))
-            })
-        };
-        let (m, n, k) = (dim(g.m, "m")?, dim(g.n, "n")?, dim(g.k, "k")?);
-        if m == 0 || n == 0 {
+        let Some(d) = Dims::new(g)? else {
             return Ok(());
-        }
-        let op = |t: bool| {
-            if t {
-                cublasOperation_t::CUBLAS_OP_T
-            } else {
-                cublasOperation_t::CUBLAS_OP_N
-            }
         };
-        // Leading dimensions of the stored row-major matrices (at least 1 for cuBLAS).
-        let lda = (if g.trans_a { m } else { k }).max(1);
-        let ldb = (if g.trans_b { k } else { n }).max(1);
-        let ptr = |(p, off): (DevicePtr, usize)| (p + (off * 4) as u64) as *mut f32;
+        let ptr = |p: (DevicePtr, usize)| element(p, DType::F32) as *mut f32;
         let mut h = self.handle.lock();
-        h.set_math_mode(Blas::math_mode(tf32))?;
+        h.set_math_mode(sgemm_mode(tf32))?;
         // SAFETY: live handle on this context's stream; the generic ops checked that A, B and C
         // hold op(A) m x k, op(B) k x n and C m x n elements at these offsets; alpha and beta
         // are host values (the default pointer mode).
@@ -153,22 +131,146 @@ impl Blas {
                 h.0,
                 op(g.trans_b),
                 op(g.trans_a),
-                n,
-                m,
-                k,
+                d.n,
+                d.m,
+                d.k,
                 &g.alpha,
                 ptr(b),
-                ldb,
+                d.ldb,
                 ptr(a),
-                lda,
+                d.lda,
                 &g.beta,
                 ptr(c),
-                n,
+                d.n,
             )
         }
         .result()
         .map_err(|e| error::cublas("cublasSgemm", e))
     }
+
+    /// [`Blas::gemm`] with A and B of `types[0]` (bf16 or f16) and C of `types[1]` (f32 or
+    /// the operands' type) through `cublasGemmEx`, summed in f32 (`CUBLAS_COMPUTE_32F`, alpha
+    /// and beta f32): a T-typed C is `alpha Σ + beta C` rounded once, which the handle's math
+    /// mode guarantees for the duration of the call by forbidding reductions in the output
+    /// type (cuBLAS may otherwise add split-k partial sums in bf16/f16). The caller has bound
+    /// the context.
+    pub(crate) fn gemm_ex(
+        &self,
+        g: &Gemm,
+        [a, b, c]: [(DevicePtr, usize); 3],
+        [t, c_type]: [DType; 2],
+    ) -> Result<()> {
+        let Some(d) = Dims::new(g)? else {
+            return Ok(());
+        };
+        let (ab, cd) = (data_type(t)?, data_type(c_type)?);
+        let ptr = |p: (DevicePtr, usize), dtype: DType| element(p, dtype) as *mut std::ffi::c_void;
+        let mut h = self.handle.lock();
+        h.set_math_mode(cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)?;
+        // SAFETY: live handle on this context's stream; the generic ops checked that A, B and C
+        // hold op(A) m x k, op(B) k x n elements of `t` and m x n of `c_type` at these offsets;
+        // alpha and beta are host f32 values, the scale type of CUBLAS_COMPUTE_32F.
+        let done = unsafe {
+            sys::cublasGemmEx(
+                h.0,
+                op(g.trans_b),
+                op(g.trans_a),
+                d.n,
+                d.m,
+                d.k,
+                (&g.alpha as *const f32).cast(),
+                ptr(b, t),
+                ab,
+                d.ldb,
+                ptr(a, t),
+                ab,
+                d.lda,
+                (&g.beta as *const f32).cast(),
+                ptr(c, c_type),
+                cd,
+                d.n,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .result()
+        .map_err(|e| error::cublas("cublasGemmEx", e));
+        done
+    }
+}
+
+/// A product's sizes as cuBLAS takes them, with the leading dimensions of the stored row-major
+/// matrices (at least 1 for cuBLAS).
+struct Dims {
+    m: i32,
+    n: i32,
+    k: i32,
+    lda: i32,
+    ldb: i32,
+}
+
+impl Dims {
+    /// `None` for an empty output (nothing to do); an error where a size passes cuBLAS's
+    /// 32-bit sizes.
+    fn new(g: &Gemm) -> Result<Option<Self>> {
+        let dim = |v: usize, name: &str| {
+            i32::try_from(v).map_err(|_| {
+                Error::InvalidArgument(format!("gemm {name} = {v} exceeds cuBLAS's 32-bit sizes"))
+            })
+        };
+        let (m, n, k) = (dim(g.m, "m")?, dim(g.n, "n")?, dim(g.k, "k")?);
+        if m == 0 || n == 0 {
+            return Ok(None);
+        }
+        Ok(Some(Dims {
+            m,
+            n,
+            k,
+            lda: (if g.trans_a { m } else { k }).max(1),
+            ldb: (if g.trans_b { k } else { n }).max(1),
+        }))
+    }
+}
+
+fn op(transposed: bool) -> cublasOperation_t {
+    if transposed {
+        cublasOperation_t::CUBLAS_OP_T
+    } else {
+        cublasOperation_t::CUBLAS_OP_N
+    }
+}
+
+/// The address of element `offset` of a matrix of `dtype` at `base`.
+fn element((base, offset): (DevicePtr, usize), dtype: DType) -> u64 {
+    base + (offset * dtype.size()) as u64
+}
+
+/// cuBLAS's name for the element type `dtype`.
+fn data_type(dtype: DType) -> Result<cudaDataType> {
+    match dtype {
+        DType::F32 => Ok(cudaDataType::CUDA_R_32F),
+        DType::Bf16 => Ok(cudaDataType::CUDA_R_16BF),
+        DType::F16 => Ok(cudaDataType::CUDA_R_16F),
+        other => Err(Error::InvalidArgument(format!(
+            "cublasGemmEx takes f32, bf16 or f16 matrices, not {other:?}"
+        ))),
+    }
+}
+
+/// The math mode of an SGEMM: TF32 tensor-core math (PyTorch's `allow_tf32`) or full f32.
+fn sgemm_mode(tf32: bool) -> cublasMath_t {
+    if tf32 {
+        cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
+    } else {
+        cublasMath_t::CUBLAS_DEFAULT_MATH
+    }
+}
+
+fn set_math_mode(h: sys::cublasHandle_t, mode: cublasMath_t) -> Result<()> {
+    // SAFETY: `h` is a live handle; the mode is a host-side setting of the handle.
+    unsafe { sys::cublasSetMathMode(h, mode) }
+        .result()
+        .map_err(|e| error::cublas("cublasSetMathMode", e))
 }
 
 impl Drop for Blas {

@@ -468,6 +468,20 @@ impl Device for CudaDevice {
         Some(self.bind().and_then(|()| blas.gemm(g, a, b, c, tf32)))
     }
 
+    fn vendor_half_gemm(
+        &self,
+        g: &Gemm,
+        operands: [(DevicePtr, usize); 3],
+        types: [crate::dtype::DType; 2],
+    ) -> Option<Result<()>> {
+        let blas = self.blas.as_ref()?;
+        Some(self.bind().and_then(|()| blas.gemm_ex(g, operands, types)))
+    }
+
+    fn has_vendor_half_gemm(&self) -> bool {
+        self.blas.is_some()
+    }
+
     fn builtin_gemm_preferred(&self, g: &Gemm) -> bool {
         self.takes_warpgroup_gemm(g.m, g.n, g.k)
     }

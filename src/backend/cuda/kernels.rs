@@ -149,8 +149,8 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
         ],
         entries: &[&["sgemm", "sgemm_tc128", "sgemm_tc64", "sgemm_wg128"]],
     },
-    // bf16/f16 GEMM: hgemm.cu (every build) and hgemm_tc.cu (sm_80+ only; uses hgemm.cu's
-    // epilogues).
+    // bf16/f16 GEMM: hgemm.cu (every build; its cuBLAS epilogues CUDA only) and hgemm_tc.cu
+    // (sm_80+ only; uses hgemm.cu's epilogues).
     OpFamily {
         name: "hgemm",
         files: &[
@@ -164,7 +164,11 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
                 include_str!("../../../kernels-cu/hgemm_tc.cu"),
             ),
         ],
-        entries: &[family_entries::HALF_GEMM, family_entries::HALF_GEMM_TC],
+        entries: &[
+            family_entries::HALF_GEMM,
+            family_entries::HALF_GEMM_TC,
+            &["hgemm_epilogue_bf16", "hgemm_epilogue_f16"],
+        ],
     },
     // gated_step.cu uses rnn.cu's tile product.
     OpFamily {

@@ -35,6 +35,8 @@ mod tier0;
 mod user;
 mod varlen;
 
+pub use half_gemm::{HalfGemmDevice, half_gemm_route};
+
 use std::collections::HashMap;
 use std::sync::Arc;
 

@@ -252,6 +252,21 @@ impl Device for RecordingDevice {
         }
     }
 
+    fn vendor_half_gemm(
+        &self,
+        _: &crate::ops::Gemm,
+        _: [(DevicePtr, usize); 3],
+        _: [DType; 2],
+    ) -> Option<Result<()>> {
+        self.has_vendor_half_gemm().then_some(Ok(()))
+    }
+
+    fn has_vendor_half_gemm(&self) -> bool {
+        // The H100 imitation has cuBLAS (its products are not recorded, the epilogue kernels
+        // that follow them are); the sm_80 one keeps every product on the built-in kernels.
+        self.imitate.dialect == Dialect::Cuda && self.imitate.compute_units == 132
+    }
+
     fn block_limits(&self, _: &Module, _: &str) -> Option<Result<(u32, u32)>> {
         // An H100's opt-in limit under CUDA, NVIDIA's 48 KB under OpenCL, HIP's default.
         let shared = match self.imitate.dialect {

@@ -23,7 +23,7 @@ use rnn::ops::{
 use rnn::{Activation, Buffer, Context, DType, Error, Gemm, View};
 
 use super::{Values, prop};
-use crate::support::{Target, rel_err};
+use crate::support::{self, Target, rel_err};
 
 /// Guard elements after every view (and the pad before it).
 const GUARD: usize = 5;
@@ -304,80 +304,180 @@ pub fn half_dense(t: Target) {
         16,
         strategy,
         |ctx, ((rows, inputs, outputs), (a, f16_in, in_place), (pad, seed))| {
-            let act = ACTS[a];
             let ty = if f16_in { DType::F16 } else { DType::Bf16 };
-            let mut v = Values(seed);
-            let shape = DenseShape::new(rows, inputs, outputs);
-            let out_n = rows * outputs;
-            let tol = tolerance(ty, inputs);
-            let bufs = [
-                (v.vec(rows * inputs, -1.0, 1.0), ty),
-                (v.vec(outputs * inputs, -0.5, 0.5), ty),
-                (v.vec(outputs, -0.5, 0.5), ty),
-                (vec![f32::NAN; out_n], ty),
-                (vec![f32::NAN; out_n], ty),
-            ];
-            let what = format!(
-                "{ty} dense_forward {rows}x{inputs}->{outputs} {act:?} in place {in_place}"
-            );
-            let check: &[(usize, f64)] = if in_place {
-                &[(3, tol)]
-            } else {
-                &[(3, tol), (4, tol)]
+            let case = DenseCase {
+                shape: DenseShape::new(rows, inputs, outputs),
+                act: ACTS[a],
+                ty,
+                in_place,
             };
-            compare_typed(ctx, &what, (&bufs, pad), check, &|o, v| {
-                let y = if in_place { v[3] } else { v[4] };
-                let params = DenseParams::new(v[1], v[2]);
-                o.dense_forward(DenseForward::new(v[0], params, v[3], y, act, shape))
-            })?;
-
-            // dz and x in T, dW and dbias in f32: sums of `rows` terms.
-            let bufs = [
-                (v.vec(out_n, -1.0, 1.0), ty),
-                (v.vec(rows * inputs, -1.0, 1.0), ty),
-                (vec![f32::NAN; outputs * inputs], DType::F32),
-                (vec![f32::NAN; outputs], DType::F32),
-            ];
-            let what = format!("{ty} dense_param_grads {rows}x{inputs}->{outputs}");
-            let tol = tolerance(DType::F32, rows);
-            compare_typed(ctx, &what, (&bufs, pad), &[(2, tol), (3, tol)], &|o, v| {
-                let grads = DenseParams::new(v[2], v[3]);
-                o.dense_param_grads(DenseParamGrads::new(v[0], v[1], grads, shape))
-            })?;
-
-            // The backward of this layer from the next one's (`outputs` wide, weight k x outputs).
-            let k = inputs;
-            let z = v.vec(out_n, -2.0, 2.0);
-            let y: Vec<f32> = z.iter().map(|&x| x.tanh()).collect();
-            let bufs = [
-                (v.vec(rows * k, -1.0, 1.0), ty),
-                (v.vec(k * outputs, -0.5, 0.5), ty),
-                (z, ty),
-                (y, ty),
-                (vec![f32::NAN; out_n], ty),
-                (vec![f32::NAN; outputs], DType::F32),
-            ];
-            let what = format!("{ty} bias_act_backward_product {rows}x{k}->{outputs} {act:?}");
-            // dbias sums `rows` rounded dz values that may differ by a unit of T each.
-            let (tol_dz, tol_db) = (tolerance(ty, k), tolerance(ty, k) * (rows as f64).sqrt());
-            compare_typed(
-                ctx,
-                &what,
-                (&bufs, pad),
-                &[(4, tol_dz), (5, tol_db)],
-                &|o, v| {
-                    o.bias_act_backward_product(BiasActBackwardProduct::new(
-                        v[0],
-                        v[1],
-                        Activated::new(v[2], v[3], act),
-                        BiasActGrads::new(v[4], v[5]),
-                        MatShape::new(rows, outputs),
-                        k,
-                    ))
-                },
-            )
+            dense_checks(ctx, case, pad, seed)
         },
     );
+}
+
+/// The products cuBLAS takes where it is present (CUDA with `vendor_blas`; on CUDA again with
+/// it off, the built-in kernels): layers past the size from which it takes a product with an
+/// epilogue (`hgemm_epilogue_*` rounding its f32 sum), the 10-wide head, an output taller than
+/// the epilogue's f32 scratch (4104 x 1024: two blocks of rows), views at odd offsets; and plain
+/// products into T with beta and into f32.
+pub fn half_vendor_routes(t: Target) {
+    let test = "gpu_half_vendor_routes";
+    let cases = [
+        ((1024, 256, 512), Activation::Relu, DType::Bf16, false, 0),
+        ((1024, 256, 512), Activation::Gelu, DType::F16, true, 3),
+        ((1024, 256, 512), Activation::Sigmoid, DType::Bf16, false, 3),
+        ((1024, 512, 10), Activation::Identity, DType::F16, false, 0),
+        ((1024, 512, 10), Activation::Tanh, DType::Bf16, true, 3),
+        (
+            (4104, 64, 1024),
+            Activation::LeakyRelu { slope: 0.01 },
+            DType::Bf16,
+            false,
+            0,
+        ),
+    ];
+    let products = [(1000, 520, 264, false, true), (512, 10, 784, true, false)];
+    // Elsewhere the option changes nothing: one pass.
+    let vendor_settings: &[bool] = if t == Target::Cuda {
+        &[true, false]
+    } else {
+        &[true]
+    };
+    for &vendor in vendor_settings {
+        for ctx in support::contexts_with(t, test, |o| o.vendor_blas = vendor) {
+            let fail = |e: TestCaseError| panic!("{test} (vendor_blas {vendor}): {e}");
+            for (i, &((rows, inputs, outputs), act, ty, in_place, pad)) in cases.iter().enumerate()
+            {
+                let case = DenseCase {
+                    shape: DenseShape::new(rows, inputs, outputs),
+                    act,
+                    ty,
+                    in_place,
+                };
+                dense_checks(&ctx, case, pad, 0x0da7_a000 + i as u64).unwrap_or_else(fail);
+            }
+            for (i, &(m, n, k, ta, tb)) in products.iter().enumerate() {
+                let ty = if i % 2 == 0 { DType::Bf16 } else { DType::F16 };
+                let mut v = Values(0x0da7_b000 + i as u64);
+                let g = Gemm {
+                    trans_a: ta,
+                    trans_b: tb,
+                    ..Gemm::new(m, n, k).scaled(1.5, 0.5)
+                };
+                for out in [DType::F32, ty] {
+                    let bufs = [
+                        (v.vec(m * k, -1.0, 1.0), ty),
+                        (v.vec(k * n, -1.0, 1.0), ty),
+                        (v.vec(m * n, -1.0, 1.0), out),
+                    ];
+                    let what = format!("{ty} gemm {m}x{n}x{k} into {out}, beta 0.5");
+                    compare_typed(
+                        &ctx,
+                        &what,
+                        (&bufs, 3),
+                        &[(2, tolerance(out, k))],
+                        &|o, v| o.gemm(g, v[0], v[1], v[2]),
+                    )
+                    .unwrap_or_else(fail);
+                }
+            }
+        }
+    }
+}
+
+/// One layer of [`dense_checks`].
+#[derive(Clone, Copy)]
+struct DenseCase {
+    shape: DenseShape,
+    act: Activation,
+    ty: DType,
+    /// `dense_forward` with y = z (z not kept).
+    in_place: bool,
+}
+
+/// `dense_forward`, `dense_param_grads` and `bias_act_backward_product` of one layer against
+/// the CPU, views behind `pad` guard elements, values from `seed`.
+fn dense_checks(
+    ctx: &Context,
+    case: DenseCase,
+    pad: usize,
+    seed: u64,
+) -> Result<(), TestCaseError> {
+    let DenseCase {
+        shape,
+        act,
+        ty,
+        in_place,
+    } = case;
+    let (rows, inputs, outputs) = (shape.rows, shape.inputs, shape.outputs);
+    let mut v = Values(seed);
+    let out_n = rows * outputs;
+    let tol = tolerance(ty, inputs);
+    let bufs = [
+        (v.vec(rows * inputs, -1.0, 1.0), ty),
+        (v.vec(outputs * inputs, -0.5, 0.5), ty),
+        (v.vec(outputs, -0.5, 0.5), ty),
+        (vec![f32::NAN; out_n], ty),
+        (vec![f32::NAN; out_n], ty),
+    ];
+    let what = format!("{ty} dense_forward {rows}x{inputs}->{outputs} {act:?} in place {in_place}");
+    let check: &[(usize, f64)] = if in_place {
+        &[(3, tol)]
+    } else {
+        &[(3, tol), (4, tol)]
+    };
+    compare_typed(ctx, &what, (&bufs, pad), check, &|o, v| {
+        let y = if in_place { v[3] } else { v[4] };
+        let params = DenseParams::new(v[1], v[2]);
+        o.dense_forward(DenseForward::new(v[0], params, v[3], y, act, shape))
+    })?;
+
+    // dz and x in T, dW and dbias in f32: sums of `rows` terms.
+    let bufs = [
+        (v.vec(out_n, -1.0, 1.0), ty),
+        (v.vec(rows * inputs, -1.0, 1.0), ty),
+        (vec![f32::NAN; outputs * inputs], DType::F32),
+        (vec![f32::NAN; outputs], DType::F32),
+    ];
+    let what = format!("{ty} dense_param_grads {rows}x{inputs}->{outputs}");
+    let tol = tolerance(DType::F32, rows);
+    compare_typed(ctx, &what, (&bufs, pad), &[(2, tol), (3, tol)], &|o, v| {
+        let grads = DenseParams::new(v[2], v[3]);
+        o.dense_param_grads(DenseParamGrads::new(v[0], v[1], grads, shape))
+    })?;
+
+    // The backward of this layer from the next one's (`outputs` wide, weight k x outputs).
+    let k = inputs;
+    let z = v.vec(out_n, -2.0, 2.0);
+    let y: Vec<f32> = z.iter().map(|&x| x.tanh()).collect();
+    let bufs = [
+        (v.vec(rows * k, -1.0, 1.0), ty),
+        (v.vec(k * outputs, -0.5, 0.5), ty),
+        (z, ty),
+        (y, ty),
+        (vec![f32::NAN; out_n], ty),
+        (vec![f32::NAN; outputs], DType::F32),
+    ];
+    let what = format!("{ty} bias_act_backward_product {rows}x{k}->{outputs} {act:?}");
+    // dbias sums `rows` rounded dz values that may differ by a unit of T each.
+    let (tol_dz, tol_db) = (tolerance(ty, k), tolerance(ty, k) * (rows as f64).sqrt());
+    compare_typed(
+        ctx,
+        &what,
+        (&bufs, pad),
+        &[(4, tol_dz), (5, tol_db)],
+        &|o, v| {
+            o.bias_act_backward_product(BiasActBackwardProduct::new(
+                v[0],
+                v[1],
+                Activated::new(v[2], v[3], act),
+                BiasActGrads::new(v[4], v[5]),
+                MatShape::new(rows, outputs),
+                k,
+            ))
+        },
+    )
 }
 
 /// The type rules: A and B one float type, C f32 or that type; the dense ops' T views one

@@ -27,39 +27,43 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
                 ops.gemm(Gemm::new(m, n, k).tb(), a.view(), b.view(), c.view())?;
             }
         }
-        let (rows, inputs, outputs) = (64, 40, 24);
-        let dense = DenseShape::new(rows, inputs, outputs);
-        let (x, w, bias) = (
-            z(t, rows * inputs)?,
-            z(t, outputs * inputs)?,
-            z(t, outputs)?,
-        );
-        let (zb, yb, dzb) = (
-            z(t, rows * outputs)?,
-            z(t, rows * outputs)?,
-            z(t, rows * outputs)?,
-        );
-        let (dw, db) = (z(DType::F32, outputs * inputs)?, z(DType::F32, outputs)?);
-        let act = Activation::Gelu;
-        ops.dense_forward(DenseForward::new(
-            x.view(),
-            DenseParams::new(w.view(), bias.view()),
-            zb.view(),
-            yb.view(),
-            act,
-            dense,
-        ))?;
-        let grads = DenseParams::new(dw.view(), db.view());
-        ops.dense_param_grads(DenseParamGrads::new(zb.view(), x.view(), grads, dense))?;
-        let (g, wn) = (z(t, rows * 32)?, z(t, 32 * outputs)?);
-        ops.bias_act_backward_product(BiasActBackwardProduct::new(
-            g.view(),
-            wn.view(),
-            Activated::new(zb.view(), yb.view(), act),
-            BiasActGrads::new(dzb.view(), db.view()),
-            MatShape::new(rows, outputs),
-            32,
-        ))?;
+        // A small layer (the fused kernels everywhere) and one whose products pass the size from
+        // which a vendor library takes a product with an epilogue (the imitated H100's cuBLAS,
+        // then `hgemm_epilogue_*`).
+        for (rows, inputs, outputs, inner) in [(64, 40, 24, 32), (512, 128, 64, 128)] {
+            let dense = DenseShape::new(rows, inputs, outputs);
+            let (x, w, bias) = (
+                z(t, rows * inputs)?,
+                z(t, outputs * inputs)?,
+                z(t, outputs)?,
+            );
+            let (zb, yb, dzb) = (
+                z(t, rows * outputs)?,
+                z(t, rows * outputs)?,
+                z(t, rows * outputs)?,
+            );
+            let (dw, db) = (z(DType::F32, outputs * inputs)?, z(DType::F32, outputs)?);
+            let act = Activation::Gelu;
+            ops.dense_forward(DenseForward::new(
+                x.view(),
+                DenseParams::new(w.view(), bias.view()),
+                zb.view(),
+                yb.view(),
+                act,
+                dense,
+            ))?;
+            let grads = DenseParams::new(dw.view(), db.view());
+            ops.dense_param_grads(DenseParamGrads::new(zb.view(), x.view(), grads, dense))?;
+            let (g, wn) = (z(t, rows * inner)?, z(t, inner * outputs)?);
+            ops.bias_act_backward_product(BiasActBackwardProduct::new(
+                g.view(),
+                wn.view(),
+                Activated::new(zb.view(), yb.view(), act),
+                BiasActGrads::new(dzb.view(), db.view()),
+                MatShape::new(rows, outputs),
+                inner,
+            ))?;
+        }
     }
     Ok(())
 }
