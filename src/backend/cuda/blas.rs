@@ -170,7 +170,7 @@ impl Blas {
         // SAFETY: live handle on this context's stream; the generic ops checked that A, B and C
         // hold op(A) m x k, op(B) k x n elements of `t` and m x n of `c_type` at these offsets;
         // alpha and beta are host f32 values, the scale type of CUBLAS_COMPUTE_32F.
-        let done = unsafe {
+        unsafe {
             sys::cublasGemmEx(
                 h.0,
                 op(g.trans_b),
@@ -194,8 +194,7 @@ impl Blas {
             )
         }
         .result()
-        .map_err(|e| error::cublas("cublasGemmEx", e));
-        done
+        .map_err(|e| error::cublas("cublasGemmEx", e))
     }
 }
 
