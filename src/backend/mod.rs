@@ -433,8 +433,8 @@ pub trait Device: Send + Sync + 'static {
     }
 
     /// [`crate::ops::Execution::set_tf32`]: f32 products in TF32 math from now on, or as the
-    /// context was created; returns the previous setting. A no-op returning false where the device has no TF32
-    /// route.
+    /// context was created; returns the previous setting. A no-op returning false where the
+    /// device has no TF32 route.
     fn set_tf32(&self, _on: bool) -> bool {
         false
     }

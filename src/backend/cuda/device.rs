@@ -166,10 +166,11 @@ impl CudaDevice {
             && matches!(target, Target::CubinArchSpecific(90))
             && !options.hip_sources_via_nvrtc
             && shared_optin >= kernels::SGEMM_WG128.shared_bytes;
+        let tf32_default = options.allow_tf32 && blas.is_some();
         Ok(CudaDevice {
             warpgroup_gemm,
-            tf32: (options.allow_tf32 && blas.is_some()).into(),
-            tf32_default: options.allow_tf32 && blas.is_some(),
+            tf32: tf32_default.into(),
+            tf32_default,
             blas,
             async_alloc: ctx.has_async_alloc(),
             side: std::sync::OnceLock::new(),
