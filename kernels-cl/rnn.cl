@@ -304,3 +304,137 @@ __kernel void gru_cell_backward(__global const float* k_base, ulong k_off,
         RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, hidden, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
     }
 }
+
+// ---- the cells of the GEMM path (src/backend/gpu/seq_gemm.rs) -------------------------------
+//
+// Each step of a sequence that runs as per-step GEMMs is the GEMM plus one of these: they read
+// what the cells above take ready-summed (the input projection and biases, the gradient from
+// the step after) and add it themselves, in the order of the copies and bias adds they replace.
+
+// gru_cell_forward with the gates' parts unsummed: gx_t and b_ih, gh = h_prev W_hh^T and b_hh.
+__kernel void gru_cell_forward_bias(__global const float* gx_base, ulong gx_off,
+                                    __global const float* bi_base, ulong bi_off,
+                                    __global const float* gh_base, ulong gh_off,
+                                    __global const float* bh_base, ulong bh_off,
+                                    __global const float* hp_base, ulong hp_off,
+                                    __global float* h_base, ulong h_off, __global float* k_base,
+                                    ulong k_off, uint batch, uint hidden) {
+    __global const float* gx = gx_base + gx_off;
+    __global const float* b_ih = bi_base + bi_off;
+    __global const float* gh = gh_base + gh_off;
+    __global const float* b_hh = bh_base + bh_off;
+    __global const float* h_prev = hp_base + hp_off;
+    __global float* h = h_base + h_off;
+    __global float* cache = k_base + k_off;
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        ulong b = e / hidden;
+        ulong j = e - b * hidden;
+        ulong g3 = b * 3 * hidden + j;
+        ulong g4 = b * 4 * hidden + j;
+        float r = rnn_sigmoid((gx[g3] + b_ih[j]) + (gh[g3] + b_hh[j]));
+        float z = rnn_sigmoid((gx[g3 + hidden] + b_ih[j + hidden]) +
+                              (gh[g3 + hidden] + b_hh[j + hidden]));
+        float ghn = gh[g3 + 2 * hidden] + b_hh[j + 2 * hidden];
+        float nn = tanh((gx[g3 + 2 * hidden] + b_ih[j + 2 * hidden]) + r * ghn);
+        h[e] = (1.0f - z) * nn + z * h_prev[e];
+        cache[g4] = r;
+        cache[g4 + hidden] = z;
+        cache[g4 + 2 * hidden] = nn;
+        cache[g4 + 3 * hidden] = ghn;
+    }
+}
+
+// gru_cell_backward whose gradient reaching h_t is dh + dh_prev: dh_prev holds what the later
+// steps sent to h_t on entry and what flows on to h_{t-1} on exit.
+__kernel void gru_cell_backward_carry(__global const float* k_base, ulong k_off,
+                                      __global const float* hp_base, ulong hp_off,
+                                      __global const float* dh_base, ulong dh_off,
+                                      __global float* dgx_base, ulong dgx_off,
+                                      __global float* dgh_base, ulong dgh_off,
+                                      __global float* dhp_base, ulong dhp_off, uint batch,
+                                      uint hidden) {
+    __global const float* cache = k_base + k_off;
+    __global const float* h_prev = hp_base + hp_off;
+    __global const float* dh = dh_base + dh_off;
+    __global float* dgx = dgx_base + dgx_off;
+    __global float* dgh = dgh_base + dgh_off;
+    __global float* dh_prev = dhp_base + dhp_off;
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        ulong b = e / hidden;
+        ulong j = e - b * hidden;
+        ulong g3 = b * 3 * hidden + j;
+        ulong g4 = b * 4 * hidden + j;
+        float r = cache[g4];
+        float z = cache[g4 + hidden];
+        float nn = cache[g4 + 2 * hidden];
+        float ghn = cache[g4 + 3 * hidden];
+        float d = dh[e] + dh_prev[e];
+        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, hidden, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
+    }
+}
+
+// lstm_cell_backward whose gradient reaching h_t is dh + dh_rec (the recurrent product).
+__kernel void lstm_cell_backward_sum(__global const float* g_base, ulong g_off,
+                                     __global const float* cp_base, ulong cp_off,
+                                     __global const float* c_base, ulong c_off,
+                                     __global const float* dh_base, ulong dh_off,
+                                     __global const float* dr_base, ulong dr_off,
+                                     __global float* dc_base, ulong dc_off,
+                                     __global float* dg_base, ulong dg_off, uint batch,
+                                     uint hidden) {
+    __global const float* gates = g_base + g_off;
+    __global const float* c_prev = cp_base + cp_off;
+    __global const float* c = c_base + c_off;
+    __global const float* dh = dh_base + dh_off;
+    __global const float* dh_rec = dr_base + dr_off;
+    __global float* dc = dc_base + dc_off;
+    __global float* dgates = dg_base + dg_off;
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        ulong b = e / hidden;
+        ulong j = e - b * hidden;
+        ulong base = b * 4 * hidden + j;
+        float ig = gates[base];
+        float fg = gates[base + hidden];
+        float gg = gates[base + 2 * hidden];
+        float og = gates[base + 3 * hidden];
+        float tc = tanh(c[e]);
+        float dhe = dh[e] + dh_rec[e];
+        RNN_LSTM_UNIT_BACKWARD(dgates, base, hidden, dc[e], dhe, tc, c_prev[e], ig, fg, gg, og, dc[e]);
+    }
+}
+
+// The Elman step after its product: h holds h_prev W_hh^T on entry and
+// act(h_prev W_hh^T + pre + bias) on exit (bias: b_ih + b_hh).
+__kernel void rnn_cell_forward(__global const float* pre_base, ulong pre_off,
+                               __global const float* bias_base, ulong bias_off,
+                               __global float* h_base, ulong h_off, uint batch, uint hidden,
+                               uint act, float act_param) {
+    __global const float* pre = pre_base + pre_off;
+    __global const float* bias = bias_base + bias_off;
+    __global float* h = h_base + h_off;
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        h[e] = act_forward((h[e] + pre[e]) + bias[e % hidden], act, act_param);
+    }
+}
+
+// The Elman backward step after its product: dpre = (dh + dh_rec) act'(h), dh_rec the product
+// dpre_{t+1} W_hh.
+__kernel void rnn_cell_backward(__global const float* dh_base, ulong dh_off,
+                                __global const float* dr_base, ulong dr_off,
+                                __global const float* h_base, ulong h_off,
+                                __global float* dpre_base, ulong dpre_off, uint batch,
+                                uint hidden, uint act, float act_param) {
+    __global const float* dh = dh_base + dh_off;
+    __global const float* dh_rec = dr_base + dr_off;
+    __global const float* h = h_base + h_off;
+    __global float* dpre = dpre_base + dpre_off;
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        float y = h[e];
+        dpre[e] = (dh[e] + dh_rec[e]) * act_grad(y, y, act, act_param);
+    }
+}

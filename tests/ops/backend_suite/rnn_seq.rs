@@ -135,6 +135,29 @@ pub fn rnn_sequence_fallback(t: Target) {
     }
 }
 
+pub fn rnn_sequence_gemm_steps(t: Target) {
+    // The per-step GEMM path forced at small shapes, where the automatic choice never takes it:
+    // one step (the activation's backward alone), several, ragged and aligned views.
+    let test = "gpu_rnn_sequence_gemm_steps";
+    let ctxs = support::contexts_with(t, test, |o| {
+        o.recurrent_algorithm = Some(rnn::RecurrentAlgorithm::Gemm);
+    });
+    let s = (
+        prop_oneof![Just(1usize), 2..=7usize],
+        prop_oneof![Just(1usize), 2..=19usize],
+        prop_oneof![Just(1usize), 2..=40usize, 60..=70usize],
+        prop_oneof![Just(0usize), Just(3usize)],
+        any::<u64>(),
+    );
+    prop(ctxs, test, 6, s, |ctx, (steps, batch, hidden, pad, seed)| {
+        let mut r = Values(seed);
+        for act in [Activation::Tanh, Activation::Relu, Activation::Sigmoid] {
+            check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+        }
+        Ok(())
+    });
+}
+
 pub fn rnn_sequence_block_local(t: Target) {
     // Hidden sizes up to the largest whose W_hh fits a block (240 units on an H100, 108 under
     // OpenCL on NVIDIA).
