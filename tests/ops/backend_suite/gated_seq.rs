@@ -20,7 +20,9 @@ use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
-use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
+use super::{
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+};
 use crate::support::{self, Target};
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
@@ -196,24 +198,15 @@ pub fn gated_sequence_fallback(t: Target) {
 }
 
 pub fn gated_sequence_gemm_steps(t: Target) {
-    // The per-step GEMM path forced at small shapes, where the automatic choice never takes it:
-    // one step (no product reaches the cell backward), several, ragged and aligned views.
-    let test = "gpu_gated_sequence_gemm_steps";
-    let ctxs = support::contexts_with(t, test, |o| {
-        o.recurrent_algorithm = Some(rnn::RecurrentAlgorithm::Gemm);
-    });
-    let s = (
-        prop_oneof![Just(1usize), 2..=7usize],
-        prop_oneof![Just(1usize), 2..=19usize],
-        prop_oneof![Just(1usize), 2..=40usize, 60..=70usize],
-        prop_oneof![Just(0usize), Just(3usize)],
-        any::<u64>(),
+    gemm_step_sequences(
+        t,
+        "gpu_gated_sequence_gemm_steps",
+        |ctx, (steps, batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
+            check_gru(ctx, (steps, batch, hidden), pad, &mut r)
+        },
     );
-    prop(ctxs, test, 6, s, |ctx, (steps, batch, hidden, pad, seed)| {
-        let mut r = Values(seed);
-        check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
-        check_gru(ctx, (steps, batch, hidden), pad, &mut r)
-    });
 }
 
 pub fn gated_sequence_block_local(t: Target) {

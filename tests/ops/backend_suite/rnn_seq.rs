@@ -17,7 +17,9 @@ use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
-use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
+use super::{
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+};
 use crate::support::{self, Target};
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
@@ -136,26 +138,17 @@ pub fn rnn_sequence_fallback(t: Target) {
 }
 
 pub fn rnn_sequence_gemm_steps(t: Target) {
-    // The per-step GEMM path forced at small shapes, where the automatic choice never takes it:
-    // one step (the activation's backward alone), several, ragged and aligned views.
-    let test = "gpu_rnn_sequence_gemm_steps";
-    let ctxs = support::contexts_with(t, test, |o| {
-        o.recurrent_algorithm = Some(rnn::RecurrentAlgorithm::Gemm);
-    });
-    let s = (
-        prop_oneof![Just(1usize), 2..=7usize],
-        prop_oneof![Just(1usize), 2..=19usize],
-        prop_oneof![Just(1usize), 2..=40usize, 60..=70usize],
-        prop_oneof![Just(0usize), Just(3usize)],
-        any::<u64>(),
+    gemm_step_sequences(
+        t,
+        "gpu_rnn_sequence_gemm_steps",
+        |ctx, (steps, batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            for act in [Activation::Tanh, Activation::Relu, Activation::Sigmoid] {
+                check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+            }
+            Ok(())
+        },
     );
-    prop(ctxs, test, 6, s, |ctx, (steps, batch, hidden, pad, seed)| {
-        let mut r = Values(seed);
-        for act in [Activation::Tanh, Activation::Relu, Activation::Sigmoid] {
-            check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
-        }
-        Ok(())
-    });
 }
 
 pub fn rnn_sequence_block_local(t: Target) {
