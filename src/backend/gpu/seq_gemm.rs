@@ -1,6 +1,8 @@
 //! Recurrent sequences (Elman, LSTM, GRU) as per-step GEMMs and cell kernels: each step's
 //! recurrent product runs through the op set's GEMM (tensor cores, 3xTF32, where the device has
-//! them) and the gate math through the cell (or bias-activation) kernels.
+//! them) and the gate math through one cell kernel, which also adds what the step's inputs
+//! bring unsummed (input projection, biases, the gradient arriving at `h_t`): two launches a
+//! step, one at the backward's last step.
 //!
 //! Where the persistent kernels do not fit, the fused step kernels (`rnn_step_*`,
 //! `lstm_step_*`, `gru_step_*`) do both in one launch, but their product runs on the CUDA cores
