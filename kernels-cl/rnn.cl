@@ -223,30 +223,83 @@ __kernel void lstm_cell_forward(__global float* g_base, ulong g_off,
     }
 }
 
+// The cell bodies below serve two kernels each: the cell op's, and the GEMM path's
+// (src/backend/gpu/seq_gemm.rs), whose step is its GEMM and one cell launch. Those read unsummed
+// what the cell ops take summed (the input projection and biases, the gradient from the step
+// after) and add it themselves, in the order of the copies and bias adds they replace; a null
+// pointer for such a part is the cell op.
+#define RNN_NO_PART ((__global const float*)0)
+
+// v[at], plus bias[j] where there is a bias.
+inline float rnn_plus(__global const float* v, ulong at, __global const float* bias, ulong j) {
+    return bias ? v[at] + bias[j] : v[at];
+}
+
+// The gradient reaching h_t is dh + dh_rec where dh_rec is given.
+inline void lstm_cell_backward_body(__global const float* gates, __global const float* c_prev,
+                                    __global const float* c, __global const float* dh,
+                                    __global const float* dh_rec, __global float* dc,
+                                    __global float* dgates, uint batch, uint hidden) {
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        ulong b = e / hidden;
+        ulong j = e - b * hidden;
+        ulong base = b * 4 * hidden + j;
+        float ig = gates[base];
+        float fg = gates[base + hidden];
+        float gg = gates[base + 2 * hidden];
+        float og = gates[base + 3 * hidden];
+        float tc = tanh(c[e]);
+        float dhe = rnn_plus(dh, e, dh_rec, e);
+        RNN_LSTM_UNIT_BACKWARD(dgates, base, hidden, dc[e], dhe, tc, c_prev[e], ig, fg, gg, og, dc[e]);
+    }
+}
+
 __kernel void lstm_cell_backward(__global const float* g_base, ulong g_off,
                                  __global const float* cp_base, ulong cp_off,
                                  __global const float* c_base, ulong c_off,
                                  __global const float* dh_base, ulong dh_off,
                                  __global float* dc_base, ulong dc_off, __global float* dg_base,
                                  ulong dg_off, uint batch, uint hidden) {
-    __global const float* gates = g_base + g_off;
-    __global const float* c_prev = cp_base + cp_off;
-    __global const float* c = c_base + c_off;
-    __global const float* dh = dh_base + dh_off;
-    __global float* dc = dc_base + dc_off;
-    __global float* dgates = dg_base + dg_off;
-    uint n = batch * hidden;
+    lstm_cell_backward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, dh_base + dh_off,
+                            RNN_NO_PART, dc_base + dc_off, dg_base + dg_off, batch, hidden);
+}
+
+// lstm_cell_backward of the gradient dh + dh_rec (the recurrent product).
+__kernel void lstm_cell_backward_sum(__global const float* g_base, ulong g_off,
+                                     __global const float* cp_base, ulong cp_off,
+                                     __global const float* c_base, ulong c_off,
+                                     __global const float* dh_base, ulong dh_off,
+                                     __global const float* dr_base, ulong dr_off,
+                                     __global float* dc_base, ulong dc_off,
+                                     __global float* dg_base, ulong dg_off, uint batch,
+                                     uint hidden) {
+    lstm_cell_backward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, dh_base + dh_off,
+                            dr_base + dr_off, dc_base + dc_off, dg_base + dg_off, batch, hidden);
+}
+
+// The gate pre-activations are gx (+ b_ih) and gh (+ b_hh), each part summed first.
+inline void gru_cell_forward_body(__global const float* gx, __global const float* b_ih,
+                                  __global const float* gh, __global const float* b_hh,
+                                  __global const float* h_prev, __global float* h,
+                                  __global float* cache, uint batch, uint hidden) {
+    ulong n = (ulong)batch * hidden;
+    ulong H = hidden;
     RNN_GRID_LOOP(e, n) {
-        uint b = e / hidden;
-        uint j = e - b * hidden;
-        ulong base = (ulong)b * 4 * hidden + j;
-        float ig = gates[base];
-        float fg = gates[base + hidden];
-        float gg = gates[base + 2 * hidden];
-        float og = gates[base + 3 * hidden];
-        float tc = tanh(c[e]);
-        float dhe = dh[e];
-        RNN_LSTM_UNIT_BACKWARD(dgates, base, hidden, dc[e], dhe, tc, c_prev[e], ig, fg, gg, og, dc[e]);
+        ulong b = e / hidden;
+        ulong j = e - b * hidden;
+        ulong g3 = b * 3 * H + j;
+        ulong g4 = b * 4 * H + j;
+        float r = rnn_sigmoid(rnn_plus(gx, g3, b_ih, j) + rnn_plus(gh, g3, b_hh, j));
+        float z =
+            rnn_sigmoid(rnn_plus(gx, g3 + H, b_ih, j + H) + rnn_plus(gh, g3 + H, b_hh, j + H));
+        float ghn = rnn_plus(gh, g3 + 2 * H, b_hh, j + 2 * H);
+        float nn = tanh(rnn_plus(gx, g3 + 2 * H, b_ih, j + 2 * H) + r * ghn);
+        h[e] = (1.0f - z) * nn + z * h_prev[e];
+        cache[g4] = r;
+        cache[g4 + H] = z;
+        cache[g4 + 2 * H] = nn;
+        cache[g4 + 3 * H] = ghn;
     }
 }
 
@@ -255,26 +308,41 @@ __kernel void gru_cell_forward(__global const float* gx_base, ulong gx_off,
                                __global const float* hp_base, ulong hp_off,
                                __global float* h_base, ulong h_off, __global float* k_base,
                                ulong k_off, uint batch, uint hidden) {
-    __global const float* gx = gx_base + gx_off;
-    __global const float* gh = gh_base + gh_off;
-    __global const float* h_prev = hp_base + hp_off;
-    __global float* h = h_base + h_off;
-    __global float* cache = k_base + k_off;
-    uint n = batch * hidden;
+    gru_cell_forward_body(gx_base + gx_off, RNN_NO_PART, gh_base + gh_off, RNN_NO_PART,
+                          hp_base + hp_off, h_base + h_off, k_base + k_off, batch, hidden);
+}
+
+// gru_cell_forward of gx_t + b_ih and gh + b_hh (gh = h_prev W_hh^T), biases 3 hidden.
+__kernel void gru_cell_forward_bias(__global const float* gx_base, ulong gx_off,
+                                    __global const float* bi_base, ulong bi_off,
+                                    __global const float* gh_base, ulong gh_off,
+                                    __global const float* bh_base, ulong bh_off,
+                                    __global const float* hp_base, ulong hp_off,
+                                    __global float* h_base, ulong h_off, __global float* k_base,
+                                    ulong k_off, uint batch, uint hidden) {
+    gru_cell_forward_body(gx_base + gx_off, bi_base + bi_off, gh_base + gh_off, bh_base + bh_off,
+                          hp_base + hp_off, h_base + h_off, k_base + k_off, batch, hidden);
+}
+
+// The gradient reaching h_t is dh + dh_rec where dh_rec is given; dh_rec may be dh_prev's own
+// pointer (read before the element is written).
+inline void gru_cell_backward_body(__global const float* cache, __global const float* h_prev,
+                                   __global const float* dh, __global const float* dh_rec,
+                                   __global float* dgx, __global float* dgh,
+                                   __global float* dh_prev, uint batch, uint hidden) {
+    ulong n = (ulong)batch * hidden;
+    ulong H = hidden;
     RNN_GRID_LOOP(e, n) {
-        uint b = e / hidden;
-        uint j = e - b * hidden;
-        ulong g3 = (ulong)b * 3 * hidden + j;
-        ulong g4 = (ulong)b * 4 * hidden + j;
-        float r = rnn_sigmoid(gx[g3] + gh[g3]);
-        float z = rnn_sigmoid(gx[g3 + hidden] + gh[g3 + hidden]);
-        float ghn = gh[g3 + 2 * hidden];
-        float nn = tanh(gx[g3 + 2 * hidden] + r * ghn);
-        h[e] = (1.0f - z) * nn + z * h_prev[e];
-        cache[g4] = r;
-        cache[g4 + hidden] = z;
-        cache[g4 + 2 * hidden] = nn;
-        cache[g4 + 3 * hidden] = ghn;
+        ulong b = e / hidden;
+        ulong j = e - b * hidden;
+        ulong g3 = b * 3 * H + j;
+        ulong g4 = b * 4 * H + j;
+        float r = cache[g4];
+        float z = cache[g4 + H];
+        float nn = cache[g4 + 2 * H];
+        float ghn = cache[g4 + 3 * H];
+        float d = rnn_plus(dh, e, dh_rec, e);
+        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
     }
 }
 
@@ -284,23 +352,54 @@ __kernel void gru_cell_backward(__global const float* k_base, ulong k_off,
                                 __global float* dgx_base, ulong dgx_off, __global float* dgh_base,
                                 ulong dgh_off, __global float* dhp_base, ulong dhp_off, uint batch,
                                 uint hidden) {
-    __global const float* cache = k_base + k_off;
-    __global const float* h_prev = hp_base + hp_off;
-    __global const float* dh = dh_base + dh_off;
-    __global float* dgx = dgx_base + dgx_off;
-    __global float* dgh = dgh_base + dgh_off;
+    gru_cell_backward_body(k_base + k_off, hp_base + hp_off, dh_base + dh_off, RNN_NO_PART,
+                           dgx_base + dgx_off, dgh_base + dgh_off, dhp_base + dhp_off, batch,
+                           hidden);
+}
+
+// gru_cell_backward of the gradient dh + dh_prev: dh_prev holds what the later steps sent to
+// h_t on entry and what flows on to h_{t-1} on exit.
+__kernel void gru_cell_backward_carry(__global const float* k_base, ulong k_off,
+                                      __global const float* hp_base, ulong hp_off,
+                                      __global const float* dh_base, ulong dh_off,
+                                      __global float* dgx_base, ulong dgx_off,
+                                      __global float* dgh_base, ulong dgh_off,
+                                      __global float* dhp_base, ulong dhp_off, uint batch,
+                                      uint hidden) {
     __global float* dh_prev = dhp_base + dhp_off;
-    uint n = batch * hidden;
+    gru_cell_backward_body(k_base + k_off, hp_base + hp_off, dh_base + dh_off, dh_prev,
+                           dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, batch, hidden);
+}
+
+// The Elman step after its product: h holds h_prev W_hh^T on entry and
+// act(h_prev W_hh^T + pre + bias) on exit (bias: b_ih + b_hh).
+__kernel void rnn_cell_forward(__global const float* pre_base, ulong pre_off,
+                               __global const float* bias_base, ulong bias_off,
+                               __global float* h_base, ulong h_off, uint batch, uint hidden,
+                               uint act, float act_param) {
+    __global const float* pre = pre_base + pre_off;
+    __global const float* bias = bias_base + bias_off;
+    __global float* h = h_base + h_off;
+    ulong n = (ulong)batch * hidden;
     RNN_GRID_LOOP(e, n) {
-        uint b = e / hidden;
-        uint j = e - b * hidden;
-        ulong g3 = (ulong)b * 3 * hidden + j;
-        ulong g4 = (ulong)b * 4 * hidden + j;
-        float r = cache[g4];
-        float z = cache[g4 + hidden];
-        float nn = cache[g4 + 2 * hidden];
-        float ghn = cache[g4 + 3 * hidden];
-        float d = dh[e];
-        RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, hidden, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
+        h[e] = act_forward((h[e] + pre[e]) + bias[e % hidden], act, act_param);
+    }
+}
+
+// The Elman backward step after its product: dpre = (dh + dh_rec) act'(h), dh_rec the product
+// dpre_{t+1} W_hh.
+__kernel void rnn_cell_backward(__global const float* dh_base, ulong dh_off,
+                                __global const float* dr_base, ulong dr_off,
+                                __global const float* h_base, ulong h_off,
+                                __global float* dpre_base, ulong dpre_off, uint batch,
+                                uint hidden, uint act, float act_param) {
+    __global const float* dh = dh_base + dh_off;
+    __global const float* dh_rec = dr_base + dr_off;
+    __global const float* h = h_base + h_off;
+    __global float* dpre = dpre_base + dpre_off;
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        float y = h[e];
+        dpre[e] = (dh[e] + dh_rec[e]) * act_grad(y, y, act, act_param);
     }
 }

@@ -246,18 +246,21 @@ extern "C" __global__ void lstm_cell_forward(float* gates_base, u64 gates_off,
     }
 }
 
-extern "C" __global__ void lstm_cell_backward(const float* gates_base, u64 gates_off,
-                                              const float* c_prev_base, u64 c_prev_off,
-                                              const float* c_base, u64 c_off,
-                                              const float* dh_base, u64 dh_off, float* dc_base,
-                                              u64 dc_off, float* dgates_base, u64 dgates_off,
-                                              uint batch, uint hidden) {
-    const float* gates = gates_base + gates_off;
-    const float* c_prev = c_prev_base + c_prev_off;
-    const float* c = c_base + c_off;
-    const float* dh = dh_base + dh_off;
-    float* dc = dc_base + dc_off;
-    float* dgates = dgates_base + dgates_off;
+// The cell bodies below serve two kernels each: the cell op's, and the GEMM path's
+// (src/backend/gpu/seq_gemm.rs), whose step is its GEMM and one cell launch. Those read unsummed
+// what the cell ops take summed (the input projection and biases, the gradient from the step
+// after) and add it themselves, in the order of the copies and bias adds they replace; a null
+// pointer for such a part is the cell op.
+
+// v[at], plus bias[j] where there is a bias.
+__device__ __forceinline__ float rnn_plus(const float* v, u64 at, const float* bias, u64 j) {
+    return bias ? v[at] + bias[j] : v[at];
+}
+
+// The gradient reaching h_t is dh + dh_rec where dh_rec is given.
+__device__ __forceinline__ void lstm_cell_backward_body(
+    const float* gates, const float* c_prev, const float* c, const float* dh,
+    const float* dh_rec, float* dc, float* dgates, uint batch, uint hidden) {
     const u64 n = (u64)batch * hidden;
     RNN_GRID_LOOP(i, n) {
         const u64 b = i / hidden;
@@ -268,30 +271,51 @@ extern "C" __global__ void lstm_cell_backward(const float* gates_base, u64 gates
         const float gg = gates[base + 2 * (u64)hidden];
         const float go = gates[base + 3 * (u64)hidden];
         const float tc = tanhf(c[i]);
-        const float dhi = dh[i];
+        const float dhi = rnn_plus(dh, i, dh_rec, i);
         RNN_LSTM_UNIT_BACKWARD(dgates, base, (u64)hidden, dc[i], dhi, tc, c_prev[i], gi, gf, gg, go, dc[i]);
     }
 }
 
-extern "C" __global__ void gru_cell_forward(const float* gx_base, u64 gx_off, const float* gh_base,
-                                            u64 gh_off, const float* h_prev_base, u64 h_prev_off,
-                                            float* h_base, u64 h_off, float* cache_base,
-                                            u64 cache_off, uint batch, uint hidden) {
-    const float* gx = gx_base + gx_off;
-    const float* gh = gh_base + gh_off;
-    const float* h_prev = h_prev_base + h_prev_off;
-    float* h = h_base + h_off;
-    float* cache = cache_base + cache_off;
+extern "C" __global__ void lstm_cell_backward(const float* gates_base, u64 gates_off,
+                                              const float* c_prev_base, u64 c_prev_off,
+                                              const float* c_base, u64 c_off,
+                                              const float* dh_base, u64 dh_off, float* dc_base,
+                                              u64 dc_off, float* dgates_base, u64 dgates_off,
+                                              uint batch, uint hidden) {
+    lstm_cell_backward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
+                            dh_base + dh_off, nullptr, dc_base + dc_off,
+                            dgates_base + dgates_off, batch, hidden);
+}
+
+// lstm_cell_backward of the gradient dh + dh_rec (the recurrent product).
+extern "C" __global__ void lstm_cell_backward_sum(const float* gates_base, u64 gates_off,
+                                                  const float* c_prev_base, u64 c_prev_off,
+                                                  const float* c_base, u64 c_off,
+                                                  const float* dh_base, u64 dh_off,
+                                                  const float* dh_rec_base, u64 dh_rec_off,
+                                                  float* dc_base, u64 dc_off, float* dgates_base,
+                                                  u64 dgates_off, uint batch, uint hidden) {
+    lstm_cell_backward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
+                            dh_base + dh_off, dh_rec_base + dh_rec_off, dc_base + dc_off,
+                            dgates_base + dgates_off, batch, hidden);
+}
+
+// The gate pre-activations are gx (+ b_ih) and gh (+ b_hh), each part summed first.
+__device__ __forceinline__ void gru_cell_forward_body(const float* gx, const float* b_ih,
+                                                      const float* gh, const float* b_hh,
+                                                      const float* h_prev, float* h,
+                                                      float* cache, uint batch, uint hidden) {
     const u64 n = (u64)batch * hidden;
     const u64 H = hidden;
     RNN_GRID_LOOP(i, n) {
         const u64 b = i / hidden;
         const u64 j = i - b * hidden;
         const u64 g3 = b * 3 * H + j;
-        const float r = rnn_sigmoid(gx[g3] + gh[g3]);
-        const float z = rnn_sigmoid(gx[g3 + H] + gh[g3 + H]);
-        const float ghn = gh[g3 + 2 * H];
-        const float nn = tanhf(gx[g3 + 2 * H] + r * ghn);
+        const float r = rnn_sigmoid(rnn_plus(gx, g3, b_ih, j) + rnn_plus(gh, g3, b_hh, j));
+        const float z =
+            rnn_sigmoid(rnn_plus(gx, g3 + H, b_ih, j + H) + rnn_plus(gh, g3 + H, b_hh, j + H));
+        const float ghn = rnn_plus(gh, g3 + 2 * H, b_hh, j + 2 * H);
+        const float nn = tanhf(rnn_plus(gx, g3 + 2 * H, b_ih, j + 2 * H) + r * ghn);
         const float hp = h_prev[i];
         h[i] = (1.0f - z) * nn + z * hp;
         const u64 g4 = b * 4 * H + j;
@@ -302,18 +326,34 @@ extern "C" __global__ void gru_cell_forward(const float* gx_base, u64 gx_off, co
     }
 }
 
-extern "C" __global__ void gru_cell_backward(const float* cache_base, u64 cache_off,
-                                             const float* h_prev_base, u64 h_prev_off,
-                                             const float* dh_base, u64 dh_off, float* dgx_base,
-                                             u64 dgx_off, float* dgh_base, u64 dgh_off,
-                                             float* dh_prev_base, u64 dh_prev_off, uint batch,
-                                             uint hidden) {
-    const float* cache = cache_base + cache_off;
-    const float* h_prev = h_prev_base + h_prev_off;
-    const float* dh = dh_base + dh_off;
-    float* dgx = dgx_base + dgx_off;
-    float* dgh = dgh_base + dgh_off;
-    float* dh_prev = dh_prev_base + dh_prev_off;
+extern "C" __global__ void gru_cell_forward(const float* gx_base, u64 gx_off, const float* gh_base,
+                                            u64 gh_off, const float* h_prev_base, u64 h_prev_off,
+                                            float* h_base, u64 h_off, float* cache_base,
+                                            u64 cache_off, uint batch, uint hidden) {
+    gru_cell_forward_body(gx_base + gx_off, nullptr, gh_base + gh_off, nullptr,
+                          h_prev_base + h_prev_off, h_base + h_off, cache_base + cache_off, batch,
+                          hidden);
+}
+
+// gru_cell_forward of gx_t + b_ih and gh + b_hh (gh = h_prev W_hh^T), biases 3 hidden.
+extern "C" __global__ void gru_cell_forward_bias(const float* gx_base, u64 gx_off,
+                                                 const float* b_ih_base, u64 b_ih_off,
+                                                 const float* gh_base, u64 gh_off,
+                                                 const float* b_hh_base, u64 b_hh_off,
+                                                 const float* h_prev_base, u64 h_prev_off,
+                                                 float* h_base, u64 h_off, float* cache_base,
+                                                 u64 cache_off, uint batch, uint hidden) {
+    gru_cell_forward_body(gx_base + gx_off, b_ih_base + b_ih_off, gh_base + gh_off,
+                          b_hh_base + b_hh_off, h_prev_base + h_prev_off, h_base + h_off,
+                          cache_base + cache_off, batch, hidden);
+}
+
+// The gradient reaching h_t is dh + dh_rec where dh_rec is given; dh_rec may be dh_prev's own
+// pointer (read before the element is written).
+__device__ __forceinline__ void gru_cell_backward_body(const float* cache, const float* h_prev,
+                                                       const float* dh, const float* dh_rec,
+                                                       float* dgx, float* dgh, float* dh_prev,
+                                                       uint batch, uint hidden) {
     const u64 n = (u64)batch * hidden;
     const u64 H = hidden;
     RNN_GRID_LOOP(i, n) {
@@ -324,8 +364,66 @@ extern "C" __global__ void gru_cell_backward(const float* cache_base, u64 cache_
         const float z = cache[g4 + H];
         const float nn = cache[g4 + 2 * H];
         const float ghn = cache[g4 + 3 * H];
-        const float d = dh[i];
+        const float d = rnn_plus(dh, i, dh_rec, i);
         const u64 g3 = b * 3 * H + j;
         RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, nn, ghn, h_prev[i], dh_prev[i]);
+    }
+}
+
+extern "C" __global__ void gru_cell_backward(const float* cache_base, u64 cache_off,
+                                             const float* h_prev_base, u64 h_prev_off,
+                                             const float* dh_base, u64 dh_off, float* dgx_base,
+                                             u64 dgx_off, float* dgh_base, u64 dgh_off,
+                                             float* dh_prev_base, u64 dh_prev_off, uint batch,
+                                             uint hidden) {
+    gru_cell_backward_body(cache_base + cache_off, h_prev_base + h_prev_off, dh_base + dh_off,
+                           nullptr, dgx_base + dgx_off, dgh_base + dgh_off,
+                           dh_prev_base + dh_prev_off, batch, hidden);
+}
+
+// gru_cell_backward of the gradient dh + dh_prev: dh_prev holds what the later steps sent to
+// h_t on entry and what flows on to h_{t-1} on exit.
+extern "C" __global__ void gru_cell_backward_carry(const float* cache_base, u64 cache_off,
+                                                   const float* h_prev_base, u64 h_prev_off,
+                                                   const float* dh_base, u64 dh_off,
+                                                   float* dgx_base, u64 dgx_off, float* dgh_base,
+                                                   u64 dgh_off, float* dh_prev_base,
+                                                   u64 dh_prev_off, uint batch, uint hidden) {
+    float* dh_prev = dh_prev_base + dh_prev_off;
+    gru_cell_backward_body(cache_base + cache_off, h_prev_base + h_prev_off, dh_base + dh_off,
+                           dh_prev, dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, batch,
+                           hidden);
+}
+
+// The Elman step after its product: h holds h_prev W_hh^T on entry and
+// act(h_prev W_hh^T + pre + bias) on exit (bias: b_ih + b_hh).
+extern "C" __global__ void rnn_cell_forward(const float* pre_base, u64 pre_off,
+                                            const float* bias_base, u64 bias_off, float* h_base,
+                                            u64 h_off, uint batch, uint hidden, uint act,
+                                            float act_param) {
+    const float* pre = pre_base + pre_off;
+    const float* bias = bias_base + bias_off;
+    float* h = h_base + h_off;
+    const u64 n = (u64)batch * hidden;
+    RNN_GRID_LOOP(i, n) {
+        h[i] = act_forward((h[i] + pre[i]) + bias[i % hidden], act, act_param);
+    }
+}
+
+// The Elman backward step after its product: dpre = (dh + dh_rec) act'(h), dh_rec the product
+// dpre_{t+1} W_hh.
+extern "C" __global__ void rnn_cell_backward(const float* dh_base, u64 dh_off,
+                                             const float* dh_rec_base, u64 dh_rec_off,
+                                             const float* h_base, u64 h_off, float* dpre_base,
+                                             u64 dpre_off, uint batch, uint hidden, uint act,
+                                             float act_param) {
+    const float* dh = dh_base + dh_off;
+    const float* dh_rec = dh_rec_base + dh_rec_off;
+    const float* h = h_base + h_off;
+    float* dpre = dpre_base + dpre_off;
+    const u64 n = (u64)batch * hidden;
+    RNN_GRID_LOOP(i, n) {
+        const float y = h[i];
+        dpre[i] = (dh[i] + dh_rec[i]) * act_grad(y, y, act, act_param);
     }
 }

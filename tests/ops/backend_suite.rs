@@ -456,6 +456,28 @@ fn block_local_sequences(
     }
 }
 
+/// Runs `body` on random sequence shapes with the per-step GEMM path forced
+/// (`RecurrentAlgorithm::Gemm`) at small sizes, where the automatic choice never takes it: one
+/// step (no later product reaches the backward's cell) or several, batch 1 or a few rows,
+/// hidden 1, small or around the 64-wide tiles; views aligned and not.
+fn gemm_step_sequences(
+    t: Target,
+    test: &str,
+    body: impl Fn(&Context, SeqCase) -> Result<(), TestCaseError>,
+) {
+    let ctxs = support::contexts_with(t, test, |o| {
+        o.recurrent_algorithm = Some(RecurrentAlgorithm::Gemm);
+    });
+    let s = (
+        prop_oneof![Just(1usize), 2..=7usize],
+        prop_oneof![Just(1usize), 2..=19usize],
+        prop_oneof![Just(1usize), 2..=40usize, 60..=70usize],
+        prop_oneof![Just(0usize), Just(3usize)],
+        any::<u64>(),
+    );
+    prop(ctxs, test, 6, s, &body);
+}
+
 /// A dimension: 1, small odd sizes, sizes around the 64-wide tiles, and a few large ones.
 fn dim() -> impl Strategy<Value = usize> {
     prop_oneof![Just(1usize), 2..=17usize, 50..=80usize, 120..=300usize]
@@ -499,9 +521,11 @@ macro_rules! backend_suite {
                 gpu_rnn_sequence_cooperative => rnn_seq::rnn_sequence_cooperative,
                 gpu_rnn_sequence_fallback => rnn_seq::rnn_sequence_fallback,
                 gpu_rnn_sequence_block_local => rnn_seq::rnn_sequence_block_local,
+                gpu_rnn_sequence_gemm_steps => rnn_seq::rnn_sequence_gemm_steps,
                 gpu_gated_sequence => gated_seq::gated_sequence,
                 gpu_gated_sequence_fallback => gated_seq::gated_sequence_fallback,
                 gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
+                gpu_gated_sequence_gemm_steps => gated_seq::gated_sequence_gemm_steps,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,
                 gpu_dropout => layers::dropout,
                 gpu_layer_norm => layers::layer_norm,

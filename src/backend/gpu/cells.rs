@@ -5,28 +5,32 @@ use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
 use crate::error::Result;
-use crate::ops::SeqShape;
 use crate::ops::check;
 use crate::ops::prelude::*;
+use crate::ops::{Activation, SeqShape};
 use crate::ops::{GruCellBackward, GruCellForward, LstmCellBackward, LstmCellForward};
 
 impl<D: Device> GpuOps<D> {
     /// After the op's checks found `n = batch * hidden` elements: the 32-bit kernel limit, then
-    /// the cell kernel `op` (one thread per element) over `bufs` in ABI order.
-    fn cell<const N: usize>(
+    /// the cell kernel `op` (one thread per element) over `bufs` in ABI order, followed by the
+    /// activation's code and parameter where `act` names one (the Elman cells).
+    pub(super) fn cell<const N: usize>(
         &self,
         op: &str,
-        n: usize,
-        shape: SeqShape,
+        (n, shape): (usize, SeqShape),
         bufs: [View<'_>; N],
+        act: Option<Activation>,
     ) -> Result<()> {
         check::fits_u32(op, check::area(op, n, 4)?)?;
         if n == 0 {
             return Ok(());
         }
-        let args = Args::new()
+        let mut args = Args::new()
             .bufs(&bufs.each_ref())?
             .dims(&[shape.batch, shape.hidden]);
+        if let Some(act) = act {
+            args = args.u32(act.code()).f32(act.param());
+        }
         self.run(op, launch::elementwise(n), args)
     }
 }
@@ -37,7 +41,7 @@ macro_rules! cell_ops {
         $(
             fn $method(&self, a: $args<'_>) -> Result<()> {
                 let n = a.check(self.context)?;
-                self.cell($args::OP, n, a.shape, a.views())
+                self.cell($args::OP, (n, a.shape), a.views(), None)
             }
         )+
     };

@@ -1,6 +1,8 @@
 //! Recurrent sequences (Elman, LSTM, GRU) as per-step GEMMs and cell kernels: each step's
 //! recurrent product runs through the op set's GEMM (tensor cores, 3xTF32, where the device has
-//! them) and the gate math through the cell (or bias-activation) kernels.
+//! them) and the gate math through one cell kernel, which also adds what the step's inputs
+//! bring unsummed (input projection, biases, the gradient arriving at `h_t`): two launches a
+//! step, one at the backward's last step.
 //!
 //! Where the persistent kernels do not fit, the fused step kernels (`rnn_step_*`,
 //! `lstm_step_*`, `gru_step_*`) do both in one launch, but their product runs on the CUDA cores
@@ -8,7 +10,7 @@
 //! bound on an H100 (2026-11-26), and the GEMM path ran the whole training step two to four
 //! times faster from hidden 640 to 2048 and batch 1 to 512 on CUDA, and 1.3 to 1.9 times at
 //! hidden 384 and 512 on NVIDIA OpenCL. An Elman step's product is a quarter of an LSTM's, and
-//! its GEMM path (three launches a step) lost to the fused kernel at hidden 384 and 512 on
+//! its GEMM path (three launches a step then) lost to the fused kernel at hidden 384 and 512 on
 //! NVIDIA OpenCL (1.5 to 2.4 times slower) while it won at 2048 on CUDA (1.5 times faster).
 //! Hence the thresholds [`MIN_GATED_HIDDEN`] and [`MIN_ELMAN_HIDDEN`]; below them the fused
 //! kernels keep the sequence.
@@ -26,11 +28,22 @@ use crate::env_switch::Switch;
 use crate::error::Result;
 use crate::ops::prelude::*;
 use crate::ops::{
-    Activated, Activation, Gemm, GruCellBackward, GruCellForward, GruGateGrads,
-    GruSequenceBackward, GruSequenceForward, LstmCellBackward, LstmCellForward,
-    LstmSequenceBackward, LstmSequenceForward, MatShape, RnnSequenceBackward, RnnSequenceForward,
-    SeqShape,
+    Activated, Activation, Gemm, GruSequenceBackward, GruSequenceForward, LstmCellBackward,
+    LstmCellForward, LstmSequenceBackward, LstmSequenceForward, MatShape, RnnSequenceBackward,
+    RnnSequenceForward, SeqShape,
 };
+
+/// The GEMM path's cells (kernels-cu/rnn.cu, kernels-cl/rnn.cl): each takes unsummed what the
+/// cell ops take summed, so that a step is its GEMM and one cell launch.
+const GRU_CELL_FORWARD_BIAS: &str = "gru_cell_forward_bias";
+/// See [`GRU_CELL_FORWARD_BIAS`].
+const GRU_CELL_BACKWARD_CARRY: &str = "gru_cell_backward_carry";
+/// See [`GRU_CELL_FORWARD_BIAS`].
+const LSTM_CELL_BACKWARD_SUM: &str = "lstm_cell_backward_sum";
+/// See [`GRU_CELL_FORWARD_BIAS`].
+const RNN_CELL_FORWARD: &str = "rnn_cell_forward";
+/// See [`GRU_CELL_FORWARD_BIAS`].
+const RNN_CELL_BACKWARD: &str = "rnn_cell_backward";
 
 /// The smallest hidden size at which an LSTM or GRU sequence takes the GEMM path when neither
 /// the context nor [`ENV`] decides.
@@ -139,9 +152,10 @@ impl<D: Device> GpuOps<D> {
         Ok(())
     }
 
-    /// `lstm_sequence_backward` with one copy, one GEMM and one cell launch per step;
-    /// `scratch` is `2 * batch * hidden`: the cell-state carry (`dc_state` instead where
-    /// given), then the total gradient reaching `h_t`.
+    /// `lstm_sequence_backward` with one GEMM and one cell launch per step (the cell alone at
+    /// the last step, which no later step's product reaches); `scratch` is
+    /// `2 * batch * hidden`: the cell-state carry (`dc_state` instead where given), then the
+    /// recurrent product reaching `h_t`, which the cell adds to `dh_t`.
     pub(crate) fn lstm_backward_by_gemm(
         &self,
         a: &LstmSequenceBackward<'_>,
@@ -149,7 +163,8 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
-        let total = scratch.slice(n, n)?;
+        let step = (n, SeqShape::step(b, h));
+        let product = scratch.slice(n, n)?;
         let carry = match a.dc_state {
             Some(dc) => dc,
             None => {
@@ -159,27 +174,32 @@ impl<D: Device> GpuOps<D> {
             }
         };
         for t in (0..a.shape.steps).rev() {
-            self.copy(block(a.dh, t, n)?, total)?;
-            if t + 1 < a.shape.steps {
-                let product = Gemm::new(b, h, 4 * h).scaled(1.0, 1.0);
-                self.gemm(product, block(a.dgates, t + 1, g)?, a.w_hh, total)?;
+            let (gates, dh) = (block(a.gates, t, g)?, block(a.dh, t, n)?);
+            let (c_prev, c) = (block(a.cs, t, n)?, block(a.cs, t + 1, n)?);
+            let dgates = block(a.dgates, t, g)?;
+            if t + 1 == a.shape.steps {
+                self.lstm_cell_backward(LstmCellBackward {
+                    gates,
+                    c_prev,
+                    c,
+                    dh,
+                    dc: carry,
+                    dgates,
+                    shape: step.1,
+                })?;
+                continue;
             }
-            self.lstm_cell_backward(LstmCellBackward {
-                gates: block(a.gates, t, g)?,
-                c_prev: block(a.cs, t, n)?,
-                c: block(a.cs, t + 1, n)?,
-                dh: total,
-                dc: carry,
-                dgates: block(a.dgates, t, g)?,
-                shape: SeqShape::step(b, h),
-            })?;
+            let next = block(a.dgates, t + 1, g)?;
+            self.gemm(Gemm::new(b, h, 4 * h), next, a.w_hh, product)?;
+            let views = [gates, c_prev, c, dh, product, carry, dgates];
+            self.cell(LSTM_CELL_BACKWARD_SUM, step, views, None)?;
         }
         Ok(())
     }
 
-    /// `gru_sequence_forward` with five launches per step: `gx_t + b_ih` and
-    /// `h_prev W_hh^T + b_hh` into `scratch` (`6 * batch * hidden`; `gx` is read only), then the
-    /// cell.
+    /// `gru_sequence_forward` with two launches per step: `h_prev W_hh^T` into `scratch`
+    /// (`6 * batch * hidden`, of which the first half is unused), then the cell, which adds
+    /// `gx_t` (read only) and the biases itself.
     pub(crate) fn gru_forward_by_gemm(
         &self,
         a: &GruSequenceForward<'_>,
@@ -187,31 +207,29 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
-        let (gx, gh) = (scratch.slice(0, 3 * n)?, scratch.slice(3 * n, 3 * n)?);
-        let rows = MatShape::new(b, 3 * h);
-        let plus =
-            |v, bias| self.bias_act_forward(Activated::new(v, v, Activation::Identity), bias, rows);
+        let step = (n, SeqShape::step(b, h));
+        let gh = scratch.slice(3 * n, 3 * n)?;
         for t in 0..a.shape.steps {
-            self.copy(block(a.gx, t, 3 * n)?, gx)?;
-            plus(gx, a.weights.b_ih)?;
             let h_prev = block(a.hs, t, n)?;
             self.gemm(Gemm::new(b, 3 * h, h).tb(), h_prev, a.weights.w_hh, gh)?;
-            plus(gh, a.weights.b_hh)?;
-            self.gru_cell_forward(GruCellForward {
-                gx,
+            let views = [
+                block(a.gx, t, 3 * n)?,
+                a.weights.b_ih,
                 gh,
+                a.weights.b_hh,
                 h_prev,
-                h: block(a.hs, t + 1, n)?,
-                cache: block(a.cache, t, 4 * n)?,
-                shape: SeqShape::step(b, h),
-            })?;
+                block(a.hs, t + 1, n)?,
+                block(a.cache, t, 4 * n)?,
+            ];
+            self.cell(GRU_CELL_FORWARD_BIAS, step, views, None)?;
         }
         Ok(())
     }
 
-    /// `gru_sequence_backward` with three launches per step (two at the first time step, whose
-    /// product would reach no step); `scratch` is `2 * batch * hidden`: what flows on to
-    /// `h_{t-1}` (`dh_state` instead where given), then the total gradient reaching `h_t`.
+    /// `gru_sequence_backward` with two launches per step (the cell alone at the first time
+    /// step, whose product would reach no step); `scratch` is `2 * batch * hidden`, of which
+    /// the first half holds what flows on to `h_{t-1}` unless `dh_state` is given (the second
+    /// half is unused): the cell adds `dh_t` to it.
     pub(crate) fn gru_backward_by_gemm(
         &self,
         a: &GruSequenceBackward<'_>,
@@ -219,20 +237,20 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
-        let total = scratch.slice(n, n)?;
+        let step = (n, SeqShape::step(b, h));
         let carry = a.dh_state.map_or_else(|| scratch.slice(0, n), Ok)?;
         self.fill(carry, 0.0)?;
         for t in (0..a.shape.steps).rev() {
-            self.add(block(a.dh, t, n)?, carry, total)?;
             let dgh = block(a.grads.dgh, t, 3 * n)?;
-            self.gru_cell_backward(GruCellBackward {
-                cache: block(a.cache, t, 4 * n)?,
-                h_prev: block(a.hs, t, n)?,
-                dh: total,
-                grads: GruGateGrads::new(block(a.grads.dgx, t, 3 * n)?, dgh),
-                dh_prev: carry,
-                shape: SeqShape::step(b, h),
-            })?;
+            let views = [
+                block(a.cache, t, 4 * n)?,
+                block(a.hs, t, n)?,
+                block(a.dh, t, n)?,
+                block(a.grads.dgx, t, 3 * n)?,
+                dgh,
+                carry,
+            ];
+            self.cell(GRU_CELL_BACKWARD_CARRY, step, views, None)?;
             if t > 0 {
                 let product = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
                 self.gemm(product, dgh, a.w_hh, carry)?;
@@ -241,9 +259,9 @@ impl<D: Device> GpuOps<D> {
         Ok(())
     }
 
-    /// `rnn_sequence_forward` with three launches per step: the step's input projection copied
-    /// into its state block, the product added there, then the summed biases and the
-    /// activation; `bias` (`hidden`) is scratch.
+    /// `rnn_sequence_forward` with two launches per step: the product into the step's state
+    /// block, then the cell that adds the input projection and the summed biases and applies
+    /// the activation; `bias` (`hidden`) is scratch.
     pub(crate) fn elman_forward_by_gemm(
         &self,
         a: &RnnSequenceForward<'_>,
@@ -251,20 +269,21 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
+        let step = (n, SeqShape::step(b, h));
         self.add(a.weights.b_ih, a.weights.b_hh, bias)?;
         for t in 0..a.shape.steps {
             let h_t = block(a.hs, t + 1, n)?;
-            self.copy(block(a.pre, t, n)?, h_t)?;
-            let product = Gemm::new(b, h, h).tb().scaled(1.0, 1.0);
+            let product = Gemm::new(b, h, h).tb();
             self.gemm(product, block(a.hs, t, n)?, a.weights.w_hh, h_t)?;
-            let f = Activated::new(h_t, h_t, a.act);
-            self.bias_act_forward(f, bias, MatShape::new(b, h))?;
+            let views = [block(a.pre, t, n)?, bias, h_t];
+            self.cell(RNN_CELL_FORWARD, step, views, Some(a.act))?;
         }
         Ok(())
     }
 
-    /// `rnn_sequence_backward` with three launches per step; `total` (`batch x hidden`) is
-    /// scratch for the gradient reaching `h_t`.
+    /// `rnn_sequence_backward` with two launches per step (the activation's backward alone at
+    /// the last step); `total` (`batch x hidden`) is scratch for the recurrent product reaching
+    /// `h_t`, which the cell adds to `dh_t`.
     pub(crate) fn elman_backward_by_gemm(
         &self,
         a: &RnnSequenceBackward<'_>,
@@ -272,14 +291,21 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
+        let step = (n, SeqShape::step(b, h));
         for t in (0..a.shape.steps).rev() {
-            self.copy(block(a.dh, t, n)?, total)?;
-            if t + 1 < a.shape.steps {
-                let product = Gemm::new(b, h, h).scaled(1.0, 1.0);
-                self.gemm(product, block(a.dpre, t + 1, n)?, a.w_hh, total)?;
+            let (dh, h_t, dpre) = (
+                block(a.dh, t, n)?,
+                block(a.hs, t + 1, n)?,
+                block(a.dpre, t, n)?,
+            );
+            if t + 1 == a.shape.steps {
+                self.act_backward(dh, Activated::new(h_t, h_t, a.act), dpre)?;
+                continue;
             }
-            let h_t = block(a.hs, t + 1, n)?;
-            self.act_backward(total, Activated::new(h_t, h_t, a.act), block(a.dpre, t, n)?)?;
+            let product = Gemm::new(b, h, h);
+            self.gemm(product, block(a.dpre, t + 1, n)?, a.w_hh, total)?;
+            let views = [dh, total, h_t, dpre];
+            self.cell(RNN_CELL_BACKWARD, step, views, Some(a.act))?;
         }
         Ok(())
     }

@@ -20,7 +20,9 @@ use rnn::ops::LstmSequenceForward;
 use rnn::ops::RecurrentWeights;
 use rnn::ops::SeqShape;
 
-use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
+use super::{
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+};
 use crate::support::{self, Target};
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
@@ -193,6 +195,18 @@ pub fn gated_sequence_fallback(t: Target) {
             check_gru(ctx, (steps, batch, hidden), 0, &mut r)
         });
     }
+}
+
+pub fn gated_sequence_gemm_steps(t: Target) {
+    gemm_step_sequences(
+        t,
+        "gpu_gated_sequence_gemm_steps",
+        |ctx, (steps, batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            check_lstm(ctx, (steps, batch, hidden), pad, &mut r)?;
+            check_gru(ctx, (steps, batch, hidden), pad, &mut r)
+        },
+    );
 }
 
 pub fn gated_sequence_block_local(t: Target) {

@@ -17,7 +17,9 @@ use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
-use super::{Values, block_local_sequences, compare_at, cpu_outputs, nan, prop};
+use super::{
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+};
 use crate::support::{self, Target};
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
@@ -133,6 +135,20 @@ pub fn rnn_sequence_fallback(t: Target) {
             check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
         });
     }
+}
+
+pub fn rnn_sequence_gemm_steps(t: Target) {
+    gemm_step_sequences(
+        t,
+        "gpu_rnn_sequence_gemm_steps",
+        |ctx, (steps, batch, hidden, pad, seed)| {
+            let mut r = Values(seed);
+            for act in [Activation::Tanh, Activation::Relu] {
+                check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+            }
+            Ok(())
+        },
+    );
 }
 
 pub fn rnn_sequence_block_local(t: Target) {

@@ -17,6 +17,7 @@ use crate::context::ContextOptions;
 use crate::dtype::DType;
 use crate::kernel::Dialect;
 use crate::ops::Activation;
+use crate::recurrent_algorithm::RecurrentAlgorithm;
 
 const DOC: &str = include_str!("../../../../docs/kernel-abi.md");
 const SCALAR_CORE: &str = include_str!("../../../../kernels-common/scalar_core.h");
@@ -195,8 +196,9 @@ fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> 
 }
 
 /// Records every launch of [`calls::exercise`] on each imitated device, with the default
-/// options and again with the tier-0 stand-ins forced: `(dialect, entry)` to its argument
-/// kinds. Two different lists for one entry of one dialect are an error.
+/// options, again with the tier-0 stand-ins forced, and again with the GEMM path forced:
+/// `(dialect, entry)` to its argument kinds. Two different lists for one entry of one dialect
+/// are an error.
 fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
     let mut recorded = Recorded::new();
     let mut pointers = PointerTypes::new();
@@ -204,10 +206,16 @@ fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
         force_tier0: true,
         ..ContextOptions::default()
     };
+    // The per-step GEMM path's cells run only where a sequence takes that path.
+    let gemm_steps = ContextOptions {
+        recurrent_algorithm: Some(RecurrentAlgorithm::Gemm),
+        ..ContextOptions::default()
+    };
     let runs = imitations()
         .into_iter()
         .map(|i| (i, ContextOptions::default()))
-        .chain(imitations().into_iter().map(|i| (i, forced.clone())));
+        .chain(imitations().into_iter().map(|i| (i, forced.clone())))
+        .chain(imitations().into_iter().map(|i| (i, gemm_steps.clone())));
     for (imitate, options) in runs {
         let dialect = format!("{:?}", imitate.dialect);
         let (device, log) = RecordingDevice::new(imitate);
