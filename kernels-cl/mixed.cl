@@ -4,25 +4,41 @@
 
 #pragma OPENCL FP_CONTRACT OFF
 
-// Casts between f32, bf16 and f16 (geometry E): cast_<from>_<to>.
+// Casts between f32, bf16 and f16 (geometry V): cast_<from>_<to>. Where both view offsets are
+// multiples of 4, groups of four move whole (float4s and ushort4s through RNN_STREAM's vector
+// loop, converted to f32 on the way in); a scalar loop covers the rest. The same conversions on
+// either path. The loads and stores below name the kernels' `x`, `y` and `kind_from`/`kind_to`.
+#define RNN_CAST_LD_F32(k, v) v.a = RNN_CF4(x)[k]
+#define RNN_CAST_LD_HALF(k, v) v.a = rnn_half4_to_f32(RNN_CH4(x)[k], kind_from)
+#define RNN_CAST_ST_F32(k, v) RNN_F4(y)[k] = v.a
+#define RNN_CAST_ST_HALF(k, v) RNN_H4(y)[k] = rnn_f32_to_half4(v.a, kind_to)
 #define RNN_CAST_TO_HALF(NAME, KIND) __kernel void NAME(__global const float* x_base,    \
         ulong x_off, __global ushort* y_base, ulong y_off, uint n) {                     \
     __global const float* x = x_base + x_off;                                            \
     __global ushort* y = y_base + y_off;                                                 \
-    RNN_GRID_LOOP(i, n) y[i] = rnn_f32_to_half(x[i], KIND);                              \
+    const uint kind_to = KIND;                                                           \
+    RNN_STREAM(n, ((x_off | y_off) & 3) == 0, rnn_v1, RNN_CAST_LD_F32, RNN_CAST_ST_HALF, \
+               RNN_CAST_ONE_TO_HALF)                                                     \
 }
 #define RNN_CAST_FROM_HALF(NAME, KIND) __kernel void NAME(__global const ushort* x_base, \
         ulong x_off, __global float* y_base, ulong y_off, uint n) {                      \
     __global const ushort* x = x_base + x_off;                                           \
     __global float* y = y_base + y_off;                                                  \
-    RNN_GRID_LOOP(i, n) y[i] = rnn_half_to_f32(x[i], KIND);                              \
+    const uint kind_from = KIND;                                                         \
+    RNN_STREAM(n, ((x_off | y_off) & 3) == 0, rnn_v1, RNN_CAST_LD_HALF, RNN_CAST_ST_F32, \
+               RNN_CAST_ONE_FROM_HALF)                                                   \
 }
 #define RNN_CAST_HALF(NAME, FROM, TO) __kernel void NAME(__global const ushort* x_base,  \
         ulong x_off, __global ushort* y_base, ulong y_off, uint n) {                     \
     __global const ushort* x = x_base + x_off;                                           \
     __global ushort* y = y_base + y_off;                                                 \
-    RNN_GRID_LOOP(i, n) y[i] = rnn_f32_to_half(rnn_half_to_f32(x[i], FROM), TO);         \
+    const uint kind_from = FROM, kind_to = TO;                                           \
+    RNN_STREAM(n, ((x_off | y_off) & 3) == 0, rnn_v1, RNN_CAST_LD_HALF, RNN_CAST_ST_HALF,\
+               RNN_CAST_ONE_HALF)                                                        \
 }
+#define RNN_CAST_ONE_TO_HALF(i) y[i] = rnn_f32_to_half(x[i], kind_to)
+#define RNN_CAST_ONE_FROM_HALF(i) y[i] = rnn_half_to_f32(x[i], kind_from)
+#define RNN_CAST_ONE_HALF(i) y[i] = rnn_f32_to_half(rnn_half_to_f32(x[i], kind_from), kind_to)
 RNN_CAST_TO_HALF(cast_f32_bf16, RNN_KIND_BF16)
 RNN_CAST_TO_HALF(cast_f32_f16, RNN_KIND_F16)
 RNN_CAST_FROM_HALF(cast_bf16_f32, RNN_KIND_BF16)

@@ -39,9 +39,9 @@ __kernel void update_scale(__global float* scaler_base, ulong scaler_off,
     }
 }
 
-// sgd_step and adam_step (geometry E + L) that do nothing where found_inf[0] is set (every group
-// returns before touching the state or the ticket, so the step count stays) and store each new
-// parameter, rounded, in the low copy too.
+// sgd_step (geometry E + L) and adam_step (V + L) that do nothing where found_inf[0] is set
+// (every group returns before touching the state or the ticket, so the step count stays) and
+// store each new parameter, rounded, in the low copy too.
 #define RNN_SGD_MIXED(NAME, KIND) __kernel void NAME(__global float* p_base, ulong p_off,         \
         __global const float* g_base, ulong g_off, __global float* v_base, ulong v_off,         \
         __global float* state_base, ulong state_off, __global uint* ticket_base,                \
@@ -75,6 +75,9 @@ __kernel void update_scale(__global float* scaler_base, ulong scaler_off,
 RNN_SGD_MIXED(sgd_step_bf16, RNN_KIND_BF16)
 RNN_SGD_MIXED(sgd_step_f16, RNN_KIND_F16)
 
+// The Adam step streams (geometry V + L, as adam_step): float4s, and a ushort4 of the low copy,
+// where every view offset is a multiple of 4, then a scalar tail; the same arithmetic per
+// element on either path.
 #define RNN_ADAM_MIXED(NAME, KIND) __kernel void NAME(__global float* p_base, ulong p_off,        \
         __global const float* g_base, ulong g_off, __global float* m_base, ulong m_off,         \
         __global float* v_base, ulong v_off, __global float* state_base, ulong state_off,       \
@@ -94,7 +97,25 @@ RNN_SGD_MIXED(sgd_step_f16, RNN_KIND_F16)
     const float lr = st[0];                                                                     \
     const float step_size = lr / st[2];                                                         \
     const float sqrt_c2 = sqrt(st[3]);                                                          \
-    RNN_GRID_LOOP(i, n) {                                                                       \
+    ulong done = 0;                                                                             \
+    if (((p_off | g_off | m_off | v_off | low_off) & 3) == 0) {                                 \
+        const ulong n4 = n / 4;                                                                 \
+        for (ulong i = get_global_id(0); i < n4; i += get_global_size(0)) {                     \
+            float4 pi = RNN_F4(p)[i];                                                           \
+            float4 gi = RNN_CF4(g)[i];                                                          \
+            if (decoupled) pi *= 1.0f - lr * weight_decay;                                      \
+            else gi += weight_decay * pi;                                                       \
+            const float4 mi = beta1 * RNN_F4(m)[i] + (1.0f - beta1) * gi;                       \
+            const float4 vi = beta2 * RNN_F4(v)[i] + (1.0f - beta2) * gi * gi;                  \
+            RNN_F4(m)[i] = mi;                                                                  \
+            RNN_F4(v)[i] = vi;                                                                  \
+            const float4 next = pi - step_size * mi / (sqrt(vi) / sqrt_c2 + eps);               \
+            RNN_F4(p)[i] = next;                                                                \
+            RNN_H4(low)[i] = rnn_f32_to_half4(next, KIND);                                      \
+        }                                                                                       \
+        done = n4 * 4;                                                                          \
+    }                                                                                           \
+    for (ulong i = done + get_global_id(0); i < n; i += get_global_size(0)) {                   \
         float pi = p[i];                                                                        \
         float gi = g[i];                                                                        \
         if (decoupled) pi *= 1.0f - lr * weight_decay;                                          \

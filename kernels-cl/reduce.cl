@@ -48,6 +48,32 @@ __kernel void log_softmax(__global const float* x_base, ulong x_off, __global fl
 #define RNN_SEG_ROW_LOOP(base, rows) \
     for (ulong base = (ulong)get_group_id(0) * 8; base < (ulong)(rows); base += (ulong)get_num_groups(0) * 8)
 
+// Columns a work-item of softmax_xent keeps in private memory: rows of up to XENT_SLOTS * SEG
+// (128) classes are read from memory once and each exponential computed once; wider rows take
+// three passes. Each work-item visits its columns in the same order and computes the same
+// values either way, so the results do not depend on the path.
+#define XENT_SLOTS 4
+
+// The sums of `a` and `b` over the segment, as two seg_sum calls would add them (the same tree),
+// in one round of barriers. `sh2` is a second array like `sh`.
+inline void seg_sum2(__local float* sh, __local float* sh2, float* a, float* b) {
+    uint lid = get_local_id(0);
+    uint lane = lid % SEG;
+    sh[lid] = *a;
+    sh2[lid] = *b;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = SEG / 2; s > 0; s >>= 1) {
+        if (lane < s) {
+            sh[lid] += sh[lid + s];
+            sh2[lid] += sh2[lid + s];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    *a = sh[lid - lane];
+    *b = sh2[lid - lane];
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 __kernel void softmax_xent(__global const float* x_base, ulong x_off,
                            __global const uint* l_base, ulong l_off, __global float* d_base,
                            ulong d_off, __global float* loss_base, ulong loss_off,
@@ -56,6 +82,7 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
                            __global uint* ticket_base, ulong ticket_off, uint rows, uint cols,
                            float grad_scale, uint with_totals) {
     __local float sh[RED_THREADS];
+    __local float sh2[RED_THREADS];
     __local uint shi[RED_THREADS];
     __local float seg_loss[8];
     __local float seg_corr[8];
@@ -63,6 +90,7 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
     uint lid = get_local_id(0);
     uint lane = lid % SEG;
     uint seg = lid / SEG;
+    const bool cached = cols <= XENT_SLOTS * SEG;
     float my_loss = 0.0f, my_corr = 0.0f;
     RNN_SEG_ROW_LOOP(base, rows) {
         ulong row = base + seg;
@@ -74,29 +102,58 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
             uint l = l_base[l_off + row];
             label = rnn_valid_index(l, cols) ? (int)l : -1;
         }
+        float xv[XENT_SLOTS], ev[XENT_SLOTS];
         float mx = -INFINITY;
         uint arg = 0xffffffffu;
-        if (active)
+        if (active && cached) {
+#pragma unroll
+            for (uint j = 0; j < XENT_SLOTS; j++) {
+                uint c = lane + j * SEG;
+                xv[j] = c < cols ? x[c] : 0.0f;
+            }
+#pragma unroll
+            for (uint j = 0; j < XENT_SLOTS; j++) {
+                uint c = lane + j * SEG;
+                if (c < cols && (xv[j] > mx || arg == 0xffffffffu)) { mx = xv[j]; arg = c; }
+            }
+        } else if (active) {
             for (ulong c = lane; c < cols; c += SEG) {
                 float v = x[c];
                 if (v > mx || arg == 0xffffffffu) { mx = v; arg = (uint)c; }
             }
+        }
         seg_argmax(sh, shi, &mx, &arg);
         // The other classes' share is summed apart: p_label - 1 = -others / s, and a confident
         // row's loss is log1p(others). Both cancel when formed from p_label.
         float s = 0.0f, others = 0.0f;
-        if (active)
+        if (active && cached) {
+#pragma unroll
+            for (uint j = 0; j < XENT_SLOTS; j++) {
+                uint c = lane + j * SEG;
+                ev[j] = c < cols ? exp(xv[j] - mx) : 0.0f;
+                s += ev[j];
+                others += (int)c == label ? 0.0f : ev[j];
+            }
+        } else if (active) {
             for (ulong c = lane; c < cols; c += SEG) {
                 float e = exp(x[c] - mx);
                 s += e;
                 others += (int)c == label ? 0.0f : e;
             }
-        s = seg_sum(sh, s);
-        others = seg_sum(sh, others);
+        }
+        seg_sum2(sh, sh2, &s, &others);
         if (active) {
             float inv = 1.0f / s;
-            for (ulong c = lane; c < cols; c += SEG)
-                d[c] = grad_scale * ((int)c == label ? -others : exp(x[c] - mx)) * inv;
+            if (cached) {
+#pragma unroll
+                for (uint j = 0; j < XENT_SLOTS; j++) {
+                    uint c = lane + j * SEG;
+                    if (c < cols) d[c] = grad_scale * ((int)c == label ? -others : ev[j]) * inv;
+                }
+            } else {
+                for (ulong c = lane; c < cols; c += SEG)
+                    d[c] = grad_scale * ((int)c == label ? -others : exp(x[c] - mx)) * inv;
+            }
             if (lane == 0) {
                 float loss = label < 0           ? NAN
                              : x[label] == mx   ? log1p(others)

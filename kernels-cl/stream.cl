@@ -58,3 +58,18 @@ typedef struct { float4 a, b, c; } rnn_v3;
     case ACT_LEAKY: { const uint K = ACT_LEAKY; BODY; } break;       \
     default: { const uint K = ACT_IDENTITY; BODY; } break;           \
     }
+
+// Four consecutive bf16/f16 values (a ushort4, 8 bytes: aligned where the view offset is a
+// multiple of 4) as f32 and back, for the casts and the mixed optimizer steps.
+#define RNN_H4(p) ((__global ushort4*)(p))
+#define RNN_CH4(p) ((__global const ushort4*)(p))
+
+inline float4 rnn_half4_to_f32(ushort4 h, uint kind) {
+    return (float4)(rnn_half_to_f32(h.x, kind), rnn_half_to_f32(h.y, kind),
+                    rnn_half_to_f32(h.z, kind), rnn_half_to_f32(h.w, kind));
+}
+
+inline ushort4 rnn_f32_to_half4(float4 v, uint kind) {
+    return (ushort4)(rnn_f32_to_half(v.x, kind), rnn_f32_to_half(v.y, kind),
+                     rnn_f32_to_half(v.z, kind), rnn_f32_to_half(v.w, kind));
+}

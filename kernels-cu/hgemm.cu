@@ -219,24 +219,173 @@ __device__ __forceinline__ HgLowOut hg_low_out(ushort* c, const ushort* aux, ush
                              trans_b);                                                          \
     }
 
+#if !defined(RNN_HIP)
+// Packed pairs of T (CUDA only): the tensor-core epilogues (hgemm_tc.cu) and hgemm_epilogue_*
+// round and store a pair of neighbouring results at a time, two T in one 32-bit word (the
+// lower column in the low half).
+
+// Two f32 values rounded to nearest even into a packed pair of T, `lo` in the low half. From
+// sm_80 on with the conversion instruction: the same bits as half_convert.h's rounding for
+// every value but NaN payloads, in one instruction instead of a dozen per value, which is what
+// keeps an epilogue from costing more than the product; before sm_80 half_convert.h's.
+template <uint KIND>
+__device__ __forceinline__ unsigned ht_pack2(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned r;
+    if (KIND == RNN_KIND_BF16) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    } else {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    }
+    return r;
+#else
+    return (unsigned)rnn_f32_to_half(lo, KIND) | ((unsigned)rnn_f32_to_half(hi, KIND) << 16);
+#endif
+}
+
+// The low (`hi` false) or high half of a packed pair of T as f32 (exact).
+template <uint KIND>
+__device__ __forceinline__ float ht_unpack(unsigned pair, bool hi) {
+    const unsigned short h = (unsigned short)(hi ? pair >> 16 : pair & 0xffffu);
+    if (KIND == RNN_KIND_BF16) return __uint_as_float((unsigned)h << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// hg_store_low's arithmetic on the pair of results v0, v1 (columns col, col + 1), over packed
+// words: `aux` the bias pair (dense) or z (act grad), `y_in` y (act grad), `c_in` C (plain
+// with beta != 0); `c` the pair for C (z, dz or C), `y` the activations (dense only).
+template <uint KIND>
+__device__ __forceinline__ void ht_epilogue_pair(const HgLowOut& o, float v0, float v1,
+                                                 unsigned aux, unsigned y_in, unsigned c_in,
+                                                 unsigned& c, unsigned& y) {
+    y = 0u;
+    if (o.epilogue == HG_EPI_DENSE) {
+        c = ht_pack2<KIND>(v0 + ht_unpack<KIND>(aux, false), v1 + ht_unpack<KIND>(aux, true));
+        y = ht_pack2<KIND>(act_forward(ht_unpack<KIND>(c, false), o.act, o.act_param),
+                           act_forward(ht_unpack<KIND>(c, true), o.act, o.act_param));
+    } else if (o.epilogue == HG_EPI_ACT_GRAD) {
+        const float d0 = act_grad(ht_unpack<KIND>(aux, false), ht_unpack<KIND>(y_in, false),
+                                  o.act, o.act_param);
+        const float d1 =
+            act_grad(ht_unpack<KIND>(aux, true), ht_unpack<KIND>(y_in, true), o.act, o.act_param);
+        c = ht_pack2<KIND>(v0 * d0, v1 * d1);
+    } else {
+        float r0 = o.alpha * v0, r1 = o.alpha * v1;
+        if (o.beta != 0.0f) {
+            r0 += o.beta * ht_unpack<KIND>(c_in, false);
+            r1 += o.beta * ht_unpack<KIND>(c_in, true);
+        }
+        c = ht_pack2<KIND>(r0, r1);
+    }
+}
+
+// W packed words of T (2W elements from an element index that is a multiple of 2W): one 4-byte
+// (W = 1) or 8-byte (W = 2) access.
+template <int W>
+struct HtWords {
+    unsigned w[W];
+};
+
+template <int W>
+__device__ __forceinline__ HtWords<W> ht_load_words(const ushort* p, u64 i) {
+    HtWords<W> r;
+    if (W == 2) {
+        const uint2 q = *reinterpret_cast<const uint2*>(p + i);
+        r.w[0] = q.x;
+        r.w[W - 1] = q.y;
+    } else {
+        r.w[0] = *reinterpret_cast<const unsigned*>(p + i);
+    }
+    return r;
+}
+
+template <int W>
+__device__ __forceinline__ void ht_store_words(ushort* p, u64 i, const HtWords<W>& r) {
+    if (W == 2) {
+        *reinterpret_cast<uint2*>(p + i) = make_uint2(r.w[0], r.w[W - 1]);
+    } else {
+        *reinterpret_cast<unsigned*>(p + i) = r.w[0];
+    }
+}
+
+// The epilogues of `hgemm_lo_*` on the 2W results `v` at columns col .. col + 2W - 1 of a row
+// (element index i), all inside the output, every T pointer aligned to 2W elements there (and
+// the bias at col): hg_store_low's arithmetic, a pair at a time, W-word loads and stores.
+template <uint KIND, int W>
+__device__ __forceinline__ void ht_store_low_words(const HgLowOut& o, u64 i, uint col,
+                                                   const float* v) {
+    const bool dense = o.epilogue == HG_EPI_DENSE, grad = o.epilogue == HG_EPI_ACT_GRAD;
+    HtWords<W> aux = {}, y_in = {}, c_in = {}, c, y;
+    if (dense) {
+        aux = ht_load_words<W>(o.aux, col);
+    } else if (grad) {
+        aux = ht_load_words<W>(o.aux, i);
+        y_in = ht_load_words<W>(o.y, i);
+    } else if (o.beta != 0.0f) {
+        c_in = ht_load_words<W>(o.c, i);
+    }
+#pragma unroll
+    for (int q = 0; q < W; ++q) {
+        ht_epilogue_pair<KIND>(o, v[2 * q], v[2 * q + 1], aux.w[q], y_in.w[q], c_in.w[q], c.w[q],
+                               y.w[q]);
+    }
+    if (!dense || o.keep_z) ht_store_words<W>(o.c, i, c);
+    if (dense) ht_store_words<W>(o.y, i, y);
+}
+
+// A pair of results at columns col, col + 1 (both inside the output, every pointer at an even
+// element index).
+template <uint KIND>
+__device__ __forceinline__ void ht_store_low_pair(const HgLowOut& o, u64 i, uint col, float v0,
+                                                  float v1) {
+    const float v[2] = {v0, v1};
+    ht_store_low_words<KIND, 1>(o, i, col, v);
+}
+
 // The `hgemm_lo_*` epilogues over a product the vendor library has summed into f32 (`sum`,
-// rows x cols, geometry E; CUDA only, where cuBLAS takes the product and these kernels round
+// rows x cols, geometry V; CUDA only, where cuBLAS takes the product and these kernels round
 // it): element i is the kernels' result at row i / cols, column i % cols, so z, y and dz get
 // the same single rounding as in the fused kernels. `aux` is the bias (epilogue 1, indexed by
-// column) or z (epilogue 2, indexed by element).
-#if !defined(RNN_HIP)
+// column) or z (epilogue 2, indexed by element). rows * cols fits 32 bits (the host's blocks of
+// rows stay within its scratch), so rows and columns come from 32-bit divisions. Where cols is
+// a multiple of 4, `sum` 16-byte aligned and every T pointer 8-byte aligned, four results move
+// at a time (a float4 of the sum, 8-byte words of T; RNN_VEC_UNROLL in flight per thread);
+// otherwise one.
+template <uint KIND>
+__device__ __forceinline__ void hg_epilogue_stream(const HgLowOut& o, const float* sum,
+                                                   uint rows, uint cols) {
+    const uint n = rows * cols;
+    const u64 low_ptrs = (u64)o.c | (u64)o.aux | (u64)o.y;
+    if (cols % 4u == 0u && rnn_aligned16(sum) && (low_ptrs & 7ull) == 0ull) {
+        const float4* sum4 = reinterpret_cast<const float4*>(sum);
+        struct V { float4 s; };
+#define HG_L(k, e) e.s = sum4[k]
+#define HG_S(k, e)                                                    \
+    {                                                                 \
+        const uint i_ = 4u * (uint)(k);                               \
+        const float r_[4] = {e.s.x, e.s.y, e.s.z, e.s.w};             \
+        ht_store_low_words<KIND, 2>(o, i_, i_ % cols, r_);            \
+    }
+        RNN_VEC_LOOP(n, V, HG_L, HG_S)
+#undef HG_L
+#undef HG_S
+        return;
+    }
+    for (u64 i = rnn_tid(); i < n; i += rnn_threads()) {
+        const uint row = (uint)i / cols;
+        hg_store_low<KIND>(o, row, (uint)i - row * cols, cols, sum[i]);
+    }
+}
+
 #define HG_EPILOGUE_ENTRY(NAME, KIND)                                                           \
     extern "C" __global__ void NAME(const float* sum_base, u64 sum_off, ushort* c_base,         \
                                     u64 c_off, const ushort* aux_base, u64 aux_off,             \
                                     ushort* y_base, u64 y_off, uint rows, uint cols,            \
                                     uint epilogue, uint act, uint keep_z, float alpha,          \
                                     float beta, float act_param) {                              \
-        const float* sum = sum_base + sum_off;                                                  \
-        const HgLowOut o = HG_LOW_OUT;                                                          \
-        RNN_GRID_LOOP(i, (u64)rows * cols) {                                                    \
-            const uint row = (uint)(i / cols), col = (uint)(i % cols);                          \
-            hg_store_low<KIND>(o, row, col, cols, sum[i]);                                      \
-        }                                                                                       \
+        hg_epilogue_stream<KIND>(HG_LOW_OUT, sum_base + sum_off, rows, cols);                   \
     }
 HG_EPILOGUE_ENTRY(hgemm_epilogue_bf16, RNN_KIND_BF16)
 HG_EPILOGUE_ENTRY(hgemm_epilogue_f16, RNN_KIND_F16)

@@ -235,68 +235,6 @@ struct HtSmem {
             });                                                                                 \
     }
 
-// Two f32 values rounded to nearest even into a packed pair of T, `lo` in the low half (the
-// lower column), with sm_80's conversion instruction: the same bits as half_convert.h's
-// rounding for every value but NaN payloads, in one instruction instead of a dozen per value,
-// which is what keeps the epilogue from costing more than the product.
-template <uint KIND>
-__device__ __forceinline__ unsigned ht_pack2(float lo, float hi) {
-    unsigned r;
-    if (KIND == RNN_KIND_BF16) {
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    } else {
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-    }
-    return r;
-}
-
-// The low (`hi` false) or high half of a packed pair of T as f32 (exact).
-template <uint KIND>
-__device__ __forceinline__ float ht_unpack(unsigned pair, bool hi) {
-    const unsigned short h = (unsigned short)(hi ? pair >> 16 : pair & 0xffffu);
-    if (KIND == RNN_KIND_BF16) return __uint_as_float((unsigned)h << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
-    return f;
-}
-
-// The pair of T at columns col, col + 1 of `p` (element index i), as one 32-bit word.
-__device__ __forceinline__ unsigned ht_load2(const ushort* p, u64 i) {
-    return *reinterpret_cast<const unsigned*>(p + i);
-}
-
-// The epilogues of `hgemm_lo_*` on a pair of results at columns col, col + 1 of a row, both
-// inside the output, with every pointer at an even element index (4-byte words): hg_store_low's
-// arithmetic, one load, conversion and store per pair.
-template <uint KIND>
-__device__ __forceinline__ void ht_store_low_pair(const HgLowOut& o, u64 i, uint col, float v0,
-                                                  float v1) {
-    if (o.epilogue == HG_EPI_DENSE) {
-        const unsigned b = ht_load2(o.aux, col);
-        const unsigned z = ht_pack2<KIND>(v0 + ht_unpack<KIND>(b, false),
-                                          v1 + ht_unpack<KIND>(b, true));
-        if (o.keep_z) *reinterpret_cast<unsigned*>(o.c + i) = z;
-        const float y0 = act_forward(ht_unpack<KIND>(z, false), o.act, o.act_param);
-        const float y1 = act_forward(ht_unpack<KIND>(z, true), o.act, o.act_param);
-        *reinterpret_cast<unsigned*>(o.y + i) = ht_pack2<KIND>(y0, y1);
-    } else if (o.epilogue == HG_EPI_ACT_GRAD) {
-        const unsigned z = ht_load2(o.aux, i), y = ht_load2(o.y, i);
-        const float d0 = act_grad(ht_unpack<KIND>(z, false), ht_unpack<KIND>(y, false), o.act,
-                                  o.act_param);
-        const float d1 =
-            act_grad(ht_unpack<KIND>(z, true), ht_unpack<KIND>(y, true), o.act, o.act_param);
-        *reinterpret_cast<unsigned*>(o.c + i) = ht_pack2<KIND>(v0 * d0, v1 * d1);
-    } else {
-        float r0 = o.alpha * v0, r1 = o.alpha * v1;
-        if (o.beta != 0.0f) {
-            const unsigned c = ht_load2(o.c, i);
-            r0 += o.beta * ht_unpack<KIND>(c, false);
-            r1 += o.beta * ht_unpack<KIND>(c, true);
-        }
-        *reinterpret_cast<unsigned*>(o.c + i) = ht_pack2<KIND>(r0, r1);
-    }
-}
-
 // Whether every T pointer of `o` starts at an even element (col and n even then keep each pair
 // in one aligned word).
 __device__ __forceinline__ bool ht_low_words(const HgLowOut& o, uint n) {

@@ -2,24 +2,29 @@
 // converted by kernels-common/half_convert.h. Each op's body is written once and stamped per
 // type by an entry macro (entries `_bf16`, `_f16`), the constant `KIND` folding the choice.
 
-// Casts between f32, bf16 and f16 (geometry E): cast_<from>_<to>.
-#define RNN_CAST_TO_HALF(NAME, KIND) extern "C" __global__ void NAME(const float* x_base, \
-        u64 x_off, ushort* y_base, u64 y_off, uint n) {                                   \
-    const float* x = x_base + x_off;                                                      \
-    ushort* y = y_base + y_off;                                                           \
-    RNN_GRID_LOOP(i, n) y[i] = rnn_f32_to_half(x[i], KIND);                               \
+// Casts between f32, bf16 and f16 (geometry V): cast_<from>_<to>, groups of four moved whole
+// (stream.cuh's rnn_stream1_as: a float4 or an 8-byte uint2) where both views start on one, a
+// scalar loop for the rest; the same conversions on either path.
+#define RNN_CAST_TO_HALF(NAME, KIND) extern "C" __global__ void NAME(const float* x_base,   \
+        u64 x_off, ushort* y_base, u64 y_off, uint n) {                                     \
+    rnn_stream1_as<float4, uint2>(                                                         \
+        x_base + x_off, y_base + y_off, n,                                                  \
+        [](float4 v) { return rnn_f32_to_half4(v, KIND); },                                 \
+        [](float v) { return rnn_f32_to_half(v, KIND); });                                  \
 }
 #define RNN_CAST_FROM_HALF(NAME, KIND) extern "C" __global__ void NAME(const ushort* x_base, \
         u64 x_off, float* y_base, u64 y_off, uint n) {                                       \
-    const ushort* x = x_base + x_off;                                                        \
-    float* y = y_base + y_off;                                                               \
-    RNN_GRID_LOOP(i, n) y[i] = rnn_half_to_f32(x[i], KIND);                                  \
+    rnn_stream1_as<uint2, float4>(                                                          \
+        x_base + x_off, y_base + y_off, n,                                                   \
+        [](uint2 h) { return rnn_half4_to_f32(h, KIND); },                                   \
+        [](ushort h) { return rnn_half_to_f32(h, KIND); });                                  \
 }
 #define RNN_CAST_HALF(NAME, FROM, TO) extern "C" __global__ void NAME(const ushort* x_base,    \
         u64 x_off, ushort* y_base, u64 y_off, uint n) {                                      \
-    const ushort* x = x_base + x_off;                                                        \
-    ushort* y = y_base + y_off;                                                              \
-    RNN_GRID_LOOP(i, n) y[i] = rnn_f32_to_half(rnn_half_to_f32(x[i], FROM), TO);             \
+    rnn_stream1_as<uint2, uint2>(                                                           \
+        x_base + x_off, y_base + y_off, n,                                                   \
+        [](uint2 h) { return rnn_f32_to_half4(rnn_half4_to_f32(h, FROM), TO); },             \
+        [](ushort h) { return rnn_f32_to_half(rnn_half_to_f32(h, FROM), TO); });             \
 }
 RNN_CAST_TO_HALF(cast_f32_bf16, RNN_KIND_BF16)
 RNN_CAST_TO_HALF(cast_f32_f16, RNN_KIND_F16)

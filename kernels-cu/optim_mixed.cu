@@ -39,9 +39,9 @@ extern "C" __global__ void update_scale(float* scaler_base, u64 scaler_off,
     }
 }
 
-// sgd_step and adam_step (geometry E + L) that do nothing where found_inf[0] is set (every block
-// returns before touching the state or the ticket, so the step count stays) and store each new
-// parameter, rounded, in the low copy too.
+// sgd_step (geometry E + L) and adam_step (V + L) that do nothing where found_inf[0] is set
+// (every block returns before touching the state or the ticket, so the step count stays) and
+// store each new parameter, rounded, in the low copy too.
 #define RNN_SGD_MIXED(NAME, KIND) extern "C" __global__ void NAME(float* p_base, u64 p_off,      \
         const float* g_base, u64 g_off, float* vel_base, u64 vel_off, float* state_base,       \
         u64 state_off, uint* ticket_base, u64 ticket_off, ushort* low_base, u64 low_off,       \
@@ -72,6 +72,8 @@ extern "C" __global__ void update_scale(float* scaler_base, u64 scaler_off,
 RNN_SGD_MIXED(sgd_step_bf16, RNN_KIND_BF16)
 RNN_SGD_MIXED(sgd_step_f16, RNN_KIND_F16)
 
+// The Adam step streams as adam_step does (optim.cu's rnn_adam_stream, geometry V + L), each
+// group of four new parameters also stored rounded as one 8-byte word of the low copy.
 #define RNN_ADAM_MIXED(NAME, KIND) extern "C" __global__ void NAME(float* p_base, u64 p_off,     \
         const float* g_base, u64 g_off, float* m_base, u64 m_off, float* v_base, u64 v_off,    \
         float* state_base, u64 state_off, uint* ticket_base, u64 ticket_off, ushort* low_base,  \
@@ -87,14 +89,7 @@ RNN_SGD_MIXED(sgd_step_f16, RNN_KIND_F16)
     const RnnOptimStep st = rnn_optim_begin(state, beta1, beta2);                               \
     const RnnAdam a = {st.lr,        st.lr / st.bias_c1, sqrtf(st.bias_c2), beta1, beta2, eps, \
                        weight_decay, decoupled != 0};                                           \
-    RNN_GRID_LOOP(i, n) {                                                                       \
-        float pi = p[i], mi = m[i], vi = v[i];                                                  \
-        rnn_adam1(pi, g[i], mi, vi, a);                                                         \
-        p[i] = pi;                                                                              \
-        m[i] = mi;                                                                              \
-        v[i] = vi;                                                                              \
-        low[i] = rnn_f32_to_half(pi, KIND);                                                     \
-    }                                                                                           \
+    rnn_adam_stream<true>(p, g, m, v, low, n, a, KIND);                                         \
     rnn_optim_end(state, ticket_base + ticket_off, st);                                         \
 }
 RNN_ADAM_MIXED(adam_step_bf16, RNN_KIND_BF16)

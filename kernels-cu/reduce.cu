@@ -67,6 +67,87 @@ __device__ __forceinline__ void rnn_add_totals(float a, float b, bool two, float
     }
 }
 
+// Columns a lane of softmax_xent keeps in registers: rows of up to XENT_SLOTS warps' width of
+// classes (128 on CUDA) are read from memory once and each exponential computed once; wider
+// rows take three passes over the row (L1 hits after the first).
+#define XENT_SLOTS 4
+
+// One row of softmax_xent on one warp (see the kernel): its gradient stored, its loss and
+// correctness returned in lane 0's `loss`/`correct`. CACHED (cols <= XENT_SLOTS * WARP_SIZE):
+// lane l's columns l, l + WARP_SIZE, ... held in registers. Either way each lane visits its
+// columns in the same order and computes the same values, so the results do not depend on it.
+template <bool CACHED>
+__device__ __forceinline__ void xent_row(const float* x, float* dx, uint cols, uint l,
+                                         float grad_scale, uint lane, float& loss,
+                                         float& correct) {
+    const bool valid = rnn_valid_index(l, cols);
+    const int label = valid ? (int)l : -1;
+    float xv[XENT_SLOTS], ev[XENT_SLOTS];
+    float mx = -RNN_INF;
+    int arg = 0x7fffffff;
+    if (CACHED) {
+#pragma unroll
+        for (uint j = 0; j < XENT_SLOTS; ++j) {
+            const uint c = lane + j * WARP_SIZE;
+            xv[j] = c < cols ? x[c] : 0.0f;
+        }
+#pragma unroll
+        for (uint j = 0; j < XENT_SLOTS; ++j) {
+            const uint c = lane + j * WARP_SIZE;
+            if (c < cols && (xv[j] > mx || (xv[j] == mx && (int)c < arg))) {
+                mx = xv[j];
+                arg = (int)c;
+            }
+        }
+    } else {
+        for (u64 c = lane; c < cols; c += WARP_SIZE) {
+            const float v = x[c];
+            if (v > mx || (v == mx && (int)c < arg)) {
+                mx = v;
+                arg = (int)c;
+            }
+        }
+    }
+    warp_reduce_argmax(mx, arg);
+    // The other classes' share is summed apart: p_label - 1 = -others / s, and a confident
+    // row's loss is log1p(others). Both cancel when formed from p_label.
+    float s = 0.0f, others = 0.0f;
+    if (CACHED) {
+#pragma unroll
+        for (uint j = 0; j < XENT_SLOTS; ++j) {
+            const uint c = lane + j * WARP_SIZE;
+            ev[j] = c < cols ? expf(xv[j] - mx) : 0.0f;
+            s += ev[j];
+            others += ((int)c == label) ? 0.0f : ev[j];
+        }
+    } else {
+        for (u64 c = lane; c < cols; c += WARP_SIZE) {
+            const float e = expf(x[c] - mx);
+            s += e;
+            others += ((int)c == label) ? 0.0f : e;
+        }
+    }
+    s = warp_reduce_sum(s);
+    others = warp_reduce_sum(others);
+    const float inv = 1.0f / s;
+    if (CACHED) {
+#pragma unroll
+        for (uint j = 0; j < XENT_SLOTS; ++j) {
+            const uint c = lane + j * WARP_SIZE;
+            if (c < cols) dx[c] = grad_scale * (((int)c == label) ? -others : ev[j]) * inv;
+        }
+    } else {
+        for (u64 c = lane; c < cols; c += WARP_SIZE)
+            dx[c] = grad_scale * (((int)c == label) ? -others : expf(x[c] - mx)) * inv;
+    }
+    if (lane == 0) {
+        loss = !valid            ? RNN_NAN
+               : x[label] == mx ? log1pf(others)
+                                : (mx + logf(s)) - x[label];
+        correct = (valid && arg == label) ? 1.0f : 0.0f;
+    }
+}
+
 // Loss, correctness and gradient in one pass, one warp per row (geometry W: rows are mostly
 // narrow, 10 or 96 classes, so a block per row would leave most threads idle). dlogits never
 // overlaps logits (the host rejects that). With `with_totals`, the summed loss and correct
@@ -88,41 +169,18 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
     const uint lane = threadIdx.x % WARP_SIZE;
     const uint wid = threadIdx.x / WARP_SIZE;
     const uint warps = blockDim.x / WARP_SIZE;
+    const bool cached = cols <= XENT_SLOTS * WARP_SIZE;
     float my_loss = 0.0f, my_correct = 0.0f;
     for (u64 row = (u64)blockIdx.x * warps + wid; row < rows; row += (u64)gridDim.x * warps) {
         const float* x = logits_base + logits_off + row * cols;
         float* dx = dlogits_base + dlogits_off + row * cols;
-        const uint l = labels[row];
-        const bool valid = rnn_valid_index(l, cols);
-        const int label = valid ? (int)l : -1;
-        float mx = -RNN_INF;
-        int arg = 0x7fffffff;
-        for (u64 c = lane; c < cols; c += WARP_SIZE) {
-            const float v = x[c];
-            if (v > mx || (v == mx && (int)c < arg)) {
-                mx = v;
-                arg = (int)c;
-            }
+        float loss = 0.0f, correct = 0.0f;
+        if (cached) {
+            xent_row<true>(x, dx, cols, labels[row], grad_scale, lane, loss, correct);
+        } else {
+            xent_row<false>(x, dx, cols, labels[row], grad_scale, lane, loss, correct);
         }
-        warp_reduce_argmax(mx, arg);
-        // The other classes' share is summed apart: p_label - 1 = -others / s, and a confident
-        // row's loss is log1p(others). Both cancel when formed from p_label.
-        float s = 0.0f, others = 0.0f;
-        for (u64 c = lane; c < cols; c += WARP_SIZE) {
-            const float e = expf(x[c] - mx);
-            s += e;
-            others += ((int)c == label) ? 0.0f : e;
-        }
-        s = warp_reduce_sum(s);
-        others = warp_reduce_sum(others);
-        const float inv = 1.0f / s;
-        for (u64 c = lane; c < cols; c += WARP_SIZE)
-            dx[c] = grad_scale * (((int)c == label) ? -others : expf(x[c] - mx)) * inv;
         if (lane == 0) {
-            const float loss = !valid            ? RNN_NAN
-                               : x[label] == mx ? log1pf(others)
-                                                : (mx + logf(s)) - x[label];
-            const float correct = (valid && arg == label) ? 1.0f : 0.0f;
             row_loss[row] = loss;
             row_correct[row] = correct;
             my_loss += loss;

@@ -46,15 +46,16 @@ __device__ __forceinline__ float4 rnn_map4(float4 a, float4 b, F f) {
         }                                                                                \
     }
 
-// y[i] = f(x[i]); y may be x. `f4` applies f to a float4 (one call a float4 where f is out of
-// line: the activations below).
-template <typename F4, typename F>
-__device__ __forceinline__ void rnn_stream1_4(const float* x, float* y, u64 n, F4 f4, F f) {
+// y[i] = f(x[i]) over elements of types X and Y, moved in groups of four as X4 and Y4 (float4,
+// or uint2 for four bf16/f16) where x and y both start on a group; `f4` converts a group, `f`
+// one element (the tail, or everything when misaligned). y may be x.
+template <typename X4, typename Y4, typename X, typename Y, typename F4, typename F>
+__device__ __forceinline__ void rnn_stream1_as(const X* x, Y* y, u64 n, F4 f4, F f) {
     u64 done = 0;
-    if (rnn_aligned16(x) && rnn_aligned16(y)) {
-        const float4* x4 = (const float4*)x;
-        float4* y4 = (float4*)y;
-        struct V { float4 a; };
+    if ((u64)x % sizeof(X4) == 0 && (u64)y % sizeof(Y4) == 0) {
+        const X4* x4 = (const X4*)x;
+        Y4* y4 = (Y4*)y;
+        struct V { X4 a; };
 #define RNN_L(k, v) v.a = x4[k]
 #define RNN_S(k, v) y4[k] = f4(v.a)
         RNN_VEC_LOOP(n, V, RNN_L, RNN_S)
@@ -63,6 +64,13 @@ __device__ __forceinline__ void rnn_stream1_4(const float* x, float* y, u64 n, F
         done = n / 4 * 4;
     }
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = f(x[i]);
+}
+
+// y[i] = f(x[i]) over f32; y may be x. `f4` applies f to a float4 (one call a float4 where f is
+// out of line: the activations below).
+template <typename F4, typename F>
+__device__ __forceinline__ void rnn_stream1_4(const float* x, float* y, u64 n, F4 f4, F f) {
+    rnn_stream1_as<float4, float4>(x, y, n, f4, f);
 }
 
 template <typename F>
@@ -117,4 +125,18 @@ __device__ __noinline__ float rnn_act_grad1(float z, float y, uint act, float p)
 
 __device__ __noinline__ float4 rnn_act_grad4(float4 z, float4 y, uint act, float p) {
     return rnn_map4(z, y, [=](float zi, float yi) { return act_grad(zi, yi, act, p); });
+}
+
+// Four consecutive bf16/f16 values as one 8-byte uint2 (little-endian: element 4k + j in the
+// low half of word j / 2 for even j), the groups the casts and the mixed optimizer steps move.
+__device__ __forceinline__ float4 rnn_half4_to_f32(uint2 h, uint kind) {
+    return make_float4(rnn_half_to_f32((ushort)(h.x & 0xffffu), kind),
+                       rnn_half_to_f32((ushort)(h.x >> 16), kind),
+                       rnn_half_to_f32((ushort)(h.y & 0xffffu), kind),
+                       rnn_half_to_f32((ushort)(h.y >> 16), kind));
+}
+
+__device__ __forceinline__ uint2 rnn_f32_to_half4(float4 v, uint kind) {
+    return make_uint2((uint)rnn_f32_to_half(v.x, kind) | ((uint)rnn_f32_to_half(v.y, kind) << 16),
+                      (uint)rnn_f32_to_half(v.z, kind) | ((uint)rnn_f32_to_half(v.w, kind) << 16));
 }

@@ -365,7 +365,8 @@ impl<D: Device> GpuOps<D> {
                     .u32(rows as u32)
                     .u32(n as u32);
                 let args = out.codes_and_scalars(args, g);
-                self.run(entry, launch::elementwise(rows * n), args)?;
+                // rows * n <= GEMM_PARTS: the kernel's 32-bit index math holds.
+                self.run(entry, self.streaming(rows * n), args)?;
                 row0 += rows;
             }
             Ok(true)

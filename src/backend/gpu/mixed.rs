@@ -71,6 +71,6 @@ impl<D: Device> GpuOps<D> {
             .buf_as(&src, src.dtype())?
             .buf_as(&dst, dst.dtype())?
             .u32(n);
-        self.run(entry, launch::elementwise(src.len()), args)
+        self.run(entry, self.streaming(n as usize), args)
     }
 }

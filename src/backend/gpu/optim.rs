@@ -133,7 +133,7 @@ impl<D: Device> OptimOps for GpuOps<D> {
                 .f32(s.beta2)
                 .f32(s.eps)
                 .f32(s.weight_decay);
-            self.run(entry, launch::elementwise(n as usize), args)
+            self.run(entry, self.streaming(n as usize), args)
         })
     }
 }

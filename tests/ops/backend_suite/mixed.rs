@@ -113,6 +113,8 @@ pub fn conversions(t: Target) {
             }
         }
 
+        cast_offsets(ops, &ctx.id().to_string());
+
         let sample = f32_sample();
         let m = sample.len();
         let src = ops.alloc(m + 3).unwrap();
@@ -134,6 +136,85 @@ pub fn conversions(t: Target) {
                     ctx.id(),
                     x.to_bits()
                 );
+            }
+        }
+    }
+}
+
+/// (source offset, destination offset, length) of [`cast_offsets`]: both views on a group of
+/// four (the GPU casts' vector loop) with tails of 0 to 3, one or both off it (their scalar
+/// loop), and views shorter than a group.
+const CAST_PATHS: [(usize, usize, usize); 9] = [
+    (0, 0, 4103),
+    (0, 0, 4098),
+    (4, 8, 33),
+    (8, 4, 4096),
+    (1, 0, 1001),
+    (0, 2, 77),
+    (3, 1, 6),
+    (2, 2, 517),
+    (0, 0, 3),
+];
+
+/// `cast` between every pair of float types over the views of [`CAST_PATHS`], each element
+/// against the `half` crate, the elements around the destination view poisoned and kept.
+fn cast_offsets(ops: &dyn Ops, id: &str) {
+    let xs = values(4200, 7, -70_000.0, 70_000.0);
+    let types = [DType::F32, DType::Bf16, DType::F16];
+    // The source's elements as stored (rounded into a 16-bit type), and the buffer holding them.
+    let source = |dtype: DType, x: &[f32]| {
+        let b = ops.alloc_as(dtype, x.len()).unwrap();
+        if dtype == DType::F32 {
+            ops.upload(b.view(), x).unwrap();
+            return (b, x.to_vec());
+        }
+        let bits: Vec<u16> = x.iter().map(|&v| round_bits(dtype, v)).collect();
+        ops.upload_bytes(b.view(), &bytes_of(&bits)).unwrap();
+        (b, bits.iter().map(|&h| to_f32(dtype, h)).collect())
+    };
+    // Stored bits of one element (f32 or 16-bit), and the poison of each type.
+    let stored = |dtype: DType, x: f32| match dtype {
+        DType::F32 => x.to_bits(),
+        _ => round_bits(dtype, x) as u32,
+    };
+    for from in types {
+        for to in types.into_iter().filter(|&t| t != from) {
+            for (so, dof, n) in CAST_PATHS {
+                let (src, stored_src) = source(from, &xs[..so + n + 1]);
+                let len = dof + n + 2;
+                let dst = ops.alloc_as(to, len).unwrap();
+                let poison = if to == DType::F32 {
+                    ops.fill(dst.view(), f32::from_bits(0x7fc0_beef)).unwrap();
+                    0x7fc0_beef
+                } else {
+                    ops.upload_bytes(dst.view(), &bytes_of(&vec![POISON16; len]))
+                        .unwrap();
+                    POISON16 as u32
+                };
+                ops.cast(src.slice(so, n).unwrap(), dst.slice(dof, n).unwrap())
+                    .unwrap();
+                let got: Vec<u32> = if to == DType::F32 {
+                    download(ops, dst.view())
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect()
+                } else {
+                    download_bits(ops, dst.view())
+                        .iter()
+                        .map(|&h| h as u32)
+                        .collect()
+                };
+                for (i, &g) in got.iter().enumerate() {
+                    let want = if (dof..dof + n).contains(&i) {
+                        stored(to, stored_src[so + i - dof])
+                    } else {
+                        poison
+                    };
+                    assert_eq!(
+                        g, want,
+                        "{id}: cast {from} -> {to}, views at {so} and {dof} of {n}: element {i}"
+                    );
+                }
             }
         }
     }
@@ -208,6 +289,11 @@ fn values(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
             lo + (hi - lo) * (s >> 8) as f32 / (1u32 << 24) as f32
         })
         .collect()
+}
+
+/// `n` elements of `b` from `off`.
+fn part(b: &rnn::Buffer, off: usize, n: usize) -> rnn::View<'_> {
+    b.slice(off, n).unwrap()
 }
 
 fn download(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<f32> {
@@ -297,21 +383,28 @@ fn grads_of(ops: &dyn Ops, dtype: DType) -> rnn::Buffer {
 pub fn mixed_optimizers(t: Target) {
     for ctx in contexts(t, "mixed_optimizers") {
         let ops = ctx.ops();
-        for (n, dtype) in [
-            (1usize, DType::Bf16),
-            (1001, DType::F16),
-            (70_001, DType::Bf16),
+        // (n, type, offset of the f32 views, offset of the low copy): the GPU Adam step moves
+        // groups of four where every view starts on one (tails of 1 and 2 here), and runs its
+        // scalar loop where any does not (f32 views at 1, or only the low copy at 2).
+        for (n, dtype, off, low_off) in [
+            (1usize, DType::Bf16, 0usize, 0usize),
+            (1001, DType::F16, 0, 0),
+            (70_001, DType::Bf16, 0, 0),
+            (1003, DType::Bf16, 1, 0),
+            (1002, DType::F16, 0, 2),
+            (518, DType::Bf16, 4, 4),
         ] {
             let p = values(n, 1, -1.0, 1.0);
             let g = values(n, 2, -1.0, 1.0);
             let m0 = values(n, 3, -0.1, 0.1);
             let v0 = values(n, 4, 0.0, 0.01);
             let state0 = [0.05f32, 4.0, -1.0, -1.0];
-            let make = |x: &[f32]| {
-                let b = ops.alloc(x.len()).unwrap();
-                ops.upload(b.view(), x).unwrap();
+            let make_at = |x: &[f32], at: usize| {
+                let b = ops.alloc(at + x.len()).unwrap();
+                ops.upload(b.slice(at, x.len()).unwrap(), x).unwrap();
                 b
             };
+            let make = |x: &[f32]| make_at(x, 0);
             let sgd = SgdStep {
                 momentum: 0.9,
                 weight_decay: 0.01,
@@ -328,43 +421,62 @@ pub fn mixed_optimizers(t: Target) {
                 for use_adam in [false, true] {
                     let (pr, gr, mr, vr, sr) =
                         (make(&p), make(&g), make(&m0), make(&v0), make(&state0));
-                    let (pm, gm, mm, vm, sm) =
-                        (make(&p), make(&g), make(&m0), make(&v0), make(&state0));
-                    let low = ops.alloc_as(dtype, n).unwrap();
-                    ops.upload_bytes(low.view(), &bytes_of(&vec![POISON16; n]))
+                    let (pm, gm, mm, vm, sm) = (
+                        make_at(&p, off),
+                        make_at(&g, off),
+                        make_at(&m0, off),
+                        make_at(&v0, off),
+                        make(&state0),
+                    );
+                    let low_len = low_off + n + 1;
+                    let low = ops.alloc_as(dtype, low_len).unwrap();
+                    ops.upload_bytes(low.view(), &bytes_of(&vec![POISON16; low_len]))
                         .unwrap();
                     let flag = make(&[if skip { 1.0 } else { 0.0 }]);
-                    let mp = MixedUpdate::new(low.view(), flag.view());
-                    let mixed = OptimBuffers::new(pm.view(), gm.view(), sm.view());
+                    let mp = MixedUpdate::new(low.slice(low_off, n).unwrap(), flag.view());
+                    let mixed = OptimBuffers::new(part(&pm, off, n), part(&gm, off, n), sm.view());
                     if use_adam {
                         if !skip {
                             let plain = OptimBuffers::new(pr.view(), gr.view(), sr.view());
                             ops.adam_step(plain, mr.view(), vr.view(), adam).unwrap();
                         }
-                        ops.adam_step_mixed(mixed, mm.view(), vm.view(), adam, mp)
+                        ops.adam_step_mixed(mixed, part(&mm, off, n), part(&vm, off, n), adam, mp)
                             .unwrap();
                     } else {
                         if !skip {
                             let plain = OptimBuffers::new(pr.view(), gr.view(), sr.view());
                             ops.sgd_step(plain, mr.view(), sgd).unwrap();
                         }
-                        ops.sgd_step_mixed(mixed, mm.view(), sgd, mp).unwrap();
+                        ops.sgd_step_mixed(mixed, part(&mm, off, n), sgd, mp)
+                            .unwrap();
                     }
                     let what = format!("{}: n {n} {dtype} adam {use_adam} skip {skip}", ctx.id());
                     // The mixed steps are scalar loops, the f32 Adam one vectorized: equal up to
                     // contraction of a multiply-add.
-                    for (a, b) in [(&pm, &pr), (&mm, &mr), (&vm, &vr), (&sm, &sr)] {
-                        let (a, b) = (download(ops, a.view()), download(ops, b.view()));
+                    for (a, b) in [(&pm, &pr), (&mm, &mr), (&vm, &vr)] {
+                        let (a, b) = (download(ops, part(a, off, n)), download(ops, b.view()));
                         let err = crate::support::rel_err(&a, &b);
                         assert!(err < 1e-6, "{what}: relative error {err}");
                     }
+                    let (a, b) = (download(ops, sm.view()), download(ops, sr.view()));
+                    assert!(crate::support::rel_err(&a, &b) < 1e-6, "{what}: state");
                     let bits = download_bits(ops, low.view());
+                    let guards = bits[..low_off].iter().chain(&bits[low_off + n..]);
+                    assert!(
+                        guards.copied().all(|b| b == POISON16),
+                        "{what}: a write outside the low view"
+                    );
+                    let bits = &bits[low_off..low_off + n];
                     if skip {
                         assert!(bits.iter().all(|&b| b == POISON16), "{what}");
                         assert_eq!(download(ops, sm.view()), state0, "{what}");
                         continue;
                     }
-                    for (i, (&b, &x)) in bits.iter().zip(&download(ops, pm.view())).enumerate() {
+                    for (i, (&b, &x)) in bits
+                        .iter()
+                        .zip(&download(ops, part(&pm, off, n)))
+                        .enumerate()
+                    {
                         assert_eq!(b, round_bits(dtype, x), "{what}: low[{i}] of {x}");
                     }
                 }
