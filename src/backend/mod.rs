@@ -405,6 +405,11 @@ pub trait Device: Send + Sync + 'static {
         None
     }
 
+    /// Whether [`Device::vendor_gemm`] runs products (the vendor library is loaded and enabled).
+    fn has_vendor_gemm(&self) -> bool {
+        false
+    }
+
     /// A vendor-library product of bf16/f16 operands summed in f32 (cuBLAS's `cublasGemmEx`):
     /// `operands` are A, B and C as `(pointer, element offset)`, `types` the operands' type and
     /// C's (f32 or the operands' type, rounded once). `None` where the device has no such

@@ -80,6 +80,15 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         // GEMM module has the warpgroup kernel, which the choice depends on: choose again once
         // it is built (every GEMM entry of that dialect is in the one module).
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
+        // A first-use tile family beside cuBLAS builds in the background meanwhile (modules.rs).
+        if self.device.has_vendor_gemm()
+            && self
+                .op_set
+                .builds_in_background(kernel.entry, || self.recording.lock().is_some())?
+            && let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc)
+        {
+            return done;
+        }
         if let Some(tier0) = self.tier0_for(kernel.entry)? {
             // The vendor library, where there is one, outruns the stand-in on any product.
             if let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc) {
