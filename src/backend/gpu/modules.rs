@@ -9,7 +9,7 @@
 //! ([`super::tier0`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
@@ -96,8 +96,11 @@ struct Slot<M> {
     prefetch: Prefetch,
     /// Whether its binary was in the disk cache when first asked (asked once).
     on_disk: OnceLock<bool>,
-    /// A stand-in (tier 0, or the vendor library) was launched in its place.
+    /// A stand-in was launched in its place (tier 0), or carried it while it builds
+    /// ([`OpSet::carried`]): step graphs wait for it.
     stood_in: AtomicBool,
+    /// Flops of the launches carried for this first-use module.
+    carried_work: AtomicU64,
     /// A background build of this first-use module was started.
     background: AtomicBool,
 }
@@ -166,6 +169,7 @@ impl<D: Device> OpSet<D> {
                 covered: tier0.is_some() && tier0::COVERED.contains(&m.name),
                 on_disk: OnceLock::new(),
                 stood_in: AtomicBool::new(false),
+                carried_work: AtomicU64::new(0),
                 background: AtomicBool::new(false),
             })
             .collect();
@@ -231,14 +235,13 @@ impl<D: Device> OpSet<D> {
 
     /// The tier-0 module when a launch of `entry` is to use its stand-in (`sgemm_tier0`) now,
     /// `None` when it launches `entry` itself ([`OpSet::module_for`]). With `RNN_KERNEL_TIER0`
-    /// on (not `force`), on a prefetching context, while `entry`'s family is one tier 0 covers,
-    /// is not built yet, no graph is `recording`, and its binary was not in the disk cache (one
-    /// look per family; a warm start loads the family as ever): a family the prefetch builds
-    /// while the start is cold, or a first-use family, whose build this starts in the
-    /// background (after tier 0's: NVIDIA's OpenCL compiler builds one program at a time). A
-    /// stand-in that fails to build leaves the launch to its family.
+    /// on (not `force`): while `entry`'s family is one tier 0 covers and the prefetch builds
+    /// (first-use families are carried otherwise: [`OpSet::carried`]), is not built yet, a
+    /// prefetch is building it, no graph is `recording`, and its binary was not in the disk
+    /// cache (one look per family; a warm start loads the family as ever). A stand-in that fails
+    /// to build leaves the launch to its family.
     pub(super) fn tier0_for(
-        self: &Arc<Self>,
+        &self,
         entry: &str,
         recording: impl FnOnce() -> bool,
     ) -> Result<Option<Arc<D::Module>>> {
@@ -256,63 +259,65 @@ impl<D: Device> OpSet<D> {
         let Some(t0) = self.tier0 else {
             return Ok(None);
         };
-        if !self.prefetching.load(Ordering::Relaxed) {
+        if !self.prefetching.load(Ordering::Relaxed) || !self.maybe_cold.load(Ordering::Relaxed) {
             return Ok(None);
         }
         let index = self.index_of(entry)?;
         let slot = &self.slots[index];
-        let first_use = slot.prefetch == Prefetch::FirstUse;
         if !slot.covered
-            || (!first_use && !self.maybe_cold.load(Ordering::Relaxed))
+            || slot.prefetch == Prefetch::FirstUse
             || slot.loaded.get().is_some()
             || recording()
             || self.cached(index)
         {
             return Ok(None);
         }
-        let module = match self.ensure(t0) {
-            Ok(module) => module,
+        match self.ensure(t0) {
+            Ok(module) => {
+                slot.stood_in.store(true, Ordering::Relaxed);
+                Ok(Some(module))
+            }
             Err(e) => {
                 log::debug!(
                     "{}: no tier-0 stand-in for {entry} ({e}); waiting for {}",
                     self.device.info().id,
                     slot.name
                 );
-                return Ok(None);
+                Ok(None)
             }
-        };
-        if first_use && !self.build_in_background(index) {
-            return Ok(None);
         }
-        slot.stood_in.store(true, Ordering::Relaxed);
-        Ok(Some(module))
     }
 
-    /// Whether a launch of `entry` may run the vendor library's product in its place now: on a
-    /// prefetching context, while `entry`'s family is a first-use one (`gemm_tc` beside
-    /// cuBLAS: [`prefetch::family_prefetch`]) not built yet, not in the disk cache, and no graph
-    /// is `recording`. Starts the family's build in the background; graphs wait for it
-    /// ([`OpSet::kernels_final`]). The caller runs the vendor product (or, without one, waits
-    /// for the family as any first use does).
-    pub(super) fn builds_in_background(
+    /// Whether a launch of `entry` is to take a route that can carry it (the vendor library, or
+    /// a portable kernel) because `entry`'s family is a first-use one
+    /// ([`prefetch::family_prefetch`]) that is neither built nor in the disk cache, and no graph
+    /// is `recording` (a recording waits for the family). Adds `work` (the launch's flops) to
+    /// what the family's carriers did; once that reaches `build_after`, starts building the
+    /// family in the background, and from then on step graphs wait for it
+    /// ([`OpSet::kernels_final`]). The first launch after the build runs the family's kernel.
+    pub(super) fn carried(
         self: &Arc<Self>,
         entry: &str,
+        work: u64,
+        build_after: u64,
         recording: impl FnOnce() -> bool,
     ) -> Result<bool> {
-        if !self.prefetching.load(Ordering::Relaxed) {
-            return Ok(false);
-        }
         let index = self.index_of(entry)?;
         let slot = &self.slots[index];
         if slot.prefetch != Prefetch::FirstUse
             || slot.loaded.get().is_some()
             || recording()
             || self.cached(index)
-            || !self.build_in_background(index)
         {
             return Ok(false);
         }
-        slot.stood_in.store(true, Ordering::Relaxed);
+        let carried = slot
+            .carried_work
+            .fetch_add(work, Ordering::Relaxed)
+            .saturating_add(work);
+        if carried >= build_after && self.build_in_background(index) {
+            slot.stood_in.store(true, Ordering::Relaxed);
+        }
         Ok(true)
     }
 
@@ -700,36 +705,61 @@ mod tests {
         assert_eq!(answer, Ok((true, 0)), "the look waited for the build");
     }
 
-    #[test]
-    fn a_first_use_module_a_stand_in_carries_builds_in_the_background() {
+    /// A set whose one module is a first-use family not in the disk cache.
+    fn first_use_set() -> Arc<OpSet<RecordingDevice>> {
         let mut set = recording_set();
         set.slots[0].prefetch = Prefetch::FirstUse;
         // Not in the disk cache, whatever other tests stored there.
         set.slots[0].on_disk.set(false).unwrap();
-        let set = Arc::new(set);
-        // Only a prefetching context builds in the background.
-        assert!(!set.builds_in_background("fill", || false).unwrap());
-        set.prefetching.store(true, Ordering::Relaxed);
+        Arc::new(set)
+    }
+
+    #[test]
+    fn a_carried_first_use_module_builds_in_the_background_once_its_work_pays() {
+        let set = first_use_set();
         // Never while recording: the graph waits for the module instead.
-        assert!(!set.builds_in_background("fill", || true).unwrap());
+        assert!(!set.carried("fill", 10, 100, || true).unwrap());
+        // Carried, below the work that pays for a build: nothing builds, graphs may record.
+        assert!(set.carried("fill", 60, 100, || false).unwrap());
+        assert!(set.prefetchers.lock().is_empty());
         assert!(set.kernels_final());
-        assert!(set.builds_in_background("fill", || false).unwrap());
-        assert!(set.builds_in_background("adam_step", || false).unwrap());
+        // The work reaches it: one build starts, in the background; later launches are still
+        // carried until it is done.
+        assert!(set.carried("adam_step", 40, 100, || false).unwrap());
+        assert!(set.carried("fill", 40, 100, || false).unwrap());
+        assert_eq!(set.prefetchers.lock().len(), 1);
         // The stop joins the build, which leaves the module built and the kernels final.
         set.stop();
         assert_eq!(set.builds(), 1);
         assert_eq!(set.built(), ["op_set"]);
         assert!(set.kernels_final());
-        assert!(!set.builds_in_background("fill", || false).unwrap());
+        assert!(!set.carried("fill", 1, 0, || false).unwrap());
         assert_eq!(Arc::strong_count(&set), 1);
     }
 
     #[test]
-    fn an_early_module_is_never_built_in_the_background_for_a_stand_in() {
+    fn a_first_use_module_carried_from_the_start_keeps_graphs_waiting_until_built() {
+        let set = first_use_set();
+        // Hold the build back, as a compiler at work would.
+        let building = set.slots[0].building.lock();
+        assert!(set.carried("fill", 1, 0, || false).unwrap());
+        assert!(!set.kernels_final(), "a graph would keep the carrier");
+        drop(building);
+        set.stop();
+        assert!(set.kernels_final());
+        // A stopped set starts no build; its launches stay carried.
+        let set = first_use_set();
+        set.stop();
+        assert!(set.carried("fill", 1, 0, || false).unwrap());
+        assert!(set.prefetchers.lock().is_empty());
+        assert!(set.kernels_final());
+    }
+
+    #[test]
+    fn an_early_module_is_never_carried() {
         let set = Arc::new(recording_set());
-        set.prefetching.store(true, Ordering::Relaxed);
         assert_eq!(set.slots[0].prefetch, Prefetch::Early);
-        assert!(!set.builds_in_background("fill", || false).unwrap());
+        assert!(!set.carried("fill", 1, 0, || false).unwrap());
         assert!(set.prefetchers.lock().is_empty());
     }
 

@@ -5,8 +5,9 @@
 //! and the context's drop waits for a build in progress (a thread left inside a compiler at
 //! process exit may crash). So each family is prefetched early, late, or not at all, by what
 //! launches its kernels ([`family_prefetch`]); a family left to its first use is built then, as
-//! without a prefetch (or, where a stand-in carries its launches, in the background from then
-//! on: `OpSet::tier0_for`, `OpSet::builds_in_background`).
+//! without a prefetch, or, where another route can carry its launches (cuBLAS, or NVIDIA
+//! OpenCL's portable GEMMs), in the background once they have carried enough work
+//! (`OpSet::carried`).
 
 use crate::backend_kind::BackendKind;
 
@@ -44,6 +45,13 @@ pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: b
         _ => Prefetch::Early,
     }
 }
+
+/// Work (flops) the portable kernels carry for a first-use family before it is built in the
+/// background: NVIDIA OpenCL's tensor-core GEMMs took 24-27 s to build (H100, driver 580.159),
+/// during which its compiler builds nothing else, and a context's drop waits for the build. 2^40
+/// flops, about 67 training steps of W1 at batch 4096 (784-512-512-10): a run that does less
+/// (the example's evaluation products, about 5 GFLOP in all) never builds them.
+pub(super) const PORTABLE_WORK: u64 = 1 << 40;
 
 /// One module as a plan sees it.
 #[derive(Debug, Clone, Copy)]
