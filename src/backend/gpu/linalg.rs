@@ -83,7 +83,9 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         // While a first-use tile family is not built, cuBLAS or a portable kernel carries its
         // products (`OpSet::carried`, gpu/prefetch.rs).
-        let work = 2 * g.m as u64 * g.n as u64 * g.k as u64;
+        let work = (2 * g.m as u64)
+            .saturating_mul(g.n as u64)
+            .saturating_mul(g.k as u64);
         let recording = || self.recording.lock().is_some();
         if self.device.has_vendor_gemm()
             && self.op_set.carried(kernel.entry, work, 0, recording)?

@@ -361,14 +361,15 @@ impl<D: Device> OpSet<D> {
         }
     }
 
-    /// False while a family that a tier-0 stand-in ran for is still being built: a graph
-    /// recorded now would keep the stand-in (or wait for the family), so step graphs wait.
+    /// False while a family that a tier-0 stand-in ran for, or whose carried launches started
+    /// its build ([`OpSet::carried`]), is still being built: a graph recorded now would keep
+    /// the stand-in (or wait for the family), so step graphs wait. In any tier mode: cuBLAS
+    /// carries `sgemm_wg128`'s products with tier 0 off.
     pub(super) fn kernels_final(&self) -> bool {
-        self.tier_mode != TierMode::Auto
-            || !self
-                .slots
-                .iter()
-                .any(|s| s.stood_in.load(Ordering::Relaxed) && s.loaded.get().is_none())
+        !self
+            .slots
+            .iter()
+            .any(|s| s.stood_in.load(Ordering::Relaxed) && s.loaded.get().is_none())
     }
 
     /// Whether module `index`'s binary is in the disk cache (looked up once).
@@ -711,6 +712,8 @@ mod tests {
         set.slots[0].prefetch = Prefetch::FirstUse;
         // Not in the disk cache, whatever other tests stored there.
         set.slots[0].on_disk.set(false).unwrap();
+        // As CUDA's default: the carried launches count with tier 0 off too.
+        set.tier_mode = TierMode::Off;
         Arc::new(set)
     }
 

@@ -216,6 +216,14 @@ mod tests {
         }
     }
 
+    /// An H100's limits through NVIDIA's OpenCL, tensor-core kernels in the op set.
+    fn h100_with_tensor_cores() -> Limits {
+        Limits {
+            tensor_cores: true,
+            ..limits(1024, 48 << 10, 132)
+        }
+    }
+
     fn pick(l: Limits, m: usize, n: usize, k: usize) -> &'static str {
         SgemmChoice::new(l, None)
             .unwrap()
@@ -264,10 +272,7 @@ mod tests {
 
     #[test]
     fn tensor_cores_take_every_launch_unless_a_tile_is_forced() {
-        let h100 = Limits {
-            tensor_cores: true,
-            ..limits(1024, 48 << 10, 132)
-        };
+        let h100 = h100_with_tensor_cores();
         assert_eq!(pick(h100, 4096, 4096, 4096), "sgemm_tc128");
         // 264 tiles of 128 fill 132 compute units twice; 263 do not.
         assert_eq!(pick(h100, 128 * 12, 128 * 22, 256), "sgemm_tc128");
@@ -296,10 +301,7 @@ mod tests {
 
     #[test]
     fn the_portable_kernels_carry_exactly_the_tensor_core_products() {
-        let h100 = Limits {
-            tensor_cores: true,
-            ..limits(1024, 48 << 10, 132)
-        };
+        let h100 = h100_with_tensor_cores();
         let choice = SgemmChoice::new(h100, None).unwrap();
         let carrier = |m, n, k| choice.portable_for_tensor_cores(m, n, k).map(|k| k.entry);
         // The example's evaluation products at batch 400, W1's, a large square one: the SIMT
@@ -327,10 +329,7 @@ mod tests {
 
     #[test]
     fn the_warpgroup_kernel_takes_the_tensor_core_products_where_the_op_set_has_it() {
-        let h100 = Limits {
-            tensor_cores: true,
-            ..limits(1024, 48 << 10, 132)
-        };
+        let h100 = h100_with_tensor_cores();
         let choice = SgemmChoice::new(h100, None).unwrap();
         let wg = super::super::sm90a::SGEMM_WG64;
         // W1's products, and a large square one.
