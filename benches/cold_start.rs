@@ -3,9 +3,10 @@
 //! example. Every figure is taken in a fresh child process (nothing is warm in-process): cold
 //! with a new, empty `RNN_CACHE_DIR`, warm with the same directory again; each with the op-set
 //! modules built on first use (`lazy`, `RNN_KERNEL_PREFETCH=0`), prefetched in the background
-//! at context creation (`prefetch`, `RNN_KERNEL_PREFETCH=1`, the GEMMs on the tier-0 stand-ins
-//! until their families are built), and prefetched without tier 0 (`prefetch-no-tier0`,
-//! `RNN_KERNEL_TIER0=off` as well: the families in table order on every thread).
+//! at context creation (`prefetch`, `RNN_KERNEL_PREFETCH=1`: the families a run is likely to
+//! launch, by need, the GEMMs on the tier-0 stand-ins until their families are built; see
+//! src/backend/gpu/prefetch.rs), and prefetched without tier 0 (`prefetch-no-tier0`,
+//! `RNN_KERNEL_TIER0=off` as well: the same families in table order on every thread).
 //!
 //! ```text
 //! cargo bench --bench cold_start -- [--device ID]... [--modes lazy,prefetch] [--no-example]

@@ -24,27 +24,6 @@
 #define SG_LD4 33
 #define SG_STAGE4 (SG_BK * SG_LD4)
 
-// Four consecutive elements along the contiguous dimension of a row-major operand, zero-filled
-// outside (row_lim, col_lim). `col` is a multiple of 4, so with `vec` (16-byte aligned address
-// and ld % 4 == 0) the float4 access is aligned. No index here wraps: tiles start below their
-// limit at multiples of 8 (k) or 128 (m, n), so start + 7 (or + 127) still fits a uint.
-inline float4 sg_load4(__global const float* base, uint row, uint row_lim, uint col,
-                       uint col_lim, uint ld, bool vec) {
-    float4 v = (float4)(0.0f);
-    if (row < row_lim) {
-        __global const float* p = base + (ulong)row * ld + col;
-        if (vec && col + 3 < col_lim) {
-            v = *(__global const float4*)p;
-        } else {
-            if (col < col_lim) v.x = p[0];
-            if (col + 1 < col_lim) v.y = p[1];
-            if (col + 2 < col_lim) v.z = p[2];
-            if (col + 3 < col_lim) v.w = p[3];
-        }
-    }
-    return v;
-}
-
 // Work-item t's four values of op(A)'s k-tile at kb (128 x 8 values in all), zero at k_lim and
 // beyond. `ta` is uniform
 // across the work-group, so the branch costs nothing next to the 512 FMAs of a k-step.

@@ -347,6 +347,19 @@ for what in "${@:-all}"; do
       [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; }
       bash $run exec cold_start --device cuda:0 ${ocl:+--device "$ocl"} 2>&1 | tee "$OUT/cold-start.log"
       [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! cold_start failed"; status=1; }
+      # Which modules a cold prefetching run builds, when, and what the example waits for: the
+      # example once per device with empty caches and RUST_LOG=rnn=debug (module, epoch, end lines).
+      for dev in cuda:0 $ocl; do
+        step "cold start: module timeline on $dev"
+        cache=$(mktemp -d); driver_cache=$(mktemp -d); t0=$(date +%s.%N)
+        env RNN_CACHE_DIR="$cache" CUDA_CACHE_PATH="$driver_cache" RUST_LOG=rnn=debug \
+          bash $run exec real_gpu_neural_network --device "$dev" --no-progress \
+          > "$OUT/cold-modules-${dev//:/_}.log" 2>&1 || { echo "!!! example on $dev failed"; status=1; }
+        awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "whole process: %.2f s\n", b - a }' \
+          | tee -a "$OUT/cold-modules-${dev//:/_}.log"
+        grep -E "op-set module|epoch 1/|seconds=|^\(" "$OUT/cold-modules-${dev//:/_}.log" | cut -c1-160
+        rm -rf "$cache" "$driver_cache"
+      done
       shim=$PWD/.gpu-bundle/hipshim
       step "cold start: hip:0 through the shim (tests/hip-shim)"
       if [ -f "$shim/rocm6/libamdhip64.so" ]; then

@@ -266,6 +266,13 @@ pub trait Device: Send + Sync + 'static {
     /// summed over `k`.
     fn sgemm_kernel(&self, m: usize, n: usize, k: usize) -> SgemmKernel;
 
+    /// A portable GEMM kernel that may carry an `m x n x k` product while the module of the
+    /// kernel [`Device::sgemm_kernel`] names is not built (NVIDIA OpenCL's SIMT kernels for its
+    /// tensor-core products); `None` where there is none.
+    fn portable_sgemm_kernel(&self, _m: usize, _n: usize, _k: usize) -> Option<SgemmKernel> {
+        None
+    }
+
     /// Whether the op set has the bf16/f16 tensor-core GEMM kernels (`hgemm_tc*` and
     /// `hgemm_lo_tc*`: the CUDA sources built for sm_80+); else the portable `hgemm_*` kernels
     /// take every bf16/f16 product.
@@ -403,6 +410,11 @@ pub trait Device: Send + Sync + 'static {
         _c: (DevicePtr, usize),
     ) -> Option<Result<()>> {
         None
+    }
+
+    /// Whether [`Device::vendor_gemm`] runs products (the vendor library is loaded and enabled).
+    fn has_vendor_gemm(&self) -> bool {
+        false
     }
 
     /// A vendor-library product of bf16/f16 operands summed in f32 (cuBLAS's `cublasGemmEx`):

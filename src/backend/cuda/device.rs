@@ -479,6 +479,10 @@ impl Device for CudaDevice {
         Some(self.bind().and_then(|()| blas.gemm_ex(g, operands, types)))
     }
 
+    fn has_vendor_gemm(&self) -> bool {
+        self.blas.is_some()
+    }
+
     fn has_vendor_half_gemm(&self) -> bool {
         self.blas.is_some()
     }

@@ -2,6 +2,7 @@
 //! split-k with its partial-sum pass; on a cold start, the tier-0 stand-in (`tier0.rs`).
 
 use super::launch::{self, Args, device_ptr};
+use super::prefetch::PORTABLE_WORK;
 use super::scratch::{GEMM_PARTS, STRIP_TICKETS};
 use super::{GpuOps, gemm_thin};
 use crate::backend::Device;
@@ -80,6 +81,30 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         // GEMM module has the warpgroup kernel, which the choice depends on: choose again once
         // it is built (every GEMM entry of that dialect is in the one module).
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
+        // While a first-use tile family is not built, cuBLAS or a portable kernel carries its
+        // products (`OpSet::carried`, gpu/prefetch.rs).
+        let work = (2 * g.m as u64)
+            .saturating_mul(g.n as u64)
+            .saturating_mul(g.k as u64);
+        let recording = || self.recording.lock().is_some();
+        if self.device.has_vendor_gemm()
+            && self.op_set.carried(kernel.entry, work, 0, recording)?
+            && let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc)
+        {
+            return done;
+        }
+        let portable = self.device.portable_sgemm_kernel(g.m, g.n, g.k);
+        let carried = match portable {
+            Some(p)
+                if self
+                    .op_set
+                    .carried(kernel.entry, work, PORTABLE_WORK, recording)? =>
+            {
+                kernel = p;
+                true
+            }
+            _ => false,
+        };
         if let Some(tier0) = self.tier0_for(kernel.entry)? {
             // The vendor library, where there is one, outruns the stand-in on any product.
             if let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc) {
@@ -89,7 +114,7 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         }
         let mut module = self.module_for(kernel.entry)?;
         let settled = self.device.sgemm_kernel(g.m, g.n, g.k);
-        if settled != kernel {
+        if !carried && settled != kernel {
             kernel = settled;
             module = self.module_for(kernel.entry)?;
         }

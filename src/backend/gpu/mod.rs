@@ -24,6 +24,7 @@ mod norm;
 mod optim;
 mod persistent;
 mod pool;
+mod prefetch;
 mod random;
 mod reduce;
 mod rnn_seq;

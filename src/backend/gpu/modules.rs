@@ -2,21 +2,22 @@
 //! ([`crate::backend::Device::op_set_modules`]): a launch compiles (or loads from the disk cache)
 //! only the module holding its entry, on first use; each module has its own lock, so concurrent
 //! first uses of one module compile it once and different modules compile at the same time.
-//! `warm_up` compiles every module on a few threads; a context may also prefetch them all in
-//! the background as it is created ([`PREFETCH`]); dropping the context stops the prefetch and
-//! waits for the modules it is compiling. On a cold start the f32 GEMMs launch the `tier0`
-//! family's stand-ins until their own families are built ([`super::tier0`]).
+//! `warm_up` compiles every module on a few threads; a context may also prefetch them in the
+//! background as it is created ([`PREFETCH`]; which ones, in what order: [`super::prefetch`]);
+//! dropping the context stops the prefetch and waits for the modules it is compiling. On a cold
+//! start the f32 GEMMs launch the `tier0` family's stand-ins until their own families are built
+//! ([`super::tier0`]).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use parking_lot::Mutex;
 
+use super::prefetch::{self, PlanSlot, Prefetch, PrefetchPlan};
 use super::tier0::{self, TierMode};
 use crate::backend::Device;
-use crate::backend_kind::BackendKind;
 use crate::cache::{CacheKey, KernelCache};
 use crate::device::DeviceKind;
 use crate::env_switch::Switch;
@@ -34,11 +35,6 @@ pub(crate) const PREFETCH: Switch = Switch {
     yes_no: true,
 };
 
-/// Families a background prefetch leaves to their first use: the bf16/f16 kernels, which only
-/// mixed-precision work launches (a run in f32 never needs them, and they would lengthen every
-/// cold start).
-const FIRST_USE_ONLY: [&str; 2] = ["hgemm", "mixed"];
-
 /// Whether a new context on a device of `kind` prefetches its modules (see [`PREFETCH`]).
 pub(super) fn prefetch_wanted(kind: DeviceKind) -> Result<bool> {
     match std::env::var_os(PREFETCH.name) {
@@ -46,11 +42,6 @@ pub(super) fn prefetch_wanted(kind: DeviceKind) -> Result<bool> {
         Some(v) => PREFETCH.parse(Some(&v)),
     }
 }
-
-/// Prefetch threads on a cold start of an OpenCL device: NVIDIA's compiler builds one program
-/// at a time however many threads ask, so more threads only let the families the first steps
-/// need queue behind the slow ones (the GEMMs, which tier 0 stands in for).
-const OPENCL_COLD_PREFETCH_THREADS: usize = 2;
 
 /// `f` of the disk-cache key of `source` built with `options` for `device`.
 fn with_key<D: Device, R>(
@@ -95,20 +86,23 @@ pub(super) fn build<D: Device>(
 struct Slot<M> {
     name: &'static str,
     source: String,
+    /// The module, once built: read without waiting for a build in progress.
+    loaded: OnceLock<Arc<M>>,
     /// Held while the module is built, so that it is built once.
-    loaded: Mutex<Option<Arc<M>>>,
+    building: Mutex<()>,
     /// A family tier 0 stands in for ([`tier0::COVERED`]).
     covered: bool,
+    /// When a background prefetch builds it.
+    prefetch: Prefetch,
     /// Whether its binary was in the disk cache when first asked (asked once).
     on_disk: OnceLock<bool>,
-    /// A tier-0 stand-in was launched in its place.
+    /// A stand-in was launched in its place (tier 0), or carried it while it builds
+    /// ([`OpSet::carried`]): step graphs wait for it.
     stood_in: AtomicBool,
-}
-
-/// The modules a prefetch builds, in order, on how many threads.
-struct PrefetchPlan {
-    order: Vec<usize>,
-    threads: usize,
+    /// Flops of the launches carried for this first-use module.
+    carried_work: AtomicU64,
+    /// A background build of this first-use module was started.
+    background: AtomicBool,
 }
 
 /// The op set of one device as modules, built on first use.
@@ -132,7 +126,8 @@ pub(super) struct OpSet<D: Device> {
     maybe_cold: AtomicBool,
     /// Set when the context is dropped: a prefetch starts no further module.
     stop: AtomicBool,
-    /// The background prefetch threads, joined when the context is dropped.
+    /// The background prefetch threads (and those building a first-use module a stand-in
+    /// carries), joined when the context is dropped.
     prefetchers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Modules built so far (compiled, or loaded from the disk cache), for tests.
     builds: AtomicUsize,
@@ -161,15 +156,21 @@ impl<D: Device> OpSet<D> {
             }
         }
         let tier0 = modules.iter().position(|m| m.name == TIER0);
+        let backend = device.info().backend;
+        let vendor_gemm = device.has_vendor_gemm();
         let slots = modules
             .into_iter()
             .map(|m| Slot {
                 name: m.name,
+                prefetch: prefetch::family_prefetch(m.name, backend, vendor_gemm),
                 source: m.source,
-                loaded: Mutex::new(None),
+                loaded: OnceLock::new(),
+                building: Mutex::new(()),
                 covered: tier0.is_some() && tier0::COVERED.contains(&m.name),
                 on_disk: OnceLock::new(),
                 stood_in: AtomicBool::new(false),
+                carried_work: AtomicU64::new(0),
+                background: AtomicBool::new(false),
             })
             .collect();
         Ok(OpSet {
@@ -219,7 +220,7 @@ impl<D: Device> OpSet<D> {
 
     /// Module `index`, as [`OpSet::module_for`] gets it.
     fn module_at(&self, index: usize, recording: impl FnOnce() -> bool) -> Result<Arc<D::Module>> {
-        if let Some(m) = self.slots[index].loaded.lock().as_ref() {
+        if let Some(m) = self.slots[index].loaded.get() {
             return Ok(m.clone());
         }
         if recording() {
@@ -234,10 +235,11 @@ impl<D: Device> OpSet<D> {
 
     /// The tier-0 module when a launch of `entry` is to use its stand-in (`sgemm_tier0`) now,
     /// `None` when it launches `entry` itself ([`OpSet::module_for`]). With `RNN_KERNEL_TIER0`
-    /// on (not `force`): while `entry`'s family is one tier 0 covers, is not built yet, a prefetch
-    /// is building it, no graph is `recording`, and its binary was not in the disk cache (one
-    /// look per family; a warm start loads the family as ever). A stand-in that fails to
-    /// build leaves the launch to its family.
+    /// on (not `force`): while `entry`'s family is one tier 0 covers and the prefetch builds
+    /// (first-use families are carried otherwise: [`OpSet::carried`]), is not built yet, a
+    /// prefetch is building it, no graph is `recording`, and its binary was not in the disk
+    /// cache (one look per family; a warm start loads the family as ever). A stand-in that fails
+    /// to build leaves the launch to its family.
     pub(super) fn tier0_for(
         &self,
         entry: &str,
@@ -262,7 +264,12 @@ impl<D: Device> OpSet<D> {
         }
         let index = self.index_of(entry)?;
         let slot = &self.slots[index];
-        if !slot.covered || slot.loaded.lock().is_some() || recording() || self.cached(index) {
+        if !slot.covered
+            || slot.prefetch == Prefetch::FirstUse
+            || slot.loaded.get().is_some()
+            || recording()
+            || self.cached(index)
+        {
             return Ok(None);
         }
         match self.ensure(t0) {
@@ -281,14 +288,88 @@ impl<D: Device> OpSet<D> {
         }
     }
 
-    /// False while a family that a tier-0 stand-in ran for is still being built: a graph
-    /// recorded now would keep the stand-in (or wait for the family), so step graphs wait.
+    /// Whether a launch of `entry` is to take a route that can carry it (the vendor library, or
+    /// a portable kernel) because `entry`'s family is a first-use one
+    /// ([`prefetch::family_prefetch`]) that is neither built nor in the disk cache, and no graph
+    /// is `recording` (a recording waits for the family). Adds `work` (the launch's flops) to
+    /// what the family's carriers did; once that reaches `build_after`, starts building the
+    /// family in the background, and from then on step graphs wait for it
+    /// ([`OpSet::kernels_final`]). The first launch after the build runs the family's kernel.
+    pub(super) fn carried(
+        self: &Arc<Self>,
+        entry: &str,
+        work: u64,
+        build_after: u64,
+        recording: impl FnOnce() -> bool,
+    ) -> Result<bool> {
+        let index = self.index_of(entry)?;
+        let slot = &self.slots[index];
+        if slot.prefetch != Prefetch::FirstUse
+            || slot.loaded.get().is_some()
+            || recording()
+            || self.cached(index)
+        {
+            return Ok(false);
+        }
+        let carried = slot
+            .carried_work
+            .fetch_add(work, Ordering::Relaxed)
+            .saturating_add(work);
+        if carried >= build_after && self.build_in_background(index) {
+            slot.stood_in.store(true, Ordering::Relaxed);
+        }
+        Ok(true)
+    }
+
+    /// Starts building module `index` on a thread of its own, once (later calls report whether
+    /// the first started it); false when none could be started or the context is going.
+    fn build_in_background(self: &Arc<Self>, index: usize) -> bool {
+        let slot = &self.slots[index];
+        // Under the threads' lock: `stop` sets its flag before taking them, so a thread
+        // started here is one it joins.
+        let mut threads = self.prefetchers.lock();
+        if self.stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        if slot.background.swap(true, Ordering::Relaxed) {
+            return true;
+        }
+        let set = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("rnn-kernel-build".into())
+            .spawn(move || {
+                if let Err(e) = set.ensure(index) {
+                    log::debug!(
+                        "{}: building op-set module {} in the background failed (its next \
+                         use reports it): {e}",
+                        set.device.info().id,
+                        set.slots[index].name
+                    );
+                }
+            });
+        match spawned {
+            Ok(handle) => {
+                threads.push(handle);
+                true
+            }
+            Err(e) => {
+                // The launch waits for the module instead; a later one may try again.
+                slot.background.store(false, Ordering::Relaxed);
+                log::debug!("no background kernel build thread: {e}");
+                false
+            }
+        }
+    }
+
+    /// False while a family that a tier-0 stand-in ran for, or whose carried launches started
+    /// its build ([`OpSet::carried`]), is still being built: a graph recorded now would keep
+    /// the stand-in (or wait for the family), so step graphs wait. In any tier mode: cuBLAS
+    /// carries `sgemm_wg128`'s products with tier 0 off.
     pub(super) fn kernels_final(&self) -> bool {
-        self.tier_mode != TierMode::Auto
-            || !self
-                .slots
-                .iter()
-                .any(|s| s.stood_in.load(Ordering::Relaxed) && s.loaded.lock().is_none())
+        !self
+            .slots
+            .iter()
+            .any(|s| s.stood_in.load(Ordering::Relaxed) && s.loaded.get().is_none())
     }
 
     /// Whether module `index`'s binary is in the disk cache (looked up once).
@@ -301,46 +382,47 @@ impl<D: Device> OpSet<D> {
         })
     }
 
-    /// What a prefetch builds, in what order. Warm (every family tier 0 covers is in the disk
-    /// cache, or no tier 0): every module but tier 0 and the first-use-only ones, in table
-    /// order, on `threads`. Cold: tier 0 first, the families it covers last (the stand-ins
-    /// carry the first steps), on fewer threads for OpenCL.
+    /// What a prefetch builds, in what order, on how many threads ([`prefetch::plan`]): cold
+    /// when tier 0 is forced, or on with a family it covers that the prefetch builds missing
+    /// from the disk cache (first-use families do not count: a run that never launches them
+    /// would find every later start cold).
     fn prefetch_plan(&self, threads: usize) -> PrefetchPlan {
-        let wanted =
-            |i: &usize| Some(*i) != self.tier0 && !FIRST_USE_ONLY.contains(&self.slots[*i].name);
-        let all = 0..self.slots.len();
         let cold = match (self.tier0, self.tier_mode) {
             (Some(_), TierMode::Force) => true,
-            (Some(_), TierMode::Auto) => all
-                .clone()
-                .any(|i| self.slots[i].covered && !self.cached(i)),
+            (Some(_), TierMode::Auto) => (0..self.slots.len()).any(|i| {
+                let slot = &self.slots[i];
+                slot.covered && slot.prefetch != Prefetch::FirstUse && !self.cached(i)
+            }),
             _ => false,
         };
         if !cold {
             self.maybe_cold.store(false, Ordering::Relaxed);
         }
-        let (Some(t0), true) = (self.tier0, cold) else {
-            return PrefetchPlan {
-                order: all.filter(wanted).collect(),
-                threads,
-            };
-        };
-        let mut order = vec![t0];
-        order.extend(all.clone().filter(|i| wanted(i) && !self.slots[*i].covered));
-        order.extend(all.filter(|i| wanted(i) && self.slots[*i].covered));
-        let threads = if self.device.info().backend == BackendKind::OpenCl {
-            threads.min(OPENCL_COLD_PREFETCH_THREADS)
-        } else {
-            threads
-        };
-        PrefetchPlan { order, threads }
+        let slots: Vec<PlanSlot> = self
+            .slots
+            .iter()
+            .map(|s| PlanSlot {
+                prefetch: s.prefetch,
+                covered: s.covered,
+            })
+            .collect();
+        prefetch::plan(
+            &slots,
+            self.tier0,
+            cold,
+            self.device.info().backend,
+            threads,
+        )
     }
 
     /// Module `index`, built (or loaded) now if it is not yet.
     fn ensure(&self, index: usize) -> Result<Arc<D::Module>> {
         let slot = &self.slots[index];
-        let mut loaded = slot.loaded.lock();
-        if let Some(m) = loaded.as_ref() {
+        if let Some(m) = slot.loaded.get() {
+            return Ok(m.clone());
+        }
+        let _building = slot.building.lock();
+        if let Some(m) = slot.loaded.get() {
             return Ok(m.clone());
         }
         let started = Instant::now();
@@ -358,7 +440,8 @@ impl<D: Device> OpSet<D> {
             started.elapsed().as_secs_f64()
         );
         let module = Arc::new(module);
-        *loaded = Some(module.clone());
+        // Only this thread sets it, under `building`.
+        let _ = slot.loaded.set(module.clone());
         Ok(module)
     }
 
@@ -464,7 +547,7 @@ impl<D: Device> OpSet<D> {
     pub(super) fn built(&self) -> Vec<&'static str> {
         self.slots
             .iter()
-            .filter(|s| s.loaded.lock().is_some())
+            .filter(|s| s.loaded.get().is_some())
             .map(|s| s.name)
             .collect()
     }
@@ -604,6 +687,83 @@ mod tests {
             1,
             "a prefetch thread still holds the set"
         );
+    }
+
+    #[test]
+    fn a_build_in_progress_holds_up_no_look_at_what_is_built() {
+        let set = Arc::new(recording_set());
+        // A build in progress (a prefetch thread inside the compiler) holds this lock.
+        let building = set.slots[0].building.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let looker = set.clone();
+        let handle = std::thread::spawn(move || {
+            tx.send((looker.kernels_final(), looker.built().len()))
+                .unwrap()
+        });
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(20));
+        drop(building);
+        handle.join().unwrap();
+        assert_eq!(answer, Ok((true, 0)), "the look waited for the build");
+    }
+
+    /// A set whose one module is a first-use family not in the disk cache.
+    fn first_use_set() -> Arc<OpSet<RecordingDevice>> {
+        let mut set = recording_set();
+        set.slots[0].prefetch = Prefetch::FirstUse;
+        // Not in the disk cache, whatever other tests stored there.
+        set.slots[0].on_disk.set(false).unwrap();
+        // As CUDA's default: the carried launches count with tier 0 off too.
+        set.tier_mode = TierMode::Off;
+        Arc::new(set)
+    }
+
+    #[test]
+    fn a_carried_first_use_module_builds_in_the_background_once_its_work_pays() {
+        let set = first_use_set();
+        // Never while recording: the graph waits for the module instead.
+        assert!(!set.carried("fill", 10, 100, || true).unwrap());
+        // Carried, below the work that pays for a build: nothing builds, graphs may record.
+        assert!(set.carried("fill", 60, 100, || false).unwrap());
+        assert!(set.prefetchers.lock().is_empty());
+        assert!(set.kernels_final());
+        // The work reaches it: one build starts, in the background; later launches are still
+        // carried until it is done.
+        assert!(set.carried("adam_step", 40, 100, || false).unwrap());
+        assert!(set.carried("fill", 40, 100, || false).unwrap());
+        assert_eq!(set.prefetchers.lock().len(), 1);
+        // The stop joins the build, which leaves the module built and the kernels final.
+        set.stop();
+        assert_eq!(set.builds(), 1);
+        assert_eq!(set.built(), ["op_set"]);
+        assert!(set.kernels_final());
+        assert!(!set.carried("fill", 1, 0, || false).unwrap());
+        assert_eq!(Arc::strong_count(&set), 1);
+    }
+
+    #[test]
+    fn a_first_use_module_carried_from_the_start_keeps_graphs_waiting_until_built() {
+        let set = first_use_set();
+        // Hold the build back, as a compiler at work would.
+        let building = set.slots[0].building.lock();
+        assert!(set.carried("fill", 1, 0, || false).unwrap());
+        assert!(!set.kernels_final(), "a graph would keep the carrier");
+        drop(building);
+        set.stop();
+        assert!(set.kernels_final());
+        // A stopped set starts no build; its launches stay carried.
+        let set = first_use_set();
+        set.stop();
+        assert!(set.carried("fill", 1, 0, || false).unwrap());
+        assert!(set.prefetchers.lock().is_empty());
+        assert!(set.kernels_final());
+    }
+
+    #[test]
+    fn an_early_module_is_never_carried() {
+        let set = Arc::new(recording_set());
+        assert_eq!(set.slots[0].prefetch, Prefetch::Early);
+        assert!(!set.carried("fill", 1, 0, || false).unwrap());
+        assert!(set.prefetchers.lock().is_empty());
     }
 
     #[test]

@@ -379,6 +379,10 @@ impl Device for ClDevice {
             .kernel(m, n, k, self.warpgroup.load(Ordering::Relaxed))
     }
 
+    fn portable_sgemm_kernel(&self, m: usize, n: usize, k: usize) -> Option<SgemmKernel> {
+        self.sgemm.portable_for_tensor_cores(m, n, k)
+    }
+
     fn half_tensor_cores(&self) -> bool {
         self.tensor_cores
     }

@@ -24,9 +24,16 @@ const HEADERS: [(&str, &str); 4] = [
     ),
 ];
 
+/// The operand load of the f32 GEMM families: the first file of `gemm` and `gemm_tc`
+/// (include-guarded, so the whole op set has it once).
+const GEMM_COMMON: (&str, &str) = (
+    "kernels-cl/gemm_common.cl",
+    include_str!("../../../kernels-cl/gemm_common.cl"),
+);
+
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 14] = [
+pub(crate) const FAMILIES: [OpFamily; 15] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -65,16 +72,32 @@ pub(crate) const FAMILIES: [OpFamily; 14] = [
         ],
         entries: &[family_entries::OPTIM],
     },
-    // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses gemm.cl's loads;
-    // gemm_wg.cl (only with RNN_CL_NV_WGMMA defined, src/backend/opencl/sm90a.rs) uses gemm_tc.cl's
-    // helpers. The sm_90a build (sm90a.rs) is this module's.
+    // The portable (SIMT) tile kernels, which every device's products take outside the
+    // tensor-core shapes (sgemm.rs): apart from the tensor-core kernels, whose module took
+    // NVIDIA's OpenCL compiler 24-27 s to build (H100, driver 580.159) against about a second.
     OpFamily {
         name: "gemm",
         files: &[
+            GEMM_COMMON,
             (
                 "kernels-cl/gemm.cl",
                 include_str!("../../../kernels-cl/gemm.cl"),
             ),
+        ],
+        entries: &[&[
+            "sgemm",
+            "sgemm_split",
+            "sgemm_tile64_split",
+            "sgemm_split_sum",
+        ]],
+    },
+    // gemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) and gemm_wg.cl
+    // (only with RNN_CL_NV_WGMMA defined, src/backend/opencl/sm90a.rs), which uses gemm_tc.cl's
+    // helpers. The sm_90a build (sm90a.rs) is this module's. Elsewhere the module holds no kernel.
+    OpFamily {
+        name: "gemm_tc",
+        files: &[
+            GEMM_COMMON,
             (
                 "kernels-cl/gemm_tc.cl",
                 include_str!("../../../kernels-cl/gemm_tc.cl"),
@@ -84,15 +107,7 @@ pub(crate) const FAMILIES: [OpFamily; 14] = [
                 include_str!("../../../kernels-cl/gemm_wg.cl"),
             ),
         ],
-        entries: &[&[
-            "sgemm",
-            "sgemm_split",
-            "sgemm_tile64_split",
-            "sgemm_split_sum",
-            "sgemm_tc128",
-            "sgemm_tc64",
-            "sgemm_wg64",
-        ]],
+        entries: &[&["sgemm_tc128", "sgemm_tc64", "sgemm_wg64"]],
     },
     OpFamily {
         name: "gemm_thin",

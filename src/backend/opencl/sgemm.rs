@@ -167,6 +167,25 @@ impl SgemmChoice {
                 ..kernel
             };
         }
+        self.portable(m, n, k)
+    }
+
+    /// The SIMT kernel (kernels-cl/gemm.cl) for an `m x n` output summed over `k` where the rule
+    /// sends it to the tensor-core kernels ([`SgemmChoice::kernel`]); `None` where it does not
+    /// (or a tile is forced). It carries those products while their module is not built
+    /// (`OpSet::carried`): NVIDIA's compiler took 24-27 s for it.
+    pub(crate) fn portable_for_tensor_cores(
+        &self,
+        m: usize,
+        n: usize,
+        k: usize,
+    ) -> Option<SgemmKernel> {
+        (self.forced.is_none() && self.tensor_cores && takes_tensor_cores(m, n, k))
+            .then(|| self.portable(m, n, k))
+    }
+
+    /// The SIMT kernel for an `m x n` output summed over `k`.
+    fn portable(&self, m: usize, n: usize, k: usize) -> SgemmKernel {
         if !self.large_fits {
             return SMALL;
         }
@@ -194,6 +213,14 @@ mod tests {
             local_mem,
             compute_units,
             tensor_cores: false,
+        }
+    }
+
+    /// An H100's limits through NVIDIA's OpenCL, tensor-core kernels in the op set.
+    fn h100_with_tensor_cores() -> Limits {
+        Limits {
+            tensor_cores: true,
+            ..limits(1024, 48 << 10, 132)
         }
     }
 
@@ -245,10 +272,7 @@ mod tests {
 
     #[test]
     fn tensor_cores_take_every_launch_unless_a_tile_is_forced() {
-        let h100 = Limits {
-            tensor_cores: true,
-            ..limits(1024, 48 << 10, 132)
-        };
+        let h100 = h100_with_tensor_cores();
         assert_eq!(pick(h100, 4096, 4096, 4096), "sgemm_tc128");
         // 264 tiles of 128 fill 132 compute units twice; 263 do not.
         assert_eq!(pick(h100, 128 * 12, 128 * 22, 256), "sgemm_tc128");
@@ -276,11 +300,36 @@ mod tests {
     }
 
     #[test]
+    fn the_portable_kernels_carry_exactly_the_tensor_core_products() {
+        let h100 = h100_with_tensor_cores();
+        let choice = SgemmChoice::new(h100, None).unwrap();
+        let carrier = |m, n, k| choice.portable_for_tensor_cores(m, n, k).map(|k| k.entry);
+        // The example's evaluation products at batch 400, W1's, a large square one: the SIMT
+        // kernel the device would take without tensor cores.
+        assert_eq!(carrier(400, 256, 784), Some("sgemm_tile64_split"));
+        assert_eq!(carrier(400, 128, 256), Some("sgemm_tile64_split"));
+        assert_eq!(carrier(4096, 512, 784), Some("sgemm_split"));
+        assert_eq!(carrier(4096, 4096, 4096), Some("sgemm_split"));
+        let simt = SgemmChoice::new(limits(1024, 48 << 10, 132), None).unwrap();
+        for (m, n, k) in [(400, 256, 784), (4096, 512, 784), (4096, 4096, 4096)] {
+            assert_eq!(
+                choice.portable_for_tensor_cores(m, n, k),
+                Some(simt.kernel(m, n, k, false)),
+                "{m} x {n} x {k}"
+            );
+        }
+        // Products the tensor-core kernels do not take have nothing to carry.
+        assert_eq!(carrier(64, 256, 784), None);
+        assert_eq!(carrier(784, 256, 64), None);
+        // Nor does a device without them, or a forced tile.
+        assert_eq!(simt.portable_for_tensor_cores(4096, 4096, 4096), None);
+        let forced = SgemmChoice::new(h100, Some(64)).unwrap();
+        assert_eq!(forced.portable_for_tensor_cores(4096, 4096, 4096), None);
+    }
+
+    #[test]
     fn the_warpgroup_kernel_takes_the_tensor_core_products_where_the_op_set_has_it() {
-        let h100 = Limits {
-            tensor_cores: true,
-            ..limits(1024, 48 << 10, 132)
-        };
+        let h100 = h100_with_tensor_cores();
         let choice = SgemmChoice::new(h100, None).unwrap();
         let wg = super::super::sm90a::SGEMM_WG64;
         // W1's products, and a large square one.

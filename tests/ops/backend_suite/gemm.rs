@@ -166,6 +166,9 @@ pub fn gemm_own_kernel(t: Target) {
                 edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"))
             }
             Target::OpenCl => {
+                // The tensor-core module built first: a cold context's portable kernels would
+                // carry these products (`OpSet::carried`).
+                ctx.ops().warm_up().unwrap();
                 for shapes in [&TENSOR_CORE_SHAPES[..], &WARPGROUP_SHAPES[..]] {
                     edge_shapes(ctx, shapes).unwrap_or_else(|e| panic!("{test}: {e}"));
                 }
@@ -182,6 +185,7 @@ pub fn gemm_own_kernel(t: Target) {
             o.thin_gemm = false;
             o.warpgroup_gemm = false;
         }) {
+            ctx.ops().warm_up().unwrap();
             edge_shapes(&ctx, &TENSOR_CORE_SHAPES).unwrap_or_else(|e| panic!("{test}: {e}"));
         }
     }
@@ -239,8 +243,10 @@ pub fn bad_tile_is_an_error(t: Target) {
 pub fn gemm(t: Target) {
     let ctxs = contexts(t, "gpu_gemm");
     if t == Target::Cuda {
-        // With cuBLAS present these still run sgemm_wg128 where it exists.
+        // With cuBLAS present these still run sgemm_wg128 where it exists, once its module is
+        // built (before, cuBLAS carries them: `OpSet::carried`).
         for ctx in &ctxs {
+            ctx.ops().warm_up().unwrap();
             edge_shapes(ctx, &WARPGROUP_SHAPES).unwrap_or_else(|e| panic!("gpu_gemm: {e}"));
         }
     }

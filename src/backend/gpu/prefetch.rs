@@ -1,0 +1,273 @@
+//! What a context's background prefetch builds, and in what order ([`super::modules::OpSet`]).
+//!
+//! A cold start pays twice for a module the run never launches: the prefetch's build competes
+//! with the modules the first steps need (NVIDIA's OpenCL compiler builds one program at a time),
+//! and the context's drop waits for a build in progress (a thread left inside a compiler at
+//! process exit may crash). So each family is prefetched early, late, or not at all, by what
+//! launches its kernels ([`family_prefetch`]); a family left to its first use is built then, as
+//! without a prefetch, or, where another route can carry its launches (cuBLAS, or NVIDIA
+//! OpenCL's portable GEMMs), in the background once they have carried enough work
+//! (`OpSet::carried`).
+
+use crate::backend_kind::BackendKind;
+
+/// When a background prefetch builds a module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Prefetch {
+    /// Before the `Late` ones: what a dense training step and the small recurrent kernels need.
+    Early,
+    /// After every `Early` one: families only some models launch, cheap to build (not on a
+    /// cold OpenCL start: [`plan`]).
+    Late,
+    /// Never: built on the first launch of one of its kernels.
+    FirstUse,
+}
+
+/// When the prefetch of a device of `backend` builds family `family`; `vendor_gemm`: the device
+/// has a vendor GEMM library (cuBLAS) that takes the f32 products.
+pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: bool) -> Prefetch {
+    match family {
+        // bf16/f16 kernels: only mixed-precision work launches them.
+        "hgemm" | "mixed" => Prefetch::FirstUse,
+        // The per-step kernels (`rnn_step_*`, `lstm_step_*`, `gru_step_*`) and the cells of
+        // the per-step GEMM route (`lstm_cell_*`, `gru_cell_*`, LSTM/GRU from hidden 384): a
+        // sequence runs them only where neither the persistent nor the block-local kernels take
+        // it. The slowest family but one to build (CUDA 6.3 s of NVRTC on the H100).
+        "rnn" => Prefetch::FirstUse,
+        // The tile kernels: with cuBLAS only the products that `sgemm_wg128` takes (those that
+        // fill the GPU), and on OpenCL only the tensor-core kernels (24-27 s to build on
+        // NVIDIA's compiler; the tier-0 stand-ins carry their products while they build). HIP,
+        // and CUDA without cuBLAS, take every tile product here.
+        "gemm_tc" if vendor_gemm || backend == BackendKind::OpenCl => Prefetch::FirstUse,
+        // Persistent sequence kernels, dropout's generator, embeddings, variable lengths, layer
+        // norm: models that have them need them on their first step, others never.
+        "seq" | "rnn_seq" | "random" | "embedding" | "varlen" | "norm" => Prefetch::Late,
+        _ => Prefetch::Early,
+    }
+}
+
+/// Work (flops) the portable kernels carry for a first-use family before it is built in the
+/// background: NVIDIA OpenCL's tensor-core GEMMs took 24-27 s to build (H100, driver 580.159),
+/// during which its compiler builds nothing else, and a context's drop waits for the build. 2^40
+/// flops, about 67 training steps of W1 at batch 4096 (784-512-512-10): a run that does less
+/// (the example's evaluation products, about 5 GFLOP in all) never builds them.
+pub(super) const PORTABLE_WORK: u64 = 1 << 40;
+
+/// One module as a plan sees it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PlanSlot {
+    pub(super) prefetch: Prefetch,
+    /// A family the tier-0 stand-ins cover.
+    pub(super) covered: bool,
+}
+
+/// The modules a prefetch builds, in order (indices into the op set's table), on how many
+/// threads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PrefetchPlan {
+    pub(super) order: Vec<usize>,
+    pub(super) threads: usize,
+}
+
+/// Prefetch threads on a cold start of an OpenCL device: NVIDIA's compiler builds one program at
+/// a time however many threads ask, and two builds at once each take as long as both
+/// (`gemm_thin` 0.76 s alone, 18.98 s beside the tensor-core `gemm`, H100, driver 580.159): one
+/// thread keeps the order of need.
+const OPENCL_COLD_PREFETCH_THREADS: usize = 1;
+
+/// The plan for `slots` (in table order) on up to `threads` threads. `cold` with `tier0` (the
+/// tier-0 family's index): tier 0 first, then the early families the stand-ins do not cover
+/// (the first steps wait for those), the covered ones, the late ones; on OpenCL on
+/// [`OPENCL_COLD_PREFETCH_THREADS`] and without the late ones (one build at a time, they would
+/// come after any first step that needs them, and the context's drop would wait for the one in
+/// progress). Warm (or no tier 0): the early families, then the late ones, on every thread.
+/// Never tier 0 when warm, never a first-use family.
+pub(super) fn plan(
+    slots: &[PlanSlot],
+    tier0: Option<usize>,
+    cold: bool,
+    backend: BackendKind,
+    threads: usize,
+) -> PrefetchPlan {
+    let with = |prefetch: Prefetch, covered: Option<bool>| {
+        (0..slots.len()).filter(move |&i| {
+            Some(i) != tier0
+                && slots[i].prefetch == prefetch
+                && covered.is_none_or(|c| slots[i].covered == c)
+        })
+    };
+    let mut order = Vec::with_capacity(slots.len());
+    match tier0 {
+        Some(t0) if cold => {
+            order.push(t0);
+            order.extend(with(Prefetch::Early, Some(false)));
+            order.extend(with(Prefetch::Early, Some(true)));
+        }
+        _ => order.extend(with(Prefetch::Early, None)),
+    }
+    let serial = cold && tier0.is_some() && backend == BackendKind::OpenCl;
+    if !serial {
+        order.extend(with(Prefetch::Late, None));
+    }
+    let threads = if serial {
+        threads.min(OPENCL_COLD_PREFETCH_THREADS)
+    } else {
+        threads
+    };
+    PrefetchPlan {
+        order,
+        threads: threads.max(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The OpenCL families in table order (src/backend/opencl/kernels.rs).
+    const OPENCL: [&str; 15] = [
+        "elementwise",
+        "reduce",
+        "optim",
+        "gemm",
+        "gemm_tc",
+        "gemm_thin",
+        "hgemm",
+        "rnn",
+        "seq",
+        "small_seq",
+        "random",
+        "embedding",
+        "varlen",
+        "mixed",
+        "tier0",
+    ];
+
+    fn slots(names: &[&str], backend: BackendKind, vendor_gemm: bool) -> Vec<PlanSlot> {
+        names
+            .iter()
+            .map(|n| PlanSlot {
+                prefetch: family_prefetch(n, backend, vendor_gemm),
+                covered: super::super::tier0::COVERED.contains(n),
+            })
+            .collect()
+    }
+
+    fn names<'a>(table: &[&'a str], plan: &PrefetchPlan) -> Vec<&'a str> {
+        plan.order.iter().map(|&i| table[i]).collect()
+    }
+
+    #[test]
+    fn families_only_some_runs_launch_are_left_to_their_first_use() {
+        use BackendKind::{Cuda, Hip, OpenCl};
+        for backend in [Cuda, Hip, OpenCl] {
+            for family in ["hgemm", "mixed", "rnn"] {
+                assert_eq!(family_prefetch(family, backend, true), Prefetch::FirstUse);
+                assert_eq!(family_prefetch(family, backend, false), Prefetch::FirstUse);
+            }
+            for family in [
+                "elementwise",
+                "reduce",
+                "optim",
+                "gemm",
+                "gemm_thin",
+                "small_seq",
+            ] {
+                assert_eq!(family_prefetch(family, backend, false), Prefetch::Early);
+            }
+        }
+        // The tile family: first use where cuBLAS takes the products or where it holds only
+        // the OpenCL tensor-core kernels; HIP's and cuBLAS-less CUDA's tile GEMM is early.
+        assert_eq!(family_prefetch("gemm_tc", Cuda, true), Prefetch::FirstUse);
+        assert_eq!(
+            family_prefetch("gemm_tc", OpenCl, false),
+            Prefetch::FirstUse
+        );
+        assert_eq!(family_prefetch("gemm_tc", Cuda, false), Prefetch::Early);
+        assert_eq!(family_prefetch("gemm_tc", Hip, false), Prefetch::Early);
+        assert_eq!(family_prefetch("random", Cuda, true), Prefetch::Late);
+        // A device that builds its op set as one module prefetches it.
+        assert_eq!(family_prefetch("op_set", OpenCl, false), Prefetch::Early);
+    }
+
+    #[test]
+    fn opencl_plans_by_need_on_one_thread_cold_and_on_every_thread_warm() {
+        let table = slots(&OPENCL, BackendKind::OpenCl, false);
+        let cold = plan(&table, Some(14), true, BackendKind::OpenCl, 16);
+        assert_eq!(
+            names(&OPENCL, &cold),
+            [
+                "tier0",
+                "elementwise",
+                "reduce",
+                "optim",
+                "small_seq",
+                "gemm",
+                "gemm_thin",
+            ]
+        );
+        assert_eq!(cold.threads, 1);
+        // Warm: no tier 0, the same early families in table order, then the late ones, on
+        // every thread; never a first-use family.
+        let warm = plan(&table, Some(14), false, BackendKind::OpenCl, 16);
+        let mut early = names(&OPENCL, &cold)[1..].to_vec();
+        early.sort_by_key(|n| OPENCL.iter().position(|o| o == n));
+        let warm_names = names(&OPENCL, &warm);
+        assert_eq!(warm_names[..early.len()], early[..]);
+        assert_eq!(
+            warm_names[early.len()..],
+            ["seq", "random", "embedding", "varlen"]
+        );
+        assert_eq!(warm.threads, 16);
+    }
+
+    #[test]
+    fn cuda_with_cublas_prefetches_neither_the_tile_nor_the_step_kernels() {
+        let cuda = [
+            "elementwise",
+            "reduce",
+            "optim",
+            "gemm",
+            "gemm_tc",
+            "hgemm",
+            "rnn",
+            "rnn_seq",
+            "small_seq",
+            "random",
+            "norm",
+            "embedding",
+            "varlen",
+            "mixed",
+            "tier0",
+        ];
+        let cuda_plan = |blas, cold| {
+            plan(
+                &slots(&cuda, BackendKind::Cuda, blas),
+                Some(14),
+                cold,
+                BackendKind::Cuda,
+                16,
+            )
+        };
+        assert_eq!(
+            names(&cuda, &cuda_plan(true, false)),
+            [
+                "elementwise",
+                "reduce",
+                "optim",
+                "gemm",
+                "small_seq",
+                "rnn_seq",
+                "random",
+                "norm",
+                "embedding",
+                "varlen",
+            ]
+        );
+        assert!(names(&cuda, &cuda_plan(false, false)).contains(&"gemm_tc"));
+        // A cold CUDA plan (tier 0 on) keeps every thread.
+        let cold = cuda_plan(true, true);
+        assert_eq!(cold.order[0], 14);
+        assert_eq!(cold.threads, 16);
+    }
+}
