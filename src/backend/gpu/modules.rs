@@ -401,9 +401,11 @@ impl<D: Device> OpSet<D> {
         let slots: Vec<PlanSlot> = self
             .slots
             .iter()
-            .map(|s| PlanSlot {
+            .enumerate()
+            .map(|(i, s)| PlanSlot {
                 prefetch: s.prefetch,
                 covered: s.covered,
+                cached: self.cached(i),
             })
             .collect();
         prefetch::plan(
