@@ -219,7 +219,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         );
         let views = a.views();
         let bufs = (&views.each_ref()[..], None);
-        self.gated_sequence(k, bufs, (n, a.shape), (6, gemm), steps)
+        self.gated_sequence(k, bufs, (n, a.shape), (3, gemm), steps)
     }
 
     fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {
@@ -234,7 +234,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         let steps = |carry: View<'_>| gated_seq::gru_backward_by_steps(self, &a, carry);
         let views = a.views();
         let bufs = (&views.each_ref()[..], a.dh_state);
-        self.gated_sequence(k, bufs, (n, a.shape), (2, gemm), steps)
+        self.gated_sequence(k, bufs, (n, a.shape), (1, gemm), steps)
     }
 }
 

@@ -198,8 +198,8 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// `gru_sequence_forward` with two launches per step: `h_prev W_hh^T` into `scratch`
-    /// (`6 * batch * hidden`, of which the first half is unused), then the cell, which adds
-    /// `gx_t` (read only) and the biases itself.
+    /// (`3 * batch * hidden`), then the cell, which adds `gx_t` (read only) and the biases
+    /// itself.
     pub(crate) fn gru_forward_by_gemm(
         &self,
         a: &GruSequenceForward<'_>,
@@ -208,7 +208,7 @@ impl<D: Device> GpuOps<D> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         let step = (n, SeqShape::step(b, h));
-        let gh = scratch.slice(3 * n, 3 * n)?;
+        let gh = scratch.slice(0, 3 * n)?;
         for t in 0..a.shape.steps {
             let h_prev = block(a.hs, t, n)?;
             self.gemm(Gemm::new(b, 3 * h, h).tb(), h_prev, a.weights.w_hh, gh)?;
@@ -227,9 +227,8 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// `gru_sequence_backward` with two launches per step (the cell alone at the first time
-    /// step, whose product would reach no step); `scratch` is `2 * batch * hidden`, of which
-    /// the first half holds what flows on to `h_{t-1}` unless `dh_state` is given (the second
-    /// half is unused): the cell adds `dh_t` to it.
+    /// step, whose product would reach no step); `scratch` is `batch * hidden`: what flows on
+    /// to `h_{t-1}` unless `dh_state` is given, to which the cell adds `dh_t`.
     pub(crate) fn gru_backward_by_gemm(
         &self,
         a: &GruSequenceBackward<'_>,
