@@ -92,9 +92,32 @@ impl Dense {
         })
     }
 
+    /// The workspace of a linear (identity) last layer of a T network: its output in f32,
+    /// straight from the product's f32 sums, for the loss to read without a cast (and without
+    /// the rounding to T); its output gradient in T, as the products of its backward take it.
+    pub fn workspace_f32_output(&self, ops: &dyn Ops, rows: usize, t: DType) -> Result<DenseWs> {
+        debug_assert_eq!(self.act, Activation::Identity);
+        let n = size::mul(rows, self.outputs, "dense layer rows x outputs")?;
+        Ok(DenseWs {
+            rows,
+            z: None,
+            y: ops.alloc(n)?,
+            dy: ops.alloc_as(t, n)?,
+        })
+    }
+
     pub fn forward(&self, f: &Flat<'_>, ws: &DenseWs, x: View<'_>) -> Result<()> {
         let z = ws.z.as_ref().map_or(ws.y.view(), |z| z.view());
         let w = self.w.view(f.weights)?;
+        if x.dtype() != DType::F32 && z.dtype() == DType::F32 {
+            // A T input into an f32 output ([`Dense::workspace_f32_output`]): the product of
+            // the T operands with f32 sums, then the f32 master bias in place.
+            let shape = DenseShape::new(ws.rows, self.inputs, self.outputs);
+            f.ops.gemm(shape.forward_gemm(), x, w, z)?;
+            let f32_bias = self.b.view(f.params)?;
+            let out = Activated::new(z, z, Activation::Identity);
+            return f.ops.bias_act_forward(out, f32_bias, shape.output());
+        }
         let b = self.b.view(f.weights)?;
         f.ops.dense_forward(DenseForward {
             x,

@@ -266,29 +266,38 @@ impl Layer {
     }
 
     /// [`Layer::workspace`] for activations of type `low` (`None`: f32): a dense layer keeps
-    /// its activations in that type; every other layer computes in f32 behind a [`CastWs`].
-    /// `first` says whether the layer reads the network's input (f32 features or u32 ids).
+    /// its activations in that type (but the output of a last, linear one in f32: what the
+    /// loss reads); every other layer computes in f32 behind a [`CastWs`] (its output in T
+    /// unless it is the last). `first` says
+    /// whether the layer reads the network's input (f32 features or u32 ids), `last` whether
+    /// the loss reads its output.
     pub fn workspace_in(
         &self,
         ops: &dyn Ops,
         (batch, rows): (usize, usize),
         low: Option<DType>,
-        first: bool,
+        (first, last): (bool, bool),
     ) -> Result<LayerWs> {
         match (self, low) {
             (_, None) => self.workspace(ops, batch, rows),
+            (Layer::Dense(d), Some(t)) if last && d.act == Activation::Identity => {
+                Ok(LayerWs::Dense(d.workspace_f32_output(ops, rows, t)?))
+            }
             (Layer::Dense(d), Some(t)) => Ok(LayerWs::Dense(d.workspace_as(ops, rows, t)?)),
             (_, Some(t)) => {
                 let inner = self.workspace(ops, batch, rows)?;
-                let ws = CastWs::new(ops, (self, inner), rows, t, !first)?;
+                let ws = CastWs::new(ops, (self, inner), rows, t, (!first, last))?;
                 Ok(LayerWs::Cast(Box::new(ws)))
             }
         }
     }
 
+    /// The output the next layer (or the loss) reads: in T for every layer of a T network
+    /// but the last, whose output is f32 where it can be (a linear dense layer, an f32-only
+    /// layer).
     pub fn output<'a>(&self, ws: &'a LayerWs) -> Result<View<'a>> {
         match (self, ws) {
-            (_, LayerWs::Cast(c)) => Ok(c.output()),
+            (_, LayerWs::Cast(c)) => c.output().map_or_else(|| self.output(&c.inner), Ok),
             (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.output()),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.output(w),
@@ -301,9 +310,11 @@ impl Layer {
         }
     }
 
+    /// The output gradient, which the layer after this one (or the loss) writes: in T for a
+    /// dense layer of a T network, in f32 for every other layer, also behind a [`CastWs`].
     pub fn grad_output<'a>(&self, ws: &'a LayerWs) -> Result<View<'a>> {
         match (self, ws) {
-            (_, LayerWs::Cast(c)) => Ok(c.grad_output()),
+            (_, LayerWs::Cast(c)) => self.grad_output(&c.inner),
             (Layer::Dense(_), LayerWs::Dense(w)) => Ok(w.grad_output()),
             (Layer::Rnn(r), LayerWs::Rnn(w)) => r.grad_output(w),
             (Layer::Lstm(l), LayerWs::Lstm(w)) => l.grad_output(w),

@@ -88,8 +88,9 @@ pub(crate) struct Workspace {
 struct MixedWs {
     /// The input features in the low type, when a dense layer reads them.
     x_low: Option<Buffer>,
-    /// The output cast to f32: what the loss and prediction read.
-    out32: Buffer,
+    /// The output cast to f32, what the loss and prediction read; `None` where the last layer
+    /// writes its output in f32 itself (a linear dense layer).
+    out32: Option<Buffer>,
     /// The loss gradient in f32, and the same multiplied by the loss scale (f16).
     dout32: Buffer,
     dscaled: Buffer,
@@ -230,16 +231,19 @@ impl Network {
         };
         let low = self.precision.low_dtype();
         let mut layers = Vec::new();
+        let last = self.layers.len() - 1;
         for (i, (layer, &steps)) in self.layers.iter().zip(&self.layer_steps).enumerate() {
             let rows = size::mul(batch, steps, "batch x sequence length")?;
-            layers.push(layer.workspace_in(ops, (batch, rows), low, i == 0)?);
+            let at = (i == 0, i == last);
+            layers.push(layer.workspace_in(ops, (batch, rows), low, at)?);
         }
+        let last_is_f32 = self.layers[last].output(&layers[last])?.dtype() == DType::F32;
         let mixed = match low {
             Some(t) => Some(MixedWs {
                 x_low: matches!(self.layers[0], Layer::Dense(_))
                     .then(|| ops.alloc_as(t, x_len))
                     .transpose()?,
-                out32: ops.alloc(out_len)?,
+                out32: (!last_is_f32).then(|| ops.alloc(out_len)).transpose()?,
                 dout32: ops.alloc(out_len)?,
                 dscaled: ops.alloc(out_len)?,
             }),
@@ -376,8 +380,8 @@ impl Network {
     /// The last layer's output (time-major rows for sequence outputs), in f32 (a copy of it
     /// in mixed precision).
     pub(crate) fn output_view<'a>(&'a self, ws: &'a Workspace) -> Result<View<'a>> {
-        if let Some(m) = &ws.mixed {
-            return Ok(m.out32.view());
+        if let Some(out32) = ws.mixed.as_ref().and_then(|m| m.out32.as_ref()) {
+            return Ok(out32.view());
         }
         let last = self.layers.len() - 1;
         self.layers[last].output(&ws.layers[last])
@@ -427,10 +431,10 @@ impl Network {
             let x = self.layer_input(ws, batch, i)?;
             layer.forward(f, &ws.layers[i], x)?;
         }
-        if let Some(m) = &ws.mixed {
+        if let Some(out32) = ws.mixed.as_ref().and_then(|m| m.out32.as_ref()) {
             let last = self.layers.len() - 1;
             f.ops
-                .cast(self.layers[last].output(&ws.layers[last])?, m.out32.view())?;
+                .cast(self.layers[last].output(&ws.layers[last])?, out32.view())?;
         }
         Ok(())
     }
@@ -449,7 +453,8 @@ impl Network {
 
     /// [`Self::loss_ws`] whose gradient is multiplied by the device-side loss scale
     /// `loss_scale` (one f32, mixed precision only). In mixed precision the loss runs in f32
-    /// on the output's f32 copy and its gradient is cast to the last layer's type.
+    /// on the f32 output (the last layer's own, or a copy) and its gradient is cast to the
+    /// type of the last layer's output gradient where that is T.
     pub(crate) fn scaled_loss_ws(
         &self,
         ws: &Workspace,
@@ -462,6 +467,11 @@ impl Network {
         let Some(m) = &ws.mixed else {
             return self.f32_loss_ws(ws, batch, acc, dlast);
         };
+        // The output gradient of a last f32-only layer is its own f32 one: no cast.
+        let f32_grad = dlast.dtype() == DType::F32;
+        if f32_grad && loss_scale.is_none() {
+            return self.f32_loss_ws(ws, batch, acc, dlast);
+        }
         let ops = self.ctx.ops();
         self.f32_loss_ws(ws, batch, acc, m.dout32.view())?;
         match loss_scale {
@@ -469,8 +479,12 @@ impl Network {
                 // dscaled = dout32 * scale as an n x 1 by 1 x 1 product: the scale stays on the
                 // device, so a recorded step replays with the scale of its time.
                 let n = m.dout32.len();
-                ops.gemm(Gemm::new(n, 1, 1), m.dout32.view(), scale, m.dscaled.view())?;
-                ops.cast(m.dscaled.view(), dlast)
+                let scaled = if f32_grad { dlast } else { m.dscaled.view() };
+                ops.gemm(Gemm::new(n, 1, 1), m.dout32.view(), scale, scaled)?;
+                if f32_grad {
+                    return Ok(());
+                }
+                ops.cast(scaled, dlast)
             }
             None => ops.cast(m.dout32.view(), dlast),
         }

@@ -433,6 +433,81 @@ target_tests!(recurrent_trains_in_bf16(named):
     hip_on_cuda_recurrent_trains_in_bf16 => HipOnCuda,
 );
 
+/// A recurrent layer of `cell` (hidden 12) over 5 steps of 7 inputs, then, with `head`, a
+/// dense head of 6 classes with activation `act` (softmax cross-entropy), else nothing (the
+/// layer's last state against 2 regression targets): the cast boundary's two ends.
+fn boundary_model(ctx: &Context, cell: RecurrentCell, head: Option<Activation>) -> Network {
+    let builder = Network::builder(ctx).seed(9).sequence_length(5);
+    let opts = RecurrentOptions::default();
+    match head {
+        Some(act) => builder
+            .recurrent(cell, 7, 12, RnnOutput::Sequence, opts)
+            .dense(12, 6, act)
+            .build(Loss::SoftmaxCrossEntropy),
+        None => builder
+            .recurrent(cell, 7, 2, RnnOutput::Last, opts)
+            .build(Loss::Mse),
+    }
+    .unwrap()
+}
+
+/// (h) Where a recurrent layer meets the low type: the dense head writes the gradient straight
+/// into the layer's f32 one, a linear last head its output in f32, and a recurrent last layer
+/// takes the f32 loss gradient (scaled, in f16) without a cast. The gradients of one pass in
+/// bf16 and f16 stay within `16 u` of f32's (a non-linear head, whose output stays in T,
+/// included); without a T layer at all they are f32's, on the CPU bit for bit.
+fn recurrent_boundary_matches_f32(target: Target, test: &str) {
+    let mut rng = rnn::nn::Rng::new(17);
+    let (seq, last) = crate::follow::sequence_and_last_data(&mut rng, (9, 5, 7, 6));
+    for ctx in contexts(target, test) {
+        for cell in [RecurrentCell::Lstm, RecurrentCell::Gru] {
+            let heads = [Some(Activation::Identity), Some(Activation::Tanh), None];
+            for head in heads {
+                let data = if head.is_some() { &seq } else { &last };
+                let mut reference = boundary_model(&ctx, cell, head);
+                let l32 = reference.compute_gradients(data).unwrap();
+                let g32 = reference.gradients().unwrap();
+                for p in LOW {
+                    let what = format!("{} {cell:?} {head:?} {p}", ctx.id());
+                    let mut net = boundary_model(&ctx, cell, head);
+                    net.set_precision(p).unwrap();
+                    let loss = net.compute_gradients(data).unwrap();
+                    let g = net.gradients().unwrap();
+                    if head.is_none() && target == Target::Cpu {
+                        assert_eq!(g, g32, "{what}: gradients");
+                        assert_eq!(loss, l32, "{what}: loss");
+                        continue;
+                    }
+                    let tol = 16.0 * unit_roundoff(p);
+                    assert!(
+                        max_diff(&g, &g32) <= tol * max_abs(&g32),
+                        "{what}: gradients differ by {} (largest {})",
+                        max_diff(&g, &g32),
+                        max_abs(&g32)
+                    );
+                    assert!((loss - l32).abs() <= tol * l32, "{what}: {loss} vs {l32}");
+                    let out = net.predict(data.features()).unwrap();
+                    let out32 = reference.predict(data.features()).unwrap();
+                    assert!(out.iter().all(|v| v.is_finite()), "{what}: outputs");
+                    assert!(
+                        max_diff(&out, &out32) <= tol * max_abs(&out32),
+                        "{what}: outputs differ by {}",
+                        max_diff(&out, &out32)
+                    );
+                }
+            }
+        }
+    }
+}
+
+target_tests!(recurrent_boundary_matches_f32(named):
+    cpu_recurrent_boundary_matches_f32 => Cpu,
+    opencl_recurrent_boundary_matches_f32 => OpenCl,
+    cuda_recurrent_boundary_matches_f32 => Cuda,
+    hip_recurrent_boundary_matches_f32 => Hip,
+    hip_on_cuda_recurrent_boundary_matches_f32 => HipOnCuda,
+);
+
 /// (g) A bf16 network saved and loaded into a fresh one predicts the same bits once that one
 /// is set to bf16 too; the low copy follows the loaded parameters.
 #[test]
