@@ -502,14 +502,17 @@ inline void gq_backward_products(__global const float* dnext, uint gates, uint b
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
-__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void lstm_seq_forward(__global float* gates_base, ulong gates_off, __global float* hs_base,
-                      ulong hs_off, __global float* cs_base, ulong cs_off,
-                      __global const float* w_hh_base, ulong w_hh_off,
-                      __global const float* b_ih_base, ulong b_ih_off,
-                      __global const float* b_hh_base, ulong b_hh_off,
-                      __global uint* barrier_base, ulong barrier_off, uint steps, uint batch,
-                      uint hidden, __local float* smem) {
+// With `low` (lstm_seq_forward_low), h_t is also stored rounded to the bf16/f16 `kind`
+// (half_convert.h) into low[t] (`steps * batch x H`): the T copy of the output sequence that a
+// bf16/f16 network's next layer reads, without a cast pass over hs.
+inline void lstm_seq_forward_body(__global float* gates_base, ulong gates_off,
+                                  __global float* hs_base, ulong hs_off, __global float* cs_base,
+                                  ulong cs_off, __global const float* w_hh_base, ulong w_hh_off,
+                                  __global const float* b_ih_base, ulong b_ih_off,
+                                  __global const float* b_hh_base, ulong b_hh_off,
+                                  __global uint* barrier_base, ulong barrier_off,
+                                  __global ushort* low, uint steps, uint batch, uint hidden,
+                                  uint kind, __local float* smem) {
     __local float* ws = smem;
     __local float* as = ws + 4 * PQ_UNITS * hidden;
     __local float* red = as + RQ_ROWS * hidden;
@@ -551,10 +554,38 @@ void lstm_seq_forward(__global float* gates_base, ulong gates_off, __global floa
                 RNN_LSTM_UNIT_FORWARD(p, PQ_UNITS, x, bias, gr, H, cp, ct, ht);
                 c[at] = ct;
                 h[at] = ht;
+                if (low) low[(ulong)t * block + at] = rnn_f32_to_half(ht, kind);
             }
         }
         if (t + 1 < steps) pq_row_barrier(counters);
     }
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void lstm_seq_forward(__global float* gates_base, ulong gates_off, __global float* hs_base,
+                      ulong hs_off, __global float* cs_base, ulong cs_off,
+                      __global const float* w_hh_base, ulong w_hh_off,
+                      __global const float* b_ih_base, ulong b_ih_off,
+                      __global const float* b_hh_base, ulong b_hh_off,
+                      __global uint* barrier_base, ulong barrier_off, uint steps, uint batch,
+                      uint hidden, __local float* smem) {
+    lstm_seq_forward_body(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off, w_hh_base,
+                          w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off, barrier_base,
+                          barrier_off, 0, steps, batch, hidden, 0u, smem);
+}
+
+__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
+void lstm_seq_forward_low(__global float* gates_base, ulong gates_off, __global float* hs_base,
+                          ulong hs_off, __global float* cs_base, ulong cs_off,
+                          __global const float* w_hh_base, ulong w_hh_off,
+                          __global const float* b_ih_base, ulong b_ih_off,
+                          __global const float* b_hh_base, ulong b_hh_off,
+                          __global uint* barrier_base, ulong barrier_off,
+                          __global ushort* low_base, ulong low_off, uint steps, uint batch,
+                          uint hidden, uint kind, __local float* smem) {
+    lstm_seq_forward_body(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off, w_hh_base,
+                          w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off, barrier_base,
+                          barrier_off, low_base + low_off, steps, batch, hidden, kind, smem);
 }
 
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
@@ -622,13 +653,16 @@ void lstm_seq_backward(__global const float* dh_base, ulong dh_off,
     }
 }
 
-__kernel __attribute__((reqd_work_group_size(192, 1, 1)))
-void gru_seq_forward(__global const float* gx_base, ulong gx_off, __global float* hs_base,
-                     ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,
-                     __global const float* b_ih_base, ulong b_ih_off,
-                     __global const float* b_hh_base, ulong b_hh_off, __global float* cache_base,
-                     ulong cache_off, __global uint* barrier_base, ulong barrier_off, uint steps,
-                     uint batch, uint hidden, __local float* smem) {
+// With `low` (gru_seq_forward_low), h_t also goes to low[t] as in lstm_seq_forward_low.
+inline void gru_seq_forward_body(__global const float* gx_base, ulong gx_off,
+                                 __global float* hs_base, ulong hs_off,
+                                 __global const float* w_hh_base, ulong w_hh_off,
+                                 __global const float* b_ih_base, ulong b_ih_off,
+                                 __global const float* b_hh_base, ulong b_hh_off,
+                                 __global float* cache_base, ulong cache_off,
+                                 __global uint* barrier_base, ulong barrier_off,
+                                 __global ushort* low, uint steps, uint batch, uint hidden,
+                                 uint kind, __local float* smem) {
     __local float* ws = smem;
     __local float* as = ws + 3 * PQ_UNITS * hidden;
     __local float* red = as + RQ_ROWS * hidden;
@@ -672,7 +706,9 @@ void gru_seq_forward(__global const float* gx_base, ulong gx_off, __global float
                 float n = tanh(x[2] + rg * ghn);
                 // h_t of this row and unit, as staged for the products.
                 float hp = as[r * hidden + j];
-                h[(ulong)row * H + j] = (1.0f - z) * n + z * hp;
+                float ht = (1.0f - z) * n + z * hp;
+                h[(ulong)row * H + j] = ht;
+                if (low) low[(ulong)t * block + (ulong)row * H + j] = rnn_f32_to_half(ht, kind);
                 __global float* kr = cache + (ulong)t * 4 * block + (ulong)row * 4 * H + j;
                 kr[0] = rg;
                 kr[H] = z;
@@ -682,6 +718,32 @@ void gru_seq_forward(__global const float* gx_base, ulong gx_off, __global float
         }
         if (t + 1 < steps) pq_row_barrier(counters);
     }
+}
+
+__kernel __attribute__((reqd_work_group_size(192, 1, 1)))
+void gru_seq_forward(__global const float* gx_base, ulong gx_off, __global float* hs_base,
+                     ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,
+                     __global const float* b_ih_base, ulong b_ih_off,
+                     __global const float* b_hh_base, ulong b_hh_off, __global float* cache_base,
+                     ulong cache_off, __global uint* barrier_base, ulong barrier_off, uint steps,
+                     uint batch, uint hidden, __local float* smem) {
+    gru_seq_forward_body(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off, b_ih_base,
+                         b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off, barrier_base,
+                         barrier_off, 0, steps, batch, hidden, 0u, smem);
+}
+
+__kernel __attribute__((reqd_work_group_size(192, 1, 1)))
+void gru_seq_forward_low(__global const float* gx_base, ulong gx_off, __global float* hs_base,
+                         ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,
+                         __global const float* b_ih_base, ulong b_ih_off,
+                         __global const float* b_hh_base, ulong b_hh_off,
+                         __global float* cache_base, ulong cache_off,
+                         __global uint* barrier_base, ulong barrier_off,
+                         __global ushort* low_base, ulong low_off, uint steps, uint batch,
+                         uint hidden, uint kind, __local float* smem) {
+    gru_seq_forward_body(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off, b_ih_base,
+                         b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off, barrier_base,
+                         barrier_off, low_base + low_off, steps, batch, hidden, kind, smem);
 }
 
 __kernel __attribute__((reqd_work_group_size(192, 1, 1)))

@@ -172,11 +172,16 @@ __device__ __forceinline__ void gq_backward_products(const float* dnext, uint ba
 // gates[t] (x_t W_ih^T on entry) becomes the activated gates of
 // gates[t] + b_ih + b_hh + hs[t] W_hh^T (sigmoid i, f, o; tanh g); cs[t + 1] = f cs[t] + i g;
 // hs[t + 1] = o tanh(cs[t + 1]); for t = 0 .. steps - 1. Blocks 0 of hs and cs are read.
-extern "C" __global__ void __launch_bounds__(512)
-    lstm_seq_forward(float* gates_base, u64 gates_off, float* hs_base, u64 hs_off,
-                     float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
-                     const float* b_ih_base, u64 b_ih_off, const float* b_hh_base, u64 b_hh_off,
-                     uint* barrier_base, u64 barrier_off, uint steps, uint batch, uint hidden) {
+//
+// With LOW (lstm_seq_forward_low), h_t is also stored rounded to the bf16/f16 `kind`
+// (half_convert.h) into low[t] (`steps * batch x H`, time-major): the T copy of the output
+// sequence that a bf16/f16 network's next layer reads, without a cast pass over hs.
+template <bool LOW>
+__device__ __forceinline__ void lstm_seq_forward_body(
+    float* gates_base, u64 gates_off, float* hs_base, u64 hs_off, float* cs_base, u64 cs_off,
+    const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
+    const float* b_hh_base, u64 b_hh_off, uint* barrier_base, u64 barrier_off, ushort* low,
+    uint steps, uint batch, uint hidden, uint kind) {
     extern __shared__ float gq_smem[];
     float* ws = gq_smem;
     float* as = ws + 4 * GQ_UNITS * hidden;
@@ -224,12 +229,35 @@ extern "C" __global__ void __launch_bounds__(512)
                 RNN_LSTM_UNIT_FORWARD(p, GQ_UNITS, x, bias, gr, H, cp, ct, ht);
                 c[at] = ct;
                 h[at] = ht;
+                if (LOW) low[(u64)t * block + at] = rnn_f32_to_half(ht, kind);
             }
             // The next tile restages `as` and rewrites `red`, which this one just read.
             __syncthreads();
         }
         if (t + 1 < steps) rq_row_barrier(barrier);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+    lstm_seq_forward(float* gates_base, u64 gates_off, float* hs_base, u64 hs_off,
+                     float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
+                     const float* b_ih_base, u64 b_ih_off, const float* b_hh_base, u64 b_hh_off,
+                     uint* barrier_base, u64 barrier_off, uint steps, uint batch, uint hidden) {
+    lstm_seq_forward_body<false>(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off,
+                                 w_hh_base, w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off,
+                                 barrier_base, barrier_off, nullptr, steps, batch, hidden, 0u);
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+    lstm_seq_forward_low(float* gates_base, u64 gates_off, float* hs_base, u64 hs_off,
+                         float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
+                         const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,
+                         u64 b_hh_off, uint* barrier_base, u64 barrier_off, ushort* low_base,
+                         u64 low_off, uint steps, uint batch, uint hidden, uint kind) {
+    lstm_seq_forward_body<true>(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off,
+                                w_hh_base, w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off,
+                                barrier_base, barrier_off, low_base + low_off, steps, batch,
+                                hidden, kind);
 }
 
 // For t = steps - 1 .. 0: dh_t = dh[t] + dgates[t + 1] W_hh (absent at t = steps - 1);
@@ -309,11 +337,13 @@ extern "C" __global__ void __launch_bounds__(512)
 // gh = hs[t] W_hh^T + b_hh; r = σ(gx_r + b_ih_r + gh_r), z = σ(gx_z + b_ih_z + gh_z),
 // n = tanh(gx_n + b_ih_n + r gh_n); hs[t + 1] = (1 - z) n + z hs[t]; cache[t] = [r, z, n, gh_n]
 // (4H wide); for t = 0 .. steps - 1. Block 0 of hs is read.
-extern "C" __global__ void __launch_bounds__(384)
-    gru_seq_forward(const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off,
-                    const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
-                    const float* b_hh_base, u64 b_hh_off, float* cache_base, u64 cache_off,
-                    uint* barrier_base, u64 barrier_off, uint steps, uint batch, uint hidden) {
+// With LOW (gru_seq_forward_low), h_t also goes to low[t] as lstm_seq_forward_low's does.
+template <bool LOW>
+__device__ __forceinline__ void gru_seq_forward_body(
+    const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off, const float* w_hh_base,
+    u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base, u64 b_hh_off,
+    float* cache_base, u64 cache_off, uint* barrier_base, u64 barrier_off, ushort* low,
+    uint steps, uint batch, uint hidden, uint kind) {
     extern __shared__ float gq_smem[];
     float* ws = gq_smem;
     float* as = ws + 3 * GQ_UNITS * hidden;
@@ -360,7 +390,9 @@ extern "C" __global__ void __launch_bounds__(384)
                 const float n = tanhf(x[2] + rg * ghn);
                 // h_t of this row and unit, as staged for the products.
                 const float hp = as[r * hidden + j];
-                h[(u64)row * H + j] = (1.0f - z) * n + z * hp;
+                const float ht = (1.0f - z) * n + z * hp;
+                h[(u64)row * H + j] = ht;
+                if (LOW) low[(u64)t * block + (u64)row * H + j] = rnn_f32_to_half(ht, kind);
                 float* kr = cache + (u64)t * 4 * block + (u64)row * 4 * H + j;
                 kr[0] = rg;
                 kr[H] = z;
@@ -372,6 +404,28 @@ extern "C" __global__ void __launch_bounds__(384)
         }
         if (t + 1 < steps) rq_row_barrier(barrier);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(384)
+    gru_seq_forward(const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off,
+                    const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
+                    const float* b_hh_base, u64 b_hh_off, float* cache_base, u64 cache_off,
+                    uint* barrier_base, u64 barrier_off, uint steps, uint batch, uint hidden) {
+    gru_seq_forward_body<false>(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off, b_ih_base,
+                                b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off,
+                                barrier_base, barrier_off, nullptr, steps, batch, hidden, 0u);
+}
+
+extern "C" __global__ void __launch_bounds__(384)
+    gru_seq_forward_low(const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off,
+                        const float* w_hh_base, u64 w_hh_off, const float* b_ih_base,
+                        u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, float* cache_base,
+                        u64 cache_off, uint* barrier_base, u64 barrier_off, ushort* low_base,
+                        u64 low_off, uint steps, uint batch, uint hidden, uint kind) {
+    gru_seq_forward_body<true>(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off, b_ih_base,
+                               b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off,
+                               barrier_base, barrier_off, low_base + low_off, steps, batch,
+                               hidden, kind);
 }
 
 // For t = steps - 1 .. 0: dh_t = dh[t] + dgh[t + 1] W_hh + carry (product and carry absent at

@@ -223,8 +223,10 @@ pub(crate) mod family_entries {
         "rnn_seq_backward",
         "rnn_seq_backward_regs",
         "lstm_seq_forward",
+        "lstm_seq_forward_low",
         "lstm_seq_backward",
         "gru_seq_forward",
+        "gru_seq_forward_low",
         "gru_seq_backward",
     ];
     /// The block-local sequence kernels for small hidden sizes (plain launches).

@@ -70,17 +70,20 @@ impl CastWs {
     }
 
     /// Casts `x` to f32 (when it is T), runs `layer`'s forward, casts its output to T (unless
-    /// the layer is the last).
+    /// the layer is the last, or the layer's pass wrote the T copy itself).
     pub fn forward(&self, layer: &Layer, f: &Flat<'_>, x: View<'_>) -> Result<()> {
         let input = self.input(x);
         if !input.same_as(&x) {
             f.ops.cast(x, input)?;
         }
-        layer.forward(f, &self.inner, input)?;
-        match &self.y {
-            Some(y) => f.ops.cast(layer.output(&self.inner)?, y.view()),
-            None => Ok(()),
+        let Some(y) = &self.y else {
+            return layer.forward(f, &self.inner, input);
+        };
+        // The persistent recurrent kernels store the T copy as they go.
+        if layer.forward_low(f, &self.inner, input, y.view())? {
+            return Ok(());
         }
+        f.ops.cast(layer.output(&self.inner)?, y.view())
     }
 
     /// Runs `layer`'s backward from the f32 output gradient the layer after it wrote (on the

@@ -119,17 +119,39 @@ impl Gru {
 
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &GruWs, x: View<'_>) -> Result<()> {
+        self.forward_low(f, ws, x, None).map(|_| ())
+    }
+
+    /// [`Gru::forward`] that also leaves the output sequence rounded to T in `low` where the
+    /// ops can in the same pass ([`crate::ops::GatedSequenceOps::gru_sequence_forward_low`]):
+    /// true then, false where `low` was not written.
+    pub fn forward_low(
+        &self,
+        f: &Flat<'_>,
+        ws: &GruWs,
+        x: View<'_>,
+        low: Option<View<'_>>,
+    ) -> Result<bool> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         let gx = ws.gx.view();
         self.p.project_inputs(f, x, gx, t_n * b)?;
         // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        f.ops.gru_sequence_forward(GruSequenceForward {
+        let a = GruSequenceForward {
             gx,
             hs: ws.seq.states(),
             weights: self.p.recurrent(f)?,
             cache: ws.cache.view(),
             shape: SeqShape::new(t_n, b, h),
-        })
+        };
+        match low {
+            Some(low)
+                if self.output == RnnOutput::Sequence
+                    && f.ops.gru_sequence_forward_low(a, low)? =>
+            {
+                Ok(true)
+            }
+            _ => f.ops.gru_sequence_forward(a).map(|()| false),
+        }
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state

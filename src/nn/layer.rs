@@ -349,6 +349,27 @@ impl Layer {
         }
     }
 
+    /// [`Layer::forward`] of an f32-only layer (`ws` its own workspace, not a [`CastWs`]) that
+    /// also leaves its output rounded to T in `low` where the ops can in the same pass (an
+    /// LSTM or GRU layer without lengths): true then, false where `low` was not written.
+    pub fn forward_low(
+        &self,
+        f: &Flat<'_>,
+        ws: &LayerWs,
+        x: View<'_>,
+        low: View<'_>,
+    ) -> Result<bool> {
+        // Lengths mask the outputs after the pass, which the T copy would miss.
+        if f.lengths.is_none() {
+            match (self, ws) {
+                (Layer::Lstm(l), LayerWs::Lstm(w)) => return l.forward_low(f, w, x, Some(low)),
+                (Layer::Gru(g), LayerWs::Gru(w)) => return g.forward_low(f, w, x, Some(low)),
+                _ => {}
+            }
+        }
+        self.forward(f, ws, x).map(|()| false)
+    }
+
     fn forward_unmasked(&self, f: &Flat<'_>, ws: &LayerWs, x: View<'_>) -> Result<()> {
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.forward(f, w, x),

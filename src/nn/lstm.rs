@@ -120,17 +120,39 @@ impl Lstm {
 
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &LstmWs, x: View<'_>) -> Result<()> {
+        self.forward_low(f, ws, x, None).map(|_| ())
+    }
+
+    /// [`Lstm::forward`] that also leaves the output sequence rounded to T in `low` where the
+    /// ops can in the same pass ([`crate::ops::GatedSequenceOps::lstm_sequence_forward_low`]):
+    /// true then, false where `low` was not written.
+    pub fn forward_low(
+        &self,
+        f: &Flat<'_>,
+        ws: &LstmWs,
+        x: View<'_>,
+        low: Option<View<'_>>,
+    ) -> Result<bool> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         let gates = ws.gates.view();
         self.p.project_inputs(f, x, gates, t_n * b)?;
         // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        f.ops.lstm_sequence_forward(LstmSequenceForward {
+        let a = LstmSequenceForward {
             gates,
             hs: ws.seq.states(),
             cs: ws.cs.view(),
             weights: self.p.recurrent(f)?,
             shape: SeqShape::new(t_n, b, h),
-        })
+        };
+        match low {
+            Some(low)
+                if self.output == RnnOutput::Sequence
+                    && f.ops.lstm_sequence_forward_low(a, low)? =>
+            {
+                Ok(true)
+            }
+            _ => f.ops.lstm_sequence_forward(a).map(|()| false),
+        }
     }
 
     /// Backpropagation through time from the gradient the next layer left in the hidden-state

@@ -1,6 +1,7 @@
 //! LSTM and GRU over a whole sequence: recurrent products and gate math of every step.
 
 use super::MemoryOps;
+use crate::buffer::View;
 use crate::error::Result;
 #[cfg(doc)]
 use crate::ops::SeqShape;
@@ -22,6 +23,18 @@ pub trait GatedSequenceOps: MemoryOps {
     /// step.
     fn lstm_sequence_forward(&self, a: LstmSequenceForward<'_>) -> Result<()>;
 
+    /// [`GatedSequenceOps::lstm_sequence_forward`] that also writes the outputs
+    /// `hs[1..=steps]`, rounded to nearest even, into `low` (bf16 or f16, `steps * batch x H`,
+    /// overlapping no other view) in the same pass, where the backend can: it returns true
+    /// then. Where it cannot (the default; a GPU whose sequence runs other than on the
+    /// persistent kernels) it returns false and has run nothing: the caller runs the op and
+    /// casts. A bf16/f16 network's recurrent layer hands its output to the next layer this way
+    /// without a cast pass.
+    fn lstm_sequence_forward_low(&self, a: LstmSequenceForward<'_>, low: View<'_>) -> Result<bool> {
+        let _ = (a, low);
+        Ok(false)
+    }
+
     /// LSTM backward through a whole sequence: for `t` from `steps - 1` down to 0,
     /// `dh_t = dh[t] + dgates[t+1] W_hh` (no product at `t = steps - 1`),
     /// `dc_t = dc_{t+1} * f_{t+1} + dh_t * o_t * (1 - tanh²(cs[t+1]))` (only the second term at
@@ -39,6 +52,14 @@ pub trait GatedSequenceOps: MemoryOps {
     /// as [`crate::ops::GatedCellOps::gru_cell_forward`] step by step (one kernel for all steps
     /// with a cooperative launch, one fused kernel per step elsewhere).
     fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()>;
+
+    /// [`GatedSequenceOps::gru_sequence_forward`] with the T copy of the outputs in `low`, as
+    /// [`GatedSequenceOps::lstm_sequence_forward_low`] (false, nothing run, where the backend
+    /// cannot).
+    fn gru_sequence_forward_low(&self, a: GruSequenceForward<'_>, low: View<'_>) -> Result<bool> {
+        let _ = (a, low);
+        Ok(false)
+    }
 
     /// GRU backward through a whole sequence: for `t` from `steps - 1` down to 0,
     /// `dh_t = dh[t] + dgh[t+1] W_hh + dh_{t+1} * z_{t+1}` (only `dh[t]` at `t = steps - 1`);

@@ -424,6 +424,73 @@ impl LstmSequenceForward<'_> {
     }
 }
 
+/// Checks the `low` output of [`GatedSequenceOps::lstm_sequence_forward_low`] and
+/// [`GatedSequenceOps::gru_sequence_forward_low`] (of context `ctx`, whose other views are
+/// `views`): bf16 or f16, `steps * batch * hidden` elements (`n` is one step's), apart from
+/// every other view; returns its type.
+fn check_low_outputs(
+    op: &str,
+    ctx: u64,
+    (low, views): (&View<'_>, &[&View<'_>]),
+    (n, steps): (usize, usize),
+) -> Result<crate::dtype::DType> {
+    use crate::dtype::DType;
+    check::context_only(op, ctx, &[low])?;
+    if !matches!(low.dtype(), DType::Bf16 | DType::F16) {
+        return Err(crate::error::Error::DTypeMismatch {
+            op: op.into(),
+            arg: "low".into(),
+            expected: DType::Bf16,
+            found: low.dtype(),
+        });
+    }
+    check::len(op, "low", low, n.saturating_mul(steps))?;
+    for v in views {
+        check::no_overlap(op, low, v, false)?;
+    }
+    Ok(low.dtype())
+}
+
+impl LstmSequenceForward<'_> {
+    /// [`LstmSequenceForward::check`] and the checks of the T copy `low` of the outputs:
+    /// one step's `batch * hidden` (0: nothing to compute) and `low`'s type.
+    pub(crate) fn check_low(
+        &self,
+        ctx: u64,
+        low: &View<'_>,
+    ) -> Result<(usize, crate::dtype::DType)> {
+        let n = self.check(ctx)?;
+        let views = self.views();
+        let t = check_low_outputs(
+            Self::OP,
+            ctx,
+            (low, &views.each_ref()),
+            (n, self.shape.steps),
+        )?;
+        Ok((n, t))
+    }
+}
+
+impl GruSequenceForward<'_> {
+    /// [`GruSequenceForward::check`] and the checks of `low`, as
+    /// [`LstmSequenceForward::check_low`].
+    pub(crate) fn check_low(
+        &self,
+        ctx: u64,
+        low: &View<'_>,
+    ) -> Result<(usize, crate::dtype::DType)> {
+        let n = self.check(ctx)?;
+        let views = self.views();
+        let t = check_low_outputs(
+            Self::OP,
+            ctx,
+            (low, &views.each_ref()),
+            (n, self.shape.steps),
+        )?;
+        Ok((n, t))
+    }
+}
+
 impl LstmSequenceBackward<'_> {
     /// Checks the arguments against the context `ctx`; returns one step's `batch * hidden`, 0
     /// where there is nothing to compute.

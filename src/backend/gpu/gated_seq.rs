@@ -14,6 +14,7 @@ use super::persistent::{CoopPlan, SeqTile};
 use super::seq_route::{SeqOp, SeqRoute};
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernel::Dialect;
 use crate::ops::SeqShape;
@@ -70,6 +71,20 @@ struct SeqKernel {
     carry_in: Option<bool>,
 }
 
+/// The forward kernels of the LSTM and the GRU.
+const LSTM_FORWARD: SeqKernel = SeqKernel {
+    entry: "lstm_seq_forward",
+    gates: 4,
+    forward: true,
+    carry_in: None,
+};
+const GRU_FORWARD: SeqKernel = SeqKernel {
+    entry: "gru_seq_forward",
+    gates: 3,
+    forward: true,
+    carry_in: None,
+};
+
 impl<D: Device> GpuOps<D> {
     /// Runs `f` with `n` elements of this context's carry scratch (also the scratch of the
     /// per-step GEMM path, `seq_gemm`). Not a pooled temporary: a
@@ -102,6 +117,43 @@ impl<D: Device> GpuOps<D> {
                 None => args,
             })
         })
+    }
+
+    /// The forward of `k` (`lstm_seq_forward`, `gru_seq_forward`) through its `_low` entry,
+    /// which also stores the outputs rounded to `t` into `low`, where a sequence of `shape`
+    /// runs on the persistent kernels: true then; false, nothing run, on any other route.
+    fn forward_low(
+        &self,
+        k: SeqKernel,
+        bufs: &[&View<'_>],
+        (low, t): (&View<'_>, DType),
+        shape: SeqShape,
+    ) -> Result<bool> {
+        let entry = match k.entry {
+            "lstm_seq_forward" => "lstm_seq_forward_low",
+            "gru_seq_forward" => "gru_seq_forward_low",
+            _ => return Ok(false),
+        };
+        let op = SeqOp {
+            base: k.entry,
+            gates: k.gates,
+            persistent: (
+                entry.to_string(),
+                tile(k.gates, shape.hidden, true, self.device.dialect()),
+            ),
+        };
+        let SeqRoute::Persistent(plan) = self.seq_route(&op, shape)? else {
+            return Ok(false);
+        };
+        // half_convert.h's RNN_KIND_BF16 and RNN_KIND_F16.
+        let kind = u32::from(t != DType::Bf16);
+        self.cooperative(&plan, |barrier| {
+            let args = Args::new().bufs(bufs)?.buf(barrier)?.buf_as(low, t)?;
+            Ok(args
+                .dims(&[shape.steps, shape.batch, shape.hidden])
+                .u32(kind))
+        })?;
+        Ok(true)
     }
 
     /// A gated sequence op with `n` state elements (0: the checks found nothing to compute),
@@ -174,12 +226,7 @@ impl<D: Device> GatedSteps for GpuOps<D> {
 
 impl<D: Device> GatedSequenceOps for GpuOps<D> {
     fn lstm_sequence_forward(&self, a: LstmSequenceForward<'_>) -> Result<()> {
-        let k = SeqKernel {
-            entry: "lstm_seq_forward",
-            gates: 4,
-            forward: true,
-            carry_in: None,
-        };
+        let k = LSTM_FORWARD;
         let n = a.check(self.context)?;
         let (gemm, steps) = (
             |_: View<'_>| self.lstm_forward_by_gemm(&a),
@@ -188,6 +235,15 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         let views = a.views();
         let bufs = (&views.each_ref()[..], None);
         self.gated_sequence(k, bufs, (n, a.shape), (0, gemm), steps)
+    }
+
+    fn lstm_sequence_forward_low(&self, a: LstmSequenceForward<'_>, low: View<'_>) -> Result<bool> {
+        let (n, t) = a.check_low(self.context, &low)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let views = a.views();
+        self.forward_low(LSTM_FORWARD, &views.each_ref(), (&low, t), a.shape)
     }
 
     fn lstm_sequence_backward(&self, a: LstmSequenceBackward<'_>) -> Result<()> {
@@ -206,12 +262,7 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
     }
 
     fn gru_sequence_forward(&self, a: GruSequenceForward<'_>) -> Result<()> {
-        let k = SeqKernel {
-            entry: "gru_seq_forward",
-            gates: 3,
-            forward: true,
-            carry_in: None,
-        };
+        let k = GRU_FORWARD;
         let n = a.check(self.context)?;
         let (gemm, steps) = (
             |scratch: View<'_>| self.gru_forward_by_gemm(&a, scratch),
@@ -220,6 +271,15 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
         let views = a.views();
         let bufs = (&views.each_ref()[..], None);
         self.gated_sequence(k, bufs, (n, a.shape), (3, gemm), steps)
+    }
+
+    fn gru_sequence_forward_low(&self, a: GruSequenceForward<'_>, low: View<'_>) -> Result<bool> {
+        let (n, t) = a.check_low(self.context, &low)?;
+        if n == 0 {
+            return Ok(false);
+        }
+        let views = a.views();
+        self.forward_low(GRU_FORWARD, &views.each_ref(), (&low, t), a.shape)
     }
 
     fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {

@@ -358,13 +358,23 @@ fn recurrent(
     let (b4i, b4h) = (z(4 * hidden)?, z(4 * hidden)?);
     let (sg, cs, sdg) = (z(steps * 4 * bh)?, z((steps + 1) * bh)?, z(steps * 4 * bh)?);
     let shape = SeqShape::new(steps, batch, hidden);
-    ops.lstm_sequence_forward(LstmSequenceForward {
+    let lstm_forward = LstmSequenceForward {
         gates: sg.view(),
         hs: hs.view(),
         cs: cs.view(),
         weights: RecurrentWeights::new(w4.view(), b4i.view(), b4h.view()),
         shape,
-    })?;
+    };
+    ops.lstm_sequence_forward(lstm_forward)?;
+    // The T copy of the outputs in each 16-bit type (`_low` entries where the route is the
+    // persistent one).
+    let lows = [
+        ops.alloc_as(DType::Bf16, steps * bh)?,
+        ops.alloc_as(DType::F16, steps * bh)?,
+    ];
+    for low in &lows {
+        ops.lstm_sequence_forward_low(lstm_forward, low.view())?;
+    }
     ops.lstm_sequence_backward(LstmSequenceBackward {
         dh: seq.view(),
         gates: sg.view(),
@@ -382,13 +392,17 @@ fn recurrent(
         z(steps * 3 * bh)?,
         z(steps * 3 * bh)?,
     );
-    ops.gru_sequence_forward(GruSequenceForward {
+    let gru_forward = GruSequenceForward {
         gx: sgx.view(),
         hs: hs.view(),
         weights: RecurrentWeights::new(w3.view(), b3i.view(), b3h.view()),
         cache: scache.view(),
         shape,
-    })?;
+    };
+    ops.gru_sequence_forward(gru_forward)?;
+    for low in &lows {
+        ops.gru_sequence_forward_low(gru_forward, low.view())?;
+    }
     ops.gru_sequence_backward(GruSequenceBackward {
         dh: seq.view(),
         hs: hs.view(),
