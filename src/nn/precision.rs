@@ -9,13 +9,16 @@ use crate::error::{Error, Result};
 /// Which layer kinds compute in which type, in `Bf16`/`F16`:
 /// - dense layers: activations, pre-activations and their gradients in the low type T, GEMM
 ///   operands in T (the low copy of the parameters), sums in f32; the weight and bias
-///   gradients are written in f32;
+///   gradients are written in f32; a linear last layer writes its output in f32 (its sums
+///   plus the f32 bias), the input of the loss;
 /// - embedding, dropout, layer norm, Elman/LSTM/GRU cells and their stacks: f32 (their ops
 ///   have no T form yet). Each casts its T input to f32, runs as in f32 training on the f32
-///   master weights, and casts its output (and, backward, its input gradient) back to T. The
-///   recurrent cell states (`h`, LSTM `c`) stay f32;
-/// - the loss: the last layer's output is cast to f32; the loss values, softmax and its
-///   gradient are f32, the gradient cast to T (after the loss scale, for `F16`);
+///   master weights, and casts its output (and, backward, its input gradient) back to T (the
+///   persistent LSTM/GRU kernels store the T output themselves); the layer after it writes its
+///   output gradient in f32. The recurrent cell states (`h`, LSTM `c`) stay f32;
+/// - the loss: reads the last layer's output in f32 (a linear dense or f32-only last layer
+///   writes it so, any other is cast); the loss values, softmax and its gradient are f32, the
+///   gradient cast to T where the last layer is dense (after the loss scale, for `F16`);
 /// - the f32 products that remain (the f32-only layers' GEMMs, which autocast would run in
 ///   T) use TF32 on CUDA with cuBLAS, as in `Tf32`: more precise than T, and on the tensor
 ///   cores;

@@ -514,3 +514,28 @@ pub(crate) fn scale_update(u: &crate::ops::ScaleUpdate) -> Result<()> {
     }
     Ok(())
 }
+
+/// Checks the `low` output of `op` (`lstm_sequence_forward_low`, `gru_sequence_forward_low`, of
+/// context `ctx`, whose other views are `views`): bf16 or f16, `steps * n` elements (`n` one
+/// step's), apart from every other view; returns its type.
+pub(crate) fn seq_low_outputs(
+    op: &str,
+    ctx: u64,
+    (low, views): (&View<'_>, &[&View<'_>]),
+    (n, steps): (usize, usize),
+) -> Result<DType> {
+    context_only(op, ctx, &[low])?;
+    if !matches!(low.dtype(), DType::Bf16 | DType::F16) {
+        return Err(Error::DTypeMismatch {
+            op: op.into(),
+            arg: "low".into(),
+            expected: DType::Bf16,
+            found: low.dtype(),
+        });
+    }
+    len(op, "low", low, n.saturating_mul(steps))?;
+    for v in views {
+        no_overlap(op, low, v, false)?;
+    }
+    Ok(low.dtype())
+}

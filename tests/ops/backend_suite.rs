@@ -19,6 +19,7 @@ pub(crate) mod dtypes;
 mod edges;
 mod elementwise;
 mod gated_graph;
+mod gated_low;
 mod gated_seq;
 mod gemm;
 mod graphs;
@@ -527,6 +528,7 @@ macro_rules! backend_suite {
                 gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
                 gpu_gated_sequence_gemm_steps => gated_seq::gated_sequence_gemm_steps,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,
+                gpu_gated_sequence_low => gated_low::gated_sequence_low,
                 gpu_dropout => layers::dropout,
                 gpu_layer_norm => layers::layer_norm,
                 gpu_scatter_add_rows => layers::scatter_add_rows,

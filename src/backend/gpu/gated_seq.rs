@@ -6,7 +6,9 @@
 //! `gru_step_*`, geometry `S`,
 //! recurrent product and gate math in one launch) run once per step, looped by
 //! `ops::gated_seq`. Which of these (or the block-local kernels, or the per-step GEMMs) runs a
-//! sequence is decided by `seq_route`.
+//! sequence is decided by `seq_route`. The forwards' `_low` entries (`lstm_seq_forward_low`,
+//! `gru_seq_forward_low`) also store the outputs in bf16/f16 for a mixed-precision network, on
+//! the persistent route only.
 
 use super::GpuOps;
 use super::launch::{self, Args};
@@ -17,12 +19,12 @@ use crate::buffer::View;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernel::Dialect;
-use crate::ops::SeqShape;
 use crate::ops::gated_seq::{self, GatedStep, GatedSteps};
 use crate::ops::prelude::*;
 use crate::ops::{
     GruSequenceBackward, GruSequenceForward, LstmSequenceBackward, LstmSequenceForward,
 };
+use crate::ops::{SeqShape, check};
 
 /// Batch rows of a block tile (`GQ_ROWS` in kernels-cu/gated_seq.cu, `RQ_ROWS` in
 /// kernels-cl/seq.cl).
@@ -119,21 +121,25 @@ impl<D: Device> GpuOps<D> {
         })
     }
 
-    /// The forward of `k` (`lstm_seq_forward`, `gru_seq_forward`) through its `_low` entry,
-    /// which also stores the outputs rounded to `t` into `low`, where a sequence of `shape`
-    /// runs on the persistent kernels: true then; false, nothing run, on any other route.
+    /// The forward of `k` (`lstm_seq_forward`, `gru_seq_forward`; its op's views `bufs`
+    /// checked, `n` state elements a step) through its `_low` entry, which also stores the
+    /// outputs rounded to `low`'s type into `low`, where a sequence of `shape` runs on the
+    /// persistent kernels: true then; false, nothing run, on any other route.
     fn forward_low(
         &self,
-        k: SeqKernel,
+        (k, shape, n): (SeqKernel, SeqShape, usize),
         bufs: &[&View<'_>],
-        (low, t): (&View<'_>, DType),
-        shape: SeqShape,
+        low: &View<'_>,
     ) -> Result<bool> {
-        let entry = match k.entry {
-            "lstm_seq_forward" => "lstm_seq_forward_low",
-            "gru_seq_forward" => "gru_seq_forward_low",
+        let (entry, op_name) = match k.entry {
+            "lstm_seq_forward" => ("lstm_seq_forward_low", LstmSequenceForward::OP),
+            "gru_seq_forward" => ("gru_seq_forward_low", GruSequenceForward::OP),
             _ => return Ok(false),
         };
+        let t = check::seq_low_outputs(op_name, self.context, (low, bufs), (n, shape.steps))?;
+        if n == 0 {
+            return Ok(false);
+        }
         let op = SeqOp {
             base: k.entry,
             gates: k.gates,
@@ -238,12 +244,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
     }
 
     fn lstm_sequence_forward_low(&self, a: LstmSequenceForward<'_>, low: View<'_>) -> Result<bool> {
-        let (n, t) = a.check_low(self.context, &low)?;
-        if n == 0 {
-            return Ok(false);
-        }
+        let n = a.check(self.context)?;
         let views = a.views();
-        self.forward_low(LSTM_FORWARD, &views.each_ref(), (&low, t), a.shape)
+        self.forward_low((LSTM_FORWARD, a.shape, n), &views.each_ref(), &low)
     }
 
     fn lstm_sequence_backward(&self, a: LstmSequenceBackward<'_>) -> Result<()> {
@@ -274,12 +277,9 @@ impl<D: Device> GatedSequenceOps for GpuOps<D> {
     }
 
     fn gru_sequence_forward_low(&self, a: GruSequenceForward<'_>, low: View<'_>) -> Result<bool> {
-        let (n, t) = a.check_low(self.context, &low)?;
-        if n == 0 {
-            return Ok(false);
-        }
+        let n = a.check(self.context)?;
         let views = a.views();
-        self.forward_low(GRU_FORWARD, &views.each_ref(), (&low, t), a.shape)
+        self.forward_low((GRU_FORWARD, a.shape, n), &views.each_ref(), &low)
     }
 
     fn gru_sequence_backward(&self, a: GruSequenceBackward<'_>) -> Result<()> {

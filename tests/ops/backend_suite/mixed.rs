@@ -12,7 +12,7 @@ use super::contexts;
 use crate::support::Target;
 
 /// A NaN poison for 16-bit outputs that no conversion produces (a signalling NaN pattern).
-const POISON16: u16 = 0x7c01;
+pub(crate) const POISON16: u16 = 0x7c01;
 
 /// Every 16-bit pattern.
 fn all_patterns() -> Vec<u16> {
@@ -259,19 +259,19 @@ pub fn cast_errors(t: Target) {
 }
 
 /// `x` rounded to `dtype` (bf16 or f16), as bits.
-fn round_bits(dtype: DType, x: f32) -> u16 {
+pub(crate) fn round_bits(dtype: DType, x: f32) -> u16 {
     match dtype {
         DType::Bf16 => bf16::from_f32(x).to_bits(),
         _ => f16::from_f32(x).to_bits(),
     }
 }
 
-fn bytes_of(bits: &[u16]) -> Vec<u8> {
+pub(crate) fn bytes_of(bits: &[u16]) -> Vec<u8> {
     bits.iter().flat_map(|b| b.to_ne_bytes()).collect()
 }
 
 /// The bits of a 16-bit view.
-fn download_bits(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<u16> {
+pub(crate) fn download_bits(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<u16> {
     let mut bytes = vec![0u8; v.len() * 2];
     ops.download_bytes(v, &mut bytes).unwrap();
     bytes
@@ -281,7 +281,7 @@ fn download_bits(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<u16> {
 }
 
 /// Deterministic values in `lo..hi` (an LCG: the test needs variety, not quality).
-fn values(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
+pub(crate) fn values(n: usize, seed: u32, lo: f32, hi: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
     (0..n)
         .map(|_| {
@@ -296,7 +296,7 @@ fn part(b: &rnn::Buffer, off: usize, n: usize) -> rnn::View<'_> {
     b.slice(off, n).unwrap()
 }
 
-fn download(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<f32> {
+pub(crate) fn download(ops: &dyn Ops, v: rnn::View<'_>) -> Vec<f32> {
     let mut out = vec![0.0; v.len()];
     ops.download(v, &mut out).unwrap();
     out
