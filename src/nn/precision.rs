@@ -14,6 +14,12 @@ use crate::error::{Error, Result};
 ///   have no T form yet). Each casts its T input to f32, runs as in f32 training on the f32
 ///   master weights, and casts its output (and, backward, its input gradient) back to T. The
 ///   recurrent cell states (`h`, LSTM `c`) stay f32;
+/// - except the recurrent products of a single Elman/LSTM/GRU layer's sequence where the GPU
+///   runs it as per-step GEMMs (LSTM/GRU from hidden 384, Elman from 1024, where the
+///   persistent kernels do not take it): their operands (`h_{t-1}`, W_hh, and backward the
+///   gate gradients) are T copies, summed in f32 ([`crate::ops::SeqShape::product_type`]);
+///   the cell math, the states, the gates and the layer's f32 output are as above. The CPU
+///   backend and the GPU's other recurrent routes compute those products in f32;
 /// - the loss: the last layer's output is cast to f32; the loss values, softmax and its
 ///   gradient are f32, the gradient cast to T (after the loss scale, for `F16`);
 /// - the f32 products that remain (the f32-only layers' GEMMs, which autocast would run in

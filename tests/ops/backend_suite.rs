@@ -526,6 +526,8 @@ macro_rules! backend_suite {
                 gpu_gated_sequence_fallback => gated_seq::gated_sequence_fallback,
                 gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
                 gpu_gated_sequence_gemm_steps => gated_seq::gated_sequence_gemm_steps,
+                gpu_gated_sequence_low_products => gated_seq::gated_sequence_low_products,
+                gpu_rnn_sequence_low_products => rnn_seq::rnn_sequence_low_products,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,
                 gpu_dropout => layers::dropout,
                 gpu_layer_norm => layers::layer_norm,
