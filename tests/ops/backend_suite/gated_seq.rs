@@ -21,7 +21,8 @@ use rnn::ops::SeqShape;
 use rnn::{Context, DType};
 
 use super::{
-    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
+    low_product_sequences, nan, prop,
 };
 use crate::support::{self, Target};
 
@@ -253,16 +254,9 @@ pub fn gated_sequence_block_local(t: Target) {
 }
 
 pub fn gated_sequence_low_products(t: Target) {
-    for low in [DType::Bf16, DType::F16] {
-        gemm_step_sequences(
-            t,
-            &format!("gpu_gated_sequence_low_products ({low})"),
-            |ctx, (steps, batch, hidden, pad, seed)| {
-                let mut r = Values(seed);
-                let shape = SeqShape::new(steps, batch, hidden).with_product_type(Some(low));
-                check_lstm(ctx, shape, pad, &mut r)?;
-                check_gru(ctx, shape, pad, &mut r)
-            },
-        );
-    }
+    let test = "gpu_gated_sequence_low_products";
+    low_product_sequences(t, test, |ctx, shape, pad, r| {
+        check_lstm(ctx, shape, pad, r)?;
+        check_gru(ctx, shape, pad, r)
+    });
 }

@@ -15,11 +15,12 @@ use rnn::ops::RecurrentWeights;
 use rnn::ops::RnnSequenceBackward;
 use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
-use rnn::{Activation, Context, DType};
+use rnn::{Activation, Context};
 
 use super::gated_seq::product_tolerance;
 use super::{
-    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
+    low_product_sequences, nan, prop,
 };
 use crate::support::{self, Target};
 
@@ -185,18 +186,11 @@ pub fn rnn_sequence_block_local(t: Target) {
 }
 
 pub fn rnn_sequence_low_products(t: Target) {
-    for low in [DType::Bf16, DType::F16] {
-        gemm_step_sequences(
-            t,
-            &format!("gpu_rnn_sequence_low_products ({low})"),
-            |ctx, (steps, batch, hidden, pad, seed)| {
-                let mut r = Values(seed);
-                let shape = SeqShape::new(steps, batch, hidden).with_product_type(Some(low));
-                for act in [Activation::Tanh, Activation::Relu] {
-                    check_sequence(ctx, shape, pad, act, &mut r)?;
-                }
-                Ok(())
-            },
-        );
-    }
+    let test = "gpu_rnn_sequence_low_products";
+    low_product_sequences(t, test, |ctx, shape, pad, r| {
+        for act in [Activation::Tanh, Activation::Relu] {
+            check_sequence(ctx, shape, pad, act, r)?;
+        }
+        Ok(())
+    });
 }
