@@ -196,14 +196,19 @@ void rnn_step_backward(__global const float* dh_base, ulong dh_off,
     }
 }
 
-__kernel void lstm_cell_forward(__global float* g_base, ulong g_off,
-                                __global const float* cp_base, ulong cp_off,
-                                __global float* c_base, ulong c_off, __global float* h_base,
-                                ulong h_off, uint batch, uint hidden) {
-    __global float* gates = g_base + g_off;
-    __global const float* c_prev = cp_base + cp_off;
-    __global float* c = c_base + c_off;
-    __global float* h = h_base + h_off;
+// The GEMM path's cells in Bf16/F16 precision (the `_lo` entries, src/backend/gpu/seq_gemm.rs)
+// also write a copy of what the next product reads (h_t forward, the gate gradients backward)
+// rounded to T (`kind`: RNN_KIND_BF16 or RNN_KIND_F16) into `lo`, next to their f32 outputs; a
+// null `lo` is the f32 cell.
+#define RNN_NO_LO ((__global ushort*)0)
+
+inline void rnn_store_lo(__global ushort* lo, ulong at, float v, uint kind) {
+    if (lo) lo[at] = rnn_f32_to_half(v, kind);
+}
+
+inline void lstm_cell_forward_body(__global float* gates, __global const float* c_prev,
+                                   __global float* c, __global float* h, __global ushort* h_lo,
+                                   uint kind, uint batch, uint hidden) {
     uint n = batch * hidden;
     RNN_GRID_LOOP(e, n) {
         uint b = e / hidden;
@@ -219,8 +224,28 @@ __kernel void lstm_cell_forward(__global float* g_base, ulong g_off,
         gates[base + 3 * hidden] = og;
         float cv = fg * c_prev[e] + ig * gg;
         c[e] = cv;
-        h[e] = og * tanh(cv);
+        float hv = og * tanh(cv);
+        h[e] = hv;
+        rnn_store_lo(h_lo, e, hv, kind);
     }
+}
+
+__kernel void lstm_cell_forward(__global float* g_base, ulong g_off,
+                                __global const float* cp_base, ulong cp_off,
+                                __global float* c_base, ulong c_off, __global float* h_base,
+                                ulong h_off, uint batch, uint hidden) {
+    lstm_cell_forward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, h_base + h_off,
+                           RNN_NO_LO, 0u, batch, hidden);
+}
+
+// lstm_cell_forward writing h_t in T too.
+__kernel void lstm_cell_forward_lo(__global float* g_base, ulong g_off,
+                                   __global const float* cp_base, ulong cp_off,
+                                   __global float* c_base, ulong c_off, __global float* h_base,
+                                   ulong h_off, __global ushort* lo_base, ulong lo_off,
+                                   uint batch, uint hidden, uint kind) {
+    lstm_cell_forward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, h_base + h_off,
+                           lo_base + lo_off, kind, batch, hidden);
 }
 
 // The cell bodies below serve two kernels each: the cell op's, and the GEMM path's
@@ -239,7 +264,8 @@ inline float rnn_plus(__global const float* v, ulong at, __global const float* b
 inline void lstm_cell_backward_body(__global const float* gates, __global const float* c_prev,
                                     __global const float* c, __global const float* dh,
                                     __global const float* dh_rec, __global float* dc,
-                                    __global float* dgates, uint batch, uint hidden) {
+                                    __global float* dgates, __global ushort* dgates_lo,
+                                    uint kind, uint batch, uint hidden) {
     ulong n = (ulong)batch * hidden;
     RNN_GRID_LOOP(e, n) {
         ulong b = e / hidden;
@@ -252,6 +278,10 @@ inline void lstm_cell_backward_body(__global const float* gates, __global const 
         float tc = tanh(c[e]);
         float dhe = rnn_plus(dh, e, dh_rec, e);
         RNN_LSTM_UNIT_BACKWARD(dgates, base, hidden, dc[e], dhe, tc, c_prev[e], ig, fg, gg, og, dc[e]);
+        for (uint k = 0; k < 4; ++k) {
+            ulong at = base + (ulong)k * hidden;
+            rnn_store_lo(dgates_lo, at, dgates[at], kind);
+        }
     }
 }
 
@@ -262,7 +292,8 @@ __kernel void lstm_cell_backward(__global const float* g_base, ulong g_off,
                                  __global float* dc_base, ulong dc_off, __global float* dg_base,
                                  ulong dg_off, uint batch, uint hidden) {
     lstm_cell_backward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, dh_base + dh_off,
-                            RNN_NO_PART, dc_base + dc_off, dg_base + dg_off, batch, hidden);
+                            RNN_NO_PART, dc_base + dc_off, dg_base + dg_off, RNN_NO_LO, 0u,
+                            batch, hidden);
 }
 
 // lstm_cell_backward of the gradient dh + dh_rec (the recurrent product).
@@ -275,14 +306,31 @@ __kernel void lstm_cell_backward_sum(__global const float* g_base, ulong g_off,
                                      __global float* dg_base, ulong dg_off, uint batch,
                                      uint hidden) {
     lstm_cell_backward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, dh_base + dh_off,
-                            dr_base + dr_off, dc_base + dc_off, dg_base + dg_off, batch, hidden);
+                            dr_base + dr_off, dc_base + dc_off, dg_base + dg_off, RNN_NO_LO, 0u,
+                            batch, hidden);
+}
+
+// lstm_cell_backward_sum writing the gate gradients in T too.
+__kernel void lstm_cell_backward_sum_lo(__global const float* g_base, ulong g_off,
+                                        __global const float* cp_base, ulong cp_off,
+                                        __global const float* c_base, ulong c_off,
+                                        __global const float* dh_base, ulong dh_off,
+                                        __global const float* dr_base, ulong dr_off,
+                                        __global float* dc_base, ulong dc_off,
+                                        __global float* dg_base, ulong dg_off,
+                                        __global ushort* lo_base, ulong lo_off, uint batch,
+                                        uint hidden, uint kind) {
+    lstm_cell_backward_body(g_base + g_off, cp_base + cp_off, c_base + c_off, dh_base + dh_off,
+                            dr_base + dr_off, dc_base + dc_off, dg_base + dg_off,
+                            lo_base + lo_off, kind, batch, hidden);
 }
 
 // The gate pre-activations are gx (+ b_ih) and gh (+ b_hh), each part summed first.
 inline void gru_cell_forward_body(__global const float* gx, __global const float* b_ih,
                                   __global const float* gh, __global const float* b_hh,
                                   __global const float* h_prev, __global float* h,
-                                  __global float* cache, uint batch, uint hidden) {
+                                  __global float* cache, __global ushort* h_lo, uint kind,
+                                  uint batch, uint hidden) {
     ulong n = (ulong)batch * hidden;
     ulong H = hidden;
     RNN_GRID_LOOP(e, n) {
@@ -295,7 +343,9 @@ inline void gru_cell_forward_body(__global const float* gx, __global const float
             rnn_sigmoid(rnn_plus(gx, g3 + H, b_ih, j + H) + rnn_plus(gh, g3 + H, b_hh, j + H));
         float ghn = rnn_plus(gh, g3 + 2 * H, b_hh, j + 2 * H);
         float nn = tanh(rnn_plus(gx, g3 + 2 * H, b_ih, j + 2 * H) + r * ghn);
-        h[e] = (1.0f - z) * nn + z * h_prev[e];
+        float hv = (1.0f - z) * nn + z * h_prev[e];
+        h[e] = hv;
+        rnn_store_lo(h_lo, e, hv, kind);
         cache[g4] = r;
         cache[g4 + H] = z;
         cache[g4 + 2 * H] = nn;
@@ -309,7 +359,8 @@ __kernel void gru_cell_forward(__global const float* gx_base, ulong gx_off,
                                __global float* h_base, ulong h_off, __global float* k_base,
                                ulong k_off, uint batch, uint hidden) {
     gru_cell_forward_body(gx_base + gx_off, RNN_NO_PART, gh_base + gh_off, RNN_NO_PART,
-                          hp_base + hp_off, h_base + h_off, k_base + k_off, batch, hidden);
+                          hp_base + hp_off, h_base + h_off, k_base + k_off, RNN_NO_LO, 0u, batch,
+                          hidden);
 }
 
 // gru_cell_forward of gx_t + b_ih and gh + b_hh (gh = h_prev W_hh^T), biases 3 hidden.
@@ -321,7 +372,23 @@ __kernel void gru_cell_forward_bias(__global const float* gx_base, ulong gx_off,
                                     __global float* h_base, ulong h_off, __global float* k_base,
                                     ulong k_off, uint batch, uint hidden) {
     gru_cell_forward_body(gx_base + gx_off, bi_base + bi_off, gh_base + gh_off, bh_base + bh_off,
-                          hp_base + hp_off, h_base + h_off, k_base + k_off, batch, hidden);
+                          hp_base + hp_off, h_base + h_off, k_base + k_off, RNN_NO_LO, 0u, batch,
+                          hidden);
+}
+
+// gru_cell_forward_bias writing h_t in T too.
+__kernel void gru_cell_forward_bias_lo(__global const float* gx_base, ulong gx_off,
+                                       __global const float* bi_base, ulong bi_off,
+                                       __global const float* gh_base, ulong gh_off,
+                                       __global const float* bh_base, ulong bh_off,
+                                       __global const float* hp_base, ulong hp_off,
+                                       __global float* h_base, ulong h_off,
+                                       __global float* k_base, ulong k_off,
+                                       __global ushort* lo_base, ulong lo_off, uint batch,
+                                       uint hidden, uint kind) {
+    gru_cell_forward_body(gx_base + gx_off, bi_base + bi_off, gh_base + gh_off, bh_base + bh_off,
+                          hp_base + hp_off, h_base + h_off, k_base + k_off, lo_base + lo_off,
+                          kind, batch, hidden);
 }
 
 // The gradient reaching h_t is dh + dh_rec where dh_rec is given; dh_rec may be dh_prev's own
@@ -329,7 +396,8 @@ __kernel void gru_cell_forward_bias(__global const float* gx_base, ulong gx_off,
 inline void gru_cell_backward_body(__global const float* cache, __global const float* h_prev,
                                    __global const float* dh, __global const float* dh_rec,
                                    __global float* dgx, __global float* dgh,
-                                   __global float* dh_prev, uint batch, uint hidden) {
+                                   __global float* dh_prev, __global ushort* dgh_lo, uint kind,
+                                   uint batch, uint hidden) {
     ulong n = (ulong)batch * hidden;
     ulong H = hidden;
     RNN_GRID_LOOP(e, n) {
@@ -343,6 +411,7 @@ inline void gru_cell_backward_body(__global const float* cache, __global const f
         float ghn = cache[g4 + 3 * H];
         float d = rnn_plus(dh, e, dh_rec, e);
         RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, nn, ghn, h_prev[e], dh_prev[e]);
+        for (uint k = 0; k < 3; ++k) rnn_store_lo(dgh_lo, g3 + k * H, dgh[g3 + k * H], kind);
     }
 }
 
@@ -353,8 +422,8 @@ __kernel void gru_cell_backward(__global const float* k_base, ulong k_off,
                                 ulong dgh_off, __global float* dhp_base, ulong dhp_off, uint batch,
                                 uint hidden) {
     gru_cell_backward_body(k_base + k_off, hp_base + hp_off, dh_base + dh_off, RNN_NO_PART,
-                           dgx_base + dgx_off, dgh_base + dgh_off, dhp_base + dhp_off, batch,
-                           hidden);
+                           dgx_base + dgx_off, dgh_base + dgh_off, dhp_base + dhp_off, RNN_NO_LO,
+                           0u, batch, hidden);
 }
 
 // gru_cell_backward of the gradient dh + dh_prev: dh_prev holds what the later steps sent to
@@ -368,38 +437,88 @@ __kernel void gru_cell_backward_carry(__global const float* k_base, ulong k_off,
                                       uint hidden) {
     __global float* dh_prev = dhp_base + dhp_off;
     gru_cell_backward_body(k_base + k_off, hp_base + hp_off, dh_base + dh_off, dh_prev,
-                           dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, batch, hidden);
+                           dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, RNN_NO_LO, 0u, batch,
+                           hidden);
+}
+
+// gru_cell_backward_carry writing dgh in T too.
+__kernel void gru_cell_backward_carry_lo(__global const float* k_base, ulong k_off,
+                                         __global const float* hp_base, ulong hp_off,
+                                         __global const float* dh_base, ulong dh_off,
+                                         __global float* dgx_base, ulong dgx_off,
+                                         __global float* dgh_base, ulong dgh_off,
+                                         __global float* dhp_base, ulong dhp_off,
+                                         __global ushort* lo_base, ulong lo_off, uint batch,
+                                         uint hidden, uint kind) {
+    __global float* dh_prev = dhp_base + dhp_off;
+    gru_cell_backward_body(k_base + k_off, hp_base + hp_off, dh_base + dh_off, dh_prev,
+                           dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, lo_base + lo_off,
+                           kind, batch, hidden);
 }
 
 // The Elman step after its product: h holds h_prev W_hh^T on entry and
 // act(h_prev W_hh^T + pre + bias) on exit (bias: b_ih + b_hh).
+inline void rnn_cell_forward_body(__global const float* pre, __global const float* bias,
+                                  __global float* h, __global ushort* h_lo, uint kind,
+                                  uint batch, uint hidden, uint act, float act_param) {
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        float hv = act_forward((h[e] + pre[e]) + bias[e % hidden], act, act_param);
+        h[e] = hv;
+        rnn_store_lo(h_lo, e, hv, kind);
+    }
+}
+
 __kernel void rnn_cell_forward(__global const float* pre_base, ulong pre_off,
                                __global const float* bias_base, ulong bias_off,
                                __global float* h_base, ulong h_off, uint batch, uint hidden,
                                uint act, float act_param) {
-    __global const float* pre = pre_base + pre_off;
-    __global const float* bias = bias_base + bias_off;
-    __global float* h = h_base + h_off;
-    ulong n = (ulong)batch * hidden;
-    RNN_GRID_LOOP(e, n) {
-        h[e] = act_forward((h[e] + pre[e]) + bias[e % hidden], act, act_param);
-    }
+    rnn_cell_forward_body(pre_base + pre_off, bias_base + bias_off, h_base + h_off, RNN_NO_LO, 0u,
+                          batch, hidden, act, act_param);
+}
+
+// rnn_cell_forward writing h_t in T too.
+__kernel void rnn_cell_forward_lo(__global const float* pre_base, ulong pre_off,
+                                  __global const float* bias_base, ulong bias_off,
+                                  __global float* h_base, ulong h_off, __global ushort* lo_base,
+                                  ulong lo_off, uint batch, uint hidden, uint act, uint kind,
+                                  float act_param) {
+    rnn_cell_forward_body(pre_base + pre_off, bias_base + bias_off, h_base + h_off,
+                          lo_base + lo_off, kind, batch, hidden, act, act_param);
 }
 
 // The Elman backward step after its product: dpre = (dh + dh_rec) act'(h), dh_rec the product
 // dpre_{t+1} W_hh.
+inline void rnn_cell_backward_body(__global const float* dh, __global const float* dh_rec,
+                                   __global const float* h, __global float* dpre,
+                                   __global ushort* dpre_lo, uint kind, uint batch, uint hidden,
+                                   uint act, float act_param) {
+    ulong n = (ulong)batch * hidden;
+    RNN_GRID_LOOP(e, n) {
+        float y = h[e];
+        float d = (dh[e] + dh_rec[e]) * act_grad(y, y, act, act_param);
+        dpre[e] = d;
+        rnn_store_lo(dpre_lo, e, d, kind);
+    }
+}
+
 __kernel void rnn_cell_backward(__global const float* dh_base, ulong dh_off,
                                 __global const float* dr_base, ulong dr_off,
                                 __global const float* h_base, ulong h_off,
                                 __global float* dpre_base, ulong dpre_off, uint batch,
                                 uint hidden, uint act, float act_param) {
-    __global const float* dh = dh_base + dh_off;
-    __global const float* dh_rec = dr_base + dr_off;
-    __global const float* h = h_base + h_off;
-    __global float* dpre = dpre_base + dpre_off;
-    ulong n = (ulong)batch * hidden;
-    RNN_GRID_LOOP(e, n) {
-        float y = h[e];
-        dpre[e] = (dh[e] + dh_rec[e]) * act_grad(y, y, act, act_param);
-    }
+    rnn_cell_backward_body(dh_base + dh_off, dr_base + dr_off, h_base + h_off,
+                           dpre_base + dpre_off, RNN_NO_LO, 0u, batch, hidden, act, act_param);
+}
+
+// rnn_cell_backward writing dpre in T too.
+__kernel void rnn_cell_backward_lo(__global const float* dh_base, ulong dh_off,
+                                   __global const float* dr_base, ulong dr_off,
+                                   __global const float* h_base, ulong h_off,
+                                   __global float* dpre_base, ulong dpre_off,
+                                   __global ushort* lo_base, ulong lo_off, uint batch,
+                                   uint hidden, uint act, uint kind, float act_param) {
+    rnn_cell_backward_body(dh_base + dh_off, dr_base + dr_off, h_base + h_off,
+                           dpre_base + dpre_off, lo_base + lo_off, kind, batch, hidden, act,
+                           act_param);
 }

@@ -219,14 +219,17 @@ extern "C" __global__ void __launch_bounds__(RS_THREADS)
     }
 }
 
-extern "C" __global__ void lstm_cell_forward(float* gates_base, u64 gates_off,
-                                             const float* c_prev_base, u64 c_prev_off,
-                                             float* c_base, u64 c_off, float* h_base, u64 h_off,
-                                             uint batch, uint hidden) {
-    float* gates = gates_base + gates_off;
-    const float* c_prev = c_prev_base + c_prev_off;
-    float* c = c_base + c_off;
-    float* h = h_base + h_off;
+// The GEMM path's cells in Bf16/F16 precision (the `_lo` entries, src/backend/gpu/seq_gemm.rs)
+// also write a copy of what the next product reads (h_t forward, the gate gradients backward)
+// rounded to T (`kind`: RNN_KIND_BF16 or RNN_KIND_F16) into `lo`, next to their f32 outputs; a
+// null `lo` is the f32 cell.
+__device__ __forceinline__ void rnn_store_lo(ushort* lo, u64 at, float v, uint kind) {
+    if (lo) lo[at] = rnn_f32_to_half(v, kind);
+}
+
+__device__ __forceinline__ void lstm_cell_forward_body(float* gates, const float* c_prev,
+                                                       float* c, float* h, ushort* h_lo,
+                                                       uint kind, uint batch, uint hidden) {
     const u64 n = (u64)batch * hidden;
     RNN_GRID_LOOP(i, n) {
         const u64 b = i / hidden;
@@ -242,8 +245,28 @@ extern "C" __global__ void lstm_cell_forward(float* gates_base, u64 gates_off,
         g[3 * (u64)hidden] = go;
         const float ct = gf * c_prev[i] + gi * gg;
         c[i] = ct;
-        h[i] = go * tanhf(ct);
+        const float ht = go * tanhf(ct);
+        h[i] = ht;
+        rnn_store_lo(h_lo, i, ht, kind);
     }
+}
+
+extern "C" __global__ void lstm_cell_forward(float* gates_base, u64 gates_off,
+                                             const float* c_prev_base, u64 c_prev_off,
+                                             float* c_base, u64 c_off, float* h_base, u64 h_off,
+                                             uint batch, uint hidden) {
+    lstm_cell_forward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
+                           h_base + h_off, nullptr, 0, batch, hidden);
+}
+
+// lstm_cell_forward writing h_t in T too.
+extern "C" __global__ void lstm_cell_forward_lo(float* gates_base, u64 gates_off,
+                                                const float* c_prev_base, u64 c_prev_off,
+                                                float* c_base, u64 c_off, float* h_base,
+                                                u64 h_off, ushort* h_lo_base, u64 h_lo_off,
+                                                uint batch, uint hidden, uint kind) {
+    lstm_cell_forward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
+                           h_base + h_off, h_lo_base + h_lo_off, kind, batch, hidden);
 }
 
 // The cell bodies below serve two kernels each: the cell op's, and the GEMM path's
@@ -260,7 +283,8 @@ __device__ __forceinline__ float rnn_plus(const float* v, u64 at, const float* b
 // The gradient reaching h_t is dh + dh_rec where dh_rec is given.
 __device__ __forceinline__ void lstm_cell_backward_body(
     const float* gates, const float* c_prev, const float* c, const float* dh,
-    const float* dh_rec, float* dc, float* dgates, uint batch, uint hidden) {
+    const float* dh_rec, float* dc, float* dgates, ushort* dgates_lo, uint kind, uint batch,
+    uint hidden) {
     const u64 n = (u64)batch * hidden;
     RNN_GRID_LOOP(i, n) {
         const u64 b = i / hidden;
@@ -273,6 +297,10 @@ __device__ __forceinline__ void lstm_cell_backward_body(
         const float tc = tanhf(c[i]);
         const float dhi = rnn_plus(dh, i, dh_rec, i);
         RNN_LSTM_UNIT_BACKWARD(dgates, base, (u64)hidden, dc[i], dhi, tc, c_prev[i], gi, gf, gg, go, dc[i]);
+        for (uint k = 0; k < 4; ++k) {
+            const u64 at = base + k * (u64)hidden;
+            rnn_store_lo(dgates_lo, at, dgates[at], kind);
+        }
     }
 }
 
@@ -284,7 +312,7 @@ extern "C" __global__ void lstm_cell_backward(const float* gates_base, u64 gates
                                               uint batch, uint hidden) {
     lstm_cell_backward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
                             dh_base + dh_off, nullptr, dc_base + dc_off,
-                            dgates_base + dgates_off, batch, hidden);
+                            dgates_base + dgates_off, nullptr, 0, batch, hidden);
 }
 
 // lstm_cell_backward of the gradient dh + dh_rec (the recurrent product).
@@ -297,14 +325,27 @@ extern "C" __global__ void lstm_cell_backward_sum(const float* gates_base, u64 g
                                                   u64 dgates_off, uint batch, uint hidden) {
     lstm_cell_backward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
                             dh_base + dh_off, dh_rec_base + dh_rec_off, dc_base + dc_off,
-                            dgates_base + dgates_off, batch, hidden);
+                            dgates_base + dgates_off, nullptr, 0, batch, hidden);
+}
+
+// lstm_cell_backward_sum writing the gate gradients in T too.
+extern "C" __global__ void lstm_cell_backward_sum_lo(
+    const float* gates_base, u64 gates_off, const float* c_prev_base, u64 c_prev_off,
+    const float* c_base, u64 c_off, const float* dh_base, u64 dh_off, const float* dh_rec_base,
+    u64 dh_rec_off, float* dc_base, u64 dc_off, float* dgates_base, u64 dgates_off,
+    ushort* dgates_lo_base, u64 dgates_lo_off, uint batch, uint hidden, uint kind) {
+    lstm_cell_backward_body(gates_base + gates_off, c_prev_base + c_prev_off, c_base + c_off,
+                            dh_base + dh_off, dh_rec_base + dh_rec_off, dc_base + dc_off,
+                            dgates_base + dgates_off, dgates_lo_base + dgates_lo_off, kind, batch,
+                            hidden);
 }
 
 // The gate pre-activations are gx (+ b_ih) and gh (+ b_hh), each part summed first.
 __device__ __forceinline__ void gru_cell_forward_body(const float* gx, const float* b_ih,
                                                       const float* gh, const float* b_hh,
                                                       const float* h_prev, float* h,
-                                                      float* cache, uint batch, uint hidden) {
+                                                      float* cache, ushort* h_lo, uint kind,
+                                                      uint batch, uint hidden) {
     const u64 n = (u64)batch * hidden;
     const u64 H = hidden;
     RNN_GRID_LOOP(i, n) {
@@ -317,7 +358,9 @@ __device__ __forceinline__ void gru_cell_forward_body(const float* gx, const flo
         const float ghn = rnn_plus(gh, g3 + 2 * H, b_hh, j + 2 * H);
         const float nn = tanhf(rnn_plus(gx, g3 + 2 * H, b_ih, j + 2 * H) + r * ghn);
         const float hp = h_prev[i];
-        h[i] = (1.0f - z) * nn + z * hp;
+        const float ht = (1.0f - z) * nn + z * hp;
+        h[i] = ht;
+        rnn_store_lo(h_lo, i, ht, kind);
         const u64 g4 = b * 4 * H + j;
         cache[g4] = r;
         cache[g4 + H] = z;
@@ -331,8 +374,8 @@ extern "C" __global__ void gru_cell_forward(const float* gx_base, u64 gx_off, co
                                             float* h_base, u64 h_off, float* cache_base,
                                             u64 cache_off, uint batch, uint hidden) {
     gru_cell_forward_body(gx_base + gx_off, nullptr, gh_base + gh_off, nullptr,
-                          h_prev_base + h_prev_off, h_base + h_off, cache_base + cache_off, batch,
-                          hidden);
+                          h_prev_base + h_prev_off, h_base + h_off, cache_base + cache_off, nullptr,
+                          0, batch, hidden);
 }
 
 // gru_cell_forward of gx_t + b_ih and gh + b_hh (gh = h_prev W_hh^T), biases 3 hidden.
@@ -345,7 +388,18 @@ extern "C" __global__ void gru_cell_forward_bias(const float* gx_base, u64 gx_of
                                                  u64 cache_off, uint batch, uint hidden) {
     gru_cell_forward_body(gx_base + gx_off, b_ih_base + b_ih_off, gh_base + gh_off,
                           b_hh_base + b_hh_off, h_prev_base + h_prev_off, h_base + h_off,
-                          cache_base + cache_off, batch, hidden);
+                          cache_base + cache_off, nullptr, 0, batch, hidden);
+}
+
+// gru_cell_forward_bias writing h_t in T too.
+extern "C" __global__ void gru_cell_forward_bias_lo(
+    const float* gx_base, u64 gx_off, const float* b_ih_base, u64 b_ih_off, const float* gh_base,
+    u64 gh_off, const float* b_hh_base, u64 b_hh_off, const float* h_prev_base, u64 h_prev_off,
+    float* h_base, u64 h_off, float* cache_base, u64 cache_off, ushort* h_lo_base, u64 h_lo_off,
+    uint batch, uint hidden, uint kind) {
+    gru_cell_forward_body(gx_base + gx_off, b_ih_base + b_ih_off, gh_base + gh_off,
+                          b_hh_base + b_hh_off, h_prev_base + h_prev_off, h_base + h_off,
+                          cache_base + cache_off, h_lo_base + h_lo_off, kind, batch, hidden);
 }
 
 // The gradient reaching h_t is dh + dh_rec where dh_rec is given; dh_rec may be dh_prev's own
@@ -353,7 +407,8 @@ extern "C" __global__ void gru_cell_forward_bias(const float* gx_base, u64 gx_of
 __device__ __forceinline__ void gru_cell_backward_body(const float* cache, const float* h_prev,
                                                        const float* dh, const float* dh_rec,
                                                        float* dgx, float* dgh, float* dh_prev,
-                                                       uint batch, uint hidden) {
+                                                       ushort* dgh_lo, uint kind, uint batch,
+                                                       uint hidden) {
     const u64 n = (u64)batch * hidden;
     const u64 H = hidden;
     RNN_GRID_LOOP(i, n) {
@@ -367,6 +422,7 @@ __device__ __forceinline__ void gru_cell_backward_body(const float* cache, const
         const float d = rnn_plus(dh, i, dh_rec, i);
         const u64 g3 = b * 3 * H + j;
         RNN_GRU_UNIT_BACKWARD(dgx, dgh, g3, H, d, r, z, nn, ghn, h_prev[i], dh_prev[i]);
+        for (uint k = 0; k < 3; ++k) rnn_store_lo(dgh_lo, g3 + k * H, dgh[g3 + k * H], kind);
     }
 }
 
@@ -378,7 +434,7 @@ extern "C" __global__ void gru_cell_backward(const float* cache_base, u64 cache_
                                              uint hidden) {
     gru_cell_backward_body(cache_base + cache_off, h_prev_base + h_prev_off, dh_base + dh_off,
                            nullptr, dgx_base + dgx_off, dgh_base + dgh_off,
-                           dh_prev_base + dh_prev_off, batch, hidden);
+                           dh_prev_base + dh_prev_off, nullptr, 0, batch, hidden);
 }
 
 // gru_cell_backward of the gradient dh + dh_prev: dh_prev holds what the later steps sent to
@@ -391,39 +447,87 @@ extern "C" __global__ void gru_cell_backward_carry(const float* cache_base, u64 
                                                    u64 dh_prev_off, uint batch, uint hidden) {
     float* dh_prev = dh_prev_base + dh_prev_off;
     gru_cell_backward_body(cache_base + cache_off, h_prev_base + h_prev_off, dh_base + dh_off,
-                           dh_prev, dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, batch,
-                           hidden);
+                           dh_prev, dgx_base + dgx_off, dgh_base + dgh_off, dh_prev, nullptr, 0,
+                           batch, hidden);
+}
+
+// gru_cell_backward_carry writing dgh in T too.
+extern "C" __global__ void gru_cell_backward_carry_lo(
+    const float* cache_base, u64 cache_off, const float* h_prev_base, u64 h_prev_off,
+    const float* dh_base, u64 dh_off, float* dgx_base, u64 dgx_off, float* dgh_base, u64 dgh_off,
+    float* dh_prev_base, u64 dh_prev_off, ushort* dgh_lo_base, u64 dgh_lo_off, uint batch,
+    uint hidden, uint kind) {
+    float* dh_prev = dh_prev_base + dh_prev_off;
+    gru_cell_backward_body(cache_base + cache_off, h_prev_base + h_prev_off, dh_base + dh_off,
+                           dh_prev, dgx_base + dgx_off, dgh_base + dgh_off, dh_prev,
+                           dgh_lo_base + dgh_lo_off, kind, batch, hidden);
 }
 
 // The Elman step after its product: h holds h_prev W_hh^T on entry and
 // act(h_prev W_hh^T + pre + bias) on exit (bias: b_ih + b_hh).
+__device__ __forceinline__ void rnn_cell_forward_body(const float* pre, const float* bias,
+                                                      float* h, ushort* h_lo, uint kind,
+                                                      uint batch, uint hidden, uint act,
+                                                      float act_param) {
+    const u64 n = (u64)batch * hidden;
+    RNN_GRID_LOOP(i, n) {
+        const float ht = act_forward((h[i] + pre[i]) + bias[i % hidden], act, act_param);
+        h[i] = ht;
+        rnn_store_lo(h_lo, i, ht, kind);
+    }
+}
+
 extern "C" __global__ void rnn_cell_forward(const float* pre_base, u64 pre_off,
                                             const float* bias_base, u64 bias_off, float* h_base,
                                             u64 h_off, uint batch, uint hidden, uint act,
                                             float act_param) {
-    const float* pre = pre_base + pre_off;
-    const float* bias = bias_base + bias_off;
-    float* h = h_base + h_off;
-    const u64 n = (u64)batch * hidden;
-    RNN_GRID_LOOP(i, n) {
-        h[i] = act_forward((h[i] + pre[i]) + bias[i % hidden], act, act_param);
-    }
+    rnn_cell_forward_body(pre_base + pre_off, bias_base + bias_off, h_base + h_off, nullptr, 0,
+                          batch, hidden, act, act_param);
+}
+
+// rnn_cell_forward writing h_t in T too.
+extern "C" __global__ void rnn_cell_forward_lo(const float* pre_base, u64 pre_off,
+                                               const float* bias_base, u64 bias_off,
+                                               float* h_base, u64 h_off, ushort* h_lo_base,
+                                               u64 h_lo_off, uint batch, uint hidden, uint act,
+                                               uint kind, float act_param) {
+    rnn_cell_forward_body(pre_base + pre_off, bias_base + bias_off, h_base + h_off,
+                          h_lo_base + h_lo_off, kind, batch, hidden, act, act_param);
 }
 
 // The Elman backward step after its product: dpre = (dh + dh_rec) act'(h), dh_rec the product
 // dpre_{t+1} W_hh.
+__device__ __forceinline__ void rnn_cell_backward_body(const float* dh, const float* dh_rec,
+                                                       const float* h, float* dpre,
+                                                       ushort* dpre_lo, uint kind, uint batch,
+                                                       uint hidden, uint act, float act_param) {
+    const u64 n = (u64)batch * hidden;
+    RNN_GRID_LOOP(i, n) {
+        const float y = h[i];
+        const float d = (dh[i] + dh_rec[i]) * act_grad(y, y, act, act_param);
+        dpre[i] = d;
+        rnn_store_lo(dpre_lo, i, d, kind);
+    }
+}
+
 extern "C" __global__ void rnn_cell_backward(const float* dh_base, u64 dh_off,
                                              const float* dh_rec_base, u64 dh_rec_off,
                                              const float* h_base, u64 h_off, float* dpre_base,
                                              u64 dpre_off, uint batch, uint hidden, uint act,
                                              float act_param) {
-    const float* dh = dh_base + dh_off;
-    const float* dh_rec = dh_rec_base + dh_rec_off;
-    const float* h = h_base + h_off;
-    float* dpre = dpre_base + dpre_off;
-    const u64 n = (u64)batch * hidden;
-    RNN_GRID_LOOP(i, n) {
-        const float y = h[i];
-        dpre[i] = (dh[i] + dh_rec[i]) * act_grad(y, y, act, act_param);
-    }
+    rnn_cell_backward_body(dh_base + dh_off, dh_rec_base + dh_rec_off, h_base + h_off,
+                           dpre_base + dpre_off, nullptr, 0, batch, hidden, act, act_param);
+}
+
+// rnn_cell_backward writing dpre in T too.
+extern "C" __global__ void rnn_cell_backward_lo(const float* dh_base, u64 dh_off,
+                                                const float* dh_rec_base, u64 dh_rec_off,
+                                                const float* h_base, u64 h_off,
+                                                float* dpre_base, u64 dpre_off,
+                                                ushort* dpre_lo_base, u64 dpre_lo_off,
+                                                uint batch, uint hidden, uint act, uint kind,
+                                                float act_param) {
+    rnn_cell_backward_body(dh_base + dh_off, dh_rec_base + dh_rec_off, h_base + h_off,
+                           dpre_base + dpre_off, dpre_lo_base + dpre_lo_off, kind, batch, hidden,
+                           act, act_param);
 }

@@ -15,14 +15,13 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::GruGateGrads;
-use crate::ops::SeqShape;
 use crate::ops::{Gemm, Ops};
 use crate::ops::{GruSequenceBackward, GruSequenceForward};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews};
 use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
-use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
+use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput, seq_shape};
 use super::size;
 use super::varlen_cell::CellSeq;
 
@@ -141,7 +140,7 @@ impl Gru {
             hs: ws.seq.states(),
             weights: self.p.recurrent(f)?,
             cache: ws.cache.view(),
-            shape: SeqShape::new(t_n, b, h),
+            shape: seq_shape(f, t_n, b, h),
         };
         match low {
             Some(low)
@@ -171,7 +170,7 @@ impl Gru {
             w_hh,
             grads: GruGateGrads::new(ws.gx.view(), ws.dgh.view()),
             dh_state: state.map(|s| s.dh0),
-            shape: SeqShape::new(t_n, b, h),
+            shape: seq_shape(f, t_n, b, h),
         })?;
         if let Some(s) = state {
             // dh_0 = z_0 dh_0 (the op's part) + dgh_0 W_hh.

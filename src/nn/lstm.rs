@@ -13,14 +13,13 @@
 
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
-use crate::ops::SeqShape;
 use crate::ops::{Gemm, Ops};
 use crate::ops::{LstmSequenceBackward, LstmSequenceForward};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
 use super::params::ParamLayout;
-use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput};
+use super::recurrent::{GateGrads, GateParams, HiddenSeq, RnnOutput, seq_shape};
 use super::size;
 use super::varlen_cell::CellSeq;
 
@@ -142,7 +141,7 @@ impl Lstm {
             hs: ws.seq.states(),
             cs: ws.cs.view(),
             weights: self.p.recurrent(f)?,
-            shape: SeqShape::new(t_n, b, h),
+            shape: seq_shape(f, t_n, b, h),
         };
         match low {
             Some(low)
@@ -173,7 +172,7 @@ impl Lstm {
             w_hh,
             dgates: ws.dgates.view(),
             dc_state,
-            shape: SeqShape::new(t_n, b, h),
+            shape: seq_shape(f, t_n, b, h),
         })?;
         let dgates = ws.dgates.view();
         if let Some(s) = state {

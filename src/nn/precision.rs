@@ -16,6 +16,12 @@ use crate::error::{Error, Result};
 ///   master weights, and casts its output (and, backward, its input gradient) back to T (the
 ///   persistent LSTM/GRU kernels store the T output themselves); the layer after it writes its
 ///   output gradient in f32. The recurrent cell states (`h`, LSTM `c`) stay f32;
+/// - except the recurrent products of a single Elman/LSTM/GRU layer's sequence where the GPU
+///   runs it as per-step GEMMs (LSTM/GRU from hidden 384, Elman from 1024, where the
+///   persistent kernels do not take it): their operands (`h_{t-1}`, W_hh, and backward the
+///   gate gradients) are T copies, summed in f32 ([`crate::ops::SeqShape::product_type`]);
+///   the cell math, the states, the gates and the layer's f32 output are as above. The CPU
+///   backend and the GPU's other recurrent routes compute those products in f32;
 /// - the loss: reads the last layer's output in f32 (a linear dense or f32-only last layer
 ///   writes it so, any other is cast); the loss values, softmax and its gradient are f32, the
 ///   gradient cast to T where the last layer is dense (after the loss scale, for `F16`);

@@ -3,8 +3,9 @@
 //! hidden-state sequence of the gated layers with the gradient reaching each state.
 
 use crate::buffer::{Buffer, View};
+use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{Gemm, Ops, RecurrentWeights, zeros};
+use crate::ops::{Gemm, Ops, RecurrentWeights, SeqShape, zeros};
 
 use super::cell_state::first_and_last;
 use super::layer::Flat;
@@ -18,6 +19,14 @@ pub enum RnnOutput {
     Sequence,
     /// Only the last hidden state: one row per sample.
     Last,
+}
+
+/// The shape of a recurrent layer's sequence ops over `steps` steps of `batch x hidden`: in
+/// Bf16/F16 precision (the parameters' low copy `f.weights` is T) their recurrent products may
+/// take T operands ([`SeqShape::product_type`]), else f32.
+pub(crate) fn seq_shape(f: &Flat<'_>, steps: usize, batch: usize, hidden: usize) -> SeqShape {
+    let t = f.weights.dtype();
+    SeqShape::new(steps, batch, hidden).with_product_type((t != DType::F32).then_some(t))
 }
 
 /// `weight_ih_l0 [G*H, I]`, `weight_hh_l0 [G*H, H]`, `bias_ih_l0 [G*H]`, `bias_hh_l0 [G*H]` for

@@ -6,14 +6,13 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::RecurrentWeights;
-use crate::ops::SeqShape;
 use crate::ops::{Activation, Gemm, Ops, zeros};
 use crate::ops::{RnnSequenceBackward, RnnSequenceForward};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
 use super::params::{ParamLayout, ParamRef};
-use super::recurrent::{GateParams, RnnOutput};
+use super::recurrent::{GateParams, RnnOutput, seq_shape};
 use super::size;
 use super::varlen_cell::CellSeq;
 
@@ -162,7 +161,7 @@ impl Rnn {
             hs: ws.hs.view(),
             weights: RecurrentWeights::new(w_hh, b_ih, b_hh),
             act: self.act,
-            shape: SeqShape::new(t_n, b, h),
+            shape: seq_shape(f, t_n, b, h),
         })
     }
 
@@ -182,7 +181,7 @@ impl Rnn {
             w_hh,
             dpre: ws.dpre.view(),
             act: self.act,
-            shape: SeqShape::new(t_n, b, h),
+            shape: seq_shape(f, t_n, b, h),
         })?;
         let rows = t_n * b;
         let dpre = ws.dpre.view();

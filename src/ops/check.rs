@@ -234,7 +234,9 @@ pub(crate) fn elman(
         steps,
         batch,
         hidden,
+        ..
     } = shape;
+    product_type(op, shape)?;
     if !matches!(act, Activation::Tanh | Activation::Relu) {
         return Err(Error::InvalidArgument(format!(
             "{op}: activation must be Tanh or Relu, got {act:?}"
@@ -251,6 +253,16 @@ pub(crate) fn elman(
         no_overlap(op, out.1, v, false)?;
     }
     Ok(n)
+}
+
+/// A sequence's recurrent product type ([`SeqShape::product_type`]): none, bf16 or f16.
+fn product_type(op: &str, shape: SeqShape) -> Result<()> {
+    match shape.product_type {
+        None | Some(DType::Bf16 | DType::F16) => Ok(()),
+        Some(t) => Err(Error::InvalidArgument(format!(
+            "{op}: recurrent products take bf16 or f16 operands, not {t}"
+        ))),
+    }
 }
 
 /// A `(name, view, blocks, width)` argument of a gated sequence op: `blocks` time blocks of
@@ -274,7 +286,9 @@ pub(crate) fn gated_sequence(
         steps,
         batch,
         hidden,
+        ..
     } = shape;
+    product_type(op, shape)?;
     let n = area(op, batch, hidden)?;
     fits_u32(op, area(op, n, 4)?)?;
     fits_u32(op, area(op, area(op, gates, hidden)?, hidden)?)?;

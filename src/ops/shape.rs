@@ -1,10 +1,13 @@
 //! Shape descriptors: the integers that travel with an op's views, named and kept together.
 
 use super::Gemm;
+use crate::dtype::DType;
 
 /// The shape of a recurrent op: `steps` time steps, each a `batch x hidden` block (one row per
-/// sequence of the batch, one column per hidden unit). The one-step ops (the Elman step, the
-/// LSTM and GRU cells) read only `batch` and `hidden`: make theirs with [`SeqShape::step`].
+/// sequence of the batch, one column per hidden unit), and the operand type of a sequence's
+/// recurrent products (as cuDNN's RNN descriptor carries its math precision next to the hidden
+/// size). The one-step ops (the Elman step, the LSTM and GRU cells) read only `batch` and
+/// `hidden`: make theirs with [`SeqShape::step`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct SeqShape {
     /// Time steps.
@@ -13,6 +16,12 @@ pub struct SeqShape {
     pub batch: usize,
     /// Hidden units (columns of a state block).
     pub hidden: usize,
+    /// `Some(Bf16)` or `Some(F16)`: the whole-sequence ops may round the operands of each
+    /// step's recurrent product (`h_{t-1}`, `W_hh`, the gate gradients) to that type, summing
+    /// in f32, where they run those products as GEMMs (the GPU's per-step GEMM path); every
+    /// state, gate and output stays f32. `None` (the default, [`SeqShape::new`]): f32
+    /// operands. Any other type is an invalid argument of the sequence ops.
+    pub product_type: Option<DType>,
 }
 
 impl SeqShape {
@@ -22,6 +31,15 @@ impl SeqShape {
             steps,
             batch,
             hidden,
+            product_type: None,
+        }
+    }
+
+    /// This shape with the recurrent products' operand type `t` ([`SeqShape::product_type`]).
+    pub const fn with_product_type(self, t: Option<DType>) -> Self {
+        SeqShape {
+            product_type: t,
+            ..self
         }
     }
 

@@ -37,6 +37,7 @@ mod gated;
 mod gradcheck;
 mod layers;
 mod loop_checks;
+mod low_recurrence;
 mod nccl_loop;
 #[cfg(feature = "onnx")]
 mod onnx;

@@ -6,7 +6,7 @@ use std::ops::RangeInclusive;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rnn::ops::TypedMemory;
+use rnn::ops::{SeqShape, TypedMemory};
 use rnn::{Context, DType, Ops, RecurrentAlgorithm, View};
 
 use crate::support::{self, Target, rel_err};
@@ -479,6 +479,23 @@ fn gemm_step_sequences(
     prop(ctxs, test, 6, s, &body);
 }
 
+/// [`gemm_step_sequences`] with the recurrent products in bf16, then in f16
+/// ([`SeqShape::product_type`]): `body` gets the case's shape with that type, its pad and its
+/// random values.
+fn low_product_sequences(
+    t: Target,
+    test: &str,
+    body: impl Fn(&Context, SeqShape, usize, &mut Values) -> Result<(), TestCaseError>,
+) {
+    for low in [DType::Bf16, DType::F16] {
+        let test = format!("{test} ({low})");
+        gemm_step_sequences(t, &test, |ctx, (steps, batch, hidden, pad, seed)| {
+            let shape = SeqShape::new(steps, batch, hidden).with_product_type(Some(low));
+            body(ctx, shape, pad, &mut Values(seed))
+        });
+    }
+}
+
 /// A dimension: 1, small odd sizes, sizes around the 64-wide tiles, and a few large ones.
 fn dim() -> impl Strategy<Value = usize> {
     prop_oneof![Just(1usize), 2..=17usize, 50..=80usize, 120..=300usize]
@@ -527,6 +544,8 @@ macro_rules! backend_suite {
                 gpu_gated_sequence_fallback => gated_seq::gated_sequence_fallback,
                 gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
                 gpu_gated_sequence_gemm_steps => gated_seq::gated_sequence_gemm_steps,
+                gpu_gated_sequence_low_products => gated_seq::gated_sequence_low_products,
+                gpu_rnn_sequence_low_products => rnn_seq::rnn_sequence_low_products,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,
                 gpu_gated_sequence_low => gated_low::gated_sequence_low,
                 gpu_dropout => layers::dropout,

@@ -4,32 +4,48 @@ use super::GpuOps;
 use super::launch::{self, Args};
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::check;
 use crate::ops::prelude::*;
 use crate::ops::{Activation, SeqShape};
 use crate::ops::{GruCellBackward, GruCellForward, LstmCellBackward, LstmCellForward};
 
+/// `RNN_KIND_BF16` and `RNN_KIND_F16` (kernels-common/half_convert.h): the `kind` argument of
+/// the `_lo` cells.
+fn kind_code(t: DType) -> u32 {
+    if t == DType::Bf16 { 0 } else { 1 }
+}
+
 impl<D: Device> GpuOps<D> {
     /// After the op's checks found `n = batch * hidden` elements: the 32-bit kernel limit, then
-    /// the cell kernel `op` (one thread per element) over `bufs` in ABI order, followed by the
-    /// activation's code and parameter where `act` names one (the Elman cells).
+    /// the cell kernel `op` (one thread per element) over `bufs` in ABI order, then `lo` where
+    /// given (the T copy a `_lo` cell of the GEMM path writes), the sizes, and the activation's
+    /// code, `lo`'s type code and the activation's parameter, each where there is one.
     pub(super) fn cell<const N: usize>(
         &self,
         op: &str,
         (n, shape): (usize, SeqShape),
         bufs: [View<'_>; N],
-        act: Option<Activation>,
+        (act, lo): (Option<Activation>, Option<View<'_>>),
     ) -> Result<()> {
         check::fits_u32(op, check::area(op, n, 4)?)?;
         if n == 0 {
             return Ok(());
         }
-        let mut args = Args::new()
-            .bufs(&bufs.each_ref())?
-            .dims(&[shape.batch, shape.hidden]);
+        let mut args = Args::new().bufs(&bufs.each_ref())?;
+        if let Some(lo) = &lo {
+            args = args.buf_as(lo, lo.dtype())?;
+        }
+        args = args.dims(&[shape.batch, shape.hidden]);
         if let Some(act) = act {
-            args = args.u32(act.code()).f32(act.param());
+            args = args.u32(act.code());
+        }
+        if let Some(lo) = &lo {
+            args = args.u32(kind_code(lo.dtype()));
+        }
+        if let Some(act) = act {
+            args = args.f32(act.param());
         }
         self.run(op, launch::elementwise(n), args)
     }
@@ -41,7 +57,7 @@ macro_rules! cell_ops {
         $(
             fn $method(&self, a: $args<'_>) -> Result<()> {
                 let n = a.check(self.context)?;
-                self.cell($args::OP, (n, a.shape), a.views(), None)
+                self.cell($args::OP, (n, a.shape), a.views(), (None, None))
             }
         )+
     };

@@ -100,6 +100,9 @@ pub(crate) struct GpuOps<D: Device> {
     /// W_hh packed for the L1 variant of the block-local kernels (`small_seq`), grow-only like
     /// `seq_carry`.
     seq_packed_w: Mutex<Vec<Buffer>>,
+    /// The bf16/f16 copies of W_hh and of a step's product operand on the per-step GEMM path
+    /// in low precision (`seq_gemm`), grow-only like `seq_carry`.
+    seq_low: Mutex<Vec<Buffer>>,
     /// Partials and tickets of the one-launch grid reductions, allocated on first use.
     scratch: Mutex<Option<scratch::Scratch>>,
     /// Partial products of split-k GEMMs ([`scratch::GEMM_PARTS`] floats), allocated on first use.
@@ -164,6 +167,7 @@ impl<D: Device> GpuOps<D> {
             seq_carry: Mutex::new(Vec::new()),
             seq_exchange: Mutex::new(Vec::new()),
             seq_packed_w: Mutex::new(Vec::new()),
+            seq_low: Mutex::new(Vec::new()),
             scratch: Mutex::new(None),
             gemm_parts: Mutex::new(None),
             thin_gemm: options.thin_gemm,

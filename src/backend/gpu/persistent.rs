@@ -9,6 +9,7 @@ use super::GpuOps;
 use super::launch::Args;
 use crate::backend::Device;
 use crate::buffer::{Buffer, View};
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::kernel::LaunchConfig;
 use crate::ops::prelude::*;
@@ -156,13 +157,43 @@ impl<D: Device> GpuOps<D> {
         zeroed: bool,
         f: impl FnOnce(View<'_>) -> Result<R>,
     ) -> Result<R> {
-        let mut buffers = buffers.lock();
-        let current = buffers.last().map_or(0, |b| b.len());
-        if current < n {
-            let b = self.alloc(n.max(current.saturating_mul(2)))?;
+        let fill = |b: &Buffer| {
             if zeroed {
-                self.fill(b.view(), 0.0)?;
+                self.fill(b.view(), 0.0)
+            } else {
+                Ok(())
             }
+        };
+        self.grow_only(buffers, (DType::F32, n), fill, f)
+    }
+
+    /// [`GpuOps::with_grow_only`] over buffers of `dtype`, not zeroed: a buffer of another type
+    /// is replaced as a shorter one is.
+    pub(super) fn with_grow_only_as<R>(
+        &self,
+        buffers: &Mutex<Vec<Buffer>>,
+        (dtype, n): (DType, usize),
+        f: impl FnOnce(View<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.grow_only(buffers, (dtype, n), |_| Ok(()), f)
+    }
+
+    /// Both of the above: `prepare` runs on each new buffer.
+    fn grow_only<R>(
+        &self,
+        buffers: &Mutex<Vec<Buffer>>,
+        (dtype, n): (DType, usize),
+        prepare: impl Fn(&Buffer) -> Result<()>,
+        f: impl FnOnce(View<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let mut buffers = buffers.lock();
+        let current = buffers
+            .last()
+            .filter(|b| b.dtype() == dtype)
+            .map_or(0, |b| b.len());
+        if current < n {
+            let b = self.alloc_as(dtype, n.max(current.saturating_mul(2)))?;
+            prepare(&b)?;
             buffers.push(b);
         }
         // Not empty: it held a buffer of at least n > 0 elements, or got one.

@@ -20,30 +20,91 @@
 //! faster, and the GEMM path takes the sequence first: 1.9 to 3.8 times faster training steps on
 //! the H100 from batch 256 to 1024 and hidden 256 to 1024 (Elman hidden 1024, batch 512, 512
 //! steps: 180.0 -> 47.3 ms), and the same below that size (GRU hidden 512, batch 128).
+//!
+//! In Bf16/F16 precision (`SeqShape::product_type`) the per-step products take T operands and
+//! sum in f32, as cuDNN's bf16 RNNs do: at batch 64 a step's product reads all of W_hh from L2
+//! and is bound by that read and its launch, and T halves the bytes and doubles the tensor-core
+//! rate. A T copy of W_hh is made once per op call (one cast into scratch); the `_lo` cells
+//! write, next to their f32 outputs, a T copy of what the next step's product reads (`h_t`
+//! forward, the gate gradients backward) into one scratch block, which that product reads
+//! before the next cell overwrites it; each product is an f32-output T GEMM of the op set
+//! (`half_gemm.rs`: cuBLAS GemmEx where present, the tensor-core or portable kernels
+//! elsewhere). Cell math, states, gates and outputs stay f32. The other routes ignore the type
+//! (f32 products).
 
 use super::GpuOps;
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::dtype::DType;
 use crate::env_switch::Switch;
 use crate::error::Result;
 use crate::ops::prelude::*;
 use crate::ops::{
     Activated, Activation, Gemm, GruSequenceBackward, GruSequenceForward, LstmCellBackward,
-    LstmCellForward, LstmSequenceBackward, LstmSequenceForward, MatShape, RnnSequenceBackward,
-    RnnSequenceForward, SeqShape,
+    LstmSequenceBackward, LstmSequenceForward, MatShape, RnnSequenceBackward, RnnSequenceForward,
+    SeqShape,
 };
 
-/// The GEMM path's cells (kernels-cu/rnn.cu, kernels-cl/rnn.cl): each takes unsummed what the
-/// cell ops take summed, so that a step is its GEMM and one cell launch.
-const GRU_CELL_FORWARD_BIAS: &str = "gru_cell_forward_bias";
-/// See [`GRU_CELL_FORWARD_BIAS`].
-const GRU_CELL_BACKWARD_CARRY: &str = "gru_cell_backward_carry";
-/// See [`GRU_CELL_FORWARD_BIAS`].
-const LSTM_CELL_BACKWARD_SUM: &str = "lstm_cell_backward_sum";
-/// See [`GRU_CELL_FORWARD_BIAS`].
-const RNN_CELL_FORWARD: &str = "rnn_cell_forward";
-/// See [`GRU_CELL_FORWARD_BIAS`].
-const RNN_CELL_BACKWARD: &str = "rnn_cell_backward";
+/// A GEMM-path cell (kernels-cu/rnn.cu, kernels-cl/rnn.cl): the f32 entry, and the `_lo` one
+/// that also writes the T copy the next product reads. The cells take unsummed what the cell
+/// ops take summed, so that a step is its GEMM and one cell launch.
+type CellEntry = (&'static str, &'static str);
+/// See [`CellEntry`].
+const LSTM_CELL_FORWARD: CellEntry = ("lstm_cell_forward", "lstm_cell_forward_lo");
+/// See [`CellEntry`].
+const GRU_CELL_FORWARD_BIAS: CellEntry = ("gru_cell_forward_bias", "gru_cell_forward_bias_lo");
+/// See [`CellEntry`].
+const GRU_CELL_BACKWARD_CARRY: CellEntry =
+    ("gru_cell_backward_carry", "gru_cell_backward_carry_lo");
+/// See [`CellEntry`].
+const LSTM_CELL_BACKWARD_SUM: CellEntry = ("lstm_cell_backward_sum", "lstm_cell_backward_sum_lo");
+/// See [`CellEntry`].
+const RNN_CELL_FORWARD: CellEntry = ("rnn_cell_forward", "rnn_cell_forward_lo");
+/// See [`CellEntry`].
+const RNN_CELL_BACKWARD: CellEntry = ("rnn_cell_backward", "rnn_cell_backward_lo");
+
+/// What a sequence's per-step products read: W_hh and the state or gradient blocks themselves
+/// (f32), or T copies (`low`: the block the `_lo` cells write and the next product reads).
+#[derive(Clone, Copy)]
+struct Operands<'a> {
+    w_hh: View<'a>,
+    low: Option<View<'a>>,
+}
+
+impl<'a> Operands<'a> {
+    /// The A operand of a product over the f32 `block`: `block`, or its T copy.
+    fn a(&self, block: View<'a>) -> View<'a> {
+        self.low.unwrap_or(block)
+    }
+
+    /// The cell of `entry` that fits these operands.
+    fn entry(&self, entry: CellEntry) -> &'static str {
+        if self.low.is_some() { entry.1 } else { entry.0 }
+    }
+
+    /// The cell's optional arguments: the activation `act` (Elman) and the T copy it writes.
+    fn cell_tail(&self, act: Option<Activation>) -> (Option<Activation>, Option<View<'a>>) {
+        (act, self.low)
+    }
+
+    /// Rounds `block` into the T copy where there is one: the initial state before the first
+    /// forward product, or the last step's gradients where a cell without a T output wrote
+    /// them.
+    fn round<D: Device>(&self, ops: &GpuOps<D>, block: View<'a>) -> Result<()> {
+        match self.low {
+            Some(low) => ops.cast(block, low),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The T of a sequence's products ([`SeqShape::product_type`]; the op checks rejected any
+/// other type).
+fn low_type(shape: SeqShape) -> Option<DType> {
+    shape
+        .product_type
+        .filter(|t| matches!(t, DType::Bf16 | DType::F16))
+}
 
 /// The smallest hidden size at which an LSTM or GRU sequence takes the GEMM path when neither
 /// the context nor [`ENV`] decides.
@@ -108,6 +169,31 @@ fn gemm_over_persistent(shape: SeqShape, gates: usize, tf32: bool) -> bool {
 }
 
 impl<D: Device> GpuOps<D> {
+    /// Runs `f` with the operands of `shape`'s products over `w_hh`: f32, or in low precision a
+    /// T copy of `w_hh` and a T block of `width * batch * hidden` elements, both in grow-only
+    /// scratch (the block starts on 8 elements, as the tensor-core GEMMs want it).
+    fn with_operands<R>(
+        &self,
+        shape: SeqShape,
+        (w_hh, width): (View<'_>, usize),
+        f: impl FnOnce(Operands<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let Some(t) = low_type(shape) else {
+            return f(Operands { w_hh, low: None });
+        };
+        let w_len = w_hh.len();
+        let at = w_len.next_multiple_of(8);
+        let low_len = width * shape.block();
+        self.with_grow_only_as(&self.seq_low, (t, at + low_len), |scratch| {
+            let w_low = scratch.slice(0, w_len)?;
+            self.cast(w_hh, w_low)?;
+            f(Operands {
+                w_hh: w_low,
+                low: Some(scratch.slice(at, low_len)?),
+            })
+        })
+    }
+
     /// Whether the persistent kernels may take a sequence of `shape` (false where the GEMM
     /// path runs it faster whether they fit or not; `RNN_RECURRENT_GEMM_STEPS=0` keeps them).
     pub(crate) fn seq_persistent_wanted(&self, shape: SeqShape, gates: usize) -> bool {
@@ -132,24 +218,33 @@ impl<D: Device> GpuOps<D> {
     pub(crate) fn lstm_forward_by_gemm(&self, a: &LstmSequenceForward<'_>) -> Result<()> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let (n, g) = (a.shape.block(), 4 * a.shape.block());
+        let step = (n, SeqShape::step(b, h));
         let rows = MatShape::new(a.shape.steps * b, 4 * h);
         let gates = Activated::new(a.gates, a.gates, Activation::Identity);
         for bias in [a.weights.b_ih, a.weights.b_hh] {
             self.bias_act_forward(gates, bias, rows)?;
         }
-        for t in 0..a.shape.steps {
-            let gates = block(a.gates, t, g)?;
-            let product = Gemm::new(b, 4 * h, h).tb().scaled(1.0, 1.0);
-            self.gemm(product, block(a.hs, t, n)?, a.weights.w_hh, gates)?;
-            self.lstm_cell_forward(LstmCellForward {
-                gates,
-                c_prev: block(a.cs, t, n)?,
-                c: block(a.cs, t + 1, n)?,
-                h: block(a.hs, t + 1, n)?,
-                shape: SeqShape::step(b, h),
-            })?;
-        }
-        Ok(())
+        self.with_operands(a.shape, (a.weights.w_hh, 1), |ops| {
+            ops.round(self, block(a.hs, 0, n)?)?;
+            for t in 0..a.shape.steps {
+                let gates = block(a.gates, t, g)?;
+                let product = Gemm::new(b, 4 * h, h).tb().scaled(1.0, 1.0);
+                self.gemm(product, ops.a(block(a.hs, t, n)?), ops.w_hh, gates)?;
+                let views = [
+                    gates,
+                    block(a.cs, t, n)?,
+                    block(a.cs, t + 1, n)?,
+                    block(a.hs, t + 1, n)?,
+                ];
+                self.cell(
+                    ops.entry(LSTM_CELL_FORWARD),
+                    step,
+                    views,
+                    ops.cell_tail(None),
+                )?;
+            }
+            Ok(())
+        })
     }
 
     /// `lstm_sequence_backward` with one GEMM and one cell launch per step (the cell alone at
@@ -173,28 +268,34 @@ impl<D: Device> GpuOps<D> {
                 carry
             }
         };
-        for t in (0..a.shape.steps).rev() {
-            let (gates, dh) = (block(a.gates, t, g)?, block(a.dh, t, n)?);
-            let (c_prev, c) = (block(a.cs, t, n)?, block(a.cs, t + 1, n)?);
-            let dgates = block(a.dgates, t, g)?;
-            if t + 1 == a.shape.steps {
-                self.lstm_cell_backward(LstmCellBackward {
-                    gates,
-                    c_prev,
-                    c,
-                    dh,
-                    dc: carry,
-                    dgates,
-                    shape: step.1,
-                })?;
-                continue;
+        self.with_operands(a.shape, (a.w_hh, 4), |ops| {
+            for t in (0..a.shape.steps).rev() {
+                let (gates, dh) = (block(a.gates, t, g)?, block(a.dh, t, n)?);
+                let (c_prev, c) = (block(a.cs, t, n)?, block(a.cs, t + 1, n)?);
+                let dgates = block(a.dgates, t, g)?;
+                if t + 1 == a.shape.steps {
+                    self.lstm_cell_backward(LstmCellBackward {
+                        gates,
+                        c_prev,
+                        c,
+                        dh,
+                        dc: carry,
+                        dgates,
+                        shape: step.1,
+                    })?;
+                    if t > 0 {
+                        ops.round(self, dgates)?;
+                    }
+                    continue;
+                }
+                let next = ops.a(block(a.dgates, t + 1, g)?);
+                self.gemm(Gemm::new(b, h, 4 * h), next, ops.w_hh, product)?;
+                let views = [gates, c_prev, c, dh, product, carry, dgates];
+                let entry = ops.entry(LSTM_CELL_BACKWARD_SUM);
+                self.cell(entry, step, views, ops.cell_tail(None))?;
             }
-            let next = block(a.dgates, t + 1, g)?;
-            self.gemm(Gemm::new(b, h, 4 * h), next, a.w_hh, product)?;
-            let views = [gates, c_prev, c, dh, product, carry, dgates];
-            self.cell(LSTM_CELL_BACKWARD_SUM, step, views, None)?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// `gru_sequence_forward` with two launches per step: `h_prev W_hh^T` into `scratch`
@@ -209,21 +310,25 @@ impl<D: Device> GpuOps<D> {
         let n = a.shape.block();
         let step = (n, SeqShape::step(b, h));
         let gh = scratch.slice(0, 3 * n)?;
-        for t in 0..a.shape.steps {
-            let h_prev = block(a.hs, t, n)?;
-            self.gemm(Gemm::new(b, 3 * h, h).tb(), h_prev, a.weights.w_hh, gh)?;
-            let views = [
-                block(a.gx, t, 3 * n)?,
-                a.weights.b_ih,
-                gh,
-                a.weights.b_hh,
-                h_prev,
-                block(a.hs, t + 1, n)?,
-                block(a.cache, t, 4 * n)?,
-            ];
-            self.cell(GRU_CELL_FORWARD_BIAS, step, views, None)?;
-        }
-        Ok(())
+        self.with_operands(a.shape, (a.weights.w_hh, 1), |ops| {
+            ops.round(self, block(a.hs, 0, n)?)?;
+            for t in 0..a.shape.steps {
+                let h_prev = block(a.hs, t, n)?;
+                self.gemm(Gemm::new(b, 3 * h, h).tb(), ops.a(h_prev), ops.w_hh, gh)?;
+                let views = [
+                    block(a.gx, t, 3 * n)?,
+                    a.weights.b_ih,
+                    gh,
+                    a.weights.b_hh,
+                    h_prev,
+                    block(a.hs, t + 1, n)?,
+                    block(a.cache, t, 4 * n)?,
+                ];
+                let entry = ops.entry(GRU_CELL_FORWARD_BIAS);
+                self.cell(entry, step, views, ops.cell_tail(None))?;
+            }
+            Ok(())
+        })
     }
 
     /// `gru_sequence_backward` with two launches per step (the cell alone at the first time
@@ -239,23 +344,26 @@ impl<D: Device> GpuOps<D> {
         let step = (n, SeqShape::step(b, h));
         let carry = a.dh_state.map_or_else(|| scratch.slice(0, n), Ok)?;
         self.fill(carry, 0.0)?;
-        for t in (0..a.shape.steps).rev() {
-            let dgh = block(a.grads.dgh, t, 3 * n)?;
-            let views = [
-                block(a.cache, t, 4 * n)?,
-                block(a.hs, t, n)?,
-                block(a.dh, t, n)?,
-                block(a.grads.dgx, t, 3 * n)?,
-                dgh,
-                carry,
-            ];
-            self.cell(GRU_CELL_BACKWARD_CARRY, step, views, None)?;
-            if t > 0 {
-                let product = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
-                self.gemm(product, dgh, a.w_hh, carry)?;
+        self.with_operands(a.shape, (a.w_hh, 3), |ops| {
+            for t in (0..a.shape.steps).rev() {
+                let dgh = block(a.grads.dgh, t, 3 * n)?;
+                let views = [
+                    block(a.cache, t, 4 * n)?,
+                    block(a.hs, t, n)?,
+                    block(a.dh, t, n)?,
+                    block(a.grads.dgx, t, 3 * n)?,
+                    dgh,
+                    carry,
+                ];
+                let entry = ops.entry(GRU_CELL_BACKWARD_CARRY);
+                self.cell(entry, step, views, ops.cell_tail(None))?;
+                if t > 0 {
+                    let product = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);
+                    self.gemm(product, ops.a(dgh), ops.w_hh, carry)?;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// `rnn_sequence_forward` with two launches per step: the product into the step's state
@@ -270,14 +378,18 @@ impl<D: Device> GpuOps<D> {
         let n = a.shape.block();
         let step = (n, SeqShape::step(b, h));
         self.add(a.weights.b_ih, a.weights.b_hh, bias)?;
-        for t in 0..a.shape.steps {
-            let h_t = block(a.hs, t + 1, n)?;
-            let product = Gemm::new(b, h, h).tb();
-            self.gemm(product, block(a.hs, t, n)?, a.weights.w_hh, h_t)?;
-            let views = [block(a.pre, t, n)?, bias, h_t];
-            self.cell(RNN_CELL_FORWARD, step, views, Some(a.act))?;
-        }
-        Ok(())
+        self.with_operands(a.shape, (a.weights.w_hh, 1), |ops| {
+            ops.round(self, block(a.hs, 0, n)?)?;
+            for t in 0..a.shape.steps {
+                let h_t = block(a.hs, t + 1, n)?;
+                let product = Gemm::new(b, h, h).tb();
+                self.gemm(product, ops.a(block(a.hs, t, n)?), ops.w_hh, h_t)?;
+                let views = [block(a.pre, t, n)?, bias, h_t];
+                let entry = ops.entry(RNN_CELL_FORWARD);
+                self.cell(entry, step, views, ops.cell_tail(Some(a.act)))?;
+            }
+            Ok(())
+        })
     }
 
     /// `rnn_sequence_backward` with two launches per step (the activation's backward alone at
@@ -291,22 +403,28 @@ impl<D: Device> GpuOps<D> {
         let (b, h) = (a.shape.batch, a.shape.hidden);
         let n = a.shape.block();
         let step = (n, SeqShape::step(b, h));
-        for t in (0..a.shape.steps).rev() {
-            let (dh, h_t, dpre) = (
-                block(a.dh, t, n)?,
-                block(a.hs, t + 1, n)?,
-                block(a.dpre, t, n)?,
-            );
-            if t + 1 == a.shape.steps {
-                self.act_backward(dh, Activated::new(h_t, h_t, a.act), dpre)?;
-                continue;
+        self.with_operands(a.shape, (a.w_hh, 1), |ops| {
+            for t in (0..a.shape.steps).rev() {
+                let (dh, h_t, dpre) = (
+                    block(a.dh, t, n)?,
+                    block(a.hs, t + 1, n)?,
+                    block(a.dpre, t, n)?,
+                );
+                if t + 1 == a.shape.steps {
+                    self.act_backward(dh, Activated::new(h_t, h_t, a.act), dpre)?;
+                    if t > 0 {
+                        ops.round(self, dpre)?;
+                    }
+                    continue;
+                }
+                let product = Gemm::new(b, h, h);
+                self.gemm(product, ops.a(block(a.dpre, t + 1, n)?), ops.w_hh, total)?;
+                let views = [dh, total, h_t, dpre];
+                let entry = ops.entry(RNN_CELL_BACKWARD);
+                self.cell(entry, step, views, ops.cell_tail(Some(a.act)))?;
             }
-            let product = Gemm::new(b, h, h);
-            self.gemm(product, block(a.dpre, t + 1, n)?, a.w_hh, total)?;
-            let views = [dh, total, h_t, dpre];
-            self.cell(RNN_CELL_BACKWARD, step, views, Some(a.act))?;
-        }
-        Ok(())
+            Ok(())
+        })
     }
 }
 

@@ -76,6 +76,7 @@ fn run(
         steps,
         batch,
         hidden,
+        ..
     } = shape;
     let n = batch * hidden;
     let pre = padded(ops, &x.pre);

@@ -17,21 +17,27 @@ use rnn::ops::RnnSequenceForward;
 use rnn::ops::SeqShape;
 use rnn::{Activation, Context};
 
+use super::gated_seq::product_tolerance;
 use super::{
-    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences, nan, prop,
+    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
+    low_product_sequences, nan, prop,
 };
 use crate::support::{self, Target};
 
 /// Forward then backward of one random sequence on `ctx` against the CPU backend.
 fn check_sequence(
     ctx: &Context,
-    steps: usize,
-    batch: usize,
-    hidden: usize,
+    shape: SeqShape,
     pad: usize,
     act: Activation,
     r: &mut Values,
 ) -> Result<(), TestCaseError> {
+    let SeqShape {
+        steps,
+        batch,
+        hidden,
+        ..
+    } = shape;
     let n = batch * hidden;
     let w = r.recurrent_w(1, hidden);
     let mut hs = r.vec(n, -1.0, 1.0);
@@ -43,9 +49,12 @@ fn check_sequence(
         r.vec(hidden, -1.0, 1.0),
         r.vec(hidden, -1.0, 1.0),
     ];
-    let tol = 1e-4;
-    let what = format!("rnn_sequence_forward {act:?} {steps}x{batch}x{hidden} pad {pad}");
-    let shape = SeqShape::new(steps, batch, hidden);
+    let tol = product_tolerance(shape);
+    let size = format!(
+        "{steps}x{batch}x{hidden} {:?} pad {pad}",
+        shape.product_type
+    );
+    let what = format!("rnn_sequence_forward {act:?} {size}");
     let forward = |o: &dyn rnn::Ops, v: &[rnn::View<'_>]| {
         let weights = RecurrentWeights::new(v[2], v[3], v[4]);
         o.rnn_sequence_forward(RnnSequenceForward::new(v[0], v[1], weights, act, shape))
@@ -54,16 +63,9 @@ fn check_sequence(
     // The states as the CPU forward leaves them, so both sides differentiate the same point.
     let hs = cpu_outputs(&fwd, pad, &forward)?.remove(1);
     let bwd = [r.vec(steps * n, -1.0, 1.0), hs, w, nan(steps * n)];
-    let what = format!("rnn_sequence_backward {act:?} {steps}x{batch}x{hidden} pad {pad}");
+    let what = format!("rnn_sequence_backward {act:?} {size}");
     compare_at(ctx, &what, &bwd, pad, &[3], tol, &|o, v| {
-        o.rnn_sequence_backward(RnnSequenceBackward::new(
-            v[0],
-            v[1],
-            v[2],
-            v[3],
-            act,
-            SeqShape::new(steps, batch, hidden),
-        ))
+        o.rnn_sequence_backward(RnnSequenceBackward::new(v[0], v[1], v[2], v[3], act, shape))
     })
 }
 
@@ -83,7 +85,7 @@ pub fn rnn_sequence(t: Target) {
         |ctx, (steps, batch, hidden, pad, seed)| {
             let mut r = Values(seed);
             for act in [Activation::Tanh, Activation::Relu] {
-                check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+                check_sequence(ctx, SeqShape::new(steps, batch, hidden), pad, act, &mut r)?;
             }
             Ok(())
         },
@@ -97,7 +99,13 @@ where
 {
     prop(t, test, cases, s, |ctx, (steps, batch, hidden, seed)| {
         let mut r = Values(seed);
-        check_sequence(ctx, steps, batch, hidden, pad, Activation::Tanh, &mut r)
+        check_sequence(
+            ctx,
+            SeqShape::new(steps, batch, hidden),
+            pad,
+            Activation::Tanh,
+            &mut r,
+        )
     });
 }
 
@@ -117,7 +125,13 @@ pub fn rnn_sequence_cooperative(t: Target) {
     let s = (2..=4usize, 900..=1100usize, 200..=256usize, any::<u64>());
     prop(ctxs, test, 2, s, |ctx, (steps, batch, hidden, seed)| {
         let mut r = Values(seed);
-        check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
+        check_sequence(
+            ctx,
+            SeqShape::new(steps, batch, hidden),
+            0,
+            Activation::Tanh,
+            &mut r,
+        )
     });
 }
 
@@ -132,7 +146,13 @@ pub fn rnn_sequence_fallback(t: Target) {
         let s = (1..=3usize, 1..=3usize, 2600..=2610usize, any::<u64>());
         prop(ctxs, &test, 2, s, |ctx, (steps, batch, hidden, seed)| {
             let mut r = Values(seed);
-            check_sequence(ctx, steps, batch, hidden, 0, Activation::Tanh, &mut r)
+            check_sequence(
+                ctx,
+                SeqShape::new(steps, batch, hidden),
+                0,
+                Activation::Tanh,
+                &mut r,
+            )
         });
     }
 }
@@ -144,7 +164,7 @@ pub fn rnn_sequence_gemm_steps(t: Target) {
         |ctx, (steps, batch, hidden, pad, seed)| {
             let mut r = Values(seed);
             for act in [Activation::Tanh, Activation::Relu] {
-                check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+                check_sequence(ctx, SeqShape::new(steps, batch, hidden), pad, act, &mut r)?;
             }
             Ok(())
         },
@@ -159,7 +179,17 @@ pub fn rnn_sequence_block_local(t: Target) {
     block_local_sequences(t, test, shapes, |ctx, (steps, batch, hidden, pad, seed)| {
         let mut r = Values(seed);
         for act in [Activation::Tanh, Activation::Relu] {
-            check_sequence(ctx, steps, batch, hidden, pad, act, &mut r)?;
+            check_sequence(ctx, SeqShape::new(steps, batch, hidden), pad, act, &mut r)?;
+        }
+        Ok(())
+    });
+}
+
+pub fn rnn_sequence_low_products(t: Target) {
+    let test = "gpu_rnn_sequence_low_products";
+    low_product_sequences(t, test, |ctx, shape, pad, r| {
+        for act in [Activation::Tanh, Activation::Relu] {
+            check_sequence(ctx, shape, pad, act, r)?;
         }
         Ok(())
     });

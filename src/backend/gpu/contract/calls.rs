@@ -300,23 +300,27 @@ fn recurrent(
             SeqShape::step(batch, hidden),
         ))?;
     }
-    let (seq, hs) = (z(steps * bh)?, z((steps + 1) * bh)?);
-    ops.rnn_sequence_forward(RnnSequenceForward::new(
-        seq.view(),
-        hs.view(),
-        RecurrentWeights::new(w_hh.view(), b_ih.view(), b_hh.view()),
-        act,
-        SeqShape::new(steps, batch, hidden),
-    ))?;
-    let dpre = z(steps * bh)?;
-    ops.rnn_sequence_backward(RnnSequenceBackward::new(
-        seq.view(),
-        hs.view(),
-        w_hh.view(),
-        dpre.view(),
-        act,
-        SeqShape::new(steps, batch, hidden),
-    ))?;
+    let (seq, hs, dpre) = (z(steps * bh)?, z((steps + 1) * bh)?, z(steps * bh)?);
+    // The sequences in f32 and with T products (the `_lo` cells on the GEMM path).
+    let shapes = [None, Some(DType::Bf16), Some(DType::F16)]
+        .map(|t| SeqShape::new(steps, batch, hidden).with_product_type(t));
+    for shape in shapes {
+        ops.rnn_sequence_forward(RnnSequenceForward::new(
+            seq.view(),
+            hs.view(),
+            RecurrentWeights::new(w_hh.view(), b_ih.view(), b_hh.view()),
+            act,
+            shape,
+        ))?;
+        ops.rnn_sequence_backward(RnnSequenceBackward::new(
+            seq.view(),
+            hs.view(),
+            w_hh.view(),
+            dpre.view(),
+            act,
+            shape,
+        ))?;
+    }
 
     // LSTM (4 gates) and GRU (3 gates).
     let (gates, dgates, c_prev, c, dc) = (z(4 * bh)?, z(4 * bh)?, z(bh)?, z(bh)?, z(bh)?);
@@ -357,33 +361,6 @@ fn recurrent(
     let w4 = z(4 * hidden * hidden)?;
     let (b4i, b4h) = (z(4 * hidden)?, z(4 * hidden)?);
     let (sg, cs, sdg) = (z(steps * 4 * bh)?, z((steps + 1) * bh)?, z(steps * 4 * bh)?);
-    let shape = SeqShape::new(steps, batch, hidden);
-    let lstm_forward = LstmSequenceForward {
-        gates: sg.view(),
-        hs: hs.view(),
-        cs: cs.view(),
-        weights: RecurrentWeights::new(w4.view(), b4i.view(), b4h.view()),
-        shape,
-    };
-    ops.lstm_sequence_forward(lstm_forward)?;
-    // The T copy of the outputs in each 16-bit type (`_low` entries where the route is the
-    // persistent one).
-    let lows = [
-        ops.alloc_as(DType::Bf16, steps * bh)?,
-        ops.alloc_as(DType::F16, steps * bh)?,
-    ];
-    for low in &lows {
-        ops.lstm_sequence_forward_low(lstm_forward, low.view())?;
-    }
-    ops.lstm_sequence_backward(LstmSequenceBackward {
-        dh: seq.view(),
-        gates: sg.view(),
-        cs: cs.view(),
-        w_hh: w4.view(),
-        dgates: sdg.view(),
-        dc_state: None,
-        shape,
-    })?;
     let w3 = z(3 * hidden * hidden)?;
     let (b3i, b3h) = (z(3 * hidden)?, z(3 * hidden)?);
     let (sgx, scache, sdgx, sdgh) = (
@@ -392,24 +369,53 @@ fn recurrent(
         z(steps * 3 * bh)?,
         z(steps * 3 * bh)?,
     );
-    let gru_forward = GruSequenceForward {
-        gx: sgx.view(),
-        hs: hs.view(),
-        weights: RecurrentWeights::new(w3.view(), b3i.view(), b3h.view()),
-        cache: scache.view(),
-        shape,
-    };
-    ops.gru_sequence_forward(gru_forward)?;
-    for low in &lows {
-        ops.gru_sequence_forward_low(gru_forward, low.view())?;
+    // The T copy of the outputs in each 16-bit type (`_low` entries where the route is the
+    // persistent one).
+    let lows = [
+        ops.alloc_as(DType::Bf16, steps * bh)?,
+        ops.alloc_as(DType::F16, steps * bh)?,
+    ];
+    for shape in shapes {
+        let lstm_forward = LstmSequenceForward {
+            gates: sg.view(),
+            hs: hs.view(),
+            cs: cs.view(),
+            weights: RecurrentWeights::new(w4.view(), b4i.view(), b4h.view()),
+            shape,
+        };
+        ops.lstm_sequence_forward(lstm_forward)?;
+        for low in &lows {
+            ops.lstm_sequence_forward_low(lstm_forward, low.view())?;
+        }
+        ops.lstm_sequence_backward(LstmSequenceBackward {
+            dh: seq.view(),
+            gates: sg.view(),
+            cs: cs.view(),
+            w_hh: w4.view(),
+            dgates: sdg.view(),
+            dc_state: None,
+            shape,
+        })?;
+        let gru_forward = GruSequenceForward {
+            gx: sgx.view(),
+            hs: hs.view(),
+            weights: RecurrentWeights::new(w3.view(), b3i.view(), b3h.view()),
+            cache: scache.view(),
+            shape,
+        };
+        ops.gru_sequence_forward(gru_forward)?;
+        for low in &lows {
+            ops.gru_sequence_forward_low(gru_forward, low.view())?;
+        }
+        ops.gru_sequence_backward(GruSequenceBackward {
+            dh: seq.view(),
+            hs: hs.view(),
+            cache: scache.view(),
+            w_hh: w3.view(),
+            grads: GruGateGrads::new(sdgx.view(), sdgh.view()),
+            dh_state: None,
+            shape,
+        })?;
     }
-    ops.gru_sequence_backward(GruSequenceBackward {
-        dh: seq.view(),
-        hs: hs.view(),
-        cache: scache.view(),
-        w_hh: w3.view(),
-        grads: GruGateGrads::new(sdgx.view(), sdgh.view()),
-        dh_state: None,
-        shape,
-    })
+    Ok(())
 }
