@@ -12,6 +12,7 @@ __kernel void fill(__global float* y_base, ulong y_off, uint n, float value) {
 #undef E
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void scale(__global float* x_base, ulong x_off, uint n, float alpha) {
     __global float* x = x_base + x_off;
 #define L(k, v) v.a = RNN_F4(x)[k]
@@ -35,6 +36,7 @@ __kernel void axpy(__global const float* x_base, ulong x_off, __global float* y_
 #undef S
 #undef E
 }
+#endif
 
 // o = a * b when `product`, else a + b; the kernels pass a constant `product`, which inlining
 // folds. `o` may be the same view as `a` or `b`: each element is read before the same
@@ -50,6 +52,7 @@ inline void rnn_add_or_mul(__global const float* a, __global const float* b, __g
 #undef E
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void add(__global const float* a_base, ulong a_off, __global const float* b_base,
                   ulong b_off, __global float* o_base, ulong o_off, uint n) {
     rnn_add_or_mul(a_base + a_off, b_base + b_off, o_base + o_off, n,
@@ -61,6 +64,7 @@ __kernel void mul(__global const float* a_base, ulong a_off, __global const floa
     rnn_add_or_mul(a_base + a_off, b_base + b_off, o_base + o_off, n,
                    ((a_off | b_off | o_off) & 3) == 0, true);
 }
+#endif
 
 // The bias is small and stays in cache; the four columns of a float4 may wrap past a row end.
 // rows * cols fits a uint (checked by the host).
@@ -85,7 +89,7 @@ __kernel void bias_act_forward(__global float* z_base, ulong z_off, __global con
     __global float* y = y_base + y_off;
     const bool same = z == y;
     const uint n = rows * cols;
-#define F(t) act_forward(t, K, act_param)
+#define F(t) rnn_stream_act(t, K, act_param)
 #define L(k, v) v.a = RNN_F4(z)[k] + rnn_bias4(bias, k, cols)
 // In place (y is z) only y is stored: the pre-activation is not kept then.
 #define S(k, v) ((same ? 0 : (RNN_F4(z)[k] = v.a, 0)), RNN_F4(y)[k] = RNN_MAP4(v.a, F))
@@ -102,11 +106,12 @@ __kernel void bias_act_forward(__global float* z_base, ulong z_off, __global con
 #undef E
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void activation(__global const float* x_base, ulong x_off, __global float* y_base,
                          ulong y_off, uint n, uint act, float act_param) {
     __global const float* x = x_base + x_off;
     __global float* y = y_base + y_off;
-#define F(t) act_forward(t, K, act_param)
+#define F(t) rnn_stream_act(t, K, act_param)
 #define L(k, v) v.a = RNN_CF4(x)[k]
 #define S(k, v) RNN_F4(y)[k] = RNN_MAP4(v.a, F)
 #define E(i) y[i] = F(x[i])
@@ -127,7 +132,7 @@ __kernel void act_backward(__global const float* dy_base, ulong dy_off,
     __global float* dz = dz_base + dz_off;
     // z is only read by the activations whose derivative needs it (the host may pass y as z).
     if (act == ACT_GELU || act == ACT_LEAKY) {
-#define D(g, zi, yi) ((g) * act_grad(zi, yi, K, act_param))
+#define D(g, zi, yi) ((g) * rnn_stream_act_grad(zi, yi, K, act_param))
 #define L(k, v) (v.a = RNN_CF4(dy)[k], v.b = RNN_CF4(z)[k], v.c = RNN_CF4(y)[k])
 #define S(k, v)                                                                          \
     RNN_F4(dz)[k] = (float4)(D(v.a.x, v.b.x, v.c.x), D(v.a.y, v.b.y, v.c.y),             \
@@ -151,6 +156,7 @@ __kernel void act_backward(__global const float* dy_base, ulong dy_off,
 #undef D
     }
 }
+#endif
 
 __kernel void clip_scale(__global float* x_base, ulong x_off, __global const float* nrm_base,
                          ulong nrm_off, uint n, float max_norm) {
@@ -189,6 +195,7 @@ __kernel void gather_rows_u32(__global const uint* s_base, ulong s_off,
     RNN_GATHER_ROWS_BODY(uint, RNN_INVALID_INDEX)
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 // An invalid index (rnn_valid_index) gives an all-zero row, as on the CPU.
 __kernel void one_hot(__global const uint* i_base, ulong i_off, __global float* o_base,
                       ulong o_off, uint n, uint classes) {
@@ -202,3 +209,4 @@ __kernel void one_hot(__global const uint* i_base, ulong i_off, __global float* 
         out[i] = (rnn_valid_index(v, classes) && (ulong)v == c) ? 1.0f : 0.0f;
     }
 }
+#endif

@@ -30,6 +30,7 @@ inline void softmax_rows(__global const float* x_base, ulong x_off, __global flo
     }
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void softmax(__global const float* x_base, ulong x_off, __global float* y_base,
                       ulong y_off, uint rows, uint cols) {
     __local float sh[RED_THREADS];
@@ -41,6 +42,7 @@ __kernel void log_softmax(__global const float* x_base, ulong x_off, __global fl
     __local float sh[RED_THREADS];
     softmax_rows(x_base, x_off, y_base, y_off, rows, cols, sh, true);
 }
+#endif
 
 // Geometry W: a segment of 32 work-items per row, 8 rows per group; every work-item runs the
 // same number of loop iterations (the barriers in seg_* need that), inactive segments on
@@ -181,6 +183,7 @@ __kernel void softmax_xent(__global const float* x_base, ulong x_off,
                    ticket_base + ticket_off, sh, &flag);
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void mse(__global const float* p_base, ulong p_off, __global const float* t_base,
                   ulong t_off, __global float* d_base, ulong d_off, __global float* loss_base,
                   ulong loss_off, __global float* tot_base, ulong tot_off,
@@ -222,6 +225,7 @@ __kernel void mse(__global const float* p_base, ulong p_off, __global const floa
     rnn_add_totals(a, 0.0f, false, with_totals != 0u, tot_base + tot_off, part_base + part_off,
                    ticket_base + ticket_off, sh, &flag);
 }
+#endif
 
 // Column sums (geometry C) of g = dy * act'(z) over a rows x cols matrix, with g also stored
 // in dz when `write_dz` (dz may be dy): the backward of bias_act_forward; `sum_rows` is this
@@ -301,10 +305,10 @@ inline void bab_body(__global const float* dy, __global const float* pg,
             for (int u = 0; u < BAB_ROWS; ++u) {
                 const ulong at = (r + step * u) * cols + col;
                 if (r + step * u >= r1) continue;
-                float4 v = (float4)(g[u].x * act_grad(av[u].x, av[u].x, act, act_param),
-                                    g[u].y * act_grad(av[u].y, av[u].y, act, act_param),
-                                    g[u].z * act_grad(av[u].z, av[u].z, act, act_param),
-                                    g[u].w * act_grad(av[u].w, av[u].w, act, act_param));
+                float4 v = (float4)(g[u].x * rnn_stream_act_grad(av[u].x, av[u].x, act, act_param),
+                                    g[u].y * rnn_stream_act_grad(av[u].y, av[u].y, act, act_param),
+                                    g[u].z * rnn_stream_act_grad(av[u].z, av[u].z, act, act_param),
+                                    g[u].w * rnn_stream_act_grad(av[u].w, av[u].w, act, act_param));
                 s += v;
                 if (write_dz) {
                     if (quad) {
@@ -391,6 +395,7 @@ __kernel void bias_act_backward_product(
              chunk_rows, act, 1, quad, act_param, 0.0f, sh, &flag);
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void sum_cols(__global const float* x_base, ulong x_off, __global float* o_base,
                        ulong o_off, uint rows, uint cols, float beta) {
     __local float sh[RED_THREADS];
@@ -404,6 +409,7 @@ __kernel void sum_cols(__global const float* x_base, ulong x_off, __global float
         if (lid == 0) out[row] = beta != 0.0f ? beta * out[row] + s : s;
     }
 }
+#endif
 
 __kernel void sum_partial(__global const float* x_base, ulong x_off, __global float* p_base,
                           ulong p_off, uint n, uint square) {
@@ -418,6 +424,7 @@ __kernel void sum_partial(__global const float* x_base, ulong x_off, __global fl
     if (get_local_id(0) == 0) p_base[p_off + get_group_id(0)] = s;
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 __kernel void sum_final(__global const float* p_base, ulong p_off, __global float* o_base,
                         ulong o_off, uint g, float beta) {
     __local float sh[RED_THREADS];
@@ -430,6 +437,7 @@ __kernel void sum_final(__global const float* p_base, ulong p_off, __global floa
         out[0] = beta != 0.0f ? beta * out[0] + s : s;
     }
 }
+#endif
 
 __kernel void clip_final(__global const float* p_base, ulong p_off, __global float* n_base,
                          ulong n_off, uint g) {

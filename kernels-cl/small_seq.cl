@@ -13,6 +13,10 @@
 // GPUs), while only the staged rows and the products take local memory. `w_global` is a
 // literal in every entry, so each copy compiles to one path.
 
+// Included by each small_seq family's module; once in the whole op set.
+#ifndef RNN_SMALL_SEQ_CL
+#define RNN_SMALL_SEQ_CL
+
 inline uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
 inline uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
 
@@ -408,125 +412,4 @@ inline void bl_gru_backward(__global const float* dh, __global const float* hs,
     }
 }
 
-// The entries, each body twice: `NAME` the entry, `W_GLOBAL` 0 (W_hh into local memory) or 1
-// (`w_hh` is W_hh packed by bl_pack_w, read through the L1 cache).
-#define BL_RNN_FORWARD(NAME, W_GLOBAL)                                                          \
-    __kernel void NAME(__global const float* pre_base, ulong pre_off, __global float* hs_base, \
-                       ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,          \
-                       __global const float* b_ih_base, ulong b_ih_off,                        \
-                       __global const float* b_hh_base, ulong b_hh_off, uint steps,           \
-                       uint batch, uint hidden, uint act, float act_param,                    \
-                       __local float* smem) {                                                  \
-        bl_rnn_forward(pre_base + pre_off, hs_base + hs_off, w_hh_base + w_hh_off,            \
-                       b_ih_base + b_ih_off, b_hh_base + b_hh_off, steps, batch, hidden, act, \
-                       act_param, smem, W_GLOBAL);                                             \
-    }
-BL_RNN_FORWARD(rnn_seq_forward_local, 0)
-BL_RNN_FORWARD(rnn_seq_forward_l1, 1)
-
-#define BL_RNN_BACKWARD(NAME, W_GLOBAL)                                                         \
-    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
-                       __global const float* hs_base, ulong hs_off,                           \
-                       __global const float* w_hh_base, ulong w_hh_off,                       \
-                       __global float* dpre_base, ulong dpre_off, uint steps, uint batch,     \
-                       uint hidden, uint act, float act_param, __local float* smem) {         \
-        bl_rnn_backward(dh_base + dh_off, hs_base + hs_off, w_hh_base + w_hh_off,             \
-                        dpre_base + dpre_off, steps, batch, hidden, act, act_param, smem,     \
-                        W_GLOBAL);                                                             \
-    }
-BL_RNN_BACKWARD(rnn_seq_backward_local, 0)
-BL_RNN_BACKWARD(rnn_seq_backward_l1, 1)
-
-#define BL_LSTM_FORWARD(NAME, W_GLOBAL)                                                         \
-    __kernel void NAME(__global float* gates_base, ulong gates_off, __global float* hs_base,  \
-                       ulong hs_off, __global float* cs_base, ulong cs_off,                   \
-                       __global const float* w_hh_base, ulong w_hh_off,                       \
-                       __global const float* b_ih_base, ulong b_ih_off,                       \
-                       __global const float* b_hh_base, ulong b_hh_off, uint steps,           \
-                       uint batch, uint hidden, __local float* smem) {                        \
-        bl_lstm_forward(gates_base + gates_off, hs_base + hs_off, cs_base + cs_off,           \
-                        w_hh_base + w_hh_off, b_ih_base + b_ih_off, b_hh_base + b_hh_off,     \
-                        steps, batch, hidden, smem, W_GLOBAL);                                 \
-    }
-BL_LSTM_FORWARD(lstm_seq_forward_local, 0)
-BL_LSTM_FORWARD(lstm_seq_forward_l1, 1)
-
-#define BL_LSTM_BACKWARD(NAME, W_GLOBAL)                                                        \
-    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
-                       __global const float* gates_base, ulong gates_off,                     \
-                       __global const float* cs_base, ulong cs_off,                           \
-                       __global const float* w_hh_base, ulong w_hh_off,                       \
-                       __global float* dgates_base, ulong dgates_off,                         \
-                       __global float* carry_base, ulong carry_off, uint steps, uint batch,   \
-                       uint hidden, uint carry_in, __local float* smem) {                     \
-        bl_lstm_backward(dh_base + dh_off, gates_base + gates_off, cs_base + cs_off,          \
-                         w_hh_base + w_hh_off, dgates_base + dgates_off,                      \
-                         carry_base + carry_off, steps, batch, hidden, carry_in, smem,        \
-                         W_GLOBAL);                                                            \
-    }
-BL_LSTM_BACKWARD(lstm_seq_backward_local, 0)
-BL_LSTM_BACKWARD(lstm_seq_backward_l1, 1)
-
-#define BL_GRU_FORWARD(NAME, W_GLOBAL)                                                          \
-    __kernel void NAME(__global const float* gx_base, ulong gx_off, __global float* hs_base,  \
-                       ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,         \
-                       __global const float* b_ih_base, ulong b_ih_off,                       \
-                       __global const float* b_hh_base, ulong b_hh_off,                       \
-                       __global float* cache_base, ulong cache_off, uint steps, uint batch,   \
-                       uint hidden, __local float* smem) {                                    \
-        bl_gru_forward(gx_base + gx_off, hs_base + hs_off, w_hh_base + w_hh_off,              \
-                       b_ih_base + b_ih_off, b_hh_base + b_hh_off, cache_base + cache_off,    \
-                       steps, batch, hidden, smem, W_GLOBAL);                                  \
-    }
-BL_GRU_FORWARD(gru_seq_forward_local, 0)
-BL_GRU_FORWARD(gru_seq_forward_l1, 1)
-
-#define BL_GRU_BACKWARD(NAME, W_GLOBAL)                                                         \
-    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
-                       __global const float* hs_base, ulong hs_off,                           \
-                       __global const float* cache_base, ulong cache_off,                     \
-                       __global const float* w_hh_base, ulong w_hh_off,                       \
-                       __global float* dgx_base, ulong dgx_off, __global float* dgh_base,     \
-                       ulong dgh_off, __global float* carry_base, ulong carry_off,            \
-                       uint steps, uint batch, uint hidden, __local float* smem) {            \
-        bl_gru_backward(dh_base + dh_off, hs_base + hs_off, cache_base + cache_off,           \
-                        w_hh_base + w_hh_off, dgx_base + dgx_off, dgh_base + dgh_off,         \
-                        carry_base + carry_off, steps, batch, hidden, smem, W_GLOBAL);        \
-    }
-BL_GRU_BACKWARD(gru_seq_backward_local, 0)
-BL_GRU_BACKWARD(gru_seq_backward_l1, 1)
-
-// W_hh (`gates hidden x hidden`) into `packed` in the layout bl_load_w gives local memory
-// (forward or backward operand), for the `_l1` entries: one work-item per packed element, which
-// it gathers (zero in the padding of k), so no fill is needed. Geometry E over
-// `gates hidden hp` elements, hp = hidden rounded up to 4.
-__kernel void bl_pack_w(__global const float* w_hh_base, ulong w_hh_off,
-                        __global float* packed_base, ulong packed_off, uint gates, uint hidden,
-                        uint forward) {
-    __global const float* W = w_hh_base + w_hh_off;
-    __global float* packed = packed_base + packed_off;
-    uint gh = gates * hidden;
-    uint hp = bl_pad4(hidden);
-    uint n = gh * hp;
-    RNN_GRID_LOOP(e, n) {
-        uint q = (uint)e >> 2;
-        uint kk = (uint)e & 3u;
-        float v;
-        if (forward) {
-            // (k, q') = W[q', k] at ((k / 4) gh + q') 4 + k % 4.
-            uint k4 = q / gh;
-            uint row = q - k4 * gh;
-            uint col = k4 * 4 + kk;
-            v = col < hidden ? W[row * hidden + col] : 0.0f;
-        } else {
-            // (s hp + k, j) = W[s hidden + k, j] at (((s hp + k) / 4) hidden + j) 4 + k % 4.
-            uint k4 = q / hidden;
-            uint col = q - k4 * hidden;
-            uint k = k4 * 4 + kk;
-            uint s = k / hp;
-            uint r = k - s * hp;
-            v = r < hidden ? W[(s * hidden + r) * hidden + col] : 0.0f;
-        }
-        packed[e] = v;
-    }
-}
+#endif  // RNN_SMALL_SEQ_CL

@@ -47,16 +47,46 @@ typedef struct { float4 a, b, c; } rnn_v3;
         for (ulong i_ = done_ + tid_; i_ < n_; i_ += st_) SCALAR(i_);                  \
     }
 
-// Runs BODY with the activation code as the constant K, so each activation gets a loop of its
-// own instead of a switch per element. Unknown codes act as identity (act_forward's default).
+// The activations the streaming kernels apply: relu, leaky relu and identity inline, the
+// transcendental ones (sigmoid, tanh, gelu) as a call. Their loops run 16 elements a round;
+// inlined copies of exp, tanh and erfc in every one made most of a module's code and of its
+// build time on NVIDIA's compiler, which is a cold start's wait (bias_act_forward alone 188 KB
+// of PTX and 1.17 s of elementwise's 1.43 s, H200, driver 580.159, 2026-11-27). The call costs
+// the memory-bound loops little; the results are act_forward's and act_grad's, bit for bit.
+__attribute__((noinline)) float rnn_act_forward_call(float z, uint act, float p) {
+    return act_forward(z, act, p);
+}
+
+__attribute__((noinline)) float rnn_act_grad_call(float z, float y, uint act, float p) {
+    return act_grad(z, y, act, p);
+}
+
+inline float rnn_stream_act(float z, uint act, float p) {
+    switch (act) {
+    case ACT_SIGMOID:
+    case ACT_TANH:
+    case ACT_GELU: return rnn_act_forward_call(z, act, p);
+    default: return act_forward(z, act, p);
+    }
+}
+
+inline float rnn_stream_act_grad(float z, float y, uint act, float p) {
+    switch (act) {
+    case ACT_SIGMOID:
+    case ACT_TANH:
+    case ACT_GELU: return rnn_act_grad_call(z, y, act, p);
+    default: return act_grad(z, y, act, p);
+    }
+}
+
+// Runs BODY with the activation code as the constant K for relu and identity, the layers' usual
+// ones, so that theirs are loops of their own; the others share one loop that dispatches per
+// element (K = act) through rnn_stream_act / rnn_stream_act_grad.
 #define RNN_WITH_ACT(act, BODY)                                      \
     switch (act) {                                                   \
     case ACT_RELU: { const uint K = ACT_RELU; BODY; } break;         \
-    case ACT_SIGMOID: { const uint K = ACT_SIGMOID; BODY; } break;   \
-    case ACT_TANH: { const uint K = ACT_TANH; BODY; } break;         \
-    case ACT_GELU: { const uint K = ACT_GELU; BODY; } break;         \
-    case ACT_LEAKY: { const uint K = ACT_LEAKY; BODY; } break;       \
-    default: { const uint K = ACT_IDENTITY; BODY; } break;           \
+    case ACT_IDENTITY: { const uint K = ACT_IDENTITY; BODY; } break; \
+    default: { const uint K = (act); BODY; } break;                  \
     }
 
 // Four consecutive bf16/f16 values (a ushort4, 8 bytes: aligned where the view offset is a

@@ -12,6 +12,7 @@ extern "C" __global__ void fill(float* y_base, u64 y_off, uint n, float value) {
     for (u64 i = done + rnn_tid(); i < n; i += rnn_threads()) y[i] = value;
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 extern "C" __global__ void scale(float* x_base, u64 x_off, uint n, float alpha) {
     float* x = x_base + x_off;
     rnn_stream1(x, x, n, [=](float v) { return v * alpha; });
@@ -37,6 +38,7 @@ extern "C" __global__ void mul(const float* a_base, u64 a_off, const float* b_ba
     rnn_stream2(a_base + a_off, b_base + b_off, out_base + out_off, n,
                 [](float av, float bv) { return av * bv; });
 }
+#endif
 
 // z += bias (broadcast over rows), y = act(z). The host has checked that rows * cols fits a
 // uint, so the column index is tracked in 32 bits.
@@ -88,6 +90,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) bias_act_forward(float* z_b
     rnn_bias_act(z, bias, y, n, cols, act, act_param);
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 extern "C" __global__ void activation(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                       uint n, uint act, float act_param) {
     rnn_stream1_4(
@@ -111,6 +114,7 @@ extern "C" __global__ void act_backward(const float* dy_base, u64 dy_off, const 
         },
         [=](float g, float av) { return g * rnn_act_grad1(av, av, act, act_param); });
 }
+#endif
 
 extern "C" __global__ void clip_scale(float* x_base, u64 x_off, const float* norm_base,
                                       u64 norm_off, uint n, float max_norm) {
@@ -150,6 +154,7 @@ extern "C" __global__ void gather_rows_u32(const uint* src_base, u64 src_off,
     RNN_GATHER_ROWS_BODY(uint, RNN_INVALID_INDEX)
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 extern "C" __global__ void one_hot(const uint* idx_base, u64 idx_off, float* out_base,
                                    u64 out_off, uint n, uint classes) {
     const uint* idx = idx_base + idx_off;
@@ -163,3 +168,4 @@ extern "C" __global__ void one_hot(const uint* idx_base, u64 idx_off, float* out
         out[i] = (rnn_valid_index(v, classes) && (u64)v == c) ? 1.0f : 0.0f;
     }
 }
+#endif

@@ -31,6 +31,7 @@ __device__ __forceinline__ void softmax_rows(const float* x_base, u64 x_off, flo
     }
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 extern "C" __global__ void softmax(const float* x_base, u64 x_off, float* y_base, u64 y_off,
                                    uint rows, uint cols) {
     softmax_rows<false>(x_base, x_off, y_base, y_off, rows, cols);
@@ -40,6 +41,7 @@ extern "C" __global__ void log_softmax(const float* x_base, u64 x_off, float* y_
                                        uint rows, uint cols) {
     softmax_rows<true>(x_base, x_off, y_base, y_off, rows, cols);
 }
+#endif
 
 // Adds this block's partial `(a, b)` to the launch totals `totals[0] += sum a`,
 // `totals[1] += sum b` (b only when `two`) through the last-arrival reduction (geometry L):
@@ -203,6 +205,7 @@ extern "C" __global__ void softmax_xent(const float* logits_base, u64 logits_off
                    ticket_base + ticket_off);
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 // Mean squared error, one warp per row (geometry W); with `with_totals`, the summed row losses
 // are added to totals[0] (geometry L).
 extern "C" __global__ void mse(const float* pred_base, u64 pred_off, const float* target_base,
@@ -243,6 +246,7 @@ extern "C" __global__ void mse(const float* pred_base, u64 pred_off, const float
     rnn_add_totals(a, 0.0f, false, totals_base + totals_off, part_base + part_off,
                    ticket_base + ticket_off);
 }
+#endif
 
 // Column sums (geometry C) of g = dy * act'(z) over a rows x cols matrix, with g also stored
 // in dz when `write_dz` (dz may be dy): the backward of bias_act_forward, the bias gradient and
@@ -460,6 +464,7 @@ extern "C" __global__ void bias_act_backward_product(
              chunk_rows, act, 1, quad, act_param, 0.0f);
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 extern "C" __global__ void sum_cols(const float* x_base, u64 x_off, float* out_base, u64 out_off,
                                     uint rows, uint cols, float beta) {
     __shared__ float sh[RNN_MAX_WARPS];
@@ -472,6 +477,7 @@ extern "C" __global__ void sum_cols(const float* x_base, u64 x_off, float* out_b
         if (threadIdx.x == 0) out[row] = (beta == 0.0f) ? s : beta * out[row] + s;
     }
 }
+#endif
 
 extern "C" __global__ void sum_partial(const float* x_base, u64 x_off, float* partial_base,
                                        u64 partial_off, uint n, uint square) {
@@ -486,6 +492,7 @@ extern "C" __global__ void sum_partial(const float* x_base, u64 x_off, float* pa
     if (threadIdx.x == 0) partial_base[partial_off + blockIdx.x] = s;
 }
 
+#ifndef RNN_TIER0_COPIES  // not among tier 0's copies (kernel.rs TIER0_COPIES)
 extern "C" __global__ void sum_final(const float* partial_base, u64 partial_off, float* out_base,
                                      u64 out_off, uint g, float beta) {
     __shared__ float sh[RNN_MAX_WARPS];
@@ -498,6 +505,7 @@ extern "C" __global__ void sum_final(const float* partial_base, u64 partial_off,
         out[0] = (beta == 0.0f) ? s : beta * out[0] + s;
     }
 }
+#endif
 
 extern "C" __global__ void clip_final(const float* partial_base, u64 partial_off,
                                       float* norm_base, u64 norm_off, uint g) {

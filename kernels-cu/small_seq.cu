@@ -41,6 +41,10 @@
 // step as the persistent kernels do; as there it is not read at the first processed step (the
 // last time step), where it is zero.
 
+// Included by each small_seq family's module; once in the whole op set.
+#ifndef RNN_SMALL_SEQ_CU
+#define RNN_SMALL_SEQ_CU
+
 __device__ __forceinline__ uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
 __device__ __forceinline__ uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
 
@@ -498,109 +502,4 @@ __device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off
     }
 }
 
-// The entries, each body twice: `NAME` the entry, `W_GLOBAL` false (W_hh into shared memory)
-// or true (`w_hh` is W_hh packed by bl_pack_w, read through the read-only L1 path).
-#define BL_RNN_FORWARD(NAME, W_GLOBAL)                                                             \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
-        const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off, const float* w_hh_base,    \
-        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
-        u64 b_hh_off, uint steps, uint batch, uint hidden, uint act, float act_param) {            \
-        bl_rnn_forward<W_GLOBAL>(pre_base, pre_off, hs_base, hs_off, w_hh_base, w_hh_off,          \
-            b_ih_base, b_ih_off, b_hh_base, b_hh_off, steps, batch, hidden, act, act_param);       \
-    }
-BL_RNN_FORWARD(rnn_seq_forward_local, false)
-BL_RNN_FORWARD(rnn_seq_forward_l1, true)
-
-#define BL_RNN_BACKWARD(NAME, W_GLOBAL)                                                            \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
-        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
-        const float* w_hh_base, u64 w_hh_off, float* dpre_base, u64 dpre_off, uint steps,          \
-        uint batch, uint hidden, uint act, float act_param) {                                      \
-        bl_rnn_backward<W_GLOBAL>(dh_base, dh_off, hs_base, hs_off, w_hh_base, w_hh_off,           \
-            dpre_base, dpre_off, steps, batch, hidden, act, act_param);                            \
-    }
-BL_RNN_BACKWARD(rnn_seq_backward_local, false)
-BL_RNN_BACKWARD(rnn_seq_backward_l1, true)
-
-#define BL_LSTM_FORWARD(NAME, W_GLOBAL)                                                            \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
-        float* gates_base, u64 gates_off, float* hs_base, u64 hs_off, float* cs_base,              \
-        u64 cs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,    \
-        const float* b_hh_base, u64 b_hh_off, uint steps, uint batch, uint hidden) {               \
-        bl_lstm_forward<W_GLOBAL>(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off,         \
-            w_hh_base, w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off, steps, batch,           \
-            hidden);                                                                               \
-    }
-BL_LSTM_FORWARD(lstm_seq_forward_local, false)
-BL_LSTM_FORWARD(lstm_seq_forward_l1, true)
-
-#define BL_LSTM_BACKWARD(NAME, W_GLOBAL)                                                           \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
-        const float* dh_base, u64 dh_off, const float* gates_base, u64 gates_off,                  \
-        const float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,                    \
-        float* dgates_base, u64 dgates_off, float* carry_base, u64 carry_off, uint steps,          \
-        uint batch, uint hidden, uint carry_in) {                                                  \
-        bl_lstm_backward<W_GLOBAL>(dh_base, dh_off, gates_base, gates_off, cs_base, cs_off,        \
-            w_hh_base, w_hh_off, dgates_base, dgates_off, carry_base, carry_off, steps, batch,     \
-            hidden, carry_in);                                                                     \
-    }
-BL_LSTM_BACKWARD(lstm_seq_backward_local, false)
-BL_LSTM_BACKWARD(lstm_seq_backward_l1, true)
-
-#define BL_GRU_FORWARD(NAME, W_GLOBAL)                                                             \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
-        const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off, const float* w_hh_base,      \
-        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
-        u64 b_hh_off, float* cache_base, u64 cache_off, uint steps, uint batch, uint hidden) {     \
-        bl_gru_forward<W_GLOBAL>(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off,            \
-            b_ih_base, b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off, steps, batch,         \
-            hidden);                                                                               \
-    }
-BL_GRU_FORWARD(gru_seq_forward_local, false)
-BL_GRU_FORWARD(gru_seq_forward_l1, true)
-
-#define BL_GRU_BACKWARD(NAME, W_GLOBAL)                                                            \
-    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
-        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
-        const float* cache_base, u64 cache_off, const float* w_hh_base, u64 w_hh_off,              \
-        float* dgx_base, u64 dgx_off, float* dgh_base, u64 dgh_off, float* carry_base,             \
-        u64 carry_off, uint steps, uint batch, uint hidden) {                                      \
-        bl_gru_backward<W_GLOBAL>(dh_base, dh_off, hs_base, hs_off, cache_base, cache_off,         \
-            w_hh_base, w_hh_off, dgx_base, dgx_off, dgh_base, dgh_off, carry_base, carry_off,      \
-            steps, batch, hidden);                                                                 \
-    }
-BL_GRU_BACKWARD(gru_seq_backward_local, false)
-BL_GRU_BACKWARD(gru_seq_backward_l1, true)
-
-// W_hh (`gates hidden x hidden`) into `packed` in the layout bl_load_w gives shared memory
-// (forward or backward operand), for the `_l1` entries: one thread per packed element, which it
-// gathers (zero in the padding of k). Geometry E over `gates hidden hp` elements.
-extern "C" __global__ void bl_pack_w(const float* w_hh_base, u64 w_hh_off, float* packed_base,
-                                     u64 packed_off, uint gates, uint hidden, uint forward) {
-    const float* W = w_hh_base + w_hh_off;
-    float* packed = packed_base + packed_off;
-    const uint gh = gates * hidden;
-    const uint hp = bl_pad4(hidden);
-    const uint n = gh * hp;
-    for (uint e = blockIdx.x * blockDim.x + threadIdx.x; e < n; e += gridDim.x * blockDim.x) {
-        const uint q = e >> 2;
-        const uint kk = e & 3u;
-        float v;
-        if (forward) {
-            // (k, q') = W[q', k] at ((k / 4) gh + q') 4 + k % 4.
-            const uint k4 = q / gh;
-            const uint row = q - k4 * gh;
-            const uint col = k4 * 4 + kk;
-            v = col < hidden ? W[row * hidden + col] : 0.0f;
-        } else {
-            // (s hp + k, j) = W[s hidden + k, j] at (((s hp + k) / 4) hidden + j) 4 + k % 4.
-            const uint k4 = q / hidden;
-            const uint col = q - k4 * hidden;
-            const uint k = k4 * 4 + kk;
-            const uint s = k / hp;
-            const uint r = k - s * hp;
-            v = r < hidden ? W[(s * hidden + r) * hidden + col] : 0.0f;
-        }
-        packed[e] = v;
-    }
-}
+#endif  // RNN_SMALL_SEQ_CU

@@ -235,26 +235,31 @@ pub(crate) mod family_entries {
         "gru_seq_forward_low",
         "gru_seq_backward",
     ];
-    /// The block-local sequence kernels for small hidden sizes (plain launches).
-    pub(crate) const SMALL_SEQUENCE: &[&str] = &[
+    /// The block-local Elman sequence kernels for small hidden sizes (plain launches; `_l1`
+    /// reads W_hh packed by `bl_pack_w` through the L1 cache). One module per cell, so that a
+    /// model waits for its cell's kernels only.
+    pub(crate) const SMALL_SEQUENCE_RNN: &[&str] = &[
         "rnn_seq_forward_local",
         "rnn_seq_backward_local",
-        "lstm_seq_forward_local",
-        "lstm_seq_backward_local",
-        "gru_seq_forward_local",
-        "gru_seq_backward_local",
-    ];
-    /// The block-local sequence kernels that read W_hh through the L1 cache, and the kernel
-    /// that packs W_hh for them.
-    pub(crate) const SMALL_SEQUENCE_L1: &[&str] = &[
         "rnn_seq_forward_l1",
         "rnn_seq_backward_l1",
+    ];
+    /// The same for LSTM.
+    pub(crate) const SMALL_SEQUENCE_LSTM: &[&str] = &[
+        "lstm_seq_forward_local",
+        "lstm_seq_backward_local",
         "lstm_seq_forward_l1",
         "lstm_seq_backward_l1",
+    ];
+    /// The same for GRU.
+    pub(crate) const SMALL_SEQUENCE_GRU: &[&str] = &[
+        "gru_seq_forward_local",
+        "gru_seq_backward_local",
         "gru_seq_forward_l1",
         "gru_seq_backward_l1",
-        "bl_pack_w",
     ];
+    /// The kernel that packs W_hh for the block-local `_l1` kernels.
+    pub(crate) const SMALL_SEQUENCE_PACK: &[&str] = &["bl_pack_w"];
     /// Dropout and the generator.
     pub(crate) const RANDOM: &[&str] = &["dropout", "rng_advance"];
     /// Layer normalization.
@@ -320,6 +325,34 @@ pub(crate) mod family_entries {
 /// The name of the tier-0 family: quick-to-compile stand-ins that a cold start launches until
 /// the families they stand in for are built (`src/backend/gpu/modules.rs`).
 pub(crate) const TIER0: &str = "tier0";
+
+/// The kernels of a dense training step (and of gradient clipping) that the tier-0 module also
+/// holds, compiled from their families' own files (`#ifndef RNN_TIER0_COPIES` leaves out the
+/// rest), so that a cold start's first steps wait for one small module rather than for
+/// `elementwise`, `reduce` and `optim` (src/backend/gpu/tier0.rs).
+pub(crate) const TIER0_COPIES: &[&str] = &[
+    "fill",
+    "gather_rows",
+    "gather_rows_u32",
+    "bias_act_forward",
+    "clip_scale",
+    "softmax_xent",
+    "bias_act_backward",
+    "bias_act_backward_product",
+    "sum_partial",
+    "clip_final",
+    "sgd_step",
+    "adam_step",
+];
+
+/// Appends the copies ([`TIER0_COPIES`]) to the tier-0 module of `modules`: `files`, the
+/// dialect's files of the families they come from, after the define that keeps only them.
+pub(crate) fn add_tier0_copies(modules: &mut [OpModule], files: &[(&str, &str)]) {
+    if let Some(tier0) = modules.iter_mut().find(|m| m.name == TIER0) {
+        tier0.source.push_str("#define RNN_TIER0_COPIES 1\n");
+        tier0.source.push_str(&concatenate(files));
+    }
+}
 
 /// One module of the built-in op set as a device compiles it: the families are compiled, cached
 /// and loaded independently, each on the first launch of one of its kernels.

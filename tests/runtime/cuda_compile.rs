@@ -174,6 +174,16 @@ fn cuda_op_set_modules_compile_alone_with_their_entries() {
             .entries
             .as_deref()
             .expect("a family module lists its entries");
+        if m.name == "tier0" {
+            // Its copies of the dense step's kernels, and none of their families' others.
+            for (e, copied) in crate::support::TIER0_SAMPLE {
+                assert_eq!(
+                    functions.iter().any(|f| f == e),
+                    copied,
+                    "tier0 for {arch}: {e}; it has {functions:?}"
+                );
+            }
+        }
         for e in entries {
             // The sm_90a kernels are there exactly when the build targets sm_90a.
             let expected = arch == "sm_90a" || !hopper.iter().any(|h| h == e);

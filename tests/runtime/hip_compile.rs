@@ -243,6 +243,11 @@ fn hip_op_set_modules_compile_alone_with_their_entries() {
                 m.name
             );
         }
+        if m.name == "tier0" {
+            for (e, copied) in crate::support::TIER0_SAMPLE {
+                assert_eq!(symbols.iter().any(|s| s == e), copied, "tier0: {e}");
+            }
+        }
     }
 }
 

@@ -174,3 +174,14 @@ pub fn broken_kernel_is_a_compile_error(
         Ok(b) => panic!("a broken kernel compiled ({} bytes)", b.len()),
     }
 }
+
+/// Kernels the tier-0 module holds copies of (true) or not (false): `TIER0_COPIES` of
+/// src/kernel.rs against the rest of their families.
+pub const TIER0_SAMPLE: [(&str, bool); 6] = [
+    ("adam_step", true),
+    ("bias_act_forward", true),
+    ("softmax_xent", true),
+    ("scale", false),
+    ("softmax", false),
+    ("act_backward", false),
+];

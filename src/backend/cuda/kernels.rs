@@ -2,7 +2,9 @@
 
 use crate::backend::gpu::gemm_k_splits;
 use crate::backend::{SgemmKernel, tensor_core_sgemm};
-use crate::kernel::{OpFamily, OpModule, TIER0, concatenate, family_entries, whole_op_set};
+use crate::kernel::{
+    OpFamily, OpModule, TIER0, add_tier0_copies, concatenate, family_entries, whole_op_set,
+};
 
 /// The `sgemm` kernel of `kernels-cu/gemm.cu` (`SG_BM`, `SG_BN`, `SG_THREADS`); the HIP build
 /// compiles that same kernel, so it launches it the same way.
@@ -79,10 +81,17 @@ const GEMM_COMMON: (&str, &str) = (
     include_str!("../../../kernels-cu/gemm_common.cuh"),
 );
 
+/// The bodies of the block-local sequence kernels: the first file of each `small_seq` family
+/// (include-guarded, so the whole op set has it once).
+const SMALL_SEQ: (&str, &str) = (
+    "kernels-cu/small_seq.cu",
+    include_str!("../../../kernels-cu/small_seq.cu"),
+);
+
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 15] = [
+pub(crate) const FAMILIES: [OpFamily; 18] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -200,16 +209,51 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
         ],
         entries: &[family_entries::SEQUENCE],
     },
+    // The block-local sequence kernels: the bodies (small_seq, include-guarded) under each
+    // cell's entries, a module per cell (an Elman model never builds the LSTM and GRU kernels).
     OpFamily {
         name: "small_seq",
-        files: &[(
-            "kernels-cu/small_seq.cu",
-            include_str!("../../../kernels-cu/small_seq.cu"),
-        )],
-        entries: &[
-            family_entries::SMALL_SEQUENCE,
-            family_entries::SMALL_SEQUENCE_L1,
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cu/small_seq_pack.cu",
+                include_str!("../../../kernels-cu/small_seq_pack.cu"),
+            ),
         ],
+        entries: &[family_entries::SMALL_SEQUENCE_PACK],
+    },
+    OpFamily {
+        name: "small_seq_rnn",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cu/small_seq_rnn.cu",
+                include_str!("../../../kernels-cu/small_seq_rnn.cu"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_RNN],
+    },
+    OpFamily {
+        name: "small_seq_lstm",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cu/small_seq_lstm.cu",
+                include_str!("../../../kernels-cu/small_seq_lstm.cu"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_LSTM],
+    },
+    OpFamily {
+        name: "small_seq_gru",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cu/small_seq_gru.cu",
+                include_str!("../../../kernels-cu/small_seq_gru.cu"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_GRU],
     },
     OpFamily {
         name: "random",
@@ -278,8 +322,26 @@ pub fn op_set_source() -> String {
 /// The op set as one module per family.
 pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
-    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
+    let mut modules: Vec<OpModule> = FAMILIES.iter().map(|f| f.module(&prelude)).collect();
+    add_tier0_copies(&mut modules, &TIER0_COPY_FILES);
+    modules
 }
+
+/// The files the tier-0 module's copies come from ([`crate::kernel::TIER0_COPIES`]).
+pub(crate) const TIER0_COPY_FILES: [(&str, &str); 3] = [
+    (
+        "kernels-cu/elementwise.cu",
+        include_str!("../../../kernels-cu/elementwise.cu"),
+    ),
+    (
+        "kernels-cu/reduce.cu",
+        include_str!("../../../kernels-cu/reduce.cu"),
+    ),
+    (
+        "kernels-cu/optim.cu",
+        include_str!("../../../kernels-cu/optim.cu"),
+    ),
+];
 
 #[cfg(test)]
 mod tests {

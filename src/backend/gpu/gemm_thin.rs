@@ -195,10 +195,11 @@ impl<D: Device> DenseOps for GpuOps<D> {
         let (x, z, y, act) = (a.x, a.z, a.y, a.act);
         let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);
         let g = a.shape.forward_gemm();
-        // While tier 0 stands in for the thin kernels, the composed path's product takes it.
+        // While tier 0 stands in for the thin kernels, the composed path's product takes it
+        // (and counts the product's work: this look counts none).
         let fused = self.thin_gemm
             && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units)
-            && self.tier0_for("sgemm_thin")?.is_none();
+            && self.tier0_for("sgemm_thin", 0)?.is_none();
         let op = "dense_forward";
         // Every view before either path writes anything.
         self.mine(op, &[&x, &w, &bias, &z, &y])?;
@@ -246,7 +247,7 @@ impl<D: Device> DenseOps for GpuOps<D> {
             && rows > THIN_SIDE
             && (adjacent
                 || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1)
-            && self.tier0_for("sgemm_thin")?.is_none();
+            && self.tier0_for("sgemm_thin", 0)?.is_none();
         let op = "dense_param_grads";
         // Every view before either path writes anything.
         self.mine(op, &[&dz, &x, &dw, &dbias])?;

@@ -62,8 +62,11 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         if g.m == 0 || g.n == 0 {
             return Ok(());
         }
+        let work = (2 * g.m as u64)
+            .saturating_mul(g.n as u64)
+            .saturating_mul(g.k as u64);
         if self.thin_gemm && gemm_thin::is_thin(&g) {
-            if let Some(tier0) = self.tier0_for(gemm_thin::entry(&g))? {
+            if let Some(tier0) = self.tier0_for(gemm_thin::entry(&g), work)? {
                 self.count_recorded();
                 return self.tier0_gemm(&tier0, &g, [&a, &b, &c]);
             }
@@ -83,9 +86,6 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         let mut kernel = self.device.sgemm_kernel(g.m, g.n, g.k);
         // While a first-use tile family is not built, cuBLAS or a portable kernel carries its
         // products (`OpSet::carried`, gpu/prefetch.rs).
-        let work = (2 * g.m as u64)
-            .saturating_mul(g.n as u64)
-            .saturating_mul(g.k as u64);
         let recording = || self.recording.lock().is_some();
         if self.device.has_vendor_gemm()
             && self.op_set.carried(kernel.entry, work, 0, recording)?
@@ -105,7 +105,7 @@ impl<D: Device> LinalgOps for GpuOps<D> {
             }
             _ => false,
         };
-        if let Some(tier0) = self.tier0_for(kernel.entry)? {
+        if let Some(tier0) = self.tier0_for(kernel.entry, work)? {
             // The vendor library, where there is one, outruns the stand-in on any product.
             if let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc) {
                 return done;

@@ -191,11 +191,11 @@ impl<D: Device> GpuOps<D> {
             .module_for(entry, || self.recording.lock().is_some())
     }
 
-    /// The tier-0 module when a launch of `entry` is to use its stand-in now (a cold start;
-    /// see `tier0.rs`), `None` when it launches `entry` itself.
-    fn tier0_for(&self, entry: &str) -> Result<Option<Arc<D::Module>>> {
+    /// The tier-0 module when a launch of `entry` (a product of `work` flops) is to use its
+    /// stand-in now (a cold start; see `tier0.rs`), `None` when it launches `entry` itself.
+    fn tier0_for(&self, entry: &str, work: u64) -> Result<Option<Arc<D::Module>>> {
         self.op_set
-            .tier0_for(entry, || self.recording.lock().is_some())
+            .tier0_for(entry, work, || self.recording.lock().is_some())
     }
 
     /// Launches built-in kernel `entry`.

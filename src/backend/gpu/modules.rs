@@ -15,14 +15,14 @@ use std::time::Instant;
 
 use parking_lot::Mutex;
 
-use super::prefetch::{self, PlanSlot, Prefetch, PrefetchPlan};
+use super::prefetch::{self, PORTABLE_WORK, PlanSlot, Prefetch, PrefetchPlan};
 use super::tier0::{self, TierMode};
 use crate::backend::Device;
 use crate::cache::{CacheKey, KernelCache};
 use crate::device::DeviceKind;
 use crate::env_switch::Switch;
 use crate::error::{Error, Result};
-use crate::kernel::{OpModule, TIER0};
+use crate::kernel::{OpModule, TIER0, TIER0_COPIES};
 
 /// `RNN_KERNEL_PREFETCH`: `1`/`on` makes every new context compile (or load) the op set's
 /// modules on background threads while it starts working, `0`/`off` leaves each to its first
@@ -92,6 +92,8 @@ struct Slot<M> {
     building: Mutex<()>,
     /// A family tier 0 stands in for ([`tier0::COVERED`]).
     covered: bool,
+    /// A family some of whose kernels tier 0 holds copies of ([`TIER0_COPIES`]).
+    copied: bool,
     /// When a background prefetch builds it.
     prefetch: Prefetch,
     /// Whether its binary was in the disk cache when first asked (asked once).
@@ -138,7 +140,17 @@ impl<D: Device> OpSet<D> {
     /// The op set `device` compiles, as modules, none built yet; the GEMMs always take the
     /// tier-0 stand-ins with `force_tier0`, else as `RNN_KERNEL_TIER0` says.
     pub(super) fn new(device: Arc<D>, force_tier0: bool) -> Result<Self> {
-        let modules: Vec<OpModule> = device.op_set_modules();
+        let tier_mode = if force_tier0 {
+            TierMode::Force
+        } else {
+            TierMode::from_env(device.info().backend)?
+        };
+        let modules = device.op_set_modules();
+        Self::from_modules(device, modules, tier_mode)
+    }
+
+    /// The op set of `modules` on `device`, none built yet, its tier 0 used as `tier_mode` says.
+    fn from_modules(device: Arc<D>, modules: Vec<OpModule>, tier_mode: TierMode) -> Result<Self> {
         let mut by_entry = HashMap::new();
         let mut catch_all = None;
         for (i, m) in modules.iter().enumerate() {
@@ -166,7 +178,11 @@ impl<D: Device> OpSet<D> {
                 source: m.source,
                 loaded: OnceLock::new(),
                 building: Mutex::new(()),
-                covered: tier0.is_some() && tier0::COVERED.contains(&m.name),
+                covered: tier0.is_some()
+                    && tier_mode.stands_in()
+                    && tier0::COVERED.contains(&m.name),
+                copied: tier0.is_some()
+                    && m.entries.iter().flatten().any(|e| TIER0_COPIES.contains(e)),
                 on_disk: OnceLock::new(),
                 stood_in: AtomicBool::new(false),
                 carried_work: AtomicU64::new(0),
@@ -178,11 +194,7 @@ impl<D: Device> OpSet<D> {
             by_entry,
             catch_all,
             tier0,
-            tier_mode: if force_tier0 {
-                TierMode::Force
-            } else {
-                TierMode::from_env(device.info().backend)?
-            },
+            tier_mode,
             prefetching: AtomicBool::new(false),
             maybe_cold: AtomicBool::new(true),
             stop: AtomicBool::new(false),
@@ -213,9 +225,41 @@ impl<D: Device> OpSet<D> {
     pub(super) fn module_for(
         &self,
         entry: &str,
-        recording: impl FnOnce() -> bool,
+        recording: impl Fn() -> bool,
     ) -> Result<Arc<D::Module>> {
-        self.module_at(self.index_of(entry)?, recording)
+        let index = self.index_of(entry)?;
+        if let Some(m) = self.slots[index].loaded.get() {
+            return Ok(m.clone());
+        }
+        if let Some(t0) = self.copy_source(index, entry) {
+            match self.module_at(t0, &recording) {
+                Ok(module) => return Ok(module),
+                Err(e) => log::debug!(
+                    "{}: no tier-0 copy of {entry} ({e}); waiting for {}",
+                    self.device.info().id,
+                    self.slots[index].name
+                ),
+            }
+        }
+        self.module_at(index, recording)
+    }
+
+    /// The tier-0 module's index when a launch of `entry` (of module `index`, not built) is to
+    /// run tier 0's copy of it: always with tier 0 forced; with the copies on, on a cold start
+    /// with a prefetch while `entry`'s family is not in the disk cache (one look per family).
+    fn copy_source(&self, index: usize, entry: &str) -> Option<usize> {
+        let t0 = self.tier0?;
+        if !self.slots[index].copied || !TIER0_COPIES.contains(&entry) {
+            return None;
+        }
+        match self.tier_mode {
+            TierMode::Off => None,
+            TierMode::Force => Some(t0),
+            TierMode::Auto | TierMode::Copies => (self.prefetching.load(Ordering::Relaxed)
+                && self.maybe_cold.load(Ordering::Relaxed)
+                && !self.cached(index))
+            .then_some(t0),
+        }
     }
 
     /// Module `index`, as [`OpSet::module_for`] gets it.
@@ -234,19 +278,22 @@ impl<D: Device> OpSet<D> {
     }
 
     /// The tier-0 module when a launch of `entry` is to use its stand-in (`sgemm_tier0`) now,
-    /// `None` when it launches `entry` itself ([`OpSet::module_for`]). With `RNN_KERNEL_TIER0`
-    /// on (not `force`): while `entry`'s family is one tier 0 covers and the prefetch builds
-    /// (first-use families are carried otherwise: [`OpSet::carried`]), is not built yet, a
-    /// prefetch is building it, no graph is `recording`, and its binary was not in the disk
-    /// cache (one look per family; a warm start loads the family as ever). A stand-in that fails
-    /// to build leaves the launch to its family.
+    /// `None` when it launches `entry` itself ([`OpSet::module_for`]). With the stand-ins on
+    /// (not `force`): while `entry`'s family is one tier 0 covers, is not built yet, no graph is
+    /// `recording`, and its binary was not in the disk cache (one look per family; a warm start
+    /// loads the family as ever), on a cold start with a prefetch. A family the prefetch builds
+    /// (marked stood in: step graphs wait for it) is stood in for until built; a first-use one
+    /// (NVIDIA OpenCL's, [`prefetch::family_prefetch`]) until the stand-ins have carried
+    /// [`PORTABLE_WORK`] flops (`work` is this launch's), when it starts building in the
+    /// background. A stand-in that fails to build leaves the launch to its family.
     pub(super) fn tier0_for(
-        &self,
+        self: &Arc<Self>,
         entry: &str,
+        work: u64,
         recording: impl FnOnce() -> bool,
     ) -> Result<Option<Arc<D::Module>>> {
         match self.tier_mode {
-            TierMode::Off => return Ok(None),
+            TierMode::Off | TierMode::Copies => return Ok(None),
             TierMode::Force => {
                 // A device that builds its op set as one module has the stand-ins in it.
                 return match self.tier0.or(self.catch_all) {
@@ -264,17 +311,22 @@ impl<D: Device> OpSet<D> {
         }
         let index = self.index_of(entry)?;
         let slot = &self.slots[index];
-        if !slot.covered
-            || slot.prefetch == Prefetch::FirstUse
-            || slot.loaded.get().is_some()
-            || recording()
-            || self.cached(index)
-        {
+        if !slot.covered || slot.loaded.get().is_some() || recording() || self.cached(index) {
             return Ok(None);
         }
         match self.ensure(t0) {
             Ok(module) => {
-                slot.stood_in.store(true, Ordering::Relaxed);
+                if slot.prefetch != Prefetch::FirstUse {
+                    slot.stood_in.store(true, Ordering::Relaxed);
+                } else {
+                    let carried = slot
+                        .carried_work
+                        .fetch_add(work, Ordering::Relaxed)
+                        .saturating_add(work);
+                    if carried >= PORTABLE_WORK && self.build_in_background(index) {
+                        slot.stood_in.store(true, Ordering::Relaxed);
+                    }
+                }
                 Ok(Some(module))
             }
             Err(e) => {
@@ -383,15 +435,17 @@ impl<D: Device> OpSet<D> {
     }
 
     /// What a prefetch builds, in what order, on how many threads ([`prefetch::plan`]): cold
-    /// when tier 0 is forced, or on with a family it covers that the prefetch builds missing
-    /// from the disk cache (first-use families do not count: a run that never launches them
-    /// would find every later start cold).
+    /// when tier 0 is forced, or on with a family it covers or holds copies of that the prefetch
+    /// builds missing from the disk cache (first-use families do not count: a run that never
+    /// launches them would find every later start cold).
     fn prefetch_plan(&self, threads: usize) -> PrefetchPlan {
         let cold = match (self.tier0, self.tier_mode) {
             (Some(_), TierMode::Force) => true,
-            (Some(_), TierMode::Auto) => (0..self.slots.len()).any(|i| {
+            (Some(_), TierMode::Auto | TierMode::Copies) => (0..self.slots.len()).any(|i| {
                 let slot = &self.slots[i];
-                slot.covered && slot.prefetch != Prefetch::FirstUse && !self.cached(i)
+                (slot.covered || slot.copied)
+                    && slot.prefetch != Prefetch::FirstUse
+                    && !self.cached(i)
             }),
             _ => false,
         };
@@ -766,6 +820,79 @@ mod tests {
         assert_eq!(set.slots[0].prefetch, Prefetch::Early);
         assert!(!set.carried("fill", 1, 0, || false).unwrap());
         assert!(set.prefetchers.lock().is_empty());
+    }
+
+    /// The OpenCL op set by family on a recording device, tier 0 used as `mode` says, no family
+    /// in the disk cache.
+    fn family_set(mode: TierMode) -> Arc<OpSet<RecordingDevice>> {
+        let (device, _) = RecordingDevice::new(Imitate {
+            dialect: Dialect::OpenCl,
+            compute_units: 4,
+            sgemm: Box::new(|_, _, _| crate::backend::SGEMM_TC64),
+            co_resident: None,
+        });
+        let modules = crate::backend::opencl::kernels::op_set_modules("");
+        let set = OpSet::from_modules(Arc::new(device), modules, mode).unwrap();
+        for slot in &set.slots {
+            slot.on_disk.set(false).unwrap();
+        }
+        Arc::new(set)
+    }
+
+    fn slot_of(set: &OpSet<RecordingDevice>, name: &str) -> usize {
+        set.slots.iter().position(|s| s.name == name).unwrap()
+    }
+
+    #[test]
+    fn tier0_copies_carry_a_cold_start_until_their_family_is_built() {
+        // Forced: a copied kernel runs from tier 0, another from its family; once that is
+        // built, the copied one runs from it too.
+        let set = family_set(TierMode::Force);
+        let tier0 = set.module_for("adam_step", || false).unwrap();
+        set.module_for("bias_act_forward", || false).unwrap();
+        assert_eq!(set.built(), ["tier0"]);
+        let elementwise = set.module_for("scale", || false).unwrap();
+        assert_eq!(set.built(), ["elementwise", "tier0"]);
+        let fill = set.module_for("fill", || false).unwrap();
+        assert!(Arc::ptr_eq(&fill, &elementwise) && !Arc::ptr_eq(&fill, &tier0));
+        // The copies are final kernels: graphs may hold them.
+        assert!(set.kernels_final());
+
+        // On (the default everywhere): only on a cold start with a prefetch, and only while the
+        // family is not in the disk cache.
+        for mode in [TierMode::Auto, TierMode::Copies] {
+            let set = family_set(mode);
+            set.module_for("softmax_xent", || false).unwrap();
+            assert_eq!(set.built(), ["reduce"], "no prefetch: no copies");
+            let set = family_set(mode);
+            set.prefetching.store(true, Ordering::Relaxed);
+            set.module_for("softmax_xent", || false).unwrap();
+            set.module_for("adam_step", || true).unwrap();
+            assert_eq!(set.built(), ["tier0"]);
+            let optim = slot_of(&set, "optim");
+            let set = family_set(mode);
+            set.prefetching.store(true, Ordering::Relaxed);
+            // A family in the disk cache loads rather than waiting for tier 0.
+            let mut set = Arc::into_inner(set).unwrap();
+            set.slots[optim].on_disk = OnceLock::from(true);
+            set.module_for("adam_step", || false).unwrap();
+            assert_eq!(set.built(), ["optim"]);
+        }
+        let set = family_set(TierMode::Off);
+        set.prefetching.store(true, Ordering::Relaxed);
+        set.module_for("fill", || false).unwrap();
+        assert_eq!(set.built(), ["elementwise"]);
+    }
+
+    #[test]
+    fn the_stand_ins_cover_the_gemm_families_only_in_a_mode_that_uses_them() {
+        for mode in [TierMode::Auto, TierMode::Copies] {
+            let set = family_set(mode);
+            let covered = set.slots[slot_of(&set, "gemm")].covered;
+            assert_eq!(covered, mode == TierMode::Auto);
+            assert!(set.slots[slot_of(&set, "reduce")].copied);
+            assert!(!set.slots[slot_of(&set, "seq")].copied);
+        }
     }
 
     #[test]

@@ -39,6 +39,10 @@ pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: b
         // NVIDIA's compiler; the tier-0 stand-ins carry their products while they build). HIP,
         // and CUDA without cuBLAS, take every tile product here.
         "gemm_tc" if vendor_gemm || backend == BackendKind::OpenCl => Prefetch::FirstUse,
+        // NVIDIA's OpenCL compiler builds one program at a time, and a context's drop waits for
+        // the one in progress: on a cold start the tier-0 stand-ins carry the portable and thin
+        // products until they have done PORTABLE_WORK, which the example's never reach.
+        "gemm" | "gemm_thin" if backend == BackendKind::OpenCl => Prefetch::FirstUse,
         // Persistent sequence kernels, dropout's generator, embeddings, variable lengths, layer
         // norm: models that have them need them on their first step, others never.
         "seq" | "rnn_seq" | "random" | "embedding" | "varlen" | "norm" => Prefetch::Late,
@@ -78,15 +82,15 @@ pub(super) struct PrefetchPlan {
 const OPENCL_COLD_PREFETCH_THREADS: usize = 1;
 
 /// The plan for `slots` (in table order) on up to `threads` threads. `cold` with `tier0` (the
-/// tier-0 family's index): tier 0 first, then the early families the stand-ins do not cover
-/// (the first steps wait for those), the covered ones, the late ones; on OpenCL on
-/// [`OPENCL_COLD_PREFETCH_THREADS`] and without the late ones (one build at a time, they would
-/// come after any first step that needs them, and the context's drop would wait for the one in
-/// progress). Warm (or no tier 0): the early families, then the late ones, on every thread;
-/// on OpenCL only the late ones in the disk cache (a start after a cold one that skipped them
-/// would compile them one at a time, and its exit wait for the one in progress: 2.84 s against
-/// 1.10 for the whole example warm, H100, 2026-11-27). Never tier 0 when warm, never a
-/// first-use family.
+/// tier-0 family's index): tier 0 first, then the early families the stand-ins do not cover,
+/// the covered ones, the late ones; on OpenCL tier 0 alone on [`OPENCL_COLD_PREFETCH_THREADS`]
+/// (one build at a time: any other would come before a first use that needs another family,
+/// and the context's drop would wait for the one in progress; on the H200, 2026-11-27, tier 0
+/// /// with its copies built in 1.1 s, `elementwise`, `reduce` and `optim` in 2.4). Warm (or no
+/// tier 0): the early families, then the late ones, on every thread; on OpenCL only those in
+/// the disk cache (a start after a cold one that skipped some would compile them one at a
+/// time, and its exit wait for the one in progress: 2.84 s against 1.10 for the whole example
+/// warm, H100, 2026-11-27). Never tier 0 when warm, never a first-use family.
 pub(super) fn plan(
     slots: &[PlanSlot],
     tier0: Option<usize>,
@@ -102,17 +106,23 @@ pub(super) fn plan(
         })
     };
     let mut order = Vec::with_capacity(slots.len());
+    let opencl = backend == BackendKind::OpenCl;
+    let serial = cold && tier0.is_some() && opencl;
+    // A warm OpenCL start loads what the disk cache has and leaves the rest to its first use.
+    let warm_opencl = !cold && tier0.is_some() && opencl;
     match tier0 {
+        // One build at a time: tier 0 alone, every other family on its first use (a build
+        // ahead would hold up the first use of another, and the context's drop would wait for
+        // it). Tier 0's stand-ins and copies carry a dense model's first steps.
+        Some(t0) if serial => order.push(t0),
         Some(t0) if cold => {
             order.push(t0);
             order.extend(with(Prefetch::Early, Some(false)));
             order.extend(with(Prefetch::Early, Some(true)));
         }
-        _ => order.extend(with(Prefetch::Early, None)),
+        _ => order.extend(with(Prefetch::Early, None).filter(|&i| !warm_opencl || slots[i].cached)),
     }
-    let serial = cold && tier0.is_some() && backend == BackendKind::OpenCl;
     if !serial {
-        let opencl = backend == BackendKind::OpenCl;
         order.extend(with(Prefetch::Late, None).filter(|&i| !opencl || slots[i].cached));
     }
     let threads = if serial {
@@ -131,7 +141,7 @@ mod tests {
     use super::*;
 
     /// The OpenCL families in table order (src/backend/opencl/kernels.rs).
-    const OPENCL: [&str; 15] = [
+    const OPENCL: [&str; 18] = [
         "elementwise",
         "reduce",
         "optim",
@@ -142,12 +152,16 @@ mod tests {
         "rnn",
         "seq",
         "small_seq",
+        "small_seq_rnn",
+        "small_seq_lstm",
+        "small_seq_gru",
         "random",
         "embedding",
         "varlen",
         "mixed",
         "tier0",
     ];
+    const OPENCL_TIER0: usize = 17;
 
     fn slots(names: &[&str], backend: BackendKind, vendor_gemm: bool) -> Vec<PlanSlot> {
         names
@@ -176,9 +190,9 @@ mod tests {
                 "elementwise",
                 "reduce",
                 "optim",
-                "gemm",
-                "gemm_thin",
                 "small_seq",
+                "small_seq_rnn",
+                "small_seq_gru",
             ] {
                 assert_eq!(family_prefetch(family, backend, false), Prefetch::Early);
             }
@@ -192,33 +206,35 @@ mod tests {
         );
         assert_eq!(family_prefetch("gemm_tc", Cuda, false), Prefetch::Early);
         assert_eq!(family_prefetch("gemm_tc", Hip, false), Prefetch::Early);
+        // The portable and thin GEMMs: tier 0 carries them on OpenCL, NVRTC builds them early.
+        for family in ["gemm", "gemm_thin"] {
+            assert_eq!(family_prefetch(family, OpenCl, false), Prefetch::FirstUse);
+            assert_eq!(family_prefetch(family, Cuda, true), Prefetch::Early);
+            assert_eq!(family_prefetch(family, Hip, false), Prefetch::Early);
+        }
         assert_eq!(family_prefetch("random", Cuda, true), Prefetch::Late);
         // A device that builds its op set as one module prefetches it.
         assert_eq!(family_prefetch("op_set", OpenCl, false), Prefetch::Early);
     }
 
     #[test]
-    fn opencl_plans_by_need_on_one_thread_cold_and_on_every_thread_warm() {
+    fn a_cold_opencl_start_prefetches_tier0_alone_and_a_warm_one_what_is_cached() {
         let table = slots(&OPENCL, BackendKind::OpenCl, false);
-        let cold = plan(&table, Some(14), true, BackendKind::OpenCl, 16);
-        assert_eq!(
-            names(&OPENCL, &cold),
-            [
-                "tier0",
-                "elementwise",
-                "reduce",
-                "optim",
-                "small_seq",
-                "gemm",
-                "gemm_thin",
-            ]
-        );
+        let cold = plan(&table, Some(OPENCL_TIER0), true, BackendKind::OpenCl, 16);
+        assert_eq!(names(&OPENCL, &cold), ["tier0"]);
         assert_eq!(cold.threads, 1);
-        // Warm: no tier 0, the same early families in table order, then the late ones, on
-        // every thread; never a first-use family.
-        let warm = plan(&table, Some(14), false, BackendKind::OpenCl, 16);
-        let mut early = names(&OPENCL, &cold)[1..].to_vec();
-        early.sort_by_key(|n| OPENCL.iter().position(|o| o == n));
+        // Warm: no tier 0, the early families in table order, then the late ones, on every
+        // thread; never a first-use family.
+        let warm = plan(&table, Some(OPENCL_TIER0), false, BackendKind::OpenCl, 16);
+        let early = [
+            "elementwise",
+            "reduce",
+            "optim",
+            "small_seq",
+            "small_seq_rnn",
+            "small_seq_lstm",
+            "small_seq_gru",
+        ];
         let warm_names = names(&OPENCL, &warm);
         assert_eq!(warm_names[..early.len()], early[..]);
         assert_eq!(
@@ -226,18 +242,28 @@ mod tests {
             ["seq", "random", "embedding", "varlen"]
         );
         assert_eq!(warm.threads, 16);
-        // A warm start after a cold one that skipped the late families: OpenCL leaves those
-        // not in the cache to their first use; CUDA builds them on its parallel threads.
+        // A warm start after a cold one that skipped some families: OpenCL leaves those not in
+        // the cache to their first use; CUDA builds them on its parallel threads.
         let mut partly = table.clone();
-        let random = OPENCL.iter().position(|n| *n == "random").unwrap();
-        partly[random].cached = false;
+        let missing =
+            ["random", "small_seq_lstm"].map(|n| OPENCL.iter().position(|o| *o == n).unwrap());
+        for &i in &missing {
+            partly[i].cached = false;
+        }
         let warm_names = names(
             &OPENCL,
-            &plan(&partly, Some(14), false, BackendKind::OpenCl, 16),
+            &plan(&partly, Some(OPENCL_TIER0), false, BackendKind::OpenCl, 16),
         );
-        assert_eq!(warm_names[early.len()..], ["seq", "embedding", "varlen"]);
-        let cuda = plan(&partly, Some(14), false, BackendKind::Cuda, 16);
-        assert!(cuda.order.contains(&random));
+        assert!(
+            !warm_names.contains(&"random") && !warm_names.contains(&"small_seq_lstm"),
+            "{warm_names:?}"
+        );
+        assert!(warm_names.contains(&"small_seq_gru") && warm_names.contains(&"seq"));
+        let cuda = plan(&partly, Some(OPENCL_TIER0), false, BackendKind::Cuda, 16);
+        assert!(missing.iter().all(|i| cuda.order.contains(i)));
+        // Without tier 0 (`RNN_KERNEL_TIER0=off`) an OpenCL start builds every early family.
+        let no_tier0 = plan(&partly, None, false, BackendKind::OpenCl, 16);
+        assert!(no_tier0.order.contains(&missing[1]));
     }
 
     #[test]
@@ -252,6 +278,7 @@ mod tests {
             "rnn",
             "rnn_seq",
             "small_seq",
+            "small_seq_rnn",
             "random",
             "norm",
             "embedding",
@@ -262,7 +289,7 @@ mod tests {
         let cuda_plan = |blas, cold| {
             plan(
                 &slots(&cuda, BackendKind::Cuda, blas),
-                Some(14),
+                Some(15),
                 cold,
                 BackendKind::Cuda,
                 16,
@@ -276,6 +303,7 @@ mod tests {
                 "optim",
                 "gemm",
                 "small_seq",
+                "small_seq_rnn",
                 "rnn_seq",
                 "random",
                 "norm",
@@ -284,9 +312,9 @@ mod tests {
             ]
         );
         assert!(names(&cuda, &cuda_plan(false, false)).contains(&"gemm_tc"));
-        // A cold CUDA plan (tier 0 on) keeps every thread.
+        // A cold CUDA plan starts with tier 0 and keeps every thread.
         let cold = cuda_plan(true, true);
-        assert_eq!(cold.order[0], 14);
+        assert_eq!(cold.order[0], 15);
         assert_eq!(cold.threads, 16);
     }
 }

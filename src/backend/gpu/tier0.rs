@@ -1,14 +1,16 @@
 //! Tiered kernels for cold starts, as JIT compilers tier code: the op set's `tier0` family
 //! (`kernels-{cu,cl}/tier0.*`) holds stand-ins that compile in a fraction of a second for the
-//! f32 GEMM families, whose tensor-core and warpgroup kernels take the longest to build. On a
-//! cold start (a background prefetch running, the family's binary not in the disk cache) a
-//! GEMM launches its stand-in until the prefetch has built the family, then the family's own
-//! kernel; with the family in the disk cache tier 0 is never built. The stand-ins keep the
-//! contract of the launches they replace, so results agree within the GEMM tolerance.
+//! f32 GEMM families, whose tensor-core and warpgroup kernels take the longest to build, and
+//! copies of the other kernels a dense training step launches ([`crate::kernel::TIER0_COPIES`]:
+//! the same source, so the same results). On a cold start (a background prefetch running, the
+//! family's binary not in the disk cache) a GEMM launches its stand-in until its family is built,
+//! and a copied kernel runs from tier 0 until its family is built for another of its kernels;
+//! with the families in the disk cache tier 0 is never built. The stand-ins keep the contract of
+//! the launches they replace, so results agree within the GEMM tolerance.
 //!
 //! Graphs never hold a stand-in: a launch while recording waits for the family instead
 //! (`OpSet::tier0_for`), and the step graphs record only once every family a stand-in ran for is
-//! built (`Execution::kernels_final`).
+//! built (`Execution::kernels_final`). A copy is its family's kernel, and graphs may hold it.
 
 use std::ffi::OsStr;
 
@@ -16,10 +18,11 @@ use crate::backend_kind::BackendKind;
 use crate::env_switch::Switch;
 use crate::error::Result;
 
-/// `RNN_KERNEL_TIER0`: on (empty, `1`, `on`, `true`, `yes`) uses the stand-ins on cold starts
-/// with a prefetch on every backend, unset on OpenCL devices only ([`TierMode::from_env`]), off (`0`, `off`, `false`, `no`) never, `force` for every product
-/// they cover, cold or warm, recorded or not (as `ContextOptions::force_tier0`, with which the
-/// backend suites test them on every backend).
+/// `RNN_KERNEL_TIER0`: on (empty, `1`, `on`, `true`, `yes`) uses the stand-ins and the copies on
+/// cold starts with a prefetch on every backend; unset, the copies on every backend and the
+/// stand-ins on OpenCL devices only ([`TierMode::from_env`]); off (`0`, `off`, `false`, `no`)
+/// neither; `force` both for every launch they cover, cold or warm, recorded or not (as
+/// `ContextOptions::force_tier0`, with which the backend suites test them on every backend).
 pub(crate) const TIER0_ENV: &str = "RNN_KERNEL_TIER0";
 
 /// The families the stand-ins replace (the f32 GEMMs of each dialect; names a dialect lacks
@@ -31,6 +34,8 @@ pub(super) const COVERED: [&str; 3] = ["gemm", "gemm_tc", "gemm_thin"];
 pub(super) enum TierMode {
     /// On cold starts with a prefetch, until the family is built.
     Auto,
+    /// The copies as `Auto` has them, never the stand-ins.
+    Copies,
     Off,
     /// Always.
     Force,
@@ -65,14 +70,26 @@ impl TierMode {
     /// step waited for the GEMM family (H200, 2026-11-26: 4.2 s to the first step with them,
     /// 42.7 s without, the whole example the same), while under CUDA NVRTC builds the
     /// families in parallel and the stand-ins made cold and warm starts slower (first step
-    /// 6.2 s against 5.1, warm 1.37 s against 1.23). Set to on, they serve every backend.
+    /// 6.2 s against 5.1, warm 1.37 s against 1.23). The copies serve every backend: with
+    /// cuBLAS taking the products, CUDA's first step waited for the slowest of `elementwise`,
+    /// `reduce` and `optim` (1.37 s of NVRTC, H100, 2026-11-27). Set to on, both serve every
+    /// backend.
     pub(super) fn from_env(backend: BackendKind) -> Result<Self> {
-        let value = std::env::var_os(TIER0_ENV);
-        let mode = Self::parse(value.as_deref())?;
+        Self::for_backend(std::env::var_os(TIER0_ENV).as_deref(), backend)
+    }
+
+    /// [`TierMode::from_env`] with `RNN_KERNEL_TIER0` set to `value` (or unset).
+    fn for_backend(value: Option<&OsStr>, backend: BackendKind) -> Result<Self> {
+        let mode = Self::parse(value)?;
         Ok(match (value, mode) {
-            (None, TierMode::Auto) if backend != BackendKind::OpenCl => TierMode::Off,
+            (None, TierMode::Auto) if backend != BackendKind::OpenCl => TierMode::Copies,
             _ => mode,
         })
+    }
+
+    /// Whether GEMMs take the stand-ins (on a cold start, or always when forced).
+    pub(super) fn stands_in(self) -> bool {
+        matches!(self, TierMode::Auto | TierMode::Force)
     }
 }
 
@@ -91,5 +108,17 @@ mod tests {
         assert_eq!(parse("FORCE").unwrap(), TierMode::Force);
         let err = parse("fast").unwrap_err();
         assert!(err.to_string().contains(TIER0_ENV), "{err}");
+    }
+
+    #[test]
+    fn unset_the_copies_serve_every_backend_and_the_stand_ins_opencl() {
+        use BackendKind::{Cuda, Hip, OpenCl};
+        let mode = |v: Option<&str>, b| TierMode::for_backend(v.map(OsStr::new), b).unwrap();
+        assert_eq!(mode(None, Cuda), TierMode::Copies);
+        assert_eq!(mode(None, Hip), TierMode::Copies);
+        assert_eq!(mode(None, OpenCl), TierMode::Auto);
+        assert_eq!(mode(Some("on"), Cuda), TierMode::Auto);
+        assert_eq!(mode(Some("off"), OpenCl), TierMode::Off);
+        assert!(!TierMode::Copies.stands_in() && TierMode::Force.stands_in());
     }
 }

@@ -4,7 +4,7 @@
 //! in `kernels-hip/`: the CUDA-to-HIP spellings and the wavefront-width reductions.
 
 use crate::backend::cuda::kernels as cuda_kernels;
-use crate::kernel::{OpModule, concatenate, whole_op_set};
+use crate::kernel::{OpModule, add_tier0_copies, concatenate, whole_op_set};
 
 /// CUDA spellings to HIP, `RNN_HIP`, `WARP_SIZE` per target.
 const VENDOR_HEADER: &str = include_str!("../../../kernels-hip/hip_vendor.h");
@@ -40,10 +40,12 @@ pub fn op_set_source() -> String {
 /// The HIP op set as one module per family (the CUDA families), each for hiprtc.
 pub fn op_set_modules() -> Vec<OpModule> {
     let prelude = concatenate(&HEADERS);
-    cuda_kernels::FAMILIES
+    let mut modules: Vec<OpModule> = cuda_kernels::FAMILIES
         .iter()
         .map(|f| f.module(&prelude))
-        .collect()
+        .collect();
+    add_tier0_copies(&mut modules, &cuda_kernels::TIER0_COPY_FILES);
+    modules
 }
 
 /// The HIP-to-CUDA prelude before `hip`, for NVRTC.

@@ -1,7 +1,9 @@
 //! The built-in op-set kernel sources of the OpenCL dialect (`kernels-cl/`), embedded at build
 //! time: the shared headers and the families, each family compiled as a module of its own.
 
-use crate::kernel::{OpFamily, OpModule, TIER0, concatenate, family_entries, whole_op_set};
+use crate::kernel::{
+    OpFamily, OpModule, TIER0, add_tier0_copies, concatenate, family_entries, whole_op_set,
+};
 
 /// What every module starts with, after the device's defines: the scalar core every dialect
 /// shares (activations, index rule) and its f32/bf16/f16 conversions, the common header, the streaming helpers.
@@ -31,9 +33,16 @@ const GEMM_COMMON: (&str, &str) = (
     include_str!("../../../kernels-cl/gemm_common.cl"),
 );
 
+/// The bodies of the block-local sequence kernels: the first file of each `small_seq` family
+/// (include-guarded, so the whole op set has it once).
+const SMALL_SEQ: (&str, &str) = (
+    "kernels-cl/small_seq.cl",
+    include_str!("../../../kernels-cl/small_seq.cl"),
+);
+
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 15] = [
+pub(crate) const FAMILIES: [OpFamily; 18] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -157,16 +166,51 @@ pub(crate) const FAMILIES: [OpFamily; 15] = [
         )],
         entries: &[family_entries::SEQUENCE],
     },
+    // The block-local sequence kernels: the bodies (small_seq, include-guarded) under each
+    // cell's entries, a module per cell (an Elman model never builds the LSTM and GRU kernels).
     OpFamily {
         name: "small_seq",
-        files: &[(
-            "kernels-cl/small_seq.cl",
-            include_str!("../../../kernels-cl/small_seq.cl"),
-        )],
-        entries: &[
-            family_entries::SMALL_SEQUENCE,
-            family_entries::SMALL_SEQUENCE_L1,
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cl/small_seq_pack.cl",
+                include_str!("../../../kernels-cl/small_seq_pack.cl"),
+            ),
         ],
+        entries: &[family_entries::SMALL_SEQUENCE_PACK],
+    },
+    OpFamily {
+        name: "small_seq_rnn",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cl/small_seq_rnn.cl",
+                include_str!("../../../kernels-cl/small_seq_rnn.cl"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_RNN],
+    },
+    OpFamily {
+        name: "small_seq_lstm",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cl/small_seq_lstm.cl",
+                include_str!("../../../kernels-cl/small_seq_lstm.cl"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_LSTM],
+    },
+    OpFamily {
+        name: "small_seq_gru",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cl/small_seq_gru.cl",
+                include_str!("../../../kernels-cl/small_seq_gru.cl"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_GRU],
     },
     OpFamily {
         name: "random",
@@ -227,5 +271,23 @@ pub(crate) fn op_set_source() -> String {
 /// The op set as one module per family, each after `defines`.
 pub(crate) fn op_set_modules(defines: &str) -> Vec<OpModule> {
     let prelude = format!("{defines}{}", concatenate(&HEADERS));
-    FAMILIES.iter().map(|f| f.module(&prelude)).collect()
+    let mut modules: Vec<OpModule> = FAMILIES.iter().map(|f| f.module(&prelude)).collect();
+    add_tier0_copies(&mut modules, &TIER0_COPY_FILES);
+    modules
 }
+
+/// The files the tier-0 module's copies come from ([`crate::kernel::TIER0_COPIES`]).
+const TIER0_COPY_FILES: [(&str, &str); 3] = [
+    (
+        "kernels-cl/elementwise.cl",
+        include_str!("../../../kernels-cl/elementwise.cl"),
+    ),
+    (
+        "kernels-cl/reduce.cl",
+        include_str!("../../../kernels-cl/reduce.cl"),
+    ),
+    (
+        "kernels-cl/optim.cl",
+        include_str!("../../../kernels-cl/optim.cl"),
+    ),
+];
