@@ -1,4 +1,4 @@
-// Mixed-precision training steps (after optim.cu, whose state helpers they use): dynamic loss
+// Mixed-precision training steps (after optim_common.cuh, whose state helpers they use): dynamic loss
 // scaling and the optimizer steps that skip on inf/NaN gradients and refresh the bf16/f16 low
 // copy of the parameters. Everything reads its inputs from device memory, so a captured
 // training step replays it without a host sync.

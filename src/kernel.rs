@@ -187,10 +187,11 @@ pub(crate) mod family_entries {
         "sum_final",
         "clip_final",
     ];
-    /// One-launch optimizer steps, loss scaling, and the mixed-precision steps.
-    pub(crate) const OPTIM: &[&str] = &[
-        "sgd_step",
-        "adam_step",
+    /// The f32 one-launch optimizer steps.
+    pub(crate) const OPTIM: &[&str] = &["sgd_step", "adam_step"];
+    /// The mixed-precision steps: dynamic loss scaling and the optimizers that refresh the
+    /// bf16/f16 copy of the parameters.
+    pub(crate) const OPTIM_MIXED: &[&str] = &[
         "unscale_check",
         "update_scale",
         "sgd_step_bf16",

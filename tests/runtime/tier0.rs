@@ -103,7 +103,10 @@ fn a_cold_start_uses_tier0_and_a_warm_one_never() {
     // tier 0.
     let cold = TempDir::new("tier0-cold");
     let out = child_run("gemm", true, &cold).unwrap();
-    assert!(out.contains("cache entries after the first gemm: 1\n"), "{out}");
+    assert!(
+        out.contains("cache entries after the first gemm: 1\n"),
+        "{out}"
+    );
     assert!(out.contains("final after the first gemm: true"), "{out}");
     assert!(out.contains("final after warm_up: true"), "{out}");
     assert_eq!(entries(&cold), families + 1, "the families and tier 0");

@@ -81,6 +81,13 @@ const GEMM_COMMON: (&str, &str) = (
     include_str!("../../../kernels-cu/gemm_common.cuh"),
 );
 
+/// The optimizers' state helpers: the first file of `optim` and `optim_mixed` (include-guarded,
+/// so the whole op set has it once).
+const OPTIM_COMMON: (&str, &str) = (
+    "kernels-cu/optim_common.cuh",
+    include_str!("../../../kernels-cu/optim_common.cuh"),
+);
+
 /// The bodies of the block-local sequence kernels: the first file of each `small_seq` family
 /// (include-guarded, so the whole op set has it once).
 const SMALL_SEQ: (&str, &str) = (
@@ -91,7 +98,7 @@ const SMALL_SEQ: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 18] = [
+pub(crate) const FAMILIES: [OpFamily; 19] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -110,22 +117,27 @@ pub(crate) const FAMILIES: [OpFamily; 18] = [
     },
     OpFamily {
         name: "optim",
-        // optim_mixed.cu uses optim.cu's state helpers.
         files: &[
+            OPTIM_COMMON,
             (
                 "kernels-cu/optim.cu",
                 include_str!("../../../kernels-cu/optim.cu"),
             ),
+        ],
+        entries: &[family_entries::OPTIM],
+    },
+    // Only mixed-precision training launches these (most of what `optim` used to build).
+    OpFamily {
+        name: "optim_mixed",
+        files: &[
+            OPTIM_COMMON,
             (
                 "kernels-cu/optim_mixed.cu",
                 include_str!("../../../kernels-cu/optim_mixed.cu"),
             ),
         ],
-        entries: &[family_entries::OPTIM],
+        entries: &[family_entries::OPTIM_MIXED],
     },
-    // The thin products and sgemm_split_sum, which every build needs: what a dense layer's first
-    // steps launch besides the vendor BLAS, so kept apart from the tile kernels below (the SIMT
-    // tile kernel alone was 63% of this family's CUBIN for sm_90, and no sm_80+ build runs it).
     OpFamily {
         name: "gemm",
         files: &[
@@ -328,7 +340,7 @@ pub fn op_set_modules() -> Vec<OpModule> {
 }
 
 /// The files the tier-0 module's copies come from ([`crate::kernel::TIER0_COPIES`]).
-pub(crate) const TIER0_COPY_FILES: [(&str, &str); 3] = [
+pub(crate) const TIER0_COPY_FILES: [(&str, &str); 4] = [
     (
         "kernels-cu/elementwise.cu",
         include_str!("../../../kernels-cu/elementwise.cu"),
@@ -337,6 +349,7 @@ pub(crate) const TIER0_COPY_FILES: [(&str, &str); 3] = [
         "kernels-cu/reduce.cu",
         include_str!("../../../kernels-cu/reduce.cu"),
     ),
+    OPTIM_COMMON,
     (
         "kernels-cu/optim.cu",
         include_str!("../../../kernels-cu/optim.cu"),

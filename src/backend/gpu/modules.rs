@@ -178,9 +178,7 @@ impl<D: Device> OpSet<D> {
                 source: m.source,
                 loaded: OnceLock::new(),
                 building: Mutex::new(()),
-                covered: tier0.is_some()
-                    && tier_mode.stands_in()
-                    && tier0::COVERED.contains(&m.name),
+                covered: tier0.is_some() && tier0::COVERED.contains(&m.name),
                 copied: tier0.is_some()
                     && m.entries.iter().flatten().any(|e| TIER0_COPIES.contains(e)),
                 on_disk: OnceLock::new(),
@@ -245,8 +243,8 @@ impl<D: Device> OpSet<D> {
     }
 
     /// The tier-0 module's index when a launch of `entry` (of module `index`, not built) is to
-    /// run tier 0's copy of it: always with tier 0 forced; with the copies on, on a cold start
-    /// with a prefetch while `entry`'s family is not in the disk cache (one look per family).
+    /// run tier 0's copy of it: always with tier 0 forced; on (not `force`), on a cold start with
+    /// a prefetch while `entry`'s family is not in the disk cache (one look per family).
     fn copy_source(&self, index: usize, entry: &str) -> Option<usize> {
         let t0 = self.tier0?;
         if !self.slots[index].copied || !TIER0_COPIES.contains(&entry) {
@@ -255,7 +253,7 @@ impl<D: Device> OpSet<D> {
         match self.tier_mode {
             TierMode::Off => None,
             TierMode::Force => Some(t0),
-            TierMode::Auto | TierMode::Copies => (self.prefetching.load(Ordering::Relaxed)
+            TierMode::Auto => (self.prefetching.load(Ordering::Relaxed)
                 && self.maybe_cold.load(Ordering::Relaxed)
                 && !self.cached(index))
             .then_some(t0),
@@ -293,7 +291,7 @@ impl<D: Device> OpSet<D> {
         recording: impl FnOnce() -> bool,
     ) -> Result<Option<Arc<D::Module>>> {
         match self.tier_mode {
-            TierMode::Off | TierMode::Copies => return Ok(None),
+            TierMode::Off => return Ok(None),
             TierMode::Force => {
                 // A device that builds its op set as one module has the stand-ins in it.
                 return match self.tier0.or(self.catch_all) {
@@ -441,7 +439,7 @@ impl<D: Device> OpSet<D> {
     fn prefetch_plan(&self, threads: usize) -> PrefetchPlan {
         let cold = match (self.tier0, self.tier_mode) {
             (Some(_), TierMode::Force) => true,
-            (Some(_), TierMode::Auto | TierMode::Copies) => (0..self.slots.len()).any(|i| {
+            (Some(_), TierMode::Auto) => (0..self.slots.len()).any(|i| {
                 let slot = &self.slots[i];
                 (slot.covered || slot.copied)
                     && slot.prefetch != Prefetch::FirstUse
@@ -858,9 +856,10 @@ mod tests {
         // The copies are final kernels: graphs may hold them.
         assert!(set.kernels_final());
 
-        // On (the default everywhere): only on a cold start with a prefetch, and only while the
-        // family is not in the disk cache.
-        for mode in [TierMode::Auto, TierMode::Copies] {
+        // On: only on a cold start with a prefetch, and only while the family is not in the disk
+        // cache.
+        {
+            let mode = TierMode::Auto;
             let set = family_set(mode);
             set.module_for("softmax_xent", || false).unwrap();
             assert_eq!(set.built(), ["reduce"], "no prefetch: no copies");
@@ -885,13 +884,19 @@ mod tests {
     }
 
     #[test]
-    fn the_stand_ins_cover_the_gemm_families_only_in_a_mode_that_uses_them() {
-        for mode in [TierMode::Auto, TierMode::Copies] {
-            let set = family_set(mode);
-            let covered = set.slots[slot_of(&set, "gemm")].covered;
-            assert_eq!(covered, mode == TierMode::Auto);
-            assert!(set.slots[slot_of(&set, "reduce")].copied);
-            assert!(!set.slots[slot_of(&set, "seq")].copied);
+    fn tier0_covers_the_gemm_families_and_copies_from_elementwise_reduce_and_optim() {
+        let set = family_set(TierMode::Auto);
+        for (family, covered, copied) in [
+            ("gemm", true, false),
+            ("gemm_thin", true, false),
+            ("elementwise", false, true),
+            ("reduce", false, true),
+            ("optim", false, true),
+            ("optim_mixed", false, false),
+            ("seq", false, false),
+        ] {
+            let slot = &set.slots[slot_of(&set, family)];
+            assert_eq!((slot.covered, slot.copied), (covered, copied), "{family}");
         }
     }
 

@@ -28,7 +28,7 @@ pub(super) enum Prefetch {
 pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: bool) -> Prefetch {
     match family {
         // bf16/f16 kernels: only mixed-precision work launches them.
-        "hgemm" | "mixed" => Prefetch::FirstUse,
+        "hgemm" | "mixed" | "optim_mixed" => Prefetch::FirstUse,
         // The per-step kernels (`rnn_step_*`, `lstm_step_*`, `gru_step_*`) and the cells of
         // the per-step GEMM route (`lstm_cell_*`, `gru_cell_*`, LSTM/GRU from hidden 384): a
         // sequence runs them only where neither the persistent nor the block-local kernels take
@@ -141,10 +141,11 @@ mod tests {
     use super::*;
 
     /// The OpenCL families in table order (src/backend/opencl/kernels.rs).
-    const OPENCL: [&str; 18] = [
+    const OPENCL: [&str; 19] = [
         "elementwise",
         "reduce",
         "optim",
+        "optim_mixed",
         "gemm",
         "gemm_tc",
         "gemm_thin",
@@ -161,7 +162,7 @@ mod tests {
         "mixed",
         "tier0",
     ];
-    const OPENCL_TIER0: usize = 17;
+    const OPENCL_TIER0: usize = 18;
 
     fn slots(names: &[&str], backend: BackendKind, vendor_gemm: bool) -> Vec<PlanSlot> {
         names
@@ -182,7 +183,7 @@ mod tests {
     fn families_only_some_runs_launch_are_left_to_their_first_use() {
         use BackendKind::{Cuda, Hip, OpenCl};
         for backend in [Cuda, Hip, OpenCl] {
-            for family in ["hgemm", "mixed", "rnn"] {
+            for family in ["hgemm", "mixed", "optim_mixed", "rnn"] {
                 assert_eq!(family_prefetch(family, backend, true), Prefetch::FirstUse);
                 assert_eq!(family_prefetch(family, backend, false), Prefetch::FirstUse);
             }

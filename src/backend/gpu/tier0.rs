@@ -19,10 +19,10 @@ use crate::env_switch::Switch;
 use crate::error::Result;
 
 /// `RNN_KERNEL_TIER0`: on (empty, `1`, `on`, `true`, `yes`) uses the stand-ins and the copies on
-/// cold starts with a prefetch on every backend; unset, the copies on every backend and the
-/// stand-ins on OpenCL devices only ([`TierMode::from_env`]); off (`0`, `off`, `false`, `no`)
-/// neither; `force` both for every launch they cover, cold or warm, recorded or not (as
-/// `ContextOptions::force_tier0`, with which the backend suites test them on every backend).
+/// cold starts with a prefetch on every backend, unset on OpenCL devices only
+/// ([`TierMode::from_env`]), off (`0`, `off`, `false`, `no`) never, `force` for every launch they
+/// cover, cold or warm, recorded or not (as `ContextOptions::force_tier0`, with which the
+/// backend suites test them on every backend).
 pub(crate) const TIER0_ENV: &str = "RNN_KERNEL_TIER0";
 
 /// The families the stand-ins replace (the f32 GEMMs of each dialect; names a dialect lacks
@@ -34,8 +34,6 @@ pub(super) const COVERED: [&str; 3] = ["gemm", "gemm_tc", "gemm_thin"];
 pub(super) enum TierMode {
     /// On cold starts with a prefetch, until the family is built.
     Auto,
-    /// The copies as `Auto` has them, never the stand-ins.
-    Copies,
     Off,
     /// Always.
     Force,
@@ -65,15 +63,14 @@ impl TierMode {
         })
     }
 
-    /// The mode of the environment for a device of `backend`. Unset, the stand-ins serve
-    /// OpenCL devices only: there NVIDIA's compiler builds one program at a time, so the first
-    /// step waited for the GEMM family (H200, 2026-11-26: 4.2 s to the first step with them,
-    /// 42.7 s without, the whole example the same), while under CUDA NVRTC builds the
-    /// families in parallel and the stand-ins made cold and warm starts slower (first step
-    /// 6.2 s against 5.1, warm 1.37 s against 1.23). The copies serve every backend: with
-    /// cuBLAS taking the products, CUDA's first step waited for the slowest of `elementwise`,
-    /// `reduce` and `optim` (1.37 s of NVRTC, H100, 2026-11-27). Set to on, both serve every
-    /// backend.
+    /// The mode of the environment for a device of `backend`. Unset, tier 0 serves OpenCL
+    /// devices only: there NVIDIA's compiler builds one program at a time, so the first step
+    /// waited for the GEMM family (H200, 2026-11-26: 4.2 s to the first step with the
+    /// stand-ins, 42.7 s without, the whole example the same), while under CUDA NVRTC builds
+    /// the families in parallel: there the stand-ins made cold and warm starts slower (first
+    /// step 6.2 s against 5.1, warm 1.37 s against 1.23), and tier 0 with its copies built
+    /// slower than the families it copies (2.17 s against 1.38 for the slowest, `reduce`, H200,
+    /// 2026-11-27: first step 2.92 s against 1.81). Set to on, it serves every backend.
     pub(super) fn from_env(backend: BackendKind) -> Result<Self> {
         Self::for_backend(std::env::var_os(TIER0_ENV).as_deref(), backend)
     }
@@ -82,14 +79,9 @@ impl TierMode {
     fn for_backend(value: Option<&OsStr>, backend: BackendKind) -> Result<Self> {
         let mode = Self::parse(value)?;
         Ok(match (value, mode) {
-            (None, TierMode::Auto) if backend != BackendKind::OpenCl => TierMode::Copies,
+            (None, TierMode::Auto) if backend != BackendKind::OpenCl => TierMode::Off,
             _ => mode,
         })
-    }
-
-    /// Whether GEMMs take the stand-ins (on a cold start, or always when forced).
-    pub(super) fn stands_in(self) -> bool {
-        matches!(self, TierMode::Auto | TierMode::Force)
     }
 }
 
@@ -111,14 +103,13 @@ mod tests {
     }
 
     #[test]
-    fn unset_the_copies_serve_every_backend_and_the_stand_ins_opencl() {
+    fn unset_tier0_serves_opencl_devices_only() {
         use BackendKind::{Cuda, Hip, OpenCl};
         let mode = |v: Option<&str>, b| TierMode::for_backend(v.map(OsStr::new), b).unwrap();
-        assert_eq!(mode(None, Cuda), TierMode::Copies);
-        assert_eq!(mode(None, Hip), TierMode::Copies);
+        assert_eq!(mode(None, Cuda), TierMode::Off);
+        assert_eq!(mode(None, Hip), TierMode::Off);
         assert_eq!(mode(None, OpenCl), TierMode::Auto);
         assert_eq!(mode(Some("on"), Cuda), TierMode::Auto);
         assert_eq!(mode(Some("off"), OpenCl), TierMode::Off);
-        assert!(!TierMode::Copies.stands_in() && TierMode::Force.stands_in());
     }
 }

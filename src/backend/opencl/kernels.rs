@@ -33,6 +33,13 @@ const GEMM_COMMON: (&str, &str) = (
     include_str!("../../../kernels-cl/gemm_common.cl"),
 );
 
+/// The optimizers' state helpers: the first file of `optim` and `optim_mixed` (include-guarded,
+/// so the whole op set has it once).
+const OPTIM_COMMON: (&str, &str) = (
+    "kernels-cl/optim_common.cl",
+    include_str!("../../../kernels-cl/optim_common.cl"),
+);
+
 /// The bodies of the block-local sequence kernels: the first file of each `small_seq` family
 /// (include-guarded, so the whole op set has it once).
 const SMALL_SEQ: (&str, &str) = (
@@ -42,7 +49,7 @@ const SMALL_SEQ: (&str, &str) = (
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 18] = [
+pub(crate) const FAMILIES: [OpFamily; 19] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -68,22 +75,27 @@ pub(crate) const FAMILIES: [OpFamily; 18] = [
     },
     OpFamily {
         name: "optim",
-        // optim_mixed.cl uses optim.cl's state helpers.
         files: &[
+            OPTIM_COMMON,
             (
                 "kernels-cl/optim.cl",
                 include_str!("../../../kernels-cl/optim.cl"),
             ),
+        ],
+        entries: &[family_entries::OPTIM],
+    },
+    // Only mixed-precision training launches these (most of what `optim` used to build).
+    OpFamily {
+        name: "optim_mixed",
+        files: &[
+            OPTIM_COMMON,
             (
                 "kernels-cl/optim_mixed.cl",
                 include_str!("../../../kernels-cl/optim_mixed.cl"),
             ),
         ],
-        entries: &[family_entries::OPTIM],
+        entries: &[family_entries::OPTIM_MIXED],
     },
-    // The portable (SIMT) tile kernels, which every device's products take outside the
-    // tensor-core shapes (sgemm.rs): apart from the tensor-core kernels, whose module took
-    // NVIDIA's OpenCL compiler 24-27 s to build (H100, driver 580.159) against about a second.
     OpFamily {
         name: "gemm",
         files: &[
@@ -277,7 +289,7 @@ pub(crate) fn op_set_modules(defines: &str) -> Vec<OpModule> {
 }
 
 /// The files the tier-0 module's copies come from ([`crate::kernel::TIER0_COPIES`]).
-const TIER0_COPY_FILES: [(&str, &str); 3] = [
+const TIER0_COPY_FILES: [(&str, &str); 4] = [
     (
         "kernels-cl/elementwise.cl",
         include_str!("../../../kernels-cl/elementwise.cl"),
@@ -286,6 +298,7 @@ const TIER0_COPY_FILES: [(&str, &str); 3] = [
         "kernels-cl/reduce.cl",
         include_str!("../../../kernels-cl/reduce.cl"),
     ),
+    OPTIM_COMMON,
     (
         "kernels-cl/optim.cl",
         include_str!("../../../kernels-cl/optim.cl"),
