@@ -3,10 +3,11 @@
 //! example. Every figure is taken in a fresh child process (nothing is warm in-process): cold
 //! with a new, empty `RNN_CACHE_DIR`, warm with the same directory again; each with the op-set
 //! modules built on first use (`lazy`, `RNN_KERNEL_PREFETCH=0`), prefetched in the background
-//! at context creation (`prefetch`, `RNN_KERNEL_PREFETCH=1`: the families a run is likely to
-//! launch, by need, the GEMMs on the tier-0 stand-ins until their families are built; see
-//! src/backend/gpu/prefetch.rs), and prefetched without tier 0 (`prefetch-no-tier0`,
-//! `RNN_KERNEL_TIER0=off` as well: the same families in table order on every thread).
+//! at context creation as a context does by default (`prefetch`, `RNN_KERNEL_PREFETCH=1`: the
+//! families a run is likely to launch, by need; on NVIDIA OpenCL tier 0 alone, whose stand-ins
+//! and copies carry the first steps; see src/backend/gpu/prefetch.rs and tier0.rs), and
+//! prefetched without tier 0 (`prefetch-no-tier0`, `RNN_KERNEL_TIER0=off` as well, which is
+//! already the default on CUDA and HIP).
 //!
 //! ```text
 //! cargo bench --bench cold_start -- [--device ID]... [--modes lazy,prefetch] [--no-example]
@@ -126,14 +127,11 @@ fn configure<'a>(cmd: &'a mut Command, cache: &Path, mode: Mode) -> &'a mut Comm
             "RNN_KERNEL_PREFETCH",
             if mode == Mode::Lazy { "0" } else { "1" },
         )
-        .env(
-            "RNN_KERNEL_TIER0",
-            if mode == Mode::PrefetchNoTier0 {
-                "off"
-            } else {
-                "on"
-            },
-        )
+        .env_remove("RNN_KERNEL_TIER0");
+    if mode == Mode::PrefetchNoTier0 {
+        cmd.env("RNN_KERNEL_TIER0", "off");
+    }
+    cmd
 }
 
 /// `(context_s, first_step_s)` of a child on `id`, or why it failed.
