@@ -2,11 +2,11 @@
 //! recurrent cells and their stacks) meets the bf16/f16 activations of a mixed-precision
 //! network: its T input is cast to an f32 scratch, the layer runs as in f32 training (on the
 //! f32 master weights), and its output is cast back to T (unless the loss reads it: the last
-//! layer's stays f32); backward, the layer after it writes
-//! the output gradient straight into the layer's own f32 one (a dense layer's input-gradient
-//! product takes an f32 C, an f32-only layer's input gradient is f32 already: no cast, no T
-//! copy), and the f32 input gradient is cast back to T. When a layer kind gains T-typed ops,
-//! it leaves this wrapper and the casts go with it.
+//! layer's stays f32); backward, the layer after it writes the output gradient straight into
+//! the layer's own f32 one (a dense layer's input-gradient product takes an f32 C, an f32-only
+//! layer's input gradient is f32 already: no cast, no T copy), and the f32 input gradient is
+//! cast back to T. When a layer kind gains T-typed ops, it leaves this wrapper and the casts go
+//! with it.
 
 use crate::buffer::{Buffer, View};
 use crate::dtype::DType;

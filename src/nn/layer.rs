@@ -268,9 +268,8 @@ impl Layer {
     /// [`Layer::workspace`] for activations of type `low` (`None`: f32): a dense layer keeps
     /// its activations in that type (but the output of a last, linear one in f32: what the
     /// loss reads); every other layer computes in f32 behind a [`CastWs`] (its output in T
-    /// unless it is the last). `first` says
-    /// whether the layer reads the network's input (f32 features or u32 ids), `last` whether
-    /// the loss reads its output.
+    /// unless it is the last). `first` says whether the layer reads the network's input (f32
+    /// features or u32 ids), `last` whether the loss reads its output.
     pub fn workspace_in(
         &self,
         ops: &dyn Ops,

@@ -317,13 +317,7 @@ impl<D: Device> OpSet<D> {
                 if slot.prefetch != Prefetch::FirstUse {
                     slot.stood_in.store(true, Ordering::Relaxed);
                 } else {
-                    let carried = slot
-                        .carried_work
-                        .fetch_add(work, Ordering::Relaxed)
-                        .saturating_add(work);
-                    if carried >= PORTABLE_WORK && self.build_in_background(index) {
-                        slot.stood_in.store(true, Ordering::Relaxed);
-                    }
+                    self.carry(index, work, PORTABLE_WORK);
                 }
                 Ok(Some(module))
             }
@@ -361,6 +355,14 @@ impl<D: Device> OpSet<D> {
         {
             return Ok(false);
         }
+        self.carry(index, work, build_after);
+        Ok(true)
+    }
+
+    /// Adds `work` to what module `index`'s carriers did; once that reaches `build_after`,
+    /// starts building it in the background, and from then on step graphs wait for it.
+    fn carry(self: &Arc<Self>, index: usize, work: u64, build_after: u64) {
+        let slot = &self.slots[index];
         let carried = slot
             .carried_work
             .fetch_add(work, Ordering::Relaxed)
@@ -368,7 +370,6 @@ impl<D: Device> OpSet<D> {
         if carried >= build_after && self.build_in_background(index) {
             slot.stood_in.store(true, Ordering::Relaxed);
         }
-        Ok(true)
     }
 
     /// Starts building module `index` on a thread of its own, once (later calls report whether
