@@ -293,7 +293,10 @@ proptest! {
         let mut rng = Rng::new(seed);
         let mut net = embedding_lstm(&ctx, seed, vocab, t);
         let data = id_data(&mut rng, n, t, vocab);
-        check(&mut net, &data, 1e-3, 3e-2, "embedding");
+        // The loss is f32: at eps 1e-3 its rounding alone moves a central difference by about
+        // 3e-5, as much as this model's smaller gradients (a draw failed at 6% relative error on
+        // noise alone). Its LSTM has no kinks, so a larger step costs nothing.
+        check(&mut net, &data, 1e-2, 3e-2, "embedding");
     }
 }
 
