@@ -29,7 +29,9 @@ pub trait HostBlock: Send {
 
 impl<'a> dyn HostBlock + 'a {
     /// This block as the backend's own type `T`, else an error for `op` (a block of another
-    /// backend or device kind).
+    /// backend or device kind). Only the backends with their own blocks (CUDA's pinned, OpenCL's
+    /// mapped) ask.
+    #[cfg(any(feature = "cuda", feature = "opencl"))]
     pub(crate) fn downcast<T: HostBlock + 'static>(&mut self, op: &str) -> Result<&mut T> {
         self.as_any_mut().downcast_mut().ok_or_else(|| {
             crate::Error::InvalidArgument(format!(

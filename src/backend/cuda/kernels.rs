@@ -81,6 +81,12 @@ const GEMM_COMMON: (&str, &str) = (
     include_str!("../../../kernels-cu/gemm_common.cuh"),
 );
 
+/// The bias-activation backward: its family's file, and one of tier 0's copies.
+const BIAS_GRAD: (&str, &str) = (
+    "kernels-cu/bias_grad.cu",
+    include_str!("../../../kernels-cu/bias_grad.cu"),
+);
+
 /// The optimizers' state helpers: the first file of `optim` and `optim_mixed` (include-guarded,
 /// so the whole op set has it once).
 const OPTIM_COMMON: (&str, &str) = (
@@ -98,7 +104,7 @@ const SMALL_SEQ: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 19] = [
+pub(crate) const FAMILIES: [OpFamily; 20] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -114,6 +120,11 @@ pub(crate) const FAMILIES: [OpFamily; 19] = [
             include_str!("../../../kernels-cu/reduce.cu"),
         )],
         entries: &[family_entries::REDUCE],
+    },
+    OpFamily {
+        name: "bias_grad",
+        files: &[BIAS_GRAD],
+        entries: &[family_entries::BIAS_GRAD],
     },
     OpFamily {
         name: "optim",
@@ -340,7 +351,7 @@ pub fn op_set_modules() -> Vec<OpModule> {
 }
 
 /// The files the tier-0 module's copies come from ([`crate::kernel::TIER0_COPIES`]).
-pub(crate) const TIER0_COPY_FILES: [(&str, &str); 4] = [
+pub(crate) const TIER0_COPY_FILES: [(&str, &str); 5] = [
     (
         "kernels-cu/elementwise.cu",
         include_str!("../../../kernels-cu/elementwise.cu"),
@@ -349,6 +360,7 @@ pub(crate) const TIER0_COPY_FILES: [(&str, &str); 4] = [
         "kernels-cu/reduce.cu",
         include_str!("../../../kernels-cu/reduce.cu"),
     ),
+    BIAS_GRAD,
     OPTIM_COMMON,
     (
         "kernels-cu/optim.cu",

@@ -272,6 +272,7 @@ mod tests {
         let cuda = [
             "elementwise",
             "reduce",
+            "bias_grad",
             "optim",
             "gemm",
             "gemm_tc",
@@ -290,7 +291,7 @@ mod tests {
         let cuda_plan = |blas, cold| {
             plan(
                 &slots(&cuda, BackendKind::Cuda, blas),
-                Some(15),
+                Some(16),
                 cold,
                 BackendKind::Cuda,
                 16,
@@ -301,6 +302,7 @@ mod tests {
             [
                 "elementwise",
                 "reduce",
+                "bias_grad",
                 "optim",
                 "gemm",
                 "small_seq",
@@ -315,7 +317,7 @@ mod tests {
         assert!(names(&cuda, &cuda_plan(false, false)).contains(&"gemm_tc"));
         // A cold CUDA plan starts with tier 0 and keeps every thread.
         let cold = cuda_plan(true, true);
-        assert_eq!(cold.order[0], 15);
+        assert_eq!(cold.order[0], 16);
         assert_eq!(cold.threads, 16);
     }
 }

@@ -60,7 +60,9 @@ pub(crate) const FAMILIES: [OpFamily; 19] = [
     },
     OpFamily {
         name: "reduce",
-        // norm.cl uses reduce.cl's row-segment loop (geometry W).
+        // norm.cl uses reduce.cl's row-segment loop (geometry W). The bias-activation backward
+        // stays in reduce.cl: NVIDIA's compiler builds one program at a time, so a module of
+        // its own would not come sooner.
         files: &[
             (
                 "kernels-cl/reduce.cl",
@@ -71,7 +73,11 @@ pub(crate) const FAMILIES: [OpFamily; 19] = [
                 include_str!("../../../kernels-cl/norm.cl"),
             ),
         ],
-        entries: &[family_entries::REDUCE, family_entries::NORM],
+        entries: &[
+            family_entries::REDUCE,
+            family_entries::BIAS_GRAD,
+            family_entries::NORM,
+        ],
     },
     OpFamily {
         name: "optim",
