@@ -111,6 +111,14 @@ pub(crate) fn sequence_and_last(
     } = case;
     let (c, w) = (3, h * opts.directions());
     let what = format!("{cell:?} {opts:?}");
+    // Smooth cells take eps 4e-3, the f32 optimum for central differences (cube root of the
+    // unit roundoff): at 1e-3 the loss's rounding alone moved a small tensor's difference past
+    // the tolerance (a draw of a 2-layer bidirectional tanh stack, 3.2% against 3%). ReLU keeps
+    // 1e-3, which crosses fewer kinks.
+    let eps = match cell {
+        RecurrentCell::Rnn(Activation::Relu) => 1e-3,
+        _ => 4e-3,
+    };
     let builder = Network::builder(ctx).seed(seed).sequence_length(t);
     let (builder, width) = if front {
         (builder.dense(i, 2, Activation::Tanh), 2)
@@ -128,7 +136,7 @@ pub(crate) fn sequence_and_last(
         per_sample: t,
     };
     let data = Dataset::new(random(rng, n * t * i), t * i, targets).unwrap();
-    grad_check(&mut net, &data, 1e-3, 3e-2, &format!("{what} sequence"));
+    grad_check(&mut net, &data, eps, 3e-2, &format!("{what} sequence"));
 
     let mut net = Network::builder(ctx)
         .seed(seed ^ 5)
@@ -140,13 +148,13 @@ pub(crate) fn sequence_and_last(
         .unwrap();
     let (x, y) = (random(rng, n * t * i), random(rng, n * 2));
     let data = Dataset::regression(x, t * i, y, 2).unwrap();
-    grad_check(&mut net, &data, 1e-3, 3e-2, &format!("{what} last"));
+    grad_check(&mut net, &data, eps, 3e-2, &format!("{what} last"));
 }
 
 const ACTS: [Activation; 6] = crate::support::activations(0.1);
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     #[test]
     fn cpu_dense_every_activation_mse(seed in any::<u64>(), n in 2usize..6, i in 1usize..5, h in 1usize..5, o in 1usize..4) {
