@@ -188,7 +188,10 @@ pub(crate) mod family_entries {
     /// The bias-activation backward (a dense layer's bias and pre-activation gradients), on
     /// its own where modules build in parallel: it took as long to compile as the rest of
     /// `reduce`, and a first step needs both.
-    pub(crate) const BIAS_GRAD: &[&str] = &["bias_act_backward", "bias_act_backward_product"];
+    pub(crate) const BIAS_GRAD: &[&str] = &["bias_act_backward"];
+    /// Its variant with the upstream gradient formed as a product (a thin layer after it), a
+    /// module of its own beside [`BIAS_GRAD`] where modules build in parallel.
+    pub(crate) const BIAS_GRAD_PRODUCT: &[&str] = &["bias_act_backward_product"];
     /// The f32 one-launch optimizer steps.
     pub(crate) const OPTIM: &[&str] = &["sgd_step", "adam_step"];
     /// The mixed-precision steps: dynamic loss scaling and the optimizers that refresh the

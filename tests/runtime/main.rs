@@ -16,7 +16,11 @@ mod lazy_modules;
 mod module_graph;
 #[cfg(feature = "cuda")]
 mod opencl_inline_ptx;
+#[cfg(any(feature = "cuda", feature = "opencl"))]
+mod product;
 #[path = "../support/mod.rs"]
 mod support;
 #[cfg(feature = "opencl")]
 mod tier0;
+#[cfg(feature = "cuda")]
+mod vendor_stand_in;

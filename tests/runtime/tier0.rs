@@ -6,50 +6,19 @@
 //! are final from the first GEMM on. In child processes on an OpenCL device (PoCL in CI), each
 //! with its own `RNN_CACHE_DIR`, as `lazy_modules.rs` runs them.
 
-use rnn::Gemm;
 use rnn::cache::KernelCache;
 
 use super::cache::TempDir;
+use super::product::checked_product;
 use super::lazy_modules::{child_context, run_child, skip_without_opencl};
 
-/// Set in the children: `gemm` (two products around a `warm_up`) or `warm_up`.
+/// Set in the children: `gemm` (two products around a `warm_up`), `one_gemm` (a product and
+/// the context's drop) or `warm_up`.
 const CHILD_WORK: &str = "RNN_TIER0_CHILD";
 
-/// One `m x n x k` product on `ctx`, checked against the host; whether the context's kernels
-/// were final right after it.
+/// One `70 x 50 x 40` product on `ctx`, as [`checked_product`].
 fn checked_gemm(ctx: &rnn::Context) -> bool {
-    let (m, n, k) = (70, 50, 40);
-    let a: Vec<f32> = (0..m * k)
-        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
-        .collect();
-    let b: Vec<f32> = (0..k * n)
-        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 4.0)
-        .collect();
-    let ops = ctx.ops();
-    let (da, db, dc) = (
-        ops.alloc(m * k).unwrap(),
-        ops.alloc(k * n).unwrap(),
-        ops.alloc(m * n).unwrap(),
-    );
-    ops.upload(da.view(), &a).unwrap();
-    ops.upload(db.view(), &b).unwrap();
-    ops.fill(dc.view(), f32::NAN).unwrap();
-    ops.gemm(Gemm::new(m, n, k), da.view(), db.view(), dc.view())
-        .unwrap();
-    let finished = ctx.execution().kernels_final();
-    let mut c = vec![0.0; m * n];
-    ops.download(dc.view(), &mut c).unwrap();
-    for i in 0..m {
-        for j in 0..n {
-            let want: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
-            let got = c[i * n + j];
-            assert!(
-                (got - want).abs() <= 1e-4 * (1.0 + want.abs()),
-                "c[{i}][{j}] = {got}, expected {want}"
-            );
-        }
-    }
-    finished
+    checked_product(ctx, (70, 50, 40))
 }
 
 fn child(work: &str) {
@@ -65,6 +34,9 @@ fn child(work: &str) {
             ctx.warm_up().unwrap();
             println!("final after warm_up: {}", checked_gemm(&ctx));
         }
+        "one_gemm" => {
+            println!("final after the first gemm: {}", checked_gemm(&ctx));
+        }
         other => panic!("unknown work {other}"),
     }
     println!("child done");
@@ -73,7 +45,11 @@ fn child(work: &str) {
 /// The child's output for `work` with the prefetch on or off in `cache`, or `None` when it
 /// found no OpenCL device.
 fn child_run(work: &str, prefetch: bool, cache: &TempDir) -> Option<String> {
-    let test = "tier0::a_cold_start_uses_tier0_and_a_warm_one_never";
+    child_of("tier0::a_cold_start_uses_tier0_and_a_warm_one_never", work, prefetch, cache)
+}
+
+/// The output of test `test` run as a child doing `work`, as [`child_run`].
+fn child_of(test: &str, work: &str, prefetch: bool, cache: &TempDir) -> Option<String> {
     run_child(test, (CHILD_WORK, work), cache, prefetch)
 }
 
@@ -110,4 +86,30 @@ fn a_cold_start_uses_tier0_and_a_warm_one_never() {
     assert!(out.contains("final after the first gemm: true"), "{out}");
     assert!(out.contains("final after warm_up: true"), "{out}");
     assert_eq!(entries(&cold), families + 1, "the families and tier 0");
+}
+
+#[test]
+fn a_start_after_a_cold_one_builds_the_family_its_stand_in_carried() {
+    if let Ok(work) = std::env::var(CHILD_WORK) {
+        return child(&work);
+    }
+    let test = "tier0::a_start_after_a_cold_one_builds_the_family_its_stand_in_carried";
+    let cache = TempDir::new("tier0-second");
+    // Cold: the stand-in carries the product, far below the work that would start its
+    // family's build: tier 0 is all the cache gets.
+    let Some(out) = child_of(test, "one_gemm", true, &cache) else {
+        return skip_without_opencl(test);
+    };
+    assert!(out.contains("final after the first gemm: true"), "{out}");
+    assert_eq!(entries(&cache), 1, "a cold start that built more than tier 0");
+    // The second start finds tier 0 cached: the stand-in carries the product again while the
+    // family builds in the background, and the context's drop waits for that build.
+    let out = child_of(test, "one_gemm", true, &cache).unwrap();
+    assert!(out.contains("child done"), "{out}");
+    assert_eq!(entries(&cache), 2, "the GEMM family was not built after tier 0");
+    // The third runs the family's kernel, loaded from the cache: nothing new is built, and
+    // no build keeps the kernels from being final.
+    let out = child_of(test, "one_gemm", true, &cache).unwrap();
+    assert!(out.contains("final after the first gemm: true"), "{out}");
+    assert_eq!(entries(&cache), 2, "a third start built a module");
 }

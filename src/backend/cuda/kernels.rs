@@ -81,10 +81,24 @@ const GEMM_COMMON: (&str, &str) = (
     include_str!("../../../kernels-cu/gemm_common.cuh"),
 );
 
+/// The body of the bias-activation backward: the first file of `bias_grad` and
+/// `bias_grad_product` (include-guarded, so the whole op set has it once), and of tier 0's copies.
+const BIAS_GRAD_COMMON: (&str, &str) = (
+    "kernels-cu/bias_grad_common.cuh",
+    include_str!("../../../kernels-cu/bias_grad_common.cuh"),
+);
+
 /// The bias-activation backward: its family's file, and one of tier 0's copies.
 const BIAS_GRAD: (&str, &str) = (
     "kernels-cu/bias_grad.cu",
     include_str!("../../../kernels-cu/bias_grad.cu"),
+);
+
+/// Its variant that forms the upstream gradient as a product: its family's file, and one of
+/// tier 0's copies.
+const BIAS_GRAD_PRODUCT: (&str, &str) = (
+    "kernels-cu/bias_grad_product.cu",
+    include_str!("../../../kernels-cu/bias_grad_product.cu"),
 );
 
 /// The optimizers' state helpers: the first file of `optim` and `optim_mixed` (include-guarded,
@@ -104,7 +118,7 @@ const SMALL_SEQ: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 20] = [
+pub(crate) const FAMILIES: [OpFamily; 21] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -123,8 +137,13 @@ pub(crate) const FAMILIES: [OpFamily; 20] = [
     },
     OpFamily {
         name: "bias_grad",
-        files: &[BIAS_GRAD],
+        files: &[BIAS_GRAD_COMMON, BIAS_GRAD],
         entries: &[family_entries::BIAS_GRAD],
+    },
+    OpFamily {
+        name: "bias_grad_product",
+        files: &[BIAS_GRAD_COMMON, BIAS_GRAD_PRODUCT],
+        entries: &[family_entries::BIAS_GRAD_PRODUCT],
     },
     OpFamily {
         name: "optim",
@@ -351,7 +370,7 @@ pub fn op_set_modules() -> Vec<OpModule> {
 }
 
 /// The files the tier-0 module's copies come from ([`crate::kernel::TIER0_COPIES`]).
-pub(crate) const TIER0_COPY_FILES: [(&str, &str); 5] = [
+pub(crate) const TIER0_COPY_FILES: [(&str, &str); 7] = [
     (
         "kernels-cu/elementwise.cu",
         include_str!("../../../kernels-cu/elementwise.cu"),
@@ -360,7 +379,9 @@ pub(crate) const TIER0_COPY_FILES: [(&str, &str); 5] = [
         "kernels-cu/reduce.cu",
         include_str!("../../../kernels-cu/reduce.cu"),
     ),
+    BIAS_GRAD_COMMON,
     BIAS_GRAD,
+    BIAS_GRAD_PRODUCT,
     OPTIM_COMMON,
     (
         "kernels-cu/optim.cu",

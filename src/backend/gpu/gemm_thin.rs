@@ -182,6 +182,15 @@ impl<D: Device> GpuOps<D> {
     }
 }
 
+impl<D: Device> GpuOps<D> {
+    /// Whether a tier-0 stand-in or the vendor library takes thin products now (a cold start
+    /// while the thin kernels build): a dense layer then takes its composed path, whose product
+    /// goes there, rather than wait for the fused thin kernel.
+    fn thin_stood_in(&self) -> Result<bool> {
+        Ok(self.vendor_stands_in("sgemm_thin")? || self.tier0_for("sgemm_thin", 0)?.is_some())
+    }
+}
+
 impl<D: Device> DenseOps for GpuOps<D> {
     /// [`DenseOps::dense_forward`] on the GPU: one `sgemm_thin` with the bias and activation
     /// epilogue where [`fuses_dense_forward`] says so, else the product and
@@ -195,11 +204,11 @@ impl<D: Device> DenseOps for GpuOps<D> {
         let (x, z, y, act) = (a.x, a.z, a.y, a.act);
         let (rows, inputs, outputs) = (a.shape.rows, a.shape.inputs, a.shape.outputs);
         let g = a.shape.forward_gemm();
-        // While tier 0 stands in for the thin kernels, the composed path's product takes it
-        // (and counts the product's work: this look counts none).
+        // While tier 0 or the vendor library stands in for the thin kernels, the composed
+        // path's product takes it (and counts the product's work: this look counts none).
         let fused = self.thin_gemm
             && fuses_dense_forward(rows, inputs, outputs, self.info.compute_units)
-            && self.tier0_for("sgemm_thin", 0)?.is_none();
+            && !self.thin_stood_in()?;
         let op = "dense_forward";
         // Every view before either path writes anything.
         self.mine(op, &[&x, &w, &bias, &z, &y])?;
@@ -247,7 +256,7 @@ impl<D: Device> DenseOps for GpuOps<D> {
             && rows > THIN_SIDE
             && (adjacent
                 || thin_grid(inputs, stride, rows, self.info.compute_units, GEMM_PARTS).1 == 1)
-            && self.tier0_for("sgemm_thin", 0)?.is_none();
+            && !self.thin_stood_in()?;
         let op = "dense_param_grads";
         // Every view before either path writes anything.
         self.mine(op, &[&dz, &x, &dw, &dbias])?;

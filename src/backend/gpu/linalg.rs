@@ -6,7 +6,7 @@ use super::prefetch::PORTABLE_WORK;
 use super::scratch::{GEMM_PARTS, STRIP_TICKETS};
 use super::{GpuOps, gemm_thin};
 use crate::backend::Device;
-use crate::buffer::View;
+use crate::buffer::{DevicePtr, View};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::prelude::*;
@@ -65,16 +65,27 @@ impl<D: Device> LinalgOps for GpuOps<D> {
         let work = (2 * g.m as u64)
             .saturating_mul(g.n as u64)
             .saturating_mul(g.k as u64);
+        let pointers = || -> Result<[(DevicePtr, usize); 3]> {
+            let [pa, pb, pc] = [&a, &b, &c].map(|v| device_ptr(v).map(|p| (p, v.offset())));
+            Ok([pa?, pb?, pc?])
+        };
         if self.thin_gemm && gemm_thin::is_thin(&g) {
-            if let Some(tier0) = self.tier0_for(gemm_thin::entry(&g), work)? {
+            let entry = gemm_thin::entry(&g);
+            if self.vendor_stands_in(entry)? {
+                let [pa, pb, pc] = pointers()?;
+                if let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc) {
+                    self.count_recorded();
+                    return done;
+                }
+            }
+            if let Some(tier0) = self.tier0_for(entry, work)? {
                 self.count_recorded();
                 return self.tier0_gemm(&tier0, &g, [&a, &b, &c]);
             }
             return self.thin_gemm(g, a, b, c);
         }
         self.count_recorded();
-        let [pa, pb, pc] = [&a, &b, &c].map(|v| device_ptr(v).map(|p| (p, v.offset())));
-        let (pa, pb, pc) = (pa?, pb?, pc?);
+        let [pa, pb, pc] = pointers()?;
         if !self.device.builtin_gemm_preferred(&g)
             && let Some(done) = self.device.vendor_gemm(&g, pa, pb, pc)
         {

@@ -198,6 +198,13 @@ impl<D: Device> GpuOps<D> {
             .tier0_for(entry, work, || self.recording.lock().is_some())
     }
 
+    /// Whether the vendor library is to take a product of `entry` while its family builds (a
+    /// cold start; `OpSet::vendor_stands_in`).
+    fn vendor_stands_in(&self, entry: &str) -> Result<bool> {
+        self.op_set
+            .vendor_stands_in(entry, || self.recording.lock().is_some())
+    }
+
     /// Launches built-in kernel `entry`.
     fn run(&self, entry: &str, config: LaunchConfig, args: Args) -> Result<()> {
         let module = self.module_for(entry)?;

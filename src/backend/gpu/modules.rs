@@ -283,7 +283,8 @@ impl<D: Device> OpSet<D> {
     /// (marked stood in: step graphs wait for it) is stood in for until built; a first-use one
     /// (NVIDIA OpenCL's, [`prefetch::family_prefetch`]) until the stand-ins have carried
     /// [`PORTABLE_WORK`] flops (`work` is this launch's), when it starts building in the
-    /// background. A stand-in that fails to build leaves the launch to its family.
+    /// background; at once where tier 0 itself was in the disk cache (a start after a cold
+    /// one). A stand-in that fails to build leaves the launch to its family.
     pub(super) fn tier0_for(
         self: &Arc<Self>,
         entry: &str,
@@ -317,7 +318,13 @@ impl<D: Device> OpSet<D> {
                 if slot.prefetch != Prefetch::FirstUse {
                     slot.stood_in.store(true, Ordering::Relaxed);
                 } else {
-                    self.carry(index, work, PORTABLE_WORK);
+                    // Tier 0 in the disk cache: an earlier start was cold, and this family was
+                    // left to the stand-ins then. Built now (in the background), the next start
+                    // finds it cached; left to PORTABLE_WORK, every start of a short run would
+                    // stand in for it again (the example's Elman part took 0.70-0.79 s so on
+                    // the H100 against 0.46-0.51 with the family, 2026-11-27).
+                    let build_after = if self.cached(t0) { 0 } else { PORTABLE_WORK };
+                    self.carry(index, work, build_after);
                 }
                 Ok(Some(module))
             }
@@ -330,6 +337,40 @@ impl<D: Device> OpSet<D> {
                 Ok(None)
             }
         }
+    }
+
+    /// Whether the vendor library is to take a product of `entry` now, in place of a kernel of
+    /// a family the prefetch builds early: on a cold start with a prefetch while that family is
+    /// one the tier-0 stand-ins cover (the f32 GEMMs), is not built yet and was not in the disk
+    /// cache, and no graph is `recording` (a recording waits for the family). The family is
+    /// then marked stood in: step graphs wait for it ([`OpSet::kernels_final`]). Never with
+    /// tier 0 forced (the stand-ins take every launch they cover) or without a vendor library.
+    /// cuBLAS runs any product at once, so a first step waits for neither the thin kernels
+    /// (CUDA's slowest early family to build, 2.09 s of NVRTC on the H100 against 1.14 for the
+    /// next) nor a stand-in.
+    pub(super) fn vendor_stands_in(
+        &self,
+        entry: &str,
+        recording: impl FnOnce() -> bool,
+    ) -> Result<bool> {
+        if self.tier_mode == TierMode::Force
+            || !self.prefetching.load(Ordering::Relaxed)
+            || !self.device.has_vendor_gemm()
+        {
+            return Ok(false);
+        }
+        let index = self.index_of(entry)?;
+        let slot = &self.slots[index];
+        if !slot.covered
+            || slot.prefetch != Prefetch::Early
+            || slot.loaded.get().is_some()
+            || recording()
+            || self.cached(index)
+        {
+            return Ok(false);
+        }
+        slot.stood_in.store(true, Ordering::Relaxed);
+        Ok(true)
     }
 
     /// Whether a launch of `entry` is to take a route that can carry it (the vendor library, or

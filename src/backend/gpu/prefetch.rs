@@ -273,6 +273,7 @@ mod tests {
             "elementwise",
             "reduce",
             "bias_grad",
+            "bias_grad_product",
             "optim",
             "gemm",
             "gemm_tc",
@@ -291,7 +292,7 @@ mod tests {
         let cuda_plan = |blas, cold| {
             plan(
                 &slots(&cuda, BackendKind::Cuda, blas),
-                Some(16),
+                Some(17),
                 cold,
                 BackendKind::Cuda,
                 16,
@@ -303,6 +304,7 @@ mod tests {
                 "elementwise",
                 "reduce",
                 "bias_grad",
+                "bias_grad_product",
                 "optim",
                 "gemm",
                 "small_seq",
@@ -317,7 +319,7 @@ mod tests {
         assert!(names(&cuda, &cuda_plan(false, false)).contains(&"gemm_tc"));
         // A cold CUDA plan starts with tier 0 and keeps every thread.
         let cold = cuda_plan(true, true);
-        assert_eq!(cold.order[0], 16);
+        assert_eq!(cold.order[0], 17);
         assert_eq!(cold.threads, 16);
     }
 }

@@ -76,6 +76,7 @@ pub(crate) const FAMILIES: [OpFamily; 19] = [
         entries: &[
             family_entries::REDUCE,
             family_entries::BIAS_GRAD,
+            family_entries::BIAS_GRAD_PRODUCT,
             family_entries::NORM,
         ],
     },
