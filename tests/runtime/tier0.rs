@@ -9,8 +9,8 @@
 use rnn::cache::KernelCache;
 
 use super::cache::TempDir;
-use super::product::checked_product;
 use super::lazy_modules::{child_context, run_child, skip_without_opencl};
+use super::product::checked_product;
 
 /// Set in the children: `gemm` (two products around a `warm_up`), `one_gemm` (a product and
 /// the context's drop) or `warm_up`.
@@ -45,7 +45,12 @@ fn child(work: &str) {
 /// The child's output for `work` with the prefetch on or off in `cache`, or `None` when it
 /// found no OpenCL device.
 fn child_run(work: &str, prefetch: bool, cache: &TempDir) -> Option<String> {
-    child_of("tier0::a_cold_start_uses_tier0_and_a_warm_one_never", work, prefetch, cache)
+    child_of(
+        "tier0::a_cold_start_uses_tier0_and_a_warm_one_never",
+        work,
+        prefetch,
+        cache,
+    )
 }
 
 /// The output of test `test` run as a child doing `work`, as [`child_run`].
@@ -101,12 +106,20 @@ fn a_start_after_a_cold_one_builds_the_family_its_stand_in_carried() {
         return skip_without_opencl(test);
     };
     assert!(out.contains("final after the first gemm: true"), "{out}");
-    assert_eq!(entries(&cache), 1, "a cold start that built more than tier 0");
+    assert_eq!(
+        entries(&cache),
+        1,
+        "a cold start that built more than tier 0"
+    );
     // The second start finds tier 0 cached: the stand-in carries the product again while the
     // family builds in the background, and the context's drop waits for that build.
     let out = child_of(test, "one_gemm", true, &cache).unwrap();
     assert!(out.contains("child done"), "{out}");
-    assert_eq!(entries(&cache), 2, "the GEMM family was not built after tier 0");
+    assert_eq!(
+        entries(&cache),
+        2,
+        "the GEMM family was not built after tier 0"
+    );
     // The third runs the family's kernel, loaded from the cache: nothing new is built, and
     // no build keeps the kernels from being final.
     let out = child_of(test, "one_gemm", true, &cache).unwrap();

@@ -8,8 +8,8 @@ use std::process::Command;
 use rnn::GpuManager;
 
 use super::cache::TempDir;
-use super::support::{Target, is_required};
 use super::product::checked_product;
+use super::support::{Target, is_required};
 
 /// Set in the child.
 const CHILD: &str = "RNN_VENDOR_STAND_IN_CHILD";
@@ -28,7 +28,10 @@ fn child() {
         return;
     };
     let ctx = manager.create_context(device.id).unwrap();
-    println!("final after the first product: {}", checked_product(&ctx, THIN));
+    println!(
+        "final after the first product: {}",
+        checked_product(&ctx, THIN)
+    );
     ctx.warm_up().unwrap();
     println!("final after warm_up: {}", checked_product(&ctx, THIN));
     println!("child done");
@@ -40,7 +43,8 @@ fn a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build() {
         return child();
     }
     let cache = TempDir::new("vendor-stand-in");
-    let test = "vendor_stand_in::a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build";
+    let test =
+        "vendor_stand_in::a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build";
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture"])
         .env(CHILD, "1")
@@ -69,7 +73,10 @@ fn a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build() {
     // Where CUDA is required (the GPU machine, which has cuBLAS), the first product ran on
     // cuBLAS while the thin kernels built (NVRTC takes seconds): graphs waited for them.
     if is_required(Target::Cuda) {
-        assert!(stdout.contains("final after the first product: false"), "{stdout}");
+        assert!(
+            stdout.contains("final after the first product: false"),
+            "{stdout}"
+        );
     }
     assert!(stdout.contains("final after warm_up: true"), "{stdout}");
 }
