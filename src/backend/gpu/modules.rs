@@ -456,7 +456,8 @@ impl<D: Device> OpSet<D> {
     /// False while a family that a tier-0 stand-in ran for, or whose carried launches started
     /// its build ([`OpSet::carried`]), is still being built: a graph recorded now would keep
     /// the stand-in (or wait for the family), so step graphs wait. In any tier mode: cuBLAS
-    /// carries `sgemm_wg128`'s products with tier 0 off.
+    /// carries `sgemm_wg128`'s products, and on a cold start the thin ones
+    /// ([`OpSet::vendor_stands_in`]), with tier 0 off.
     pub(super) fn kernels_final(&self) -> bool {
         !self
             .slots
