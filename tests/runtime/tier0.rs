@@ -13,7 +13,8 @@ use super::lazy_modules::{child_context, run_child, skip_without_opencl};
 use super::product::checked_product;
 
 /// Set in the children: `gemm` (two products around a `warm_up`), `one_gemm` (a product and
-/// the context's drop) or `warm_up`.
+/// the context's drop), `gemm_until_final` (a product, then a wait for the kernels to be final)
+/// or `warm_up`.
 const CHILD_WORK: &str = "RNN_TIER0_CHILD";
 
 /// One `70 x 50 x 40` product on `ctx`, as [`checked_product`].
@@ -36,6 +37,15 @@ fn child(work: &str) {
         }
         "one_gemm" => {
             println!("final after the first gemm: {}", checked_gemm(&ctx));
+        }
+        "gemm_until_final" => {
+            checked_gemm(&ctx);
+            // The prefetch builds the family the stand-in carried; graphs wait until then.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !ctx.execution().kernels_final() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            println!("final in the end: {}", ctx.execution().kernels_final());
         }
         other => panic!("unknown work {other}"),
     }
@@ -111,18 +121,22 @@ fn a_start_after_a_cold_one_builds_the_family_its_stand_in_carried() {
         1,
         "a cold start that built more than tier 0"
     );
-    // The second start finds tier 0 cached: the stand-in carries the product again while the
-    // family builds in the background, and the context's drop waits for that build.
-    let out = child_of(test, "one_gemm", true, &cache).unwrap();
-    assert!(out.contains("child done"), "{out}");
-    assert_eq!(
-        entries(&cache),
-        2,
-        "the GEMM family was not built after tier 0"
+    // The second start finds tier 0 cached: its prefetch loads it and builds the family the
+    // stand-in carried (and the other one it may carry, `gemm_thin`, unless the context is
+    // dropped first); the stand-in takes the product meanwhile, and graphs wait for the family.
+    let out = child_of(test, "gemm_until_final", true, &cache).unwrap();
+    assert!(out.contains("final in the end: true"), "{out}");
+    let second = entries(&cache);
+    assert!(
+        (2..=3).contains(&second),
+        "tier 0 and the GEMM families, not {second} entries"
     );
-    // The third runs the family's kernel, loaded from the cache: nothing new is built, and
-    // no build keeps the kernels from being final.
+    // The third runs the family's kernel, loaded from the cache: no stand-in, so no build
+    // keeps the kernels from being final; it builds no more than a GEMM family left over.
     let out = child_of(test, "one_gemm", true, &cache).unwrap();
     assert!(out.contains("final after the first gemm: true"), "{out}");
-    assert_eq!(entries(&cache), 2, "a third start built a module");
+    assert!(
+        entries(&cache) <= 3,
+        "a third start built more than the GEMM families"
+    );
 }

@@ -283,8 +283,9 @@ impl<D: Device> OpSet<D> {
     /// (marked stood in: step graphs wait for it) is stood in for until built; a first-use one
     /// (NVIDIA OpenCL's, [`prefetch::family_prefetch`]) until the stand-ins have carried
     /// [`PORTABLE_WORK`] flops (`work` is this launch's), when it starts building in the
-    /// background; at once where tier 0 itself was in the disk cache (a start after a cold
-    /// one). A stand-in that fails to build leaves the launch to its family.
+    /// background; one the prefetch builds after a cold start (`Prefetch::AfterCold`) as a
+    /// first-use one on the cold start itself, as an early one once tier 0 is in the disk
+    /// cache. A stand-in that fails to build leaves the launch to its family.
     pub(super) fn tier0_for(
         self: &Arc<Self>,
         entry: &str,
@@ -315,16 +316,14 @@ impl<D: Device> OpSet<D> {
         }
         match self.ensure(t0) {
             Ok(module) => {
-                if slot.prefetch != Prefetch::FirstUse {
-                    slot.stood_in.store(true, Ordering::Relaxed);
-                } else {
-                    // Tier 0 in the disk cache: an earlier start was cold, and this family was
-                    // left to the stand-ins then. Built now (in the background), the next start
-                    // finds it cached; left to PORTABLE_WORK, every start of a short run would
-                    // stand in for it again (the example's Elman part took 0.70-0.79 s so on
-                    // the H100 against 0.46-0.51 with the family, 2026-11-27).
-                    let build_after = if self.cached(t0) { 0 } else { PORTABLE_WORK };
-                    self.carry(index, work, build_after);
+                match slot.prefetch {
+                    Prefetch::FirstUse => self.carry(index, work, PORTABLE_WORK),
+                    // Built by the prefetch of a start after a cold one (tier 0 was cached),
+                    // carried as a first-use family on the cold start itself.
+                    Prefetch::AfterCold if !self.cached(t0) => {
+                        self.carry(index, work, PORTABLE_WORK)
+                    }
+                    _ => slot.stood_in.store(true, Ordering::Relaxed),
                 }
                 Ok(Some(module))
             }

@@ -21,6 +21,11 @@ pub(super) enum Prefetch {
     Late,
     /// Never: built on the first launch of one of its kernels.
     FirstUse,
+    /// A family tier 0's stand-ins carry on a cold OpenCL start (as `FirstUse`, up to
+    /// [`PORTABLE_WORK`]), which the prefetch of a later start builds, one at a time, after
+    /// loading what the disk cache has ([`plan`]): the start after a cold one builds it (unless
+    /// the context is dropped first), and the next finds it cached.
+    AfterCold,
 }
 
 /// When the prefetch of a device of `backend` builds family `family`; `vendor_gemm`: the device
@@ -41,8 +46,11 @@ pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: b
         "gemm_tc" if vendor_gemm || backend == BackendKind::OpenCl => Prefetch::FirstUse,
         // NVIDIA's OpenCL compiler builds one program at a time, and a context's drop waits for
         // the one in progress: on a cold start the tier-0 stand-ins carry the portable and thin
-        // products until they have done PORTABLE_WORK, which the example's never reach.
-        "gemm" | "gemm_thin" if backend == BackendKind::OpenCl => Prefetch::FirstUse,
+        // products until they have done PORTABLE_WORK, which the example's never reach; a later
+        // start builds them after its loads (left to their first use, every start of a short
+        // run stood in for them: the example's Elman part took 0.70-0.79 s so on the H100
+        // against 0.46-0.51 with them, 2026-11-27).
+        "gemm" | "gemm_thin" if backend == BackendKind::OpenCl => Prefetch::AfterCold,
         // Persistent sequence kernels, dropout's generator, embeddings, variable lengths, layer
         // norm: models that have them need them on their first step, others never.
         "seq" | "rnn_seq" | "random" | "embedding" | "varlen" | "norm" => Prefetch::Late,
@@ -108,13 +116,29 @@ pub(super) fn plan(
     let mut order = Vec::with_capacity(slots.len());
     let opencl = backend == BackendKind::OpenCl;
     let serial = cold && tier0.is_some() && opencl;
+    // Tier 0 in the disk cache: an earlier start was cold.
+    let after_cold = serial && tier0.is_some_and(|t0| slots[t0].cached);
     // A warm OpenCL start loads what the disk cache has and leaves the rest to its first use.
     let warm_opencl = !cold && tier0.is_some() && opencl;
     match tier0 {
         // One build at a time: tier 0 alone, every other family on its first use (a build
         // ahead would hold up the first use of another, and the context's drop would wait for
         // it). Tier 0's stand-ins and copies carry a dense model's first steps.
-        Some(t0) if serial => order.push(t0),
+        Some(t0) if serial => {
+            order.push(t0);
+            // After a cold start: what the disk cache has (loads, quick), then the families
+            // the stand-ins carried, built one at a time (a load behind a build waits for it:
+            // a build the stand-ins' first launch started held up the Elman part's cached
+            // modules by 1.07 s, H100, 2026-12-07).
+            if after_cold {
+                let cached = |i: &usize| slots[*i].cached && Some(*i) != tier0;
+                order.extend(
+                    (0..slots.len())
+                        .filter(|i| cached(i) && slots[*i].prefetch != Prefetch::FirstUse),
+                );
+                order.extend(with(Prefetch::AfterCold, None).filter(|i| !slots[*i].cached));
+            }
+        }
         Some(t0) if cold => {
             order.push(t0);
             order.extend(with(Prefetch::Early, Some(false)));
@@ -207,9 +231,10 @@ mod tests {
         );
         assert_eq!(family_prefetch("gemm_tc", Cuda, false), Prefetch::Early);
         assert_eq!(family_prefetch("gemm_tc", Hip, false), Prefetch::Early);
-        // The portable and thin GEMMs: tier 0 carries them on OpenCL, NVRTC builds them early.
+        // The portable and thin GEMMs: tier 0 carries them on a cold OpenCL start and a later
+        // start's prefetch builds them; NVRTC builds them early.
         for family in ["gemm", "gemm_thin"] {
-            assert_eq!(family_prefetch(family, OpenCl, false), Prefetch::FirstUse);
+            assert_eq!(family_prefetch(family, OpenCl, false), Prefetch::AfterCold);
             assert_eq!(family_prefetch(family, Cuda, true), Prefetch::Early);
             assert_eq!(family_prefetch(family, Hip, false), Prefetch::Early);
         }
@@ -221,9 +246,26 @@ mod tests {
     #[test]
     fn a_cold_opencl_start_prefetches_tier0_alone_and_a_warm_one_what_is_cached() {
         let table = slots(&OPENCL, BackendKind::OpenCl, false);
-        let cold = plan(&table, Some(OPENCL_TIER0), true, BackendKind::OpenCl, 16);
+        let mut empty = table.clone();
+        for slot in &mut empty {
+            slot.cached = false;
+        }
+        let cold = plan(&empty, Some(OPENCL_TIER0), true, BackendKind::OpenCl, 16);
         assert_eq!(names(&OPENCL, &cold), ["tier0"]);
         assert_eq!(cold.threads, 1);
+        // The start after it (tier 0 and what the cold run built in the cache, `optim` not:
+        // tier 0's copy ran): tier 0, the cached families, then the GEMM families the stand-ins
+        // carried, one at a time.
+        let mut after = empty.clone();
+        for name in ["tier0", "small_seq", "small_seq_rnn"] {
+            after[OPENCL.iter().position(|o| *o == name).unwrap()].cached = true;
+        }
+        let second = plan(&after, Some(OPENCL_TIER0), true, BackendKind::OpenCl, 16);
+        assert_eq!(
+            names(&OPENCL, &second),
+            ["tier0", "small_seq", "small_seq_rnn", "gemm", "gemm_thin"]
+        );
+        assert_eq!(second.threads, 1);
         // Warm: no tier 0, the early families in table order, then the late ones, on every
         // thread; never a first-use family.
         let warm = plan(&table, Some(OPENCL_TIER0), false, BackendKind::OpenCl, 16);
