@@ -3,13 +3,13 @@
 //! graphs wait for the family, and after `warm_up` the family's own kernel runs. In a child
 //! process with its own empty `RNN_CACHE_DIR` and only the CUDA runtime loaded.
 
-use std::process::Command;
+use std::ffi::OsStr;
 
 use rnn::GpuManager;
 
 use super::cache::TempDir;
 use super::product::checked_product;
-use super::support::{Target, is_required};
+use super::support::{Target, is_required, run_child};
 
 /// Set in the child.
 const CHILD: &str = "RNN_VENDOR_STAND_IN_CHILD";
@@ -45,17 +45,16 @@ fn a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build() {
     let cache = TempDir::new("vendor-stand-in");
     let test =
         "vendor_stand_in::a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build";
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture"])
-        .env(CHILD, "1")
-        .env("RNN_CACHE_DIR", cache.path())
-        .env("RNN_KERNEL_PREFETCH", "1")
-        .env("RNN_BACKENDS", "cuda")
-        .env_remove("RNN_CACHE")
-        .env_remove("RNN_KERNEL_TIER0")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // The disk cache on, in an empty directory; the prefetch on; tier 0 off, as unset on CUDA.
+    let env: [(&str, &OsStr); 6] = [
+        (CHILD, OsStr::new("1")),
+        ("RNN_CACHE_DIR", cache.path().as_os_str()),
+        ("RNN_CACHE", OsStr::new("on")),
+        ("RNN_KERNEL_PREFETCH", OsStr::new("1")),
+        ("RNN_KERNEL_TIER0", OsStr::new("off")),
+        ("RNN_BACKENDS", OsStr::new("cuda")),
+    ];
+    let stdout = run_child(test, &env);
     if stdout.contains("child: no CUDA device") {
         assert!(
             !is_required(Target::Cuda),
@@ -64,12 +63,7 @@ fn a_cold_cuda_start_puts_thin_products_on_cublas_while_their_kernels_build() {
         println!("SKIP {test}: no CUDA device");
         return;
     }
-    assert!(
-        out.status.success() && stdout.contains("child done"),
-        "{}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(stdout.contains("child done"), "{stdout}");
     // Where CUDA is required (the GPU machine, which has cuBLAS), the first product ran on
     // cuBLAS while the thin kernels built (NVRTC takes seconds): graphs waited for them.
     if is_required(Target::Cuda) {
