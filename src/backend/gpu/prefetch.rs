@@ -94,7 +94,9 @@ const OPENCL_COLD_PREFETCH_THREADS: usize = 1;
 /// the covered ones, the late ones; on OpenCL tier 0 alone on [`OPENCL_COLD_PREFETCH_THREADS`]
 /// (one build at a time: any other would come before a first use that needs another family,
 /// and the context's drop would wait for the one in progress; on the H200, 2026-11-27, tier 0
-/// /// with its copies built in 1.1 s, `elementwise`, `reduce` and `optim` in 2.4). Warm (or no
+/// with its copies built in 1.1 s, `elementwise`, `reduce` and `optim` in 2.4); where tier 0 is
+/// in the disk cache (a start after a cold one), then every other family the cache holds (not
+/// a first-use one) and the [`Prefetch::AfterCold`] ones it lacks, still one at a time. Warm (or no
 /// tier 0): the early families, then the late ones, on every thread; on OpenCL only those in
 /// the disk cache (a start after a cold one that skipped some would compile them one at a
 /// time, and its exit wait for the one in progress: 2.84 s against 1.10 for the whole example
