@@ -133,12 +133,10 @@ pub(super) fn plan(
             // a build the stand-ins' first launch started held up the Elman part's cached
             // modules by 1.07 s, H100, 2026-12-07).
             if after_cold {
-                let cached = |i: &usize| slots[*i].cached && Some(*i) != tier0;
-                order.extend(
-                    (0..slots.len())
-                        .filter(|i| cached(i) && slots[*i].prefetch != Prefetch::FirstUse),
-                );
-                order.extend(with(Prefetch::AfterCold, None).filter(|i| !slots[*i].cached));
+                order.extend((0..slots.len()).filter(|&i| {
+                    i != t0 && slots[i].cached && slots[i].prefetch != Prefetch::FirstUse
+                }));
+                order.extend(with(Prefetch::AfterCold, None).filter(|&i| !slots[i].cached));
             }
         }
         Some(t0) if cold => {
