@@ -9,6 +9,8 @@
 //!     [--shard N]   samples per shard file (default 8192)
 //!     [--hidden H]  width of the two hidden layers (default 1024; a small one leaves
 //!                   mostly the feeding's cost, to time the host side on a slow device)
+//!     [--gather auto|device|host]  where the stream's batches are gathered (`StreamGather`;
+//!                   default auto)
 //! ```
 //!
 //! Figures, the same quantity on both sides (the same steps of the same epochs, wall time):
@@ -28,7 +30,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use rnn::nn::{
-    DataStream, Dataset, Loss, Network, Progress, Rng, ShardFiles, TrainData, TrainingConfig,
+    DataStream, Dataset, Loss, Network, Progress, Rng, ShardFiles, StreamGather, TrainData,
+    TrainingConfig,
 };
 use rnn::{Activation, Context, DeviceId, GpuManager};
 
@@ -39,6 +42,7 @@ struct Args {
     epochs: usize,
     shard: usize,
     hidden: usize,
+    gather: StreamGather,
 }
 
 fn parse() -> Result<Args, String> {
@@ -49,6 +53,7 @@ fn parse() -> Result<Args, String> {
         epochs: 3,
         shard: 8192,
         hidden: 1024,
+        gather: StreamGather::Auto,
     };
     let mut args = std::env::args().skip(1);
     let number = |v: Option<String>, what: &str| -> Result<usize, String> {
@@ -71,12 +76,20 @@ fn parse() -> Result<Args, String> {
             "--epochs" => a.epochs = number(args.next(), "--epochs")?,
             "--shard" => a.shard = number(args.next(), "--shard")?,
             "--hidden" => a.hidden = number(args.next(), "--hidden")?,
+            "--gather" => {
+                a.gather = match args.next().as_deref() {
+                    Some("auto") => StreamGather::Auto,
+                    Some("device") => StreamGather::Device,
+                    Some("host") => StreamGather::Host,
+                    other => return Err(format!("--gather auto|device|host, not {other:?}")),
+                }
+            }
             // cargo bench passes --bench to every bench binary.
             "--bench" => {}
             other => {
                 return Err(format!(
                     "unknown argument '{other}' (use --device ID, --samples N, --batch B, \
-                     --epochs E, --shard N, --hidden H)"
+                     --epochs E, --shard N, --hidden H, --gather auto|device|host)"
                 ));
             }
         }
@@ -150,13 +163,14 @@ fn run() -> Result<(), String> {
         }
     };
     eprintln!(
-        "device {} ({}): {} samples, batch {}, {} epochs, {} per shard",
+        "device {} ({}): {} samples, batch {}, {} epochs, {} per shard, gather {:?}",
         ctx.id(),
         ctx.info().name,
         a.samples,
         a.batch,
         a.epochs,
-        a.shard
+        a.shard,
+        a.gather
     );
     let mut rng = Rng::new(3);
     let x: Vec<f32> = (0..a.samples * 784).map(|_| rng.uniform()).collect();
@@ -164,7 +178,7 @@ fn run() -> Result<(), String> {
     let data = Dataset::classification(x, 784, y, 10).map_err(err)?;
     let dir = std::env::temp_dir().join(format!("rnn-bench-stream-{}", std::process::id()));
     let paths = data.write_shards(&dir, a.shard).map_err(err)?;
-    let stream = DataStream::new(ShardFiles::open(&paths).map_err(err)?);
+    let stream = DataStream::new(ShardFiles::open(&paths).map_err(err)?).gather(a.gather);
     // Every built-in kernel first (through the disk cache): a family left to its first use, or
     // built in the background once other kernels have carried enough of its work (NVIDIA
     // OpenCL's tile GEMMs on a cold cache), would otherwise build during a measured run.

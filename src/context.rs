@@ -146,6 +146,18 @@ impl Context {
         self.ops.set_memory_limit(bytes)
     }
 
+    /// The cap [`Context::set_memory_limit`] set, if any.
+    ///
+    /// ```
+    /// let ctx = rnn::Context::cpu();
+    /// assert_eq!(ctx.memory_limit(), None);
+    /// ctx.set_memory_limit(Some(1 << 20));
+    /// assert_eq!(ctx.memory_limit(), Some(1 << 20));
+    /// ```
+    pub fn memory_limit(&self) -> Option<usize> {
+        self.ops.memory_limit()
+    }
+
     /// Bytes held by this context's live buffers (a GPU pool's cached free blocks are not
     /// counted).
     pub fn memory_in_use(&self) -> usize {

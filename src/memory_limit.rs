@@ -34,6 +34,11 @@ impl MemoryLimit {
         self.limit.store(bytes.unwrap_or(0), Ordering::Relaxed);
     }
 
+    /// The cap, if one is set.
+    pub(crate) fn get(&self) -> Option<usize> {
+        Some(self.limit.load(Ordering::Relaxed)).filter(|&l| l > 0)
+    }
+
     /// Bytes held by live buffers.
     pub(crate) fn in_use(&self) -> usize {
         self.used.load(Ordering::Relaxed)

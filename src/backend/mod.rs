@@ -364,7 +364,8 @@ pub trait Device: Send + Sync + 'static {
 
     /// A host block of `bytes` that [`Device::write_block_on_side`] copies from without
     /// staging (pinned where the device has such memory); plain host memory by default.
-    fn host_block(&self, bytes: usize) -> Result<Box<dyn crate::ops::HostBlock>> {
+    /// `read_back`: see [`crate::ops::Execution::host_block`].
+    fn host_block(&self, bytes: usize, _read_back: bool) -> Result<Box<dyn crate::ops::HostBlock>> {
         Ok(Box::new(crate::ops::PlainBlock(vec![0; bytes])))
     }
 

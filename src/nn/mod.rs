@@ -85,6 +85,7 @@ mod strategy;
 mod stream_batches;
 mod stream_feed;
 mod stream_plan;
+mod stream_windows;
 mod tbptt;
 mod train;
 mod train_state;
@@ -115,8 +116,8 @@ pub use schedule::{EarlyStopping, LrSchedule};
 pub use shard_file::{ShardFiles, write_shard};
 pub use size::MAX_INDEXED_ROWS;
 pub use source::{
-    DataSource, DataStream, GeneratedShards, InputsMut, SampleSpec, TargetSpec, TargetsMut,
-    TrainData,
+    DataSource, DataStream, GeneratedShards, InputsMut, SampleSpec, StreamGather, TargetSpec,
+    TargetsMut, TrainData,
 };
 pub use stack::{RecurrentCell, RecurrentOptions};
 pub use state::{LayerState, RecurrentState};

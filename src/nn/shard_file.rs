@@ -21,6 +21,7 @@
 //! `x.astype("<f4").tobytes()` and `y.astype("<u4").tobytes()`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 
@@ -134,8 +135,36 @@ fn checked_size(n: usize, spec: SampleSpec, file_len: u64, path: &Path) -> Resul
 /// by several in parallel (one copy from the page cache runs at a few GB/s).
 const READ_SHARE: usize = 8 << 20;
 
+/// Cores the threads reading shards may take between them: all but one, which the thread that
+/// queues the training steps needs (with every core copying from the page cache, its launches
+/// wait their turn and the device idles).
+pub(crate) fn reading_cores() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.saturating_sub(1).max(1)
+}
+
+/// Reads in progress ([`read_values`]), which share [`reading_cores`].
+static READS: AtomicUsize = AtomicUsize::new(0);
+
+/// One read counted in [`READS`] while it lives.
+struct CountedRead;
+
+impl CountedRead {
+    /// Counts a read in; returns the reads now in progress, this one included.
+    fn enter() -> (Self, usize) {
+        (CountedRead, READS.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+}
+
+impl Drop for CountedRead {
+    fn drop(&mut self) {
+        READS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Reads exactly `out`'s bytes from `file` at `offset`, in large positional reads shared by
-/// up to one thread per core, and turns the little-endian values into native ones.
+/// up to its part of [`reading_cores`] (shared with the reads in progress), and turns the
+/// little-endian values into native ones.
 fn read_values<T: bytemuck::Pod>(
     file: &std::fs::File,
     offset: u64,
@@ -144,7 +173,8 @@ fn read_values<T: bytemuck::Pod>(
     swap: fn(&mut T),
 ) -> Result<()> {
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (_counted, reads) = CountedRead::enter();
+    let cores = (reading_cores() / reads).max(1);
     let threads = bytes.len().div_ceil(READ_SHARE).clamp(1, cores);
     let share = bytes.len().div_ceil(threads).max(1);
     let read = std::thread::scope(|scope| {

@@ -3,10 +3,11 @@
 //! [`DataStream`] that [`super::Network::train`] takes besides an in-memory [`Dataset`]
 //! ([`TrainData`]).
 //!
-//! A stream's training loop keeps only the batches in flight on the device (two batch slots),
-//! and on the host two shuffle windows of shards (the one being trained on and the next, read
-//! ahead) plus a bounded queue of prepared batches; background threads read and prepare them
-//! while the device trains. See
+//! A stream's training loop keeps on the device either two shuffle windows (batches gathered
+//! there, [`StreamGather::Device`]) or only the batches in flight (two batch slots,
+//! [`StreamGather::Host`]), and on the host two shuffle windows of shards (the one being
+//! trained on and the next, read ahead) plus, gathering on the host, a bounded queue of
+//! prepared batches; background threads read and prepare them while the device trains. See
 //! `src/nn/stream_plan.rs` for the shuffle's guarantees.
 
 use std::sync::Arc;
@@ -263,30 +264,52 @@ impl<F: Fn(usize) -> Result<Dataset> + Send + Sync> DataSource for GeneratedShar
     }
 }
 
+/// Where a [`DataStream`]'s batches are gathered from their windows
+/// ([`DataStream::gather`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamGather {
+    /// On the device where it has a copy stream (CUDA, OpenCL), a batch is no larger than
+    /// any window, and two windows take at most a quarter of the device's memory (or of the
+    /// context's [`crate::Context::set_memory_limit`] cap); on the host otherwise.
+    #[default]
+    Auto,
+    /// On the device: each window is copied whole (two on the device at once) and every
+    /// batch gathered there. An error at the start of training when a batch can be larger
+    /// than a window. Where the device has no copy stream (the CPU, HIP) the copies are
+    /// not overlapped with the steps.
+    Device,
+    /// On the host: each batch is gathered into a host block and copied on its own; device
+    /// memory holds two batches.
+    Host,
+}
+
 /// A [`DataSource`] with how training reads it: [`Network::train`](super::Network::train)
 /// takes it as it takes a [`Dataset`].
 ///
 /// Each epoch the shards are taken in a seeded random order, `shuffle_window` shards at a
 /// time: their samples are shuffled together and trained on, then the next window's (see
-/// `src/nn/stream_plan.rs`). A background thread reads and prepares batches while the device
-/// trains, at most `prefetch` batches ahead.
+/// `src/nn/stream_plan.rs`). Background threads read the windows while the device trains;
+/// each batch is gathered from its window on the device or on the host
+/// ([`StreamGather`]).
 #[derive(Clone)]
 pub struct DataStream {
     pub(crate) source: Arc<dyn DataSource>,
     pub(crate) shuffle_window: usize,
     pub(crate) prefetch: usize,
     pub(crate) validation: Option<Dataset>,
+    pub(crate) gather: StreamGather,
 }
 
 impl std::fmt::Debug for DataStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "DataStream({} shards of {:?}, window {}, prefetch {})",
+            "DataStream({} shards of {:?}, window {}, prefetch {}, gather {:?})",
             self.source.shard_lens().len(),
             self.source.spec(),
             self.shuffle_window,
-            self.prefetch
+            self.prefetch,
+            self.gather
         )
     }
 }
@@ -300,6 +323,7 @@ impl DataStream {
             shuffle_window: 4,
             prefetch: 4,
             validation: None,
+            gather: StreamGather::Auto,
         }
     }
 
@@ -310,12 +334,20 @@ impl DataStream {
         self
     }
 
-    /// Prepares at most `batches` batches ahead of the device (at least 1). Each is gathered
-    /// into a host block the device copies from; `batches + 4` blocks are allocated once per
-    /// run (`batches` queued, one being copied, up to three being gathered; pinned memory on
-    /// CUDA, so keep this small for large batches).
+    /// Prepares at most `batches` batches ahead of the device (at least 1) when batches are
+    /// gathered on the host. Each is gathered into a host block the device copies from;
+    /// `batches + 4` blocks are allocated once per run (`batches` queued, one being copied,
+    /// up to three being gathered; pinned memory on CUDA, so keep this small for large
+    /// batches). Device windows read one window ahead instead, into two window-sized blocks.
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches.max(1);
+        self
+    }
+
+    /// Where batches are gathered from their windows: [`StreamGather::Auto`] (the default)
+    /// chooses by the device and the sizes.
+    pub fn gather(mut self, gather: StreamGather) -> Self {
+        self.gather = gather;
         self
     }
 

@@ -240,7 +240,7 @@ impl BlockPool {
     }
 
     /// The oldest free block, waiting for one; `None` once the pool is closed.
-    fn take(self: &Arc<Self>) -> Option<Pooled> {
+    pub(crate) fn take(self: &Arc<Self>) -> Option<Pooled> {
         let mut free = self.free.lock();
         loop {
             if free.1 {
@@ -362,13 +362,31 @@ impl Producer {
     /// own, so that waiting on the file system holds no worker the gathering needs), each
     /// straight into its part of the one buffer.
     fn read_window(&self, shards: &[u32], into: &mut Window) -> Result<()> {
+        let n = self.window_samples(shards);
+        let (xv, yv) = self.convert.sample_values();
+        fit(&mut into.x, n * xv);
+        fit(&mut into.y, n * yv);
+        self.read_window_into(shards, &mut into.x, &mut into.y)
+    }
+
+    /// Samples in the window of `shards`.
+    pub(crate) fn window_samples(&self, shards: &[u32]) -> usize {
+        let lens = self.source.shard_lens();
+        shards.iter().map(|&s| lens[s as usize]).sum()
+    }
+
+    /// As [`Producer::read_window`], into `x` and `y`, which hold exactly the window's values.
+    pub(crate) fn read_window_into(
+        &self,
+        shards: &[u32],
+        mut x: &mut [u32],
+        mut y: &mut [u32],
+    ) -> Result<()> {
         let t0 = Instant::now();
         let lens = self.source.shard_lens();
         let (xv, yv) = self.convert.sample_values();
-        let n: usize = shards.iter().map(|&s| lens[s as usize]).sum();
-        fit(&mut into.x, n * xv);
-        fit(&mut into.y, n * yv);
-        let (mut x, mut y) = (into.x.as_mut_slice(), into.y.as_mut_slice());
+        let n = self.window_samples(shards);
+        debug_assert!(x.len() == n * xv && y.len() == n * yv);
         let mut parts = Vec::with_capacity(shards.len());
         for &s in shards {
             let len = lens[s as usize];
@@ -377,10 +395,7 @@ impl Producer {
             (x, y) = (xr, yr);
             parts.push((s as usize, xp, yp));
         }
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(parts.len())
-            .max(1);
+        let threads = super::shard_file::reading_cores().min(parts.len()).max(1);
         let mut shares: Vec<Vec<_>> = (0..threads).map(|_| Vec::new()).collect();
         for (i, part) in parts.into_iter().enumerate() {
             shares[i % threads].push(part);

@@ -1,19 +1,22 @@
-//! Feeding a [`DataStream`] to the training loop: the host side (`stream_batches.rs`) reads
-//! and gathers this rank's batches into host blocks on background threads; the loop takes
-//! each full block, copies it into one of two device batch slots and gathers the step's
-//! workspace from it.
+//! Feeding a [`DataStream`] to the training loop, in one of two ways ([`StreamGather`]):
+//! - **host batches** (`stream_batches.rs`): background threads read and gather this rank's
+//!   batches into host blocks; the loop takes each full block, copies it into one of two
+//!   device batch slots and gathers the step's workspace from it;
+//! - **device windows** (`stream_windows.rs`): background threads read whole shuffle windows
+//!   into host blocks; the loop copies each window into one of two device window slots and
+//!   gathers every step's batch there, as the in-memory path does.
 //!
 //! On a device with side-stream uploads (CUDA: pinned blocks and a copy stream; OpenCL:
-//! mapped host-allocated blocks and a second queue), batch `k + 1` is copied while step `k`
-//! runs: the copy waits for the step that last read its slot (`k - 1`), and step `k + 1` waits
-//! for the copy, both on the device, not the host; the loop's thread only queues them. Across
-//! an epoch's end too: the next epoch's plan is queued at the start of an epoch, so its first
-//! window is read while this epoch's last window is trained on, and its first batch gathered
-//! and copied during this epoch's last step. The first epoch's plan is known before the run
-//! sets up ([`Feed::stream`]), and its reading starts then. Elsewhere each batch is
-//! uploaded just before its step: on the CPU that is a plain copy; on HIP a copy on the one
-//! stream (the HIP binding has no events or pinned allocations yet). The reading, shuffling
-//! and gathering overlap the device's work everywhere.
+//! mapped host-allocated blocks and a second queue), batch (or window) `k + 1` is copied while
+//! the steps of `k` run: the copy waits for the last step that read its slot, and the first
+//! step that reads it waits for the copy, both on the device, not the host; the loop's thread
+//! only queues them. Across an epoch's end too: the next epoch's plan is queued at the start of
+//! an epoch, so its first window is read while this epoch's last window is trained on, and its
+//! first batch (or window) copied during this epoch's last steps. The first epoch's plan is
+//! known before the run sets up ([`Feed::stream`]), and its reading starts then. Elsewhere
+//! each batch is uploaded just before its step: on the CPU that is a plain copy; on HIP a copy
+//! on the one stream (the HIP binding has no events or pinned allocations yet). The reading,
+//! shuffling and gathering overlap the device's work everywhere.
 
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel, sync_channel};
@@ -29,36 +32,56 @@ use super::layer::Layer;
 use super::network::Network;
 use super::padding::Buckets;
 use super::rng::Rng;
-use super::source::{DataStream, TrainData};
+use super::source::{DataStream, StreamGather, TrainData};
 pub(crate) use super::stream_batches::StepLayout;
 use super::stream_batches::{BlockPool, Convert, Filled, Producer, host_blocks};
 use super::stream_plan::ShufflePlan;
+use super::stream_windows::{DeviceWindows, ReadWindow, WINDOW_BLOCKS, window_starts};
 use super::train_state::RunState;
 use super::workspace::{Batch, DeviceData, Rows, Workspace};
 
-/// The running host side: where plans go in and full blocks come out.
+/// The running host side: where plans go in and full blocks (or windows) come out.
 struct Pipe {
     plans: Sender<Arc<ShufflePlan>>,
-    batches: Receiver<Result<Filled>>,
+    out: Out,
     thread: JoinHandle<()>,
 }
 
-/// The device side of a stream: two batch slots, and the host side's threads.
+/// What the host side sends the loop.
+enum Out {
+    Batches(Receiver<Result<Filled>>),
+    Windows(Receiver<Result<ReadWindow>>),
+}
+
+/// How batches reach the device.
+enum Mode {
+    /// Gathered on the host, each copied into one of two batch slots.
+    Batches {
+        slots: Box<[(Buffer, Buffer); 2]>,
+        /// The slot a batch was copied into ahead of its step, and its rows; or why it could
+        /// not be (raised at its step, not at the one before: the next epoch's first batch is
+        /// read during this epoch's last step).
+        ahead: Option<Result<(usize, usize)>>,
+    },
+    /// Whole windows copied to the device and gathered there (`stream_windows.rs`).
+    Windows(Box<DeviceWindows>),
+}
+
+/// The device side of a stream: two batch slots or two window slots, and the host side's
+/// threads.
 pub(crate) struct StreamFeed {
     producer: Arc<Producer>,
     prefetch: usize,
-    slots: [(Buffer, Buffer); 2],
+    mode: Mode,
     /// Batch `k + 1` is copied on the side stream while step `k` runs.
     side: bool,
     pipe: Option<Pipe>,
+    /// The current epoch's plan and the epoch positions its windows start at.
+    current: Option<(Arc<ShufflePlan>, Vec<usize>)>,
     /// The next epoch's plan, sent to the host side at the start of this epoch.
     queued: Option<Arc<ShufflePlan>>,
     /// The step of the current epoch the next batch is for.
     step: usize,
-    /// The slot a batch was copied into ahead of its step, and its rows; or why it could not
-    /// be (raised at its step, not at the one before: the next epoch's first batch is read
-    /// during this epoch's last step).
-    ahead: Option<Result<(usize, usize)>>,
     /// This epoch's time on the loop's thread: waiting for full blocks, and queueing or
     /// making their copies (logged at debug level at the end of an epoch).
     waited: Duration,
@@ -82,17 +105,6 @@ impl Network {
     ) -> Result<StreamFeed> {
         let spec = stream.source.spec();
         self.check_data(&spec.probe()?)?;
-        let local = layout.local();
-        let ops = self.ctx.ops();
-        let x_len = local * self.input_width();
-        let y_len = local * self.target_width();
-        let slot = || -> Result<(Buffer, Buffer)> {
-            Ok((
-                ops.alloc_as(self.input_dtype(), x_len)?,
-                ops.alloc_as(self.target_dtype(), y_len)?,
-            ))
-        };
-        let slots = [slot()?, slot()?];
         let embedding = match &self.layers[0] {
             Layer::Embedding(e) => Some(e.clone()),
             _ => None,
@@ -101,16 +113,63 @@ impl Network {
         let convert = Convert { spec, embedding };
         let pool = Arc::new(BlockPool::new());
         let producer = Producer::new(stream.source.clone(), convert, layout, pool);
-        let bytes = producer.block_bytes();
+        let side = exec.side_uploads();
+        let window = largest_window(stream.source.shard_lens(), stream.shuffle_window);
+        let window_bytes = producer.window_block_bytes(window);
+        let batch_fits =
+            smallest_window(stream.source.shard_lens(), stream.shuffle_window) >= layout.global;
+        let windows = match stream.gather {
+            StreamGather::Auto => side && batch_fits && DeviceWindows::fit(self, window_bytes),
+            StreamGather::Device if !batch_fits => {
+                return Err(Error::InvalidArgument(format!(
+                    "StreamGather::Device: a batch of {} samples can be larger than a shuffle \
+                     window of {} shards ({} samples in the smallest); use a larger \
+                     shuffle_window or StreamGather::Auto",
+                    layout.global,
+                    stream.shuffle_window,
+                    smallest_window(stream.source.shard_lens(), stream.shuffle_window)
+                )));
+            }
+            StreamGather::Device => true,
+            StreamGather::Host => false,
+        };
+        let (mode, blocks, bytes) = if windows {
+            let mode = Mode::Windows(Box::new(DeviceWindows::new(self, window)?));
+            (mode, WINDOW_BLOCKS, window_bytes)
+        } else {
+            let ops = self.ctx.ops();
+            let local = layout.local();
+            let x_len = local * self.input_width();
+            let y_len = local * self.target_width();
+            let slot = || -> Result<(Buffer, Buffer)> {
+                Ok((
+                    ops.alloc_as(self.input_dtype(), x_len)?,
+                    ops.alloc_as(self.target_dtype(), y_len)?,
+                ))
+            };
+            let mode = Mode::Batches {
+                slots: Box::new([slot()?, slot()?]),
+                ahead: None,
+            };
+            (mode, host_blocks(stream.prefetch), producer.block_bytes())
+        };
+        log::debug!(
+            "stream: {}",
+            match mode {
+                Mode::Windows(_) =>
+                    "device windows (whole windows copied, batches gathered on the device)",
+                Mode::Batches { .. } => "host batches (gathered on the host, each copied)",
+            }
+        );
         let mut feed = StreamFeed {
             producer: Arc::new(producer),
             prefetch: stream.prefetch,
-            slots,
-            side: exec.side_uploads(),
+            mode,
+            side,
             pipe: None,
+            current: None,
             queued: None,
             step: 0,
-            ahead: None,
             waited: Duration::ZERO,
             copying: Duration::ZERO,
             ctx: self.ctx.clone(),
@@ -122,8 +181,8 @@ impl Network {
             feed.queued = Some(plan);
         }
         // The cutter waits for the first of these; dropping `feed` on an error stops it.
-        for _ in 0..host_blocks(stream.prefetch) {
-            feed.producer.pool.add(exec.host_block(bytes)?);
+        for _ in 0..blocks {
+            feed.producer.pool.add(exec.host_block(bytes, windows)?);
         }
         Ok(feed)
     }
@@ -136,10 +195,17 @@ impl StreamFeed {
     pub(crate) fn begin_epoch(&mut self, plan: &ShufflePlan, next: Option<ShufflePlan>) {
         self.log_times();
         let continues = self.pipe.is_some() && self.queued.as_deref() == Some(plan);
-        if !continues {
-            self.stop();
-            self.start(Arc::new(plan.clone()));
-        }
+        let current = match self.queued.take() {
+            Some(queued) if continues => queued,
+            _ => {
+                self.stop();
+                let plan = Arc::new(plan.clone());
+                self.start(plan.clone());
+                plan
+            }
+        };
+        let starts = window_starts(&current);
+        self.current = Some((current, starts));
         self.queued = next.map(Arc::new);
         if let (Some(pipe), Some(next)) = (&self.pipe, &self.queued) {
             // A host side that already stopped (on an error) says so at the next batch.
@@ -151,28 +217,40 @@ impl StreamFeed {
     /// Starts the host side's threads on `plan`.
     fn start(&mut self, plan: Arc<ShufflePlan>) {
         let (plans, plan_rx) = channel();
-        let (tx, batches) = sync_channel(self.prefetch);
         let producer = self.producer.clone();
         producer.pool.set_closed(false);
-        let thread = std::thread::spawn(move || producer.run(plan_rx, &tx));
+        let (out, thread) = match self.mode {
+            Mode::Batches { .. } => {
+                let (tx, rx) = sync_channel(self.prefetch);
+                let thread = std::thread::spawn(move || producer.run(plan_rx, &tx));
+                (Out::Batches(rx), thread)
+            }
+            Mode::Windows(_) => {
+                // The loop holds at most one window read ahead, so the reading threads wait
+                // for a free block rather than on this queue.
+                let (tx, rx) = sync_channel(WINDOW_BLOCKS);
+                let thread = std::thread::spawn(move || producer.run_windows(plan_rx, &tx));
+                (Out::Windows(rx), thread)
+            }
+        };
         let _ = plans.send(plan);
-        self.pipe = Some(Pipe {
-            plans,
-            batches,
-            thread,
-        });
+        self.pipe = Some(Pipe { plans, out, thread });
     }
 
     /// Ends the host side's threads: each stops at its next wait (the pool is closed, the
     /// queues dropped); blocks still queued go back to the pool.
     fn stop(&mut self) {
-        self.ahead = None;
+        match &mut self.mode {
+            Mode::Batches { ahead, .. } => *ahead = None,
+            Mode::Windows(w) => w.reset(),
+        }
         self.queued = None;
+        self.current = None;
         let Some(pipe) = self.pipe.take() else {
             return;
         };
         self.producer.pool.set_closed(true);
-        drop((pipe.plans, pipe.batches));
+        drop((pipe.plans, pipe.out));
         if pipe.thread.join().is_err() {
             log::error!("the data stream's reading thread panicked");
         }
@@ -205,11 +283,12 @@ impl StreamFeed {
     }
 
     fn recv(&mut self) -> Result<Filled> {
-        let pipe = self.pipe.as_ref().ok_or_else(|| {
-            Error::InvalidArgument("a stream batch asked for outside an epoch".into())
-        })?;
+        let batches = match self.pipe.as_ref().map(|p| &p.out) {
+            Some(Out::Batches(b)) => b,
+            _ => return Err(outside_an_epoch()),
+        };
         let t0 = Instant::now();
-        let got = pipe.batches.recv();
+        let got = batches.recv();
         self.waited += t0.elapsed();
         match got {
             Ok(r) => r,
@@ -219,14 +298,17 @@ impl StreamFeed {
         }
     }
 
-    /// Copies the next batch into `slot`: on the side stream (after the main stream's work
-    /// so far, which includes the last step that read the slot) when there is one, else now.
-    /// Returns the batch's rows.
+    /// Copies the next batch into batch slot `slot`: on the side stream (after the main
+    /// stream's work so far, which includes the last step that read the slot) when there is
+    /// one, else now. Returns the batch's rows.
     fn upload_next(&mut self, net: &Network, slot: usize) -> Result<usize> {
         let (ops, exec) = (net.ctx.ops(), net.ctx.execution());
         let mut filled = self.recv()?;
         let t0 = Instant::now();
-        let (x, y) = &self.slots[slot];
+        let Mode::Batches { slots, .. } = &self.mode else {
+            return Err(outside_an_epoch());
+        };
+        let (x, y) = &slots[slot];
         let (xb, yb) = (x.dtype().size(), y.dtype().size());
         let (xv, yv) = (net.input_width(), net.target_width());
         let rows = filled.rows;
@@ -249,10 +331,22 @@ impl StreamFeed {
     }
 
     /// The next step's batch, loaded into `ws` (whose batch size is this rank's share of the
-    /// step); with side uploads, the one after it (possibly the next epoch's first) starts
-    /// copying.
-    pub(crate) fn next<'a>(&'a mut self, net: &'a Network, ws: &'a Workspace) -> Result<Batch<'a>> {
-        let (slot, rows) = match self.ahead.take() {
+    /// step, starting at epoch position `offset`); with side uploads, the one after it
+    /// (possibly the next epoch's first) starts copying.
+    pub(crate) fn next<'a>(
+        &'a mut self,
+        net: &'a Network,
+        ws: &'a Workspace,
+        offset: usize,
+    ) -> Result<Batch<'a>> {
+        if matches!(self.mode, Mode::Windows(_)) {
+            return self.next_from_windows(net, ws, offset);
+        }
+        let ahead = match &mut self.mode {
+            Mode::Batches { ahead, .. } => ahead.take(),
+            Mode::Windows(_) => None,
+        };
+        let (slot, rows) = match ahead {
             Some(ahead) => ahead?,
             None => (0, self.upload_next(net, 0)?),
         };
@@ -267,13 +361,76 @@ impl StreamFeed {
             // of its slot, and runs while step k does.
             net.ctx.execution().order_streams(false)?;
             if self.step + 1 < self.producer.layout.steps() || self.queued.is_some() {
-                let ahead = self.upload_next(net, 1 - slot);
-                self.ahead = Some(ahead.map(|rows| (1 - slot, rows)));
+                let next = self.upload_next(net, 1 - slot).map(|rows| (1 - slot, rows));
+                if let Mode::Batches { ahead, .. } = &mut self.mode {
+                    *ahead = Some(next);
+                }
             }
         }
         self.step += 1;
-        let (x, y) = &self.slots[slot];
+        let Mode::Batches { slots, .. } = &self.mode else {
+            return Err(outside_an_epoch());
+        };
+        let (x, y) = &slots[slot];
         net.load_rows(ws, x.view(), Some(y.view()), &Rows::Range(0), false)
+    }
+}
+
+impl StreamFeed {
+    /// [`StreamFeed::next`] with device windows.
+    fn next_from_windows<'a>(
+        &'a mut self,
+        net: &'a Network,
+        ws: &'a Workspace,
+        offset: usize,
+    ) -> Result<Batch<'a>> {
+        let (Mode::Windows(windows), Some(pipe), Some((plan, starts))) =
+            (&mut self.mode, &self.pipe, &self.current)
+        else {
+            return Err(outside_an_epoch());
+        };
+        let Out::Windows(rx) = &pipe.out else {
+            return Err(outside_an_epoch());
+        };
+        self.step += 1;
+        let t0 = Instant::now();
+        let waited = self.waited;
+        let batch = windows.load(
+            net,
+            ws,
+            rx,
+            (plan, starts),
+            self.queued.as_ref(),
+            offset,
+            &mut self.waited,
+        );
+        // Time not spent waiting for windows went to queueing their copies and gathers.
+        self.copying += t0.elapsed().saturating_sub(self.waited - waited);
+        batch
+    }
+}
+
+fn outside_an_epoch() -> Error {
+    Error::InvalidArgument("a stream batch asked for outside an epoch".into())
+}
+
+/// Samples in the largest window `window` shards of `lens` can make.
+fn largest_window(lens: &[usize], window: usize) -> usize {
+    let mut sorted = lens.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    sorted.iter().take(window.max(1)).sum()
+}
+
+/// Samples in the smallest window of any epoch's shard order: `window` shards of `lens`, or
+/// the remainder that makes the last window.
+fn smallest_window(lens: &[usize], window: usize) -> usize {
+    let mut sorted = lens.to_vec();
+    sorted.sort_unstable();
+    let window = window.max(1);
+    let full = sorted.iter().take(window).sum::<usize>();
+    match lens.len() % window {
+        0 => full,
+        r => full.min(sorted.iter().take(r).sum()),
     }
 }
 
@@ -399,7 +556,7 @@ impl Feed {
                 net.load_lengths(ws, data, &rows)?;
                 net.load_rows(ws, data.x.view(), Some(data.y.view()), &rows, false)
             }
-            Feed::Stream { feed, .. } => feed.next(net, ws),
+            Feed::Stream { feed, .. } => feed.next(net, ws, offset),
         }
     }
 }

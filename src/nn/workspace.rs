@@ -62,13 +62,13 @@ pub(crate) struct Workspace {
     /// dropped before the buffers they refer to.
     pub graphs: Mutex<EvalGraphs>,
     pub batch: usize,
-    xb: Buffer,
+    pub(crate) xb: Buffer,
     x_tm: Option<Buffer>,
     /// Time-major row `t * B + b` comes from batch-major row `b * T + t`.
     idx_tm: Option<Buffer>,
     /// The inverse: batch-major row `b * T + t` comes from time-major row `t * B + b`.
     idx_bm: Option<Buffer>,
-    yb: Buffer,
+    pub(crate) yb: Buffer,
     y_tm: Option<Buffer>,
     pub out_bm: Option<Buffer>,
     layers: Vec<LayerWs>,

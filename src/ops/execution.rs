@@ -84,9 +84,11 @@ pub trait Execution: Send + Sync {
 
     /// A host block of `bytes` that [`Execution::upload_block_on_side`] copies from without
     /// staging: pinned memory on CUDA, a mapped host-allocated buffer on OpenCL, plain memory
-    /// elsewhere.
+    /// elsewhere. With `read_back` its writer reads it too (a stream window, checked after it
+    /// is read): CUDA pins cached memory for it rather than write-combined memory, which is
+    /// quick to write and to copy from but slow to read.
     #[doc(hidden)]
-    fn host_block(&self, bytes: usize) -> Result<Box<dyn HostBlock>> {
+    fn host_block(&self, bytes: usize, _read_back: bool) -> Result<Box<dyn HostBlock>> {
         Ok(Box::new(PlainBlock(vec![0; bytes])))
     }
 

@@ -54,6 +54,9 @@ pub trait MemoryOps: Send + Sync {
     /// keep their memory. See [`crate::Context::set_memory_limit`].
     fn set_memory_limit(&self, bytes: Option<usize>);
 
+    /// The cap [`MemoryOps::set_memory_limit`] set, if any.
+    fn memory_limit(&self) -> Option<usize>;
+
     /// Bytes held by this context's live buffers (a GPU pool's cached free blocks not
     /// included).
     fn memory_in_use(&self) -> usize;

@@ -1,7 +1,8 @@
 //! Training on a stream (`DataStream` over shard files or generated shards): the same loss
 //! curve as the in-memory run on the same data and order, a device-memory cap the stream
 //! fits and the in-memory run does not, deterministic shard shuffling, CPU replicas, resuming
-//! from a training checkpoint, and clear errors for bad shards.
+//! from a training checkpoint, and clear errors for bad shards; each with batches gathered on
+//! the host and with whole windows gathered on the device (`StreamGather`).
 
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -10,13 +11,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rnn::nn::{
     DataSource, DataStream, Dataset, GeneratedShards, Progress, SampleSpec, ShardFiles,
-    TrainingConfig,
+    StreamGather, TrainingConfig,
 };
 use rnn::{Activation, Context, DeviceId, Error};
 
 use crate::fixtures::{blobs, classifier};
 use crate::loop_checks::assert_same_history;
 use crate::support::{Target, contexts};
+
+/// Both ways of gathering a stream's batches: where the device has no copy stream (the CPU)
+/// `Device` copies each window in order with the steps.
+const GATHERS: [StreamGather; 2] = [StreamGather::Host, StreamGather::Device];
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rnn-stream-{}-{name}", std::process::id()));
@@ -60,14 +65,23 @@ fn shards_of(
 }
 
 /// One shard reproduces the in-memory shuffle; many shards in data order reproduce the
-/// unshuffled in-memory run: bit-equal loss curves either way, validation included.
+/// unshuffled in-memory run: bit-equal loss curves either way, validation included, gathered
+/// on the host or on the device (windows of 120 samples and batches of 50 straddle windows;
+/// a last window of 30 samples is smaller than a batch, which only host gathering takes).
 fn stream_matches_in_memory(target: Target, test: &str) {
     let data = blobs(300, 3);
     let (train, val) = data.split_at(240).unwrap();
     let dir = temp_dir(test);
+    let cases = [
+        (true, 240, 1, StreamGather::Device),
+        (true, 240, 1, StreamGather::Host),
+        (false, 60, 2, StreamGather::Device),
+        (false, 60, 2, StreamGather::Host),
+        (false, 35, 2, StreamGather::Auto),
+    ];
     for ctx in contexts(target, test) {
         let net = || classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
-        for (shuffle, per_shard, window) in [(true, 240, 1), (false, 35, 2)] {
+        for (shuffle, per_shard, window, gather) in cases {
             let cfg = TrainingConfig {
                 validation_split: 0.2,
                 ..config(&ctx, 4, shuffle)
@@ -77,6 +91,7 @@ fn stream_matches_in_memory(target: Target, test: &str) {
             let stream = DataStream::new(ShardFiles::open(&paths).unwrap())
                 .shuffle_window(window)
                 .prefetch(2)
+                .gather(gather)
                 .validation(val.clone());
             let streamed = net()
                 .train(
@@ -87,7 +102,10 @@ fn stream_matches_in_memory(target: Target, test: &str) {
                     },
                 )
                 .unwrap();
-            let what = format!("{} shuffle {shuffle}, {per_shard} per shard", ctx.id());
+            let what = format!(
+                "{} shuffle {shuffle}, {per_shard} per shard, {gather:?}",
+                ctx.id()
+            );
             assert_same_history(&memory, &streamed, 0.0, &what);
             assert!(memory.epochs[0].val_loss.is_some(), "{what}");
             for p in paths {
@@ -114,8 +132,10 @@ fn cuda_stream_matches_in_memory() {
 }
 
 /// A data set larger than the context's memory cap: the stream holds two batches of it on
-/// the device and trains; the in-memory run cannot upload it. On a GPU the data set is large
-/// enough (72 MB) that the cap also leaves room for the op set's scratch buffers.
+/// the device (or two windows of two shards) and trains; the in-memory run cannot upload it.
+/// On a GPU the data set is large enough (72 MB) that the cap also leaves room for the op
+/// set's scratch buffers. `Auto` gathers on the host there: two windows would take more than a
+/// quarter of the cap.
 fn a_stream_fits_a_memory_cap_that_the_data_set_does_not(target: Target, test: &str) {
     let gpu = target != Target::Cpu;
     let (n, batch, per_shard) = if gpu {
@@ -140,17 +160,22 @@ fn a_stream_fits_a_memory_cap_that_the_data_set_does_not(target: Target, test: &
                 ctx.id()
             ),
         }
-        let reads = Arc::new(AtomicUsize::new(0));
-        let stream = DataStream::new(shards_of(&data, per_shard, reads.clone())).shuffle_window(2);
-        let history = net.train(&stream, &cfg).unwrap();
-        assert_eq!(history.epochs.len(), 2);
-        assert!(
-            history.epochs[1].loss < history.epochs[0].loss,
-            "{history:?}"
-        );
-        // Every shard was read once per epoch.
-        assert_eq!(reads.load(Ordering::Relaxed), 2 * n.div_ceil(per_shard));
-        assert!(ctx.memory_in_use() < cap);
+        for gather in [StreamGather::Auto, StreamGather::Device] {
+            let reads = Arc::new(AtomicUsize::new(0));
+            let stream = DataStream::new(shards_of(&data, per_shard, reads.clone()))
+                .shuffle_window(2)
+                .gather(gather);
+            let mut net = classifier(&ctx, 2, [8, 16, 3], Activation::Tanh);
+            let history = net.train(&stream, &cfg).unwrap();
+            assert_eq!(history.epochs.len(), 2);
+            assert!(
+                history.epochs[1].loss < history.epochs[0].loss,
+                "{gather:?}: {history:?}"
+            );
+            // Every shard was read once per epoch.
+            assert_eq!(reads.load(Ordering::Relaxed), 2 * n.div_ceil(per_shard));
+            assert!(ctx.memory_in_use() < cap);
+        }
     }
 }
 
@@ -177,9 +202,11 @@ fn cuda_stream_fits_a_memory_cap_that_the_data_set_does_not() {
 fn shard_shuffling_is_seeded() {
     let data = blobs(240, 5);
     let ctx = Context::cpu();
-    let run = |seed: u64| {
+    let run = |seed: u64, gather: StreamGather| {
         let reads = Arc::new(AtomicUsize::new(0));
-        let stream = DataStream::new(shards_of(&data, 30, reads.clone())).shuffle_window(3);
+        let stream = DataStream::new(shards_of(&data, 30, reads.clone()))
+            .shuffle_window(3)
+            .gather(gather);
         let mut net = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh);
         let h = net
             .train(
@@ -193,9 +220,20 @@ fn shard_shuffling_is_seeded() {
         assert_eq!(reads.load(Ordering::Relaxed), 3 * 8);
         h
     };
-    let a = run(1);
-    assert_same_history(&a, &run(1), 0.0, "same seed");
-    assert_ne!(a.losses(), run(2).losses(), "another seed, another order");
+    let a = run(1, StreamGather::Host);
+    assert_same_history(&a, &run(1, StreamGather::Host), 0.0, "same seed");
+    // The order is the stream's, wherever its batches are gathered.
+    assert_same_history(
+        &a,
+        &run(1, StreamGather::Device),
+        0.0,
+        "gathered on the device",
+    );
+    assert_ne!(
+        a.losses(),
+        run(2, StreamGather::Host).losses(),
+        "another seed, another order"
+    );
 }
 
 /// Two CPU replicas on a stream (each keeping its share of every batch) train what two
@@ -212,25 +250,36 @@ fn cpu_replicas_on_a_stream_match_in_memory_replicas() {
     let memory = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh)
         .train(&data, &cfg)
         .unwrap();
-    let reads = Arc::new(AtomicUsize::new(0));
-    let stream = DataStream::new(shards_of(&data, 240, reads.clone()));
-    let streamed = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh)
-        .train(&stream, &cfg)
-        .unwrap();
-    assert_same_history(&memory, &streamed, 0.0, "2 CPU replicas");
-    // Each replica reads the whole stream.
-    assert_eq!(reads.load(Ordering::Relaxed), 2 * 3);
+    for gather in GATHERS {
+        let reads = Arc::new(AtomicUsize::new(0));
+        let stream = DataStream::new(shards_of(&data, 240, reads.clone())).gather(gather);
+        let streamed = classifier(&ctx, 4, [8, 16, 3], Activation::Tanh)
+            .train(&stream, &cfg)
+            .unwrap();
+        let what = format!("2 CPU replicas, {gather:?}");
+        assert_same_history(&memory, &streamed, 0.0, &what);
+        // Each replica reads the whole stream.
+        assert_eq!(reads.load(Ordering::Relaxed), 2 * 3);
+    }
 }
 
 /// A run stopped after epoch 2 and resumed from its training checkpoint ends where the
 /// uninterrupted run ends, shard and window orders included.
 #[test]
 fn a_stream_resumes_from_a_training_checkpoint() {
+    for gather in GATHERS {
+        resumes_from_a_training_checkpoint(gather);
+    }
+}
+
+fn resumes_from_a_training_checkpoint(gather: StreamGather) {
     let data = blobs(240, 7);
     let ctx = Context::cpu();
-    let dir = temp_dir("resume");
+    let dir = temp_dir(&format!("resume-{gather:?}"));
     let path = dir.join("run.safetensors");
-    let stream = DataStream::new(shards_of(&data, 40, Arc::default())).shuffle_window(2);
+    let stream = DataStream::new(shards_of(&data, 40, Arc::default()))
+        .shuffle_window(2)
+        .gather(gather);
     let cfg = TrainingConfig {
         checkpoint_path: Some(path.clone()),
         ..config(&ctx, 4, true)
@@ -249,9 +298,11 @@ fn a_stream_resumes_from_a_training_checkpoint() {
         .unwrap();
     let mut resumed = net();
     let reads = Arc::new(AtomicUsize::new(0));
-    let counted = DataStream::new(shards_of(&data, 40, reads.clone())).shuffle_window(2);
+    let counted = DataStream::new(shards_of(&data, 40, reads.clone()))
+        .shuffle_window(2)
+        .gather(gather);
     let rest = resumed.resume_training(&path, &counted, &cfg).unwrap();
-    assert_same_history(&whole, &rest, 0.0, "resumed stream");
+    assert_same_history(&whole, &rest, 0.0, &format!("resumed stream, {gather:?}"));
     // The resumed run's first window, read before its first epoch began, was that epoch's:
     // each shard is read once per remaining epoch, none again.
     assert_eq!(reads.load(Ordering::Relaxed), 2 * 6);
@@ -280,6 +331,17 @@ fn bad_streams_are_clear_errors() {
     let err = net().train(&stream, &cfg).unwrap_err().to_string();
     assert!(
         err.contains("shard-00001") && err.contains("truncated"),
+        "{err}"
+    );
+
+    // Gathering on the device with batches (50) larger than a window (one shard of 20).
+    let fine_paths = data.write_shards(dir.join("fine"), 20).unwrap();
+    let narrow = DataStream::new(ShardFiles::open(&fine_paths).unwrap())
+        .shuffle_window(1)
+        .gather(StreamGather::Device);
+    let err = net().train(&narrow, &cfg).unwrap_err().to_string();
+    assert!(
+        err.contains("StreamGather::Device") && err.contains("window"),
         "{err}"
     );
 
@@ -345,14 +407,21 @@ fn replicas_on_windows_match_in_memory(ctx: &Context, devices: Vec<DeviceId>, wh
     let memory = classifier(ctx, 4, [8, 16, 3], Activation::Tanh)
         .train(&data, &cfg)
         .unwrap();
-    for (per_shard, window) in [(35, 2), (5, 1)] {
+    // Windows of 35 or 50 samples hold a whole batch: gathered on the device too.
+    for (per_shard, window, gather) in [
+        (35, 2, StreamGather::Host),
+        (35, 2, StreamGather::Device),
+        (50, 1, StreamGather::Device),
+        (5, 1, StreamGather::Auto),
+    ] {
         let stream = DataStream::new(shards_of(&data, per_shard, Arc::default()))
             .shuffle_window(window)
-            .prefetch(1);
+            .prefetch(1)
+            .gather(gather);
         let streamed = classifier(ctx, 4, [8, 16, 3], Activation::Tanh)
             .train(&stream, &cfg)
             .unwrap();
-        let what = format!("{what}, {per_shard} per shard, window {window}");
+        let what = format!("{what}, {per_shard} per shard, window {window}, {gather:?}");
         assert_same_history(&memory, &streamed, 0.0, &what);
     }
 }
@@ -387,27 +456,35 @@ fn a_shard_failing_mid_run_is_a_clear_error() {
     let reads = Arc::new(AtomicUsize::new(0));
     let counted = shards_of(&data, 30, reads.clone());
     let spec = SampleSpec::of(&data);
+    let reads_now = reads.clone();
     let failing = GeneratedShards::new(spec, vec![30; 4], move |i| {
         // Epochs 1 and 2 read every shard; the first read of epoch 3 fails.
-        if reads.load(Ordering::Relaxed) >= 8 {
+        if reads_now.load(Ordering::Relaxed) >= 8 {
             return Err(Error::InvalidData("the disk went away".into()));
         }
         counted.read_shard(i)
     });
-    let mut finished = 0;
-    let err = net()
-        .train_with(&DataStream::new(failing).shuffle_window(1), &cfg, |_| {
-            finished += 1;
-            ControlFlow::Continue(())
-        })
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("the disk went away") && err.contains("shard "),
-        "{err}"
-    );
-    // The failure belongs to epoch 3, though its first batch was read during epoch 2.
-    assert_eq!(finished, 2);
+    let failing = Arc::new(failing);
+    for gather in GATHERS {
+        let mut finished = 0;
+        reads.store(0, Ordering::Relaxed);
+        let stream = DataStream::new(SharedSource(failing.clone()))
+            .shuffle_window(2)
+            .gather(gather);
+        let err = net()
+            .train_with(&stream, &cfg, |_| {
+                finished += 1;
+                ControlFlow::Continue(())
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the disk went away") && err.contains("shard "),
+            "{gather:?}: {err}"
+        );
+        // The failure belongs to epoch 3, though its first batch was read during epoch 2.
+        assert_eq!(finished, 2, "{gather:?}");
+    }
 
     // Shard files whose values Dataset::new would reject.
     let dir = temp_dir("bad-values");
@@ -422,10 +499,34 @@ fn a_shard_failing_mid_run_is_a_clear_error() {
         let mut bad = good.clone();
         bad[at..at + 4].copy_from_slice(&bytes);
         std::fs::write(&paths[2], &bad).unwrap();
-        let stream = DataStream::new(ShardFiles::open(&paths).unwrap()).shuffle_window(2);
-        let err = net().train(&stream, &cfg).unwrap_err().to_string();
-        assert!(err.contains("shard-00002") && err.contains(says), "{err}");
+        for gather in GATHERS {
+            let stream = DataStream::new(ShardFiles::open(&paths).unwrap())
+                .shuffle_window(3)
+                .gather(gather);
+            let err = net().train(&stream, &cfg).unwrap_err().to_string();
+            assert!(
+                err.contains("shard-00002") && err.contains(says),
+                "{gather:?}: {err}"
+            );
+        }
         std::fs::write(&paths[2], &good).unwrap();
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A source shared between streams (`DataStream::new` takes its source by value).
+struct SharedSource<S>(Arc<S>);
+
+impl<S: DataSource> DataSource for SharedSource<S> {
+    fn spec(&self) -> SampleSpec {
+        self.0.spec()
+    }
+
+    fn shard_lens(&self) -> &[usize] {
+        self.0.shard_lens()
+    }
+
+    fn read_shard(&self, index: usize) -> rnn::Result<Dataset> {
+        self.0.read_shard(index)
+    }
 }

@@ -93,6 +93,10 @@ impl MemoryOps for CpuOps {
         self.limit.set(bytes)
     }
 
+    fn memory_limit(&self) -> Option<usize> {
+        self.limit.get()
+    }
+
     fn memory_in_use(&self) -> usize {
         self.limit.in_use()
     }

@@ -423,9 +423,9 @@ impl Device for CudaDevice {
         true
     }
 
-    fn host_block(&self, bytes: usize) -> Result<Box<dyn crate::ops::HostBlock>> {
+    fn host_block(&self, bytes: usize, read_back: bool) -> Result<Box<dyn crate::ops::HostBlock>> {
         Ok(Box::new(super::staging::PinnedBlock::new(
-            &self.ctx, bytes,
+            &self.ctx, bytes, read_back,
         )?))
     }
 

@@ -16,7 +16,8 @@ use crate::backend::DevicePtr;
 use crate::error::Result;
 use crate::ops::HostBlock;
 
-/// A pinned (write-combined) block and the event recorded after the last copy out of it.
+/// A pinned block (write-combined unless it is read back) and the event recorded after the
+/// last copy out of it.
 pub(super) struct PinnedBlock {
     // Field order is drop order, but `Drop` waits for the event before either goes.
     host: PinnedHostSlice<u8>,
@@ -24,11 +25,17 @@ pub(super) struct PinnedBlock {
 }
 
 impl PinnedBlock {
-    /// A block of `bytes` (at least 1: the driver refuses empty allocations) in `ctx`.
-    pub(super) fn new(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self> {
+    /// A block of `bytes` (at least 1: the driver refuses empty allocations) in `ctx`;
+    /// write-combined (quick to fill and to copy from, slow to read) unless `read_back`.
+    pub(super) fn new(ctx: &Arc<CudaContext>, bytes: usize, read_back: bool) -> Result<Self> {
+        let flags = match read_back {
+            true => 0,
+            false => cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED,
+        };
         // SAFETY: the memory is uninitialized until written; `bytes_mut` hands it out only to
-        // be written, and a copy reads only the range its caller filled.
-        let host = unsafe { ctx.alloc_pinned::<u8>(bytes.max(1)) }
+        // be written (and read back only by a writer that filled what it reads), and a copy
+        // reads only the range its caller filled.
+        let host = unsafe { ctx.alloc_pinned_with_flags::<u8>(bytes.max(1), flags) }
             .map_err(|e| error::driver("cuMemHostAlloc", e))?;
         let copied = ctx
             .new_event(None)

@@ -73,6 +73,10 @@ impl<D: Device> MemoryOps for GpuOps<D> {
         self.limit.set(bytes)
     }
 
+    fn memory_limit(&self) -> Option<usize> {
+        self.limit.get()
+    }
+
     fn memory_in_use(&self) -> usize {
         self.limit.in_use()
     }

@@ -85,8 +85,8 @@ impl<D: Device> Execution for GpuOps<D> {
         self.device.side_writes()
     }
 
-    fn host_block(&self, bytes: usize) -> Result<Box<dyn HostBlock>> {
-        self.device.host_block(bytes)
+    fn host_block(&self, bytes: usize, read_back: bool) -> Result<Box<dyn HostBlock>> {
+        self.device.host_block(bytes, read_back)
     }
 
     fn upload_block_on_side(

@@ -31,9 +31,10 @@ fn run_steps(ctx: &Context) {
     let slots = [ops.alloc(LEN).unwrap(), ops.alloc(LEN).unwrap()];
     let acc = ops.alloc(LEN).unwrap();
     ops.fill(acc.view(), 0.0).unwrap();
+    // One block of each kind: write-combined on CUDA, and cached for a writer that reads it.
     let mut blocks = [
-        exec.host_block(LEN * 4).unwrap(),
-        exec.host_block(LEN * 4).unwrap(),
+        exec.host_block(LEN * 4, false).unwrap(),
+        exec.host_block(LEN * 4, true).unwrap(),
     ];
     let upload = |blocks: &mut [Box<dyn HostBlock>; 2], k: usize| {
         write_step(blocks[k % 2].as_mut(), k);
@@ -74,7 +75,7 @@ pub fn side_copies(t: Target) {
             run_steps(&ctx);
         } else {
             let slot = ctx.ops().alloc(4).unwrap();
-            let mut block = exec.host_block(16).unwrap();
+            let mut block = exec.host_block(16, false).unwrap();
             let e = exec
                 .upload_block_on_side(slot.view(), block.as_mut(), 0..16)
                 .unwrap_err();
