@@ -319,11 +319,8 @@ impl<D: Device> OpSet<D> {
                 match slot.prefetch {
                     Prefetch::FirstUse => self.carry(index, work, PORTABLE_WORK),
                     // Built by the prefetch of a start after a cold one (tier 0 was cached),
-                    // one such family a start; carried as a first-use family on the cold
-                    // start itself, and where this start's prefetch builds another.
-                    Prefetch::AfterCold
-                        if !self.cached(t0) || self.after_cold_pick() != Some(index) =>
-                    {
+                    // carried as a first-use family on the cold start itself.
+                    Prefetch::AfterCold if !self.cached(t0) => {
                         self.carry(index, work, PORTABLE_WORK)
                     }
                     _ => slot.stood_in.store(true, Ordering::Relaxed),
@@ -466,13 +463,6 @@ impl<D: Device> OpSet<D> {
             .slots
             .iter()
             .any(|s| s.stood_in.load(Ordering::Relaxed) && s.loaded.get().is_none())
-    }
-
-    /// The after-cold family a prefetch after a cold start builds ([`prefetch::after_cold_pick`]).
-    fn after_cold_pick(&self) -> Option<usize> {
-        prefetch::after_cold_pick(
-            (0..self.slots.len()).map(|i| (self.slots[i].prefetch, self.cached(i))),
-        )
     }
 
     /// Whether module `index`'s binary is in the disk cache (looked up once).

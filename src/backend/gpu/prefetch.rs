@@ -22,10 +22,9 @@ pub(super) enum Prefetch {
     /// Never: built on the first launch of one of its kernels.
     FirstUse,
     /// A family tier 0's stand-ins carry on a cold OpenCL start (as `FirstUse`, up to
-    /// [`PORTABLE_WORK`]), which the prefetch of a later start builds after loading what the
-    /// disk cache has, one such family a start ([`after_cold_pick`]): each start after a cold
-    /// one builds the next (unless the context is dropped first), carrying the others as
-    /// first-use families, and the one after the last finds them all cached.
+    /// [`PORTABLE_WORK`]), which the prefetch of a later start builds, one at a time, after
+    /// loading what the disk cache has ([`plan`]): the start after a cold one builds it (unless
+    /// the context is dropped first), and the next finds it cached.
     AfterCold,
 }
 
@@ -57,22 +56,6 @@ pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: b
         "seq" | "rnn_seq" | "random" | "embedding" | "varlen" | "norm" => Prefetch::Late,
         _ => Prefetch::Early,
     }
-}
-
-/// The [`Prefetch::AfterCold`] family a start after a cold one builds: the last in table
-/// order of those the disk cache lacks (`slots` gives each family's prefetch and whether it is
-/// cached). One a start, because the context's drop waits for the build in progress: on the
-/// H100 (driver 580.159, 2026-12-07) NVIDIA's compiler took 0.94 s for `gemm` and 0.72 s for
-/// `gemm_thin`, one after the other, so the example's second start (1.0 s of work) waited
-/// for them to 2.02 s against 1.32 s without them; one build fits inside its work. The last
-/// in table order is `gemm_thin`, the quicker of the two.
-pub(super) fn after_cold_pick(
-    slots: impl DoubleEndedIterator<Item = (Prefetch, bool)>,
-) -> Option<usize> {
-    let slots: Vec<_> = slots.collect();
-    (0..slots.len())
-        .rev()
-        .find(|&i| slots[i].0 == Prefetch::AfterCold && !slots[i].1)
 }
 
 /// Work (flops) the portable kernels carry for a first-use family before it is built in the
@@ -113,8 +96,7 @@ const OPENCL_COLD_PREFETCH_THREADS: usize = 1;
 /// and the context's drop would wait for the one in progress; on the H200, 2026-11-27, tier 0
 /// with its copies built in 1.1 s, `elementwise`, `reduce` and `optim` in 2.4); where tier 0 is
 /// in the disk cache (a start after a cold one), then every other family the cache holds (not
-/// a first-use one) and one [`Prefetch::AfterCold`] family it lacks ([`after_cold_pick`]),
-/// still one at a time. Warm (or no
+/// a first-use one) and the [`Prefetch::AfterCold`] ones it lacks, still one at a time. Warm (or no
 /// tier 0): the early families, then the late ones, on every thread; on OpenCL only those in
 /// the disk cache (a start after a cold one that skipped some would compile them one at a
 /// time, and its exit wait for the one in progress: 2.84 s against 1.10 for the whole example
@@ -146,17 +128,15 @@ pub(super) fn plan(
         // it). Tier 0's stand-ins and copies carry a dense model's first steps.
         Some(t0) if serial => {
             order.push(t0);
-            // After a cold start: what the disk cache has (loads, quick), then one family
-            // the stand-ins carried (a load behind a build waits for it: a build the
-            // stand-ins' first launch started held up the Elman part's cached modules by
-            // 1.07 s, H100, 2026-12-07).
+            // After a cold start: what the disk cache has (loads, quick), then the families
+            // the stand-ins carried, built one at a time (a load behind a build waits for it:
+            // a build the stand-ins' first launch started held up the Elman part's cached
+            // modules by 1.07 s, H100, 2026-12-07).
             if after_cold {
                 order.extend((0..slots.len()).filter(|&i| {
                     i != t0 && slots[i].cached && slots[i].prefetch != Prefetch::FirstUse
                 }));
-                order.extend(after_cold_pick(
-                    slots.iter().map(|s| (s.prefetch, s.cached)),
-                ));
+                order.extend(with(Prefetch::AfterCold, None).filter(|&i| !slots[i].cached));
             }
         }
         Some(t0) if cold => {
@@ -283,16 +263,9 @@ mod tests {
         let second = plan(&after, Some(OPENCL_TIER0), true, BackendKind::OpenCl, 16);
         assert_eq!(
             names(&OPENCL, &second),
-            ["tier0", "small_seq", "small_seq_rnn", "gemm_thin"]
+            ["tier0", "small_seq", "small_seq_rnn", "gemm", "gemm_thin"]
         );
         assert_eq!(second.threads, 1);
-        // The start after that builds the other GEMM family; the next has none to build.
-        after[OPENCL.iter().position(|o| *o == "gemm_thin").unwrap()].cached = true;
-        let third = plan(&after, Some(OPENCL_TIER0), true, BackendKind::OpenCl, 16);
-        assert_eq!(
-            names(&OPENCL, &third),
-            ["tier0", "gemm_thin", "small_seq", "small_seq_rnn", "gemm"]
-        );
         // Warm: no tier 0, the early families in table order, then the late ones, on every
         // thread; never a first-use family.
         let warm = plan(&table, Some(OPENCL_TIER0), false, BackendKind::OpenCl, 16);
