@@ -19,7 +19,8 @@
 #                                              shapes, cuBLAS on and off, on cuda:0 and NVIDIA
 #                                              OpenCL, into $OUT/hgemm-grid-{cuda,opencl}.log)
 #   bash scripts/gpu-machine.sh stream        (not in all: a step from memory against one from a
-#                                              DataStream, cuda:0 and NVIDIA OpenCL)
+#                                              DataStream, batches gathered on the host and on
+#                                              the device, cuda:0 and NVIDIA OpenCL)
 #   bash scripts/gpu-machine.sh cold-start    (not in all: time to context, first training step and
 #                                              the whole example, empty and warm kernel cache, on
 #                                              cuda:0, NVIDIA OpenCL and HIP through the shim)
@@ -129,11 +130,13 @@ for what in "${@:-all}"; do
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
       for dev in cuda:0 $ocl; do
         for batch in 256 1024; do
-          step "stream against memory on $dev, batch $batch"
-          # The debug lines say, per epoch, how long the loop waited for batches and what
-          # the reading and gathering threads achieved.
-          RUST_LOG=rnn::nn::stream_feed=debug bash $run exec stream --device "$dev" --batch $batch 2>&1 \
-            | grep -E "^device|stream" | tail -n 20 | tee -a "$OUT/stream.log"
+          for gather in host device; do
+            step "stream against memory on $dev, batch $batch, gathered on the $gather"
+            # The debug lines say, per epoch, how long the loop waited for batches and what
+            # the reading and gathering threads achieved.
+            RUST_LOG=rnn::nn::stream_feed=debug bash $run exec stream --device "$dev" --batch $batch \
+              --epochs 5 --gather $gather 2>&1 | grep -E "^device|stream" | tail -n 24 | tee -a "$OUT/stream.log"
+          done
         done
       done ;;&
     generate)

@@ -268,9 +268,10 @@ impl<F: Fn(usize) -> Result<Dataset> + Send + Sync> DataSource for GeneratedShar
 /// ([`DataStream::gather`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StreamGather {
-    /// On the device where it has a copy stream (CUDA, OpenCL), a batch is no larger than
-    /// any window, and two windows take at most a quarter of the device's memory (or of the
-    /// context's [`crate::Context::set_memory_limit`] cap); on the host otherwise.
+    /// On the device where it has a copy stream and measured faster so (OpenCL; on CUDA the
+    /// host batches stayed ahead), a batch is no larger than any window, and two windows take
+    /// at most a quarter of the device's memory (or of the context's
+    /// [`crate::Context::set_memory_limit`] cap); on the host otherwise.
     #[default]
     Auto,
     /// On the device: each window is copied whole (two on the device at once) and every
@@ -328,7 +329,8 @@ impl DataStream {
     }
 
     /// Shuffles the samples of `shards` shards together (at least 1): more mixes better and
-    /// holds more samples on the host at once (two windows: the next is read ahead).
+    /// holds more samples on the host at once (two windows: the next is read ahead), and on
+    /// the device too where batches are gathered there ([`StreamGather::Device`]).
     pub fn shuffle_window(mut self, shards: usize) -> Self {
         self.shuffle_window = shards.max(1);
         self

@@ -32,11 +32,13 @@ use super::layer::Layer;
 use super::network::Network;
 use super::padding::Buckets;
 use super::rng::Rng;
-use super::source::{DataStream, StreamGather, TrainData};
+use super::source::{DataStream, TrainData};
 pub(crate) use super::stream_batches::StepLayout;
 use super::stream_batches::{BlockPool, Convert, Filled, Producer, host_blocks};
 use super::stream_plan::ShufflePlan;
-use super::stream_windows::{DeviceWindows, ReadWindow, WINDOW_BLOCKS, window_starts};
+use super::stream_windows::{
+    DeviceWindows, ReadWindow, WINDOW_BLOCKS, largest_window, window_starts,
+};
 use super::train_state::RunState;
 use super::workspace::{Batch, DeviceData, Rows, Workspace};
 
@@ -116,23 +118,7 @@ impl Network {
         let side = exec.side_uploads();
         let window = largest_window(stream.source.shard_lens(), stream.shuffle_window);
         let window_bytes = producer.window_block_bytes(window);
-        let batch_fits =
-            smallest_window(stream.source.shard_lens(), stream.shuffle_window) >= layout.global;
-        let windows = match stream.gather {
-            StreamGather::Auto => side && batch_fits && DeviceWindows::fit(self, window_bytes),
-            StreamGather::Device if !batch_fits => {
-                return Err(Error::InvalidArgument(format!(
-                    "StreamGather::Device: a batch of {} samples can be larger than a shuffle \
-                     window of {} shards ({} samples in the smallest); use a larger \
-                     shuffle_window or StreamGather::Auto",
-                    layout.global,
-                    stream.shuffle_window,
-                    smallest_window(stream.source.shard_lens(), stream.shuffle_window)
-                )));
-            }
-            StreamGather::Device => true,
-            StreamGather::Host => false,
-        };
+        let windows = DeviceWindows::chosen(self, stream, &layout, window_bytes)?;
         let (mode, blocks, bytes) = if windows {
             let mode = Mode::Windows(Box::new(DeviceWindows::new(self, window)?));
             (mode, WINDOW_BLOCKS, window_bytes)
@@ -412,26 +398,6 @@ impl StreamFeed {
 
 fn outside_an_epoch() -> Error {
     Error::InvalidArgument("a stream batch asked for outside an epoch".into())
-}
-
-/// Samples in the largest window `window` shards of `lens` can make.
-fn largest_window(lens: &[usize], window: usize) -> usize {
-    let mut sorted = lens.to_vec();
-    sorted.sort_unstable_by(|a, b| b.cmp(a));
-    sorted.iter().take(window.max(1)).sum()
-}
-
-/// Samples in the smallest window of any epoch's shard order: `window` shards of `lens`, or
-/// the remainder that makes the last window.
-fn smallest_window(lens: &[usize], window: usize) -> usize {
-    let mut sorted = lens.to_vec();
-    sorted.sort_unstable();
-    let window = window.max(1);
-    let full = sorted.iter().take(window).sum::<usize>();
-    match lens.len() % window {
-        0 => full,
-        r => full.min(sorted.iter().take(r).sum()),
-    }
 }
 
 /// Where the loop's batches come from: an uploaded data set gathered through the epoch's

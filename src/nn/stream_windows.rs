@@ -9,9 +9,9 @@
 //! reads (a window straight into a pinned block, checked there) and the training thread
 //! queues one copy a window; the step reads its rows with one gather, on the device, where
 //! the in-memory path reads them with the same gather. The cost is device memory for two
-//! windows, so [`DeviceWindows::fit`] takes this path only where two windows take at most a
-//! quarter of the device's memory (or of the context's cap), and on devices with side-stream
-//! uploads (CUDA, OpenCL).
+//! windows, so [`StreamGather::Auto`] takes this path only where two windows take at most a
+//! quarter of the device's memory (or of the context's cap), on devices with side-stream
+//! uploads, and only on OpenCL, where it measured faster ([`DeviceWindows::chosen`]).
 //!
 //! Two device slots: window `k` is trained on from one while window `k + 1` is copied into
 //! the other on the side stream (after the main stream's last reader of that slot); the first
@@ -24,13 +24,15 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
 use std::time::{Duration, Instant};
 
+use crate::backend_kind::BackendKind;
 use crate::buffer::Buffer;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::ops::IndexedRows;
 
 use super::network::Network;
-use super::stream_batches::{Pooled, Producer};
+use super::source::{DataStream, StreamGather};
+use super::stream_batches::{Pooled, Producer, StepLayout};
 use super::stream_plan::ShufflePlan;
 use super::workspace::{Batch, Rows, Workspace};
 
@@ -164,6 +166,39 @@ struct Segment {
 }
 
 impl DeviceWindows {
+    /// Whether the batches of `stream` for steps of `layout` are gathered on the device, by
+    /// [`DataStream::gather`](super::DataStream::gather); windows of up to `window_bytes` on
+    /// the host. [`StreamGather::Device`] with a batch that can be larger than a window is an
+    /// error (a batch would span more windows than the two slots hold).
+    pub(crate) fn chosen(
+        net: &Network,
+        stream: &DataStream,
+        layout: &StepLayout,
+        window_bytes: usize,
+    ) -> Result<bool> {
+        let (lens, window) = (stream.source.shard_lens(), stream.shuffle_window);
+        let smallest = smallest_window(lens, window);
+        let batch_fits = smallest >= layout.global;
+        Ok(match stream.gather {
+            StreamGather::Auto => {
+                prefers_windows(net.ctx.info().backend)
+                    && net.ctx.execution().side_uploads()
+                    && batch_fits
+                    && DeviceWindows::fit(net, window_bytes)
+            }
+            StreamGather::Device if !batch_fits => {
+                return Err(Error::InvalidArgument(format!(
+                    "StreamGather::Device: a batch of {} samples can be larger than a shuffle \
+                     window of {window} shards ({smallest} samples in the smallest); use a \
+                     larger shuffle_window or StreamGather::Auto",
+                    layout.global
+                )));
+            }
+            StreamGather::Device => true,
+            StreamGather::Host => false,
+        })
+    }
+
     /// Whether two slots of windows of up to `samples` rows (`bytes` in all each) fit: at
     /// most a quarter of the context's memory cap, or of the device's memory.
     pub(crate) fn fit(net: &Network, bytes: usize) -> bool {
@@ -220,6 +255,8 @@ impl DeviceWindows {
             exec.order_streams(true)?;
         }
         for (dst, range) in dst.into_iter().zip(parts) {
+            // One copy a part: in 4 MB pieces NVIDIA's OpenCL took 16-18% longer a step on the
+            // H100 (many writes, each ordered by events) and CUDA no shorter.
             match side {
                 true => exec.upload_block_on_side(dst, block, range)?,
                 false => ops.upload_bytes(dst, &block.bytes_mut()?[range])?,
@@ -428,8 +465,81 @@ pub(crate) fn window_starts(plan: &ShufflePlan) -> Vec<usize> {
         .collect()
 }
 
+/// Samples in the largest window `window` shards of `lens` can make.
+pub(crate) fn largest_window(lens: &[usize], window: usize) -> usize {
+    let mut sorted = lens.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    sorted.iter().take(window.max(1)).sum()
+}
+
+/// Samples in the smallest window of any epoch's shard order: `window` shards of `lens`, or
+/// the remainder that makes the last window.
+fn smallest_window(lens: &[usize], window: usize) -> usize {
+    let mut sorted = lens.to_vec();
+    sorted.sort_unstable();
+    let window = window.max(1);
+    let full = sorted.iter().take(window).sum::<usize>();
+    match lens.len() % window {
+        0 => full,
+        r => full.min(sorted.iter().take(r).sum()),
+    }
+}
+
+/// Where [`StreamGather::Auto`] gathers on the device: OpenCL, whose per-batch copy calls
+/// cost the training thread 20 us and more a step. On CUDA the host batches stayed ahead on
+/// the H100 (2026-12-07, the `stream` bench's MLP at batch 1024: 1.06 of the in-memory step
+/// against 1.09-1.10 with device windows, steady over three runs, nothing waited for on the
+/// host: a device-side cost of the window copies not yet explained).
+fn prefers_windows(backend: BackendKind) -> bool {
+    backend == BackendKind::OpenCl
+}
+
 fn stopped() -> Error {
     Error::InvalidData(
         "the data stream's reading thread stopped before the epoch's last batch".into(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_sizes_bound_every_epochs_windows() {
+        // Shards of 5, 3, 0, 7 and 4 samples, two a window: the largest window holds the two
+        // largest shards, the smallest the two smallest, or the last shard of an odd count.
+        let lens = [5, 3, 0, 7, 4];
+        assert_eq!(largest_window(&lens, 2), 12);
+        assert_eq!(smallest_window(&lens, 2), 0);
+        assert_eq!(smallest_window(&[5, 3, 7, 4], 2), 7);
+        assert_eq!(smallest_window(&[5, 3, 7, 4, 6], 2), 3);
+        assert_eq!(largest_window(&[5, 3], 4), 8);
+    }
+
+    #[test]
+    fn a_step_falls_in_one_window_or_straddles_two() {
+        let mut plan = ShufflePlan::new(&[4, 0, 6, 3], 1).unwrap();
+        plan.advance(&mut crate::nn::Rng::new(1));
+        let starts = window_starts(&plan);
+        let lens: Vec<usize> = plan.rows.iter().map(Vec::len).collect();
+        let total: usize = lens.iter().sum();
+        for batch in 1..=3 {
+            for start in 0..total - batch {
+                let segs = segments(&plan, &starts, start..start + batch).unwrap();
+                // Contiguous, covering the step, each inside its window, never an empty one.
+                assert_eq!(segs[0].start, start);
+                assert_eq!(segs[segs.len() - 1].end, start + batch);
+                for (i, s) in segs.iter().enumerate() {
+                    assert!(lens[s.index] > 0);
+                    assert!(starts[s.index] <= s.start && s.end <= starts[s.index] + lens[s.index]);
+                    if i > 0 {
+                        assert_eq!(segs[i - 1].end, s.start);
+                    }
+                }
+            }
+        }
+        // A step past the epoch's samples, and one over more than two windows, are errors.
+        assert!(segments(&plan, &starts, total..total + 1).is_err());
+        assert!(segments(&plan, &starts, 0..total).is_err());
+    }
 }
