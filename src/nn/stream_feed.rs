@@ -37,7 +37,7 @@ pub(crate) use super::stream_batches::StepLayout;
 use super::stream_batches::{BlockPool, Convert, Filled, Producer, host_blocks};
 use super::stream_plan::ShufflePlan;
 use super::stream_windows::{
-    DeviceWindows, ReadWindow, WINDOW_BLOCKS, largest_window, window_starts,
+    DeviceWindows, Epoch, ReadWindow, WINDOW_BLOCKS, largest_window, window_starts,
 };
 use super::train_state::RunState;
 use super::workspace::{Batch, DeviceData, Rows, Workspace};
@@ -252,19 +252,25 @@ impl StreamFeed {
         let (waited, copying) = (self.waited, self.copying);
         (self.waited, self.copying) = (Duration::ZERO, Duration::ZERO);
         let rate = |bytes: u64, ns: u64| bytes as f64 / ns.max(1) as f64;
+        // Device windows gather on the device: no host gathering to report.
+        let gathering = match self.mode {
+            Mode::Batches { .. } => format!(
+                "; gathering: {:.1} MB in {:.2} ms ({:.2} GB/s)",
+                gather_bytes as f64 / 1e6,
+                gather_ns as f64 / 1e6,
+                rate(gather_bytes, gather_ns)
+            ),
+            Mode::Windows(_) => String::new(),
+        };
         log::debug!(
-            "stream: {} steps; the loop waited {:.2} ms for batches and spent {:.2} ms on their \
-             copies; reading threads: {:.1} MB in {:.2} ms ({:.2} GB/s); gathering: {:.1} MB \
-             in {:.2} ms ({:.2} GB/s)",
+            "stream: {} steps; the loop waited {:.2} ms for data and spent {:.2} ms on its \
+             copies; reading threads: {:.1} MB in {:.2} ms ({:.2} GB/s){gathering}",
             self.step,
             waited.as_secs_f64() * 1e3,
             copying.as_secs_f64() * 1e3,
             read_bytes as f64 / 1e6,
             read_ns as f64 / 1e6,
             rate(read_bytes, read_ns),
-            gather_bytes as f64 / 1e6,
-            gather_ns as f64 / 1e6,
-            rate(gather_bytes, gather_ns),
         );
     }
 
@@ -381,15 +387,13 @@ impl StreamFeed {
         self.step += 1;
         let t0 = Instant::now();
         let waited = self.waited;
-        let batch = windows.load(
-            net,
-            ws,
-            rx,
-            (plan, starts),
-            self.queued.as_ref(),
-            offset,
-            &mut self.waited,
-        );
+        let epoch = Epoch {
+            windows: rx,
+            plan,
+            starts,
+            next: self.queued.as_ref(),
+        };
+        let batch = windows.load(net, ws, epoch, offset, &mut self.waited);
         // Time not spent waiting for windows went to queueing their copies and gathers.
         self.copying += t0.elapsed().saturating_sub(self.waited - waited);
         batch

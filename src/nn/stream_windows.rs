@@ -157,6 +157,16 @@ pub(crate) struct DeviceWindows {
     values: (usize, usize),
 }
 
+/// The epoch a step belongs to, as [`DeviceWindows::load`] needs it: the reading threads'
+/// windows, the epoch's plan, the epoch positions its windows start at, and the next epoch's
+/// plan when one is queued.
+pub(crate) struct Epoch<'p> {
+    pub windows: &'p Receiver<Result<ReadWindow>>,
+    pub plan: &'p Arc<ShufflePlan>,
+    pub starts: &'p [usize],
+    pub next: Option<&'p Arc<ShufflePlan>>,
+}
+
 /// Where a step's rows lie: epoch positions `start..end`, all in window `index`.
 #[derive(Clone, Copy)]
 struct Segment {
@@ -317,21 +327,23 @@ impl DeviceWindows {
         Ok(slot)
     }
 
-    /// The batch of the epoch positions `offset..offset + ws.batch` of `plan` (whose windows
-    /// start at epoch positions `starts`), gathered into `ws` from the slots; then the
-    /// window after it (or `next`'s first) starts copying when the reading threads have it
-    /// and a slot is free.
-    #[allow(clippy::too_many_arguments)]
+    /// The batch of the epoch positions `offset..offset + ws.batch` of the epoch `from`
+    /// describes, gathered into `ws` from the slots; then the window after it (or the next
+    /// epoch's first) starts copying when the reading threads have it and a slot is free.
     pub(crate) fn load<'a>(
         &'a mut self,
         net: &'a Network,
         ws: &'a Workspace,
-        windows: &Receiver<Result<ReadWindow>>,
-        (plan, starts): (&Arc<ShufflePlan>, &[usize]),
-        next: Option<&Arc<ShufflePlan>>,
+        from: Epoch<'_>,
         offset: usize,
         waited: &mut Duration,
     ) -> Result<Batch<'a>> {
+        let Epoch {
+            windows,
+            plan,
+            starts,
+            next,
+        } = from;
         let (ops, exec) = (net.ctx.ops(), net.ctx.execution());
         let end = offset + ws.batch;
         let segments = segments(plan, starts, offset..end)?;
