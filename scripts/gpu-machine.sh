@@ -135,7 +135,7 @@ for what in "${@:-all}"; do
             # The debug lines say, per epoch, how long the loop waited for batches and what
             # the reading and gathering threads achieved.
             RUST_LOG=rnn::nn::stream_feed=debug bash $run exec stream --device "$dev" --batch $batch \
-              --epochs 5 --gather $gather 2>&1 | grep -E "^device|stream" | tail -n 24 | tee -a "$OUT/stream.log"
+              --epochs 5 --repeat 3 --gather $gather 2>&1 | grep -E "^device|stream" | tail -n 60 | tee -a "$OUT/stream.log"
           done
         done
       done ;;&
