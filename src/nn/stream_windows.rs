@@ -168,11 +168,24 @@ pub(crate) struct Epoch<'p> {
 }
 
 /// Where a step's rows lie: epoch positions `start..end`, all in window `index`.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Segment {
     index: usize,
     start: usize,
     end: usize,
+}
+
+/// A step's one or two segments, kept without an allocation (one set a step).
+#[derive(Default)]
+struct Segments {
+    parts: [Segment; 2],
+    len: usize,
+}
+
+impl Segments {
+    fn as_slice(&self) -> &[Segment] {
+        &self.parts[..self.len]
+    }
 }
 
 impl DeviceWindows {
@@ -347,6 +360,7 @@ impl DeviceWindows {
         let (ops, exec) = (net.ctx.ops(), net.ctx.execution());
         let end = offset + ws.batch;
         let segments = segments(plan, starts, offset..end)?;
+        let segments = segments.as_slice();
         let mut used = [None, None];
         for (i, seg) in segments.iter().enumerate() {
             let keep = if i == 0 { None } else { used[0] };
@@ -363,7 +377,7 @@ impl DeviceWindows {
             let at = seg.start - starts[seg.index];
             self.slots[slot].order.slice(at, seg.end - seg.start)
         };
-        match (segments.as_slice(), used) {
+        match (segments, used) {
             ([seg], [Some(s), _]) => {
                 let slot = &self.slots[s];
                 let rows = Rows::Gather(order(seg, s)?);
@@ -434,10 +448,17 @@ fn segments(
     plan: &ShufflePlan,
     starts: &[usize],
     range: std::ops::Range<usize>,
-) -> Result<Vec<Segment>> {
-    let mut out = Vec::with_capacity(2);
+) -> Result<Segments> {
+    let mut out = Segments::default();
     let mut at = range.start;
     while at < range.end {
+        if out.len == 2 {
+            return Err(Error::InvalidArgument(format!(
+                "a step of {} samples spans more than two shuffle windows; device windows take \
+                 at most two (a batch larger than a window)",
+                range.len()
+            )));
+        }
         // The last window starting at or before `at` that holds samples past it.
         let index = starts.partition_point(|&s| s <= at).saturating_sub(1);
         let window_end = starts[index] + plan.rows[index].len();
@@ -448,20 +469,16 @@ fn segments(
             )));
         }
         let end = window_end.min(range.end);
-        out.push(Segment {
+        out.parts[out.len] = Segment {
             index,
             start: at,
             end,
-        });
+        };
+        out.len += 1;
         at = end;
     }
-    if out.len() > 2 || out.is_empty() {
-        return Err(Error::InvalidArgument(format!(
-            "a step of {} samples spans {} shuffle windows; device windows take at most two \
-             (a batch larger than a window)",
-            range.len(),
-            out.len()
-        )));
+    if out.len == 0 {
+        return Err(Error::InvalidArgument("a step of no samples".into()));
     }
     Ok(out)
 }
@@ -538,6 +555,7 @@ mod tests {
         for batch in 1..=3 {
             for start in 0..total - batch {
                 let segs = segments(&plan, &starts, start..start + batch).unwrap();
+                let segs = segs.as_slice();
                 // Contiguous, covering the step, each inside its window, never an empty one.
                 assert_eq!(segs[0].start, start);
                 assert_eq!(segs[segs.len() - 1].end, start + batch);
