@@ -4,6 +4,8 @@
 // segment lane) over its k range; S[kk][0..16] is staged in local memory piece by piece and
 // each segment of 32 sums 32 kk of the piece; the 8 segments' sums are added in order. Grid z
 // > 1: part[z] holds the raw sums of k range z, and sgemm_split_sum adds them.
+// sgemm_thin1: the same for a short side of 1, a matrix-vector product (thin_body with its
+// width; each entry declares its local arrays to fit it).
 // sgemm_thin_k (k <= 16): a work-item keeps op(B)[0..k][4 columns] in registers and writes 4
 // columns of 16 rows, their op(A) values staged in local memory.
 // Every work-item reaches every barrier (no early return). Aligned float4 accesses go through
@@ -15,13 +17,19 @@
 #define TH_PIECE 256
 #define TH_PER_WARP (TH_PIECE / TH_WARPS)
 
-inline void thin_fma(float* acc, float l, __local const float4* srow) {
-    for (int q = 0; q < TH_SHORT / 4; ++q) {
-        const float4 s = srow[q];
-        acc[4 * q + 0] += l * s.x;
-        acc[4 * q + 1] += l * s.y;
-        acc[4 * q + 2] += l * s.z;
-        acc[4 * q + 3] += l * s.w;
+// acc[y] += l * srow[y] for y < sw; srow is 16-byte aligned when sw is a multiple of 4 (read
+// as float4s then). sw is a literal at each call (thin_body is inlined into its entries).
+inline void thin_fma(float* acc, float l, __local const float* srow, const uint sw) {
+    if (sw % 4 == 0) {
+        for (uint q = 0; q < sw / 4; ++q) {
+            const float4 s = ((__local const float4*)srow)[q];
+            acc[4 * q + 0] += l * s.x;
+            acc[4 * q + 1] += l * s.y;
+            acc[4 * q + 2] += l * s.z;
+            acc[4 * q + 3] += l * s.w;
+        }
+    } else {
+        for (uint y = 0; y < sw; ++y) acc[y] += l * srow[y];
     }
 }
 
@@ -32,22 +40,22 @@ inline void thin_fma(float* acc, float l, __local const float4* srow) {
 #define TH_BIAS_ACT 1
 #define TH_BIAS_GRAD 2
 
-__kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void sgemm_thin(__global const float* a_base, ulong a_off, __global const float* b_base,
-                ulong b_off, __global float* c_base, ulong c_off, __global float* part_base,
-                ulong part_off, __global float* bias_base, ulong bias_off,
-                __global float* y_base, ulong y_off, uint m, uint n, uint k, uint trans_a,
-                uint trans_b, uint k_chunk, uint part_stride, uint epilogue, uint act,
-                float alpha, float beta, float act_param) {
-    __local float4 sh_s[TH_PIECE][TH_SHORT / 4];
-    __local float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
+// The body of the entries for a short side of at most sw (16 or 1): sh_s holds TH_PIECE * sw
+// floats (16-byte aligned for sw 16), sh_red TH_WARPS * TH_X * (sw + 1).
+inline __attribute__((always_inline)) void thin_body(
+    __global const float* a_base, ulong a_off, __global const float* b_base, ulong b_off,
+    __global float* c_base, ulong c_off, __global float* part_base, ulong part_off,
+    __global float* bias_base, ulong bias_off, __global float* y_base, ulong y_off, uint m,
+    uint n, uint k, uint trans_a, uint trans_b, uint k_chunk, uint part_stride, uint epilogue,
+    uint act, float alpha, float beta, float act_param, __local float* sh_s,
+    __local float* sh_red, const uint sw) {
     __global const float* a = a_base + a_off;
     __global const float* b = b_base + b_off;
     __global float* c = c_base + c_off;
     __global float* part = part_base + part_off + (ulong)get_group_id(2) * part_stride;
     __global float* bias = bias_base + bias_off;
     __global float* y_out = y_base + y_off;
-    // The bias gradient is summed by the groups of the first tile, 16 work-items a column.
+    // The bias gradient is summed by the groups of the first tile, 256 / sw work-items a column.
     const bool bias_grad = epilogue == TH_BIAS_GRAD && get_group_id(0) == 0;
     float bias_part = 0.0f;
     const bool split = get_num_groups(2) > 1;
@@ -57,7 +65,8 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
     // L[x][kk] = l[x l_x + kk l_k], the short S[kk][y] = s[kk s_k + y s_y].
     const ulong a_i = trans_a ? 1 : k, a_k = trans_a ? m : 1;
     const ulong b_k = trans_b ? 1 : n, b_j = trans_b ? k : 1;
-    const bool short_is_n = n <= TH_SHORT;
+    // The host picks n as the short side whenever n <= 16: n <= sw exactly then.
+    const bool short_is_n = n <= sw;
     __global const float* l = short_is_n ? a : b;
     const ulong l_x = short_is_n ? a_i : b_j, l_k = short_is_n ? a_k : b_k;
     __global const float* s = short_is_n ? b : a;
@@ -72,7 +81,7 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         const bool x_in = x < long_n;
         __global const float* lx = l + (x_in ? x : 0) * l_x;
         float acc[TH_SHORT];
-        for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
+        for (uint y = 0; y < sw; ++y) acc[y] = 0.0f;
         // l_x == 1: segment w takes kk = w, w + 8, ... of a piece; else kk in [32 w, 32 w + 32).
         const bool x_contiguous = l_x == 1;
         const uint kb = warp * TH_PER_WARP;
@@ -102,34 +111,34 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
             barrier(CLK_LOCAL_MEM_FENCE);
             // Unrolled over the group's fixed 256 work-items: all 16 loads in flight at once.
 #pragma unroll
-            for (uint j = 0; j < TH_PIECE * TH_SHORT / 256; ++j) {
+            for (uint j = 0; j < TH_PIECE * sw / 256; ++j) {
                 const uint e = t + 256 * j;
-                const uint kk = e / TH_SHORT, y = e % TH_SHORT;
-                ((__local float*)sh_s)[e] =
+                const uint kk = e / sw, y = e % sw;
+                sh_s[e] =
                     (kk < len && y < short_n) ? s[(p + kk) * s_k + y * s_y] : 0.0f;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
             if (bias_grad && tile == 0) {
-                // Work-item t adds kk = t / 16, t / 16 + 16, ... of column t % 16.
-                __local const float* flat = (__local const float*)sh_s;
-                for (uint kk = t / TH_SHORT; kk < TH_PIECE; kk += 256 / TH_SHORT)
-                    bias_part += flat[kk * TH_SHORT + t % TH_SHORT];
+                // Work-item t adds kk = t / sw, t / sw + 256 / sw, ... of column t % sw.
+                for (uint kk = t / sw; kk < TH_PIECE; kk += 256 / sw)
+                    bias_part += sh_s[kk * sw + t % sw];
             }
             if (x_contiguous) {
                 for (int i = 0; i < TH_PER_WARP; ++i)
-                    thin_fma(acc, lv[i], sh_s[warp + TH_WARPS * i]);
+                    thin_fma(acc, lv[i], sh_s + (warp + TH_WARPS * i) * sw, sw);
             } else {
-                for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, lv[i], sh_s[kb + i]);
+                for (int i = 0; i < TH_PER_WARP; ++i)
+                    thin_fma(acc, lv[i], sh_s + (kb + i) * sw, sw);
             }
         }
         if (bias_grad && tile == 0) {
-            // The 16 partial sums of each column, added in order (sh_red is free here).
-            __local float* flat = &sh_red[0][0][0];
-            flat[t] = bias_part;
+            // The 256 / sw partial sums of each column, added in order (sh_red is free here
+            // and holds at least 256 floats).
+            sh_red[t] = bias_part;
             barrier(CLK_LOCAL_MEM_FENCE);
             if (t < short_n) {
                 float sum = 0.0f;
-                for (uint g = 0; g < 256 / TH_SHORT; ++g) sum += flat[g * TH_SHORT + t];
+                for (uint g = 0; g < 256 / sw; ++g) sum += sh_red[g * sw + t];
                 if (split) {
                     part[(ulong)m * n + t] = sum;
                 } else {
@@ -138,16 +147,15 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
+        // sh_red[w][lane][y] at (w * TH_X + lane) * (sw + 1) + y.
+        for (uint y = 0; y < sw; ++y) sh_red[(warp * TH_X + lane) * (sw + 1) + y] = acc[y];
         barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-        for (uint j = 0; j < TH_X * TH_SHORT / 256; ++j) {
-            const uint e = t + 256 * j;
+        for (uint e = t; e < TH_X * sw; e += 256) {
             const uint xl = e % TH_X, y = e / TH_X;
             const ulong xo = tile * TH_X + xl;
             if (xo < long_n && y < short_n) {
                 float sum = 0.0f;
-                for (int w = 0; w < TH_WARPS; ++w) sum += sh_red[w][xl][y];
+                for (int w = 0; w < TH_WARPS; ++w) sum += sh_red[(w * TH_X + xl) * (sw + 1) + y];
                 const ulong at = short_is_n ? xo * n + y : (ulong)y * n + xo;
                 if (split) {
                     part[at] = sum;
@@ -163,6 +171,24 @@ void sgemm_thin(__global const float* a_base, ulong a_off, __global const float*
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
+
+// The entries, one a short-side width (the host's choice: gemm_thin.rs); each declares its
+// local arrays for its width (float4 ones where the rows are read as float4s).
+#define THIN_ENTRY(NAME, SW, SH_S_TYPE)                                                          \
+    __kernel __attribute__((reqd_work_group_size(256, 1, 1))) void NAME(                         \
+        __global const float* a_base, ulong a_off, __global const float* b_base, ulong b_off,    \
+        __global float* c_base, ulong c_off, __global float* part_base, ulong part_off,          \
+        __global float* bias_base, ulong bias_off, __global float* y_base, ulong y_off, uint m,  \
+        uint n, uint k, uint trans_a, uint trans_b, uint k_chunk, uint part_stride,              \
+        uint epilogue, uint act, float alpha, float beta, float act_param) {                     \
+        __local SH_S_TYPE sh_s[TH_PIECE * SW * sizeof(float) / sizeof(SH_S_TYPE)];               \
+        __local float sh_red[TH_WARPS * TH_X * (SW + 1)];                                        \
+        thin_body(a_base, a_off, b_base, b_off, c_base, c_off, part_base, part_off, bias_base,   \
+                  bias_off, y_base, y_off, m, n, k, trans_a, trans_b, k_chunk, part_stride,      \
+                  epilogue, act, alpha, beta, act_param, (__local float*)sh_s, sh_red, SW);      \
+    }
+THIN_ENTRY(sgemm_thin, TH_SHORT, float4)
+THIN_ENTRY(sgemm_thin1, 1, float)
 
 #define THK_ROWS 16
 #define THK_THREADS 128

@@ -9,6 +9,11 @@
 // accumulators per thread (S read as broadcast float4s); the 8 warps' sums are then added in
 // warp order (deterministic). With grid z > 1, block z sums k in [z k_chunk, (z+1) k_chunk)
 // into part[z] (the T contract) and sgemm_split_sum adds the parts.
+// sgemm_thin1: the same for a short side of 1 (a matrix-vector product, as a recurrent step's
+// product at batch 1): 16 accumulators a thread spend 16 times the FMAs and the staging one
+// column needs, and at batch 1 the 16-wide kernel moved W_hh at about half the rate of
+// cuBLAS's GEMV (H100, 2026-12-07). Each width is another instantiation of the body (about
+// 0.8 s more of NVRTC for the family on a 2-core host), hence only these two.
 // sgemm_thin_k (k <= 16): a thread keeps op(B)[0..k][4 columns] in registers and writes 4
 // columns of 16 rows, whose op(A) values are staged in shared memory: a pass over C.
 //
@@ -30,10 +35,13 @@ struct ThinOperands {
     bool short_is_n;  // C[x][y] (n <= 16) or C[y][x] (m <= 16)
 };
 
+// SHORT: the widest short side of the kernel (16 or 1); the host picks n as the short side
+// whenever n <= 16, so n <= SHORT exactly when n is the short side here.
+template <int SHORT>
 __device__ __forceinline__ ThinOperands thin_operands(const float* a, const float* b, uint m,
                                                      uint n, uint k, uint ta, uint tb) {
     ThinOperands o;
-    o.short_is_n = n <= TH_SHORT;
+    o.short_is_n = n <= SHORT;
     // op(A)[i][kk] = a[i * a_i + kk * a_k], op(B)[kk][j] = b[kk * b_k + j * b_j].
     const u64 a_i = ta ? 1 : k, a_k = ta ? m : 1;
     const u64 b_k = tb ? 1 : n, b_j = tb ? k : 1;
@@ -49,14 +57,22 @@ __device__ __forceinline__ ThinOperands thin_operands(const float* a, const floa
     return o;
 }
 
-__device__ __forceinline__ void thin_fma(float (&acc)[TH_SHORT], float l, const float4* srow) {
+// acc[y] += l * srow[y] for y < SHORT; srow is 16-byte aligned when SHORT is a multiple of 4
+// (read as broadcast float4s then).
+template <int SHORT>
+__device__ __forceinline__ void thin_fma(float (&acc)[SHORT], float l, const float* srow) {
+    if (SHORT % 4 == 0) {
 #pragma unroll
-    for (int q = 0; q < TH_SHORT / 4; ++q) {
-        const float4 s = srow[q];
-        acc[4 * q + 0] += l * s.x;
-        acc[4 * q + 1] += l * s.y;
-        acc[4 * q + 2] += l * s.z;
-        acc[4 * q + 3] += l * s.w;
+        for (int q = 0; q < SHORT / 4; ++q) {
+            const float4 s = reinterpret_cast<const float4*>(srow)[q];
+            acc[4 * q + 0] += l * s.x;
+            acc[4 * q + 1] += l * s.y;
+            acc[4 * q + 2] += l * s.z;
+            acc[4 * q + 3] += l * s.w;
+        }
+    } else {
+#pragma unroll
+        for (int y = 0; y < SHORT; ++y) acc[y] += l * srow[y];
     }
 }
 
@@ -71,21 +87,24 @@ __device__ __forceinline__ void thin_fma(float (&acc)[TH_SHORT], float l, const 
 #define TH_BIAS_ACT 1
 #define TH_BIAS_GRAD 2
 
-extern "C" __global__ void __launch_bounds__(TH_THREADS)
-    sgemm_thin(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,
-               u64 c_off, float* part_base, u64 part_off, float* bias_base, u64 bias_off,
-               float* y_base, u64 y_off, uint m, uint n, uint k, uint trans_a, uint trans_b,
-               uint k_chunk, uint part_stride, uint epilogue, uint act, float alpha, float beta,
-               float act_param) {
-    __shared__ float4 sh_s[TH_PIECE][TH_SHORT / 4];
-    __shared__ float sh_red[TH_WARPS][TH_X][TH_SHORT + 1];
-    const ThinOperands o = thin_operands(a_base + a_off, b_base + b_off, m, n, k, trans_a,
-                                         trans_b);
+template <int SHORT>
+__device__ __forceinline__ void thin_body(const float* a_base, u64 a_off, const float* b_base,
+                                          u64 b_off, float* c_base, u64 c_off, float* part_base,
+                                          u64 part_off, float* bias_base, u64 bias_off,
+                                          float* y_base, u64 y_off, uint m, uint n, uint k,
+                                          uint trans_a, uint trans_b, uint k_chunk,
+                                          uint part_stride, uint epilogue, uint act, float alpha,
+                                          float beta, float act_param) {
+    __shared__ __align__(16) float sh_s[TH_PIECE * SHORT];
+    __shared__ float sh_red[TH_WARPS][TH_X][SHORT + 1];
+    const ThinOperands o = thin_operands<SHORT>(a_base + a_off, b_base + b_off, m, n, k,
+                                                trans_a, trans_b);
     float* c = c_base + c_off;
     float* part = part_base + part_off + (u64)blockIdx.z * part_stride;
     float* bias = bias_base + bias_off;
     float* y_out = y_base + y_off;
-    // The bias gradient is summed by the blocks of the first tile, 16 threads a column.
+    // The bias gradient is summed by the blocks of the first tile, TH_THREADS / SHORT threads a
+    // column.
     const bool bias_grad = epilogue == TH_BIAS_GRAD && blockIdx.x == 0;
     float bias_part = 0.0f;
     const bool split = gridDim.z > 1;
@@ -100,9 +119,9 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
         const u64 x = tile * TH_X + lane;
         const bool x_in = x < o.long_n;
         const float* lx = o.l + (x_in ? x : 0) * o.l_x;
-        float acc[TH_SHORT];
+        float acc[SHORT];
 #pragma unroll
-        for (int y = 0; y < TH_SHORT; ++y) acc[y] = 0.0f;
+        for (int y = 0; y < SHORT; ++y) acc[y] = 0.0f;
         // x contiguous: warp w takes kk = w, w + 8, ... of a piece (a warp reads 128 bytes per
         // kk); kk contiguous: kk in [32 w, 32 w + 32), each thread along its own row.
         const bool x_contiguous = o.l_x == 1;
@@ -139,36 +158,39 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
             // Unrolled over the block's fixed 256 threads, so all 16 loads are in flight at
             // once (a loop over blockDim.x issued them one latency apart).
 #pragma unroll
-            for (uint j = 0; j < TH_PIECE * TH_SHORT / TH_THREADS; ++j) {
+            for (uint j = 0; j < TH_PIECE * SHORT / TH_THREADS; ++j) {
                 const uint e = threadIdx.x + j * TH_THREADS;
-                const uint kk = e / TH_SHORT, y = e % TH_SHORT;
-                reinterpret_cast<float*>(sh_s)[e] =
+                const uint kk = e / SHORT, y = e % SHORT;
+                sh_s[e] =
                     (kk < len && y < o.short_n) ? o.s[(p + kk) * o.s_k + y * o.s_y] : 0.0f;
             }
             __syncthreads();
             if (bias_grad && tile == 0) {
-                // Thread t adds kk = t / 16, t / 16 + 16, ... of column t % 16.
-                const float* flat = reinterpret_cast<const float*>(sh_s);
+                // Thread t adds kk = t / SHORT, t / SHORT + 256 / SHORT, ... of column
+                // t % SHORT.
 #pragma unroll
-                for (uint kk = threadIdx.x / TH_SHORT; kk < TH_PIECE; kk += TH_THREADS / TH_SHORT)
-                    bias_part += flat[kk * TH_SHORT + threadIdx.x % TH_SHORT];
+                for (uint kk = threadIdx.x / SHORT; kk < TH_PIECE; kk += TH_THREADS / SHORT)
+                    bias_part += sh_s[kk * SHORT + threadIdx.x % SHORT];
             }
             if (x_contiguous) {
 #pragma unroll
-                for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[warp + TH_WARPS * i]);
+                for (int i = 0; i < TH_PER_WARP; ++i)
+                    thin_fma<SHORT>(acc, l[i], &sh_s[(warp + TH_WARPS * i) * SHORT]);
             } else {
 #pragma unroll
-                for (int i = 0; i < TH_PER_WARP; ++i) thin_fma(acc, l[i], sh_s[kb + i]);
+                for (int i = 0; i < TH_PER_WARP; ++i)
+                    thin_fma<SHORT>(acc, l[i], &sh_s[(kb + i) * SHORT]);
             }
         }
         if (bias_grad && tile == 0) {
-            // The 16 partial sums of each column, added in order (sh_red is free here).
+            // The 256 / SHORT partial sums of each column, added in order (sh_red is free here
+            // and holds at least 256 floats).
             float* flat = &sh_red[0][0][0];
             flat[threadIdx.x] = bias_part;
             __syncthreads();
             if (threadIdx.x < o.short_n) {
                 float sum = 0.0f;
-                for (uint g = 0; g < TH_THREADS / TH_SHORT; ++g) sum += flat[g * TH_SHORT + threadIdx.x];
+                for (uint g = 0; g < TH_THREADS / SHORT; ++g) sum += flat[g * SHORT + threadIdx.x];
                 if (split) {
                     part[(u64)m * n + threadIdx.x] = sum;
                 } else {
@@ -178,10 +200,10 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
             __syncthreads();
         }
 #pragma unroll
-        for (int y = 0; y < TH_SHORT; ++y) sh_red[warp][lane][y] = acc[y];
+        for (int y = 0; y < SHORT; ++y) sh_red[warp][lane][y] = acc[y];
         __syncthreads();
 #pragma unroll
-        for (uint e = threadIdx.x; e < TH_X * TH_SHORT; e += TH_THREADS) {
+        for (uint e = threadIdx.x; e < TH_X * SHORT; e += TH_THREADS) {
             const uint xl = e % TH_X, y = e / TH_X;
             const u64 xo = tile * TH_X + xl;
             if (xo >= o.long_n || y >= o.short_n) continue;
@@ -202,6 +224,21 @@ extern "C" __global__ void __launch_bounds__(TH_THREADS)
         __syncthreads();  // sh_red is read before the next tile writes it
     }
 }
+
+// The entries, one a short-side width (the host's choice: gemm_thin.rs).
+#define THIN_ENTRY(NAME, SHORT)                                                                  \
+    extern "C" __global__ void __launch_bounds__(TH_THREADS)                                     \
+        NAME(const float* a_base, u64 a_off, const float* b_base, u64 b_off, float* c_base,     \
+             u64 c_off, float* part_base, u64 part_off, float* bias_base, u64 bias_off,         \
+             float* y_base, u64 y_off, uint m, uint n, uint k, uint trans_a, uint trans_b,      \
+             uint k_chunk, uint part_stride, uint epilogue, uint act, float alpha, float beta,  \
+             float act_param) {                                                                  \
+        thin_body<SHORT>(a_base, a_off, b_base, b_off, c_base, c_off, part_base, part_off,      \
+                         bias_base, bias_off, y_base, y_off, m, n, k, trans_a, trans_b, k_chunk, \
+                         part_stride, epilogue, act, alpha, beta, act_param);                    \
+    }
+THIN_ENTRY(sgemm_thin, TH_SHORT)
+THIN_ENTRY(sgemm_thin1, 1)
 
 #define THK_ROWS 16
 #define THK_THREADS 128

@@ -67,8 +67,9 @@ pub struct ContextOptions {
     /// not take (large hidden sizes, devices without them): `Some(true)` as a GEMM (tensor cores
     /// where the device has them) and a cell kernel per step, `Some(false)` with the fused step
     /// kernels (product and gate math in one launch per step), `None` the GEMMs from hidden 384
-    /// up (LSTM, GRU) and 1024 up (Elman). Unless `Some(false)`, sequences of at least 2^18
-    /// state elements (batch x hidden, hidden >= 256) take the GEMM path even where the
+    /// up (LSTM, GRU) and 1024 up (Elman). Unless `Some(false)`, sequences whose step product
+    /// has at least 2^18 outputs (gates x batch x hidden, hidden >= 256), and Elman sequences
+    /// of at least 2^16 state elements at hidden >= 768, take the GEMM path even where the
     /// persistent kernels fit. `RNN_RECURRENT_GEMM_STEPS=0|1` sets it for every context that
     /// leaves it `None`.
     pub recurrent_gemm_steps: Option<bool>,

@@ -177,7 +177,12 @@ pub(crate) const FAMILIES: [OpFamily; 21] = [
                 include_str!("../../../kernels-cu/gemm_thin.cu"),
             ),
         ],
-        entries: &[&["sgemm_thin", "sgemm_thin_k", "sgemm_split_sum"]],
+        entries: &[&[
+            "sgemm_thin",
+            "sgemm_thin1",
+            "sgemm_thin_k",
+            "sgemm_split_sum",
+        ]],
     },
     // The tile kernels: gemm.cu's SIMT sgemm (the tile GEMM of HIP and of CUDA before sm_80),
     // gemm_tc.cu (sm_80+ only) and gemm_wg.cu (sm_90a only).

@@ -16,8 +16,9 @@
 //! kernels keep the sequence.
 //!
 //! The persistent kernels keep their blocks on the recurrence however many rows a step has; from
-//! [`GEMM_OVER_PERSISTENT_BLOCK`] state elements a step's product is a GEMM the tensor cores run
-//! faster, and the GEMM path takes the sequence first: 1.9 to 3.8 times faster training steps on
+//! [`GEMM_OVER_PERSISTENT_BLOCK`] outputs a step's product is a GEMM the tensor cores run
+//! faster (for Elman at hidden >= [`ELMAN_GEMM_OVER_PERSISTENT_HIDDEN`] from a quarter of
+//! that), and the GEMM path takes the sequence first: 1.9 to 3.8 times faster training steps on
 //! the H100 from batch 256 to 1024 and hidden 256 to 1024 (Elman hidden 1024, batch 512, 512
 //! steps: 180.0 -> 47.3 ms), and the same below that size (GRU hidden 512, batch 128).
 //!
@@ -138,13 +139,26 @@ fn block(v: View<'_>, t: usize, len: usize) -> Result<View<'_>> {
     v.slice(t * len, len)
 }
 
-/// The state block (`batch x hidden` elements) from which a sequence takes the GEMM path even
-/// where the persistent kernels would run, at hidden >= [`GEMM_OVER_PERSISTENT_HIDDEN`]: a
-/// persistent grid keeps its blocks on the recurrence however many rows there are, and with
-/// hundreds of rows a step's product is a GEMM that the tensor cores run faster.
+/// The outputs of a step's product (`gates x batch x hidden`) from which a sequence takes the
+/// GEMM path even where the persistent kernels would run, at hidden >=
+/// [`GEMM_OVER_PERSISTENT_HIDDEN`]: a persistent grid keeps its blocks on the recurrence however
+/// many rows there are, and with hundreds of rows a step's product is a GEMM that the tensor
+/// cores run faster. Counted in product outputs rather than state elements: an LSTM step is
+/// four times an Elman one at the same batch and hidden size (H100, 2026-12-07, training steps
+/// of 64 steps at hidden 256, persistent / GEMM path: LSTM batch 256 4679 / 4299 us, batch 384
+/// 3529 / 2897 (t = 64), batch 512 9033 / 6409 (t = 128); GRU batch 384 2779 / 2568, batch 512
+/// 7116 / 5622, while GRU at batch 256 and Elman to batch 512 stay persistent).
 pub(crate) const GEMM_OVER_PERSISTENT_BLOCK: usize = 1 << 18;
 /// See [`GEMM_OVER_PERSISTENT_BLOCK`].
 pub(crate) const GEMM_OVER_PERSISTENT_HIDDEN: usize = 256;
+
+/// From this hidden size an Elman sequence takes the GEMM path from
+/// [`GEMM_OVER_PERSISTENT_BLOCK_TF32`] state elements in f32 as well: its persistent grid
+/// spreads a W_hh of 2.3 MB and more over the SMs and loses to the per-step GEMMs from batch
+/// 64 at hidden 1024 (5807 / 4131 us, 128 steps) and batch 128 at hidden 768 (3510 / 2298, 64
+/// steps), while batch 16 and 32 at hidden 1024 stay persistent (1764 / 2764, 2998 / 3347;
+/// H100, 2026-12-07).
+pub(crate) const ELMAN_GEMM_OVER_PERSISTENT_HIDDEN: usize = 768;
 
 /// [`GEMM_OVER_PERSISTENT_BLOCK`] while the context runs f32 products in TF32
 /// (`Device::tf32`): one tensor-core pass a product instead of three (or the CUDA cores), so
@@ -156,16 +170,21 @@ pub(crate) const GEMM_OVER_PERSISTENT_HIDDEN: usize = 256;
 pub(crate) const GEMM_OVER_PERSISTENT_BLOCK_TF32: usize = 1 << 16;
 
 /// Whether a sequence of `shape` with `gates` gate blocks (1 for Elman) is large enough for
-/// the GEMM path to beat the persistent kernels ([`GEMM_OVER_PERSISTENT_BLOCK`], or
-/// [`GEMM_OVER_PERSISTENT_BLOCK_TF32`] with TF32 products: for Elman only at the hidden size
-/// from which its GEMM path runs at all, [`MIN_ELMAN_HIDDEN`]).
+/// the GEMM path to beat the persistent kernels ([`GEMM_OVER_PERSISTENT_BLOCK`] product
+/// outputs; [`GEMM_OVER_PERSISTENT_BLOCK_TF32`] state elements with TF32 products, for Elman
+/// only at the hidden size from which its GEMM path runs at all, [`MIN_ELMAN_HIDDEN`], and in
+/// f32 too for Elman from [`ELMAN_GEMM_OVER_PERSISTENT_HIDDEN`]).
 fn gemm_over_persistent(shape: SeqShape, gates: usize, tf32: bool) -> bool {
     let block = shape.batch.saturating_mul(shape.hidden);
+    let outputs = block.saturating_mul(gates);
     let tf32_wins = tf32
         && block >= GEMM_OVER_PERSISTENT_BLOCK_TF32
         && (gates > 1 || shape.hidden >= MIN_ELMAN_HIDDEN);
+    let wide_elman = gates == 1
+        && shape.hidden >= ELMAN_GEMM_OVER_PERSISTENT_HIDDEN
+        && block >= GEMM_OVER_PERSISTENT_BLOCK_TF32;
     shape.hidden >= GEMM_OVER_PERSISTENT_HIDDEN
-        && (block >= GEMM_OVER_PERSISTENT_BLOCK || tf32_wins)
+        && (outputs >= GEMM_OVER_PERSISTENT_BLOCK || tf32_wins || wide_elman)
 }
 
 impl<D: Device> GpuOps<D> {
@@ -434,15 +453,31 @@ mod tests {
     use crate::ops::SeqShape;
 
     #[test]
-    fn large_state_blocks_take_the_gemm_path_over_the_persistent_kernels() {
-        let at = |batch, hidden| gemm_over_persistent(SeqShape::new(64, batch, hidden), 4, false);
-        // W2, W5 and W6 (batch 64, hidden 256) stay persistent, as does batch 128 at hidden 512.
-        assert!(!at(64, 256) && !at(128, 512) && !at(511, 512));
-        // From 2^18 state elements at hidden >= 256 (measured on an H100, 2026-11-26).
-        assert!(at(512, 512) && at(1024, 256) && at(256, 1024) && at(512, 1024));
+    fn large_step_products_take_the_gemm_path_over_the_persistent_kernels() {
+        let at = |gates, batch, hidden| {
+            gemm_over_persistent(SeqShape::new(64, batch, hidden), gates, false)
+        };
+        // W2, W5 and W6 (batch 64, hidden 256) stay persistent, as do LSTM and GRU at hidden
+        // 512 to batch 127 and 170.
+        assert!(!at(1, 64, 256) && !at(4, 64, 256) && !at(3, 64, 256));
+        assert!(!at(4, 127, 512) && !at(3, 170, 512));
+        // From 2^18 product outputs at hidden >= 256: LSTM from batch 256 at hidden 256, GRU
+        // from 342, Elman from 1024.
+        assert!(at(4, 256, 256) && !at(3, 256, 256) && at(3, 384, 256));
+        assert!(!at(1, 512, 256) && at(1, 1024, 256) && at(4, 128, 512));
         // A narrow hidden keeps the persistent kernels however many rows.
-        assert!(!at(4096, 128));
-        assert!(!at(usize::MAX, 64) && at(usize::MAX, 2048));
+        assert!(!at(4, 4096, 128) && !at(1, 4096, 128));
+        assert!(!at(4, usize::MAX, 64) && at(4, usize::MAX, 2048));
+    }
+
+    #[test]
+    fn wide_elman_sequences_take_the_gemm_path_from_a_quarter_of_the_block() {
+        let at = |batch, hidden| gemm_over_persistent(SeqShape::new(64, batch, hidden), 1, false);
+        // From 2^16 state elements at hidden >= 768: batch 64 at hidden 1024, 128 at 768.
+        assert!(at(64, 1024) && at(86, 768) && at(32, 2048) && at(43, 1536));
+        assert!(!at(32, 1024) && !at(16, 1024) && !at(85, 768));
+        // Below hidden 768 only from 2^18, as the gated cells.
+        assert!(!at(128, 512) && !at(256, 512) && !at(384, 640));
     }
 
     #[test]

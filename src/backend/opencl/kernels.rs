@@ -143,7 +143,7 @@ pub(crate) const FAMILIES: [OpFamily; 19] = [
             "kernels-cl/gemm_thin.cl",
             include_str!("../../../kernels-cl/gemm_thin.cl"),
         )],
-        entries: &[&["sgemm_thin", "sgemm_thin_k"]],
+        entries: &[&["sgemm_thin", "sgemm_thin1", "sgemm_thin_k"]],
     },
     // hgemm_tc.cl (only with RNN_CL_NV_TC defined, src/backend/opencl/sgemm.rs) uses hgemm.cl's
     // epilogue.

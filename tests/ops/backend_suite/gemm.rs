@@ -76,9 +76,11 @@ const WARPGROUP_SHAPES: [(usize, usize, usize); 3] =
 
 /// Products the thin kernels take (a side of at most 16): `sgemm_thin` with a short n (k
 /// contiguous in A and float4-loaded, or not; one and two k pieces; k split over the grid) and
-/// with a short m (k split), both sides short, a side of 1 or exactly 16; `sgemm_thin_k` with k
-/// of 16, 10 and 0, row lengths that are and are not multiples of 4.
-const THIN_SHAPES: [(usize, usize, usize); 12] = [
+/// with a short m (k split), both sides short, sides of 2 to 4 and of exactly 16; `sgemm_thin1`
+/// (short side 1) with a short n and a short m, split and unsplit (a recurrent step at batch 1:
+/// `1 x 1100 x 2050`); `sgemm_thin_k` with k of 16, 10 and 0, row lengths that are and are not
+/// multiples of 4.
+const THIN_SHAPES: [(usize, usize, usize); 15] = [
     (1000, 10, 512),
     (517, 16, 300),
     (10, 515, 1030),
@@ -86,6 +88,9 @@ const THIN_SHAPES: [(usize, usize, usize); 12] = [
     (5, 3, 2000),
     (2100, 1, 33),
     (1, 700, 300),
+    (4, 3000, 900),
+    (1301, 2, 260),
+    (1, 1100, 2050),
     (300, 260, 10),
     (301, 7, 16),
     (70, 1030, 3),

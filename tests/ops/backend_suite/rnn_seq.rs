@@ -119,7 +119,7 @@ pub fn rnn_sequence_cooperative(t: Target) {
     tanh_sequences(t, "gpu_rnn_sequence_cooperative", 3, 3, s);
     // More row tiles than the grid has block rows (blocks stride over them); the two cases
     // share a context, so the second reads exchange words the first left behind. The persistent
-    // kernels are asked for: from 2^18 state elements the GEMM path would take the sequence.
+    // kernels are asked for: from 2^18 product outputs the GEMM path would take the sequence.
     let test = "gpu_rnn_sequence_cooperative (strided)";
     let ctxs = support::contexts_with(t, test, |o| o.recurrent_gemm_steps = Some(false));
     let s = (2..=4usize, 900..=1100usize, 200..=256usize, any::<u64>());

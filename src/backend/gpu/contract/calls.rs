@@ -68,7 +68,8 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         ops.bias_act_forward(f, tb.view(), shape)?;
     }
 
-    // Products: tiled, split k, and the thin kernels (with and without a split).
+    // Products: tiled, split k, and the thin kernels (with and without a split; 16 and 1
+    // wide).
     for (m, nn, k) in [
         (256, 256, 256),
         (512, 512, 512),
@@ -78,6 +79,8 @@ pub(super) fn exercise(ops: &dyn Ops) -> Result<()> {
         (64, 8, 4096),
         (8, 64, 300),
         (64, 64, 8),
+        (3, 512, 600),
+        (1, 2048, 1024),
     ] {
         let (ga, gb, gc) = (z(m * k)?, z(k * nn)?, z(m * nn)?);
         ops.gemm(Gemm::new(m, nn, k), ga.view(), gb.view(), gc.view())?;
