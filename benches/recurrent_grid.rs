@@ -2,7 +2,8 @@
 //! list `scripts/recurrent_grid.py` times in PyTorch), a recurrent model with a linear head and
 //! softmax cross-entropy at every step: the time of one whole Adam training step and of one
 //! forward (inference), each the median over repetitions after a warm-up, and which recurrence
-//! algorithm ran (`RecurrentAlgorithm`: block-local, block-local-l1, persistent, gemm, steps).
+//! algorithm ran (`RecurrentAlgorithm`: block-local, block-local-l1, block-local-regs,
+//! persistent, gemm, steps).
 //!
 //! ```text
 //! cargo bench --bench recurrent_grid -- [--device ID] [--points FILE] [--quick] [--only A,B]

@@ -31,10 +31,20 @@
 // backward) + S G H (products), S = groups * per rows. The host sizes it for its R; the
 // kernel's R (from gridDim.x) is never larger.
 //
-// Each body is compiled twice (the entry macros below): `*_local` as described; `*_l1` with
-// W_GLOBAL, where `w_hh` is W_hh already in that layout in global memory (bl_pack_w, launched by
-// the host before), read through the read-only L1 path (__ldg), and the shared memory holds only
-// the staged rows and products (devices whose blocks cannot hold W_hh; measuring elsewhere).
+// Each body is compiled three times (the entry macros of small_seq_{rnn,lstm,gru}.cu):
+// `*_local` (BL_SHARED) as described; `*_l1` (BL_GLOBAL), where `w_hh` is W_hh already in that
+// layout in global memory (bl_pack_w, launched by the host before), read through the read-only
+// L1 path (__ldg), and the shared memory holds only the staged rows and products (devices whose
+// blocks cannot hold W_hh; measuring elsewhere). The third, `*_local_regs` (BL_REGS), keeps
+// W_hh in registers: each product is split `ks` ways along k (ks = ceil(hp / 4 /
+// BL_REG_CHUNKS)), thread q of a product's ks holding the float4s k4 = q + ks c (c <
+// BL_REG_CHUNKS) of its W column, loaded once from W_hh as it is (no packing). A step reads
+// only the staged rows from shared memory (the threads of one q read the same float4, a
+// broadcast; consecutive q consecutive float4s) and adds the ks partial products of each
+// output in a second pass (a third barrier a step where ks > 1). Groups are bl_pad32(G H ks)
+// threads; shared memory holds the staged rows, the products and, where ks > 1, the S G H ks
+// partial products after them. W_hh in registers spares the shared-memory bandwidth the other
+// two spend reading all of W every step; it fits where G H ks <= 1024.
 //
 // The backward's carry (the LSTM's dc f, the GRU's dh z from step t + 1 to t) lives in the
 // register of the thread that owns the element, and is written to `carry` (batch x hidden) every
@@ -48,8 +58,22 @@
 __device__ __forceinline__ uint bl_pad32(uint n) { return (n + 31u) & ~31u; }
 __device__ __forceinline__ uint bl_pad4(uint n) { return (n + 3u) & ~3u; }
 
+// Where a kernel keeps W_hh (the file comment): shared memory, global memory (packed), registers.
+#define BL_SHARED 0
+#define BL_GLOBAL 1
+#define BL_REGS 2
+// Float4s of W_hh a thread of a BL_REGS kernel holds (24 registers: more spill beside the
+// LSTM and GRU cell state under the 64 registers of a 1024-thread block).
+#define BL_REG_CHUNKS 6
+
+// The ways a BL_REGS product is split along k for a row of hp floats.
+__device__ __forceinline__ uint bl_ksplit(uint hp) {
+    return (hp / 4 + BL_REG_CHUNKS - 1) / BL_REG_CHUNKS;
+}
+
 // The tile of a block: `rows` batch rows from `row0`; `groups` row groups of `per` rows each
-// (`slots` = groups * per staged rows); `gh` = G H products per row; `hp` = H padded to 4.
+// (`slots` = groups * per staged rows); `gh` = G H products per row; `hp` = H padded to 4;
+// `ks` the threads of a product (1 but with W_hh in registers).
 struct BlTile {
     uint rows;
     uint row0;
@@ -58,15 +82,17 @@ struct BlTile {
     uint slots;
     uint gh;
     uint hp;
+    uint ks;
 };
 
-__device__ __forceinline__ BlTile bl_tile(uint batch, uint gates, uint hidden) {
+__device__ __forceinline__ BlTile bl_tile(uint batch, uint gates, uint hidden, int wp) {
     BlTile t;
     t.rows = (batch + gridDim.x - 1) / gridDim.x;
     t.row0 = blockIdx.x * t.rows;
     t.gh = gates * hidden;
     t.hp = bl_pad4(hidden);
-    t.groups = max(blockDim.x / bl_pad32(t.gh), 1u);
+    t.ks = wp == BL_REGS ? bl_ksplit(t.hp) : 1u;
+    t.groups = max(blockDim.x / bl_pad32(t.gh * t.ks), 1u);
     t.per = (t.rows + t.groups - 1) / t.groups;
     t.slots = t.groups * t.per;
     return t;
@@ -118,6 +144,109 @@ __device__ __forceinline__ void bl_stage(const float* a, uint batch, uint blocks
     }
 }
 
+// acc + x . w, in the order of the components.
+__device__ __forceinline__ float bl_fma4(float4 x, float4 w, float acc) {
+    acc = fmaf(x.x, w.x, acc);
+    acc = fmaf(x.y, w.y, acc);
+    acc = fmaf(x.z, w.z, acc);
+    return fmaf(x.w, w.w, acc);
+}
+
+// This thread's part of W for a BL_REGS kernel: thread q of product p (thread p ks + q of its
+// group) holds the float4s k4 = q + ks c of the product's W operand (the layout of bl_load_w,
+// one column), zero past hidden:
+//   forward:  (k, p) = W[p, k];
+//   backward: p = s H + j, (k, p) = W[s H + k, j].
+// W_hh is read as it is, once per launch.
+template <bool FORWARD>
+__device__ __forceinline__ void bl_load_regs(const float* W, const BlTile& t, uint hidden,
+                                             float4* wr) {
+    const uint tid = threadIdx.x % bl_pad32(t.gh * t.ks);
+    const uint p = tid / t.ks;
+    const uint q = tid - p * t.ks;
+    const uint s = p / hidden;
+    const uint j = p - s * hidden;
+#pragma unroll
+    for (int c = 0; c < BL_REG_CHUNKS; ++c) {
+        float v[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const uint k = 4 * (q + t.ks * c) + e;
+            const bool in = p < t.gh && k < hidden;
+            const u64 at = FORWARD ? (u64)p * hidden + k : ((u64)s * hidden + k) * hidden + j;
+            v[e] = in ? W[at] : 0.0f;
+        }
+        wr[c] = make_float4(v[0], v[1], v[2], v[3]);
+    }
+}
+
+// bl_dot with W in registers: out[i ldo] = sum over c of a[i][q + ks c] wr[c] for RB rows,
+// float4s of `a` from this thread's q on, n4 - q of them in reach (k4 < n4).
+template <int RB>
+__device__ __forceinline__ void bl_dot_regs(const float4* a, uint lda4, const float4* wr,
+                                            uint ks, uint reach, float* out, uint ldo) {
+    float acc[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) acc[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < BL_REG_CHUNKS; ++c) {
+        const uint k = ks * c;
+        if (k < reach) {
+            const float4 wk = wr[c];
+#pragma unroll
+            for (int i = 0; i < RB; ++i) {
+                acc[i] = bl_fma4(a[i * lda4 + k], wk, acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RB; ++i) out[i * ldo] = acc[i];
+}
+
+// The products of a step with W in registers (bl_products): thread q of product p writes its
+// partial sums to `part` (row r: r G H ks + p ks + q; straight into `red` where ks is 1), and
+// after a barrier every product's ks partial sums are added in order of q into `red`.
+template <bool FORWARD>
+__device__ __forceinline__ void bl_products_regs(const BlTile& t, uint hidden, const float* as,
+                                                 const float4* wr, float* red) {
+    const uint qp = bl_pad32(t.gh * t.ks);
+    const uint tid = threadIdx.x % qp;
+    const uint grp = threadIdx.x / qp;
+    const uint p = tid / t.ks;
+    const uint q = tid - p * t.ks;
+    float* part = t.ks > 1 ? red + t.slots * t.gh : red;
+    const uint ldo = t.gh * t.ks;
+    if (p < t.gh && grp < t.groups) {
+        const uint n4 = t.hp / 4;
+        const uint s = FORWARD ? 0 : p / hidden;
+        const uint lda4 = FORWARD ? n4 : t.gh / hidden * n4;
+        const float4* a = reinterpret_cast<const float4*>(as) + s * n4 + q;
+        float* out = part + tid;
+        const uint reach = n4 - q;
+        uint r = grp * t.per;
+        const uint end = r + t.per;
+        // Rows in pairs at most: beside W's registers, more accumulators would spill under the
+        // 64 registers of a 1024-thread block.
+        for (; r + 2 <= end; r += 2) {
+            bl_dot_regs<2>(a + r * lda4, lda4, wr, t.ks, reach, out + r * ldo, ldo);
+        }
+        if (r < end) {
+            bl_dot_regs<1>(a + r * lda4, lda4, wr, t.ks, reach, out + r * ldo, ldo);
+        }
+    }
+    __syncthreads();
+    if (t.ks > 1) {
+        const uint n = t.slots * t.gh;
+        for (uint e = threadIdx.x; e < n; e += blockDim.x) {
+            const float* x = part + e * t.ks;
+            float sum = x[0];
+            for (uint k = 1; k < t.ks; ++k) sum += x[k];
+            red[e] = sum;
+        }
+        __syncthreads();
+    }
+}
+
 // out[i ldo] = sum over k < 4 n4 of a[i][k] w[k] for RB rows: a in float4s with row stride
 // lda4, w the float4s of one column with stride ldw4 (the layout of bl_load_w).
 template <int RB, bool W_GLOBAL>
@@ -131,11 +260,7 @@ __device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4*
         const float4 wk = W_GLOBAL ? __ldg(w + k * ldw4) : w[k * ldw4];
 #pragma unroll
         for (int i = 0; i < RB; ++i) {
-            const float4 x = a[i * lda4 + k];
-            acc[i] = fmaf(x.x, wk.x, acc[i]);
-            acc[i] = fmaf(x.y, wk.y, acc[i]);
-            acc[i] = fmaf(x.z, wk.z, acc[i]);
-            acc[i] = fmaf(x.w, wk.w, acc[i]);
+            acc[i] = bl_fma4(a[i * lda4 + k], wk, acc[i]);
         }
     }
 #pragma unroll
@@ -143,10 +268,15 @@ __device__ __forceinline__ void bl_dot(const float4* a, uint lda4, const float4*
 }
 
 // The products of a step (see the file comment) from the staged rows `as` into `red`; ends
-// with the barrier after which `red` is complete.
-template <bool FORWARD, bool W_GLOBAL>
+// with the barrier after which `red` is complete. W in `ws` (BL_SHARED, BL_GLOBAL) or `wr`.
+template <bool FORWARD, int WP>
 __device__ __forceinline__ void bl_products(const BlTile& t, uint hidden, const float* as,
-                                            const float* ws, float* red) {
+                                            const float* ws, const float4* wr, float* red) {
+    if (WP == BL_REGS) {
+        bl_products_regs<FORWARD>(t, hidden, as, wr, red);
+        return;
+    }
+    constexpr bool W_GLOBAL = WP == BL_GLOBAL;
     const uint qp = bl_pad32(t.gh);
     const uint p = threadIdx.x % qp;
     const uint grp = threadIdx.x / qp;
@@ -200,28 +330,32 @@ struct BlSmem {
     float* red;
 };
 
-// A kernel's start: its tile, shared memory and cell element, W loaded (unless W_GLOBAL) and
-// the staged rows set (forward from block 0 of `state`; backward zero), then a barrier.
+// A kernel's start: its tile, shared memory and cell element, W loaded (into shared memory or
+// registers) and the staged rows set (forward from block 0 of `state`; backward zero), then a
+// barrier.
+// `wr`: this thread's part of W_hh where it is kept in registers (BL_REGS; unused otherwise).
 struct BlStart {
     BlTile t;
     BlSmem m;
     BlCell c;
+    float4 wr[BL_REG_CHUNKS];
 };
 
-template <bool FORWARD, bool W_GLOBAL>
+template <bool FORWARD, int WP>
 __device__ __forceinline__ BlStart bl_start(const float* W, const float* state, uint gates,
                                             uint batch, uint hidden) {
     // float4: the products read W and the staged rows as float4s.
     extern __shared__ float4 bl_shared[];
     BlStart b;
-    b.t = bl_tile(batch, gates, hidden);
+    b.t = bl_tile(batch, gates, hidden, WP);
     const uint blocks = FORWARD ? 1 : gates;
     float* shared = reinterpret_cast<float*>(bl_shared);
-    b.m.ws = W_GLOBAL ? W : shared;
-    b.m.as = shared + (W_GLOBAL ? 0u : b.t.gh * b.t.hp);
+    b.m.ws = WP == BL_GLOBAL ? W : shared;
+    b.m.as = shared + (WP == BL_SHARED ? b.t.gh * b.t.hp : 0u);
     b.m.red = b.m.as + b.t.slots * blocks * b.t.hp;
     // Uniform (a template argument): every thread reaches the barrier inside or none does.
-    if (!W_GLOBAL) bl_load_w<FORWARD>(W, b.t, hidden, shared);
+    if (WP == BL_SHARED) bl_load_w<FORWARD>(W, b.t, hidden, shared);
+    if (WP == BL_REGS) bl_load_regs<FORWARD>(W, b.t, hidden, b.wr);
     bl_stage(FORWARD ? state : nullptr, batch, blocks, hidden, b.t, b.m.as);
     b.c = bl_cell(b.t, batch, hidden);
     __syncthreads();
@@ -240,14 +374,14 @@ __device__ __forceinline__ float bl_recurrent(const BlStart& b, u64 H, uint s) {
 }
 
 // hs[t + 1] = act(pre[t] + hs[t] W^T + b_ih + b_hh) for t = 0 .. steps - 1; hs[0] is read.
-template <bool W_GLOBAL>
+template <int WP>
 __device__ __forceinline__ void bl_rnn_forward(const float* pre_base, u64 pre_off, float* hs_base,
     u64 hs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
     const float* b_hh_base, u64 b_hh_off, uint steps, uint batch, uint hidden, uint act,
     float act_param) {
     const float* pre = pre_base + pre_off;
     float* hs = hs_base + hs_off;
-    const BlStart b = bl_start<true, W_GLOBAL>(w_hh_base + w_hh_off, hs, 1, batch, hidden);
+    const BlStart b = bl_start<true, WP>(w_hh_base + w_hh_off, hs, 1, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -256,7 +390,7 @@ __device__ __forceinline__ void bl_rnn_forward(const float* pre_base, u64 pre_of
     for (uint s = 0; s < steps; ++s) {
         // Read-only input, issued before the products so its latency overlaps them.
         const float x = c.store ? pre[s * block + c.at] : 0.0f;
-        bl_products<true, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
+        bl_products<true, WP>(t, hidden, m.as, m.ws, b.wr, m.red);
         if (c.store) {
             const float h = act_forward(m.red[c.r * t.gh + c.j] + x + bias, act, act_param);
             hs[(s + 1) * block + c.at] = h;
@@ -268,14 +402,14 @@ __device__ __forceinline__ void bl_rnn_forward(const float* pre_base, u64 pre_of
 
 // dpre[t] = act'(hs[t + 1]) * (dh[t] + dpre[t + 1] W) for t = steps - 1 .. 0, the product
 // absent at t = steps - 1.
-template <bool W_GLOBAL>
+template <int WP>
 __device__ __forceinline__ void bl_rnn_backward(const float* dh_base, u64 dh_off,
     const float* hs_base, u64 hs_off, const float* w_hh_base, u64 w_hh_off, float* dpre_base,
     u64 dpre_off, uint steps, uint batch, uint hidden, uint act, float act_param) {
     const float* dh = dh_base + dh_off;
     const float* hs = hs_base + hs_off;
     float* dpre = dpre_base + dpre_off;
-    const BlStart b = bl_start<false, W_GLOBAL>(w_hh_base + w_hh_off, nullptr, 1, batch, hidden);
+    const BlStart b = bl_start<false, WP>(w_hh_base + w_hh_off, nullptr, 1, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -287,7 +421,7 @@ __device__ __forceinline__ void bl_rnn_backward(const float* dh_base, u64 dh_off
         // Uniform over the block: every thread reaches the barrier inside.
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products<false, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
+        bl_products<false, WP>(t, hidden, m.as, m.ws, b.wr, m.red);
         if (c.store) {
             const float acc = bl_recurrent<1>(b, hidden, s);
             const float v = act_grad(0.0f, y, act, act_param) * (d + acc);
@@ -301,7 +435,7 @@ __device__ __forceinline__ void bl_rnn_backward(const float* dh_base, u64 dh_off
 // lstm_seq_forward of gated_seq.cu: gates[t] (x_t W_ih^T on entry) becomes the activated gates
 // of gates[t] + b_ih + b_hh + hs[t] W_hh^T; cs[t + 1] = f cs[t] + i g;
 // hs[t + 1] = o tanh(cs[t + 1]).
-template <bool W_GLOBAL>
+template <int WP>
 __device__ __forceinline__ void bl_lstm_forward(float* gates_base, u64 gates_off, float* hs_base,
     u64 hs_off, float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,
     const float* b_ih_base, u64 b_ih_off, const float* b_hh_base, u64 b_hh_off, uint steps,
@@ -309,7 +443,7 @@ __device__ __forceinline__ void bl_lstm_forward(float* gates_base, u64 gates_off
     float* gates = gates_base + gates_off;
     float* hs = hs_base + hs_off;
     float* cs = cs_base + cs_off;
-    const BlStart b = bl_start<true, W_GLOBAL>(w_hh_base + w_hh_off, hs, 4, batch, hidden);
+    const BlStart b = bl_start<true, WP>(w_hh_base + w_hh_off, hs, 4, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -327,7 +461,7 @@ __device__ __forceinline__ void bl_lstm_forward(float* gates_base, u64 gates_off
         float x[4];
 #pragma unroll
         for (int g = 0; g < 4; ++g) x[g] = c.store ? gr[g * H] : 0.0f;
-        bl_products<true, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
+        bl_products<true, WP>(t, hidden, m.as, m.ws, b.wr, m.red);
         if (c.store) {
             const float* p = m.red + c.r * t.gh + c.j;
             float h;
@@ -343,7 +477,7 @@ __device__ __forceinline__ void bl_lstm_forward(float* gates_base, u64 gates_off
 // lstm_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgates[t + 1] W_hh
 // (absent at t = steps - 1); dgates[t] and carry = dc_t f_t by RNN_LSTM_UNIT_BACKWARD; carry
 // read first when carry_in, as there.
-template <bool W_GLOBAL>
+template <int WP>
 __device__ __forceinline__ void bl_lstm_backward(const float* dh_base, u64 dh_off,
     const float* gates_base, u64 gates_off, const float* cs_base, u64 cs_off,
     const float* w_hh_base, u64 w_hh_off, float* dgates_base, u64 dgates_off, float* carry_base,
@@ -353,7 +487,7 @@ __device__ __forceinline__ void bl_lstm_backward(const float* dh_base, u64 dh_of
     const float* cs = cs_base + cs_off;
     float* dgates = dgates_base + dgates_off;
     float* carry = carry_base + carry_off;
-    const BlStart b = bl_start<false, W_GLOBAL>(w_hh_base + w_hh_off, nullptr, 4, batch, hidden);
+    const BlStart b = bl_start<false, WP>(w_hh_base + w_hh_off, nullptr, 4, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -376,7 +510,7 @@ __device__ __forceinline__ void bl_lstm_backward(const float* dh_base, u64 dh_of
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products<false, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
+        bl_products<false, WP>(t, hidden, m.as, m.ws, b.wr, m.red);
         if (c.store) {
             const float rec = bl_recurrent<4>(b, H, s);
             const float tc = tanhf(cn);
@@ -398,7 +532,7 @@ __device__ __forceinline__ void bl_lstm_backward(const float* dh_base, u64 dh_of
 
 // gru_seq_forward of gated_seq.cu: gh = hs[t] W_hh^T + b_hh; r, z, n; hs[t + 1] = (1 - z) n +
 // z hs[t]; cache[t] = [r, z, n, gh_n].
-template <bool W_GLOBAL>
+template <int WP>
 __device__ __forceinline__ void bl_gru_forward(const float* gx_base, u64 gx_off, float* hs_base,
     u64 hs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,
     const float* b_hh_base, u64 b_hh_off, float* cache_base, u64 cache_off, uint steps, uint batch,
@@ -406,7 +540,7 @@ __device__ __forceinline__ void bl_gru_forward(const float* gx_base, u64 gx_off,
     const float* gx = gx_base + gx_off;
     float* hs = hs_base + hs_off;
     float* cache = cache_base + cache_off;
-    const BlStart b = bl_start<true, W_GLOBAL>(w_hh_base + w_hh_off, hs, 3, batch, hidden);
+    const BlStart b = bl_start<true, WP>(w_hh_base + w_hh_off, hs, 3, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -425,7 +559,7 @@ __device__ __forceinline__ void bl_gru_forward(const float* gx_base, u64 gx_off,
         float x[3];
 #pragma unroll
         for (int g = 0; g < 3; ++g) x[g] = c.store ? xr[g * H] + bi[g] : 0.0f;
-        bl_products<true, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
+        bl_products<true, WP>(t, hidden, m.as, m.ws, b.wr, m.red);
         if (c.store) {
             const float* p = m.red + c.r * t.gh + c.j;
             const float ghr = p[0] + bh[0];
@@ -451,7 +585,7 @@ __device__ __forceinline__ void bl_gru_forward(const float* gx_base, u64 gx_off,
 // gru_seq_backward of gated_seq.cu: for t = steps - 1 .. 0, dh_t = dh[t] + dgh[t + 1] W_hh +
 // carry (product and carry absent at t = steps - 1); dgx[t], dgh[t] and carry = dh_t z by
 // RNN_GRU_UNIT_BACKWARD.
-template <bool W_GLOBAL>
+template <int WP>
 __device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off,
     const float* hs_base, u64 hs_off, const float* cache_base, u64 cache_off,
     const float* w_hh_base, u64 w_hh_off, float* dgx_base, u64 dgx_off, float* dgh_base,
@@ -462,7 +596,7 @@ __device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off
     float* dgx = dgx_base + dgx_off;
     float* dgh = dgh_base + dgh_off;
     float* carry = carry_base + carry_off;
-    const BlStart b = bl_start<false, W_GLOBAL>(w_hh_base + w_hh_off, nullptr, 3, batch, hidden);
+    const BlStart b = bl_start<false, WP>(w_hh_base + w_hh_off, nullptr, 3, batch, hidden);
     const BlTile& t = b.t;
     const BlSmem& m = b.m;
     const BlCell& c = b.c;
@@ -482,7 +616,7 @@ __device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off
         const float d = c.store ? dh[step * block + c.at] : 0.0f;
         // Also at the first step, whose products (of the zero staged rows) are not used: no
         // barrier under a condition (PoCL mishandles those).
-        bl_products<false, W_GLOBAL>(t, hidden, m.as, m.ws, m.red);
+        bl_products<false, WP>(t, hidden, m.as, m.ws, b.wr, m.red);
         if (c.store) {
             const float rec = bl_recurrent<3>(b, H, s);
             const float dt = (d + rec) + cr;
@@ -501,5 +635,69 @@ __device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off
         __syncthreads();
     }
 }
+
+// The entries of each cell's body, instantiated by small_seq_{rnn,lstm,gru}.cu and
+// small_seq_regs.cu: `NAME` the entry, `WP` where W_hh is kept (BL_SHARED, BL_GLOBAL: `w_hh`
+// is W_hh packed by bl_pack_w, BL_REGS).
+
+#define BL_RNN_FORWARD(NAME, WP)                                                                   \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off, const float* w_hh_base,    \
+        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
+        u64 b_hh_off, uint steps, uint batch, uint hidden, uint act, float act_param) {            \
+        bl_rnn_forward<WP>(pre_base, pre_off, hs_base, hs_off, w_hh_base, w_hh_off,                \
+            b_ih_base, b_ih_off, b_hh_base, b_hh_off, steps, batch, hidden, act, act_param);       \
+    }
+
+#define BL_RNN_BACKWARD(NAME, WP)                                                                  \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
+        const float* w_hh_base, u64 w_hh_off, float* dpre_base, u64 dpre_off, uint steps,          \
+        uint batch, uint hidden, uint act, float act_param) {                                      \
+        bl_rnn_backward<WP>(dh_base, dh_off, hs_base, hs_off, w_hh_base, w_hh_off,                 \
+            dpre_base, dpre_off, steps, batch, hidden, act, act_param);                            \
+    }
+
+#define BL_LSTM_FORWARD(NAME, WP)                                                                  \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        float* gates_base, u64 gates_off, float* hs_base, u64 hs_off, float* cs_base,              \
+        u64 cs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,    \
+        const float* b_hh_base, u64 b_hh_off, uint steps, uint batch, uint hidden) {               \
+        bl_lstm_forward<WP>(gates_base, gates_off, hs_base, hs_off, cs_base, cs_off,               \
+            w_hh_base, w_hh_off, b_ih_base, b_ih_off, b_hh_base, b_hh_off, steps, batch,           \
+            hidden);                                                                               \
+    }
+
+#define BL_LSTM_BACKWARD(NAME, WP)                                                                 \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* gates_base, u64 gates_off,                  \
+        const float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,                    \
+        float* dgates_base, u64 dgates_off, float* carry_base, u64 carry_off, uint steps,          \
+        uint batch, uint hidden, uint carry_in) {                                                  \
+        bl_lstm_backward<WP>(dh_base, dh_off, gates_base, gates_off, cs_base, cs_off,              \
+            w_hh_base, w_hh_off, dgates_base, dgates_off, carry_base, carry_off, steps, batch,     \
+            hidden, carry_in);                                                                     \
+    }
+
+#define BL_GRU_FORWARD(NAME, WP)                                                                   \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off, const float* w_hh_base,      \
+        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
+        u64 b_hh_off, float* cache_base, u64 cache_off, uint steps, uint batch, uint hidden) {     \
+        bl_gru_forward<WP>(gx_base, gx_off, hs_base, hs_off, w_hh_base, w_hh_off,                  \
+            b_ih_base, b_ih_off, b_hh_base, b_hh_off, cache_base, cache_off, steps, batch,         \
+            hidden);                                                                               \
+    }
+
+#define BL_GRU_BACKWARD(NAME, WP)                                                                  \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
+        const float* cache_base, u64 cache_off, const float* w_hh_base, u64 w_hh_off,              \
+        float* dgx_base, u64 dgx_off, float* dgh_base, u64 dgh_off, float* carry_base,             \
+        u64 carry_off, uint steps, uint batch, uint hidden) {                                      \
+        bl_gru_backward<WP>(dh_base, dh_off, hs_base, hs_off, cache_base, cache_off,               \
+            w_hh_base, w_hh_off, dgx_base, dgx_off, dgh_base, dgh_off, carry_base, carry_off,      \
+            steps, batch, hidden);                                                                 \
+    }
 
 #endif  // RNN_SMALL_SEQ_CU

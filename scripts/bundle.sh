@@ -29,7 +29,7 @@ cp "$(bench_exe stream)" .gpu-bundle/bin/stream && strip .gpu-bundle/bin/stream
 cp "$(bench_exe generate)" .gpu-bundle/bin/generate && strip .gpu-bundle/bin/generate
 cp ../shared/bench/pytorch_reference.py .gpu-bundle/
 # The grid, PyTorch's side of it and the table script.
-cp benches/recurrent_grid.points scripts/recurrent_grid.py scripts/recurrent_grid_table.py .gpu-bundle/
+cp benches/recurrent_grid.points benches/recurrent_boundary.points scripts/recurrent_grid.py scripts/recurrent_grid_table.py .gpu-bundle/
 # An earlier build of the bench, for before/after profiles (scripts/gpu-machine.sh profile).
 # Build it in its own clone with its own CARGO_TARGET_DIR: cargo's dep-info paths are relative,
 # so a target directory shared with another tree takes that tree's artifacts as fresh.

@@ -12,6 +12,12 @@
 #                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
 #   bash scripts/gpu-machine.sh grid-bf16     (not in all: the points named by $GRID_ONLY, default
 #                                              h1024, in bf16: PyTorch autocast and rnn on cuda:0)
+#   bash scripts/gpu-machine.sh grid-boundary (not in all: ours on cuda:0 at the shapes of
+#                                              benches/recurrent_boundary.points, automatic and
+#                                              with persistent and gemm forced)
+#   bash scripts/gpu-machine.sh grid-ncu      (not in all: Nsight Compute over the training loop at
+#                                              each point of $GRID_NCU_POINTS, a roofline table
+#                                              per point into $OUT/grid-ncu.md)
 #   bash scripts/gpu-machine.sh grid-algos    (not in all: ours only, each point of $GRID_ALGOS_ONLY
 #                                              under every recurrent algorithm, on cuda:0 and NVIDIA
 #                                              OpenCL, into $OUT/grid-algos-{cuda,opencl}.log)
@@ -221,7 +227,7 @@ for what in "${@:-all}"; do
       # (point, algorithm), `# ... cannot run` where the algorithm does not fit. Not in `all`.
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
       points=.gpu-bundle/recurrent_grid.points
-      only=${GRID_ALGOS_ONLY:-lstm_h64_b64_t128_l1_uni,gru_h64_b64_t128_l1_uni,gru_h128_b64_t128_l1_uni,lstm_h128_b64_t128_l1_uni,elman_h128_b64_t128_l1_uni,lstm_h64_b256_t32_l2_uni,lstm_h64_b16_t32_l1_bi,gru_h128_b1_t512_l2_bi,elman_h512_b64_t128_l1_uni}
+      only=${GRID_ALGOS_ONLY:-lstm_h64_b64_t128_l1_uni,gru_h64_b64_t128_l1_uni,gru_h128_b64_t128_l1_uni,lstm_h128_b64_t128_l1_uni,elman_h64_b64_t128_l1_uni,elman_h128_b64_t128_l1_uni,lstm_h64_b256_t32_l2_uni,lstm_h64_b16_t32_l1_bi,elman_h64_b16_t32_l2_bi,gru_h128_b1_t512_l2_bi,elman_h512_b64_t128_l1_uni}
       for dev in cuda:0 $ocl; do
         name=cuda; [ "$dev" = cuda:0 ] || name=opencl
         step "recurrent grid, every algorithm: rnn on $dev"
@@ -230,6 +236,37 @@ for what in "${@:-all}"; do
         [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --algos all on $dev failed"; status=1; }
       done
       [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; } ;;&
+    grid-boundary)
+      # Not in `all`: ours on cuda:0 at the shapes of benches/recurrent_boundary.points, chosen
+      # automatically, then with the persistent kernels and the per-step GEMMs forced, into
+      # $OUT/grid-boundary.log: whether the automatic choice takes the faster side.
+      points=.gpu-bundle/recurrent_boundary.points
+      step "recurrent boundary shapes: rnn on cuda:0, automatic and forced"
+      { bash $run exec recurrent_grid --device cuda:0 --points $points &&
+        bash $run exec recurrent_grid --device cuda:0 --points $points --algos persistent,gemm; } \
+        2>&1 | tee "$OUT/grid-boundary.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid over the boundary shapes failed"; status=1; } ;;&
+    grid-ncu)
+      # Not in `all`: Nsight Compute over a window of 300 launches of the training loop at each
+      # point of $GRID_NCU_POINTS (`;`-separated lines of benches/recurrent_grid.points; the
+      # recurrence forced with RNN_RECURRENT_ALGO where set), then scripts/roofline.py per point
+      # (steps counted by the optimizer's launches) into $OUT/grid-ncu.md.
+      metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+      metrics+=,sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__sass_thread_inst_executed_op_fadd_pred_on.sum
+      metrics+=,sm__sass_thread_inst_executed_op_fmul_pred_on.sum
+      metrics+=,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
+      tables=()
+      IFS=';' read -ra ncu_points <<< "${GRID_NCU_POINTS:-gru 2048 1 32 1 uni;lstm 128 64 128 1 uni;elman 128 64 128 1 uni;gru 128 1 512 2 bi}"
+      for point in "${ncu_points[@]}"; do
+        name=$(echo $point | awk '{print $1"_h"$2"_b"$3"_t"$4"_l"$5"_"$6}')
+        echo "$point" > "$OUT/ncu-$name.points"
+        step "ncu: $name${RNN_RECURRENT_ALGO:+ (forced $RNN_RECURRENT_ALGO)}"
+        ncu --clock-control none --csv --metrics "$metrics" --launch-skip 400 --launch-count 300 \
+          .gpu-bundle/bin/recurrent_grid --device cuda:0 --points "$OUT/ncu-$name.points" \
+          > "$OUT/ncu-$name.csv" 2> "$OUT/ncu-$name.err" || { tail -5 "$OUT/ncu-$name.err"; status=1; }
+        tables+=("$OUT/ncu-$name.csv" auto)
+      done
+      python3 scripts/roofline.py "${tables[@]}" 2>&1 | tee "$OUT/grid-ncu.md" ;;&
     profile)
       # One graph-replayed training step of each workload under Nsight Compute, then the
       # roofline table per workload (scripts/roofline.py). With .gpu-bundle/bin/workloads-base

@@ -264,6 +264,17 @@ pub(crate) mod family_entries {
         "gru_seq_forward_l1",
         "gru_seq_backward_l1",
     ];
+    /// The block-local sequence kernels of every cell with W_hh in registers, each product
+    /// split along k: a module of their own, built on first use (only a forced algorithm
+    /// launches them).
+    pub(crate) const SMALL_SEQUENCE_REGS: &[&str] = &[
+        "rnn_seq_forward_local_regs",
+        "rnn_seq_backward_local_regs",
+        "lstm_seq_forward_local_regs",
+        "lstm_seq_backward_local_regs",
+        "gru_seq_forward_local_regs",
+        "gru_seq_backward_local_regs",
+    ];
     /// The kernel that packs W_hh for the block-local `_l1` kernels.
     pub(crate) const SMALL_SEQUENCE_PACK: &[&str] = &["bl_pack_w"];
     /// Dropout and the generator.

@@ -23,8 +23,13 @@ pub enum RecurrentAlgorithm {
     /// unit of a tile of rows in one block, no grid barrier (`*_seq_*_local`).
     BlockLocal,
     /// The block-local kernels with W_hh read from global memory through the L1 cache and only
-    /// the rows of the tile in local memory (`*_seq_*_l1`, OpenCL only).
+    /// the rows of the tile in local memory (`*_seq_*_l1`; chosen automatically under OpenCL
+    /// and HIP only).
     BlockLocalL1,
+    /// The block-local kernels with W_hh in registers, each product split along k over a few
+    /// threads (`*_seq_*_local_regs`; where gates x hidden x the split is at most 1024
+    /// threads: Elman to hidden 146, LSTM to 72, GRU to 85). Only when forced.
+    BlockLocalRegisters,
     /// The persistent kernels: one cooperative launch whose blocks each own a slice of the
     /// hidden units and meet at a grid barrier every step (CUDA; NVIDIA GPUs under OpenCL).
     Persistent,
@@ -36,9 +41,10 @@ pub enum RecurrentAlgorithm {
 
 impl RecurrentAlgorithm {
     /// Every algorithm other than [`RecurrentAlgorithm::Auto`], in the order the names list.
-    pub const FORCIBLE: [RecurrentAlgorithm; 5] = [
+    pub const FORCIBLE: [RecurrentAlgorithm; 6] = [
         RecurrentAlgorithm::BlockLocal,
         RecurrentAlgorithm::BlockLocalL1,
+        RecurrentAlgorithm::BlockLocalRegisters,
         RecurrentAlgorithm::Persistent,
         RecurrentAlgorithm::Gemm,
         RecurrentAlgorithm::Steps,
@@ -50,6 +56,7 @@ impl RecurrentAlgorithm {
             RecurrentAlgorithm::Auto => "auto",
             RecurrentAlgorithm::BlockLocal => "block-local",
             RecurrentAlgorithm::BlockLocalL1 => "block-local-l1",
+            RecurrentAlgorithm::BlockLocalRegisters => "block-local-regs",
             RecurrentAlgorithm::Persistent => "persistent",
             RecurrentAlgorithm::Gemm => "gemm",
             RecurrentAlgorithm::Steps => "steps",
@@ -64,7 +71,8 @@ impl fmt::Display for RecurrentAlgorithm {
 }
 
 /// The expected words, for errors.
-const WORDS: &str = "expected auto, block-local, block-local-l1, persistent, gemm or steps";
+const WORDS: &str =
+    "expected auto, block-local, block-local-l1, block-local-regs, persistent, gemm or steps";
 
 impl FromStr for RecurrentAlgorithm {
     type Err = Error;

@@ -236,6 +236,19 @@ fn opencl_l1_recurrent_state_follows_cpu() {
     }
 }
 
+/// Forced to the block-local kernels with W_hh in registers
+/// (`RecurrentAlgorithm::BlockLocalRegisters`; every GPU target, PoCL in CI): outputs, states
+/// and gradients against the CPU.
+#[test]
+fn registers_recurrent_state_follows_cpu() {
+    let regs = |o: &mut ContextOptions| {
+        o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalRegisters)
+    };
+    for t in [Target::OpenCl, Target::Cuda, Target::Hip, Target::HipOnCuda] {
+        follows_cpu_with(t, "registers_recurrent_state", regs);
+    }
+}
+
 target_tests!(follows_cpu:
     opencl_recurrent_state_follows_cpu => OpenCl,
     cuda_recurrent_state_follows_cpu => Cuda,

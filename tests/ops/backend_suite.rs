@@ -427,29 +427,43 @@ fn prop<S: Strategy>(
 /// A recurrent sequence shape: `(steps, batch, hidden, pad, seed)`.
 type SeqCase = (usize, usize, usize, usize, u64);
 
+/// The hidden sizes [`block_local_sequences`] draws besides 1: small ones, ones up to the
+/// largest whose W_hh fits a block's shared memory, and ones up to the largest the register
+/// variant takes.
+struct BlockLocalHidden {
+    small: RangeInclusive<usize>,
+    near_limit: RangeInclusive<usize>,
+    near_regs_limit: RangeInclusive<usize>,
+}
+
 /// Runs `body` on random sequence shapes with the block-local recurrent kernels
 /// (`ContextOptions::recurrent_block_local`) on, then off (the paths they replace, at the same
 /// shapes), then forced to their L1 variant (`RecurrentAlgorithm::BlockLocalL1`: W_hh read from
-/// global memory, OpenCL; elsewhere, and beyond its thread limit, the automatic choice runs):
-/// 1 to `max_steps` steps; batch 1, a few rows, or more rows than a GPU has compute units;
-/// hidden 1, `small` or `near_limit` (up to the largest that fits a block); views aligned and
-/// not.
+/// global memory) and to their register variant (`BlockLocalRegisters`, W_hh in registers,
+/// each product split along k); beyond a variant's limits the automatic choice runs: 1 to
+/// `max_steps` steps; batch 1, a few rows, or more rows than a GPU has compute units; hidden as
+/// [`BlockLocalHidden`] says; views aligned and not.
 fn block_local_sequences(
     t: Target,
     test: &str,
-    (max_steps, small, near_limit): (usize, RangeInclusive<usize>, RangeInclusive<usize>),
+    (max_steps, hidden): (usize, BlockLocalHidden),
     body: impl Fn(&Context, SeqCase) -> Result<(), TestCaseError>,
 ) {
-    for how in ["on", "off", "l1"] {
+    for how in ["on", "off", "l1", "regs"] {
         let test = format!("{test} ({how})");
         let ctxs = support::contexts_with(t, &test, |o| match how {
             "l1" => o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalL1),
+            "regs" => o.recurrent_algorithm = Some(RecurrentAlgorithm::BlockLocalRegisters),
             _ => o.recurrent_block_local = Some(how == "on"),
         });
+        let near = match how {
+            "regs" => hidden.near_regs_limit.clone(),
+            _ => hidden.near_limit.clone(),
+        };
         let s = (
             1..=max_steps,
             prop_oneof![Just(1usize), 2..=9usize, 130..=300usize],
-            prop_oneof![Just(1usize), small.clone(), near_limit.clone()],
+            prop_oneof![Just(1usize), hidden.small.clone(), near],
             prop_oneof![Just(0usize), Just(3usize)],
             any::<u64>(),
         );

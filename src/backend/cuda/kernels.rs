@@ -118,7 +118,7 @@ const SMALL_SEQ: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 21] = [
+pub(crate) const FAMILIES: [OpFamily; 22] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -301,6 +301,17 @@ pub(crate) const FAMILIES: [OpFamily; 21] = [
             ),
         ],
         entries: &[family_entries::SMALL_SEQUENCE_GRU],
+    },
+    OpFamily {
+        name: "small_seq_regs",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cu/small_seq_regs.cu",
+                include_str!("../../../kernels-cu/small_seq_regs.cu"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_REGS],
     },
     OpFamily {
         name: "random",

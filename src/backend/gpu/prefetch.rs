@@ -32,8 +32,9 @@ pub(super) enum Prefetch {
 /// has a vendor GEMM library (cuBLAS) that takes the f32 products.
 pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: bool) -> Prefetch {
     match family {
-        // bf16/f16 kernels: only mixed-precision work launches them.
-        "hgemm" | "mixed" | "optim_mixed" => Prefetch::FirstUse,
+        // bf16/f16 kernels: only mixed-precision work launches them; the block-local kernels
+        // with W_hh in registers: only a forced algorithm does.
+        "hgemm" | "mixed" | "optim_mixed" | "small_seq_regs" => Prefetch::FirstUse,
         // The per-step kernels (`rnn_step_*`, `lstm_step_*`, `gru_step_*`) and the cells of
         // the per-step GEMM route (`lstm_cell_*`, `gru_cell_*`, LSTM/GRU from hidden 384): a
         // sequence runs them only where neither the persistent nor the block-local kernels take
@@ -165,7 +166,7 @@ mod tests {
     use super::*;
 
     /// The OpenCL families in table order (src/backend/opencl/kernels.rs).
-    const OPENCL: [&str; 19] = [
+    const OPENCL: [&str; 20] = [
         "elementwise",
         "reduce",
         "optim",
@@ -180,13 +181,14 @@ mod tests {
         "small_seq_rnn",
         "small_seq_lstm",
         "small_seq_gru",
+        "small_seq_regs",
         "random",
         "embedding",
         "varlen",
         "mixed",
         "tier0",
     ];
-    const OPENCL_TIER0: usize = 18;
+    const OPENCL_TIER0: usize = 19;
 
     fn slots(names: &[&str], backend: BackendKind, vendor_gemm: bool) -> Vec<PlanSlot> {
         names
@@ -207,7 +209,7 @@ mod tests {
     fn families_only_some_runs_launch_are_left_to_their_first_use() {
         use BackendKind::{Cuda, Hip, OpenCl};
         for backend in [Cuda, Hip, OpenCl] {
-            for family in ["hgemm", "mixed", "optim_mixed", "rnn"] {
+            for family in ["hgemm", "mixed", "optim_mixed", "rnn", "small_seq_regs"] {
                 assert_eq!(family_prefetch(family, backend, true), Prefetch::FirstUse);
                 assert_eq!(family_prefetch(family, backend, false), Prefetch::FirstUse);
             }

@@ -44,8 +44,11 @@ pub(super) enum SeqRoute {
 impl SeqRoute {
     fn algorithm(&self) -> RecurrentAlgorithm {
         match self {
-            SeqRoute::Local(p) if p.kernel.place == WPlace::L1 => RecurrentAlgorithm::BlockLocalL1,
-            SeqRoute::Local(_) => RecurrentAlgorithm::BlockLocal,
+            SeqRoute::Local(p) => match p.kernel.place {
+                WPlace::Shared => RecurrentAlgorithm::BlockLocal,
+                WPlace::L1 => RecurrentAlgorithm::BlockLocalL1,
+                WPlace::Registers => RecurrentAlgorithm::BlockLocalRegisters,
+            },
             SeqRoute::Persistent(_) => RecurrentAlgorithm::Persistent,
             SeqRoute::Gemm => RecurrentAlgorithm::Gemm,
             SeqRoute::Steps => RecurrentAlgorithm::Steps,
@@ -101,6 +104,9 @@ impl<D: Device> GpuOps<D> {
                 .map(SeqRoute::Local),
             RecurrentAlgorithm::BlockLocalL1 => self
                 .local_plan(op.base, shape, WPlace::L1)?
+                .map(SeqRoute::Local),
+            RecurrentAlgorithm::BlockLocalRegisters => self
+                .local_plan(op.base, shape, WPlace::Registers)?
                 .map(SeqRoute::Local),
             RecurrentAlgorithm::Persistent => self
                 .persistent_plan(op, shape)?

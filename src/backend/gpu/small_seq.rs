@@ -77,6 +77,21 @@ pub(crate) enum WPlace {
     Shared,
     /// In global memory, packed, read through the L1 cache (`*_l1`).
     L1,
+    /// In registers, each product split along k over [`k_split`] threads (`*_local_regs`).
+    Registers,
+}
+
+/// Float4s of W_hh a thread of a `*_local_regs` kernel holds (`BL_REG_CHUNKS` of
+/// kernels-cu/small_seq.cu and kernels-cl/small_seq.cl).
+const REG_CHUNKS: usize = 6;
+
+/// The threads of one product (`bl_ksplit` of the kernels): with W_hh in registers, as many as
+/// hold a row of `hidden` (padded to 4) in [`REG_CHUNKS`] float4s each; else 1.
+fn k_split(place: WPlace, hidden: usize) -> usize {
+    match place {
+        WPlace::Registers => hidden.div_ceil(4).div_ceil(REG_CHUNKS),
+        WPlace::Shared | WPlace::L1 => 1,
+    }
 }
 
 /// The floats of W_hh packed as the products' operand: `gates hidden` by hidden rounded up to 4.
@@ -122,7 +137,8 @@ pub(crate) fn geometry(
         return None;
     }
     let gh = gates.checked_mul(hidden)?;
-    let padded = gh.div_ceil(32).checked_mul(32)?;
+    let ks = k_split(place, hidden);
+    let padded = gh.checked_mul(ks)?.div_ceil(32).checked_mul(32)?;
     let max_groups = max_threads / padded;
     if max_groups == 0 {
         return None;
@@ -132,8 +148,10 @@ pub(crate) fn geometry(
     let width = if forward { 1 } else { gates } * padded_hidden;
     let w = match place {
         WPlace::Shared => gh.checked_mul(padded_hidden)?,
-        WPlace::L1 => 0,
+        WPlace::L1 | WPlace::Registers => 0,
     };
+    // The partial products of a split product, after the products.
+    let partials = if ks > 1 { gh.checked_mul(ks)? } else { 0 };
     let want = batch
         .div_ceil(compute_units.max(1))
         .min(max_threads / hidden);
@@ -141,7 +159,7 @@ pub(crate) fn geometry(
         let groups = rows.min(max_groups);
         let threads = padded * groups;
         let slots = groups * rows.div_ceil(groups);
-        let floats = w.checked_add(slots * (width + gh))?;
+        let floats = w.checked_add(slots * (width + gh + partials))?;
         let fits = rows * hidden <= threads && floats.checked_mul(4)? <= room.shared_bytes;
         fits.then_some(BlockLocal {
             grid: batch.div_ceil(rows),
@@ -151,6 +169,39 @@ pub(crate) fn geometry(
         })
     })
 }
+
+/// The block-local entries of each persistent kernel, W_hh in shared memory, through L1 and
+/// in registers.
+const RNN_FORWARD: [&str; 3] = [
+    "rnn_seq_forward_local",
+    "rnn_seq_forward_l1",
+    "rnn_seq_forward_local_regs",
+];
+const RNN_BACKWARD: [&str; 3] = [
+    "rnn_seq_backward_local",
+    "rnn_seq_backward_l1",
+    "rnn_seq_backward_local_regs",
+];
+const LSTM_FORWARD: [&str; 3] = [
+    "lstm_seq_forward_local",
+    "lstm_seq_forward_l1",
+    "lstm_seq_forward_local_regs",
+];
+const LSTM_BACKWARD: [&str; 3] = [
+    "lstm_seq_backward_local",
+    "lstm_seq_backward_l1",
+    "lstm_seq_backward_local_regs",
+];
+const GRU_FORWARD: [&str; 3] = [
+    "gru_seq_forward_local",
+    "gru_seq_forward_l1",
+    "gru_seq_forward_local_regs",
+];
+const GRU_BACKWARD: [&str; 3] = [
+    "gru_seq_backward_local",
+    "gru_seq_backward_l1",
+    "gru_seq_backward_local_regs",
+];
 
 /// A block-local kernel: its entry, gate blocks (1 Elman, 3 GRU, 4 LSTM), direction, where it
 /// keeps W_hh, and the position of `w_hh` among its buffers.
@@ -167,21 +218,21 @@ impl LocalKernel {
     /// The block-local counterpart of the persistent kernel `persistent` (`lstm_seq_forward`,
     /// ...; same arguments less the barrier and exchange buffers) with W_hh in `place`.
     pub(super) fn of(persistent: &str, place: WPlace) -> Option<LocalKernel> {
-        let shared = place == WPlace::Shared;
-        let pick = |local, l1| if shared { local } else { l1 };
-        let (entry, gates, w_arg) = match persistent {
-            "rnn_seq_forward" => (pick("rnn_seq_forward_local", "rnn_seq_forward_l1"), 1, 2),
-            "rnn_seq_backward" => (pick("rnn_seq_backward_local", "rnn_seq_backward_l1"), 1, 2),
-            "lstm_seq_forward" => (pick("lstm_seq_forward_local", "lstm_seq_forward_l1"), 4, 3),
-            "lstm_seq_backward" => (
-                pick("lstm_seq_backward_local", "lstm_seq_backward_l1"),
-                4,
-                3,
-            ),
-            "gru_seq_forward" => (pick("gru_seq_forward_local", "gru_seq_forward_l1"), 3, 2),
-            "gru_seq_backward" => (pick("gru_seq_backward_local", "gru_seq_backward_l1"), 3, 3),
+        let pick = |[local, l1, regs]: [&'static str; 3]| match place {
+            WPlace::Shared => local,
+            WPlace::L1 => l1,
+            WPlace::Registers => regs,
+        };
+        let (entries, gates, w_arg) = match persistent {
+            "rnn_seq_forward" => (RNN_FORWARD, 1, 2),
+            "rnn_seq_backward" => (RNN_BACKWARD, 1, 2),
+            "lstm_seq_forward" => (LSTM_FORWARD, 4, 3),
+            "lstm_seq_backward" => (LSTM_BACKWARD, 4, 3),
+            "gru_seq_forward" => (GRU_FORWARD, 3, 2),
+            "gru_seq_backward" => (GRU_BACKWARD, 3, 3),
             _ => return None,
         };
+        let entry = pick(entries);
         Some(LocalKernel {
             entry,
             gates,
@@ -261,7 +312,7 @@ impl<D: Device> GpuOps<D> {
         tail: impl FnOnce(Args) -> Args,
     ) -> Result<()> {
         let k = plan.kernel;
-        if k.place == WPlace::Shared {
+        if k.place != WPlace::L1 {
             return self.launch_local(plan, bufs, shape, tail);
         }
         let n = packed_floats(k.gates, shape.hidden);
@@ -353,6 +404,25 @@ mod tests {
         let gru = geometry(3, (64, 128), (false, WPlace::L1), 132, NV_OPENCL).unwrap();
         assert_eq!((gru.grid, gru.rows, gru.threads), (64, 1, 384));
         assert_eq!(gru.shared_floats, 3 * 128 + 384);
+    }
+
+    #[test]
+    fn the_register_variant_is_bounded_by_its_split_products_threads() {
+        // G hidden ks <= 1024 threads, ks = ceil(ceil(hidden / 4) / 6); the device's shared
+        // memory does not bind.
+        for room in [H100, NV_OPENCL] {
+            let regs = [4, 3, 1].map(|g| largest_in(WPlace::Registers, g, room));
+            assert_eq!(regs, [72, 85, 146]);
+        }
+        // Elman hidden 128, batch 64: one row a block, 128 products split 6 ways, the staged
+        // row, the products and their partial sums.
+        let elman = geometry(1, (64, 128), (true, WPlace::Registers), 132, NV_OPENCL).unwrap();
+        assert_eq!((elman.grid, elman.rows, elman.threads), (64, 1, 768));
+        assert_eq!(elman.shared_floats, 128 + 128 + 768);
+        // Up to 24 floats a row fit one thread: no split, no partial sums.
+        let small = geometry(4, (8, 24), (false, WPlace::Registers), 132, H100).unwrap();
+        assert_eq!(small.threads, 96);
+        assert_eq!((small.grid, small.shared_floats), (8, 4 * 24 + 96));
     }
 
     #[test]

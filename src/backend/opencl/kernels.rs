@@ -49,7 +49,7 @@ const SMALL_SEQ: (&str, &str) = (
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 19] = [
+pub(crate) const FAMILIES: [OpFamily; 20] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -230,6 +230,17 @@ pub(crate) const FAMILIES: [OpFamily; 19] = [
             ),
         ],
         entries: &[family_entries::SMALL_SEQUENCE_GRU],
+    },
+    OpFamily {
+        name: "small_seq_regs",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cl/small_seq_regs.cl",
+                include_str!("../../../kernels-cl/small_seq_regs.cl"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_REGS],
     },
     OpFamily {
         name: "random",

@@ -21,7 +21,7 @@ use rnn::ops::SeqShape;
 use rnn::{Context, DType};
 
 use super::{
-    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
+    BlockLocalHidden, Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
     low_product_sequences, nan, prop,
 };
 use crate::support::{self, Target};
@@ -243,8 +243,13 @@ pub fn gated_sequence_gemm_steps(t: Target) {
 
 pub fn gated_sequence_block_local(t: Target) {
     // Hidden sizes up to the largest whose LSTM fits a block (119 units on an H100, 52 under
-    // OpenCL on NVIDIA).
-    let shapes = (6, 2..=63usize, 110..=119usize);
+    // OpenCL on NVIDIA), and up to the register variant's GRU limit (LSTM 72, GRU 85).
+    let hidden = BlockLocalHidden {
+        small: 2..=63,
+        near_limit: 110..=119,
+        near_regs_limit: 64..=86,
+    };
+    let shapes = (6, hidden);
     let test = "gpu_gated_sequence_block_local";
     block_local_sequences(t, test, shapes, |ctx, (steps, batch, hidden, pad, seed)| {
         let mut r = Values(seed);

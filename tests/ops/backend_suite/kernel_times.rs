@@ -308,6 +308,9 @@ fn forced_sequence_launches(t: Target) {
             let count = |part: &str| got.keys().filter(|k| k.contains(part)).count();
             let ok = match algorithm {
                 A::BlockLocal => ran("_local") && count("_seq_") == 6 && count("_step_") == 0,
+                A::BlockLocalRegisters => {
+                    ran("_local_regs") && count("_seq_") == 6 && count("_step_") == 0
+                }
                 A::BlockLocalL1 => {
                     ran("_l1")
                         && count("_seq_") == 6

@@ -19,7 +19,7 @@ use rnn::{Activation, Context};
 
 use super::gated_seq::product_tolerance;
 use super::{
-    Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
+    BlockLocalHidden, Values, block_local_sequences, compare_at, cpu_outputs, gemm_step_sequences,
     low_product_sequences, nan, prop,
 };
 use crate::support::{self, Target};
@@ -173,8 +173,13 @@ pub fn rnn_sequence_gemm_steps(t: Target) {
 
 pub fn rnn_sequence_block_local(t: Target) {
     // Hidden sizes up to the largest whose W_hh fits a block (240 units on an H100, 108 under
-    // OpenCL on NVIDIA).
-    let shapes = (8, 2..=109usize, 230..=240usize);
+    // OpenCL on NVIDIA), and up to the register variant's limit (146).
+    let hidden = BlockLocalHidden {
+        small: 2..=109,
+        near_limit: 230..=240,
+        near_regs_limit: 120..=147,
+    };
+    let shapes = (8, hidden);
     let test = "gpu_rnn_sequence_block_local";
     block_local_sequences(t, test, shapes, |ctx, (steps, batch, hidden, pad, seed)| {
         let mut r = Values(seed);

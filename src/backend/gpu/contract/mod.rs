@@ -196,7 +196,8 @@ fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> 
 }
 
 /// Records every launch of [`calls::exercise`] on each imitated device, with the default
-/// options, again with the tier-0 stand-ins forced, and again with the GEMM path forced:
+/// options, again with the tier-0 stand-ins forced, with the GEMM path forced and with the
+/// block-local kernels with W_hh in registers forced:
 /// `(dialect, entry)` to its argument kinds. Two different lists for one entry of one dialect
 /// are an error.
 fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
@@ -211,11 +212,17 @@ fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
         recurrent_algorithm: Some(RecurrentAlgorithm::Gemm),
         ..ContextOptions::default()
     };
+    // The block-local kernels with W_hh in registers run only when forced.
+    let registers = ContextOptions {
+        recurrent_algorithm: Some(RecurrentAlgorithm::BlockLocalRegisters),
+        ..ContextOptions::default()
+    };
     let runs = imitations()
         .into_iter()
         .map(|i| (i, ContextOptions::default()))
         .chain(imitations().into_iter().map(|i| (i, forced.clone())))
-        .chain(imitations().into_iter().map(|i| (i, gemm_steps.clone())));
+        .chain(imitations().into_iter().map(|i| (i, gemm_steps.clone())))
+        .chain(imitations().into_iter().map(|i| (i, registers.clone())));
     for (imitate, options) in runs {
         let dialect = format!("{:?}", imitate.dialect);
         let (device, log) = RecordingDevice::new(imitate);
