@@ -268,8 +268,8 @@ inline BlCell bl_cell(BlTile t, uint batch, uint hidden) {
 
 // bl_start of small_seq.cu: the tile and cell element, W loaded (into local memory or `wr`)
 // and the staged rows set (`forward`: from block 0 of `state`; else zero), then a barrier.
-// `smem` is split into W (`*ws`; nothing unless BL_SHARED), the staged rows (`*as`) and the products
-// (`*red`).
+// `smem` is split into W (`*ws`; nothing unless BL_SHARED), the staged rows (`*as`) and the
+// products (`*red`).
 typedef struct {
     BlTile t;
     BlCell c;

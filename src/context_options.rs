@@ -83,8 +83,9 @@ pub struct ContextOptions {
     /// measuring: where it cannot run a sequence, the automatic choice (which the two options
     /// above steer) runs it instead, with a `log::debug!` line that says why. A forced
     /// algorithm ignores `recurrent_gemm_steps` and `recurrent_block_local`.
-    /// `RNN_RECURRENT_ALGO=auto|block-local|block-local-l1|block-local-regs|persistent|gemm|steps`
-    /// sets it for every context that leaves it `None`; `None` and `Some(Auto)` choose automatically.
+    /// `RNN_RECURRENT_ALGO` (`auto`, `block-local`, `block-local-l1`, `block-local-regs`,
+    /// `persistent`, `gemm` or `steps`) sets it for every context that leaves it `None`; `None`
+    /// and `Some(Auto)` choose automatically.
     pub recurrent_algorithm: Option<RecurrentAlgorithm>,
 }
 
