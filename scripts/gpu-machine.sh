@@ -19,8 +19,13 @@
 #                                              each point of $GRID_NCU_POINTS, a roofline table
 #                                              per point into $OUT/grid-ncu.md)
 #   bash scripts/gpu-machine.sh grid-algos    (not in all: ours only, each point of $GRID_ALGOS_ONLY
-#                                              under every recurrent algorithm, on cuda:0 and NVIDIA
-#                                              OpenCL, into $OUT/grid-algos-{cuda,opencl}.log)
+#                                              under each recurrent algorithm of $GRID_ALGOS (default
+#                                              all), on cuda:0 and NVIDIA OpenCL, into
+#                                              $OUT/grid-algos-{cuda,opencl}.log)
+#   bash scripts/gpu-machine.sh recurrent-check (not in all, about 4 minutes: the op suites of the
+#                                              recurrent kernels and thin GEMMs on every GPU backend,
+#                                              memcheck over them on CUDA and HIP-through-NVRTC,
+#                                              the recurrent-state tests; for a short call)
 #   bash scripts/gpu-machine.sh hgemm-grid    (not in all: bf16/f16 products over a grid of
 #                                              shapes, cuBLAS on and off, on cuda:0 and NVIDIA
 #                                              OpenCL, into $OUT/hgemm-grid-{cuda,opencl}.log)
@@ -221,8 +226,25 @@ for what in "${@:-all}"; do
         --cuda "$OUT/grid-bf16-rnn-cuda.log" > "$OUT/grid-bf16.md" \
         || { echo "!!! recurrent_grid_table.py failed"; status=1; }
       cat "$OUT/grid-bf16.md" ;;&
+    recurrent-check)
+      # Not in `all`: what a change to the recurrent kernels or the thin GEMMs must pass on the
+      # GPU, in one short call (each part bounded, its log kept whole in $OUT).
+      step "recurrent and thin-GEMM op suites (RNN_REQUIRE_BACKENDS=$RNN_REQUIRE_BACKENDS)"
+      timeout ${CHECK_TIMEOUT:-200} bash $run exec ops gpu_gemm_thin gpu_rnn gpu_gated gpu_sequence \
+        gpu_dense_ops > "$OUT/recurrent-check-ops.log" 2>&1 || { echo "!!! op suites failed"; status=1; }
+      grep -E "test result|FAILED|panicked" "$OUT/recurrent-check-ops.log" | head -20
+      step "memcheck over the thin GEMMs and block-local suites (cuda, hip-nvrtc)"
+      RNN_BACKENDS=cuda RNN_REQUIRE_BACKENDS=cuda,hip-nvrtc timeout ${CHECK_TIMEOUT:-200} \
+        compute-sanitizer --tool memcheck --report-api-errors no .gpu-bundle/bin/ops gpu_gemm_thin \
+        gpu_rnn_sequence_block_local gpu_gated_sequence_block_local --test-threads=1 \
+        > "$OUT/recurrent-check-memcheck.log" 2>&1 || { echo "!!! memcheck failed"; status=1; }
+      grep -E "ERROR SUMMARY|test result|FAILED" "$OUT/recurrent-check-memcheck.log" | head
+      step "recurrent state against the CPU (every GPU backend)"
+      timeout ${CHECK_TIMEOUT:-200} bash $run exec nn recurrent_state > "$OUT/recurrent-check-nn.log" 2>&1 \
+        || { echo "!!! recurrent-state tests failed"; status=1; }
+      grep -E "test result|FAILED|panicked" "$OUT/recurrent-check-nn.log" | head ;;&
     grid-algos)
-      # Every recurrent algorithm forced in turn (recurrent_grid --algos all) at the small-hidden
+      # Recurrent algorithms forced in turn (recurrent_grid --algos $GRID_ALGOS) at the small-hidden
       # points where the choice matters, ours only (about 4 minutes a device): one line per
       # (point, algorithm), `# ... cannot run` where the algorithm does not fit. Not in `all`.
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
@@ -231,7 +253,7 @@ for what in "${@:-all}"; do
       for dev in cuda:0 $ocl; do
         name=cuda; [ "$dev" = cuda:0 ] || name=opencl
         step "recurrent grid, every algorithm: rnn on $dev"
-        bash $run exec recurrent_grid --device "$dev" --points $points --only "$only" --algos all \
+        bash $run exec recurrent_grid --device "$dev" --points $points --only "$only" --algos "${GRID_ALGOS:-all}" \
           2>&1 | tee "$OUT/grid-algos-$name.log"
         [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --algos all on $dev failed"; status=1; }
       done
