@@ -231,17 +231,17 @@ for what in "${@:-all}"; do
       # GPU, in one short call (each part bounded, its log kept whole in $OUT).
       step "recurrent and thin-GEMM op suites (RNN_REQUIRE_BACKENDS=$RNN_REQUIRE_BACKENDS)"
       timeout ${CHECK_TIMEOUT:-200} bash $run exec ops gpu_gemm_thin gpu_rnn gpu_gated gpu_sequence \
-        gpu_dense_ops > "$OUT/recurrent-check-ops.log" 2>&1 || { echo "!!! op suites failed"; status=1; }
+        gpu_dense_ops > "$OUT/recurrent-check-ops.log" 2>&1 || { echo "!!! op suites failed (exit $?; 124: timed out)"; status=1; }
       grep -E "test result|FAILED|panicked" "$OUT/recurrent-check-ops.log" | head -20
       step "memcheck over the thin GEMMs and block-local suites (cuda, hip-nvrtc)"
       RNN_BACKENDS=cuda RNN_REQUIRE_BACKENDS=cuda,hip-nvrtc timeout ${CHECK_TIMEOUT:-200} \
         compute-sanitizer --tool memcheck --report-api-errors no .gpu-bundle/bin/ops gpu_gemm_thin \
         gpu_rnn_sequence_block_local gpu_gated_sequence_block_local --test-threads=1 \
-        > "$OUT/recurrent-check-memcheck.log" 2>&1 || { echo "!!! memcheck failed"; status=1; }
+        > "$OUT/recurrent-check-memcheck.log" 2>&1 || { echo "!!! memcheck failed (exit $?; 124: timed out)"; status=1; }
       grep -E "ERROR SUMMARY|test result|FAILED" "$OUT/recurrent-check-memcheck.log" | head
       step "recurrent state against the CPU (every GPU backend)"
       timeout ${CHECK_TIMEOUT:-200} bash $run exec nn recurrent_state > "$OUT/recurrent-check-nn.log" 2>&1 \
-        || { echo "!!! recurrent-state tests failed"; status=1; }
+        || { echo "!!! recurrent-state tests failed (exit $?; 124: timed out)"; status=1; }
       grep -E "test result|FAILED|panicked" "$OUT/recurrent-check-nn.log" | head ;;&
     grid-algos)
       # Recurrent algorithms forced in turn (recurrent_grid --algos $GRID_ALGOS) at the small-hidden
