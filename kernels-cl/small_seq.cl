@@ -146,8 +146,11 @@ inline void bl_load_regs(__global const float* W, BlTile t, uint hidden, int for
     uint q = tid - p * t.ks;
     uint s = p / hidden;
     uint j = p - s * hidden;
+    // Unrolled, so that `wr` is indexed by constants and stays in registers.
+#pragma unroll
     for (int c = 0; c < BL_REG_CHUNKS; c++) {
         float v[4];
+#pragma unroll
         for (int e = 0; e < 4; e++) {
             uint k = 4 * (q + t.ks * c) + e;
             int in = p < t.gh && k < hidden;
@@ -164,11 +167,11 @@ inline void bl_load_regs(__global const float* W, BlTile t, uint hidden, int for
                      __local float* out, uint ldo) {                                           \
         float acc[RB];                                                                         \
         for (int i = 0; i < RB; i++) acc[i] = 0.0f;                                            \
-        for (int c = 0; c < BL_REG_CHUNKS; c++) {                                              \
+        _Pragma("unroll") for (int c = 0; c < BL_REG_CHUNKS; c++) {                            \
             uint k = ks * c;                                                                   \
             if (k < reach) {                                                                   \
                 float4 wk = wr[c];                                                             \
-                for (int i = 0; i < RB; i++) {                                                 \
+                _Pragma("unroll") for (int i = 0; i < RB; i++) {                               \
                     acc[i] = bl_fma4(vload4(i * lda4 + k, a), wk, acc[i]);                     \
                 }                                                                              \
             }                                                                                  \
