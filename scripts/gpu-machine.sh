@@ -22,10 +22,11 @@
 #                                              under each recurrent algorithm of $GRID_ALGOS (default
 #                                              all), on cuda:0 and NVIDIA OpenCL, into
 #                                              $OUT/grid-algos-{cuda,opencl}.log)
-#   bash scripts/gpu-machine.sh recurrent-check (not in all, about 4 minutes: the op suites of the
-#                                              recurrent kernels and thin GEMMs on every GPU backend,
-#                                              memcheck over them on CUDA and HIP-through-NVRTC,
-#                                              the recurrent-state tests; for a short call)
+#   bash scripts/gpu-machine.sh recurrent-check (not in all: the op suites of the recurrent
+#                                              kernels and thin GEMMs on every GPU backend, memcheck
+#                                              over them on CUDA and HIP-through-NVRTC, the
+#                                              recurrent-state tests; each part within
+#                                              $CHECK_TIMEOUT seconds, default 200)
 #   bash scripts/gpu-machine.sh hgemm-grid    (not in all: bf16/f16 products over a grid of
 #                                              shapes, cuBLAS on and off, on cuda:0 and NVIDIA
 #                                              OpenCL, into $OUT/hgemm-grid-{cuda,opencl}.log)
@@ -252,10 +253,10 @@ for what in "${@:-all}"; do
       only=${GRID_ALGOS_ONLY:-lstm_h64_b64_t128_l1_uni,gru_h64_b64_t128_l1_uni,gru_h128_b64_t128_l1_uni,lstm_h128_b64_t128_l1_uni,elman_h64_b64_t128_l1_uni,elman_h128_b64_t128_l1_uni,lstm_h64_b256_t32_l2_uni,lstm_h64_b16_t32_l1_bi,elman_h64_b16_t32_l2_bi,gru_h128_b1_t512_l2_bi,elman_h512_b64_t128_l1_uni}
       for dev in cuda:0 $ocl; do
         name=cuda; [ "$dev" = cuda:0 ] || name=opencl
-        step "recurrent grid, every algorithm: rnn on $dev"
+        step "recurrent grid, algorithms ${GRID_ALGOS:-all}: rnn on $dev"
         bash $run exec recurrent_grid --device "$dev" --points $points --only "$only" --algos "${GRID_ALGOS:-all}" \
           2>&1 | tee "$OUT/grid-algos-$name.log"
-        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --algos all on $dev failed"; status=1; }
+        [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --algos ${GRID_ALGOS:-all} on $dev failed"; status=1; }
       done
       [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; } ;;&
     grid-boundary)
