@@ -602,4 +602,136 @@ inline void bl_gru_backward(__global const float* dh, __global const float* hs,
                         carry_base + carry_off, steps, batch, hidden, smem, WP);              \
     }
 
+// The paired entries (small_seq_pair.cl): two independent sequences of one shape, the two
+// directions of a bidirectional layer, in one launch of two work-groups along dimension 1,
+// each taking its own buffers (the second set suffixed `2`) through the body above; the
+// dimensions and the tail are shared (kernels-cu/small_seq.cu says why).
+#define BL_PICK(x) (get_group_id(1) ? x##2 : x)
+
+#define BL_RNN_FORWARD_PAIR(NAME, WP)                                                         \
+    __kernel void NAME(__global const float* pre_base, ulong pre_off, __global float* hs_base, \
+                       ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,         \
+                       __global const float* b_ih_base, ulong b_ih_off,                       \
+                       __global const float* b_hh_base, ulong b_hh_off,                       \
+                       __global const float* pre_base2, ulong pre_off2,                       \
+                       __global float* hs_base2, ulong hs_off2,                               \
+                       __global const float* w_hh_base2, ulong w_hh_off2,                     \
+                       __global const float* b_ih_base2, ulong b_ih_off2,                     \
+                       __global const float* b_hh_base2, ulong b_hh_off2, uint steps,         \
+                       uint batch, uint hidden, uint act, float act_param,                    \
+                       __local float* smem) {                                                 \
+        bl_rnn_forward(BL_PICK(pre_base) + BL_PICK(pre_off),                                  \
+                       BL_PICK(hs_base) + BL_PICK(hs_off),                                    \
+                       BL_PICK(w_hh_base) + BL_PICK(w_hh_off),                                \
+                       BL_PICK(b_ih_base) + BL_PICK(b_ih_off),                                \
+                       BL_PICK(b_hh_base) + BL_PICK(b_hh_off), steps, batch, hidden, act,     \
+                       act_param, smem, WP);                                                  \
+    }
+
+#define BL_RNN_BACKWARD_PAIR(NAME, WP)                                                        \
+    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
+                       __global const float* hs_base, ulong hs_off,                           \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global float* dpre_base, ulong dpre_off,                             \
+                       __global const float* dh_base2, ulong dh_off2,                         \
+                       __global const float* hs_base2, ulong hs_off2,                         \
+                       __global const float* w_hh_base2, ulong w_hh_off2,                     \
+                       __global float* dpre_base2, ulong dpre_off2, uint steps, uint batch,   \
+                       uint hidden, uint act, float act_param, __local float* smem) {         \
+        bl_rnn_backward(BL_PICK(dh_base) + BL_PICK(dh_off),                                   \
+                        BL_PICK(hs_base) + BL_PICK(hs_off),                                   \
+                        BL_PICK(w_hh_base) + BL_PICK(w_hh_off),                               \
+                        BL_PICK(dpre_base) + BL_PICK(dpre_off), steps, batch, hidden, act,    \
+                        act_param, smem, WP);                                                 \
+    }
+
+#define BL_LSTM_FORWARD_PAIR(NAME, WP)                                                        \
+    __kernel void NAME(__global float* gates_base, ulong gates_off, __global float* hs_base,  \
+                       ulong hs_off, __global float* cs_base, ulong cs_off,                   \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global const float* b_ih_base, ulong b_ih_off,                       \
+                       __global const float* b_hh_base, ulong b_hh_off,                       \
+                       __global float* gates_base2, ulong gates_off2,                         \
+                       __global float* hs_base2, ulong hs_off2,                               \
+                       __global float* cs_base2, ulong cs_off2,                               \
+                       __global const float* w_hh_base2, ulong w_hh_off2,                     \
+                       __global const float* b_ih_base2, ulong b_ih_off2,                     \
+                       __global const float* b_hh_base2, ulong b_hh_off2, uint steps,         \
+                       uint batch, uint hidden, __local float* smem) {                        \
+        bl_lstm_forward(BL_PICK(gates_base) + BL_PICK(gates_off),                             \
+                        BL_PICK(hs_base) + BL_PICK(hs_off),                                   \
+                        BL_PICK(cs_base) + BL_PICK(cs_off),                                   \
+                        BL_PICK(w_hh_base) + BL_PICK(w_hh_off),                               \
+                        BL_PICK(b_ih_base) + BL_PICK(b_ih_off),                               \
+                        BL_PICK(b_hh_base) + BL_PICK(b_hh_off), steps, batch, hidden, smem,   \
+                        WP);                                                                  \
+    }
+
+#define BL_LSTM_BACKWARD_PAIR(NAME, WP)                                                       \
+    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
+                       __global const float* gates_base, ulong gates_off,                     \
+                       __global const float* cs_base, ulong cs_off,                           \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global float* dgates_base, ulong dgates_off,                         \
+                       __global float* carry_base, ulong carry_off,                           \
+                       __global const float* dh_base2, ulong dh_off2,                         \
+                       __global const float* gates_base2, ulong gates_off2,                   \
+                       __global const float* cs_base2, ulong cs_off2,                         \
+                       __global const float* w_hh_base2, ulong w_hh_off2,                     \
+                       __global float* dgates_base2, ulong dgates_off2,                       \
+                       __global float* carry_base2, ulong carry_off2, uint steps, uint batch, \
+                       uint hidden, uint carry_in, __local float* smem) {                     \
+        bl_lstm_backward(BL_PICK(dh_base) + BL_PICK(dh_off),                                  \
+                         BL_PICK(gates_base) + BL_PICK(gates_off),                            \
+                         BL_PICK(cs_base) + BL_PICK(cs_off),                                  \
+                         BL_PICK(w_hh_base) + BL_PICK(w_hh_off),                              \
+                         BL_PICK(dgates_base) + BL_PICK(dgates_off),                          \
+                         BL_PICK(carry_base) + BL_PICK(carry_off), steps, batch, hidden,      \
+                         carry_in, smem, WP);                                                 \
+    }
+
+#define BL_GRU_FORWARD_PAIR(NAME, WP)                                                         \
+    __kernel void NAME(__global const float* gx_base, ulong gx_off, __global float* hs_base,  \
+                       ulong hs_off, __global const float* w_hh_base, ulong w_hh_off,         \
+                       __global const float* b_ih_base, ulong b_ih_off,                       \
+                       __global const float* b_hh_base, ulong b_hh_off,                       \
+                       __global float* cache_base, ulong cache_off,                           \
+                       __global const float* gx_base2, ulong gx_off2,                         \
+                       __global float* hs_base2, ulong hs_off2,                               \
+                       __global const float* w_hh_base2, ulong w_hh_off2,                     \
+                       __global const float* b_ih_base2, ulong b_ih_off2,                     \
+                       __global const float* b_hh_base2, ulong b_hh_off2,                     \
+                       __global float* cache_base2, ulong cache_off2, uint steps, uint batch, \
+                       uint hidden, __local float* smem) {                                    \
+        bl_gru_forward(BL_PICK(gx_base) + BL_PICK(gx_off), BL_PICK(hs_base) + BL_PICK(hs_off), \
+                       BL_PICK(w_hh_base) + BL_PICK(w_hh_off),                                \
+                       BL_PICK(b_ih_base) + BL_PICK(b_ih_off),                                \
+                       BL_PICK(b_hh_base) + BL_PICK(b_hh_off),                                \
+                       BL_PICK(cache_base) + BL_PICK(cache_off), steps, batch, hidden, smem,  \
+                       WP);                                                                   \
+    }
+
+#define BL_GRU_BACKWARD_PAIR(NAME, WP)                                                        \
+    __kernel void NAME(__global const float* dh_base, ulong dh_off,                           \
+                       __global const float* hs_base, ulong hs_off,                           \
+                       __global const float* cache_base, ulong cache_off,                     \
+                       __global const float* w_hh_base, ulong w_hh_off,                       \
+                       __global float* dgx_base, ulong dgx_off, __global float* dgh_base,     \
+                       ulong dgh_off, __global float* carry_base, ulong carry_off,            \
+                       __global const float* dh_base2, ulong dh_off2,                         \
+                       __global const float* hs_base2, ulong hs_off2,                         \
+                       __global const float* cache_base2, ulong cache_off2,                   \
+                       __global const float* w_hh_base2, ulong w_hh_off2,                     \
+                       __global float* dgx_base2, ulong dgx_off2, __global float* dgh_base2,  \
+                       ulong dgh_off2, __global float* carry_base2, ulong carry_off2,         \
+                       uint steps, uint batch, uint hidden, __local float* smem) {            \
+        bl_gru_backward(BL_PICK(dh_base) + BL_PICK(dh_off), BL_PICK(hs_base) + BL_PICK(hs_off), \
+                        BL_PICK(cache_base) + BL_PICK(cache_off),                             \
+                        BL_PICK(w_hh_base) + BL_PICK(w_hh_off),                               \
+                        BL_PICK(dgx_base) + BL_PICK(dgx_off),                                 \
+                        BL_PICK(dgh_base) + BL_PICK(dgh_off),                                 \
+                        BL_PICK(carry_base) + BL_PICK(carry_off), steps, batch, hidden, smem, \
+                        WP);                                                                  \
+    }
+
 #endif  // RNN_SMALL_SEQ_CL

@@ -700,4 +700,96 @@ __device__ __forceinline__ void bl_gru_backward(const float* dh_base, u64 dh_off
             steps, batch, hidden);                                                                 \
     }
 
+// The paired entries (small_seq_pair.cu): two independent sequences of one shape, the two
+// directions of a bidirectional layer, in one launch of gridDim.y = 2, each y taking its own
+// buffers (the second set suffixed `2`) and running the body above unchanged; the dimensions
+// and the tail are shared. Two launches of `batch / rows` blocks each would run one after the
+// other (the stream is in order), so at small batches, where a launch fills few SMs, pairing
+// halves the time of the two sequences.
+#define BL_PICK(x) (blockIdx.y ? x##2 : x)
+
+#define BL_RNN_FORWARD_PAIR(NAME, WP)                                                              \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* pre_base, u64 pre_off, float* hs_base, u64 hs_off, const float* w_hh_base,    \
+        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
+        u64 b_hh_off, const float* pre_base2, u64 pre_off2, float* hs_base2, u64 hs_off2,          \
+        const float* w_hh_base2, u64 w_hh_off2, const float* b_ih_base2, u64 b_ih_off2,            \
+        const float* b_hh_base2, u64 b_hh_off2, uint steps, uint batch, uint hidden, uint act,     \
+        float act_param) {                                                                         \
+        bl_rnn_forward<WP>(BL_PICK(pre_base), BL_PICK(pre_off), BL_PICK(hs_base),                  \
+            BL_PICK(hs_off), BL_PICK(w_hh_base), BL_PICK(w_hh_off), BL_PICK(b_ih_base),            \
+            BL_PICK(b_ih_off), BL_PICK(b_hh_base), BL_PICK(b_hh_off), steps, batch, hidden, act,   \
+            act_param);                                                                            \
+    }
+
+#define BL_RNN_BACKWARD_PAIR(NAME, WP)                                                             \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
+        const float* w_hh_base, u64 w_hh_off, float* dpre_base, u64 dpre_off,                      \
+        const float* dh_base2, u64 dh_off2, const float* hs_base2, u64 hs_off2,                    \
+        const float* w_hh_base2, u64 w_hh_off2, float* dpre_base2, u64 dpre_off2, uint steps,      \
+        uint batch, uint hidden, uint act, float act_param) {                                      \
+        bl_rnn_backward<WP>(BL_PICK(dh_base), BL_PICK(dh_off), BL_PICK(hs_base),                   \
+            BL_PICK(hs_off), BL_PICK(w_hh_base), BL_PICK(w_hh_off), BL_PICK(dpre_base),            \
+            BL_PICK(dpre_off), steps, batch, hidden, act, act_param);                              \
+    }
+
+#define BL_LSTM_FORWARD_PAIR(NAME, WP)                                                             \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        float* gates_base, u64 gates_off, float* hs_base, u64 hs_off, float* cs_base,              \
+        u64 cs_off, const float* w_hh_base, u64 w_hh_off, const float* b_ih_base, u64 b_ih_off,    \
+        const float* b_hh_base, u64 b_hh_off, float* gates_base2, u64 gates_off2,                  \
+        float* hs_base2, u64 hs_off2, float* cs_base2, u64 cs_off2, const float* w_hh_base2,       \
+        u64 w_hh_off2, const float* b_ih_base2, u64 b_ih_off2, const float* b_hh_base2,            \
+        u64 b_hh_off2, uint steps, uint batch, uint hidden) {                                      \
+        bl_lstm_forward<WP>(BL_PICK(gates_base), BL_PICK(gates_off), BL_PICK(hs_base),             \
+            BL_PICK(hs_off), BL_PICK(cs_base), BL_PICK(cs_off), BL_PICK(w_hh_base),                \
+            BL_PICK(w_hh_off), BL_PICK(b_ih_base), BL_PICK(b_ih_off), BL_PICK(b_hh_base),          \
+            BL_PICK(b_hh_off), steps, batch, hidden);                                              \
+    }
+
+#define BL_LSTM_BACKWARD_PAIR(NAME, WP)                                                            \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* gates_base, u64 gates_off,                  \
+        const float* cs_base, u64 cs_off, const float* w_hh_base, u64 w_hh_off,                    \
+        float* dgates_base, u64 dgates_off, float* carry_base, u64 carry_off,                      \
+        const float* dh_base2, u64 dh_off2, const float* gates_base2, u64 gates_off2,              \
+        const float* cs_base2, u64 cs_off2, const float* w_hh_base2, u64 w_hh_off2,                \
+        float* dgates_base2, u64 dgates_off2, float* carry_base2, u64 carry_off2, uint steps,      \
+        uint batch, uint hidden, uint carry_in) {                                                  \
+        bl_lstm_backward<WP>(BL_PICK(dh_base), BL_PICK(dh_off), BL_PICK(gates_base),               \
+            BL_PICK(gates_off), BL_PICK(cs_base), BL_PICK(cs_off), BL_PICK(w_hh_base),             \
+            BL_PICK(w_hh_off), BL_PICK(dgates_base), BL_PICK(dgates_off), BL_PICK(carry_base),     \
+            BL_PICK(carry_off), steps, batch, hidden, carry_in);                                   \
+    }
+
+#define BL_GRU_FORWARD_PAIR(NAME, WP)                                                              \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* gx_base, u64 gx_off, float* hs_base, u64 hs_off, const float* w_hh_base,      \
+        u64 w_hh_off, const float* b_ih_base, u64 b_ih_off, const float* b_hh_base,                \
+        u64 b_hh_off, float* cache_base, u64 cache_off, const float* gx_base2, u64 gx_off2,        \
+        float* hs_base2, u64 hs_off2, const float* w_hh_base2, u64 w_hh_off2,                      \
+        const float* b_ih_base2, u64 b_ih_off2, const float* b_hh_base2, u64 b_hh_off2,            \
+        float* cache_base2, u64 cache_off2, uint steps, uint batch, uint hidden) {                 \
+        bl_gru_forward<WP>(BL_PICK(gx_base), BL_PICK(gx_off), BL_PICK(hs_base),                    \
+            BL_PICK(hs_off), BL_PICK(w_hh_base), BL_PICK(w_hh_off), BL_PICK(b_ih_base),            \
+            BL_PICK(b_ih_off), BL_PICK(b_hh_base), BL_PICK(b_hh_off), BL_PICK(cache_base),         \
+            BL_PICK(cache_off), steps, batch, hidden);                                             \
+    }
+
+#define BL_GRU_BACKWARD_PAIR(NAME, WP)                                                             \
+    extern "C" __global__ void __launch_bounds__(1024) NAME(                                       \
+        const float* dh_base, u64 dh_off, const float* hs_base, u64 hs_off,                        \
+        const float* cache_base, u64 cache_off, const float* w_hh_base, u64 w_hh_off,              \
+        float* dgx_base, u64 dgx_off, float* dgh_base, u64 dgh_off, float* carry_base,             \
+        u64 carry_off, const float* dh_base2, u64 dh_off2, const float* hs_base2, u64 hs_off2,     \
+        const float* cache_base2, u64 cache_off2, const float* w_hh_base2, u64 w_hh_off2,          \
+        float* dgx_base2, u64 dgx_off2, float* dgh_base2, u64 dgh_off2, float* carry_base2,        \
+        u64 carry_off2, uint steps, uint batch, uint hidden) {                                     \
+        bl_gru_backward<WP>(BL_PICK(dh_base), BL_PICK(dh_off), BL_PICK(hs_base),                   \
+            BL_PICK(hs_off), BL_PICK(cache_base), BL_PICK(cache_off), BL_PICK(w_hh_base),          \
+            BL_PICK(w_hh_off), BL_PICK(dgx_base), BL_PICK(dgx_off), BL_PICK(dgh_base),             \
+            BL_PICK(dgh_off), BL_PICK(carry_base), BL_PICK(carry_off), steps, batch, hidden);      \
+    }
+
 #endif  // RNN_SMALL_SEQ_CU

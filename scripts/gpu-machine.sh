@@ -9,7 +9,8 @@
 #                                              persistent sequence kernels, CUDA only)
 #   bash scripts/gpu-machine.sh multi-gpu     (on nvidia-h200-x2/-x4: NCCL data parallel; not in all)
 #   bash scripts/gpu-machine.sh grid          (not in all: the recurrent shape grid, PyTorch and
-#                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md)
+#                                              rnn on cuda:0 and NVIDIA OpenCL, into $OUT/grid.md;
+#                                              $GRID_POINTS: another points file)
 #   bash scripts/gpu-machine.sh grid-bf16     (not in all: the points named by $GRID_ONLY, default
 #                                              h1024, in bf16: PyTorch autocast and rnn on cuda:0)
 #   bash scripts/gpu-machine.sh grid-boundary (not in all: ours on cuda:0 at the shapes of
@@ -189,7 +190,7 @@ for what in "${@:-all}"; do
       # The recurrent shape grid (benches/recurrent_grid.points): PyTorch eager and _graph, ours
       # on cuda:0 and on NVIDIA OpenCL, joined into $OUT/grid.md. Not in `all`.
       ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
-      points=.gpu-bundle/recurrent_grid.points
+      points=${GRID_POINTS:-.gpu-bundle/recurrent_grid.points}
       step "recurrent grid: PyTorch cuda (eager and _graph, train and inference)"
       python3 .gpu-bundle/recurrent_grid.py cuda --points $points 2>&1 | tee "$OUT/grid-torch.log"
       [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid.py failed"; status=1; }
@@ -234,14 +235,14 @@ for what in "${@:-all}"; do
       timeout ${CHECK_TIMEOUT:-200} bash $run exec ops gpu_gemm_thin gpu_rnn gpu_gated gpu_sequence \
         gpu_dense_ops > "$OUT/recurrent-check-ops.log" 2>&1 || { echo "!!! op suites failed (exit $?; 124: timed out)"; status=1; }
       grep -E "test result|FAILED|panicked" "$OUT/recurrent-check-ops.log" | head -20
-      step "memcheck over the thin GEMMs and block-local suites (cuda, hip-nvrtc)"
+      step "memcheck over the thin GEMMs, block-local and paired suites (cuda, hip-nvrtc)"
       RNN_BACKENDS=cuda RNN_REQUIRE_BACKENDS=cuda,hip-nvrtc timeout ${CHECK_TIMEOUT:-200} \
         compute-sanitizer --tool memcheck --report-api-errors no .gpu-bundle/bin/ops gpu_gemm_thin \
-        gpu_rnn_sequence_block_local gpu_gated_sequence_block_local --test-threads=1 \
+        gpu_rnn_sequence_block_local gpu_gated_sequence_block_local gpu_sequence_pair --test-threads=1 \
         > "$OUT/recurrent-check-memcheck.log" 2>&1 || { echo "!!! memcheck failed (exit $?; 124: timed out)"; status=1; }
       grep -E "ERROR SUMMARY|test result|FAILED" "$OUT/recurrent-check-memcheck.log" | head
-      step "recurrent state against the CPU (every GPU backend)"
-      timeout ${CHECK_TIMEOUT:-200} bash $run exec nn recurrent_state > "$OUT/recurrent-check-nn.log" 2>&1 \
+      step "recurrent state, stacked/bidirectional and padded layers against the CPU (every GPU backend)"
+      timeout ${CHECK_TIMEOUT:-200} bash $run exec nn recurrent_state stack_follows_cpu gpu_padded_batch > "$OUT/recurrent-check-nn.log" 2>&1 \
         || { echo "!!! recurrent-state tests failed (exit $?; 124: timed out)"; status=1; }
       grep -E "test result|FAILED|panicked" "$OUT/recurrent-check-nn.log" | head ;;&
     grid-algos)

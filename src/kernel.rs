@@ -275,6 +275,25 @@ pub(crate) mod family_entries {
         "gru_seq_forward_local_regs",
         "gru_seq_backward_local_regs",
     ];
+    /// The paired block-local sequence kernels of every cell (W_hh in shared memory and
+    /// through L1; the Elman cell's also in registers): the two directions of a bidirectional
+    /// layer in one launch.
+    pub(crate) const SMALL_SEQUENCE_PAIR: &[&str] = &[
+        "rnn_seq_forward_local_pair",
+        "rnn_seq_forward_l1_pair",
+        "rnn_seq_forward_local_regs_pair",
+        "rnn_seq_backward_local_pair",
+        "rnn_seq_backward_l1_pair",
+        "rnn_seq_backward_local_regs_pair",
+        "lstm_seq_forward_local_pair",
+        "lstm_seq_forward_l1_pair",
+        "lstm_seq_backward_local_pair",
+        "lstm_seq_backward_l1_pair",
+        "gru_seq_forward_local_pair",
+        "gru_seq_forward_l1_pair",
+        "gru_seq_backward_local_pair",
+        "gru_seq_backward_l1_pair",
+    ];
     /// The kernel that packs W_hh for the block-local `_l1` kernels.
     pub(crate) const SMALL_SEQUENCE_PACK: &[&str] = &["bl_pack_w"];
     /// Dropout and the generator.

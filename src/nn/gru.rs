@@ -16,7 +16,7 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::GruGateGrads;
 use crate::ops::{Gemm, Ops};
-use crate::ops::{GruSequenceBackward, GruSequenceForward};
+use crate::ops::{GruSequenceBackward, GruSequenceForward, SeqCall};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews};
 use super::layer::{Flat, LayerInput};
@@ -121,6 +121,37 @@ impl Gru {
         self.forward_low(f, ws, x, None).map(|_| ())
     }
 
+    /// The forward pass up to its sequence op: runs the input projection and returns the op,
+    /// for the caller to run (alone, or paired with the other direction's).
+    pub fn forward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a GruWs,
+        x: View<'_>,
+    ) -> Result<SeqCall<'a>> {
+        self.forward_args(f, ws, x).map(SeqCall::GruForward)
+    }
+
+    /// The input projection, then the sequence op's arguments.
+    fn forward_args<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a GruWs,
+        x: View<'_>,
+    ) -> Result<GruSequenceForward<'a>> {
+        let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
+        let gx = ws.gx.view();
+        self.p.project_inputs(f, x, gx, t_n * b)?;
+        // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
+        Ok(GruSequenceForward {
+            gx,
+            hs: ws.seq.states(),
+            weights: self.p.recurrent(f)?,
+            cache: ws.cache.view(),
+            shape: seq_shape(f, t_n, b, h),
+        })
+    }
+
     /// [`Gru::forward`] that also leaves the output sequence rounded to T in `low` where the
     /// ops can in the same pass ([`crate::ops::GatedSequenceOps::gru_sequence_forward_low`]):
     /// true then, false where `low` was not written.
@@ -131,17 +162,7 @@ impl Gru {
         x: View<'_>,
         low: Option<View<'_>>,
     ) -> Result<bool> {
-        let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        let gx = ws.gx.view();
-        self.p.project_inputs(f, x, gx, t_n * b)?;
-        // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        let a = GruSequenceForward {
-            gx,
-            hs: ws.seq.states(),
-            weights: self.p.recurrent(f)?,
-            cache: ws.cache.view(),
-            shape: seq_shape(f, t_n, b, h),
-        };
+        let a = self.forward_args(f, ws, x)?;
         match low {
             Some(low)
                 if self.output == RnnOutput::Sequence
@@ -156,22 +177,48 @@ impl Gru {
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
     /// gradients; overwrites this layer's parameter gradients.
     pub fn backward(&self, f: &Flat<'_>, ws: &GruWs, input: LayerInput<'_>) -> Result<()> {
-        let LayerInput { x, dx } = input;
+        let (call, state) = self.backward_call(f, ws)?;
+        call.run(f.ops)?;
+        self.backward_rest(f, ws, input, state)
+    }
+
+    /// The backward pass up to its sequence op (the final-state gradient added, where the pass
+    /// has state gradients): the op, for the caller to run, and the state gradients for
+    /// [`Gru::backward_rest`].
+    pub fn backward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a GruWs,
+    ) -> Result<(SeqCall<'a>, Option<StateGradViews<'a>>)> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         let state = f.state_grads.then(|| ws.state_grads.views());
         if let Some(s) = &state {
             s.take_final(f, ws.seq.grad_last()?)?;
         }
-        let w_hh = self.p.w_hh.view(f.params)?;
-        f.ops.gru_sequence_backward(GruSequenceBackward {
+        let call = SeqCall::GruBackward(GruSequenceBackward {
             dh: ws.seq.grads(),
             hs: ws.seq.states(),
             cache: ws.cache.view(),
-            w_hh,
+            w_hh: self.p.w_hh.view(f.params)?,
             grads: GruGateGrads::new(ws.gx.view(), ws.dgh.view()),
-            dh_state: state.map(|s| s.dh0),
+            dh_state: state.as_ref().map(|s| s.dh0),
             shape: seq_shape(f, t_n, b, h),
-        })?;
+        });
+        Ok((call, state))
+    }
+
+    /// The backward pass after its sequence op: the initial-state gradient, the parameter
+    /// gradients (overwritten) and `dx`, where given.
+    pub fn backward_rest(
+        &self,
+        f: &Flat<'_>,
+        ws: &GruWs,
+        input: LayerInput<'_>,
+        state: Option<StateGradViews<'_>>,
+    ) -> Result<()> {
+        let LayerInput { x, dx } = input;
+        let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
+        let w_hh = self.p.w_hh.view(f.params)?;
         if let Some(s) = state {
             // dh_0 = z_0 dh_0 (the op's part) + dgh_0 W_hh.
             let g = Gemm::new(b, h, 3 * h).scaled(1.0, 1.0);

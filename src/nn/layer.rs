@@ -4,7 +4,7 @@
 use crate::buffer::{Buffer, View};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{Activation, Ops};
+use crate::ops::{Activation, Ops, SeqCall};
 
 use super::cast_boundary::CastWs;
 use super::cell_state::{StateGradViews, StateViews};
@@ -342,10 +342,7 @@ impl Layer {
             return c.forward(self, f, x);
         }
         self.forward_unmasked(f, ws, x)?;
-        match (&f.lengths, self.cell_seq(ws)?) {
-            (Some(lv), Some(c)) => varlen_cell::mask_outputs(f.ops, lv, &c),
-            _ => Ok(()),
-        }
+        self.cell_forward_finish(f, ws)
     }
 
     /// [`Layer::forward`] of an f32-only layer (`ws` its own workspace, not a [`CastWs`]) that
@@ -380,6 +377,68 @@ impl Layer {
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.forward(f, w, x),
             (Layer::Embedding(e), LayerWs::Embedding(w)) => e.forward(f, w, x),
             _ => unreachable!("workspaces are built from their own layer"),
+        }
+    }
+
+    /// A recurrent cell's forward pass up to its sequence op: the input projection runs and
+    /// the op comes back, for a bidirectional stack to run both directions' as a pair
+    /// ([`crate::ops::SequencePairOps`]); [`Layer::cell_forward_finish`] follows it.
+    pub fn cell_forward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a LayerWs,
+        x: View<'_>,
+    ) -> Result<SeqCall<'a>> {
+        match (self, ws) {
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.forward_call(f, w, x),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.forward_call(f, w, x),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.forward_call(f, w, x),
+            _ => unreachable!("a stack's cells are recurrent cells with their own workspaces"),
+        }
+    }
+
+    /// What [`Layer::forward`] does after a recurrent cell's sequence op: for a padded batch,
+    /// the outputs past each length zeroed.
+    pub fn cell_forward_finish(&self, f: &Flat<'_>, ws: &LayerWs) -> Result<()> {
+        match (&f.lengths, self.cell_seq(ws)?) {
+            (Some(lv), Some(c)) => varlen_cell::mask_outputs(f.ops, lv, &c),
+            _ => Ok(()),
+        }
+    }
+
+    /// A recurrent cell's backward pass up to its sequence op (for a padded batch, the
+    /// gradients past each length masked first): the op, and the state gradients for
+    /// [`Layer::cell_backward_rest`].
+    pub fn cell_backward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a LayerWs,
+    ) -> Result<(SeqCall<'a>, Option<StateGradViews<'a>>)> {
+        if let (Some(lv), Some(c)) = (&f.lengths, self.cell_seq(ws)?) {
+            varlen_cell::mask_grads(f.ops, lv, &c)?;
+        }
+        match (self, ws) {
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward_call(f, w),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward_call(f, w),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.backward_call(f, w),
+            _ => unreachable!("a stack's cells are recurrent cells with their own workspaces"),
+        }
+    }
+
+    /// A recurrent cell's backward pass after its sequence op: the initial-state and parameter
+    /// gradients, and `dx` where given.
+    pub fn cell_backward_rest(
+        &self,
+        f: &Flat<'_>,
+        ws: &LayerWs,
+        input: LayerInput<'_>,
+        state: Option<StateGradViews<'_>>,
+    ) -> Result<()> {
+        match (self, ws) {
+            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward_rest(f, w, input, state),
+            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward_rest(f, w, input, state),
+            (Layer::Gru(g), LayerWs::Gru(w)) => g.backward_rest(f, w, input, state),
+            _ => unreachable!("a stack's cells are recurrent cells with their own workspaces"),
         }
     }
 

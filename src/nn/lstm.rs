@@ -14,7 +14,7 @@
 use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::{Gemm, Ops};
-use crate::ops::{LstmSequenceBackward, LstmSequenceForward};
+use crate::ops::{LstmSequenceBackward, LstmSequenceForward, SeqCall};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
@@ -122,6 +122,37 @@ impl Lstm {
         self.forward_low(f, ws, x, None).map(|_| ())
     }
 
+    /// The forward pass up to its sequence op: runs the input projection and returns the op,
+    /// for the caller to run (alone, or paired with the other direction's).
+    pub fn forward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a LstmWs,
+        x: View<'_>,
+    ) -> Result<SeqCall<'a>> {
+        self.forward_args(f, ws, x).map(SeqCall::LstmForward)
+    }
+
+    /// The input projection, then the sequence op's arguments.
+    fn forward_args<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a LstmWs,
+        x: View<'_>,
+    ) -> Result<LstmSequenceForward<'a>> {
+        let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
+        let gates = ws.gates.view();
+        self.p.project_inputs(f, x, gates, t_n * b)?;
+        // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
+        Ok(LstmSequenceForward {
+            gates,
+            hs: ws.seq.states(),
+            cs: ws.cs.view(),
+            weights: self.p.recurrent(f)?,
+            shape: seq_shape(f, t_n, b, h),
+        })
+    }
+
     /// [`Lstm::forward`] that also leaves the output sequence rounded to T in `low` where the
     /// ops can in the same pass ([`crate::ops::GatedSequenceOps::lstm_sequence_forward_low`]):
     /// true then, false where `low` was not written.
@@ -132,17 +163,7 @@ impl Lstm {
         x: View<'_>,
         low: Option<View<'_>>,
     ) -> Result<bool> {
-        let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
-        let gates = ws.gates.view();
-        self.p.project_inputs(f, x, gates, t_n * b)?;
-        // Block 0 of the states is the zero initial state; the op writes blocks 1..=steps.
-        let a = LstmSequenceForward {
-            gates,
-            hs: ws.seq.states(),
-            cs: ws.cs.view(),
-            weights: self.p.recurrent(f)?,
-            shape: seq_shape(f, t_n, b, h),
-        };
+        let a = self.forward_args(f, ws, x)?;
         match low {
             Some(low)
                 if self.output == RnnOutput::Sequence
@@ -157,23 +178,49 @@ impl Lstm {
     /// Backpropagation through time from the gradient the next layer left in the hidden-state
     /// gradients; overwrites this layer's parameter gradients.
     pub fn backward(&self, f: &Flat<'_>, ws: &LstmWs, input: LayerInput<'_>) -> Result<()> {
-        let LayerInput { x, dx } = input;
+        let (call, state) = self.backward_call(f, ws)?;
+        call.run(f.ops)?;
+        self.backward_rest(f, ws, input, state)
+    }
+
+    /// The backward pass up to its sequence op (the final-state gradients taken in, where the
+    /// pass has state gradients): the op, for the caller to run, and the state gradients for
+    /// [`Lstm::backward_rest`].
+    pub fn backward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a LstmWs,
+    ) -> Result<(SeqCall<'a>, Option<StateGradViews<'a>>)> {
         let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
         let state = f.state_grads.then(|| ws.state_grads.views());
         let dc_state = match &state {
             Some(s) => Some(s.take_final(f, ws.seq.grad_last()?)?),
             None => None,
         };
-        let w_hh = self.p.w_hh.view(f.params)?;
-        f.ops.lstm_sequence_backward(LstmSequenceBackward {
+        let call = SeqCall::LstmBackward(LstmSequenceBackward {
             dh: ws.seq.grads(),
             gates: ws.gates.view(),
             cs: ws.cs.view(),
-            w_hh,
+            w_hh: self.p.w_hh.view(f.params)?,
             dgates: ws.dgates.view(),
             dc_state,
             shape: seq_shape(f, t_n, b, h),
-        })?;
+        });
+        Ok((call, state))
+    }
+
+    /// The backward pass after its sequence op: the initial-state gradient, the parameter
+    /// gradients (overwritten) and `dx`, where given.
+    pub fn backward_rest(
+        &self,
+        f: &Flat<'_>,
+        ws: &LstmWs,
+        input: LayerInput<'_>,
+        state: Option<StateGradViews<'_>>,
+    ) -> Result<()> {
+        let LayerInput { x, dx } = input;
+        let (b, h, t_n) = (ws.seq.batch, self.hidden, self.steps);
+        let w_hh = self.p.w_hh.view(f.params)?;
         let dgates = ws.dgates.view();
         if let Some(s) = state {
             // dh_0 = dgates_0 W_hh: all of it comes through the first step's gates.

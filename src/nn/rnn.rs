@@ -7,7 +7,7 @@ use crate::buffer::{Buffer, View};
 use crate::error::Result;
 use crate::ops::RecurrentWeights;
 use crate::ops::{Activation, Gemm, Ops, zeros};
-use crate::ops::{RnnSequenceBackward, RnnSequenceForward};
+use crate::ops::{RnnSequenceBackward, RnnSequenceForward, SeqCall};
 
 use super::cell_state::{StateGradBufs, StateGradViews, StateViews, first_and_last};
 use super::layer::{Flat, LayerInput};
@@ -145,6 +145,17 @@ impl Rnn {
 
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &RnnWs, x: View<'_>) -> Result<()> {
+        self.forward_call(f, ws, x)?.run(f.ops)
+    }
+
+    /// The forward pass up to its sequence op: runs the input projection and returns the op,
+    /// for the caller to run (alone, or paired with the other direction's).
+    pub fn forward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a RnnWs,
+        x: View<'_>,
+    ) -> Result<SeqCall<'a>> {
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
         let w_hh = self.w_hh.view(f.params)?;
         let b_ih = self.b_ih.view(f.params)?;
@@ -156,33 +167,60 @@ impl Rnn {
             ws.pre.view(),
         )?;
         // Block 0 of `hs` is the zero initial state; the op writes blocks 1..=steps.
-        f.ops.rnn_sequence_forward(RnnSequenceForward {
+        Ok(SeqCall::RnnForward(RnnSequenceForward {
             pre: ws.pre.view(),
             hs: ws.hs.view(),
             weights: RecurrentWeights::new(w_hh, b_ih, b_hh),
             act: self.act,
             shape: seq_shape(f, t_n, b, h),
-        })
+        }))
     }
 
     /// Backpropagation through time from the gradient the next layer left in `dh`.
     pub fn backward(&self, f: &Flat<'_>, ws: &RnnWs, input: LayerInput<'_>) -> Result<()> {
-        let LayerInput { x, dx } = input;
+        let (call, state) = self.backward_call(f, ws)?;
+        call.run(f.ops)?;
+        self.backward_rest(f, ws, input, state)
+    }
+
+    /// The backward pass up to its sequence op (the final-state gradient added, where the pass
+    /// has state gradients): the op, for the caller to run, and the state gradients for
+    /// [`Rnn::backward_rest`].
+    pub fn backward_call<'a>(
+        &self,
+        f: &Flat<'a>,
+        ws: &'a RnnWs,
+    ) -> Result<(SeqCall<'a>, Option<StateGradViews<'a>>)> {
         let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
-        let w_hh = self.w_hh.view(f.params)?;
         let block = ws.block(h);
         let state = f.state_grads.then(|| ws.state_grads.views());
         if let Some(s) = &state {
             s.take_final(f, ws.dh.slice((t_n - 1) * block, block)?)?;
         }
-        f.ops.rnn_sequence_backward(RnnSequenceBackward {
+        let call = SeqCall::RnnBackward(RnnSequenceBackward {
             dh: ws.dh.view(),
             hs: ws.hs.view(),
-            w_hh,
+            w_hh: self.w_hh.view(f.params)?,
             dpre: ws.dpre.view(),
             act: self.act,
             shape: seq_shape(f, t_n, b, h),
-        })?;
+        });
+        Ok((call, state))
+    }
+
+    /// The backward pass after its sequence op: the initial-state gradient, the parameter
+    /// gradients (overwritten) and `dx`, where given.
+    pub fn backward_rest(
+        &self,
+        f: &Flat<'_>,
+        ws: &RnnWs,
+        input: LayerInput<'_>,
+        state: Option<StateGradViews<'_>>,
+    ) -> Result<()> {
+        let LayerInput { x, dx } = input;
+        let (b, h, t_n) = (ws.batch, self.hidden, self.steps);
+        let w_hh = self.w_hh.view(f.params)?;
+        let block = ws.block(h);
         let rows = t_n * b;
         let dpre = ws.dpre.view();
         if let Some(s) = state {

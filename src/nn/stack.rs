@@ -421,41 +421,61 @@ impl Stack {
 
     /// `x` is time-major, `steps * batch x inputs`.
     pub fn forward(&self, f: &Flat<'_>, ws: &StackWs, x: View<'_>) -> Result<()> {
-        let h = self.hidden;
         for k in 0..self.opts.num_layers {
             let xin = self.level_input(ws, x, k)?;
-            let level = &self.cells[k];
-            level[0].forward(f, &ws.cells[k][0], xin)?;
-            if let (Some(bi), Some(rev)) = (ws.bi.get(k), self.reversal(f, ws)) {
-                let level_in = xin.len() / rev.len();
-                f.ops
-                    .gather_rows(IndexedRows::new(xin, rev, bi.x_rev.view(), level_in))?;
-                level[1].forward(f, &ws.cells[k][1], bi.x_rev.view())?;
-                let fo = level[0].output(&ws.cells[k][0])?;
-                let ro = level[1].output(&ws.cells[k][1])?;
-                let m = fo.len();
-                f.ops.copy(fo, bi.stage.slice(0, m)?)?;
-                let cat = match (&f.lengths, m == rev.len() * h) {
-                    // Padded: the reverse cell's sequence back in time order first.
-                    (Some(lv), true) => {
-                        let back = bi.stage.slice(m, m)?;
-                        f.ops
-                            .gather_rows(IndexedRows::new(ro, lv.reversal, back, h))?;
-                        bi.cat_plain.view()
-                    }
-                    _ => {
-                        f.ops.copy(ro, bi.stage.slice(m, m)?)?;
-                        bi.cat_idx.view()
-                    }
-                };
-                f.ops
-                    .gather_rows(IndexedRows::new(bi.stage.view(), cat, bi.out.view(), h))?;
+            match (ws.bi.get(k), self.reversal(f, ws)) {
+                (Some(bi), Some(rev)) => self.bi_forward(f, ws, k, xin, (bi, rev))?,
+                _ => self.cells[k][0].forward(f, &ws.cells[k][0], xin)?,
             }
             if let Some(d) = ws.drops.get(k) {
                 self.drop(f, k, self.level_output(ws, k)?, d.y.view())?;
             }
         }
         Ok(())
+    }
+
+    /// The forward pass of bidirectional level `k` on `xin`, `rev` its time reversal: both
+    /// cells, then their outputs interleaved into `bi.out`.
+    fn bi_forward(
+        &self,
+        f: &Flat<'_>,
+        ws: &StackWs,
+        k: usize,
+        xin: View<'_>,
+        (bi, rev): (&BiWs, View<'_>),
+    ) -> Result<()> {
+        let h = self.hidden;
+        let level = &self.cells[k];
+        let level_in = xin.len() / rev.len();
+        f.ops
+            .gather_rows(IndexedRows::new(xin, rev, bi.x_rev.view(), level_in))?;
+        // Both directions' sequence ops at once: one launch where the GPU runs them
+        // block-local (a few SMs each at small batches).
+        let (wf, wr) = (&ws.cells[k][0], &ws.cells[k][1]);
+        let forward = level[0].cell_forward_call(f, wf, xin)?;
+        let reverse = level[1].cell_forward_call(f, wr, bi.x_rev.view())?;
+        f.ops.sequence_pair(forward, reverse)?;
+        level[0].cell_forward_finish(f, wf)?;
+        level[1].cell_forward_finish(f, wr)?;
+        let fo = level[0].output(wf)?;
+        let ro = level[1].output(wr)?;
+        let m = fo.len();
+        f.ops.copy(fo, bi.stage.slice(0, m)?)?;
+        let cat = match (&f.lengths, m == rev.len() * h) {
+            // Padded: the reverse cell's sequence back in time order first.
+            (Some(lv), true) => {
+                let back = bi.stage.slice(m, m)?;
+                f.ops
+                    .gather_rows(IndexedRows::new(ro, lv.reversal, back, h))?;
+                bi.cat_plain.view()
+            }
+            _ => {
+                f.ops.copy(ro, bi.stage.slice(m, m)?)?;
+                bi.cat_idx.view()
+            }
+        };
+        f.ops
+            .gather_rows(IndexedRows::new(bi.stage.view(), cat, bi.out.view(), h))
     }
 
     /// The time reversal of the reverse direction: each sample's own for a padded batch, else
@@ -513,10 +533,21 @@ impl Stack {
                     h,
                 ))?;
                 self.reverse_grad(f, bi, level[1].grad_output(wr)?)?;
+                // Both directions' sequence ops at once, as in the forward pass.
+                let (reverse, state_r) = level[1].cell_backward_call(f, wr)?;
+                let (forward, state_f) = level[0].cell_backward_call(f, wf)?;
+                f.ops.sequence_pair(reverse, forward)?;
                 let dx_rev = dxin.map(|_| bi.dx_rev.view());
-                level[1].backward(f, wr, bi.x_rev.view(), dx_rev)?;
+                let rev_input = LayerInput {
+                    x: bi.x_rev.view(),
+                    dx: dx_rev,
+                };
+                level[1].cell_backward_rest(f, wr, rev_input, state_r)?;
+                let fwd_input = LayerInput { x: xin, dx: dxin };
+                level[0].cell_backward_rest(f, wf, fwd_input, state_f)?;
+            } else {
+                level[0].backward(f, wf, xin, dxin)?;
             }
-            level[0].backward(f, wf, xin, dxin)?;
             if let (Some(dxin), Some(bi), Some(rev)) = (dxin, ws.bi.get(k), self.reversal(f, ws)) {
                 // `x_rev` is free once the reverse cell's backward pass has run; every
                 // reversal is its own inverse.

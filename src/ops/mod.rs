@@ -45,6 +45,7 @@ mod recurrent_args;
 mod reduce;
 pub(crate) mod rnn_seq;
 mod row_args;
+pub(crate) mod seq_pair;
 mod shape;
 mod varlen;
 mod views;
@@ -86,6 +87,7 @@ pub use row_args::{
     BiasActBackward, BiasActBackwardProduct, DenseForward, DenseParamGrads, IndexedRows,
     LayerNormBackward, LayerNormForward, Mse, SoftmaxCrossEntropy,
 };
+pub use seq_pair::{SeqCall, SequencePairOps};
 pub use shape::{DenseShape, MatShape, SeqShape};
 pub(crate) use varlen::check_scale_rows;
 pub use varlen::{LengthLayout, LossWeights, SequenceMaskOps};
@@ -237,6 +239,7 @@ op_set! {
     ElmanOps,
     GatedCellOps,
     GatedSequenceOps,
+    SequencePairOps,
     OptimOps,
     SequenceMaskOps,
 }
@@ -247,7 +250,7 @@ pub mod prelude {
     pub use super::{
         ActivationOps, DenseOps, ElementwiseOps, ElmanOps, Execution, GatedCellOps,
         GatedSequenceOps, IndexOps, KernelOps, LinalgOps, LossOps, MemoryOps, NormOps, Ops,
-        OptimOps, RandomOps, ReduceOps, SequenceMaskOps, TypedMemory,
+        OptimOps, RandomOps, ReduceOps, SequenceMaskOps, SequencePairOps, TypedMemory,
     };
 }
 

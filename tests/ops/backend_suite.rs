@@ -34,6 +34,7 @@ mod optim;
 mod reductions;
 mod rnn_seq;
 mod rnn_step;
+mod seq_pair;
 mod side_copies;
 mod varlen;
 
@@ -558,6 +559,7 @@ macro_rules! backend_suite {
                 gpu_gated_sequence_fallback => gated_seq::gated_sequence_fallback,
                 gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
                 gpu_gated_sequence_gemm_steps => gated_seq::gated_sequence_gemm_steps,
+                gpu_sequence_pair => seq_pair::sequence_pair,
                 gpu_gated_sequence_low_products => gated_seq::gated_sequence_low_products,
                 gpu_rnn_sequence_low_products => rnn_seq::rnn_sequence_low_products,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,

@@ -294,3 +294,7 @@ impl GatedSequenceOps for CpuOps {
         }
     }
 }
+
+/// The CPU runs the two ops of a pair one after the other: each already spreads its rows over
+/// every core.
+impl crate::ops::SequencePairOps for CpuOps {}

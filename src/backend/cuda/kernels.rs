@@ -118,7 +118,7 @@ const SMALL_SEQ: (&str, &str) = (
 /// The families of the CUDA op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md; the HIP dialect compiles the same families). Files that call each other's
 /// device functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 22] = [
+pub(crate) const FAMILIES: [OpFamily; 23] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -312,6 +312,17 @@ pub(crate) const FAMILIES: [OpFamily; 22] = [
             ),
         ],
         entries: &[family_entries::SMALL_SEQUENCE_REGS],
+    },
+    OpFamily {
+        name: "small_seq_pair",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cu/small_seq_pair.cu",
+                include_str!("../../../kernels-cu/small_seq_pair.cu"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_PAIR],
     },
     OpFamily {
         name: "random",

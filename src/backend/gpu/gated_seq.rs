@@ -162,6 +162,25 @@ impl<D: Device> GpuOps<D> {
         Ok(true)
     }
 
+    /// The route of the gated sequence op named by its persistent kernel `entry`, of a cell
+    /// with `gates` gate blocks, forward or backward.
+    pub(super) fn gated_route(
+        &self,
+        entry: &'static str,
+        (gates, forward): (usize, bool),
+        shape: SeqShape,
+    ) -> Result<SeqRoute> {
+        let op = SeqOp {
+            base: entry,
+            gates,
+            persistent: (
+                entry.to_string(),
+                tile(gates, shape.hidden, forward, self.device.dialect()),
+            ),
+        };
+        self.seq_route(&op, shape)
+    }
+
     /// A gated sequence op with `n` state elements (0: the checks found nothing to compute),
     /// run as [`GpuOps::seq_route`] says: the block-local or persistent counterpart of `k` with
     /// `bufs` (and, backward, the carry appended: `state` where the caller gives one, else
@@ -178,15 +197,7 @@ impl<D: Device> GpuOps<D> {
         if n == 0 {
             return Ok(());
         }
-        let op = SeqOp {
-            base: k.entry,
-            gates: k.gates,
-            persistent: (
-                k.entry.to_string(),
-                tile(k.gates, shape.hidden, k.forward, self.device.dialect()),
-            ),
-        };
-        let route = self.seq_route(&op, shape)?;
+        let route = self.gated_route(k.entry, (k.gates, k.forward), shape)?;
         let blocks = match route {
             SeqRoute::Gemm => gemm_blocks.max(1),
             _ => 1,

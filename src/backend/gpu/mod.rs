@@ -30,6 +30,7 @@ mod reduce;
 mod rnn_seq;
 mod scratch;
 mod seq_gemm;
+mod seq_pair;
 mod seq_route;
 mod small_seq;
 mod tier0;

@@ -102,7 +102,7 @@ impl<D: Device> GpuOps<D> {
     }
 
     /// The route of the Elman sequence op named by its persistent kernel `base`.
-    fn elman_route(&self, base: &'static str, shape: SeqShape) -> Result<SeqRoute> {
+    pub(super) fn elman_route(&self, base: &'static str, shape: SeqShape) -> Result<SeqRoute> {
         let op = SeqOp {
             base,
             gates: 1,

@@ -1,6 +1,7 @@
 //! The one place that decides how a GPU runs a recurrent sequence op (Elman, LSTM, GRU; forward
-//! or backward): [`GpuOps::seq_route`]. Automatically, in this order: the block-local kernels
-//! with W_hh in shared memory where it fits (`small_seq`), else with W_hh read through the L1
+//! or backward): [`GpuOps::seq_route`]. Automatically, in this order: the Elman block-local
+//! kernels with W_hh in registers where they fit (`small_seq::GpuOps::registers_wanted`); the
+//! block-local kernels with W_hh in shared memory where it fits (`small_seq`), else with W_hh read through the L1
 //! cache where the L1 variant exists (OpenCL) and W_hh is within the device's budget; the
 //! persistent kernels where wanted (`seq_gemm::gemm_over_persistent`) and the grid fits the
 //! co-residency limit (`persistent`); else the per-step GEMMs or the fused step kernels by the
@@ -122,6 +123,11 @@ impl<D: Device> GpuOps<D> {
     /// The automatic choice (the module docs).
     fn automatic_route(&self, op: &SeqOp, shape: SeqShape) -> Result<SeqRoute> {
         if self.seq_block_local {
+            if self.registers_wanted(op.gates, shape.hidden)
+                && let Ok(plan) = self.local_plan(op.base, shape, WPlace::Registers)?
+            {
+                return Ok(SeqRoute::Local(plan));
+            }
             if let Ok(plan) = self.local_plan(op.base, shape, WPlace::Shared)? {
                 return Ok(SeqRoute::Local(plan));
             }

@@ -203,8 +203,62 @@ const GRU_BACKWARD: [&str; 3] = [
     "gru_seq_backward_local_regs",
 ];
 
+/// The paired entries (`*_PAIR` of kernels-cu/small_seq.cu; two sequences in one launch) of
+/// each persistent kernel, W_hh in shared memory, through L1 and in registers (the Elman cell
+/// only: the router keeps the others' W_hh in registers only when forced).
+const PAIRS: [(&str, [Option<&str>; 3]); 6] = [
+    (
+        "rnn_seq_forward",
+        [
+            Some("rnn_seq_forward_local_pair"),
+            Some("rnn_seq_forward_l1_pair"),
+            Some("rnn_seq_forward_local_regs_pair"),
+        ],
+    ),
+    (
+        "rnn_seq_backward",
+        [
+            Some("rnn_seq_backward_local_pair"),
+            Some("rnn_seq_backward_l1_pair"),
+            Some("rnn_seq_backward_local_regs_pair"),
+        ],
+    ),
+    (
+        "lstm_seq_forward",
+        [
+            Some("lstm_seq_forward_local_pair"),
+            Some("lstm_seq_forward_l1_pair"),
+            None,
+        ],
+    ),
+    (
+        "lstm_seq_backward",
+        [
+            Some("lstm_seq_backward_local_pair"),
+            Some("lstm_seq_backward_l1_pair"),
+            None,
+        ],
+    ),
+    (
+        "gru_seq_forward",
+        [
+            Some("gru_seq_forward_local_pair"),
+            Some("gru_seq_forward_l1_pair"),
+            None,
+        ],
+    ),
+    (
+        "gru_seq_backward",
+        [
+            Some("gru_seq_backward_local_pair"),
+            Some("gru_seq_backward_l1_pair"),
+            None,
+        ],
+    ),
+];
+
 /// A block-local kernel: its entry, gate blocks (1 Elman, 3 GRU, 4 LSTM), direction, where it
-/// keeps W_hh, and the position of `w_hh` among its buffers.
+/// keeps W_hh, the position of `w_hh` among its buffers, and its paired entry, if any.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct LocalKernel {
     pub entry: &'static str,
@@ -212,6 +266,7 @@ pub(super) struct LocalKernel {
     pub forward: bool,
     pub place: WPlace,
     w_arg: usize,
+    pair: Option<&'static str>,
 }
 
 impl LocalKernel {
@@ -233,12 +288,22 @@ impl LocalKernel {
             _ => return None,
         };
         let entry = pick(entries);
+        let pairs = PAIRS
+            .iter()
+            .find(|(p, _)| *p == persistent)
+            .map(|(_, e)| *e);
+        let pair = pairs.and_then(|[local, l1, regs]| match place {
+            WPlace::Shared => local,
+            WPlace::L1 => l1,
+            WPlace::Registers => regs,
+        });
         Some(LocalKernel {
             entry,
             gates,
             forward: persistent.ends_with("_forward"),
             place,
             w_arg,
+            pair,
         })
     }
 }
@@ -259,6 +324,21 @@ impl<D: Device> GpuOps<D> {
         } else {
             L1_BUDGET_OTHER
         }
+    }
+
+    /// Whether the automatic choice keeps W_hh of a `gates`-gate cell at `hidden` in
+    /// registers: the Elman cell, where its threads (`hidden x ks`) fit a block. Timed against
+    /// the shared-memory kernels on an H100 (`recurrent_grid --algos`, 2026-12-08, training
+    /// step): CUDA Elman h64 b64 t128 301 -> 230 us, h128 440 -> 343, h64 b16 t32 2-layer bi
+    /// 449 -> 303; NVIDIA OpenCL h64 b16 2-layer bi 718 -> 600. The LSTM lost (h64 b64 398 ->
+    /// 418) and the GRU gained little (h64 399 -> 376), so both keep shared memory. Checked
+    /// before any plan, so that other cells never build the register module for the question.
+    pub(super) fn registers_wanted(&self, gates: usize, hidden: usize) -> bool {
+        gates == 1
+            && gates
+                .saturating_mul(hidden)
+                .saturating_mul(k_split(WPlace::Registers, hidden))
+                <= MAX_THREADS
     }
 
     /// Whether the automatic choice may read W_hh of a `gates`-gate cell at `hidden` through
@@ -285,6 +365,17 @@ impl<D: Device> GpuOps<D> {
         if place == WPlace::Shared && w_bytes > MAX_SHARED_BYTES {
             return Ok(Err("W_hh exceeds the shared memory of any block"));
         }
+        self.plan_on(k, shape, self.info.compute_units as usize)
+    }
+
+    /// The launch of `k` for `shape` as if the device had `units` SMs, in `k.entry`'s block
+    /// limits, or why none fits.
+    fn plan_on(
+        &self,
+        k: LocalKernel,
+        shape: SeqShape,
+        units: usize,
+    ) -> Result<std::result::Result<LocalPlan, &'static str>> {
         let module = self.module_for(k.entry)?;
         let Some(limits) = self.device.block_limits(&module, k.entry).transpose()? else {
             return Ok(Err("the device does not report its block limits"));
@@ -293,11 +384,27 @@ impl<D: Device> GpuOps<D> {
             threads: limits.0 as usize,
             shared_bytes: limits.1 as usize,
         };
-        let units = self.info.compute_units as usize;
         let dims = (shape.batch, shape.hidden);
-        Ok(geometry(k.gates, dims, (k.forward, place), units, room)
+        Ok(geometry(k.gates, dims, (k.forward, k.place), units, room)
             .map(|launch| LocalPlan { kernel: k, launch })
             .ok_or("one row and its products (and W_hh, if kept there) do not fit a block"))
+    }
+
+    /// The paired launch of `plan`'s kernel (its `_pair` entry, two sequences of `shape`, one
+    /// along each `y` of the grid): each sequence's geometry as over half the SMs, so that the
+    /// two together still give every SM one block. `None` where the kernel has no paired
+    /// entry (W_hh in registers) or its limits fit no row.
+    pub(super) fn pair_plan(&self, plan: &LocalPlan, shape: SeqShape) -> Result<Option<LocalPlan>> {
+        let Some(entry) = plan.kernel.pair else {
+            return Ok(None);
+        };
+        let k = LocalKernel {
+            entry,
+            pair: None,
+            ..plan.kernel
+        };
+        let units = (self.info.compute_units as usize).div_ceil(2);
+        Ok(self.plan_on(k, shape, units)?.ok())
     }
 
     /// One launch of the block-local `plan` over every step of `shape` with `bufs` (those of
@@ -313,27 +420,69 @@ impl<D: Device> GpuOps<D> {
     ) -> Result<()> {
         let k = plan.kernel;
         if k.place != WPlace::L1 {
-            return self.launch_local(plan, bufs, shape, tail);
+            return self.launch_local(plan, bufs, shape, 1, tail);
         }
         let n = packed_floats(k.gates, shape.hidden);
         self.with_grow_only(&self.seq_packed_w, n, false, |packed| {
-            let pack = Args::new()
-                .bufs(&[bufs[k.w_arg], &packed])?
-                .dims(&[k.gates, shape.hidden])
-                .u32(k.forward as u32);
-            self.run("bl_pack_w", launch::elementwise(n), pack)?;
+            self.pack_w(k, bufs[k.w_arg], &packed, shape.hidden)?;
             let mut swapped = bufs.to_vec();
             swapped[k.w_arg] = &packed;
-            self.launch_local(plan, &swapped, shape, tail)
+            self.launch_local(plan, &swapped, shape, 1, tail)
         })
     }
 
-    /// The launch of `plan` with `bufs` as they are.
+    /// One launch of the paired `plan` ([`GpuOps::pair_plan`]) over two sequences of `shape`,
+    /// `first` (`y = 0`) and `second` (`y = 1`) the buffers of each, as [`GpuOps::block_local`]
+    /// takes them; the L1 variant packs both W_hh, side by side in the packed-W scratch.
+    pub(super) fn block_local_pair(
+        &self,
+        plan: &LocalPlan,
+        (first, second): (&[&View<'_>], &[&View<'_>]),
+        shape: SeqShape,
+        tail: impl FnOnce(Args) -> Args,
+    ) -> Result<()> {
+        let k = plan.kernel;
+        if k.place != WPlace::L1 {
+            let both: Vec<&View<'_>> = first.iter().chain(second).copied().collect();
+            return self.launch_local(plan, &both, shape, 2, tail);
+        }
+        let n = packed_floats(k.gates, shape.hidden);
+        let both_n = n.checked_mul(2).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "{}: two packed W_hh of {n} floats overflow",
+                self.info.id
+            ))
+        })?;
+        self.with_grow_only(&self.seq_packed_w, both_n, false, |packed| {
+            let (p0, p1) = (packed.slice(0, n)?, packed.slice(n, n)?);
+            self.pack_w(k, first[k.w_arg], &p0, shape.hidden)?;
+            self.pack_w(k, second[k.w_arg], &p1, shape.hidden)?;
+            let (mut a, mut b) = (first.to_vec(), second.to_vec());
+            a[k.w_arg] = &p0;
+            b[k.w_arg] = &p1;
+            let both: Vec<&View<'_>> = a.iter().chain(&b).copied().collect();
+            self.launch_local(plan, &both, shape, 2, tail)
+        })
+    }
+
+    /// `bl_pack_w`: W_hh `w` of `k`'s cell at `hidden` into `packed`, in the layout the
+    /// shared-memory variant gives it.
+    fn pack_w(&self, k: LocalKernel, w: &View<'_>, packed: &View<'_>, hidden: usize) -> Result<()> {
+        let n = packed_floats(k.gates, hidden);
+        let pack = Args::new()
+            .bufs(&[w, packed])?
+            .dims(&[k.gates, hidden])
+            .u32(k.forward as u32);
+        self.run("bl_pack_w", launch::elementwise(n), pack)
+    }
+
+    /// The launch of `plan` with `bufs` as they are, `sequences` (1, or 2 paired) along `y`.
     fn launch_local(
         &self,
         plan: &LocalPlan,
         bufs: &[&View<'_>],
         shape: SeqShape,
+        sequences: u32,
         tail: impl FnOnce(Args) -> Args,
     ) -> Result<()> {
         let (k, launch) = (plan.kernel, plan.launch);
@@ -341,7 +490,7 @@ impl<D: Device> GpuOps<D> {
         let dims = [shape.steps, shape.batch, shape.hidden];
         let args = tail(Args::new().bufs(bufs)?.dims(&dims));
         let config = LaunchConfig {
-            grid: [launch.grid as u32, 1, 1],
+            grid: [launch.grid as u32, sequences, 1],
             block: [launch.threads as u32, 1, 1],
             // Fits u32: at most the device's shared bytes a block.
             shared_bytes: (launch.shared_floats * 4) as u32,

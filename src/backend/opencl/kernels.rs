@@ -49,7 +49,7 @@ const SMALL_SEQ: (&str, &str) = (
 
 /// The families of the OpenCL op set, each compiled as a module of its own after [`HEADERS`]
 /// (docs/kernel-abi.md). Files that call each other's functions share a module.
-pub(crate) const FAMILIES: [OpFamily; 20] = [
+pub(crate) const FAMILIES: [OpFamily; 21] = [
     OpFamily {
         name: "elementwise",
         files: &[(
@@ -241,6 +241,17 @@ pub(crate) const FAMILIES: [OpFamily; 20] = [
             ),
         ],
         entries: &[family_entries::SMALL_SEQUENCE_REGS],
+    },
+    OpFamily {
+        name: "small_seq_pair",
+        files: &[
+            SMALL_SEQ,
+            (
+                "kernels-cl/small_seq_pair.cl",
+                include_str!("../../../kernels-cl/small_seq_pair.cl"),
+            ),
+        ],
+        entries: &[family_entries::SMALL_SEQUENCE_PAIR],
     },
     OpFamily {
         name: "random",

@@ -3,7 +3,7 @@
 //! sizes on both sides of the persistent kernels' register limit). Kept in one place so a
 //! change of the `Ops` signatures is one edit here.
 
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, View};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::BiasActBackward;
@@ -22,6 +22,7 @@ use crate::ops::RnnSequenceBackward;
 use crate::ops::RnnSequenceForward;
 use crate::ops::RnnStepBackward;
 use crate::ops::RnnStepForward;
+use crate::ops::SeqCall;
 use crate::ops::SoftmaxCrossEntropy;
 use crate::ops::prelude::TypedMemory;
 use crate::ops::{
@@ -419,6 +420,134 @@ fn recurrent(
             dh_state: None,
             shape,
         })?;
+    }
+    pairs(ops, z, batch, hidden)
+}
+
+/// Every sequence op as a [`SeqCall`] pair of two independent sequences of one shape (the
+/// paired block-local entries where the route is block-local).
+fn pairs(
+    ops: &dyn Ops,
+    z: &dyn Fn(usize) -> Result<Buffer>,
+    batch: usize,
+    hidden: usize,
+) -> Result<()> {
+    let shape = SeqShape::new(3, batch, hidden);
+    let (t, bh) = (shape.steps, batch * hidden);
+    // One set of buffers per sequence: every op of both cells reads and writes only its own.
+    struct Set {
+        x: Buffer,
+        hs: Buffer,
+        cs: Buffer,
+        w: Buffer,
+        b: Buffer,
+        out: Buffer,
+        out2: Buffer,
+        cache: Buffer,
+        state: Buffer,
+    }
+    let set = || -> Result<Set> {
+        Ok(Set {
+            x: z(t * 4 * bh)?,
+            hs: z((t + 1) * bh)?,
+            cs: z((t + 1) * bh)?,
+            w: z(4 * hidden * hidden)?,
+            b: z(8 * hidden)?,
+            out: z(t * 4 * bh)?,
+            out2: z(t * 4 * bh)?,
+            cache: z(t * 4 * bh)?,
+            state: z(bh)?,
+        })
+    };
+    let sets = [set()?, set()?];
+    let act = Activation::Tanh;
+    type MakeCall = for<'a> fn(&'a Set, SeqShape, Activation) -> Result<SeqCall<'a>>;
+    let makers: [MakeCall; 8] = [
+        |s, shape, act| {
+            let (g, h) = (shape.hidden, shape.steps * shape.batch * shape.hidden);
+            Ok(SeqCall::RnnForward(RnnSequenceForward::new(
+                s.x.slice(0, h)?,
+                s.hs.view(),
+                RecurrentWeights::new(s.w.slice(0, g * g)?, s.b.slice(0, g)?, s.b.slice(g, g)?),
+                act,
+                shape,
+            )))
+        },
+        |s, shape, act| {
+            let (g, h) = (shape.hidden, shape.steps * shape.batch * shape.hidden);
+            Ok(SeqCall::RnnBackward(RnnSequenceBackward::new(
+                s.x.slice(0, h)?,
+                s.hs.view(),
+                s.w.slice(0, g * g)?,
+                s.out.slice(0, h)?,
+                act,
+                shape,
+            )))
+        },
+        |s, shape, _| {
+            let g = shape.hidden;
+            let b = |i: usize| s.b.slice(i * 4 * g, 4 * g);
+            Ok(SeqCall::LstmForward(LstmSequenceForward {
+                gates: s.x.view(),
+                hs: s.hs.view(),
+                cs: s.cs.view(),
+                weights: RecurrentWeights::new(s.w.view(), b(0)?, b(1)?),
+                shape,
+            }))
+        },
+        |s, shape, _| lstm_backward(s.x.view(), s, shape, None),
+        |s, shape, _| lstm_backward(s.x.view(), s, shape, Some(s.state.view())),
+        |s, shape, _| {
+            let (g, h) = (shape.hidden, shape.steps * shape.batch * shape.hidden);
+            let b = |i: usize| s.b.slice(i * 3 * g, 3 * g);
+            Ok(SeqCall::GruForward(GruSequenceForward {
+                gx: s.x.slice(0, 3 * h)?,
+                hs: s.hs.view(),
+                weights: RecurrentWeights::new(s.w.slice(0, 3 * g * g)?, b(0)?, b(1)?),
+                cache: s.cache.view(),
+                shape,
+            }))
+        },
+        |s, shape, _| gru_backward(s, shape, None),
+        |s, shape, _| gru_backward(s, shape, Some(s.state.view())),
+    ];
+    fn lstm_backward<'a>(
+        gates: View<'a>,
+        s: &'a Set,
+        shape: SeqShape,
+        dc_state: Option<View<'a>>,
+    ) -> Result<SeqCall<'a>> {
+        let h = shape.steps * shape.batch * shape.hidden;
+        Ok(SeqCall::LstmBackward(LstmSequenceBackward {
+            dh: s.out2.slice(0, h)?,
+            gates,
+            cs: s.cs.view(),
+            w_hh: s.w.view(),
+            dgates: s.out.view(),
+            dc_state,
+            shape,
+        }))
+    }
+    fn gru_backward<'a>(
+        s: &'a Set,
+        shape: SeqShape,
+        dh_state: Option<View<'a>>,
+    ) -> Result<SeqCall<'a>> {
+        let (g, h) = (shape.hidden, shape.steps * shape.batch * shape.hidden);
+        Ok(SeqCall::GruBackward(GruSequenceBackward {
+            dh: s.x.slice(0, h)?,
+            hs: s.hs.view(),
+            cache: s.cache.view(),
+            w_hh: s.w.slice(0, 3 * g * g)?,
+            grads: GruGateGrads::new(s.out.slice(0, 3 * h)?, s.out2.slice(0, 3 * h)?),
+            dh_state,
+            shape,
+        }))
+    }
+    for make in makers {
+        let first = make(&sets[0], shape, act)?;
+        let second = make(&sets[1], shape, act)?;
+        ops.sequence_pair(first, second)?;
     }
     Ok(())
 }

@@ -196,8 +196,8 @@ fn passed(dialect: Dialect, (kinds, shared): &(Vec<CType>, bool)) -> Vec<CType> 
 }
 
 /// Records every launch of [`calls::exercise`] on each imitated device, with the default
-/// options, again with the tier-0 stand-ins forced, with the GEMM path forced and with the
-/// block-local kernels with W_hh in registers forced:
+/// options, again with the tier-0 stand-ins forced, with the GEMM path forced and with each
+/// block-local variant (W_hh in registers, shared memory, through L1) forced:
 /// `(dialect, entry)` to its argument kinds. Two different lists for one entry of one dialect
 /// are an error.
 fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
@@ -217,12 +217,25 @@ fn record(errors: &mut Vec<String>) -> (Recorded, PointerTypes) {
         recurrent_algorithm: Some(RecurrentAlgorithm::BlockLocalRegisters),
         ..ContextOptions::default()
     };
+    // The Elman cell's shared-memory and L1 block-local kernels (and every cell's L1 ones
+    // under CUDA) run only when forced at the exercised sizes, which the register variant
+    // takes.
+    let [shared, l1] = [
+        RecurrentAlgorithm::BlockLocal,
+        RecurrentAlgorithm::BlockLocalL1,
+    ]
+    .map(|a| ContextOptions {
+        recurrent_algorithm: Some(a),
+        ..ContextOptions::default()
+    });
     let runs = imitations()
         .into_iter()
         .map(|i| (i, ContextOptions::default()))
         .chain(imitations().into_iter().map(|i| (i, forced.clone())))
         .chain(imitations().into_iter().map(|i| (i, gemm_steps.clone())))
-        .chain(imitations().into_iter().map(|i| (i, registers.clone())));
+        .chain(imitations().into_iter().map(|i| (i, registers.clone())))
+        .chain(imitations().into_iter().map(|i| (i, shared.clone())))
+        .chain(imitations().into_iter().map(|i| (i, l1.clone())));
     for (imitate, options) in runs {
         let dialect = format!("{:?}", imitate.dialect);
         let (device, log) = RecordingDevice::new(imitate);
