@@ -276,7 +276,13 @@ pub fn sequence_launches(t: Target) {
 /// sequence op once a sequence, block-local (Elman W_hh in registers, the gated cells' in
 /// shared memory), and nothing else of the recurrence.
 fn ran_automatic(got: &BTreeMap<String, u64>) -> bool {
-    let suffix = |cell: &str| if cell == "rnn" { "_local_regs" } else { "_local" };
+    let suffix = |cell: &str| {
+        if cell == "rnn" {
+            "_local_regs"
+        } else {
+            "_local"
+        }
+    };
     let each = ["rnn", "lstm", "gru"].iter().all(|cell| {
         ["forward", "backward"]
             .iter()
