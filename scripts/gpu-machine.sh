@@ -23,6 +23,11 @@
 #                                              under each recurrent algorithm of $GRID_ALGOS (default
 #                                              all), on cuda:0 and NVIDIA OpenCL, into
 #                                              $OUT/grid-algos-{cuda,opencl}.log)
+#   bash scripts/gpu-machine.sh grid-pair     (not in all: ours only at the bidirectional points
+#                                              of the grid and a few more, both directions in one
+#                                              launch and (RNN_RECURRENT_PAIR=0) one after the
+#                                              other, on cuda:0 and NVIDIA OpenCL, into
+#                                              $OUT/grid-pair-{cuda,opencl}-{on,off}.log)
 #   bash scripts/gpu-machine.sh recurrent-check (not in all: the op suites of the recurrent
 #                                              kernels and thin GEMMs on every GPU backend, memcheck
 #                                              over them on CUDA and HIP-through-NVRTC, the
@@ -258,6 +263,25 @@ for what in "${@:-all}"; do
         bash $run exec recurrent_grid --device "$dev" --points $points --only "$only" --algos "${GRID_ALGOS:-all}" \
           2>&1 | tee "$OUT/grid-algos-$name.log"
         [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid --algos ${GRID_ALGOS:-all} on $dev failed"; status=1; }
+      done
+      [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; } ;;&
+    grid-pair)
+      # Not in `all`: the paired launch of a bidirectional layer's directions against the two
+      # launches it replaces, ours only, at the grid's bidirectional points and shapes outside
+      # the grid (small batches, where pairing should matter; large, where it should not).
+      ocl=$(bash $run exec devices 2>/dev/null | grep -oE "opencl:[0-9]+:[0-9]+ +NVIDIA" | head -1 | cut -d' ' -f1)
+      points="$OUT/pair.points"
+      { grep -E " bi( quick)?$" .gpu-bundle/recurrent_grid.points
+        printf '%s\n' "lstm 96 8 64 1 bi" "gru 48 4 100 2 bi" "elman 200 32 64 1 bi" \
+          "elman 100 128 64 2 bi" "lstm 100 300 48 1 bi"; } > "$points"
+      for dev in cuda:0 $ocl; do
+        name=cuda; [ "$dev" = cuda:0 ] || name=opencl
+        for pair in on off; do
+          step "bidirectional points, RNN_RECURRENT_PAIR=$pair: rnn on $dev"
+          RNN_RECURRENT_PAIR=$pair bash $run exec recurrent_grid --device "$dev" --points "$points" \
+            2>&1 | tee "$OUT/grid-pair-$name-$pair.log"
+          [ "${PIPESTATUS[0]}" = 0 ] || { echo "!!! recurrent_grid on $dev (pair $pair) failed"; status=1; }
+        done
       done
       [ -n "$ocl" ] || { echo "!!! no NVIDIA OpenCL device"; status=1; } ;;&
     grid-boundary)

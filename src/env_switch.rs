@@ -1,7 +1,7 @@
 //! On/off environment variables (`RNN_CACHE`, `RNN_GRAPHS`, `RNN_PROFILE_KERNELS`,
-//! `RNN_OPENCL_PERSISTENT`, `RNN_RECURRENT_GEMM_STEPS`, `RNN_RECURRENT_BLOCK_LOCAL`): one parser,
-//! each variable with its defaults and words. `RNN_RECURRENT_ALGO`, which names an algorithm,
-//! is read by `recurrent_algorithm`.
+//! `RNN_OPENCL_PERSISTENT`, `RNN_RECURRENT_GEMM_STEPS`, `RNN_RECURRENT_BLOCK_LOCAL`,
+//! `RNN_RECURRENT_PAIR`): one parser, each variable with its defaults and words.
+//! `RNN_RECURRENT_ALGO`, which names an algorithm, is read by `recurrent_algorithm`.
 
 use std::ffi::OsStr;
 

@@ -114,6 +114,9 @@ pub(crate) struct GpuOps<D: Device> {
     seq_gemm_steps: Option<bool>,
     /// `ContextOptions::recurrent_block_local` or its environment variable (`small_seq`).
     seq_block_local: bool,
+    /// Whether two sequence ops of one shape may share a launch (`RNN_RECURRENT_PAIR`,
+    /// `seq_pair`).
+    seq_pair: bool,
     /// The algorithm every sequence op tries first (`ContextOptions::recurrent_algorithm` or
     /// its environment variable, `seq_route`); `None`: the automatic choice.
     seq_forced: Option<crate::RecurrentAlgorithm>,
@@ -174,6 +177,7 @@ impl<D: Device> GpuOps<D> {
             thin_gemm: options.thin_gemm,
             seq_gemm_steps: seq_gemm::choice(options.recurrent_gemm_steps)?,
             seq_block_local: small_seq::choice(options.recurrent_block_local)?,
+            seq_pair: seq_pair::choice()?,
             seq_forced: crate::recurrent_algorithm::forced(options.recurrent_algorithm)?,
             recording: Mutex::new(None),
         })

@@ -11,10 +11,26 @@ use super::launch::Args;
 use super::seq_route::SeqRoute;
 use crate::backend::Device;
 use crate::buffer::View;
+use crate::env_switch::Switch;
 use crate::error::Result;
 use crate::ops::SeqShape;
 use crate::ops::prelude::*;
 use crate::ops::{SeqCall, seq_pair};
+
+/// `RNN_RECURRENT_PAIR`: off (`0`, `off`, `false`, `no`) runs the two ops of every pair one
+/// after the other, for measuring the paired launch against them; on, unset or empty, pairs
+/// run as the module docs say. Read once, when the context is created.
+const ENV: Switch = Switch {
+    name: "RNN_RECURRENT_PAIR",
+    unset: true,
+    empty: true,
+    yes_no: true,
+};
+
+/// Whether this context pairs sequence ops ([`ENV`]).
+pub(super) fn choice() -> Result<bool> {
+    ENV.read_env()
+}
 
 /// What follows the dimensions in a block-local launch.
 #[derive(Clone, Copy, PartialEq)]
@@ -167,7 +183,7 @@ impl<D: Device> GpuOps<D> {
 impl<D: Device> SequencePairOps for GpuOps<D> {
     fn sequence_pair(&self, first: SeqCall<'_>, second: SeqCall<'_>) -> Result<()> {
         seq_pair::check_independent(&first, &second)?;
-        if !self.paired(&first, &second)? {
+        if !(self.seq_pair && self.paired(&first, &second)?) {
             first.run(self)?;
             second.run(self)?;
         }
