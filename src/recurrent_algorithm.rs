@@ -28,7 +28,8 @@ pub enum RecurrentAlgorithm {
     BlockLocalL1,
     /// The block-local kernels with W_hh in registers, each product split along k over a few
     /// threads (`*_seq_*_local_regs`; where gates x hidden x the split is at most 1024
-    /// threads: Elman to hidden 146, LSTM to 72, GRU to 85). Only when forced.
+    /// threads: Elman to hidden 146, LSTM to 72, GRU to 85). Chosen automatically for the
+    /// Elman cell where it fits; the LSTM and GRU only when forced.
     BlockLocalRegisters,
     /// The persistent kernels: one cooperative launch whose blocks each own a slice of the
     /// hidden units and meet at a grid barrier every step (CUDA; NVIDIA GPUs under OpenCL).

@@ -25,6 +25,12 @@
 //! (padded) is at most [`GpuOps::l1_budget`]; never by default under CUDA, whose blocks hold
 //! W_hh at those sizes. The budget is a rule of thumb to be confirmed by the all-algorithms grid
 //! (benches/recurrent_grid.rs `--algos all`).
+//!
+//! The register variant (`*_seq_*_local_regs`, [`WPlace::Registers`]) holds W_hh in the
+//! threads' registers, each product split along k; the router takes it first for the Elman
+//! cell wherever it fits ([`GpuOps::registers_wanted`]). Each kernel also has a paired entry
+//! (`*_pair`, [`GpuOps::pair_plan`], [`GpuOps::block_local_pair`]) that runs two sequences of
+//! one shape, a bidirectional layer's directions, in one launch (src/backend/gpu/seq_pair.rs).
 
 use super::GpuOps;
 use super::launch::{self, Args};
