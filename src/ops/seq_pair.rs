@@ -117,37 +117,3 @@ pub trait SequencePairOps: ElmanOps + GatedSequenceOps {
         second.run(self)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::{SeqCall, check_independent};
-    use crate::ops::{RecurrentWeights, RnnSequenceForward, SeqShape};
-
-    #[test]
-    fn overlapping_pairs_are_refused_before_any_work() {
-        let ctx = crate::Context::cpu();
-        let ops = ctx.ops();
-        let shape = SeqShape::new(2, 1, 3);
-        let buf = |n| ops.alloc(n).unwrap();
-        let (pre, hs, w, b) = (buf(6), buf(9), buf(9), buf(3));
-        let call = |hs| {
-            SeqCall::RnnForward(RnnSequenceForward {
-                pre: pre.view(),
-                hs,
-                weights: RecurrentWeights::new(w.view(), b.view(), b.view()),
-                act: crate::ops::Activation::Tanh,
-                shape,
-            })
-        };
-        let first = call(hs.view());
-        let err = check_independent(&first, &call(hs.view())).unwrap_err();
-        assert!(err.to_string().contains("must be independent"), "{err}");
-        let other = buf(9);
-        check_independent(&first, &call(other.view())).unwrap();
-        // Both read `pre` and the weights, which is fine; writing what the other reads is not.
-        let err = ops
-            .sequence_pair(first, call(pre.slice(0, 6).unwrap()))
-            .unwrap_err();
-        assert!(err.to_string().contains("overlaps"), "{err}");
-    }
-}

@@ -560,6 +560,7 @@ macro_rules! backend_suite {
                 gpu_gated_sequence_block_local => gated_seq::gated_sequence_block_local,
                 gpu_gated_sequence_gemm_steps => gated_seq::gated_sequence_gemm_steps,
                 gpu_sequence_pair => seq_pair::sequence_pair,
+                gpu_sequence_pair_overlap => seq_pair::overlapping_pairs,
                 gpu_gated_sequence_low_products => gated_seq::gated_sequence_low_products,
                 gpu_rnn_sequence_low_products => rnn_seq::rnn_sequence_low_products,
                 gpu_gated_sequence_graph => gated_graph::gated_sequence_graph,

@@ -245,3 +245,32 @@ pub fn sequence_pair(t: Target) {
         );
     }
 }
+
+/// A pair whose ops are not independent is refused before any work, with the views named;
+/// two ops that only read the same inputs are fine.
+pub fn overlapping_pairs(t: Target) {
+    for ctx in support::contexts(t, "gpu_sequence_pair_overlap") {
+        let ops = ctx.ops();
+        let buf = |n| ops.alloc(n).unwrap();
+        let (pre, hs, other, w, b) = (buf(6), buf(9), buf(9), buf(9), buf(3));
+        fn call<'a>(pre: View<'a>, hs: View<'a>, (w, b): (View<'a>, View<'a>)) -> SeqCall<'a> {
+            Kind::RnnForward.call(&[pre, hs, w, b, b], SeqShape::new(2, 1, 3))
+        }
+        let wb = (w.view(), b.view());
+        let call = |pre, hs| call(pre, hs, wb);
+        let (first, same_out) = (call(pre.view(), hs.view()), call(pre.view(), hs.view()));
+        let err = ops.sequence_pair(first, same_out).unwrap_err();
+        assert!(
+            err.to_string().contains("must be independent"),
+            "{}: {err}",
+            ctx.id()
+        );
+        // The second writes what the first reads.
+        let into_input = call(other.view(), pre.slice(0, 6).unwrap());
+        let err = ops.sequence_pair(first, into_input).unwrap_err();
+        assert!(err.to_string().contains("overlaps"), "{}: {err}", ctx.id());
+        // Both read `pre` and the weights: independent.
+        ops.sequence_pair(first, call(pre.view(), other.view()))
+            .unwrap_or_else(|e| panic!("{}: {e}", ctx.id()));
+    }
+}
