@@ -242,13 +242,15 @@ pub(crate) mod family_entries {
         "gru_seq_backward",
     ];
     /// The block-local Elman sequence kernels for small hidden sizes (plain launches; `_l1`
-    /// reads W_hh packed by `bl_pack_w` through the L1 cache). One module per cell, so that a
-    /// model waits for its cell's kernels only.
+    /// reads W_hh packed by `bl_pack_w` through the L1 cache, `_local_regs` keeps it in
+    /// registers). One module per cell, so that a model waits for its cell's kernels only.
     pub(crate) const SMALL_SEQUENCE_RNN: &[&str] = &[
         "rnn_seq_forward_local",
         "rnn_seq_backward_local",
         "rnn_seq_forward_l1",
         "rnn_seq_backward_l1",
+        "rnn_seq_forward_local_regs",
+        "rnn_seq_backward_local_regs",
     ];
     /// The same for LSTM.
     pub(crate) const SMALL_SEQUENCE_LSTM: &[&str] = &[
@@ -264,12 +266,10 @@ pub(crate) mod family_entries {
         "gru_seq_forward_l1",
         "gru_seq_backward_l1",
     ];
-    /// The block-local sequence kernels of every cell with W_hh in registers, each product
+    /// The LSTM and GRU block-local sequence kernels with W_hh in registers, each product
     /// split along k: a module of their own, built on first use (only a forced algorithm
-    /// launches them).
+    /// launches them; the Elman cell's, taken by default, are in [`SMALL_SEQUENCE_RNN`]).
     pub(crate) const SMALL_SEQUENCE_REGS: &[&str] = &[
-        "rnn_seq_forward_local_regs",
-        "rnn_seq_backward_local_regs",
         "lstm_seq_forward_local_regs",
         "lstm_seq_backward_local_regs",
         "gru_seq_forward_local_regs",

@@ -32,10 +32,13 @@ pub(super) enum Prefetch {
 /// has a vendor GEMM library (cuBLAS) that takes the f32 products.
 pub(super) fn family_prefetch(family: &str, backend: BackendKind, vendor_gemm: bool) -> Prefetch {
     match family {
-        // bf16/f16 kernels: only mixed-precision work launches them; the paired block-local
-        // kernels: only bidirectional layers do. (The register variant, `small_seq_regs`,
-        // runs every Elman sequence up to hidden 146: early, like the other cells' kernels.)
-        "hgemm" | "mixed" | "optim_mixed" | "small_seq_pair" => Prefetch::FirstUse,
+        // bf16/f16 kernels: only mixed-precision work launches them; the LSTM and GRU
+        // block-local kernels with W_hh in registers: only a forced algorithm does (the
+        // Elman cell's, taken by default, are in `small_seq_rnn`); the paired ones: only
+        // bidirectional layers do.
+        "hgemm" | "mixed" | "optim_mixed" | "small_seq_regs" | "small_seq_pair" => {
+            Prefetch::FirstUse
+        }
         // The per-step kernels (`rnn_step_*`, `lstm_step_*`, `gru_step_*`) and the cells of
         // the per-step GEMM route (`lstm_cell_*`, `gru_cell_*`, LSTM/GRU from hidden 384): a
         // sequence runs them only where neither the persistent nor the block-local kernels take
@@ -211,7 +214,14 @@ mod tests {
     fn families_only_some_runs_launch_are_left_to_their_first_use() {
         use BackendKind::{Cuda, Hip, OpenCl};
         for backend in [Cuda, Hip, OpenCl] {
-            for family in ["hgemm", "mixed", "optim_mixed", "rnn", "small_seq_pair"] {
+            for family in [
+                "hgemm",
+                "mixed",
+                "optim_mixed",
+                "rnn",
+                "small_seq_regs",
+                "small_seq_pair",
+            ] {
                 assert_eq!(family_prefetch(family, backend, true), Prefetch::FirstUse);
                 assert_eq!(family_prefetch(family, backend, false), Prefetch::FirstUse);
             }
@@ -222,7 +232,6 @@ mod tests {
                 "small_seq",
                 "small_seq_rnn",
                 "small_seq_gru",
-                "small_seq_regs",
             ] {
                 assert_eq!(family_prefetch(family, backend, false), Prefetch::Early);
             }
@@ -282,7 +291,6 @@ mod tests {
             "small_seq_rnn",
             "small_seq_lstm",
             "small_seq_gru",
-            "small_seq_regs",
         ];
         let warm_names = names(&OPENCL, &warm);
         assert_eq!(warm_names[..early.len()], early[..]);

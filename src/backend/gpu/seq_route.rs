@@ -1,11 +1,11 @@
 //! The one place that decides how a GPU runs a recurrent sequence op (Elman, LSTM, GRU; forward
 //! or backward): [`GpuOps::seq_route`]. Automatically, in this order: the Elman block-local
 //! kernels with W_hh in registers where they fit (`small_seq::GpuOps::registers_wanted`); the
-//! block-local kernels with W_hh in shared memory where it fits (`small_seq`), else with W_hh read through the L1
-//! cache where the L1 variant exists (OpenCL) and W_hh is within the device's budget; the
-//! persistent kernels where wanted (`seq_gemm::gemm_over_persistent`) and the grid fits the
+//! block-local kernels with W_hh in shared memory where it fits (`small_seq`), else with W_hh
+//! read through the L1 cache where the L1 variant exists (OpenCL) and W_hh is within the
+//! device's budget; the persistent kernels where wanted (`seq_gemm::gemm_over_persistent`) and the grid fits the
 //! co-residency limit (`persistent`); else the per-step GEMMs or the fused step kernels by the
-//! hidden-size rule (`seq_gemm`). `RNN_RECURRENT_BLOCK_LOCAL=0` takes both block-local variants
+//! hidden-size rule (`seq_gemm`). `RNN_RECURRENT_BLOCK_LOCAL=0` takes every block-local variant
 //! out, `RNN_RECURRENT_GEMM_STEPS` steers the last choices, as before.
 //!
 //! A forced algorithm (`ContextOptions::recurrent_algorithm`, `RNN_RECURRENT_ALGO`) is tried
@@ -32,7 +32,7 @@ pub(super) struct SeqOp {
 
 /// How a sequence op runs.
 pub(super) enum SeqRoute {
-    /// One block-local launch (W_hh in shared memory or through L1).
+    /// One block-local launch (W_hh in shared memory, through L1 or in registers).
     Local(LocalPlan),
     /// One cooperative launch of the persistent kernel.
     Persistent(CoopPlan),

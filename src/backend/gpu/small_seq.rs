@@ -338,7 +338,8 @@ impl<D: Device> GpuOps<D> {
     /// step): CUDA Elman h64 b64 t128 301 -> 230 us, h128 440 -> 343, h64 b16 t32 2-layer bi
     /// 449 -> 303; NVIDIA OpenCL h64 b16 2-layer bi 718 -> 600. The LSTM lost (h64 b64 398 ->
     /// 418) and the GRU gained little (h64 399 -> 376), so both keep shared memory. Checked
-    /// before any plan, so that other cells never build the register module for the question.
+    /// before any plan, so that the LSTM and GRU never build their register module (a
+    /// first-use family) for the question.
     pub(super) fn registers_wanted(&self, gates: usize, hidden: usize) -> bool {
         gates == 1
             && gates
@@ -410,7 +411,18 @@ impl<D: Device> GpuOps<D> {
             ..plan.kernel
         };
         let units = (self.info.compute_units as usize).div_ceil(2);
-        Ok(self.plan_on(k, shape, units)?.ok())
+        // The two sequences can always run as two launches: a paired module that does not
+        // build, or whose limits the device does not report, costs the pairing only.
+        match self.plan_on(k, shape, units) {
+            Ok(plan) => Ok(plan.ok()),
+            Err(e) => {
+                log::warn!(
+                    "{}: {entry} unavailable ({e}); two launches instead",
+                    self.info.id
+                );
+                Ok(None)
+            }
+        }
     }
 
     /// One launch of the block-local `plan` over every step of `shape` with `bufs` (those of
