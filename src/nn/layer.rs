@@ -453,14 +453,13 @@ impl Layer {
             return c.backward(self, f, x, dx);
         }
         let input = LayerInput { x, dx };
-        if let (Some(lv), Some(c)) = (&f.lengths, self.cell_seq(ws)?) {
-            varlen_cell::mask_grads(f.ops, lv, &c)?;
-        }
         match (self, ws) {
             (Layer::Dense(d), LayerWs::Dense(w)) => d.backward(f, w, x, dx, None),
-            (Layer::Rnn(r), LayerWs::Rnn(w)) => r.backward(f, w, input),
-            (Layer::Lstm(l), LayerWs::Lstm(w)) => l.backward(f, w, input),
-            (Layer::Gru(g), LayerWs::Gru(w)) => g.backward(f, w, input),
+            (Layer::Rnn(_) | Layer::Lstm(_) | Layer::Gru(_), _) => {
+                let (call, state) = self.cell_backward_call(f, ws)?;
+                call.run(f.ops)?;
+                self.cell_backward_rest(f, ws, input, state)
+            }
             (Layer::Stack(s), LayerWs::Stack(w)) => s.backward(f, w, input),
             (Layer::Dropout(d), LayerWs::Dropout(w)) => d.backward(f, w, dx),
             (Layer::LayerNorm(n), LayerWs::LayerNorm(w)) => n.backward(f, w, input),

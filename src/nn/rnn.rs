@@ -176,16 +176,10 @@ impl Rnn {
         }))
     }
 
-    /// Backpropagation through time from the gradient the next layer left in `dh`.
-    pub fn backward(&self, f: &Flat<'_>, ws: &RnnWs, input: LayerInput<'_>) -> Result<()> {
-        let (call, state) = self.backward_call(f, ws)?;
-        call.run(f.ops)?;
-        self.backward_rest(f, ws, input, state)
-    }
-
-    /// The backward pass up to its sequence op (the final-state gradient added, where the pass
-    /// has state gradients): the op, for the caller to run, and the state gradients for
-    /// [`Rnn::backward_rest`].
+    /// Backpropagation through time from the gradient the next layer left in `dh`, up to its
+    /// sequence op (the final-state gradient added, where the pass has state gradients; the
+    /// parameter gradients are overwritten by [`Rnn::backward_rest`]): the op, for the caller to
+    /// run, and the state gradients for the rest.
     pub fn backward_call<'a>(
         &self,
         f: &Flat<'a>,

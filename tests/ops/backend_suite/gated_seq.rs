@@ -38,7 +38,7 @@ pub(super) fn product_tolerance(shape: SeqShape) -> f64 {
 }
 
 /// The initial block of a `(steps + 1)`-block state buffer, random, then poisoned blocks.
-fn states(r: &mut Values, steps: usize, n: usize) -> Vec<f32> {
+pub(super) fn states(r: &mut Values, steps: usize, n: usize) -> Vec<f32> {
     let mut s = r.vec(n, -1.0, 1.0);
     s.extend(nan(steps * n));
     s

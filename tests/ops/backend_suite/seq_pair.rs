@@ -15,6 +15,7 @@ use rnn::ops::{
 };
 use rnn::{Activation, Context, RecurrentAlgorithm, View};
 
+use super::gated_seq::states;
 use super::{Values, compare_at, nan, prop};
 use crate::support::{self, Target};
 
@@ -39,15 +40,14 @@ impl Kind {
             ..
         } = shape;
         let n = batch * hidden;
-        let mut states = r.vec(n, -1.0, 1.0);
-        states.extend(nan(steps * n));
+        let hs = states(r, steps, n);
         let full = r.vec((steps + 1) * n, -1.0, 1.0);
         match self {
             Kind::RnnForward => {
                 let w = r.recurrent_w(1, hidden);
                 let (b_ih, b_hh) = (r.vec(hidden, -1.0, 1.0), r.vec(hidden, -1.0, 1.0));
                 (
-                    vec![r.vec(steps * n, -2.0, 2.0), states, w, b_ih, b_hh],
+                    vec![r.vec(steps * n, -2.0, 2.0), hs, w, b_ih, b_hh],
                     vec![1],
                 )
             }
@@ -59,11 +59,10 @@ impl Kind {
                 )
             }
             Kind::LstmForward => {
-                let mut cs = r.vec(n, -1.0, 1.0);
-                cs.extend(nan(steps * n));
+                let cs = states(r, steps, n);
                 let bufs = vec![
                     r.vec(steps * 4 * n, -2.0, 2.0),
-                    states,
+                    hs,
                     cs,
                     r.recurrent_w(4, hidden),
                     r.vec(4 * hidden, -1.0, 1.0),
@@ -90,7 +89,7 @@ impl Kind {
             Kind::GruForward => {
                 let bufs = vec![
                     r.vec(steps * 3 * n, -2.0, 2.0),
-                    states,
+                    hs,
                     r.recurrent_w(3, hidden),
                     r.vec(3 * hidden, -1.0, 1.0),
                     r.vec(3 * hidden, -1.0, 1.0),
